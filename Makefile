@@ -1,0 +1,97 @@
+# plumb build. `make` builds build/plumb; `make test` runs the whole suite;
+# `make asan` runs it under AddressSanitizer+UBSan; `make accept` runs
+# `plumb accept --quick` on this host; `make cuda` / `make hip` build the GPU
+# plugins. Every target first makes sure the Debian packages are installed
+# (scripts/deps.sh), so a fresh Debian 12 machine needs nothing by hand.
+
+BUILD   ?= build
+CC      ?= cc
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
+OPT     ?= -O2
+SAN     ?=
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+# -ffp-contract=off: golden arithmetic must not be fused behind our back
+# (DESIGN.md section 5); fast kernels that want fma call fmaf explicitly.
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -ffp-contract=off -fno-fast-math \
+           -fopenmp -pthread -Isrc -MMD -MP $(MPI_CFLAGS) $(SAN)
+LDLIBS  := $(MPI_LIBS) -lopenblas -ljansson -lmicrohttpd -lcrypto -lz -lm -ldl -lpthread
+LDFLAGS += -fopenmp -pthread -rdynamic $(SAN)
+
+LIB_DIRS := core dev comm models train health report accept
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+.PHONY: all deps test asan accept cuda hip gpu-compile clean
+all: deps $(BUILD)/plumb $(BUILD)/plumb-tests
+
+deps:
+	@scripts/deps.sh test
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libplumb.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/plumb: $(CLI_OBJ) $(BUILD)/libplumb.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libplumb.a $(LDLIBS)
+
+# The test binary links the library and the CLI (minus main) so tests can
+# call commands directly.
+$(BUILD)/plumb-tests: $(TEST_OBJ) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ)) $(BUILD)/libplumb.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+test: all
+	@tests/run.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 PLUMB_ASAN=1 tests/run.sh build-asan
+
+accept: all
+	$(BUILD)/plumb accept --quick --out runs/accept-$$(date -u +%Y%m%dT%H%M%SZ)
+
+# ---- GPU plugins: one source set (src/gpu), two vendors ----
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+HIPCC    ?= hipcc
+GPU_SRC  := $(wildcard src/gpu/*.cu)
+GPU_HDR  := $(wildcard src/gpu/*.h src/gpu/*.cuh src/core/*.h src/dev/*.h)
+# sm_90 machine code plus compute_90 PTX; --fmad=false keeps golden kernels
+# bit-identical to the CPU (fast kernels use explicit fmaf / library calls).
+NVCC_FLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] --fmad=false \
+              -Xcompiler -fPIC,-Wall,-Wno-unused-function -Isrc -DPLUMB_CUDA
+HIP_FLAGS  ?= -O3 -std=c++17 --offload-arch=gfx90a -ffp-contract=off -fPIC -Wall -Wno-unused-function -Isrc -DPLUMB_HIP
+
+cuda: $(BUILD)/libplumb-cuda.so
+hip: $(BUILD)/libplumb-hip.so
+gpu-compile: cuda hip
+
+$(BUILD)/cuda/%.o: src/gpu/%.cu $(GPU_HDR)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+$(BUILD)/libplumb-cuda.so: $(GPU_SRC:src/gpu/%.cu=$(BUILD)/cuda/%.o)
+	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl
+
+$(BUILD)/hip/%.o: src/gpu/%.cu $(GPU_HDR)
+	@mkdir -p $(dir $@)
+	$(HIPCC) $(HIP_FLAGS) -x hip -c $< -o $@
+
+$(BUILD)/libplumb-hip.so: $(GPU_SRC:src/gpu/%.cu=$(BUILD)/hip/%.o)
+	$(HIPCC) -shared --offload-arch=gfx90a -o $@ $^ -ldl
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

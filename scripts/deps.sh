@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages plumb needs to build and test, and nothing else.
+# As root it runs apt-get; otherwise it prints the exact command and exits 1.
+# Usage: scripts/deps.sh [build|test|gpu|all]   (default: test)
+#   build: compile plumb itself        test: build + everything `make test` drives
+#   gpu:   hipcc and ROCm SMI headers for `make hip` and the rocm-smi provider
+set -euo pipefail
+want=${1:-test}
+build_pkgs="build-essential pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev zlib1g-dev libssl-dev"
+test_pkgs="chromium prometheus python3 curl"
+gpu_pkgs="hipcc libamdhip64-dev librocm-smi-dev"
+case "$want" in
+  build) pkgs="$build_pkgs" ;;
+  test)  pkgs="$build_pkgs $test_pkgs" ;;
+  gpu)   pkgs="$gpu_pkgs" ;;
+  all)   pkgs="$build_pkgs $test_pkgs $gpu_pkgs" ;;
+  *) echo "deps.sh: unknown set '$want' (expected build, test, gpu or all)" >&2; exit 2 ;;
+esac
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+cmd="apt-get install -y --no-install-recommends$missing"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps.sh: missing Debian packages:$missing" >&2
+  echo "deps.sh: run as root:  apt-get update && $cmd" >&2
+  exit 1
+fi
+echo "deps.sh: installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+# A stale or empty package list makes apt-get fail to find packages: refresh once.
+stamp=/var/lib/apt/periodic/update-success-stamp
+if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists 2>/dev/null | grep -v lock)" ] || \
+   [ -n "$(find /var/lib/apt/lists -maxdepth 0 -mmin +720 2>/dev/null)" ]; then
+  apt-get update -q >&2
+fi
+apt-get install -y -q --no-install-recommends$missing >&2 || { apt-get update -q >&2; apt-get install -y -q --no-install-recommends$missing >&2; }

@@ -1,0 +1,25 @@
+/* Every check plumb accept can run. Each fills r (see check.h) and returns
+ * PLUMB_OK when it ran (whatever its verdict) or an error when it could not
+ * run at all (bad input, internal failure). The accept command decides which
+ * run at each level (--quick, --standard, --full). */
+#ifndef PLUMB_CHECKS_H
+#define PLUMB_CHECKS_H
+#include "accept/check.h"
+
+/* host, drivers, libraries, plugins, risky env vars (accept/check_doctor.c) */
+int check_doctor_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
+/* Philox KATs, KS tests, stream digests on ctx->device, compared with the
+ * cpu's digests when the device is not the cpu (accept/check_rng.c) */
+int check_rng_run(const struct check_ctx *ctx, long count, struct check_result *r, plumb_err *e);
+/* every op vs float64, determinism, golden digests vs the cpu's
+ * (accept/check_numerics.c); numerics = "fast" or "golden" */
+int check_numerics_run(const struct check_ctx *ctx, const char *numerics, int allow_tf32,
+                       struct check_result *r, plumb_err *e);
+/* ctr-tiny trained on ctx->device: AUC floor, golden digest vs cpu (accept/check_train_ctr.c) */
+int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
+/* health sampled during the run, no threshold crossed (accept/check_health.c) */
+int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
+/* fault drills (accept/check_faults.c) */
+int check_faults_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
+
+#endif

@@ -1,0 +1,136 @@
+#include "cli/args.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int choice_ok(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n)) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+static int set_value(const struct opt *o, const char *v, plumb_err *e)
+{
+    char *end;
+    switch (o->kind) {
+    case OPT_STR:
+        *(const char **)o->dst = v;
+        return PLUMB_OK;
+    case OPT_CHOICE:
+        if (!choice_ok(o->choices, v))
+            return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not one of %s", o->name, v, o->choices);
+        *(const char **)o->dst = v;
+        return PLUMB_OK;
+    case OPT_INT: {
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end)
+            return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not an integer", o->name, v);
+        if (o->choices) {
+            long lo, hi;
+            if (sscanf(o->choices, "%ld..%ld", &lo, &hi) == 2 && (x < lo || x > hi))
+                return err_set(e, PLUMB_EUSAGE, "%s: %ld is out of range (expected %ld..%ld)", o->name, x, lo, hi);
+        }
+        *(long *)o->dst = x;
+        return PLUMB_OK;
+    }
+    case OPT_DOUBLE: {
+        errno = 0;
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(x))
+            return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not a finite number", o->name, v);
+        *(double *)o->dst = x;
+        return PLUMB_OK;
+    }
+    case OPT_FLAG:
+        *(int *)o->dst = 1;
+        return PLUMB_OK;
+    }
+    return err_set(e, PLUMB_EINTERNAL, "%s: bad option kind", o->name);
+}
+
+void args_print_help(const char *usage, const char *summary, const struct opt *opts)
+{
+    printf("usage: %s\n\n%s\n\noptions:\n", usage, summary);
+    for (const struct opt *o = opts; o && o->name; o++) {
+        char left[64];
+        const char *mv = o->metavar ? o->metavar
+                         : o->kind == OPT_INT ? "N" : o->kind == OPT_DOUBLE ? "X"
+                         : o->kind == OPT_CHOICE ? o->choices : "S";
+        if (o->kind == OPT_FLAG) snprintf(left, sizeof left, "%s", o->name);
+        else snprintf(left, sizeof left, "%s %s", o->name, mv);
+        printf("  %-28s %s", left, o->help);
+        if (o->kind == OPT_FLAG) printf(" (default: off)");
+        else if (o->def) printf(" (default: %s)", o->def);
+        printf("\n");
+    }
+    printf("  %-28s %s\n", "--help", "show this help and exit");
+}
+
+int args_parse(const char *usage, const char *summary, const struct opt *opts, int argc,
+               char **argv, char **pos, int max_pos, int *npos, plumb_err *e)
+{
+    int rc;
+    if (npos) *npos = 0;
+    for (const struct opt *o = opts; o && o->name; o++) {
+        if (o->kind == OPT_FLAG) *(int *)o->dst = 0;
+        else if (o->def && (rc = set_value(o, o->def, e))) return err_wrap(e, "default of %s", o->name);
+    }
+    int only_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        if (only_pos || a[0] != '-' || !a[1]) {
+            if (!pos || !npos || *npos >= max_pos)
+                return err_set(e, PLUMB_EUSAGE, "unexpected argument '%s' (see %s --help)", a, usage);
+            pos[(*npos)++] = a;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            only_pos = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            args_print_help(usage, summary, opts);
+            return ARGS_HELP;
+        }
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        const struct opt *o = opts;
+        for (; o && o->name; o++)
+            if (strlen(o->name) == nlen && !strncmp(o->name, a, nlen)) break;
+        if (!o || !o->name)
+            return err_set(e, PLUMB_EUSAGE, "unknown option '%.*s' (see %s --help)", (int)nlen, a, usage);
+        const char *v = NULL;
+        if (o->kind == OPT_FLAG) {
+            if (eq) return err_set(e, PLUMB_EUSAGE, "%s takes no value", o->name);
+        } else if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc) return err_set(e, PLUMB_EUSAGE, "%s needs a value", o->name);
+            v = argv[++i];
+        }
+        if ((rc = set_value(o, v, e))) return rc;
+    }
+    return PLUMB_OK;
+}
+
+int args_split_list(const char *s, char *buf, size_t bufn, char **out, int max)
+{
+    snprintf(buf, bufn, "%s", s);
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n >= max) return -1;
+        out[n++] = t;
+    }
+    return n;
+}

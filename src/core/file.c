@@ -1,0 +1,159 @@
+#include "core/file.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int file_test_fail_before_rename = 0;
+
+int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int file_join(char *out, size_t n, const char *a, const char *b, plumb_err *e)
+{
+    size_t la = strlen(a);
+    int w = snprintf(out, n, "%s%s%s", a, (la && a[la - 1] == '/') ? "" : "/", b);
+    if (w < 0 || (size_t)w >= n) return err_set(e, PLUMB_EUSAGE, "path too long: %s/%s", a, b);
+    return PLUMB_OK;
+}
+
+int file_fsync_dir(const char *dir, plumb_err *e)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return err_set(e, PLUMB_EIO, "open directory %s: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    if (rc != 0 && saved != EINVAL) /* some filesystems refuse fsync on dirs */
+        return err_set(e, PLUMB_EIO, "fsync directory %s: %s", dir, strerror(saved));
+    return PLUMB_OK;
+}
+
+int file_mkdirs(const char *path, plumb_err *e)
+{
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf) return err_set(e, PLUMB_EUSAGE, "path too long: %s", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return err_set(e, PLUMB_EIO, "mkdir %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return err_set(e, PLUMB_EIO, "mkdir %s: %s", buf, strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(e, PLUMB_EIO, "%s exists and is not a directory", buf);
+    return PLUMB_OK;
+}
+
+static int write_full(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int file_write_atomic_iov(const char *path, const void *const *bufs, const size_t *lens,
+                          int nbufs, plumb_err *e)
+{
+    char dir[PATH_MAX], tmp[PATH_MAX + 32];
+    if (strlen(path) >= sizeof dir) return err_set(e, PLUMB_EUSAGE, "path too long: %s", path);
+    strcpy(dir, path);
+    char *d = dirname(dir);
+    int w = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (w < 0 || (size_t)w >= sizeof tmp) return err_set(e, PLUMB_EUSAGE, "path too long: %s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return err_set(e, PLUMB_EIO, "create %s: %s", tmp, strerror(errno));
+    for (int i = 0; i < nbufs; i++) {
+        if (write_full(fd, bufs[i], lens[i]) != 0) {
+            int saved = errno;
+            close(fd);
+            unlink(tmp);
+            return err_set(e, PLUMB_EIO, "write %s: %s", tmp, strerror(saved));
+        }
+    }
+    if (fsync(fd) != 0) {
+        int saved = errno;
+        close(fd);
+        unlink(tmp);
+        return err_set(e, PLUMB_EIO, "fsync %s: %s", tmp, strerror(saved));
+    }
+    if (close(fd) != 0) {
+        unlink(tmp);
+        return err_set(e, PLUMB_EIO, "close %s: %s", tmp, strerror(errno));
+    }
+    if (file_test_fail_before_rename)
+        return err_set(e, PLUMB_EIO, "simulated crash before rename of %s (temp file left at %s)",
+                       path, tmp);
+    if (rename(tmp, path) != 0) {
+        int saved = errno;
+        unlink(tmp);
+        return err_set(e, PLUMB_EIO, "rename %s -> %s: %s", tmp, path, strerror(saved));
+    }
+    return file_fsync_dir(d, e);
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len, plumb_err *e)
+{
+    const void *bufs[1] = {data};
+    size_t lens[1] = {len};
+    return file_write_atomic_iov(path, bufs, lens, 1, e);
+}
+
+int file_read_all(const char *path, char **out, size_t *len, plumb_err *e)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(e, errno == ENOENT ? PLUMB_EUSAGE : PLUMB_EIO, "open %s: %s", path, strerror(errno));
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        fclose(f);
+        return err_set(e, PLUMB_ENOMEM, "reading %s: out of memory", path);
+    }
+    for (;;) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) {
+            if (ferror(f)) {
+                free(buf);
+                fclose(f);
+                return err_set(e, PLUMB_EIO, "read %s: %s", path, strerror(errno));
+            }
+            break;
+        }
+        cap *= 2;
+        char *nb = realloc(buf, cap + 1);
+        if (!nb) {
+            free(buf);
+            fclose(f);
+            return err_set(e, PLUMB_ENOMEM, "reading %s: out of memory", path);
+        }
+        buf = nb;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *out = buf;
+    if (len) *len = n;
+    return PLUMB_OK;
+}

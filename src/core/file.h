@@ -1,0 +1,29 @@
+/* Files: atomic writes (temp file in the same directory, fsync, rename,
+ * fsync of the directory), whole-file reads, recursive mkdir. */
+#ifndef PLUMB_FILE_H
+#define PLUMB_FILE_H
+#include <stddef.h>
+#include "core/err.h"
+
+/* Writes data to path atomically: a crash at any point leaves either the old
+ * file or the new one, never a mix. */
+int file_write_atomic(const char *path, const void *data, size_t len, plumb_err *e);
+/* Same, from several buffers written in order (avoids a concatenation copy). */
+int file_write_atomic_iov(const char *path, const void *const *bufs, const size_t *lens,
+                          int nbufs, plumb_err *e);
+/* Reads the whole file; *out is malloc'ed and NUL-terminated (not counted in *len). */
+int file_read_all(const char *path, char **out, size_t *len, plumb_err *e);
+/* mkdir -p with mode 0755. */
+int file_mkdirs(const char *path, plumb_err *e);
+/* fsync of a directory (after a rename into it). */
+int file_fsync_dir(const char *dir, plumb_err *e);
+int file_exists(const char *path);
+/* Joins a and b with one '/' into out (size n); error if it does not fit. */
+int file_join(char *out, size_t n, const char *a, const char *b, plumb_err *e);
+
+/* Test hook: when set, file_write_atomic stops after writing and fsyncing the
+ * temporary file and before the rename, and returns PLUMB_EIO, as a crash
+ * there would. Tests use it to prove the old file survives. */
+extern int file_test_fail_before_rename;
+
+#endif
