@@ -1,0 +1,216 @@
+/* Training ops: forward and backward of the layers the reference workloads
+ * need, optimizers and gradient utilities. `dev_ops.train` points at one of
+ * these tables; a NULL entry means "not implemented on this backend".
+ *
+ * Conventions (every backend keeps them):
+ * - All pointers are device pointers (host memory for the cpu backend); every
+ *   op is asynchronous on stream s (NULL = default stream) and never calls
+ *   back to the host. Sizes and scalars are passed by value from the host.
+ *   Where an op produces a count (sparse_coalesce) it writes it to device
+ *   memory; the caller downloads it.
+ * - Tensors are row-major; shapes are given as [rows, cols] or [B, T, D].
+ * - Every op is deterministic: no atomics in reductions or scatter-adds,
+ *   results independent of thread/block count in golden mode.
+ * - Numerics: d->numerics selects fast (BLAS, vectorised loops) or golden
+ *   (the fixed evaluation orders written next to each op below, fmaf written
+ *   out, transcendental functions from core/gmath.h, -ffp-contract=off /
+ *   --fmad=false). Golden results are bit-identical on every device.
+ *   Elementwise ops without transcendentals (relu, sgd, adamw, ...) have one
+ *   definition used by both modes.
+ * - Precision: activations and gradients of activations live in fp32 buffers;
+ *   an op with a `dtype_t rt` argument rounds what it stores to rt (DT_F32:
+ *   no rounding, DT_BF16 / DT_F16: round to nearest even through
+ *   core/dtype.h) so the stored values are exactly those a GPU storing bf16 /
+ *   fp16 holds. fp16 overflow becomes inf (the loss scaler sees it). GEMM
+ *   inputs are rounded by the caller (activations are stored rounded; weights
+ *   through round_fp32 into a working copy); accumulation is always fp32.
+ * - Outputs are overwritten, never accumulated into, unless an op says so.
+ * - Every op returns PLUMB_OK, or an error code with a message in *e naming
+ *   the bad argument (e may be NULL).
+ */
+#ifndef PLUMB_TRAIN_OPS_H
+#define PLUMB_TRAIN_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/dtype.h"
+#include "core/err.h"
+
+struct dev;
+typedef struct dev_stream dev_stream;
+
+struct train_ops {
+    /* ---------------- dense layers ---------------- */
+
+    /* Linear layer, weight in PyTorch layout:
+     *   y[B,N] = x[B,K] * w[N,K]^T + bias[N], then ReLU when relu != 0,
+     *   then rounded to rt.  bias may be NULL (no bias).
+     * Golden: y[b,n] = bias[n] + (((0 + x[b,0]w[n,0]) + x[b,1]w[n,1]) ...) with
+     *   each step acc = fmaf(x[b,k], w[n,k], acc), k ascending, then
+     *   acc + bias[n] (one fp32 add), then relu (acc > 0 ? acc : 0), then round. */
+    int (*linear_fwd)(struct dev *d, dev_stream *s, const float *x, const float *w,
+                      const float *bias, float *y, int B, int K, int N, int relu, dtype_t rt,
+                      plumb_err *e);
+
+    /* Backward of linear_fwd. x[B,K], w[N,K] as in the forward; y[B,N] the
+     * forward output (read only when relu != 0); dy[B,N] the gradient of y.
+     * When relu != 0, dy is first masked IN PLACE: dy[b,n] = y[b,n] > 0 ? dy : 0.
+     *   dx[B,K] = dy * w       (rounded to rt; dx may be NULL: not needed)
+     *   dw[N,K] = dy^T * x     (fp32, overwritten)
+     *   dbias[N] = sum_b dy    (fp32, overwritten; NULL when bias was NULL)
+     * Golden: every output element is one fmaf chain in ascending order of the
+     *   contracted index (n for dx, b for dw), starting from 0; dbias is a
+     *   plain fp32 sum in ascending b starting from 0. */
+    int (*linear_bwd)(struct dev *d, dev_stream *s, const float *x, const float *w,
+                      const float *y, float *dy, float *dx, float *dw, float *dbias, int B,
+                      int K, int N, int relu, dtype_t rt, plumb_err *e);
+
+    /* y[i] = max(x[i], 0) rounded to rt; in place allowed. x,y: [n] */
+    int (*relu_fwd)(struct dev *d, dev_stream *s, const float *x, float *y, size_t n,
+                    dtype_t rt, plumb_err *e);
+    /* dx[i] = y[i] > 0 ? dy[i] : 0 (y is the forward output); in place allowed. */
+    int (*relu_bwd)(struct dev *d, dev_stream *s, const float *y, const float *dy, float *dx,
+                    size_t n, plumb_err *e);
+
+    /* ---------------- embeddings ---------------- */
+
+    /* Gather from T tables stored back to back in one fused table.
+     *   table [R, D]: table t's row r is fused row off[t] + r.
+     *   off [T] (device, int64), idx [B, T] (uint32, row within table t).
+     *   out[b, t, :] = table[off[t] + idx[b,t], :]  rounded to rt.  out: [B, T, D].
+     * No bounds check on the device: the caller validates indices on the host
+     * (ctr_check_batch). */
+    int (*embedding_fwd)(struct dev *d, dev_stream *s, const float *table, const int64_t *off,
+                         const uint32_t *idx, float *out, int B, int T, int D, dtype_t rt,
+                         plumb_err *e);
+
+    /* Sparse gradient of embedding_fwd for the first n_valid samples (the
+     * rest of the batch is masked out and contributes no rows):
+     * the n = n_valid*T pairs (row = off[t] + idx[b,t], grad = dout[b,t,:]) are
+     * coalesced as sparse_coalesce does, keyed by position p = b*T + t.
+     *   dout [B, T, D]; rows_out [n_valid*T] int64; grads_out [n_valid*T, D];
+     *   *n_out (device int64) = number of distinct rows U; rows_out[0..U)
+     *   ascending, grads_out[u,:] = sum of the pairs with that row, added in
+     *   ascending p order starting from 0 (plain fp32 adds, both modes). */
+    int (*embedding_bwd)(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx,
+                         const float *dout, int B, int n_valid, int T, int D, int64_t *rows_out,
+                         float *grads_out, int64_t *n_out, plumb_err *e);
+
+    /* Deterministic sparse reduction ("segment reduce"): n (row, vector) pairs
+     * with possibly repeated rows -> U distinct rows ascending, each vector the
+     * sum of that row's vectors in ascending input position (stable sort by
+     * row, then fp32 adds from 0). Used after gathering sparse gradients of
+     * several micro-shards or ranks. rows_in [n], vals_in [n, D],
+     * rows_out [n], vals_out [n, D], *n_out = U (device int64). Outputs must
+     * not alias inputs. */
+    int (*sparse_coalesce)(struct dev *d, dev_stream *s, const int64_t *rows_in,
+                           const float *vals_in, size_t n, int D, int64_t *rows_out,
+                           float *vals_out, int64_t *n_out, plumb_err *e);
+
+    /* ---------------- DLRM dot interaction ---------------- */
+
+    /* F = T + 1 vectors per sample: z_0 = bottom[b,:] (the bottom MLP output),
+     * z_{1+t} = emb[b,t,:]. Output [B, D + F(F-1)/2]:
+     *   out[b, 0:D]   = bottom[b, :]
+     *   out[b, D + p] = dot(z_i, z_j) for i > j, p = i(i-1)/2 + j
+     *   (i = 1..F-1, j = 0..i-1: the lower triangle row by row; for T = 26,
+     *    D = 16: 351 dots, 367 features), rounded to rt.
+     * bottom [B, D], emb [B, T, D].
+     * Golden: each dot is one fmaf chain over k = 0..D-1 from 0. */
+    int (*interact_fwd)(struct dev *d, dev_stream *s, const float *bottom, const float *emb,
+                        float *out, int B, int T, int D, dtype_t rt, plumb_err *e);
+
+    /* Backward: dout [B, D + F(F-1)/2] ->
+     *   dbottom[b,:] = dout[b,0:D] + sum_{j != 0} dout[pair(0,j)] * z_j
+     *   demb[b,t,:]  = sum_{j != 1+t} dout[pair(1+t,j)] * z_j
+     * both rounded to rt. Golden: for vector i, acc starts at dout[b,0:D]
+     * (i = 0) or 0, then acc = fmaf(dout[pair(i,j)], z_j[k], acc) for
+     * j = 0..F-1 ascending, j != i. */
+    int (*interact_bwd)(struct dev *d, dev_stream *s, const float *bottom, const float *emb,
+                        const float *dout, float *dbottom, float *demb, int B, int T, int D,
+                        dtype_t rt, plumb_err *e);
+
+    /* ---------------- loss ---------------- */
+
+    /* Binary cross-entropy on logits, numerically stable form
+     *   l_b = max(z,0) - z*y + log1p(exp(-|z|))
+     * for the first n_valid of B samples (the rest are masked: no loss, zero
+     * gradient). z [B] logits, y [B] labels (0 or 1 as float).
+     *   loss_ps [B] (may be NULL): per-sample loss (0 for masked samples)
+     *   sum_count [2] (device double, may be NULL): {sum of l_b in ascending b
+     *     (double adds from 0), n_valid}
+     *   dz [B] (may be NULL): (sigmoid(z_b) - y_b) * grad_scale, 0 when masked.
+     * grad_scale is usually loss_scale / global_batch so that micro-shard
+     * gradients add up to the gradient of the (scaled) global mean loss.
+     * Golden: log1p and exp from core/gmath.h; sigmoid(z) = 1/(1+exp(-z)) for
+     *   z >= 0, exp(z)/(1+exp(z)) otherwise (IEEE division). */
+    int (*bce_logits)(struct dev *d, dev_stream *s, const float *z, const float *y, int B,
+                      int n_valid, float grad_scale, float *loss_ps, double *sum_count, float *dz,
+                      plumb_err *e);
+
+    /* p[i] = sigmoid(z[i]) (same definition as bce_logits). z, p: [n] */
+    int (*sigmoid)(struct dev *d, dev_stream *s, const float *z, float *p, size_t n,
+                   plumb_err *e);
+
+    /* ---------------- optimizers (fp32 master weights) ---------------- */
+
+    /* Dense SGD with L2 weight decay, both modes:
+     *   w[i] = fmaf(-lr, fmaf(wd, w[i], g[i]), w[i])   (wd == 0: fmaf(-lr, g[i], w[i]))
+     * w, g: [n] */
+    int (*sgd)(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr,
+               float wd, plumb_err *e);
+
+    /* Sparse SGD on the touched rows only: for u < n,
+     *   table[rows[u], k] = fmaf(-lr, grads[u, k], table[rows[u], k]).
+     * rows must be distinct (the output of embedding_bwd / sparse_coalesce),
+     * so rows update independently. table [R, D], rows [n], grads [n, D]. */
+    int (*sgd_sparse)(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
+                      const float *grads, size_t n, int D, float lr, plumb_err *e);
+
+    /* AdamW (PyTorch semantics, decoupled weight decay). For each i:
+     *   w = w - lr*wd*w
+     *   m = b1*m + (1-b1)*g ;  v = b2*v + (1-b2)*g*g
+     *   w = w - lr * (m / bc1) / (sqrt(v / bc2) + eps)
+     * bc1 = 1 - b1^t, bc2 = 1 - b2^t for step t >= 1, computed by the caller
+     * on the host (in double, cast to float) so every device gets the same
+     * scalars. Each line is evaluated left to right in fp32, no fma, IEEE
+     * division and sqrt. w, g, m, v: [n] */
+    int (*adamw)(struct dev *d, dev_stream *s, float *w, const float *g, float *m, float *v,
+                 size_t n, float lr, float b1, float b2, float eps, float wd, float bc1,
+                 float bc2, plumb_err *e);
+
+    /* Sparse ("lazy") AdamW on touched rows: the adamw update above applied
+     * to table[rows[u],:], m[rows[u],:], v[rows[u],:] with grads[u,:].
+     * rows distinct. table, m, v: [R, D]; rows [n]; grads [n, D]. */
+    int (*adamw_sparse)(struct dev *d, dev_stream *s, float *table, float *m, float *v,
+                        const int64_t *rows, const float *grads, size_t n, int D, float lr,
+                        float b1, float b2, float eps, float wd, float bc1, float bc2,
+                        plumb_err *e);
+
+    /* ---------------- gradient utilities ---------------- */
+
+    /* out[0] += sum of x[i]^2 (device double). Order, both modes: blocks of
+     * 1024 elements; within a block a double sum of (double)x*(double)x in
+     * ascending i from 0; block sums added to out[0] in ascending block order.
+     * The caller zeroes out first; a fast-mode global norm is the sqrt of the
+     * all-reduced partials of the ranks. x: [n] */
+    int (*sumsq)(struct dev *d, dev_stream *s, const float *x, size_t n, double *out,
+                 plumb_err *e);
+
+    /* x[i] *= mul (exact fp32 multiply), and *found_inf (device int) is set to
+     * 1 if any x[i] is inf or NaN before the multiply (left unchanged
+     * otherwise): the loss scaler's unscale + check, and gradient clipping
+     * (mul = clip factor). x: [n] */
+    int (*scale_check)(struct dev *d, dev_stream *s, float *x, size_t n, float mul,
+                       int *found_inf, plumb_err *e);
+
+    /* y[i] = x[i] rounded to nearest even in dtype rt and widened back to
+     * fp32 (DT_F32: plain copy). In place allowed. The working copy of the
+     * weights for bf16/fp16 GEMMs. x, y: [n] */
+    int (*round_fp32)(struct dev *d, dev_stream *s, const float *x, float *y, size_t n,
+                      dtype_t rt, plumb_err *e);
+};
+
+/* The cpu backend's table (src/dev/cpu_train_ops.c). */
+extern const struct train_ops cpu_train_ops;
+
+#endif

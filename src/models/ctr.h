@@ -1,0 +1,189 @@
+/* ctr: the DLRM of WORKLOADS.md (Criteo Kaggle configuration), explicit
+ * forward and backward over the device's train_ops (dev/train_ops.h).
+ *
+ * Model (dlrm-kaggle): dense [B,13] -> bottom MLP 13-512-256-64-16 (ReLU after
+ * every layer) -> x0 [B,16]; 26 embedding tables rows x 16 -> e [B,26,16];
+ * dot interaction of the 27 vectors (x0 and the 26 embeddings: 351 dots i > j,
+ * concatenated after x0) -> [B,367]; top MLP 367-512-256-1 (ReLU between
+ * layers, none after the last) -> logit [B]; loss BCE on the logit.
+ *
+ * Memory (all on the device, d):
+ * - ONE fp32 parameter buffer of ctr_n_params() floats: the dense tensors
+ *   first, in the order of the tensor list (ctr_tensor), then the fused
+ *   embedding table [R, D] with R = sum of rows, table t at row table_off[t].
+ *   This buffer is the fp32 master copy; the digest hashes exactly it.
+ * - ONE fp32 gradient buffer of ctr_n_dense() floats for the dense tensors
+ *   (same offsets as in the parameter buffer).
+ * - Sparse embedding gradients as a (rows, grads) list: rows [U] int64 fused
+ *   row numbers ascending and distinct, grads [U, D]; U <= n_valid * 26.
+ *
+ * Inputs (struct ctr_batch, host memory): dense features already transformed
+ * by the data reader, x = log(1 + max(raw, 0)), missing = 0; categorical
+ * features already hashed and reduced mod rows[t] (row index within table t).
+ *
+ * ---- Gradient contract (golden data parallel and fast mode) ----
+ * ctr_forward_backward() computes the gradient of
+ *     grad_scale * sum_{b < n_valid} bce(logit_b, label_b)
+ * for the given batch and OVERWRITES the dense gradient buffer and the sparse
+ * list with it; it never accumulates. So:
+ * - golden data parallel: the engine cuts the global batch into fixed-size
+ *   micro-shards, calls ctr_forward_backward once per micro-shard with
+ *   grad_scale = loss_scale / global_batch, and after each call converts the
+ *   dense gradient and the sparse (row, grad) pairs to 64-bit fixed point and
+ *   adds them to its own accumulators (order-free, rank-count-free). It then
+ *   converts the sums back to fp32 into ctr_grads() (dense) and into a sparse
+ *   list (distinct rows), and calls ctr_opt_step.
+ * - fast mode: one call over the rank's local batch (grad_scale = loss_scale
+ *   / global_batch), all-reduce ctr_grads() in place, all-gather the sparse
+ *   lists and coalesce them (train_ops.sparse_coalesce), then ctr_opt_step.
+ * With golden numerics (dev_set_numerics) the result of one call is
+ * bit-identical on every device and thread count.
+ *
+ * ---- Precision ----
+ * precision DT_F32, DT_BF16 or DT_F16 (--precision): parameters, optimizer
+ * state and the dense/sparse gradient outputs stay fp32; activations, their
+ * gradients and the GEMM weight inputs are rounded to the precision (round to
+ * nearest even), as a GPU storing them in bf16/fp16 would hold them. With fp16
+ * an overflowing activation gradient becomes inf and shows up in the
+ * gradients (the loss scaler's found-inf check).
+ */
+#ifndef PLUMB_CTR_H
+#define PLUMB_CTR_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/dtype.h"
+#include "core/err.h"
+#include "dev/dev.h"
+
+#define CTR_N_DENSE 13
+#define CTR_N_TABLES 26
+#define CTR_MAX_LAYERS 8
+
+struct ctr_config {
+    char preset[32];
+    int emb_dim;                    /* D: 16 (dlrm-kaggle) */
+    int64_t rows[CTR_N_TABLES];     /* rows of each table */
+    int n_bottom;                   /* number of bottom layers (4) */
+    int bottom[CTR_MAX_LAYERS + 1]; /* widths incl. input: 13,512,256,64,16; last == D */
+    int n_top;                      /* number of top layers (3) */
+    int top[CTR_MAX_LAYERS + 1];    /* widths incl. input: 367,512,256,1; first ==
+                                       D + 27*26/2, last == 1 */
+};
+
+/* Presets: "ctr-tiny" (trains in seconds on 2 cores) and "dlrm-kaggle".
+ * rows_override > 0 sets every table's rows (--rows); 0 keeps the preset's
+ * (dlrm-kaggle: 1,000,000). Unknown name: PLUMB_EUSAGE naming it. */
+int ctr_config_preset(const char *name, int64_t rows_override, struct ctr_config *c,
+                      plumb_err *e);
+/* Checks widths and rows; error names the bad field. */
+int ctr_config_validate(const struct ctr_config *c, plumb_err *e);
+/* "13-512-256-64-16 | 26x1000000x16 | 367-512-256-1" style description. */
+void ctr_config_describe(const struct ctr_config *c, char *buf, size_t n);
+
+/* One named tensor of the parameter buffer. Tensor ids (the Philox `a` of
+ * its init stream) are list positions: bottom layer l: weight 2l, bias 2l+1;
+ * top layer l: weight 2(nb+l), bias 2(nb+l)+1; table t: 2(nb+nt) + t.
+ * Linear weights are [out, in] (PyTorch layout). */
+struct ctr_tensor {
+    char name[32];   /* "bottom.0.weight", "top.2.bias", "emb.7" */
+    size_t offset;   /* in floats, into the parameter (and gradient) buffer */
+    size_t numel;
+    int rows, cols;  /* shape; a bias is [1, out]; a table [rows_t, D] */
+    int is_table;    /* 1: embedding table (sparse gradient, no dense grad) */
+};
+
+struct ctr_model;
+
+/* Allocates the parameter, gradient and activation buffers on d for batches
+ * of up to max_batch samples. precision: DT_F32, DT_BF16 or DT_F16.
+ * Parameters are uninitialised until ctr_init (or a checkpoint load). */
+int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t precision,
+               struct ctr_model **out, plumb_err *e);
+void ctr_free(struct ctr_model *m);
+
+/* WORKLOADS.md init from Philox purpose RNG_INIT, stream (seed, RNG_INIT,
+ * a = tensor id, b = 0), element index = position within the tensor:
+ * linear weight w = sqrt(2/(fan_in+fan_out)) * normal_i, bias
+ * = sqrt(1/fan_out) * normal_i, table = (2*uniform_i - 1) * sqrt(1/rows_t)
+ * (normal/uniform: dev ops rng_normal / rng_uniform). Resets optimizer state. */
+int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e);
+
+/* ---- the layout ---- */
+const struct ctr_config *ctr_config_of(const struct ctr_model *m);
+size_t ctr_n_params(const struct ctr_model *m); /* dense + table floats */
+size_t ctr_n_dense(const struct ctr_model *m);  /* dense floats (= gradient buffer) */
+int ctr_n_tensors(const struct ctr_model *m);
+const struct ctr_tensor *ctr_tensor(const struct ctr_model *m, int i);
+float *ctr_params(struct ctr_model *m);         /* device [n_params] */
+float *ctr_grads(struct ctr_model *m);          /* device [n_dense] */
+float *ctr_table(struct ctr_model *m);          /* device [R, D] = params + n_dense */
+int64_t ctr_table_rows(const struct ctr_model *m); /* R */
+/* Fused row of (table t, row r) is table_off[t] + r (host array [26]). */
+const int64_t *ctr_table_off(const struct ctr_model *m);
+struct dev *ctr_dev(struct ctr_model *m);
+int ctr_max_batch(const struct ctr_model *m);
+
+/* ---- one (micro-)batch ---- */
+struct ctr_batch {
+    int B;                  /* samples, 1 <= B <= max_batch */
+    int n_valid;            /* the first n_valid count; the rest is masked padding
+                               (its indices must still be in range, e.g. 0) */
+    const float *dense;     /* host [B, 13], transformed (see above) */
+    const uint32_t *sparse; /* host [B, 26], row within table t: < rows[t] */
+    const float *labels;    /* host [B], 0 or 1 (may be NULL for ctr_predict) */
+};
+
+/* Validates a batch on the host: B, n_valid, every index < rows[t], labels
+ * 0/1. Error names sample and field ("sample 17, C5: row 1000003 >= 1000000"). */
+int ctr_check_batch(const struct ctr_model *m, const struct ctr_batch *b, plumb_err *e);
+
+/* Loss of the valid samples: sum of per-sample BCE (double, ascending sample
+ * order) and count (= n_valid). */
+struct ctr_loss {
+    double sum;
+    int64_t count;
+};
+
+/* Forward + backward (see the gradient contract above). On return:
+ * ctr_grads() holds the dense gradient, ctr_sparse_grads() the sparse list,
+ * *loss (may be NULL) the unscaled loss of the batch. Synchronous: the
+ * results are complete when it returns. */
+int ctr_forward_backward(struct ctr_model *m, const struct ctr_batch *b, float grad_scale,
+                         struct ctr_loss *loss, plumb_err *e);
+/* The sparse gradient list of the last ctr_forward_backward: device rows [*n]
+ * (ascending, distinct) and grads [*n, D]. */
+void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t *n);
+
+/* Eval forward: scores[b] = sigmoid(logit_b) for b < B written to host memory
+ * (may be NULL), logits to host (may be NULL); *loss (may be NULL) over the
+ * first n_valid samples (labels required then). No gradients touched. */
+int ctr_predict(struct ctr_model *m, const struct ctr_batch *b, float *scores, float *logits,
+                struct ctr_loss *loss, plumb_err *e);
+
+/* ---- optimizer ---- */
+enum ctr_opt_kind { CTR_OPT_SGD = 0, CTR_OPT_ADAMW = 1 };
+struct ctr_opt {
+    enum ctr_opt_kind kind;
+    float lr;                 /* this step's learning rate (warmup applied by the caller) */
+    float weight_decay;       /* SGD: L2; AdamW: decoupled; dense tensors only */
+    float beta1, beta2, eps;  /* AdamW (0.9, 0.999, 1e-8) */
+};
+/* One update with the gradients given (device pointers): dense_grad [n_dense]
+ * (usually ctr_grads() after the all-reduce), and the sparse list rows [n]
+ * (distinct fused rows) with grads [n, D]. step is 1-based (AdamW bias
+ * correction). SGD: dense sgd + sgd_sparse (touched rows only). AdamW: dense
+ * adamw + adamw_sparse (lazy: touched rows only). */
+int ctr_opt_step(struct ctr_model *m, const struct ctr_opt *o, int64_t step,
+                 const float *dense_grad, const int64_t *rows, const float *grads, size_t n,
+                 plumb_err *e);
+/* Optimizer state for checkpoints: AdamW m and v, each [n_params] laid out
+ * like the parameter buffer (NULL, 0 for SGD or before the first AdamW step;
+ * ctr_opt_state_alloc creates them zeroed, e.g. before loading a checkpoint). */
+void ctr_opt_state(struct ctr_model *m, float **adam_m, float **adam_v, size_t *n);
+int ctr_opt_state_alloc(struct ctr_model *m, plumb_err *e);
+
+/* SHA-256 of the fp32 parameter buffer's bytes (little endian, buffer order),
+ * 64 lowercase hex chars. */
+int ctr_param_digest(struct ctr_model *m, char hex[65], plumb_err *e);
+
+#endif
