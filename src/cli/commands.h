@@ -17,5 +17,6 @@ extern const struct command plumb_commands[];
  * exit status. For use by cmd_*.c. */
 int cli_fail(const char *cmd, const void *err /* plumb_err* */);
 
+int cmd_report(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 #endif

@@ -1,0 +1,55 @@
+/* plumb report DIR: re-renders DIR/report.html from DIR/results.json. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/file.h"
+#include "report/html.h"
+#include "report/results.h"
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int cmd_report(int argc, char **argv)
+{
+    const char *out = NULL;
+    static const char *usage = "plumb report DIR [options]";
+    static const char *summary =
+        "Re-render DIR/report.html from the run folder's results.json and check artifacts. The report is one\n"
+        "self-contained HTML file (inline CSS and SVG, no scripts, no network). Exit 2 when DIR holds no valid\n"
+        "results.json (the message names the file and the field).";
+    const struct opt opts[] = {
+        {"--html", OPT_STR, &out, NULL, "write the report here instead of DIR/report.html", NULL, "FILE"},
+        {0},
+    };
+    char *pos[2];
+    int npos = 0;
+    plumb_err e = {0};
+    int rc = args_parse(usage, summary, opts, argc, argv, pos, 2, &npos, &e);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return cli_fail("report", &e);
+    if (npos != 1) {
+        err_set(&e, PLUMB_EUSAGE, "expected one run folder (DIR), got %d arguments; see 'plumb report --help'", npos);
+        return cli_fail("report", &e);
+    }
+    json_t *doc = NULL;
+    if (results_read(pos[0], &doc, &e)) return cli_fail("report", &e);
+    /* DIR may also be given as DIR/results.json: artifacts are beside it */
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", pos[0]);
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        else snprintf(dir, sizeof dir, ".");
+    }
+    if (out) snprintf(path, sizeof path, "%s", out);
+    else if (file_join(path, sizeof path, dir, "report.html", &e)) {
+        json_decref(doc);
+        return cli_fail("report", &e);
+    }
+    rc = html_render_file(doc, dir, path, &e);
+    json_decref(doc);
+    if (rc) return cli_fail("report", &e);
+    printf("%s\n", path);
+    return 0;
+}
