@@ -1,6 +1,7 @@
 /* The cpu op table. Each op's implementation lives in its own cpu_op_*.c
  * file; this table only wires them up. */
 #include "dev/cpu.h"
+#include "dev/train_ops.h"
 #include <cblas.h>
 #include <stdio.h>
 
@@ -19,5 +20,5 @@ const struct dev_ops cpu_ops = {
     .layernorm = NULL,
     .unary = NULL,
     .cast = NULL,
-    .train = NULL,
+    .train = &cpu_train_ops,
 };

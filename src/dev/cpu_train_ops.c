@@ -1,0 +1,743 @@
+/* The cpu backend's training ops (dev/train_ops.h gives every definition and
+ * the golden evaluation orders).
+ *
+ * Fast: OpenBLAS sgemm for the linear layers, OpenMP loops elsewhere.
+ * Golden: every output element is computed by one thread as one fmaf chain in
+ * the documented order; loops vectorise across independent outputs only
+ * (never inside a chain), so results do not depend on the thread count or on
+ * the vector width. Kernels are cloned for x86-64-v3 (AVX2+FMA) with a
+ * default fallback; fmaf is correctly rounded in both, so the bits agree. */
+#include "dev/train_ops.h"
+#include "dev/dev.h"
+#include "dev/train_math.h"
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define KERNEL
+#endif
+
+static int nthreads(struct dev *d)
+{
+    return d && d->threads > 0 ? d->threads : omp_get_max_threads();
+}
+static int golden(struct dev *d) { return d && d->numerics == NUMERICS_GOLDEN; }
+
+static inline float round_to(float x, dtype_t rt)
+{
+    if (rt == DT_BF16) return bf16_to_f32(f32_to_bf16(x));
+    if (rt == DT_F16) return f16_to_f32(f32_to_f16(x));
+    return x;
+}
+
+static int check_rt(const char *op, dtype_t rt, plumb_err *e)
+{
+    if (rt != DT_F32 && rt != DT_BF16 && rt != DT_F16)
+        return err_set(e, PLUMB_EUSAGE, "%s: rounding type %d is not fp32, bf16 or fp16", op,
+                       (int)rt);
+    return PLUMB_OK;
+}
+
+#define RT_OK(op)                                                                        \
+    do {                                                                                 \
+        int rc_ = check_rt(op, rt, e);                                                   \
+        if (rc_) return rc_;                                                             \
+    } while (0)
+
+#define NEED(cond, ...)                                                                  \
+    do {                                                                                 \
+        if (!(cond)) return err_set(e, PLUMB_EUSAGE, __VA_ARGS__);                       \
+    } while (0)
+
+/* y[i] = round(x[i]) over [n]; in place allowed */
+static void round_array(float *y, const float *x, size_t n, dtype_t rt, int nt)
+{
+    if (rt == DT_F32) {
+        if (y != x) memcpy(y, x, n * sizeof(float));
+        return;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) y[i] = round_to(x[i], rt);
+}
+
+/* ======================= linear ======================= */
+
+/* golden forward, rows [b0,b1): acc[n] chains over k (wT [K,N]) */
+KERNEL static void lin_fwd_rows(const float *restrict x, const float *restrict wT,
+                                const float *restrict bias, float *restrict y, int b0, int b1,
+                                int K, int N, int relu, dtype_t rt, float *restrict acc)
+{
+    for (int b = b0; b < b1; b++) {
+        for (int n = 0; n < N; n++) acc[n] = 0.0f;
+        const float *xr = x + (size_t)b * K;
+        for (int k = 0; k < K; k++) {
+            const float xv = xr[k];
+            const float *wr = wT + (size_t)k * N;
+#pragma omp simd
+            for (int n = 0; n < N; n++) acc[n] = fmaf(xv, wr[n], acc[n]);
+        }
+        float *yr = y + (size_t)b * N;
+        for (int n = 0; n < N; n++) {
+            float v = bias ? acc[n] + bias[n] : acc[n];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            yr[n] = round_to(v, rt);
+        }
+    }
+}
+
+/* golden dx rows [b0,b1): acc[k] chains over n */
+KERNEL static void lin_dx_rows(const float *restrict dy, const float *restrict w,
+                               float *restrict dx, int b0, int b1, int K, int N, dtype_t rt,
+                               float *restrict acc)
+{
+    for (int b = b0; b < b1; b++) {
+        for (int k = 0; k < K; k++) acc[k] = 0.0f;
+        const float *dyr = dy + (size_t)b * N;
+        for (int n = 0; n < N; n++) {
+            const float g = dyr[n];
+            const float *wr = w + (size_t)n * K;
+#pragma omp simd
+            for (int k = 0; k < K; k++) acc[k] = fmaf(g, wr[k], acc[k]);
+        }
+        float *dxr = dx + (size_t)b * K;
+        for (int k = 0; k < K; k++) dxr[k] = round_to(acc[k], rt);
+    }
+}
+
+/* golden dw rows [n0,n1): dw[n,k] chains over b */
+KERNEL static void lin_dw_rows(const float *restrict dy, const float *restrict x,
+                               float *restrict dw, int n0, int n1, int B, int K, int N)
+{
+    for (int n = n0; n < n1; n++) {
+        float *acc = dw + (size_t)n * K;
+        for (int k = 0; k < K; k++) acc[k] = 0.0f;
+        for (int b = 0; b < B; b++) {
+            const float g = dy[(size_t)b * N + n];
+            const float *xr = x + (size_t)b * K;
+#pragma omp simd
+            for (int k = 0; k < K; k++) acc[k] = fmaf(g, xr[k], acc[k]);
+        }
+    }
+}
+
+/* dbias[n] = sum over b ascending, plain adds (both modes) */
+KERNEL static void col_sum(const float *restrict dy, float *restrict db, int n0, int n1, int B,
+                           int N)
+{
+    for (int n = n0; n < n1; n++) db[n] = 0.0f;
+    for (int b = 0; b < B; b++) {
+        const float *r = dy + (size_t)b * N;
+#pragma omp simd
+        for (int n = n0; n < n1; n++) db[n] = db[n] + r[n];
+    }
+}
+
+static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const float *w,
+                          const float *bias, float *y, int B, int K, int N, int relu, dtype_t rt,
+                          plumb_err *e)
+{
+    (void)s;
+    NEED(x && w && y, "linear_fwd: NULL x, w or y");
+    NEED(B > 0 && K > 0 && N > 0, "linear_fwd: bad shape B=%d K=%d N=%d (expected > 0)", B, K, N);
+    RT_OK("linear_fwd");
+    int nt = nthreads(d);
+    if (!golden(d)) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
+        if (bias || relu || rt != DT_F32) {
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * N > 32768)
+            for (int b = 0; b < B; b++) {
+                float *yr = y + (size_t)b * N;
+                for (int n = 0; n < N; n++) {
+                    float v = bias ? yr[n] + bias[n] : yr[n];
+                    if (relu) v = v > 0.0f ? v : 0.0f;
+                    yr[n] = round_to(v, rt);
+                }
+            }
+        }
+        return PLUMB_OK;
+    }
+    float *wT = malloc((size_t)K * N * sizeof(float));
+    float *acc = malloc((size_t)nt * N * sizeof(float));
+    if (!wT || !acc) {
+        free(wT);
+        free(acc);
+        return err_set(e, PLUMB_ENOMEM, "linear_fwd: out of memory for scratch");
+    }
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) wT[(size_t)k * N + n] = w[(size_t)n * K + k];
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int b0 = (int)((long)B * t / T), b1 = (int)((long)B * (t + 1) / T);
+        lin_fwd_rows(x, wT, bias, y, b0, b1, K, N, relu, rt, acc + (size_t)t * N);
+    }
+    free(wT);
+    free(acc);
+    return PLUMB_OK;
+}
+
+static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const float *w,
+                          const float *y, float *dy, float *dx, float *dw, float *dbias, int B,
+                          int K, int N, int relu, dtype_t rt, plumb_err *e)
+{
+    (void)s;
+    NEED(x && w && dy && dw, "linear_bwd: NULL x, w, dy or dw");
+    NEED(!relu || y, "linear_bwd: relu needs the forward output y");
+    NEED(B > 0 && K > 0 && N > 0, "linear_bwd: bad shape B=%d K=%d N=%d (expected > 0)", B, K, N);
+    RT_OK("linear_bwd");
+    int nt = nthreads(d);
+    size_t BN = (size_t)B * N;
+    if (relu) {
+#pragma omp parallel for num_threads(nt) schedule(static) if (BN > 32768)
+        for (size_t i = 0; i < BN; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    }
+    if (dbias) {
+#pragma omp parallel num_threads(nt)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+            col_sum(dy, dbias, n0, n1, B, N);
+        }
+    }
+    if (!golden(d)) {
+        if (dx) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, K, N, 1.0f, dy, N, w, K,
+                        0.0f, dx, K);
+            if (rt != DT_F32) round_array(dx, dx, (size_t)B * K, rt, nt);
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, B, 1.0f, dy, N, x, K, 0.0f, dw,
+                    K);
+        return PLUMB_OK;
+    }
+    if (dx) {
+        float *acc = malloc((size_t)nt * K * sizeof(float));
+        if (!acc) return err_set(e, PLUMB_ENOMEM, "linear_bwd: out of memory for scratch");
+#pragma omp parallel num_threads(nt)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int b0 = (int)((long)B * t / T), b1 = (int)((long)B * (t + 1) / T);
+            lin_dx_rows(dy, w, dx, b0, b1, K, N, rt, acc + (size_t)t * K);
+        }
+        free(acc);
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+        lin_dw_rows(dy, x, dw, n0, n1, B, K, N);
+    }
+    return PLUMB_OK;
+}
+
+static int cpu_relu_fwd(struct dev *d, dev_stream *s, const float *x, float *y, size_t n,
+                        dtype_t rt, plumb_err *e)
+{
+    (void)s;
+    NEED(x && y, "relu_fwd: NULL x or y");
+    RT_OK("relu_fwd");
+    int nt = nthreads(d);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) y[i] = round_to(x[i] > 0.0f ? x[i] : 0.0f, rt);
+    return PLUMB_OK;
+}
+
+static int cpu_relu_bwd(struct dev *d, dev_stream *s, const float *y, const float *dy, float *dx,
+                        size_t n, plumb_err *e)
+{
+    (void)s;
+    NEED(y && dy && dx, "relu_bwd: NULL y, dy or dx");
+    int nt = nthreads(d);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    return PLUMB_OK;
+}
+
+/* ======================= embeddings ======================= */
+
+static int cpu_embedding_fwd(struct dev *d, dev_stream *s, const float *table, const int64_t *off,
+                             const uint32_t *idx, float *out, int B, int T, int D, dtype_t rt,
+                             plumb_err *e)
+{
+    (void)s;
+    NEED(table && off && idx && out, "embedding_fwd: NULL table, off, idx or out");
+    NEED(B > 0 && T > 0 && D > 0, "embedding_fwd: bad shape B=%d T=%d D=%d", B, T, D);
+    RT_OK("embedding_fwd");
+    int nt = nthreads(d);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * D > 16384)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            const float *src = table + (size_t)(off[t] + (int64_t)idx[(size_t)b * T + t]) * D;
+            float *dst = out + ((size_t)b * T + t) * D;
+            if (rt == DT_F32)
+                memcpy(dst, src, (size_t)D * sizeof(float));
+            else
+                for (int k = 0; k < D; k++) dst[k] = round_to(src[k], rt);
+        }
+    }
+    return PLUMB_OK;
+}
+
+/* Stable LSD radix sort of positions by key (11-bit digits): perm ends
+ * holding positions 0..n-1 ordered by key, ties in ascending position. */
+static int radix_sort_positions(const int64_t *key, size_t n, uint32_t *perm, plumb_err *e)
+{
+    int64_t maxk = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (key[i] < 0) return err_set(e, PLUMB_EUSAGE, "sparse row %lld at position %zu is negative",
+                                       (long long)key[i], i);
+        if (key[i] > maxk) maxk = key[i];
+    }
+    uint32_t *tmp = malloc(n * sizeof(uint32_t) + 1);
+    if (!tmp) return err_set(e, PLUMB_ENOMEM, "sparse sort: out of memory (%zu entries)", n);
+    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    uint32_t *src = perm, *dst = tmp;
+    enum { BITS = 11, NB = 1 << BITS };
+    size_t cnt[NB];
+    for (int shift = 0; shift < 63 && (maxk >> shift) != 0; shift += BITS) {
+        memset(cnt, 0, sizeof cnt);
+        for (size_t i = 0; i < n; i++) cnt[(key[src[i]] >> shift) & (NB - 1)]++;
+        size_t sum = 0;
+        for (int b = 0; b < NB; b++) {
+            size_t c = cnt[b];
+            cnt[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[cnt[(key[src[i]] >> shift) & (NB - 1)]++] = src[i];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != perm) memcpy(perm, src, n * sizeof(uint32_t));
+    free(tmp);
+    return PLUMB_OK;
+}
+
+/* Segment reduce over the sorted permutation: writes distinct rows ascending
+ * and each row's sum in ascending position order. */
+KERNEL static void seg_sum(const float *restrict vals, const uint32_t *restrict perm,
+                           const size_t *restrict seg, size_t u0, size_t u1, int D,
+                           float *restrict out)
+{
+    for (size_t u = u0; u < u1; u++) {
+        float *o = out + u * D;
+        for (int k = 0; k < D; k++) o[k] = 0.0f;
+        for (size_t i = seg[u]; i < seg[u + 1]; i++) {
+            const float *v = vals + (size_t)perm[i] * D;
+#pragma omp simd
+            for (int k = 0; k < D; k++) o[k] = o[k] + v[k];
+        }
+    }
+}
+
+static int coalesce(struct dev *d, const int64_t *keys, const float *vals, size_t n, int D,
+                    int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e)
+{
+    if (n == 0) {
+        *n_out = 0;
+        return PLUMB_OK;
+    }
+    if (n > 0xffffffffu) return err_set(e, PLUMB_EUSAGE, "sparse_coalesce: %zu pairs (at most 2^32-1)", n);
+    uint32_t *perm = malloc(n * sizeof(uint32_t));
+    size_t *seg = malloc((n + 1) * sizeof(size_t));
+    if (!perm || !seg) {
+        free(perm);
+        free(seg);
+        return err_set(e, PLUMB_ENOMEM, "sparse_coalesce: out of memory (%zu pairs)", n);
+    }
+    int rc = radix_sort_positions(keys, n, perm, e);
+    if (rc) {
+        free(perm);
+        free(seg);
+        return rc;
+    }
+    size_t U = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || keys[perm[i]] != keys[perm[i - 1]]) {
+            seg[U] = i;
+            rows_out[U] = keys[perm[i]];
+            U++;
+        }
+    }
+    seg[U] = n;
+    int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (U * (size_t)D > 16384)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t u0 = U * t / T, u1 = U * (t + 1) / T;
+        seg_sum(vals, perm, seg, u0, u1, D, vals_out);
+    }
+    *n_out = (int64_t)U;
+    free(perm);
+    free(seg);
+    return PLUMB_OK;
+}
+
+static int cpu_embedding_bwd(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx,
+                             const float *dout, int B, int n_valid, int T, int D, int64_t *rows_out,
+                             float *grads_out, int64_t *n_out, plumb_err *e)
+{
+    (void)s;
+    NEED(off && idx && dout && rows_out && grads_out && n_out,
+         "embedding_bwd: NULL argument");
+    NEED(B > 0 && T > 0 && D > 0 && n_valid >= 0 && n_valid <= B,
+         "embedding_bwd: bad shape B=%d n_valid=%d T=%d D=%d", B, n_valid, T, D);
+    size_t n = (size_t)n_valid * T;
+    int64_t *keys = malloc(n * sizeof(int64_t) + 1);
+    if (!keys) return err_set(e, PLUMB_ENOMEM, "embedding_bwd: out of memory");
+    for (int b = 0; b < n_valid; b++)
+        for (int t = 0; t < T; t++)
+            keys[(size_t)b * T + t] = off[t] + (int64_t)idx[(size_t)b * T + t];
+    int rc = coalesce(d, keys, dout, n, D, rows_out, grads_out, n_out, e);
+    free(keys);
+    return rc;
+}
+
+static int cpu_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows_in,
+                               const float *vals_in, size_t n, int D, int64_t *rows_out,
+                               float *vals_out, int64_t *n_out, plumb_err *e)
+{
+    (void)s;
+    NEED((rows_in && vals_in && rows_out && vals_out && n_out) || (n == 0 && n_out),
+         "sparse_coalesce: NULL argument");
+    NEED(D > 0, "sparse_coalesce: D=%d (expected > 0)", D);
+    return coalesce(d, rows_in, vals_in, n, D, rows_out, vals_out, n_out, e);
+}
+
+/* ======================= interaction ======================= */
+
+KERNEL static void interact_fwd_rows(const float *restrict bottom, const float *restrict emb,
+                                     float *restrict out, int b0, int b1, int T, int D,
+                                     dtype_t rt)
+{
+    const int F = T + 1, W = D + F * (F - 1) / 2;
+    for (int b = b0; b < b1; b++) {
+        const float *x0 = bottom + (size_t)b * D;
+        const float *eb = emb + (size_t)b * T * D;
+        float *o = out + (size_t)b * W;
+        for (int k = 0; k < D; k++) o[k] = round_to(x0[k], rt);
+        int p = D;
+        for (int i = 1; i < F; i++) {
+            const float *zi = eb + (size_t)(i - 1) * D;
+            for (int j = 0; j < i; j++) {
+                const float *zj = j == 0 ? x0 : eb + (size_t)(j - 1) * D;
+                float acc = 0.0f;
+                for (int k = 0; k < D; k++) acc = fmaf(zi[k], zj[k], acc);
+                o[p++] = round_to(acc, rt);
+            }
+        }
+    }
+}
+
+KERNEL static void interact_bwd_rows(const float *restrict bottom, const float *restrict emb,
+                                     const float *restrict dout, float *restrict dbottom,
+                                     float *restrict demb, int b0, int b1, int T, int D,
+                                     dtype_t rt, float *restrict G, float *restrict acc)
+{
+    const int F = T + 1, W = D + F * (F - 1) / 2;
+    for (int b = b0; b < b1; b++) {
+        const float *x0 = bottom + (size_t)b * D;
+        const float *eb = emb + (size_t)b * T * D;
+        const float *g = dout + (size_t)b * W;
+        /* G[i][j] = G[j][i] = dout of pair (i, j) */
+        int p = D;
+        for (int i = 1; i < F; i++)
+            for (int j = 0; j < i; j++) {
+                G[i * F + j] = g[p];
+                G[j * F + i] = g[p];
+                p++;
+            }
+        for (int i = 0; i < F; i++) {
+            if (i == 0)
+                for (int k = 0; k < D; k++) acc[k] = g[k];
+            else
+                for (int k = 0; k < D; k++) acc[k] = 0.0f;
+            for (int j = 0; j < F; j++) {
+                if (j == i) continue;
+                const float c = G[i * F + j];
+                const float *zj = j == 0 ? x0 : eb + (size_t)(j - 1) * D;
+#pragma omp simd
+                for (int k = 0; k < D; k++) acc[k] = fmaf(c, zj[k], acc[k]);
+            }
+            float *dst = i == 0 ? dbottom + (size_t)b * D : demb + ((size_t)b * T + (i - 1)) * D;
+            for (int k = 0; k < D; k++) dst[k] = round_to(acc[k], rt);
+        }
+    }
+}
+
+static int cpu_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, const float *emb,
+                            float *out, int B, int T, int D, dtype_t rt, plumb_err *e)
+{
+    (void)s;
+    NEED(bottom && emb && out, "interact_fwd: NULL bottom, emb or out");
+    NEED(B > 0 && T > 0 && D > 0, "interact_fwd: bad shape B=%d T=%d D=%d", B, T, D);
+    RT_OK("interact_fwd");
+    int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (B > 16)
+    {
+        int t = omp_get_thread_num(), TT = omp_get_num_threads();
+        int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
+        interact_fwd_rows(bottom, emb, out, b0, b1, T, D, rt);
+    }
+    return PLUMB_OK;
+}
+
+static int cpu_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, const float *emb,
+                            const float *dout, float *dbottom, float *demb, int B, int T, int D,
+                            dtype_t rt, plumb_err *e)
+{
+    (void)s;
+    NEED(bottom && emb && dout && dbottom && demb, "interact_bwd: NULL argument");
+    NEED(B > 0 && T > 0 && D > 0, "interact_bwd: bad shape B=%d T=%d D=%d", B, T, D);
+    RT_OK("interact_bwd");
+    int nt = nthreads(d), F = T + 1;
+    float *scratch = malloc((size_t)nt * ((size_t)F * F + D) * sizeof(float));
+    if (!scratch) return err_set(e, PLUMB_ENOMEM, "interact_bwd: out of memory");
+#pragma omp parallel num_threads(nt) if (B > 16)
+    {
+        int t = omp_get_thread_num(), TT = omp_get_num_threads();
+        int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
+        float *G = scratch + (size_t)t * ((size_t)F * F + D);
+        interact_bwd_rows(bottom, emb, dout, dbottom, demb, b0, b1, T, D, rt, G,
+                          G + (size_t)F * F);
+    }
+    free(scratch);
+    return PLUMB_OK;
+}
+
+/* ======================= loss ======================= */
+
+static inline float fast_sigmoid(float z)
+{
+    if (z >= 0.0f) return 1.0f / (1.0f + expf(-z));
+    float ez = expf(z);
+    return ez / (1.0f + ez);
+}
+
+static int cpu_bce_logits(struct dev *d, dev_stream *s, const float *z, const float *y, int B,
+                          int n_valid, float grad_scale, float *loss_ps, double *sum_count,
+                          float *dz, plumb_err *e)
+{
+    (void)s;
+    NEED(z, "bce_logits: NULL logits");
+    NEED(y || (!loss_ps && !sum_count && !dz) || n_valid == 0, "bce_logits: NULL labels");
+    NEED(B > 0 && n_valid >= 0 && n_valid <= B, "bce_logits: bad B=%d n_valid=%d", B, n_valid);
+    int g = golden(d);
+    double sum = 0.0;
+    for (int b = 0; b < B; b++) {
+        if (b >= n_valid) {
+            if (loss_ps) loss_ps[b] = 0.0f;
+            if (dz) dz[b] = 0.0f;
+            continue;
+        }
+        float zb = z[b], yb = y[b];
+        float l;
+        if (g) {
+            l = tm_bce_logit(zb, yb);
+        } else {
+            float a = zb > 0.0f ? zb : 0.0f;
+            l = (a - zb * yb) + log1pf(expf(-fabsf(zb)));
+        }
+        if (loss_ps) loss_ps[b] = l;
+        sum += (double)l;
+        if (dz) dz[b] = ((g ? tm_sigmoidf(zb) : fast_sigmoid(zb)) - yb) * grad_scale;
+    }
+    if (sum_count) {
+        sum_count[0] = sum;
+        sum_count[1] = (double)n_valid;
+    }
+    return PLUMB_OK;
+}
+
+static int cpu_sigmoid(struct dev *d, dev_stream *s, const float *z, float *p, size_t n,
+                       plumb_err *e)
+{
+    (void)s;
+    NEED(z && p, "sigmoid: NULL z or p");
+    int g = golden(d), nt = nthreads(d);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) p[i] = g ? tm_sigmoidf(z[i]) : fast_sigmoid(z[i]);
+    return PLUMB_OK;
+}
+
+/* ======================= optimizers ======================= */
+
+KERNEL static void sgd_kernel(float *restrict w, const float *restrict g, size_t n, float lr,
+                              float wd)
+{
+    if (wd == 0.0f) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) w[i] = fmaf(-lr, g[i], w[i]);
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) w[i] = fmaf(-lr, fmaf(wd, w[i], g[i]), w[i]);
+    }
+}
+
+static int cpu_sgd(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr,
+                   float wd, plumb_err *e)
+{
+    (void)s;
+    NEED(w && g, "sgd: NULL w or g");
+    int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > 65536)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t i0 = n * t / T, i1 = n * (t + 1) / T;
+        sgd_kernel(w + i0, g + i0, i1 - i0, lr, wd);
+    }
+    return PLUMB_OK;
+}
+
+static int cpu_sgd_sparse(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
+                          const float *grads, size_t n, int D, float lr, plumb_err *e)
+{
+    (void)s;
+    NEED((table && rows && grads) || n == 0, "sgd_sparse: NULL argument");
+    NEED(D > 0, "sgd_sparse: D=%d", D);
+    int nt = nthreads(d);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * (size_t)D > 16384)
+    for (size_t u = 0; u < n; u++) sgd_kernel(table + (size_t)rows[u] * D, grads + u * D, (size_t)D, lr, 0.0f);
+    return PLUMB_OK;
+}
+
+static inline void adamw_one(float *w, float g, float *m, float *v, float lr, float b1, float b2,
+                             float eps, float wd, float bc1, float bc2)
+{
+    float x = *w;
+    x = x - lr * wd * x;
+    float mm = b1 * *m + (1.0f - b1) * g;
+    float vv = b2 * *v + (1.0f - b2) * g * g;
+    *m = mm;
+    *v = vv;
+    x = x - lr * (mm / bc1) / (sqrtf(vv / bc2) + eps);
+    *w = x;
+}
+
+KERNEL static void adamw_kernel(float *restrict w, const float *restrict g, float *restrict m,
+                                float *restrict v, size_t n, float lr, float b1, float b2,
+                                float eps, float wd, float bc1, float bc2)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) adamw_one(w + i, g[i], m + i, v + i, lr, b1, b2, eps, wd, bc1, bc2);
+}
+
+static int adam_args(float bc1, float bc2, plumb_err *e)
+{
+    if (!(bc1 > 0.0f && bc1 <= 1.0f && bc2 > 0.0f && bc2 <= 1.0f))
+        return err_set(e, PLUMB_EUSAGE, "adamw: bias corrections bc1=%g bc2=%g (expected in (0,1])",
+                       (double)bc1, (double)bc2);
+    return PLUMB_OK;
+}
+
+static int cpu_adamw(struct dev *d, dev_stream *s, float *w, const float *g, float *m, float *v,
+                     size_t n, float lr, float b1, float b2, float eps, float wd, float bc1,
+                     float bc2, plumb_err *e)
+{
+    (void)s;
+    NEED(w && g && m && v, "adamw: NULL argument");
+    if (adam_args(bc1, bc2, e)) return PLUMB_EUSAGE;
+    int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > 65536)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t i0 = n * t / T, i1 = n * (t + 1) / T;
+        adamw_kernel(w + i0, g + i0, m + i0, v + i0, i1 - i0, lr, b1, b2, eps, wd, bc1, bc2);
+    }
+    return PLUMB_OK;
+}
+
+static int cpu_adamw_sparse(struct dev *d, dev_stream *s, float *table, float *m, float *v,
+                            const int64_t *rows, const float *grads, size_t n, int D, float lr,
+                            float b1, float b2, float eps, float wd, float bc1, float bc2,
+                            plumb_err *e)
+{
+    (void)s;
+    NEED((table && m && v && rows && grads) || n == 0, "adamw_sparse: NULL argument");
+    NEED(D > 0, "adamw_sparse: D=%d", D);
+    if (adam_args(bc1, bc2, e)) return PLUMB_EUSAGE;
+    int nt = nthreads(d);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * (size_t)D > 16384)
+    for (size_t u = 0; u < n; u++) {
+        size_t o = (size_t)rows[u] * D;
+        adamw_kernel(table + o, grads + u * D, m + o, v + o, (size_t)D, lr, b1, b2, eps, wd, bc1,
+                     bc2);
+    }
+    return PLUMB_OK;
+}
+
+/* ======================= gradient utilities ======================= */
+
+static int cpu_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, double *out,
+                     plumb_err *e)
+{
+    (void)s;
+    NEED((x || n == 0) && out, "sumsq: NULL argument");
+    enum { BLK = 1024 };
+    size_t nb = (n + BLK - 1) / BLK;
+    double *part = malloc((nb + 1) * sizeof(double));
+    if (!part) return err_set(e, PLUMB_ENOMEM, "sumsq: out of memory");
+    int nt = nthreads(d);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nb > 16)
+    for (size_t bl = 0; bl < nb; bl++) {
+        size_t i0 = bl * BLK, i1 = i0 + BLK < n ? i0 + BLK : n;
+        double acc = 0.0;
+        for (size_t i = i0; i < i1; i++) acc += (double)x[i] * (double)x[i];
+        part[bl] = acc;
+    }
+    double tot = out[0];
+    for (size_t bl = 0; bl < nb; bl++) tot += part[bl];
+    out[0] = tot;
+    free(part);
+    return PLUMB_OK;
+}
+
+static int cpu_scale_check(struct dev *d, dev_stream *s, float *x, size_t n, float mul,
+                           int *found_inf, plumb_err *e)
+{
+    (void)s;
+    NEED((x || n == 0) && found_inf, "scale_check: NULL argument");
+    int nt = nthreads(d), bad = 0;
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        bad |= !isfinite(x[i]);
+        x[i] = x[i] * mul;
+    }
+    if (bad) *found_inf = 1;
+    return PLUMB_OK;
+}
+
+static int cpu_round_fp32(struct dev *d, dev_stream *s, const float *x, float *y, size_t n,
+                          dtype_t rt, plumb_err *e)
+{
+    (void)s;
+    NEED((x && y) || n == 0, "round_fp32: NULL x or y");
+    RT_OK("round_fp32");
+    round_array(y, x, n, rt, nthreads(d));
+    return PLUMB_OK;
+}
+
+const struct train_ops cpu_train_ops = {
+    .linear_fwd = cpu_linear_fwd,
+    .linear_bwd = cpu_linear_bwd,
+    .relu_fwd = cpu_relu_fwd,
+    .relu_bwd = cpu_relu_bwd,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd = cpu_embedding_bwd,
+    .sparse_coalesce = cpu_sparse_coalesce,
+    .interact_fwd = cpu_interact_fwd,
+    .interact_bwd = cpu_interact_bwd,
+    .bce_logits = cpu_bce_logits,
+    .sigmoid = cpu_sigmoid,
+    .sgd = cpu_sgd,
+    .sgd_sparse = cpu_sgd_sparse,
+    .adamw = cpu_adamw,
+    .adamw_sparse = cpu_adamw_sparse,
+    .sumsq = cpu_sumsq,
+    .scale_check = cpu_scale_check,
+    .round_fp32 = cpu_round_fp32,
+};

@@ -1,0 +1,708 @@
+/* Training ops (dev/train_ops.h): every backward against central finite
+ * differences of a float64 reference forward written here, forwards against
+ * the float64 reference, optimizers and utilities against known answers, and
+ * golden results bit-identical across thread counts. Runs on test_device()
+ * through device memory (upload/download), so the GPU backends run it too. */
+#include "test.h"
+#include "dev/dev.h"
+#include "dev/train_ops.h"
+#include "dev/train_math.h"
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ---- helpers ---- */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double urand(void) /* [0,1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+static void fill(float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
+}
+
+static struct dev *open_dev(enum numerics mode, int threads)
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    if (dev_open(test_device(), &d, &e)) return NULL;
+    if (dev_set_numerics(d, mode, 0, &e)) {
+        dev_close(d);
+        return NULL;
+    }
+    d->threads = threads;
+    if (!d->ops->train) {
+        dev_close(d);
+        return NULL;
+    }
+    return d;
+}
+#define OPEN(d, mode, thr)                                                           \
+    struct dev *d = open_dev(mode, thr);                                             \
+    if (!d) TEST_SKIP("device %s has no training ops", test_device());
+
+/* device copy of host data */
+static void *dput(struct dev *d, const void *h, size_t bytes)
+{
+    void *p = NULL;
+    plumb_err e = {0};
+    if (dev_alloc(d, bytes ? bytes : 4, &p, &e)) return NULL;
+    if (h && bytes && dev_upload(d, p, h, bytes, &e)) return NULL;
+    if (!h && bytes) {
+        void *z = calloc(1, bytes);
+        dev_upload(d, p, z, bytes, &e);
+        free(z);
+    }
+    return p;
+}
+static void dget(struct dev *d, void *h, const void *p, size_t bytes)
+{
+    plumb_err e = {0};
+    dev_download(d, h, p, bytes, &e);
+}
+#define TO(d, h, n) dput(d, h, (n) * sizeof *(h))
+
+static double rel_err(double a, double b) { return fabs(a - b) / fmax(1e-3, fmax(fabs(a), fabs(b))); }
+
+/* ================= linear ================= */
+
+/* float64 reference: L = sum R[b,n] * act(x w^T + bias) */
+static double lin_ref_loss(const double *x, const double *w, const double *bias, const double *R,
+                           int B, int K, int N, int relu, double *y_out)
+{
+    double L = 0;
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++) {
+            double acc = bias ? bias[n] : 0;
+            for (int k = 0; k < K; k++) acc += x[b * K + k] * w[n * K + k];
+            if (relu && acc < 0) acc = 0;
+            if (y_out) y_out[b * N + n] = acc;
+            L += R[b * N + n] * acc;
+        }
+    return L;
+}
+
+static void check_linear(enum numerics mode, int relu)
+{
+    OPEN(d, mode, 0);
+    enum { B = 7, K = 13, N = 9 };
+    float x[B * K], w[N * K], bias[N], R[B * N];
+    fill(x, B * K, -1, 1);
+    fill(w, N * K, -0.5, 0.5);
+    fill(bias, N, -0.3, 0.3);
+    fill(R, B * N, -1, 1);
+    double xd[B * K], wd[N * K], bd[N], Rd[B * N], yd[B * N];
+    for (int i = 0; i < B * K; i++) xd[i] = x[i];
+    for (int i = 0; i < N * K; i++) wd[i] = w[i];
+    for (int i = 0; i < N; i++) bd[i] = bias[i];
+    for (int i = 0; i < B * N; i++) Rd[i] = R[i];
+    lin_ref_loss(xd, wd, bd, Rd, B, K, N, relu, yd);
+
+    float *dx_ = TO(d, x, B * K), *dw_ = TO(d, w, N * K), *db_ = TO(d, bias, N);
+    float *dy_ = dput(d, NULL, sizeof(float) * B * N), *dR = TO(d, R, B * N);
+    float *gx = dput(d, NULL, sizeof x), *gw = dput(d, NULL, sizeof w), *gb = dput(d, NULL, sizeof bias);
+    REQUIRE(dx_ && dw_ && db_ && dy_ && dR && gx && gw && gb);
+    plumb_err e = {0};
+    const struct train_ops *T = d->ops->train;
+    REQUIRE(T->linear_fwd(d, NULL, dx_, dw_, db_, dy_, B, K, N, relu, DT_F32, &e) == 0);
+    float y[B * N];
+    dget(d, y, dy_, sizeof y);
+    for (int i = 0; i < B * N; i++) CHECK_NEAR(y[i], yd[i], 1e-5);
+    REQUIRE(T->linear_bwd(d, NULL, dx_, dw_, dy_, dR, gx, gw, gb, B, K, N, relu, DT_F32, &e) == 0);
+    float hx[B * K], hw[N * K], hb[N];
+    dget(d, hx, gx, sizeof hx);
+    dget(d, hw, gw, sizeof hw);
+    dget(d, hb, gb, sizeof hb);
+    const double h = 1e-6;
+    double worst = 0;
+    for (int i = 0; i < B * K; i++) {
+        double s = xd[i];
+        xd[i] = s + h;
+        double lp = lin_ref_loss(xd, wd, bd, Rd, B, K, N, relu, NULL);
+        xd[i] = s - h;
+        double lm = lin_ref_loss(xd, wd, bd, Rd, B, K, N, relu, NULL);
+        xd[i] = s;
+        worst = fmax(worst, rel_err(hx[i], (lp - lm) / (2 * h)));
+    }
+    for (int i = 0; i < N * K; i++) {
+        double s = wd[i];
+        wd[i] = s + h;
+        double lp = lin_ref_loss(xd, wd, bd, Rd, B, K, N, relu, NULL);
+        wd[i] = s - h;
+        double lm = lin_ref_loss(xd, wd, bd, Rd, B, K, N, relu, NULL);
+        wd[i] = s;
+        worst = fmax(worst, rel_err(hw[i], (lp - lm) / (2 * h)));
+    }
+    for (int i = 0; i < N; i++) {
+        double s = bd[i];
+        bd[i] = s + h;
+        double lp = lin_ref_loss(xd, wd, bd, Rd, B, K, N, relu, NULL);
+        bd[i] = s - h;
+        double lm = lin_ref_loss(xd, wd, bd, Rd, B, K, N, relu, NULL);
+        bd[i] = s;
+        worst = fmax(worst, rel_err(hb[i], (lp - lm) / (2 * h)));
+    }
+    CHECK_MSG(worst < 1e-4, "linear relu=%d numerics=%d: worst gradient relative error %g", relu,
+              (int)mode, worst);
+    dev_free(d, dx_); dev_free(d, dw_); dev_free(d, db_); dev_free(d, dy_); dev_free(d, dR);
+    dev_free(d, gx); dev_free(d, gw); dev_free(d, gb);
+    dev_close(d);
+}
+
+TEST(train_ops_linear_fd_fast) { check_linear(NUMERICS_FAST, 0); }
+TEST(train_ops_linear_relu_fd_fast) { check_linear(NUMERICS_FAST, 1); }
+TEST(train_ops_linear_fd_golden) { check_linear(NUMERICS_GOLDEN, 0); }
+TEST(train_ops_linear_relu_fd_golden) { check_linear(NUMERICS_GOLDEN, 1); }
+
+/* Golden linear is one fmaf chain per element in k order: check the exact bits
+ * against the same chain written here. */
+TEST(train_ops_linear_golden_exact_order)
+{
+    OPEN(d, NUMERICS_GOLDEN, 0);
+    enum { B = 5, K = 37, N = 11 };
+    float x[B * K], w[N * K], bias[N], y[B * N], dy[B * N], dx[B * K], dw[N * K], db[N];
+    fill(x, B * K, -3, 3);
+    fill(w, N * K, -1, 1);
+    fill(bias, N, -1, 1);
+    fill(dy, B * N, -1, 1);
+    float *px = TO(d, x, B * K), *pw = TO(d, w, N * K), *pb = TO(d, bias, N);
+    float *py = dput(d, NULL, sizeof y), *pdy = TO(d, dy, B * N);
+    float *pdx = dput(d, NULL, sizeof dx), *pdw = dput(d, NULL, sizeof dw), *pdb = dput(d, NULL, sizeof db);
+    plumb_err e = {0};
+    const struct train_ops *T = d->ops->train;
+    REQUIRE(T->linear_fwd(d, NULL, px, pw, pb, py, B, K, N, 0, DT_F32, &e) == 0);
+    REQUIRE(T->linear_bwd(d, NULL, px, pw, py, pdy, pdx, pdw, pdb, B, K, N, 0, DT_F32, &e) == 0);
+    dget(d, y, py, sizeof y);
+    dget(d, dx, pdx, sizeof dx);
+    dget(d, dw, pdw, sizeof dw);
+    dget(d, db, pdb, sizeof db);
+    int bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++) {
+            float acc = 0;
+            for (int k = 0; k < K; k++) acc = fmaf(x[b * K + k], w[n * K + k], acc);
+            acc = acc + bias[n];
+            bad += f32_bits(acc) != f32_bits(y[b * N + n]);
+        }
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < K; k++) {
+            float acc = 0;
+            for (int n = 0; n < N; n++) acc = fmaf(dy[b * N + n], w[n * K + k], acc);
+            bad += f32_bits(acc) != f32_bits(dx[b * K + k]);
+        }
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) {
+            float acc = 0;
+            for (int b = 0; b < B; b++) acc = fmaf(dy[b * N + n], x[b * K + k], acc);
+            bad += f32_bits(acc) != f32_bits(dw[n * K + k]);
+        }
+        float s = 0;
+        for (int b = 0; b < B; b++) s = s + dy[b * N + n];
+        bad += f32_bits(s) != f32_bits(db[n]);
+    }
+    CHECK_EQ_INT(bad, 0);
+    dev_free(d, px); dev_free(d, pw); dev_free(d, pb); dev_free(d, py); dev_free(d, pdy);
+    dev_free(d, pdx); dev_free(d, pdw); dev_free(d, pdb);
+    dev_close(d);
+}
+
+/* ================= relu ================= */
+
+TEST(train_ops_relu_fd)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    enum { n = 101 };
+    float x[n], R[n], y[n], g[n];
+    fill(x, n, -1, 1);
+    fill(R, n, -1, 1);
+    float *px = TO(d, x, n), *py = dput(d, NULL, sizeof y), *pR = TO(d, R, n), *pg = dput(d, NULL, sizeof g);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->relu_fwd(d, NULL, px, py, n, DT_F32, &e) == 0);
+    REQUIRE(d->ops->train->relu_bwd(d, NULL, py, pR, pg, n, &e) == 0);
+    dget(d, y, py, sizeof y);
+    dget(d, g, pg, sizeof g);
+    const double h = 1e-6;
+    for (int i = 0; i < n; i++) {
+        CHECK(y[i] == (x[i] > 0 ? x[i] : 0));
+        double fp = R[i] * fmax((double)x[i] + h, 0), fm = R[i] * fmax((double)x[i] - h, 0);
+        CHECK_NEAR(g[i], (fp - fm) / (2 * h), 1e-6);
+    }
+    dev_free(d, px); dev_free(d, py); dev_free(d, pR); dev_free(d, pg);
+    dev_close(d);
+}
+
+/* ================= embeddings ================= */
+
+static void check_embedding(enum numerics mode)
+{
+    OPEN(d, mode, 0);
+    enum { T = 3, D = 5, B = 9, NV = 7 };
+    const int64_t rows[T] = {4, 6, 3};
+    int64_t off[T] = {0, 4, 10};
+    const int R = 13;
+    float table[R * D];
+    fill(table, R * D, -1, 1);
+    uint32_t idx[B * T];
+    for (int i = 0; i < B * T; i++) idx[i] = (uint32_t)(urand() * rows[i % T]); /* duplicates */
+    float Rw[B * T * D];
+    fill(Rw, B * T * D, -1, 1);
+    float *pt = TO(d, table, R * D), *po = dput(d, NULL, sizeof Rw), *pR = TO(d, Rw, B * T * D);
+    int64_t *poff = TO(d, off, T);
+    uint32_t *pidx = TO(d, idx, B * T);
+    int64_t *prows = dput(d, NULL, sizeof(int64_t) * B * T), *pn = dput(d, NULL, sizeof(int64_t));
+    float *pg = dput(d, NULL, sizeof(float) * B * T * D);
+    plumb_err e = {0};
+    const struct train_ops *Tp = d->ops->train;
+    REQUIRE(Tp->embedding_fwd(d, NULL, pt, poff, pidx, po, B, T, D, DT_F32, &e) == 0);
+    float out[B * T * D];
+    dget(d, out, po, sizeof out);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < D; k++)
+                CHECK(out[(b * T + t) * D + k] == table[(off[t] + idx[b * T + t]) * D + k]);
+    REQUIRE(Tp->embedding_bwd(d, NULL, poff, pidx, pR, B, NV, T, D, prows, pg, pn, &e) == 0);
+    int64_t U = 0, rws[B * T];
+    float g[B * T * D];
+    dget(d, &U, pn, sizeof U);
+    REQUIRE(U > 0 && U <= NV * T);
+    dget(d, rws, prows, sizeof(int64_t) * U);
+    dget(d, g, pg, sizeof(float) * U * D);
+    for (int u = 1; u < U; u++) CHECK(rws[u] > rws[u - 1]);
+    /* dense gradient from the sparse list vs finite differences of the float64
+     * reference L = sum_{b < NV} R[b,t,:] . table[row(b,t), :] */
+    double dense[R * D];
+    memset(dense, 0, sizeof dense);
+    for (int u = 0; u < U; u++)
+        for (int k = 0; k < D; k++) dense[rws[u] * D + k] = g[u * D + k];
+    const double h = 1e-6;
+    double worst = 0;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < D; k++) {
+            double lp = 0, lm = 0;
+            for (int b = 0; b < NV; b++)
+                for (int t = 0; t < T; t++) {
+                    int64_t row = off[t] + idx[b * T + t];
+                    double v = table[row * D + k];
+                    double rr = Rw[(b * T + t) * D + k];
+                    lp += rr * (row == r ? v + h : v);
+                    lm += rr * (row == r ? v - h : v);
+                }
+            worst = fmax(worst, rel_err(dense[r * D + k], (lp - lm) / (2 * h)));
+        }
+    CHECK_MSG(worst < 1e-5, "embedding gradient worst relative error %g", worst);
+    /* rows touched only by masked samples are absent */
+    for (int u = 0; u < U; u++) {
+        int seen = 0;
+        for (int b = 0; b < NV; b++)
+            for (int t = 0; t < T; t++) seen |= off[t] + idx[b * T + t] == rws[u];
+        CHECK(seen);
+    }
+    dev_free(d, pt); dev_free(d, po); dev_free(d, pR); dev_free(d, poff); dev_free(d, pidx);
+    dev_free(d, prows); dev_free(d, pn); dev_free(d, pg);
+    dev_close(d);
+}
+TEST(train_ops_embedding_fd_fast) { check_embedding(NUMERICS_FAST); }
+TEST(train_ops_embedding_fd_golden) { check_embedding(NUMERICS_GOLDEN); }
+
+/* Duplicates are summed in ascending input position: 1e8 + 1 - 1e8 = 0 in
+ * fp32 that order (any other order gives 1). */
+TEST(train_ops_sparse_coalesce_order)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    int64_t rows[6] = {7, 3, 7, 9, 7, 3};
+    float vals[6] = {1e8f, 2.0f, 1.0f, 5.0f, -1e8f, 0.5f};
+    int64_t *pr = TO(d, rows, 6), *po = dput(d, NULL, sizeof rows), *pn = dput(d, NULL, 8);
+    float *pv = TO(d, vals, 6), *pvo = dput(d, NULL, sizeof vals);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->sparse_coalesce(d, NULL, pr, pv, 6, 1, po, pvo, pn, &e) == 0);
+    int64_t U, ro[6];
+    float vo[6];
+    dget(d, &U, pn, 8);
+    REQUIRE(U == 3);
+    dget(d, ro, po, sizeof ro);
+    dget(d, vo, pvo, sizeof vo);
+    CHECK(ro[0] == 3 && ro[1] == 7 && ro[2] == 9);
+    CHECK(vo[0] == 2.5f);
+    CHECK(vo[1] == 0.0f);
+    CHECK(vo[2] == 5.0f);
+    /* a negative row is an error naming it */
+    rows[2] = -4;
+    dev_upload(d, pr, rows, sizeof rows, &e);
+    CHECK(d->ops->train->sparse_coalesce(d, NULL, pr, pv, 6, 1, po, pvo, pn, &e) == PLUMB_EUSAGE);
+    CHECK(strstr(e.msg, "-4") != NULL);
+    dev_free(d, pr); dev_free(d, po); dev_free(d, pn); dev_free(d, pv); dev_free(d, pvo);
+    dev_close(d);
+}
+
+/* ================= interaction ================= */
+
+static double inter_ref_loss(const double *bot, const double *emb, const double *R, int B, int T,
+                             int D)
+{
+    int F = T + 1, W = D + F * (F - 1) / 2;
+    double L = 0;
+    for (int b = 0; b < B; b++) {
+        const double *g = R + b * W;
+        for (int k = 0; k < D; k++) L += g[k] * bot[b * D + k];
+        int p = D;
+        for (int i = 1; i < F; i++)
+            for (int j = 0; j < i; j++) {
+                const double *zi = emb + (b * T + i - 1) * D;
+                const double *zj = j == 0 ? bot + b * D : emb + (b * T + j - 1) * D;
+                double s = 0;
+                for (int k = 0; k < D; k++) s += zi[k] * zj[k];
+                L += g[p++] * s;
+            }
+    }
+    return L;
+}
+
+static void check_interact(enum numerics mode)
+{
+    OPEN(d, mode, 0);
+    enum { B = 4, T = 5, D = 3, F = T + 1, W = D + F * (F - 1) / 2 };
+    float bot[B * D], emb[B * T * D], R[B * W];
+    fill(bot, B * D, -1, 1);
+    fill(emb, B * T * D, -1, 1);
+    fill(R, B * W, -1, 1);
+    double bd[B * D], ed[B * T * D], Rd[B * W];
+    for (int i = 0; i < B * D; i++) bd[i] = bot[i];
+    for (int i = 0; i < B * T * D; i++) ed[i] = emb[i];
+    for (int i = 0; i < B * W; i++) Rd[i] = R[i];
+    float *pb = TO(d, bot, B * D), *pe = TO(d, emb, B * T * D), *pR = TO(d, R, B * W);
+    float *po = dput(d, NULL, sizeof R), *pgb = dput(d, NULL, sizeof bot), *pge = dput(d, NULL, sizeof emb);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->interact_fwd(d, NULL, pb, pe, po, B, T, D, DT_F32, &e) == 0);
+    float out[B * W];
+    dget(d, out, po, sizeof out);
+    /* forward: the pair layout i > j row by row after the bottom output */
+    for (int b = 0; b < B; b++) {
+        for (int k = 0; k < D; k++) CHECK(out[b * W + k] == bot[b * D + k]);
+        int p = D;
+        for (int i = 1; i < F; i++)
+            for (int j = 0; j < i; j++) {
+                const double *zi = ed + (b * T + i - 1) * D;
+                const double *zj = j == 0 ? bd + b * D : ed + (b * T + j - 1) * D;
+                double s = 0;
+                for (int k = 0; k < D; k++) s += zi[k] * zj[k];
+                CHECK_NEAR(out[b * W + p], s, 1e-6);
+                p++;
+            }
+    }
+    REQUIRE(d->ops->train->interact_bwd(d, NULL, pb, pe, pR, pgb, pge, B, T, D, DT_F32, &e) == 0);
+    float gb[B * D], ge[B * T * D];
+    dget(d, gb, pgb, sizeof gb);
+    dget(d, ge, pge, sizeof ge);
+    const double h = 1e-6;
+    double worst = 0;
+    for (int i = 0; i < B * D; i++) {
+        double s = bd[i];
+        bd[i] = s + h;
+        double lp = inter_ref_loss(bd, ed, Rd, B, T, D);
+        bd[i] = s - h;
+        double lm = inter_ref_loss(bd, ed, Rd, B, T, D);
+        bd[i] = s;
+        worst = fmax(worst, rel_err(gb[i], (lp - lm) / (2 * h)));
+    }
+    for (int i = 0; i < B * T * D; i++) {
+        double s = ed[i];
+        ed[i] = s + h;
+        double lp = inter_ref_loss(bd, ed, Rd, B, T, D);
+        ed[i] = s - h;
+        double lm = inter_ref_loss(bd, ed, Rd, B, T, D);
+        ed[i] = s;
+        worst = fmax(worst, rel_err(ge[i], (lp - lm) / (2 * h)));
+    }
+    CHECK_MSG(worst < 1e-4, "interaction gradient worst relative error %g", worst);
+    dev_free(d, pb); dev_free(d, pe); dev_free(d, pR); dev_free(d, po); dev_free(d, pgb); dev_free(d, pge);
+    dev_close(d);
+}
+TEST(train_ops_interact_fd_fast) { check_interact(NUMERICS_FAST); }
+TEST(train_ops_interact_fd_golden) { check_interact(NUMERICS_GOLDEN); }
+
+TEST(train_ops_interact_dlrm_width)
+{
+    /* 27 vectors of 16: 16 + 351 = 367 features */
+    CHECK_EQ_INT(16 + 27 * 26 / 2, 367);
+}
+
+/* ================= BCE ================= */
+
+static double bce_ref(double z, double y) { return y * log1p(exp(-z)) + (1 - y) * log1p(exp(z)); }
+
+static void check_bce(enum numerics mode)
+{
+    OPEN(d, mode, 0);
+    enum { B = 12, NV = 10 };
+    float z[B] = {-3.5f, -1.0f, -0.25f, 0.0f, 0.3f, 1.7f, 4.0f, 9.0f, -60.0f, 80.0f, 5.0f, -5.0f};
+    float y[B] = {0, 1, 0, 1, 1, 0, 1, 0, 1, 0, 1, 1};
+    const float gs = 0.125f;
+    float *pz = TO(d, z, B), *py = TO(d, y, B), *pl = dput(d, NULL, sizeof z), *pdz = dput(d, NULL, sizeof z);
+    double *psc = dput(d, NULL, 2 * sizeof(double));
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->bce_logits(d, NULL, pz, py, B, NV, gs, pl, psc, pdz, &e) == 0);
+    float l[B], dz[B];
+    double sc[2];
+    dget(d, l, pl, sizeof l);
+    dget(d, dz, pdz, sizeof dz);
+    dget(d, sc, psc, sizeof sc);
+    double sum = 0;
+    for (int b = 0; b < NV; b++) {
+        double ref = bce_ref(z[b], y[b]);
+        CHECK_MSG(rel_err(l[b], ref) < 1e-6, "bce z=%g y=%g: %.9g vs %.9g", z[b], y[b], l[b], ref);
+        sum += l[b];
+        const double h = 1e-6;
+        double fd = gs * (bce_ref(z[b] + h, y[b]) - bce_ref(z[b] - h, y[b])) / (2 * h);
+        CHECK_MSG(fabs(dz[b] - fd) < 1e-6, "bce grad z=%g: %g vs fd %g", z[b], dz[b], fd);
+    }
+    for (int b = NV; b < B; b++) CHECK(l[b] == 0 && dz[b] == 0);
+    CHECK_NEAR(sc[0], sum, 1e-9);
+    CHECK(sc[1] == NV);
+    /* the stable form: large logits give finite losses equal to |z| */
+    CHECK_NEAR(l[8], 60.0, 1e-5);
+    CHECK_NEAR(l[9], 80.0, 1e-5);
+    dev_free(d, pz); dev_free(d, py); dev_free(d, pl); dev_free(d, pdz); dev_free(d, psc);
+    dev_close(d);
+}
+TEST(train_ops_bce_fd_fast) { check_bce(NUMERICS_FAST); }
+TEST(train_ops_bce_fd_golden) { check_bce(NUMERICS_GOLDEN); }
+
+/* The golden exp/log1p/sigmoid are within 1 ulp-ish of the float64 truth. */
+TEST(train_ops_golden_math_accuracy)
+{
+    double worst_e = 0, worst_l = 0, worst_s = 0;
+    for (int i = 0; i < 200000; i++) {
+        float x = (float)(-100.0 + 188.0 * (i / 200000.0));
+        double t = exp((double)x);
+        if (t > 1e-37 && t < 3e38) worst_e = fmax(worst_e, fabs(tm_expf(x) - t) / t);
+        float u = (float)(-0.999 + 50.0 * (i / 200000.0));
+        double lt = log1p((double)u);
+        if (fabs(lt) > 1e-30) worst_l = fmax(worst_l, fabs(tm_log1pf(u) - lt) / fabs(lt));
+        double st = 1.0 / (1.0 + exp(-(double)x));
+        if (st > 1e-30) worst_s = fmax(worst_s, fabs(tm_sigmoidf(x) - st) / st);
+    }
+    CHECK_MSG(worst_e < 1.2e-7, "exp rel err %g", worst_e);
+    CHECK_MSG(worst_l < 1.2e-7, "log1p rel err %g", worst_l);
+    CHECK_MSG(worst_s < 3e-7, "sigmoid rel err %g", worst_s);
+    CHECK(tm_log1pf(1e-30f) == 1e-30f);
+    CHECK(tm_expf(0.0f) == 1.0f);
+    CHECK(isinf(tm_expf(100.0f)) && tm_expf(-200.0f) == 0.0f);
+}
+
+/* ================= optimizers ================= */
+
+TEST(train_ops_sgd_dense_and_sparse)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    enum { n = 10, D = 4, R = 6 };
+    float w[n], g[n], w0[n];
+    fill(w, n, -1, 1);
+    fill(g, n, -1, 1);
+    memcpy(w0, w, sizeof w);
+    float *pw = TO(d, w, n), *pg = TO(d, g, n);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->sgd(d, NULL, pw, pg, n, 0.1f, 0.0f, &e) == 0);
+    dget(d, w, pw, sizeof w);
+    for (int i = 0; i < n; i++) CHECK(w[i] == fmaf(-0.1f, g[i], w0[i]));
+    memcpy(w, w0, sizeof w);
+    dev_upload(d, pw, w, sizeof w, &e);
+    REQUIRE(d->ops->train->sgd(d, NULL, pw, pg, n, 0.1f, 0.01f, &e) == 0);
+    dget(d, w, pw, sizeof w);
+    for (int i = 0; i < n; i++) CHECK_NEAR(w[i], w0[i] - 0.1 * (g[i] + 0.01 * w0[i]), 1e-7);
+    /* sparse: only rows 1 and 4 move */
+    float tab[R * D], tab0[R * D], gr[2 * D];
+    fill(tab, R * D, -1, 1);
+    fill(gr, 2 * D, -1, 1);
+    memcpy(tab0, tab, sizeof tab);
+    int64_t rows[2] = {4, 1};
+    float *pt = TO(d, tab, R * D), *pgr = TO(d, gr, 2 * D);
+    int64_t *pr = TO(d, rows, 2);
+    REQUIRE(d->ops->train->sgd_sparse(d, NULL, pt, pr, pgr, 2, D, 0.5f, &e) == 0);
+    dget(d, tab, pt, sizeof tab);
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < D; k++) {
+            int u = r == 4 ? 0 : r == 1 ? 1 : -1;
+            float want = u < 0 ? tab0[r * D + k] : fmaf(-0.5f, gr[u * D + k], tab0[r * D + k]);
+            CHECK(tab[r * D + k] == want);
+        }
+    dev_free(d, pw); dev_free(d, pg); dev_free(d, pt); dev_free(d, pgr); dev_free(d, pr);
+    dev_close(d);
+}
+
+/* AdamW over 5 steps against the float64 PyTorch formula. */
+TEST(train_ops_adamw_matches_reference)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    enum { n = 16 };
+    float w[n], m[n] = {0}, v[n] = {0}, g[n];
+    double wr[n], mr[n] = {0}, vr[n] = {0};
+    fill(w, n, -1, 1);
+    for (int i = 0; i < n; i++) wr[i] = w[i];
+    float *pw = TO(d, w, n), *pm = TO(d, m, n), *pv = TO(d, v, n), *pg = dput(d, NULL, sizeof g);
+    const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+    plumb_err e = {0};
+    for (int t = 1; t <= 5; t++) {
+        fill(g, n, -1, 1);
+        dev_upload(d, pg, g, sizeof g, &e);
+        double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+        REQUIRE(d->ops->train->adamw(d, NULL, pw, pg, pm, pv, n, (float)lr, (float)b1, (float)b2,
+                                     (float)eps, (float)wd, (float)bc1, (float)bc2, &e) == 0);
+        for (int i = 0; i < n; i++) {
+            wr[i] -= lr * wd * wr[i];
+            mr[i] = b1 * mr[i] + (1 - b1) * g[i];
+            vr[i] = b2 * vr[i] + (1 - b2) * (double)g[i] * g[i];
+            wr[i] -= lr * (mr[i] / bc1) / (sqrt(vr[i] / bc2) + eps);
+        }
+    }
+    dget(d, w, pw, sizeof w);
+    for (int i = 0; i < n; i++) CHECK_NEAR(w[i], wr[i], 2e-6);
+    CHECK(d->ops->train->adamw(d, NULL, pw, pg, pm, pv, n, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0.0f, 1.0f, &e) == PLUMB_EUSAGE);
+    dev_free(d, pw); dev_free(d, pm); dev_free(d, pv); dev_free(d, pg);
+    dev_close(d);
+}
+
+/* ================= utilities ================= */
+
+TEST(train_ops_sumsq_scale_check_round)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    enum { n = 5000 };
+    float x[n];
+    fill(x, n, -2, 2);
+    double ref = 0;
+    for (int i = 0; i < n; i++) ref += (double)x[i] * x[i];
+    float *px = TO(d, x, n);
+    double *ps = dput(d, NULL, sizeof(double));
+    int *pinf = dput(d, NULL, sizeof(int));
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->sumsq(d, NULL, px, n, ps, &e) == 0);
+    double s;
+    dget(d, &s, ps, sizeof s);
+    CHECK_NEAR(s, ref, 1e-9 * ref);
+    REQUIRE(d->ops->train->scale_check(d, NULL, px, n, 0.5f, pinf, &e) == 0);
+    int inf;
+    dget(d, &inf, pinf, sizeof inf);
+    CHECK(inf == 0);
+    float y[n];
+    dget(d, y, px, sizeof y);
+    for (int i = 0; i < n; i++) CHECK(y[i] == x[i] * 0.5f);
+    x[1234] = INFINITY;
+    dev_upload(d, px, x, sizeof x, &e);
+    REQUIRE(d->ops->train->scale_check(d, NULL, px, n, 0.5f, pinf, &e) == 0);
+    dget(d, &inf, pinf, sizeof inf);
+    CHECK(inf == 1);
+    /* rounding: ties to even; fp16 overflow to inf */
+    float r[4] = {1.0f + 0.00390625f, 1.0f + 3 * 0.00390625f, 70000.0f, -1.0f / 3.0f};
+    float *pr = TO(d, r, 4), *po = dput(d, NULL, sizeof r);
+    float o[4];
+    REQUIRE(d->ops->train->round_fp32(d, NULL, pr, po, 4, DT_BF16, &e) == 0);
+    dget(d, o, po, sizeof o);
+    CHECK(o[0] == 1.0f);
+    CHECK(o[1] == 1.015625f);
+    CHECK(o[3] == bf16_to_f32(f32_to_bf16(-1.0f / 3.0f)));
+    REQUIRE(d->ops->train->round_fp32(d, NULL, pr, po, 4, DT_F16, &e) == 0);
+    dget(d, o, po, sizeof o);
+    CHECK(isinf(o[2]));
+    CHECK(d->ops->train->round_fp32(d, NULL, pr, po, 4, DT_I32, &e) == PLUMB_EUSAGE);
+    dev_free(d, px); dev_free(d, ps); dev_free(d, pinf); dev_free(d, pr); dev_free(d, po);
+    dev_close(d);
+}
+
+/* bf16 storage: outputs are exactly representable in bf16 and equal the
+ * rounded fp32 results. */
+TEST(train_ops_bf16_outputs_are_rounded)
+{
+    OPEN(d, NUMERICS_GOLDEN, 0);
+    enum { B = 4, K = 6, N = 5 };
+    float x[B * K], w[N * K], y32[B * N], y16[B * N];
+    fill(x, B * K, -1, 1);
+    fill(w, N * K, -1, 1);
+    float *px = TO(d, x, B * K), *pw = TO(d, w, N * K), *py = dput(d, NULL, sizeof y32);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->linear_fwd(d, NULL, px, pw, NULL, py, B, K, N, 0, DT_F32, &e) == 0);
+    dget(d, y32, py, sizeof y32);
+    REQUIRE(d->ops->train->linear_fwd(d, NULL, px, pw, NULL, py, B, K, N, 0, DT_BF16, &e) == 0);
+    dget(d, y16, py, sizeof y16);
+    for (int i = 0; i < B * N; i++) {
+        CHECK(y16[i] == bf16_to_f32(f32_to_bf16(y32[i])));
+        CHECK((f32_bits(y16[i]) & 0xffffu) == 0);
+    }
+    dev_free(d, px); dev_free(d, pw); dev_free(d, py);
+    dev_close(d);
+}
+
+/* ================= golden: independent of the thread count ================= */
+
+struct golden_out {
+    float y[64 * 40], dx[64 * 37], dw[40 * 37], db[40], io[64 * (8 + 15)], gb[64 * 8], ge[64 * 5 * 8];
+    float eg[64 * 5 * 8];
+    int64_t er[64 * 5], en;
+};
+
+static int golden_run(int threads, struct golden_out *o)
+{
+    enum { B = 64, K = 37, N = 40, T = 5, D = 8, W = D + 15 };
+    struct dev *d = open_dev(NUMERICS_GOLDEN, threads);
+    if (!d) return -1;
+    rng_state = 12345;
+    static float x[B * K], w[N * K], bias[N], dy[B * N], bot[B * D], emb[B * T * D], dout[B * W];
+    fill(x, B * K, -1, 1);
+    fill(w, N * K, -1, 1);
+    fill(bias, N, -1, 1);
+    fill(dy, B * N, -1, 1);
+    fill(bot, B * D, -1, 1);
+    fill(emb, B * T * D, -1, 1);
+    fill(dout, B * W, -1, 1);
+    uint32_t idx[B * T];
+    for (int i = 0; i < B * T; i++) idx[i] = (uint32_t)(urand() * 7);
+    int64_t off[T] = {0, 7, 14, 21, 28};
+    plumb_err e = {0};
+    const struct train_ops *Tp = d->ops->train;
+    float *px = TO(d, x, B * K), *pw = TO(d, w, N * K), *pb = TO(d, bias, N), *pdy = TO(d, dy, B * N);
+    float *py = dput(d, NULL, sizeof o->y), *pdx = dput(d, NULL, sizeof o->dx);
+    float *pdw = dput(d, NULL, sizeof o->dw), *pdb = dput(d, NULL, sizeof o->db);
+    float *pbot = TO(d, bot, B * D), *pemb = TO(d, emb, B * T * D), *pdo = TO(d, dout, B * W);
+    float *pio = dput(d, NULL, sizeof o->io), *pgb = dput(d, NULL, sizeof o->gb), *pge = dput(d, NULL, sizeof o->ge);
+    int64_t *poff = TO(d, off, T), *per = dput(d, NULL, sizeof o->er), *pen = dput(d, NULL, 8);
+    uint32_t *pidx = TO(d, idx, B * T);
+    float *peg = dput(d, NULL, sizeof o->eg);
+    int rc = Tp->linear_fwd(d, NULL, px, pw, pb, py, B, K, N, 1, DT_F32, &e) ||
+             Tp->linear_bwd(d, NULL, px, pw, py, pdy, pdx, pdw, pdb, B, K, N, 1, DT_F32, &e) ||
+             Tp->interact_fwd(d, NULL, pbot, pemb, pio, B, T, D, DT_F32, &e) ||
+             Tp->interact_bwd(d, NULL, pbot, pemb, pdo, pgb, pge, B, T, D, DT_F32, &e) ||
+             Tp->embedding_bwd(d, NULL, poff, pidx, pemb, B, B, T, D, per, peg, pen, &e);
+    dget(d, o->y, py, sizeof o->y);
+    dget(d, o->dx, pdx, sizeof o->dx);
+    dget(d, o->dw, pdw, sizeof o->dw);
+    dget(d, o->db, pdb, sizeof o->db);
+    dget(d, o->io, pio, sizeof o->io);
+    dget(d, o->gb, pgb, sizeof o->gb);
+    dget(d, o->ge, pge, sizeof o->ge);
+    dget(d, &o->en, pen, 8);
+    dget(d, o->er, per, sizeof o->er);
+    dget(d, o->eg, peg, sizeof o->eg);
+    void *ps[] = {px, pw, pb, pdy, py, pdx, pdw, pdb, pbot, pemb, pdo, pio, pgb, pge, poff, per, pen, pidx, peg};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) dev_free(d, ps[i]);
+    dev_close(d);
+    return rc;
+}
+
+TEST(train_ops_golden_thread_count_independent)
+{
+    static struct golden_out a, b, c;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    int ra = golden_run(1, &a);
+    if (ra < 0) TEST_SKIP("device %s has no training ops", test_device());
+    REQUIRE(ra == 0);
+    REQUIRE(golden_run(2, &b) == 0);
+    REQUIRE(golden_run(3, &c) == 0);
+    CHECK(a.en > 0 && a.en <= 35);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(memcmp(&a, &c, sizeof a) == 0);
+}
