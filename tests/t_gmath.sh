@@ -1,0 +1,21 @@
+# Golden arithmetic gives the same bits whatever the compiler and flags
+# (DESIGN.md section 5): gcc and clang, -O2 and -O3 -march=native, all with
+# -ffp-contract=off (the project's flag; nvcc uses --fmad=false).
+. "$(dirname "$0")/lib.sh"
+src="$PLUMB_ROOT/tests/tools/gmath_digest.c"
+ref=""
+for cc in gcc clang; do
+  command -v $cc >/dev/null || { skip "$cc digest" "$cc not installed"; continue; }
+  for opt in "-O2" "-O3 -march=native" "-O0"; do
+    name="$cc $opt"
+    if ! $cc -std=c11 $opt -ffp-contract=off -I"$PLUMB_ROOT/src" "$src" -o "$TMP/d" -lm 2>"$TMP/err"; then
+      fail "$name builds" "$(head -c 300 "$TMP/err")"; continue
+    fi
+    d=$("$TMP/d")
+    echo "  $name: $d"
+    if [ -z "$ref" ]; then ref=$d; ok "$name digest"; 
+    elif [ "$d" = "$ref" ]; then ok "$name digest equals the first build's"
+    else fail "$name digest" "$d != $ref"; fi
+  done
+done
+finish
