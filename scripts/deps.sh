@@ -7,7 +7,7 @@
 set -euo pipefail
 want=${1:-test}
 build_pkgs="build-essential pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev zlib1g-dev libssl-dev"
-test_pkgs="chromium prometheus python3 curl"
+test_pkgs="chromium prometheus python3 curl nodejs"
 gpu_pkgs="hipcc libamdhip64-dev librocm-smi-dev"
 case "$want" in
   build) pkgs="$build_pkgs" ;;
@@ -20,7 +20,18 @@ missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+# Debian splits npm from nodejs; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
+case "$want" in test|all) command -v npm >/dev/null 2>&1 || missing="$missing npm" ;; esac
+# The browser test's node packages (tests/browser: playwright-core, pinned by package-lock.json).
+browser_deps() {
+  case "$want" in test|all) ;; *) return 0 ;; esac
+  local d; d="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+  if [ ! -d "$d/node_modules/playwright-core" ] || [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+    echo "deps.sh: npm ci in tests/browser" >&2
+    (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  fi
+}
+if [ -z "$missing" ]; then browser_deps; exit 0; fi
 cmd="apt-get install -y --no-install-recommends$missing"
 if [ "$(id -u)" -ne 0 ]; then
   echo "deps.sh: missing Debian packages:$missing" >&2
@@ -36,3 +47,4 @@ if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists 2>/dev/null | gr
   apt-get update -q >&2
 fi
 apt-get install -y -q --no-install-recommends$missing >&2 || { apt-get update -q >&2; apt-get install -y -q --no-install-recommends$missing >&2; }
+browser_deps

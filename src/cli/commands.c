@@ -3,6 +3,8 @@
 
 /* Alphabetical; add a line per new cmd_<name>.c. */
 const struct command plumb_commands[] = {
+    {"accept", "accept this platform: run the checks at a level, write a run folder and report", cmd_accept},
+    {"doctor", "preflight checklist: host, libraries, GPU plugins, risky environment variables", cmd_doctor},
     {"report", "re-render report.html from a run folder's results.json", cmd_report},
     {"version", "print the version and build configuration", cmd_version},
     {NULL, NULL, NULL},

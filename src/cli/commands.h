@@ -17,6 +17,8 @@ extern const struct command plumb_commands[];
  * exit status. For use by cmd_*.c. */
 int cli_fail(const char *cmd, const void *err /* plumb_err* */);
 
+int cmd_accept(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 #endif

@@ -126,7 +126,7 @@ static const char *CSS =
     ".verdict{font-size:18px;padding:3px 14px}"
     "tr.bad td{background:#fff5f5}.muted{color:#687083}"
     ".hists{display:flex;flex-wrap:wrap;gap:12px}.hist{border:1px solid #e6e9ee;border-radius:4px;padding:6px;background:#fff}"
-    ".hist figcaption{font-size:12px;margin-bottom:2px}"
+    ".hist{margin:0}table.kv th{width:230px}.hist figcaption{font-size:12px;margin-bottom:2px}"
     "a{color:#1f5fbf;text-decoration:none}a:hover{text-decoration:underline}"
     "footer{color:#687083;font-size:12px;margin-top:24px}";
 
@@ -195,13 +195,36 @@ static void put_kv_row(struct sbuf *b, const char *k, const json_t *v)
     sb_puts(b, "</td></tr>\n");
 }
 
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* An object's keys in sorted order, so a report rendered from memory and one
+ * rendered from the file read back (written with sorted keys) are identical.
+ * Returns a malloc'ed array (NULL when empty); *n gets the count. */
+static const char **sorted_keys(const json_t *o, size_t *n)
+{
+    *n = json_object_size(o);
+    if (!*n) return NULL;
+    const char **keys = malloc(*n * sizeof *keys);
+    if (!keys) {
+        *n = 0;
+        return NULL;
+    }
+    size_t i = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v) keys[i++] = k;
+    qsort(keys, *n, sizeof *keys, cmp_key);
+    return keys;
+}
+
 static void put_object_table(struct sbuf *b, const json_t *o)
 {
     if (!json_is_object(o) || !json_object_size(o)) return;
-    sb_puts(b, "<table>\n");
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)o, k, v) put_kv_row(b, k, v);
+    sb_puts(b, "<table class=\"kv\">\n");
+    size_t n;
+    const char **keys = sorted_keys(o, &n);
+    for (size_t i = 0; i < n; i++) put_kv_row(b, keys[i], json_object_get(o, keys[i]));
+    free(keys);
     sb_puts(b, "</table>\n");
 }
 
@@ -514,11 +537,12 @@ static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *r
     if (json_is_array(ops)) put_ops(b, ops);
     put_histograms(b, c, run_dir);
     /* everything else in details, as data */
-    const char *k;
-    json_t *v;
     int opened = 0;
-    json_object_foreach((json_t *)details, k, v)
-    {
+    size_t nk;
+    const char **keys = sorted_keys(details, &nk);
+    for (size_t ki = 0; ki < nk; ki++) {
+        const char *k = keys[ki];
+        const json_t *v = json_object_get(details, k);
         if ((!strcmp(k, "rows") && json_is_array(v)) || (!strcmp(k, "ops") && json_is_array(v))) continue;
         if (!opened) {
             sb_puts(b, "<h3>Details</h3>\n<table>\n");
@@ -541,6 +565,7 @@ static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *r
         }
         sb_puts(b, "</td></tr>\n");
     }
+    free(keys);
     if (opened) sb_puts(b, "</table>\n");
     const json_t *arts = json_object_get(c, "artifacts");
     if (json_array_size(arts)) {

@@ -122,7 +122,8 @@ void sysinfo_compiler(char *buf, size_t n)
 void sysinfo_blas(char *buf, size_t n)
 {
     const char *c = openblas_get_config();
-    snprintf(buf, n, "OpenBLAS %s", c ? c : "(no config string)");
+    if (c && !strncmp(c, "OpenBLAS", 8)) snprintf(buf, n, "%s", c);
+    else snprintf(buf, n, "OpenBLAS %s", c ? c : "(no config string)");
     chomp(buf);
 }
 

@@ -1,0 +1,251 @@
+/* plumb accept: runs a table of checks at a level (--quick, --standard,
+ * --full) on every device asked for, writes the run folder (results.json,
+ * checks/<name>[-<device>]/, report.html) and prints a verdict table.
+ * Exit 0 when no check failed, 1 when one did, 2 on usage errors, 3 when a
+ * check could not run at all (internal error). */
+#include "accept/checks.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "core/jsonx.h"
+#include "core/timer.h"
+#include "dev/dev.h"
+#include "report/results.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum level { LEVEL_QUICK = 0, LEVEL_STANDARD = 1, LEVEL_FULL = 2 };
+static const char *level_names[] = {"quick", "standard", "full"};
+
+struct accept_entry;
+typedef int (*accept_run_fn)(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                             struct check_result *r, plumb_err *e);
+
+/* One row of the acceptance table: `run` is called once (per_device = 0) or
+ * once per device (per_device = 1) at every level >= min_level. */
+struct accept_entry {
+    const char *label;  /* progress text, e.g. "numerics golden" */
+    enum level min_level;
+    int per_device;
+    accept_run_fn run;
+};
+
+static int run_doctor(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                      struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_doctor_run(ctx, r, e);
+}
+
+/* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
+static const struct accept_entry accept_table[] = {
+    {"doctor", LEVEL_QUICK, 0, run_doctor},
+};
+
+void doctor_print_rows(FILE *f, const json_t *check); /* cmd_doctor.c */
+
+static int internal_code(int code)
+{
+    /* A device or watchdog error is the platform failing the check; the rest
+     * (bad input, I/O, memory, bugs) mean the check could not run. */
+    return !(code == PLUMB_EDEVICE || code == PLUMB_ETIMEOUT || code == PLUMB_EFAIL);
+}
+
+static void print_verdict(const struct results *res, double secs)
+{
+    const json_t *checks = json_object_get(res->root, "checks");
+    printf("\n");
+    table_put(stdout, "CHECK", 18, 1);
+    table_put(stdout, "DEVICE", 8, 1);
+    table_put(stdout, "STATUS", 6, 1);
+    table_put(stdout, "TIME", 8, 1);
+    printf("REASON\n");
+    size_t i;
+    json_t *c;
+    int n[4] = {0, 0, 0, 0};
+    json_array_foreach(checks, i, c)
+    {
+        char t[32];
+        int s = results_parse_status(jsonx_str(c, "status"));
+        if (s >= 0) n[s]++;
+        snprintf(t, sizeof t, "%.1fs", jsonx_num(c, "duration_s"));
+        table_put(stdout, jsonx_str(c, "name"), 18, 1);
+        table_put(stdout, jsonx_str(c, "device") ? jsonx_str(c, "device") : "-", 8, 1);
+        table_put(stdout, jsonx_str(c, "status"), 6, 1);
+        table_put(stdout, t, 8, 1);
+        table_put(stdout, jsonx_str(c, "reason") ? jsonx_str(c, "reason") : "", 0, 0);
+        printf("\n");
+    }
+    enum check_status v = results_verdict(res);
+    printf("\nverdict: %s (%zu checks: %d pass, %d warn, %d fail, %d skip) in %.1f s\n",
+           v == CHECK_FAIL ? "FAIL" : v == CHECK_WARN ? "PASS with warnings" : "PASS", json_array_size(checks), n[0], n[1],
+           n[2], n[3], secs);
+    printf("run folder: %s\nreport:     %s/report.html\n", res->dir, res->dir);
+}
+
+/* --device: "all" (every device present), "cpu", "cuda", "hip" (every device
+ * of that backend) or one device "cuda:N" / "hip:N". */
+static int select_devices(const char *want, char specs[][32], int max, int *n, plumb_err *e)
+{
+    char avail[64][32];
+    int na = dev_list_available(avail, 64);
+    *n = 0;
+    if (!strcmp(want, "all")) {
+        for (int i = 0; i < na && *n < max; i++) snprintf(specs[(*n)++], 32, "%s", avail[i]);
+        return PLUMB_OK;
+    }
+    if (!strcmp(want, "cpu") || !strcmp(want, "cuda") || !strcmp(want, "hip")) {
+        size_t L = strlen(want);
+        for (int i = 0; i < na && *n < max; i++)
+            if (!strncmp(avail[i], want, L) && (avail[i][L] == '\0' || avail[i][L] == ':'))
+                snprintf(specs[(*n)++], 32, "%s", avail[i]);
+        if (*n) return PLUMB_OK;
+        char why[512] = "";
+        plumb_err pe = {0};
+        const struct dev_backend *be = dev_backend_get(want, &pe);
+        int cnt = 0;
+        if (!be) snprintf(why, sizeof why, "%s", pe.msg);
+        else if (be->device_count(&cnt, &pe)) snprintf(why, sizeof why, "%s", pe.msg);
+        else snprintf(why, sizeof why, "the %s backend reports %d devices", want, cnt);
+        return err_set(e, PLUMB_EUSAGE, "--device %s: no %s device available here (%s)", want, want, why);
+    }
+    const char *colon = strchr(want, ':');
+    if (colon && (!strncmp(want, "cuda:", 5) || !strncmp(want, "hip:", 4))) {
+        for (int i = 0; i < na; i++)
+            if (!strcmp(avail[i], want)) {
+                snprintf(specs[(*n)++], 32, "%s", want);
+                return PLUMB_OK;
+            }
+        return err_set(e, PLUMB_EUSAGE, "--device %s: no such device here (run 'plumb doctor' to see why)", want);
+    }
+    return err_set(e, PLUMB_EUSAGE, "--device: '%s' is not one of cpu, cuda, hip, all, cuda:N or hip:N", want);
+}
+
+int cmd_accept(int argc, char **argv)
+{
+    int quick = 0, standard = 0, full = 0;
+    const char *out = NULL, *device = NULL;
+    long threads = 0;
+    static const char *usage = "plumb accept [--quick|--standard|--full] [options]";
+    static const char *summary =
+        "Accept this platform: run the acceptance checks at a level on every device asked for, write a run\n"
+        "folder (results.json with schema plumb.results/1, checks/<name>[-<device>]/ artifacts, report.html)\n"
+        "and print a verdict table. Levels: --quick (doctor, rng and numerics per device; minutes), --standard\n"
+        "(the default: more samples, and training checks as they exist), --full (everything, including fault\n"
+        "drills). Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
+    const struct opt opts[] = {
+        {"--quick", OPT_FLAG, &quick, "off", "quick level", NULL, NULL},
+        {"--standard", OPT_FLAG, &standard, "off", "standard level (the default when no level is given)", NULL, NULL},
+        {"--full", OPT_FLAG, &full, "off", "full level", NULL, NULL},
+        {"--out", OPT_STR, &out, NULL, "run folder to write (default runs/<UTC-time>-<host>-<id>)", NULL, "DIR"},
+        {"--device", OPT_STR, &device, "all", "cpu, cuda, hip, all (every device present), cuda:N or hip:N", NULL, "D"},
+        {"--threads", OPT_INT, &threads, "0", "cpu threads for the cpu device (0 = all cores)", "0..4096", "N"},
+        {0},
+    };
+    plumb_err e = {0};
+    int rc = args_parse(usage, summary, opts, argc, argv, NULL, 0, NULL, &e);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return cli_fail("accept", &e);
+    if (quick + standard + full > 1) {
+        err_set(&e, PLUMB_EUSAGE, "give at most one of --quick, --standard, --full");
+        return cli_fail("accept", &e);
+    }
+    enum level lv = quick ? LEVEL_QUICK : full ? LEVEL_FULL : LEVEL_STANDARD;
+    char specs[64][32];
+    int ndev = 0;
+    if (select_devices(device, specs, 64, &ndev, &e)) return cli_fail("accept", &e);
+
+    /* the command line as given, for the record */
+    char cmdline[1024];
+    int w = snprintf(cmdline, sizeof cmdline, "plumb");
+    for (int i = 0; i < argc && w < (int)sizeof cmdline; i++)
+        w += snprintf(cmdline + w, sizeof cmdline - (size_t)w, " %s", argv[i]);
+    struct results res;
+    if (results_open(&res, out, cmdline, &e)) return cli_fail("accept", &e);
+    json_object_set_new(res.root, "level", json_string(level_names[lv]));
+
+    /* record the platform: every device used, opened once */
+    for (int i = 0; i < ndev; i++) {
+        struct dev *d = NULL;
+        plumb_err de = {0};
+        if (dev_open(specs[i], &d, &de) == PLUMB_OK) {
+            results_add_device(&res, d);
+            dev_close(d);
+        }
+    }
+
+    int tty = table_stderr_tty();
+    int total = 0;
+    for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++)
+        if (accept_table[t].min_level <= lv) total += accept_table[t].per_device ? ndev : 1;
+    double t0 = timer_now();
+    int had_internal = 0, step = 0;
+    for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
+        const struct accept_entry *a = &accept_table[t];
+        if (a->min_level > lv) continue;
+        for (int di = 0; di < (a->per_device ? ndev : 1); di++) {
+            struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? specs[di] : "cpu",
+                                    .level = level_names[lv], .threads = (int)threads, .tty = tty};
+            step++;
+            if (tty) fprintf(stderr, "[%d/%d] %s%s%s ...", step, total, a->label, a->per_device ? " on " : "",
+                             a->per_device ? specs[di] : "");
+            struct check_result r = {0};
+            plumb_err ce = {0};
+            double c0 = timer_now();
+            int crc = a->run(&ctx, a, lv, &r, &ce);
+            if (crc != PLUMB_OK) {
+                /* it could not run: record that as a failed entry */
+                if (!r.obj && check_begin(&r, a->label, a->per_device ? specs[di] : NULL) != PLUMB_OK) {
+                    results_close(&res);
+                    err_set(&e, PLUMB_ENOMEM, "out of memory");
+                    return cli_fail("accept", &e);
+                }
+                check_set_status(&r, CHECK_FAIL, "could not run (%s): %s", err_code_name(crc), ce.msg);
+                if (internal_code(crc)) had_internal = 1;
+                json_object_del(r.obj, "status");
+            }
+            results_add_check(&res, &r);
+            if (tty) fprintf(stderr, "\r[%d/%d] %s%s%s: %s (%.1f s)\033[K\n", step, total, a->label,
+                             a->per_device ? " on " : "", a->per_device ? specs[di] : "", check_status_name(r.status),
+                             timer_now() - c0);
+            check_free(&r);
+            /* results.json after every check: an interrupted run keeps what it has */
+            res.write_html = 0;
+            if (results_write(&res, &e)) {
+                results_close(&res);
+                return cli_fail("accept", &e);
+            }
+        }
+    }
+    res.write_html = 1;
+    if (results_write(&res, &e)) {
+        results_close(&res);
+        return cli_fail("accept", &e);
+    }
+    /* doctor findings worth a look, under the table */
+    print_verdict(&res, timer_now() - t0);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(res.root, "checks"), i, c)
+    {
+        if (strcmp(jsonx_str(c, "name"), "doctor")) continue;
+        size_t j;
+        json_t *row;
+        int header = 0;
+        json_array_foreach(json_object_get(json_object_get(c, "details"), "rows"), j, row)
+        {
+            const char *st = jsonx_str(row, "status");
+            if (!st || !strcmp(st, "pass")) continue;
+            if (!header++) printf("\ndoctor findings:\n");
+            printf("  %-4s ", st);
+            table_put(stdout, jsonx_str(row, "item"), 28, 1);
+            table_put(stdout, jsonx_str(row, "reason"), 0, 0);
+            printf("\n");
+        }
+    }
+    int code = had_internal ? 3 : results_exit_code(&res);
+    results_close(&res);
+    return code;
+}

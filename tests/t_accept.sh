@@ -1,0 +1,54 @@
+# plumb accept end to end on this host: --quick exits 0, writes a run folder
+# whose results.json has schema plumb.results/1, the checks of the quick
+# level, a verdict, and a report.html; levels and devices are validated.
+. "$(dirname "$0")/lib.sh"
+R="$TMP/quick"
+"$PLUMB" accept --quick --out "$R" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -eq 0 ] && ok "accept --quick exits 0" || fail "accept --quick exits 0" "exit $rc: $(tail -20 "$TMP/out") $(cat "$TMP/err")"
+[ -f "$R/results.json" ] && ok "results.json written" || fail "results.json written"
+[ -f "$R/report.html" ] && ok "report.html written" || fail "report.html written"
+python3 - "$R/results.json" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "plumb.results/1", d.get("schema")
+assert d["level"] == "quick", d.get("level")
+names = [c["name"] for c in d["checks"]]
+# every check of the quick level is present (grows as checks are added to the table)
+for want in ["doctor"]:
+    assert want in names, f"no {want} check in {names}"
+assert names.count("doctor") == 1, names
+for c in d["checks"]:
+    assert c["status"] in ("pass", "warn", "fail", "skip"), c
+    assert isinstance(c["duration_s"], (int, float)), c
+    for k in ("metrics", "thresholds", "artifacts", "details"):
+        assert k in c, (c["name"], k)
+worst = "fail" if any(c["status"] == "fail" for c in d["checks"]) else "warn" if any(c["status"] == "warn" for c in d["checks"]) else "pass"
+assert d["verdict"] == worst, (d["verdict"], worst)
+assert d["verdict"] != "fail"
+h = d["host"]
+for k in ("hostname", "os", "kernel", "cpu_model", "cores", "mem_total_bytes"):
+    assert h.get(k) not in (None, "", 0), k
+for k in ("plumb", "compiler", "blas", "mpi", "jansson"):
+    assert d["versions"].get(k), k
+assert any(x["label"] == "cpu" for x in d["platform"]["devices"]), d["platform"]
+assert d["started"] <= d["finished"]
+print("checks:", names)
+PY
+[ $? -eq 0 ] && ok "results.json content" || fail "results.json content" "$(cat "$TMP/py")"
+grep -q '^verdict: PASS' "$TMP/out" && ok "verdict line printed" || fail "verdict line printed" "$(cat "$TMP/out")"
+[ ! -s "$TMP/err" ] && ok "no progress on a non-terminal stderr" || fail "no progress on a non-terminal stderr" "$(head -c 300 "$TMP/err")"
+# plumb report re-renders the same folder byte for byte
+cp "$R/report.html" "$TMP/first.html"
+"$PLUMB" report "$R" >/dev/null 2>"$TMP/err" && cmp -s "$R/report.html" "$TMP/first.html" \
+  && ok "plumb report reproduces report.html" || fail "plumb report reproduces report.html" "$(cat "$TMP/err")"
+# default run folder: runs/<UTC-time>-<host>-<id> under the current directory
+(cd "$TMP" && "$PLUMB" accept --quick --device cpu >/dev/null 2>&1)
+ls -d "$TMP"/runs/*T*Z-*-* >/dev/null 2>&1 && ok "default run folder under runs/" || fail "default run folder under runs/" "$(ls -R "$TMP/runs" 2>&1 | head)"
+# a failing doctor row fails accept with exit 1 and the verdict says so
+OPENBLAS_NUM_THREADS=lots "$PLUMB" accept --quick --device cpu --out "$TMP/bad" >"$TMP/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && ok "a failed check exits 1" || fail "a failed check exits 1" "exit $rc"
+grep -q '^verdict: FAIL' "$TMP/out" && grep -q '"verdict": "fail"' "$TMP/bad/results.json" && ok "fail verdict recorded" \
+  || fail "fail verdict recorded" "$(cat "$TMP/out")"
+finish
