@@ -4,6 +4,7 @@
 #include "train/criteo.h"
 #include "core/log.h"
 #include <errno.h>
+#include "core/gmath.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +30,10 @@ uint32_t criteo_hash(int field, const char *tok, size_t len)
 
 float criteo_dense_transform(long long x)
 {
+    /* golden log (core/gmath.h): the same bits on every host; 1 + x >= 2, so
+     * log(1 + x) loses nothing against log1p */
     if (x <= 0) return 0.0f;
-    return (float)log1p((double)x);
+    return glogf((float)x + 1.0f);
 }
 
 static int parse_int(const char *p, size_t n, long long *out)

@@ -1,0 +1,259 @@
+/* sampler, exact eval metrics, loss scaler, checkpoint files, comm (self;
+ * the mpi_ tests also run under mpirun from tests/t_comm.sh). */
+#include "test.h"
+#include "comm/comm.h"
+#include "core/file.h"
+#include "train/ckpt.h"
+#include "train/evalm.h"
+#include "train/sampler.h"
+#include "train/scaler.h"
+#include <stdlib.h>
+#include <unistd.h>
+
+TEST(sampler_each_sample_once_any_world)
+{
+    plumb_err e = {0};
+    const long N = 1000, B = 96;
+    const int M = 16;
+    struct sampler s;
+    REQUIRE(sampler_init(&s, N, B, M, 11, 1, &e) == 0);
+    long spe = sampler_steps_per_epoch(&s);
+    CHECK_EQ_INT(spe, 11);
+    for (int W = 1; W <= 4; W++) {
+        for (long epoch = 0; epoch < 2; epoch++) {
+            int *seen = calloc((size_t)N, sizeof *seen);
+            for (long k = 0; k < spe; k++) {
+                long step = epoch * spe + k;
+                long sum = 0;
+                for (int r = 0; r < W; r++) {
+                    uint32_t idx[96];
+                    int sv[8];
+                    struct sampler_step st;
+                    REQUIRE(sampler_get(&s, step, r, W, &st, idx, sv, &e) == 0);
+                    CHECK(st.local_valid <= sampler_local_capacity(&s, r, W));
+                    for (long i = 0; i < st.local_valid; i++) seen[idx[i]]++;
+                    sum += st.local_valid;
+                    CHECK_EQ_INT(st.global_valid, k < spe - 1 ? B : N - (spe - 1) * B);
+                }
+                CHECK_EQ_INT(sum, k < spe - 1 ? B : N - (spe - 1) * B);
+            }
+            int once = 1;
+            for (long i = 0; i < N; i++) once &= seen[i] == 1;
+            CHECK_MSG(once, "world %d epoch %ld: a sample missing or repeated", W, epoch);
+            free(seen);
+        }
+    }
+    /* shard contents do not depend on the world size */
+    uint32_t all1[96], part[96];
+    int sv[8];
+    struct sampler_step st;
+    sampler_get(&s, 3, 0, 1, &st, all1, sv, &e);
+    long off = 0;
+    for (int r = 0; r < 3; r++) {
+        sampler_get(&s, 3, r, 3, &st, part, sv, &e);
+        CHECK(!memcmp(part, all1 + off, (size_t)st.local_valid * 4));
+        off += st.local_valid;
+    }
+    /* epochs shuffle differently; the permutation is a permutation */
+    uint32_t *p0 = malloc(N * 4), *p1 = malloc(N * 4);
+    sampler_permutation(11, 0, N, p0);
+    sampler_permutation(11, 1, N, p1);
+    CHECK(memcmp(p0, p1, N * 4) != 0);
+    free(p0), free(p1);
+    sampler_free(&s);
+}
+
+/* O(n^2) reference: P(score_pos > score_neg) + 0.5 P(equal) */
+static double auc_brute(const float *s, const float *y, int n)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (y[i] > 0.5f && y[j] < 0.5f) {
+                den += 1;
+                num += s[i] > s[j] ? 1.0 : s[i] == s[j] ? 0.5 : 0.0;
+            }
+    return num / den;
+}
+
+TEST(eval_auc_known_answers_and_ties)
+{
+    float s1[] = {0.1f, 0.4f, 0.35f, 0.8f}, y1[] = {0, 0, 1, 1};
+    CHECK_NEAR(eval_auc(s1, y1, 4), 0.75, 1e-15);
+    float s2[] = {0.5f, 0.5f, 0.5f, 0.5f}, y2[] = {0, 1, 0, 1};
+    CHECK_NEAR(eval_auc(s2, y2, 4), 0.5, 1e-15);
+    float s3[] = {1, 2, 3}, y3[] = {1, 1, 1};
+    CHECK(isnan(eval_auc(s3, y3, 3)));
+    /* many ties (scores on a coarse grid) against the brute force */
+    enum { N = 700 };
+    float s[N], y[N];
+    unsigned x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        s[i] = (float)((x >> 16) % 23) / 8.0f;
+        x = x * 1103515245u + 12345u;
+        y[i] = ((x >> 16) % 100) < (unsigned)(20 + 2 * (int)(s[i] * 8)) ? 1.0f : 0.0f;
+    }
+    CHECK_NEAR(eval_auc(s, y, N), auc_brute(s, y, N), 1e-12);
+    CHECK_NEAR(eval_bce(0.0f, 1.0f), log(2.0), 1e-15);
+    CHECK_NEAR(eval_bce(-40.0f, 1.0f), 40.0, 1e-12);
+    CHECK_NEAR(eval_bce(40.0f, 1.0f), log1p(exp(-40.0)), 1e-25);
+}
+
+TEST(scaler_pytorch_semantics)
+{
+    struct loss_scaler s;
+    scaler_init(&s, 1, 65536.0, 2.0, 0.5, 3);
+    /* steps: ok ok inf ok ok ok ok ok ok */
+    int inf[] = {0, 0, 1, 0, 0, 0, 0, 0, 0};
+    double want_scale[] = {65536, 65536, 32768, 32768, 32768, 65536, 65536, 65536, 131072};
+    int want_apply[] = {1, 1, 0, 1, 1, 1, 1, 1, 1};
+    for (int i = 0; i < 9; i++) {
+        CHECK_EQ_INT(scaler_update(&s, inf[i]), want_apply[i]);
+        CHECK_NEAR(s.scale, want_scale[i], 0);
+    }
+    CHECK_EQ_INT(s.skipped_total, 1);
+    /* two infs in a row: two halvings */
+    scaler_update(&s, 1);
+    scaler_update(&s, 1);
+    CHECK_NEAR(s.scale, 32768, 0);
+    /* disabled: scale 1 forever, still skips */
+    scaler_init(&s, 0, 65536.0, 2.0, 0.5, 1);
+    CHECK_EQ_INT(scaler_update(&s, 1), 0);
+    CHECK_EQ_INT(scaler_update(&s, 0), 1);
+    CHECK_NEAR(scaler_scale(&s), 1.0, 0);
+}
+
+TEST(ckpt_write_read_keep_corrupt_partial)
+{
+    plumb_err e = {0};
+    char dir[512];
+    REQUIRE(!file_join(dir, sizeof dir, test_tmpdir(), "ck", &e));
+    float params[1000];
+    for (int i = 0; i < 1000; i++) params[i] = (float)i * 0.5f;
+    const char *meta = "{\"step\": 1}";
+    for (long step = 10; step <= 50; step += 10) {
+        params[0] = (float)step;
+        struct ckpt_section sec[2] = {{"meta", meta, strlen(meta)}, {"params", params, sizeof params}};
+        REQUIRE(ckpt_write(dir, step, sec, 2, 3, NULL, &e) == 0);
+    }
+    long *steps;
+    int n;
+    REQUIRE(ckpt_list(dir, &steps, &n, &e) == 0);
+    CHECK_EQ_INT(n, 3);
+    CHECK_EQ_INT(steps[0], 50);
+    CHECK_EQ_INT(steps[2], 30);
+    free(steps);
+    struct ckpt c;
+    int found;
+    REQUIRE(ckpt_load_latest(dir, &c, &found, &e) == 0 && found);
+    CHECK_EQ_INT(c.step, 50);
+    size_t len;
+    const float *p = ckpt_find(&c, "params", &len);
+    REQUIRE(p && len == sizeof params);
+    CHECK(p[0] == 50.0f && p[999] == 499.5f);
+    char path50[4096];
+    snprintf(path50, sizeof path50, "%s", c.path);
+    ckpt_free(&c);
+    /* corrupt the newest: the previous is used */
+    REQUIRE(ckpt_corrupt_file(path50, &e) == 0);
+    CHECK_EQ_INT(ckpt_read(path50, &c, &e), PLUMB_ECORRUPT);
+    CHECK_MSG(strstr(e.msg, "checksum"), "%s", e.msg);
+    REQUIRE(ckpt_load_latest(dir, &c, &found, &e) == 0 && found);
+    CHECK_EQ_INT(c.step, 40);
+    ckpt_free(&c);
+    /* a partial (truncated) file at 40: falls back to 30 */
+    char path40[4096];
+    ckpt_path(dir, 40, path40, sizeof path40, &e);
+    REQUIRE(truncate(path40, 500) == 0);
+    CHECK_EQ_INT(ckpt_read(path40, &c, &e), PLUMB_ECORRUPT);
+    REQUIRE(ckpt_load_latest(dir, &c, &found, &e) == 0 && found);
+    CHECK_EQ_INT(c.step, 30);
+    ckpt_free(&c);
+    /* a crash before the rename leaves the old files and no new checkpoint */
+    file_test_fail_before_rename = 1;
+    struct ckpt_section sec[1] = {{"meta", meta, strlen(meta)}};
+    CHECK(ckpt_write(dir, 60, sec, 1, 3, NULL, &e) != 0);
+    file_test_fail_before_rename = 0;
+    REQUIRE(ckpt_load_latest(dir, &c, &found, &e) == 0 && found);
+    CHECK_EQ_INT(c.step, 30);
+    ckpt_free(&c);
+    /* empty directory */
+    char empty[512];
+    file_join(empty, sizeof empty, test_tmpdir(), "ck-none", &e);
+    REQUIRE(ckpt_load_latest(empty, &c, &found, &e) == 0);
+    CHECK_EQ_INT(found, 0);
+}
+
+/* Runs on 1 rank in the plain suite and on N ranks under mpirun
+ * (tests/t_comm.sh runs `mpirun -np 3 plumb-tests mpi_`). */
+TEST(mpi_collectives)
+{
+    plumb_err e = {0};
+    struct comm *c;
+    REQUIRE(comm_init("auto", &c, &e) == 0);
+    int W = c->world, R = c->rank;
+    double d[3] = {R + 0.5, 1.0, -R};
+    REQUIRE(comm_allreduce(c, d, 3, DT_F64, COMM_SUM, "test f64", &e) == 0);
+    CHECK_NEAR(d[0], W * (W - 1) / 2.0 + 0.5 * W, 0);
+    CHECK_NEAR(d[1], W, 0);
+    float f[2] = {1.0f, (float)R};
+    REQUIRE(comm_allreduce(c, f, 2, DT_F32, COMM_SUM, NULL, &e) == 0);
+    CHECK(f[0] == (float)W && f[1] == (float)(W * (W - 1) / 2));
+    int64_t q[2] = {(int64_t)1 << 60, R};
+    REQUIRE(comm_allreduce(c, q, 2, DT_I64, COMM_SUM, NULL, &e) == 0);
+    CHECK(q[0] == ((int64_t)1 << 60) * W);
+    uint32_t st[2] = {R == W - 1 ? 7u : 0u, (uint32_t)R};
+    REQUIRE(comm_allreduce(c, st, 2, DT_U32, COMM_MAX, "status", &e) == 0);
+    CHECK_EQ_INT(st[0], 7);
+    CHECK_EQ_INT(st[1], W - 1);
+    char b[16] = {0};
+    if (R == W - 1) strcpy(b, "from last");
+    REQUIRE(comm_broadcast(c, b, sizeof b, W - 1, NULL, &e) == 0);
+    CHECK_STREQ(b, "from last");
+    int *g = malloc((size_t)W * sizeof *g);
+    int mine = 100 + R;
+    REQUIRE(comm_allgather(c, &mine, sizeof mine, g, NULL, &e) == 0);
+    for (int r = 0; r < W; r++) CHECK_EQ_INT(g[r], 100 + r);
+    free(g);
+    /* rank r contributes r+1 values r*10 + k */
+    int vals[8];
+    for (int k = 0; k <= R; k++) vals[k] = R * 10 + k;
+    void *all;
+    size_t total, counts[8];
+    REQUIRE(comm_allgatherv_alloc(c, vals, (size_t)(R + 1) * sizeof(int), &all, &total, counts, NULL, &e) == 0);
+    CHECK_EQ_INT(total, (size_t)W * (W + 1) / 2 * sizeof(int));
+    const int *a = all;
+    int k = 0, ok = 1;
+    for (int r = 0; r < W; r++)
+        for (int j = 0; j <= r; j++) ok &= a[k++] == r * 10 + j;
+    CHECK(ok);
+    free(all);
+    REQUIRE(comm_barrier(c, NULL, &e) == 0);
+    /* exact eval: rank r holds a contiguous part of 1000 samples; the
+     * metrics must be those of the whole set on one rank */
+    enum { N = 1000 };
+    static float lg[N], lb[N];
+    for (int i = 0; i < N; i++) {
+        lg[i] = (float)((i * 7919) % 101 - 50) / 10.0f;
+        lb[i] = (float)(((i * 31) % 7) < 2 + (lg[i] > 0));
+    }
+    long lo = (long)N * R / W, hi = (long)N * (R + 1) / W;
+    struct eval_result mine_r, one;
+    float *al, *ay;
+    REQUIRE(eval_exact(c, lg + lo, lb + lo, (size_t)(hi - lo), &mine_r, &al, &ay, &e) == 0);
+    struct comm *self;
+    REQUIRE(comm_init("self", &self, &e) == 0);
+    REQUIRE(eval_exact(self, lg, lb, N, &one, NULL, NULL, &e) == 0);
+    comm_finalize(self);
+    CHECK(mine_r.auc == one.auc && mine_r.logloss == one.logloss && mine_r.accuracy == one.accuracy);
+    CHECK_EQ_INT(mine_r.count, N);
+    CHECK(!memcmp(al, lg, sizeof lg) && !memcmp(ay, lb, sizeof lb));
+    CHECK_NEAR(one.auc, auc_brute(lg, lb, N), 1e-12);
+    double ll = 0;
+    for (int i = 0; i < N; i++) ll += eval_bce(lg[i], lb[i]);
+    CHECK_NEAR(one.logloss, ll / N, 1e-9);
+    free(al), free(ay);
+    if (W > 1) fprintf(stderr, "  rank %d of %d: collectives and exact eval ok\n", R, W);
+    comm_finalize(c);
+}
