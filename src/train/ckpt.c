@@ -138,6 +138,12 @@ int ckpt_read(const char *path, struct ckpt *out, plumb_err *e)
     size_t size;
     int rc = file_read_all(path, &buf, &size, e);
     if (rc) return rc;
+    return ckpt_parse(path, buf, size, out, e);
+}
+
+int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb_err *e)
+{
+    memset(out, 0, sizeof *out);
     const unsigned char *u = (const unsigned char *)buf;
     if (size < HDR + 4 || memcmp(u, MAGIC, 8)) {
         free(buf);

@@ -42,6 +42,9 @@ int ckpt_write(const char *dir, long step, const struct ckpt_section *sec, int n
                char *path_out, plumb_err *e);
 /* Reads and verifies one file. PLUMB_ECORRUPT names what is wrong. */
 int ckpt_read(const char *path, struct ckpt *out, plumb_err *e);
+/* Verifies a checkpoint image held in memory (e.g. broadcast from rank 0);
+ * takes ownership of buf (malloc'ed) in every case. path names it in errors. */
+int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb_err *e);
 /* The newest checkpoint in dir that verifies; corrupt or partial ones are
  * logged (warn) and skipped. *found = 0 when the directory has none. */
 int ckpt_load_latest(const char *dir, struct ckpt *out, int *found, plumb_err *e);
