@@ -22,6 +22,11 @@
 #define KERNEL
 #endif
 
+/* Below these sizes a parallel region costs more than it saves (and on a
+ * loaded machine spinning OpenMP threads are expensive): run serially. */
+#define PAR_MIN 262144
+#define PAR_MIN_FLOP 2e6
+
 static int nthreads(struct dev *d)
 {
     return d && d->threads > 0 ? d->threads : omp_get_max_threads();
@@ -61,7 +66,7 @@ static void round_array(float *y, const float *x, size_t n, dtype_t rt, int nt)
         if (y != x) memcpy(y, x, n * sizeof(float));
         return;
     }
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = round_to(x[i], rt);
 }
 
@@ -149,7 +154,7 @@ static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const fl
     if (!golden(d)) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
         if (bias || relu || rt != DT_F32) {
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * N > 32768)
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * N > PAR_MIN)
             for (int b = 0; b < B; b++) {
                 float *yr = y + (size_t)b * N;
                 for (int n = 0; n < N; n++) {
@@ -170,7 +175,7 @@ static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const fl
     }
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) wT[(size_t)k * N + n] = w[(size_t)n * K + k];
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if ((double)B * K * N > PAR_MIN_FLOP)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         int b0 = (int)((long)B * t / T), b1 = (int)((long)B * (t + 1) / T);
@@ -193,11 +198,11 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
     int nt = nthreads(d);
     size_t BN = (size_t)B * N;
     if (relu) {
-#pragma omp parallel for num_threads(nt) schedule(static) if (BN > 32768)
+#pragma omp parallel for num_threads(nt) schedule(static) if (BN > PAR_MIN)
         for (size_t i = 0; i < BN; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
     }
     if (dbias) {
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (BN > PAR_MIN)
         {
             int t = omp_get_thread_num(), T = omp_get_num_threads();
             int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
@@ -217,7 +222,7 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
     if (dx) {
         float *acc = malloc((size_t)nt * K * sizeof(float));
         if (!acc) return err_set(e, PLUMB_ENOMEM, "linear_bwd: out of memory for scratch");
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if ((double)B * K * N > PAR_MIN_FLOP)
         {
             int t = omp_get_thread_num(), T = omp_get_num_threads();
             int b0 = (int)((long)B * t / T), b1 = (int)((long)B * (t + 1) / T);
@@ -225,7 +230,7 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
         }
         free(acc);
     }
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if ((double)B * K * N > PAR_MIN_FLOP)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
@@ -241,7 +246,7 @@ static int cpu_relu_fwd(struct dev *d, dev_stream *s, const float *x, float *y, 
     NEED(x && y, "relu_fwd: NULL x or y");
     RT_OK("relu_fwd");
     int nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = round_to(x[i] > 0.0f ? x[i] : 0.0f, rt);
     return PLUMB_OK;
 }
@@ -252,7 +257,7 @@ static int cpu_relu_bwd(struct dev *d, dev_stream *s, const float *y, const floa
     (void)s;
     NEED(y && dy && dx, "relu_bwd: NULL y, dy or dx");
     int nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
     return PLUMB_OK;
 }
@@ -268,7 +273,7 @@ static int cpu_embedding_fwd(struct dev *d, dev_stream *s, const float *table, c
     NEED(B > 0 && T > 0 && D > 0, "embedding_fwd: bad shape B=%d T=%d D=%d", B, T, D);
     RT_OK("embedding_fwd");
     int nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * D > 16384)
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * D > PAR_MIN)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             const float *src = table + (size_t)(off[t] + (int64_t)idx[(size_t)b * T + t]) * D;
@@ -365,7 +370,7 @@ static int coalesce(struct dev *d, const int64_t *keys, const float *vals, size_
     }
     seg[U] = n;
     int nt = nthreads(d);
-#pragma omp parallel num_threads(nt) if (U * (size_t)D > 16384)
+#pragma omp parallel num_threads(nt) if (n * (size_t)D > PAR_MIN)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         size_t u0 = U * t / T, u1 = U * (t + 1) / T;
@@ -477,7 +482,7 @@ static int cpu_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, c
     NEED(B > 0 && T > 0 && D > 0, "interact_fwd: bad shape B=%d T=%d D=%d", B, T, D);
     RT_OK("interact_fwd");
     int nt = nthreads(d);
-#pragma omp parallel num_threads(nt) if (B > 16)
+#pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
     {
         int t = omp_get_thread_num(), TT = omp_get_num_threads();
         int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
@@ -497,7 +502,7 @@ static int cpu_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, c
     int nt = nthreads(d), F = T + 1;
     float *scratch = malloc((size_t)nt * ((size_t)F * F + D) * sizeof(float));
     if (!scratch) return err_set(e, PLUMB_ENOMEM, "interact_bwd: out of memory");
-#pragma omp parallel num_threads(nt) if (B > 16)
+#pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
     {
         int t = omp_get_thread_num(), TT = omp_get_num_threads();
         int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
@@ -559,7 +564,7 @@ static int cpu_sigmoid(struct dev *d, dev_stream *s, const float *z, float *p, s
     (void)s;
     NEED(z && p, "sigmoid: NULL z or p");
     int g = golden(d), nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) p[i] = g ? tm_sigmoidf(z[i]) : fast_sigmoid(z[i]);
     return PLUMB_OK;
 }
@@ -584,7 +589,7 @@ static int cpu_sgd(struct dev *d, dev_stream *s, float *w, const float *g, size_
     (void)s;
     NEED(w && g, "sgd: NULL w or g");
     int nt = nthreads(d);
-#pragma omp parallel num_threads(nt) if (n > 65536)
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         size_t i0 = n * t / T, i1 = n * (t + 1) / T;
@@ -600,7 +605,7 @@ static int cpu_sgd_sparse(struct dev *d, dev_stream *s, float *table, const int6
     NEED((table && rows && grads) || n == 0, "sgd_sparse: NULL argument");
     NEED(D > 0, "sgd_sparse: D=%d", D);
     int nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n * (size_t)D > 16384)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * (size_t)D > PAR_MIN)
     for (size_t u = 0; u < n; u++) sgd_kernel(table + (size_t)rows[u] * D, grads + u * D, (size_t)D, lr, 0.0f);
     return PLUMB_OK;
 }
@@ -642,7 +647,7 @@ static int cpu_adamw(struct dev *d, dev_stream *s, float *w, const float *g, flo
     NEED(w && g && m && v, "adamw: NULL argument");
     if (adam_args(bc1, bc2, e)) return PLUMB_EUSAGE;
     int nt = nthreads(d);
-#pragma omp parallel num_threads(nt) if (n > 65536)
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         size_t i0 = n * t / T, i1 = n * (t + 1) / T;
@@ -661,7 +666,7 @@ static int cpu_adamw_sparse(struct dev *d, dev_stream *s, float *table, float *m
     NEED(D > 0, "adamw_sparse: D=%d", D);
     if (adam_args(bc1, bc2, e)) return PLUMB_EUSAGE;
     int nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n * (size_t)D > 16384)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n * (size_t)D > PAR_MIN)
     for (size_t u = 0; u < n; u++) {
         size_t o = (size_t)rows[u] * D;
         adamw_kernel(table + o, grads + u * D, m + o, v + o, (size_t)D, lr, b1, b2, eps, wd, bc1,
@@ -682,7 +687,7 @@ static int cpu_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, dou
     double *part = malloc((nb + 1) * sizeof(double));
     if (!part) return err_set(e, PLUMB_ENOMEM, "sumsq: out of memory");
     int nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nb > 16)
+#pragma omp parallel for num_threads(nt) schedule(static) if (nb > PAR_MIN / 1024)
     for (size_t bl = 0; bl < nb; bl++) {
         size_t i0 = bl * BLK, i1 = i0 + BLK < n ? i0 + BLK : n;
         double acc = 0.0;
@@ -702,12 +707,33 @@ static int cpu_scale_check(struct dev *d, dev_stream *s, float *x, size_t n, flo
     (void)s;
     NEED((x || n == 0) && found_inf, "scale_check: NULL argument");
     int nt = nthreads(d), bad = 0;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad) if (n > 65536)
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         bad |= !isfinite(x[i]);
         x[i] = x[i] * mul;
     }
     if (bad) *found_inf = 1;
+    return PLUMB_OK;
+}
+
+KERNEL static void affine_kernel(const float *x, float *y, size_t n, float a, float b)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], b);
+}
+
+static int cpu_affine(struct dev *d, dev_stream *s, const float *x, float *y, size_t n, float a,
+                      float b, plumb_err *e)
+{
+    (void)s;
+    NEED((x && y) || n == 0, "affine: NULL x or y");
+    int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t i0 = n * t / T, i1 = n * (t + 1) / T;
+        affine_kernel(x + i0, y + i0, i1 - i0, a, b);
+    }
     return PLUMB_OK;
 }
 
@@ -739,5 +765,6 @@ const struct train_ops cpu_train_ops = {
     .adamw_sparse = cpu_adamw_sparse,
     .sumsq = cpu_sumsq,
     .scale_check = cpu_scale_check,
+    .affine = cpu_affine,
     .round_fp32 = cpu_round_fp32,
 };

@@ -203,6 +203,11 @@ struct train_ops {
     int (*scale_check)(struct dev *d, dev_stream *s, float *x, size_t n, float mul,
                        int *found_inf, plumb_err *e);
 
+    /* y[i] = fmaf(a, x[i], b), both modes; in place allowed. Parameter init
+     * (scaling Philox normals/uniforms) and simple rescaling. x, y: [n] */
+    int (*affine)(struct dev *d, dev_stream *s, const float *x, float *y, size_t n, float a,
+                  float b, plumb_err *e);
+
     /* y[i] = x[i] rounded to nearest even in dtype rt and widened back to
      * fp32 (DT_F32: plain copy). In place allowed. The working copy of the
      * weights for bf16/fp16 GEMMs. x, y: [n] */

@@ -1,0 +1,537 @@
+/* ctr: the DLRM of WORKLOADS.md over the device's train_ops (see ctr.h for
+ * the layout, the gradient contract and precision). */
+#include "models/ctr.h"
+#include "core/hash.h"
+#include "dev/train_ops.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if __has_include("core/philox.h")
+#include "core/philox.h"
+#define CTR_RNG_INIT RNG_INIT
+#else
+#define CTR_RNG_INIT 1 /* RNG_INIT of core/philox.h, until it lands */
+#endif
+
+#define ALIGN_F 16 /* tensors start on 64-byte boundaries; padding stays 0 */
+#define MAX_TENSORS (2 * 2 * CTR_MAX_LAYERS + CTR_N_TABLES)
+
+struct ctr_model {
+    struct dev *d;
+    const struct train_ops *T;
+    struct ctr_config c;
+    dtype_t prec;
+    int max_batch;
+    int n_tensors;
+    struct ctr_tensor t[MAX_TENSORS];
+    size_t n_dense, n_params;
+    int64_t R, off[CTR_N_TABLES];
+    int inter_w;      /* D + 27*26/2 */
+    int max_w;        /* widest activation */
+    float *params;    /* [n_params] */
+    float *grads;     /* [n_dense] */
+    float *wwork;     /* [n_dense] rounded copy for bf16/fp16, else NULL */
+    int64_t *d_off;   /* [26] */
+    float *in_dense;  /* [MB, 13] */
+    uint32_t *in_idx; /* [MB, 26] */
+    float *in_label;  /* [MB] */
+    float *act_b[CTR_MAX_LAYERS + 1]; /* act_b[0] = in_dense; act_b[l+1]: [MB, bottom[l+1]] */
+    float *act_t[CTR_MAX_LAYERS + 1]; /* act_t[0]: interaction [MB, inter_w]; act_t[l+1] */
+    float *emb;       /* [MB, 26, D] */
+    float *g0, *g1;   /* activation-gradient ping-pong [MB, max_w] */
+    float *demb;      /* [MB, 26, D] */
+    float *dz;        /* [MB] */
+    double *sc;       /* [2] */
+    float *scores;    /* [MB] */
+    int64_t *rows;    /* [MB*26] */
+    float *rgrads;    /* [MB*26, D] */
+    int64_t *d_nrows; /* [1] */
+    size_t nrows;
+    float *adam_m, *adam_v; /* [n_params] or NULL */
+};
+
+/* ---------------- configuration ---------------- */
+
+int ctr_config_preset(const char *name, int64_t rows_override, struct ctr_config *c, plumb_err *e)
+{
+    memset(c, 0, sizeof *c);
+    if (!name) return err_set(e, PLUMB_EUSAGE, "ctr preset: none given (expected ctr-tiny or dlrm-kaggle)");
+    if (rows_override < 0)
+        return err_set(e, PLUMB_EUSAGE, "--rows: %lld (expected a positive row count)",
+                       (long long)rows_override);
+    if (!strcmp(name, "dlrm-kaggle")) {
+        c->emb_dim = 16;
+        c->n_bottom = 4;
+        int b[] = {CTR_N_DENSE, 512, 256, 64, 16};
+        memcpy(c->bottom, b, sizeof b);
+        c->n_top = 3;
+        int t[] = {16 + 27 * 26 / 2, 512, 256, 1};
+        memcpy(c->top, t, sizeof t);
+        for (int i = 0; i < CTR_N_TABLES; i++) c->rows[i] = 1000000;
+    } else if (!strcmp(name, "ctr-tiny")) {
+        c->emb_dim = 8;
+        c->n_bottom = 2;
+        int b[] = {CTR_N_DENSE, 64, 8};
+        memcpy(c->bottom, b, sizeof b);
+        c->n_top = 2;
+        int t[] = {8 + 27 * 26 / 2, 64, 1};
+        memcpy(c->top, t, sizeof t);
+        for (int i = 0; i < CTR_N_TABLES; i++) c->rows[i] = 10000;
+    } else {
+        return err_set(e, PLUMB_EUSAGE, "ctr preset '%s' unknown (expected ctr-tiny or dlrm-kaggle)", name);
+    }
+    snprintf(c->preset, sizeof c->preset, "%s", name);
+    if (rows_override > 0)
+        for (int i = 0; i < CTR_N_TABLES; i++) c->rows[i] = rows_override;
+    return ctr_config_validate(c, e);
+}
+
+int ctr_config_validate(const struct ctr_config *c, plumb_err *e)
+{
+    int D = c->emb_dim;
+    if (D < 1 || D > 4096) return err_set(e, PLUMB_EUSAGE, "ctr config: emb_dim %d (expected 1..4096)", D);
+    if (c->n_bottom < 1 || c->n_bottom > CTR_MAX_LAYERS)
+        return err_set(e, PLUMB_EUSAGE, "ctr config: %d bottom layers (expected 1..%d)", c->n_bottom, CTR_MAX_LAYERS);
+    if (c->n_top < 1 || c->n_top > CTR_MAX_LAYERS)
+        return err_set(e, PLUMB_EUSAGE, "ctr config: %d top layers (expected 1..%d)", c->n_top, CTR_MAX_LAYERS);
+    if (c->bottom[0] != CTR_N_DENSE)
+        return err_set(e, PLUMB_EUSAGE, "ctr config: bottom input width %d (expected %d)", c->bottom[0], CTR_N_DENSE);
+    if (c->bottom[c->n_bottom] != D)
+        return err_set(e, PLUMB_EUSAGE, "ctr config: bottom output width %d (expected emb_dim %d)",
+                       c->bottom[c->n_bottom], D);
+    int F = CTR_N_TABLES + 1;
+    if (c->top[0] != D + F * (F - 1) / 2)
+        return err_set(e, PLUMB_EUSAGE, "ctr config: top input width %d (expected %d = %d + 351)", c->top[0],
+                       D + F * (F - 1) / 2, D);
+    if (c->top[c->n_top] != 1)
+        return err_set(e, PLUMB_EUSAGE, "ctr config: top output width %d (expected 1)", c->top[c->n_top]);
+    for (int l = 0; l <= c->n_bottom; l++)
+        if (c->bottom[l] < 1 || c->bottom[l] > 65536)
+            return err_set(e, PLUMB_EUSAGE, "ctr config: bottom width %d at %d (expected 1..65536)", c->bottom[l], l);
+    for (int l = 0; l <= c->n_top; l++)
+        if (c->top[l] < 1 || c->top[l] > 65536)
+            return err_set(e, PLUMB_EUSAGE, "ctr config: top width %d at %d (expected 1..65536)", c->top[l], l);
+    int64_t total = 0;
+    for (int t = 0; t < CTR_N_TABLES; t++) {
+        if (c->rows[t] < 1 || c->rows[t] > 0xffffffffLL)
+            return err_set(e, PLUMB_EUSAGE, "ctr config: table %d rows %lld (expected 1..2^32-1)", t,
+                           (long long)c->rows[t]);
+        total += c->rows[t];
+    }
+    if ((double)total * D > 4e10)
+        return err_set(e, PLUMB_EUSAGE, "ctr config: %lld embedding rows x %d is too large", (long long)total, D);
+    return PLUMB_OK;
+}
+
+void ctr_config_describe(const struct ctr_config *c, char *buf, size_t n)
+{
+    char b[128] = "", t[128] = "";
+    size_t o = 0;
+    for (int l = 0; l <= c->n_bottom; l++) o += snprintf(b + o, sizeof b - o, "%s%d", l ? "-" : "", c->bottom[l]);
+    o = 0;
+    for (int l = 0; l <= c->n_top; l++) o += snprintf(t + o, sizeof t - o, "%s%d", l ? "-" : "", c->top[l]);
+    int same = 1;
+    for (int i = 1; i < CTR_N_TABLES; i++) same &= c->rows[i] == c->rows[0];
+    if (same)
+        snprintf(buf, n, "bottom %s | %dx%lldx%d | top %s", b, CTR_N_TABLES, (long long)c->rows[0], c->emb_dim, t);
+    else
+        snprintf(buf, n, "bottom %s | %d tables (rows vary) x%d | top %s", b, CTR_N_TABLES, c->emb_dim, t);
+}
+
+/* ---------------- create / free ---------------- */
+
+static size_t align_up(size_t x) { return (x + ALIGN_F - 1) / ALIGN_F * ALIGN_F; }
+
+static void add_tensor(struct ctr_model *m, size_t *off, const char *name, int rows, int cols, int table)
+{
+    struct ctr_tensor *t = &m->t[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->offset = *off;
+    t->rows = rows;
+    t->cols = cols;
+    t->numel = (size_t)rows * cols;
+    t->is_table = table;
+    *off = align_up(*off + t->numel);
+}
+
+static int zalloc(struct ctr_model *m, void **p, size_t bytes, plumb_err *e)
+{
+    int rc = dev_alloc(m->d, bytes ? bytes : 8, p, e);
+    if (rc) return err_wrap(e, "ctr: allocating %zu bytes", bytes);
+    return m->d->be->memset_async(m->d, NULL, *p, 0, bytes ? bytes : 8, e);
+}
+
+void ctr_free(struct ctr_model *m)
+{
+    if (!m) return;
+    struct dev *d = m->d;
+    void *ps[] = {m->params, m->grads, m->wwork, m->d_off, m->in_dense, m->in_idx, m->in_label, m->emb,
+                  m->g0, m->g1, m->demb, m->dz, m->sc, m->scores, m->rows, m->rgrads, m->d_nrows,
+                  m->adam_m, m->adam_v, m->act_t[0]};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        if (ps[i]) dev_free(d, ps[i]);
+    for (int l = 1; l <= CTR_MAX_LAYERS; l++) {
+        if (m->act_b[l]) dev_free(d, m->act_b[l]);
+        if (m->act_t[l]) dev_free(d, m->act_t[l]);
+    }
+    free(m);
+}
+
+int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t precision,
+               struct ctr_model **out, plumb_err *e)
+{
+    *out = NULL;
+    int rc = ctr_config_validate(c, e);
+    if (rc) return rc;
+    if (!d->ops->train) return err_set(e, PLUMB_EUNSUPPORTED, "ctr: device %s has no training ops", d->label);
+    if (max_batch < 1 || max_batch > (1 << 24))
+        return err_set(e, PLUMB_EUSAGE, "ctr: batch %d (expected 1..16777216)", max_batch);
+    if (precision != DT_F32 && precision != DT_BF16 && precision != DT_F16)
+        return err_set(e, PLUMB_EUSAGE, "ctr: precision %s (expected fp32, bf16 or fp16)", dtype_name(precision));
+    struct ctr_model *m = calloc(1, sizeof *m);
+    if (!m) return err_set(e, PLUMB_ENOMEM, "ctr: out of host memory");
+    m->d = d;
+    m->T = d->ops->train;
+    m->c = *c;
+    m->prec = precision;
+    m->max_batch = max_batch;
+    const int D = c->emb_dim, F = CTR_N_TABLES + 1;
+    m->inter_w = D + F * (F - 1) / 2;
+    size_t off = 0;
+    char name[32];
+    for (int l = 0; l < c->n_bottom; l++) {
+        snprintf(name, sizeof name, "bottom.%d.weight", l);
+        add_tensor(m, &off, name, c->bottom[l + 1], c->bottom[l], 0);
+        snprintf(name, sizeof name, "bottom.%d.bias", l);
+        add_tensor(m, &off, name, 1, c->bottom[l + 1], 0);
+    }
+    for (int l = 0; l < c->n_top; l++) {
+        snprintf(name, sizeof name, "top.%d.weight", l);
+        add_tensor(m, &off, name, c->top[l + 1], c->top[l], 0);
+        snprintf(name, sizeof name, "top.%d.bias", l);
+        add_tensor(m, &off, name, 1, c->top[l + 1], 0);
+    }
+    m->n_dense = off;
+    m->R = 0;
+    for (int t = 0; t < CTR_N_TABLES; t++) {
+        m->off[t] = m->R;
+        m->R += c->rows[t];
+        struct ctr_tensor *tt = &m->t[m->n_tensors++];
+        snprintf(tt->name, sizeof tt->name, "emb.%d", t);
+        tt->offset = m->n_dense + (size_t)m->off[t] * D;
+        tt->rows = (int)c->rows[t];
+        tt->cols = D;
+        tt->numel = (size_t)c->rows[t] * D;
+        tt->is_table = 1;
+    }
+    m->n_params = m->n_dense + (size_t)m->R * D;
+    int maxw = m->inter_w;
+    for (int l = 0; l <= c->n_bottom; l++) maxw = c->bottom[l] > maxw ? c->bottom[l] : maxw;
+    for (int l = 0; l <= c->n_top; l++) maxw = c->top[l] > maxw ? c->top[l] : maxw;
+    m->max_w = maxw;
+    size_t MB = (size_t)max_batch, fs = sizeof(float);
+    rc = zalloc(m, (void **)&m->params, m->n_params * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->grads, m->n_dense * fs, e);
+    if (!rc && precision != DT_F32) rc = zalloc(m, (void **)&m->wwork, m->n_dense * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->d_off, sizeof m->off, e);
+    if (!rc) rc = dev_upload(d, m->d_off, m->off, sizeof m->off, e);
+    if (!rc) rc = zalloc(m, (void **)&m->in_dense, MB * CTR_N_DENSE * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->in_idx, MB * CTR_N_TABLES * sizeof(uint32_t), e);
+    if (!rc) rc = zalloc(m, (void **)&m->in_label, MB * fs, e);
+    m->act_b[0] = m->in_dense;
+    for (int l = 1; l <= c->n_bottom && !rc; l++) rc = zalloc(m, (void **)&m->act_b[l], MB * c->bottom[l] * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->act_t[0], MB * m->inter_w * fs, e);
+    for (int l = 1; l <= c->n_top && !rc; l++) rc = zalloc(m, (void **)&m->act_t[l], MB * c->top[l] * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->emb, MB * CTR_N_TABLES * D * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->demb, MB * CTR_N_TABLES * D * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->g0, MB * maxw * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->g1, MB * maxw * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->dz, MB * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->sc, 2 * sizeof(double), e);
+    if (!rc) rc = zalloc(m, (void **)&m->scores, MB * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->rows, MB * CTR_N_TABLES * sizeof(int64_t), e);
+    if (!rc) rc = zalloc(m, (void **)&m->rgrads, MB * CTR_N_TABLES * D * fs, e);
+    if (!rc) rc = zalloc(m, (void **)&m->d_nrows, sizeof(int64_t), e);
+    if (!rc) rc = dev_sync(d, e);
+    if (rc) {
+        ctr_free(m);
+        return rc;
+    }
+    *out = m;
+    return PLUMB_OK;
+}
+
+/* ---------------- accessors ---------------- */
+
+const struct ctr_config *ctr_config_of(const struct ctr_model *m) { return &m->c; }
+size_t ctr_n_params(const struct ctr_model *m) { return m->n_params; }
+size_t ctr_n_dense(const struct ctr_model *m) { return m->n_dense; }
+int ctr_n_tensors(const struct ctr_model *m) { return m->n_tensors; }
+const struct ctr_tensor *ctr_tensor(const struct ctr_model *m, int i)
+{
+    return i >= 0 && i < m->n_tensors ? &m->t[i] : NULL;
+}
+float *ctr_params(struct ctr_model *m) { return m->params; }
+float *ctr_grads(struct ctr_model *m) { return m->grads; }
+float *ctr_table(struct ctr_model *m) { return m->params + m->n_dense; }
+int64_t ctr_table_rows(const struct ctr_model *m) { return m->R; }
+const int64_t *ctr_table_off(const struct ctr_model *m) { return m->off; }
+struct dev *ctr_dev(struct ctr_model *m) { return m->d; }
+int ctr_max_batch(const struct ctr_model *m) { return m->max_batch; }
+
+void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t *n)
+{
+    *rows = m->rows;
+    *grads = m->rgrads;
+    *n = m->nrows;
+}
+
+/* ---------------- init ---------------- */
+
+int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e)
+{
+    struct dev *d = m->d;
+    if (!d->ops->rng_normal || !d->ops->rng_uniform)
+        return err_set(e, PLUMB_EUNSUPPORTED, "ctr init: device %s has no Philox rng ops", d->label);
+    int rc = d->be->memset_async(d, NULL, m->params, 0, m->n_params * sizeof(float), e);
+    if (rc) return rc;
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        const struct ctr_tensor *t = &m->t[i];
+        struct rng_stream st = {seed, (uint32_t)CTR_RNG_INIT, (uint32_t)i, 0};
+        float *p = m->params + t->offset;
+        if (t->is_table) {
+            float bound = (float)sqrt(1.0 / (double)t->rows);
+            rc = d->ops->rng_uniform(d, NULL, &st, 0, p, t->numel);
+            if (!rc) rc = m->T->affine(d, NULL, p, p, t->numel, 2.0f * bound, -bound, e);
+        } else {
+            /* weight [out, in]: std sqrt(2/(fan_in+fan_out)); bias [1, out]: sqrt(1/fan_out) */
+            double sd = strstr(t->name, ".weight") ? sqrt(2.0 / (double)(t->rows + t->cols))
+                                                                 : sqrt(1.0 / (double)t->cols);
+            rc = d->ops->rng_normal(d, NULL, &st, 0, p, t->numel);
+            if (!rc) rc = m->T->affine(d, NULL, p, p, t->numel, (float)sd, 0.0f, e);
+        }
+        if (rc && e && !e->msg[0]) err_set(e, rc, "ctr init: rng op failed for %s", t->name);
+    }
+    if (rc) return rc;
+    if (m->adam_m) {
+        rc = d->be->memset_async(d, NULL, m->adam_m, 0, m->n_params * sizeof(float), e);
+        if (!rc) rc = d->be->memset_async(d, NULL, m->adam_v, 0, m->n_params * sizeof(float), e);
+    }
+    if (!rc) rc = dev_sync(d, e);
+    return rc;
+}
+
+/* ---------------- forward / backward ---------------- */
+
+int ctr_check_batch(const struct ctr_model *m, const struct ctr_batch *b, plumb_err *e)
+{
+    if (b->B < 1 || b->B > m->max_batch)
+        return err_set(e, PLUMB_EUSAGE, "ctr batch: B=%d (expected 1..%d)", b->B, m->max_batch);
+    if (b->n_valid < 0 || b->n_valid > b->B)
+        return err_set(e, PLUMB_EUSAGE, "ctr batch: n_valid=%d (expected 0..%d)", b->n_valid, b->B);
+    if (!b->dense || !b->sparse) return err_set(e, PLUMB_EUSAGE, "ctr batch: missing dense or sparse features");
+    for (int i = 0; i < b->B; i++)
+        for (int t = 0; t < CTR_N_TABLES; t++) {
+            uint32_t r = b->sparse[(size_t)i * CTR_N_TABLES + t];
+            if ((int64_t)r >= m->c.rows[t])
+                return err_set(e, PLUMB_EUSAGE, "ctr batch: sample %d, C%d: row %u >= %lld rows", i, t + 1, r,
+                               (long long)m->c.rows[t]);
+        }
+    if (b->labels)
+        for (int i = 0; i < b->n_valid; i++)
+            if (b->labels[i] != 0.0f && b->labels[i] != 1.0f)
+                return err_set(e, PLUMB_EUSAGE, "ctr batch: sample %d label %g (expected 0 or 1)", i,
+                               (double)b->labels[i]);
+    return PLUMB_OK;
+}
+
+/* upload + forward to logits (act_t[n_top], [B, 1]) */
+static int forward(struct ctr_model *m, const struct ctr_batch *b, plumb_err *e)
+{
+    struct dev *d = m->d;
+    const struct train_ops *T = m->T;
+    const struct ctr_config *c = &m->c;
+    const int B = b->B, D = c->emb_dim;
+    int rc = ctr_check_batch(m, b, e);
+    if (rc) return rc;
+    rc = dev_upload(d, m->in_dense, b->dense, (size_t)B * CTR_N_DENSE * sizeof(float), e);
+    if (!rc) rc = dev_upload(d, m->in_idx, b->sparse, (size_t)B * CTR_N_TABLES * sizeof(uint32_t), e);
+    if (!rc && b->labels) rc = dev_upload(d, m->in_label, b->labels, (size_t)B * sizeof(float), e);
+    if (rc) return rc;
+    const float *W = m->params;
+    if (m->prec != DT_F32) {
+        rc = T->round_fp32(d, NULL, m->params, m->wwork, m->n_dense, m->prec, e);
+        if (!rc) rc = T->round_fp32(d, NULL, m->in_dense, m->in_dense, (size_t)B * CTR_N_DENSE, m->prec, e);
+        if (rc) return rc;
+        W = m->wwork;
+    }
+    int ti = 0;
+    for (int l = 0; l < c->n_bottom && !rc; l++, ti += 2)
+        rc = T->linear_fwd(d, NULL, m->act_b[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1], B,
+                           c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
+    if (!rc)
+        rc = T->embedding_fwd(d, NULL, m->params + m->n_dense, m->d_off, m->in_idx, m->emb, B, CTR_N_TABLES, D,
+                              m->prec, e);
+    if (!rc) rc = T->interact_fwd(d, NULL, m->act_b[c->n_bottom], m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
+    for (int l = 0; l < c->n_top && !rc; l++, ti += 2)
+        rc = T->linear_fwd(d, NULL, m->act_t[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1], B,
+                           c->top[l], c->top[l + 1], l < c->n_top - 1, m->prec, e);
+    return rc;
+}
+
+int ctr_forward_backward(struct ctr_model *m, const struct ctr_batch *b, float grad_scale, struct ctr_loss *loss,
+                         plumb_err *e)
+{
+    struct dev *d = m->d;
+    const struct train_ops *T = m->T;
+    const struct ctr_config *c = &m->c;
+    const int B = b->B, D = c->emb_dim;
+    if (!b->labels) return err_set(e, PLUMB_EUSAGE, "ctr forward_backward: batch has no labels");
+    int rc = forward(m, b, e);
+    if (rc) return rc;
+    const float *W = m->prec != DT_F32 ? m->wwork : m->params;
+    rc = T->bce_logits(d, NULL, m->act_t[c->n_top], m->in_label, B, b->n_valid, grad_scale, NULL, m->sc, m->g0, e);
+    if (!rc && m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->g0, m->g0, (size_t)B, m->prec, e);
+    if (rc) return rc;
+    /* top MLP backward: cur holds d(output of layer l) */
+    float *cur = m->g0, *nxt = m->g1;
+    int ti = 2 * (c->n_bottom + c->n_top) - 2;
+    for (int l = c->n_top - 1; l >= 0 && !rc; l--, ti -= 2) {
+        rc = T->linear_bwd(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
+                           m->grads + m->t[ti].offset, m->grads + m->t[ti + 1].offset, B, c->top[l], c->top[l + 1],
+                           l < c->n_top - 1, m->prec, e);
+        float *s = cur;
+        cur = nxt;
+        nxt = s;
+    }
+    /* cur: d interaction output [B, inter_w] -> d bottom output (nxt), d emb */
+    if (!rc) rc = T->interact_bwd(d, NULL, m->act_b[c->n_bottom], m->emb, cur, nxt, m->demb, B, CTR_N_TABLES, D, m->prec, e);
+    {
+        float *s = cur;
+        cur = nxt;
+        nxt = s;
+    }
+    for (int l = c->n_bottom - 1; l >= 0 && !rc; l--, ti -= 2) {
+        rc = T->linear_bwd(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, l > 0 ? nxt : NULL,
+                           m->grads + m->t[ti].offset, m->grads + m->t[ti + 1].offset, B, c->bottom[l],
+                           c->bottom[l + 1], 1, m->prec, e);
+        float *s = cur;
+        cur = nxt;
+        nxt = s;
+    }
+    if (!rc)
+        rc = T->embedding_bwd(d, NULL, m->d_off, m->in_idx, m->demb, B, b->n_valid, CTR_N_TABLES, D, m->rows,
+                              m->rgrads, m->d_nrows, e);
+    int64_t nr = 0;
+    double sc[2] = {0, 0};
+    if (!rc) rc = dev_download(d, &nr, m->d_nrows, sizeof nr, e);
+    if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
+    if (rc) return rc;
+    m->nrows = (size_t)nr;
+    if (loss) {
+        loss->sum = sc[0];
+        loss->count = (int64_t)sc[1];
+    }
+    return PLUMB_OK;
+}
+
+int ctr_predict(struct ctr_model *m, const struct ctr_batch *b, float *scores, float *logits, struct ctr_loss *loss,
+                plumb_err *e)
+{
+    if (loss && !b->labels) return err_set(e, PLUMB_EUSAGE, "ctr predict: loss requested but batch has no labels");
+    int rc = forward(m, b, e);
+    if (rc) return rc;
+    struct dev *d = m->d;
+    const float *z = m->act_t[m->c.n_top];
+    if (scores) {
+        rc = m->T->sigmoid(d, NULL, z, m->scores, (size_t)b->B, e);
+        if (!rc) rc = dev_download(d, scores, m->scores, (size_t)b->B * sizeof(float), e);
+    }
+    if (!rc && logits) rc = dev_download(d, logits, z, (size_t)b->B * sizeof(float), e);
+    if (!rc && loss) {
+        double sc[2];
+        rc = m->T->bce_logits(d, NULL, z, m->in_label, b->B, b->n_valid, 0.0f, NULL, m->sc, NULL, e);
+        if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
+        if (!rc) {
+            loss->sum = sc[0];
+            loss->count = (int64_t)sc[1];
+        }
+    }
+    return rc;
+}
+
+/* ---------------- optimizer ---------------- */
+
+int ctr_opt_state_alloc(struct ctr_model *m, plumb_err *e)
+{
+    if (m->adam_m) return PLUMB_OK;
+    int rc = zalloc(m, (void **)&m->adam_m, m->n_params * sizeof(float), e);
+    if (!rc) rc = zalloc(m, (void **)&m->adam_v, m->n_params * sizeof(float), e);
+    if (!rc) rc = dev_sync(m->d, e);
+    return rc;
+}
+
+void ctr_opt_state(struct ctr_model *m, float **adam_m, float **adam_v, size_t *n)
+{
+    *adam_m = m->adam_m;
+    *adam_v = m->adam_v;
+    *n = m->adam_m ? m->n_params : 0;
+}
+
+int ctr_opt_step(struct ctr_model *m, const struct ctr_opt *o, int64_t step, const float *dense_grad,
+                 const int64_t *rows, const float *grads, size_t n, plumb_err *e)
+{
+    struct dev *d = m->d;
+    const struct train_ops *T = m->T;
+    const int D = m->c.emb_dim;
+    float *table = m->params + m->n_dense;
+    if (!(o->lr >= 0.0f) || !isfinite(o->lr)) return err_set(e, PLUMB_EUSAGE, "ctr optimizer: lr %g", (double)o->lr);
+    if (step < 1) return err_set(e, PLUMB_EUSAGE, "ctr optimizer: step %lld (expected >= 1)", (long long)step);
+    int rc;
+    if (o->kind == CTR_OPT_SGD) {
+        rc = T->sgd(d, NULL, m->params, dense_grad, m->n_dense, o->lr, o->weight_decay, e);
+        if (!rc && n) rc = T->sgd_sparse(d, NULL, table, rows, grads, n, D, o->lr, e);
+    } else if (o->kind == CTR_OPT_ADAMW) {
+        rc = ctr_opt_state_alloc(m, e);
+        if (rc) return rc;
+        double bc1 = 1.0 - pow((double)o->beta1, (double)step), bc2 = 1.0 - pow((double)o->beta2, (double)step);
+        rc = T->adamw(d, NULL, m->params, dense_grad, m->adam_m, m->adam_v, m->n_dense, o->lr, o->beta1, o->beta2,
+                      o->eps, o->weight_decay, (float)bc1, (float)bc2, e);
+        if (!rc && n)
+            rc = T->adamw_sparse(d, NULL, table, m->adam_m + m->n_dense, m->adam_v + m->n_dense, rows, grads, n, D,
+                                 o->lr, o->beta1, o->beta2, o->eps, 0.0f, (float)bc1, (float)bc2, e);
+    } else {
+        return err_set(e, PLUMB_EUSAGE, "ctr optimizer: kind %d (expected sgd or adamw)", (int)o->kind);
+    }
+    if (!rc) rc = dev_sync(d, e);
+    return rc;
+}
+
+/* ---------------- digest ---------------- */
+
+int ctr_param_digest(struct ctr_model *m, char hex[65], plumb_err *e)
+{
+    hash_sha256 h;
+    if (hash_sha256_init(&h)) return err_set(e, PLUMB_EINTERNAL, "ctr digest: SHA-256 init failed");
+    const size_t chunk = (size_t)1 << 22; /* floats */
+    float *buf = malloc(chunk * sizeof(float));
+    if (!buf) {
+        uint8_t dummy[32];
+        hash_sha256_final(&h, dummy);
+        return err_set(e, PLUMB_ENOMEM, "ctr digest: out of memory");
+    }
+    int rc = PLUMB_OK;
+    for (size_t i = 0; i < m->n_params && !rc; i += chunk) {
+        size_t k = m->n_params - i < chunk ? m->n_params - i : chunk;
+        rc = dev_download(m->d, buf, m->params + i, k * sizeof(float), e);
+        if (!rc) hash_sha256_update(&h, buf, k * sizeof(float));
+    }
+    uint8_t out[32];
+    hash_sha256_final(&h, out);
+    free(buf);
+    if (rc) return rc;
+    hash_to_hex(out, 32, hex);
+    return PLUMB_OK;
+}
