@@ -59,7 +59,7 @@ asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 PLUMB_ASAN=1 tests/run.sh build-asan
 
 accept: all
-	$(BUILD)/plumb accept --quick --out runs/accept-$$(date -u +%Y%m%dT%H%M%SZ)
+	$(BUILD)/plumb accept --quick
 
 # ---- GPU plugins: one source set (src/gpu), two vendors ----
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
