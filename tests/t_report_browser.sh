@@ -37,6 +37,13 @@ streams = [
   {"name": "normal dropout", "kind": "normal", "lo": -4, "hi": 4, "counts": [round(x) for x in ne], "expected": ne},
 ]
 json.dump({"streams": streams}, open(f"{d}/checks/rng/histograms.json", "w"))
+import os
+os.makedirs(f"{d}/checks/train-ctr", exist_ok=True)
+with open(f"{d}/checks/train-ctr/metrics.jsonl", "w") as f:
+    for s in range(1, 201):
+        f.write(json.dumps({"kind": "train", "step": s, "loss": 0.7 * math.exp(-s / 60) + 0.45, "lr": 1e-3}) + "\n")
+        if s % 50 == 0:
+            f.write(json.dumps({"kind": "eval", "step": s, "loss": 0.7 * math.exp(-s / 60) + 0.47, "auc": 0.6 + 0.1 * s / 200}) + "\n")
 doc = {"schema": "plumb.results/1", "command": "hand-made", "started": "2026-01-01T00:00:00Z",
        "finished": "2026-01-01T00:00:01Z", "verdict": "pass",
        "host": {"hostname": "test<host>"}, "versions": {"plumb": "test"}, "platform": {"devices": []},
@@ -46,13 +53,16 @@ doc = {"schema": "plumb.results/1", "command": "hand-made", "started": "2026-01-
                   {"name": "numerics", "device": "cpu", "status": "pass", "duration_s": 2.0, "metrics": [],
                    "thresholds": {}, "artifacts": [], "details": {"ops": [
                      {"op": "gemm", "dtype": "fp32", "shape": [127, 33, 65], "max_rel": 1e-6, "norm_rel": 2e-7,
-                      "max_ulp": 3, "threshold": 1e-5, "digest": "ab" * 32, "deterministic": True}]}}]}
+                      "max_ulp": 3, "threshold": 1e-5, "digest": "ab" * 32, "deterministic": True}]}},
+                  {"name": "train-ctr", "device": "cpu", "status": "pass", "duration_s": 3.0, "metrics": [],
+                   "thresholds": {}, "artifacts": ["checks/train-ctr/metrics.jsonl"], "details": {}}]}
 json.dump(doc, open(f"{d}/results.json", "w"))
 PY
 "$PLUMB" report "$R" >"$TMP/rep.out" 2>&1 && ok "plumb report re-renders" || fail "plumb report re-renders" "$(cat "$TMP/rep.out")"
-if browse "$R/report.html" "$OUTD/histograms.png" 2 >"$TMP/b2" 2>&1; then ok "histograms drawn as SVG, no errors"
-else fail "histograms drawn as SVG, no errors" "$(cat "$TMP/b2")"; fi
-grep -q '"svgs":2' "$TMP/b2" && ok "two histogram charts in the page" || fail "two histogram charts in the page" "$(cat "$TMP/b2")"
+if browse "$R/report.html" "$OUTD/histograms.png" 5 >"$TMP/b2" 2>&1; then ok "histograms and curves drawn as SVG, no errors"
+else fail "histograms and curves drawn as SVG, no errors" "$(cat "$TMP/b2")"; fi
+# 2 histograms + 3 curves (loss: train and eval series, lr, auc)
+grep -q '"svgs":5' "$TMP/b2" && ok "five charts in the page" || fail "five charts in the page" "$(cat "$TMP/b2")"
 
 # 3. hostile strings from the host: markup, a script, an external image
 H='<script>alert(1)</script><img src="http://plumb-test.invalid/x.png" onerror="alert(2)"><b>bold'

@@ -261,3 +261,44 @@ TEST(html_draws_histograms_and_numerics_table)
     CHECK(strstr(html, "<tr><td>gemm</td>") != NULL);
     free(html);
 }
+
+TEST(html_draws_metrics_jsonl_curves)
+{
+    char dir[PATH_MAX], art[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/curves", test_tmpdir());
+    struct results r;
+    plumb_err e = {0};
+    REQUIRE(results_open(&r, dir, "plumb train", &e) == PLUMB_OK);
+    struct check_result c;
+    struct check_ctx ctx = {.run_dir = r.dir, .device = "cpu"};
+    REQUIRE(check_begin(&c, "train-ctr", "cpu") == PLUMB_OK);
+    char adir[PATH_MAX];
+    REQUIRE(check_artifact_dir(&ctx, &c, adir, sizeof adir, &e) == PLUMB_OK);
+    snprintf(art, sizeof art, "%s/metrics.jsonl", adir);
+    /* 3 train steps (loss), 1 eval (loss, auc), one garbage line */
+    const char *text = "{\"kind\":\"train\",\"step\":1,\"loss\":0.9}\n{\"kind\":\"train\",\"step\":2,\"loss\":0.7}\n"
+                       "not json\n{\"kind\":\"train\",\"step\":3,\"loss\":0.6}\n"
+                       "{\"kind\":\"eval\",\"step\":3,\"loss\":0.65,\"auc\":0.71}\n";
+    REQUIRE(file_write_atomic(art, text, strlen(text), &e) == PLUMB_OK);
+    check_artifact(&c, "checks/train-ctr/metrics.jsonl");
+    check_artifact(&c, "../../etc/passwd.jsonl"); /* outside the run folder: never read */
+    results_add_check(&r, &c);
+    check_free(&c);
+    REQUIRE(results_write(&r, &e) == PLUMB_OK);
+    results_close(&r);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    char *html = slurp(path);
+    REQUIRE(html);
+    int svgs = 0, polys = 0;
+    for (const char *p = html; (p = strstr(p, "<svg ")); p++) svgs++;
+    for (const char *p = html; (p = strstr(p, "<polyline")); p++) polys++;
+    CHECK_EQ_INT(svgs, 2);  /* loss, auc */
+    CHECK_EQ_INT(polys, 3); /* loss: train + eval; auc: eval */
+    CHECK(strstr(html, "5 lines, some not JSON objects") != NULL);
+    /* train loss 0.9 -> 0.6 over steps 1..3 (y range 0.6..0.9, plot 270x138 at 52,8):
+     * the first point is top-left, the last bottom-right */
+    CHECK_MSG(strstr(html, "points=\"52.0,8.0 187.0,100.0 322.0,146.0 \"") != NULL, "train loss polyline");
+    CHECK(strstr(html, "<code>../../etc/passwd.jsonl</code>") != NULL);
+    free(html);
+}

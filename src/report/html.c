@@ -502,6 +502,198 @@ static void put_histograms(struct sbuf *b, const json_t *c, const char *run_dir)
     json_decref(h);
 }
 
+/* ---- line charts from metrics.jsonl artifacts (one JSON object per line,
+ * as trainers and monitors write them) ----
+ * x is "step" when present, else the line number. Every other numeric field
+ * becomes a chart (at most MAX_CHARTS, in first-seen order); lines carrying a
+ * string "kind"/"split"/"phase" field (train, eval, ...) form separate series. */
+#define MAX_CHARTS 6
+#define MAX_SERIES 4
+#define MAX_POINTS 100000
+
+struct series {
+    char name[32];
+    double *x, *y;
+    size_t n, cap;
+};
+struct chart {
+    char key[64];
+    struct series s[MAX_SERIES];
+    int ns;
+};
+
+static void series_add(struct series *s, double x, double y)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        double *nx = realloc(s->x, cap * sizeof *nx);
+        if (!nx) return;
+        s->x = nx;
+        double *ny = realloc(s->y, cap * sizeof *ny);
+        if (!ny) return;
+        s->y = ny;
+        s->cap = cap;
+    }
+    s->x[s->n] = x;
+    s->y[s->n] = y;
+    s->n++;
+}
+
+static int skip_key(const char *k)
+{
+    static const char *skip[] = {"step", "epoch", "time", "t", "wall", "timestamp", "rank", "world", "ordinal", NULL};
+    for (int i = 0; skip[i]; i++)
+        if (!strcmp(k, skip[i])) return 1;
+    return 0;
+}
+
+static void put_chart_svg(struct sbuf *b, const struct chart *ch)
+{
+    static const char *colors[MAX_SERIES] = {"#1f5fbf", "#c2410c", "#15803d", "#7e22ce"};
+    const int W = 330, H = 170, L = 52, R = 8, T = 8, B = 24;
+    double pw = W - L - R, ph = H - T - B;
+    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    size_t total = 0;
+    for (int si = 0; si < ch->ns; si++)
+        for (size_t i = 0; i < ch->s[si].n; i++) {
+            double x = ch->s[si].x[i], y = ch->s[si].y[i];
+            if (!isfinite(x) || !isfinite(y)) continue;
+            x0 = fmin(x0, x), x1 = fmax(x1, x), y0 = fmin(y0, y), y1 = fmax(y1, y);
+            total++;
+        }
+    if (!total) return;
+    if (x1 == x0) x1 = x0 + 1;
+    if (y1 == y0) { /* a constant: draw it across the middle */
+        double d = y0 == 0 ? 1 : fabs(y0) * 0.01;
+        y0 -= d, y1 += d;
+    }
+    sb_puts(b, "<figure class=\"hist\"><figcaption><b>");
+    sb_escape(b, ch->key);
+    sb_puts(b, "</b>");
+    for (int si = 0; si < ch->ns; si++) {
+        if (!ch->s[si].name[0]) continue;
+        sb_printf(b, " <span style=\"color:%s\">&#9632; ", colors[si]);
+        sb_escape(b, ch->s[si].name);
+        sb_puts(b, "</span>");
+    }
+    sb_puts(b, "</figcaption>\n");
+    sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\"><title>", W,
+              H, W, H);
+    sb_escape(b, ch->key);
+    sb_puts(b, "</title>");
+    sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"#fafbfc\" stroke=\"#c9ced6\"/>", L, T, pw, ph);
+    for (int si = 0; si < ch->ns; si++) {
+        const struct series *s = &ch->s[si];
+        if (!s->n) continue;
+        /* at most ~600 points per series: every k-th point, always the last */
+        size_t k = s->n > 600 ? (s->n + 599) / 600 : 1;
+        sb_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.3\" points=\"", colors[si]);
+        for (size_t i = 0; i < s->n; i++) {
+            if (i % k && i != s->n - 1) continue;
+            if (!isfinite(s->x[i]) || !isfinite(s->y[i])) continue;
+            sb_printf(b, "%.1f,%.1f ", L + pw * (s->x[i] - x0) / (x1 - x0), T + ph - ph * (s->y[i] - y0) / (y1 - y0));
+        }
+        sb_puts(b, "\"/>");
+    }
+    char a[32], c2[32], d[32], e[32];
+    fmt_num(a, sizeof a, y1);
+    fmt_num(c2, sizeof c2, y0);
+    fmt_num(d, sizeof d, x0);
+    fmt_num(e, sizeof e, x1);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\" fill=\"#4a5160\">%s</text>", L - 3, T + 9, a);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\" fill=\"#4a5160\">%s</text>", L - 3, T + (int)ph, c2);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" fill=\"#4a5160\">%s</text>", L, H - 8, d);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\" fill=\"#4a5160\">%s</text>", W - R, H - 8, e);
+    sb_puts(b, "</svg></figure>\n");
+}
+
+static void put_jsonl_charts(struct sbuf *b, const char *run_dir, const char *rel)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", run_dir, rel) >= (int)sizeof path) return;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    struct chart *charts = calloc(MAX_CHARTS, sizeof *charts);
+    if (!charts) {
+        fclose(f);
+        return;
+    }
+    int nc = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    long lineno = 0, bad = 0;
+    while (getline(&line, &cap, f) > 0 && lineno < MAX_POINTS) {
+        json_error_t je;
+        json_t *o = json_loads(line, 0, &je);
+        lineno++;
+        if (!json_is_object(o)) {
+            bad++;
+            json_decref(o);
+            continue;
+        }
+        double x = jsonx_num(o, "step");
+        if (isnan(x)) x = (double)lineno;
+        const char *kind = jsonx_str(o, "kind");
+        if (!kind) kind = jsonx_str(o, "split");
+        if (!kind) kind = jsonx_str(o, "phase");
+        if (!kind) kind = "";
+        const char *k;
+        json_t *v;
+        json_object_foreach(o, k, v)
+        {
+            if (!json_is_number(v) || skip_key(k)) continue;
+            int ci = 0;
+            while (ci < nc && strcmp(charts[ci].key, k)) ci++;
+            if (ci == nc) {
+                if (nc == MAX_CHARTS) continue;
+                snprintf(charts[nc++].key, sizeof charts[0].key, "%s", k);
+            }
+            struct chart *ch = &charts[ci];
+            int si = 0;
+            while (si < ch->ns && strcmp(ch->s[si].name, kind)) si++;
+            if (si == ch->ns) {
+                if (ch->ns == MAX_SERIES) continue;
+                snprintf(ch->s[ch->ns++].name, sizeof ch->s[0].name, "%s", kind);
+            }
+            series_add(&ch->s[si], x, json_number_value(v));
+        }
+        json_decref(o);
+    }
+    free(line);
+    fclose(f);
+    if (nc) {
+        sb_puts(b, "<h3>");
+        sb_escape(b, rel);
+        sb_printf(b, "</h3>\n<p class=\"muted\">%ld lines%s</p>\n<div class=\"hists\">\n", lineno,
+                  bad ? ", some not JSON objects (skipped)" : "");
+        for (int ci = 0; ci < nc; ci++) put_chart_svg(b, &charts[ci]);
+        sb_puts(b, "</div>\n");
+    }
+    for (int ci = 0; ci < nc; ci++)
+        for (int si = 0; si < charts[ci].ns; si++) {
+            free(charts[ci].s[si].x);
+            free(charts[ci].s[si].y);
+        }
+    free(charts);
+}
+
+static void put_line_charts(struct sbuf *b, const json_t *c, const char *run_dir)
+{
+    if (!run_dir) return;
+    size_t i;
+    json_t *a;
+    int shown = 0;
+    json_array_foreach(json_object_get(c, "artifacts"), i, a)
+    {
+        const char *s = json_string_value(a);
+        size_t L = s ? strlen(s) : 0;
+        if (L >= 6 && !strcmp(s + L - 6, ".jsonl") && safe_rel(s) && shown < 4) {
+            put_jsonl_charts(b, run_dir, s);
+            shown++;
+        }
+    }
+}
+
 static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *run_dir)
 {
     const char *st = jsonx_str(c, "status");
@@ -536,6 +728,7 @@ static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *r
     }
     if (json_is_array(ops)) put_ops(b, ops);
     put_histograms(b, c, run_dir);
+    put_line_charts(b, c, run_dir);
     /* everything else in details, as data */
     int opened = 0;
     size_t nk;
