@@ -22,6 +22,11 @@ static int gpu_device_count(int *count, plumb_err *e)
         int drv = 0, rt = 0;
         (void)cudaDriverGetVersion(&drv);
         (void)cudaRuntimeGetVersion(&rt);
+        if (drv == 0)
+            return gpu_err(e, PLUMB_EDEVICE,
+                           "%s: no driver: the driver library (libcuda.so.1 / the kernel driver) is not "
+                           "installed or not loadable (%s; runtime %d.%d)", PLUMB_VENDOR,
+                           cudaGetErrorName(rc), rt / 1000, rt % 1000 / 10);
         return gpu_err(e, PLUMB_EDEVICE,
                        "%s: driver missing or too old for this runtime (%s: %s; driver API %d.%d, "
                        "runtime %d.%d)", PLUMB_VENDOR, cudaGetErrorName(rc), cudaGetErrorString(rc),
@@ -120,7 +125,7 @@ static int gpu_open(struct dev *d, int ordinal, plumb_err *e)
     cudaDeviceProp p;
     if ((rc = gpu_check_(cudaGetDeviceProperties(&p, ordinal), "cudaGetDeviceProperties", d->label, e)))
         goto fail;
-    snprintf(d->info.name, sizeof d->info.name, "%s", p.name);
+    snprintf(d->info.name, sizeof d->info.name, "%.127s", p.name);
 #if defined(PLUMB_HIP)
     snprintf(d->info.arch, sizeof d->info.arch, "%s", p.gcnArchName);
 #else
@@ -349,6 +354,7 @@ static void gpu_describe_determinism(struct dev *d, char *buf, size_t n)
              blas);
 }
 
+#if !defined(__HIP_DEVICE_COMPILE__) /* host-only table, see ops.cu */
 static const struct dev_backend g_backend = {
     PLUMB_BACKEND_ABI,
     PLUMB_VENDOR,
@@ -385,3 +391,4 @@ extern "C" __attribute__((visibility("default"))) int plumb_backend_register_v1(
     *out = &g_backend;
     return PLUMB_OK;
 }
+#endif

@@ -1,4 +1,4 @@
-/* Internal to the GPU plugins (src/gpu/*.cu): device state, streams, the
+/* Internal to the GPU plugins (the .cu files of src/gpu): device state, streams, the
  * error helpers every vendor call goes through, and the entry points each
  * .cu file provides to the backend table in backend.cu. */
 #ifndef PLUMB_GPU_H

@@ -38,6 +38,7 @@ typedef unsigned long long plumb_lanemask_t;
 #define cudaFree hipFree
 #define cudaMallocHost(p, n) hipHostMalloc((p), (n), hipHostMallocDefault)
 #define cudaFreeHost hipHostFree
+#define cudaMemcpy hipMemcpy
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaMemcpyKind hipMemcpyKind

@@ -1,0 +1,15 @@
+/* plumb bench workloads (cmd_bench.c dispatches): each is
+ * `int bench_<name>(int argc, char **argv)` with argv[0] the workload name,
+ * returning the process exit code like a command. */
+#ifndef PLUMB_BENCH_H
+#define PLUMB_BENCH_H
+
+struct bench_workload {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+};
+
+int bench_ceilings(int argc, char **argv);
+
+#endif

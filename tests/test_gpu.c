@@ -1,0 +1,485 @@
+/* GPU backend tests. They run on the device named by PLUMB_TEST_DEVICE
+ * (cuda, cuda:N, hip): `PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_`.
+ * With the default (cpu) every device test skips and says so; the plugin
+ * loading test always runs, so a host with no GPU checks the graceful path:
+ * the plugin loads or says which library failed, and asking for the device
+ * gives an error naming the cause, never a crash. */
+#include "test.h"
+#include "dev/dev.h"
+#include "core/dtype.h"
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_gpu_spec(const char *s) { return !strncmp(s, "cuda", 4) || !strncmp(s, "hip", 3); }
+
+/* Opens the test device, or skips. A GPU that was asked for and does not
+ * open is a failure, not a skip. */
+#define OPEN_GPU_OR_SKIP(d)                                                                    \
+    do {                                                                                       \
+        const char *spec_ = test_device();                                                     \
+        if (!is_gpu_spec(spec_))                                                               \
+            TEST_SKIP("PLUMB_TEST_DEVICE=%s: GPU tests run with PLUMB_TEST_DEVICE=cuda or hip", spec_); \
+        plumb_err e_ = {0};                                                                    \
+        int rc_ = dev_open(spec_, &(d), &e_);                                                  \
+        CHECK_MSG(rc_ == PLUMB_OK, "dev_open(%s): %s", spec_, e_.msg);                         \
+        if (rc_) return;                                                                       \
+    } while (0)
+
+/* A reproducible pattern in [-1, 1) from an integer hash (splitmix64). */
+static void fill(float *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = seed * 0x9E3779B97F4A7C15ULL + i * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        x[i] = (float)((double)(z >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
+    }
+}
+
+static void *dev_put(struct dev *d, const void *h, size_t bytes)
+{
+    void *p = NULL;
+    plumb_err e = {0};
+    if (dev_alloc(d, bytes, &p, &e) || dev_upload(d, p, h, bytes, &e)) {
+        fprintf(stderr, "  dev_put: %s\n", e.msg);
+        return NULL;
+    }
+    return p;
+}
+
+TEST(gpu_plugin_graceful)
+{
+    const char *names[] = {"cuda", "hip"};
+    for (int i = 0; i < 2; i++) {
+        plumb_err e = {0};
+        const struct dev_backend *be = dev_backend_get(names[i], &e);
+        char desc[1100];
+        plugin_describe(names[i], desc, sizeof desc);
+        CHECK(desc[0] != '\0');
+        if (!be) {
+            /* the message names the library and why it failed */
+            CHECK_MSG(strstr(e.msg, names[i]) != NULL, "%s", e.msg);
+            CHECK_MSG(strstr(e.msg, "libplumb-") != NULL || strstr(e.msg, ".so") != NULL, "%s", e.msg);
+            continue;
+        }
+        CHECK_EQ_INT(be->abi, PLUMB_BACKEND_ABI);
+        CHECK_STREQ(be->name, names[i]);
+        int count = -1;
+        plumb_err ec = {0};
+        int rc = be->device_count(&count, &ec);
+        if (rc != PLUMB_OK) {
+            CHECK_EQ_INT(count, 0);
+            CHECK_MSG(strstr(ec.msg, names[i]) != NULL && strlen(ec.msg) > 20, "%s", ec.msg);
+            struct dev *d = NULL;
+            plumb_err eo = {0};
+            CHECK_EQ_INT(dev_open(names[i], &d, &eo), PLUMB_EDEVICE);
+            CHECK(d == NULL);
+            CHECK(eo.msg[0] != '\0');
+            printf("  %s plugin loaded; no device: %s\n", names[i], ec.msg);
+        } else {
+            CHECK(count >= 1);
+            printf("  %s plugin loaded; %d device(s)\n", names[i], count);
+        }
+    }
+}
+
+TEST(gpu_memory_streams_events)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    CHECK(d->info.warp_size == 32 || d->info.warp_size == 64);
+    CHECK(d->info.compute_units > 0);
+    CHECK(d->info.mem_total > ((size_t)1 << 30));
+    CHECK(d->info.name[0] && d->info.arch[0] && d->info.driver[0] && d->info.libs[0]);
+    printf("  %s: %s %s, %d SMs, warp %d, %s, %s\n", d->label, d->info.name, d->info.arch, d->info.compute_units,
+           d->info.warp_size, d->info.driver, d->info.libs);
+    const size_t n = (3u << 20) + 123; /* not a multiple of anything convenient */
+    uint8_t *h = NULL, *back = malloc(n);
+    REQUIRE(d->be->host_alloc(d, n, (void **)&h, &e) == PLUMB_OK);
+    for (size_t i = 0; i < n; i++) h[i] = (uint8_t)(i * 2654435761u >> 13);
+    void *a = NULL, *b = NULL;
+    REQUIRE(dev_alloc(d, n, &a, &e) == PLUMB_OK);
+    REQUIRE(dev_alloc(d, n, &b, &e) == PLUMB_OK);
+    dev_stream *s = NULL;
+    dev_event *e0 = NULL, *e1 = NULL;
+    REQUIRE(d->be->stream_create(d, &s, &e) == PLUMB_OK);
+    REQUIRE(d->be->event_create(d, &e0, &e) == PLUMB_OK && d->be->event_create(d, &e1, &e) == PLUMB_OK);
+    CHECK(d->be->event_record(d, e0, s, &e) == PLUMB_OK);
+    CHECK(d->be->memcpy_async(d, s, a, h, n, MEMCPY_H2D, &e) == PLUMB_OK);
+    CHECK(d->be->memcpy_async(d, s, b, a, n, MEMCPY_D2D, &e) == PLUMB_OK);
+    CHECK(d->be->memset_async(d, s, (uint8_t *)b + 100, 0xAB, 1000, &e) == PLUMB_OK);
+    CHECK(d->be->event_record(d, e1, s, &e) == PLUMB_OK);
+    /* the default stream waits for s through the event, then copies back */
+    CHECK(d->be->stream_wait_event(d, NULL, e1, &e) == PLUMB_OK);
+    CHECK(d->be->memcpy_async(d, NULL, back, b, n, MEMCPY_D2H, &e) == PLUMB_OK);
+    CHECK(dev_sync(d, &e) == PLUMB_OK);
+    float ms = -1;
+    CHECK(d->be->event_sync(d, e1, &e) == PLUMB_OK);
+    CHECK(d->be->event_elapsed_ms(d, e0, e1, &ms, &e) == PLUMB_OK);
+    CHECK(ms >= 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t want = i >= 100 && i < 1100 ? 0xAB : h[i];
+        bad += back[i] != want;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* caching allocator over cudaMalloc: a freed block is reused for the same size */
+    struct dev_mem_stats st0, st1;
+    dev_mem_stats(d, &st0);
+    dev_free(d, a);
+    void *c = NULL;
+    CHECK(dev_alloc(d, n, &c, &e) == PLUMB_OK);
+    dev_mem_stats(d, &st1);
+    CHECK(c == a);
+    CHECK_EQ_INT(st1.n_raw_alloc, st0.n_raw_alloc);
+    CHECK_EQ_INT(st1.n_cache_hits, st0.n_cache_hits + 1);
+    /* a device-sized request fails with ENOMEM and a message, no crash */
+    void *huge = NULL;
+    plumb_err eh = {0};
+    CHECK_EQ_INT(dev_alloc(d, (size_t)1 << 50, &huge, &eh), PLUMB_ENOMEM);
+    CHECK_MSG(strstr(eh.msg, "cudaMalloc") != NULL || strstr(eh.msg, "memory") != NULL, "%s", eh.msg);
+    char det[2048];
+    d->be->describe_determinism(d, det, sizeof det);
+    CHECK(strstr(det, "workspace") && strstr(det, "reduction") && strstr(det, "atomics"));
+    d->be->event_destroy(d, e0);
+    d->be->event_destroy(d, e1);
+    d->be->stream_destroy(d, s);
+    d->be->host_free(d, h);
+    free(back);
+    dev_free(d, b);
+    dev_free(d, c);
+    dev_close(d);
+}
+
+/* The device-side warp/block reduction unit test: runs on CUDA now and on
+ * the first AMD GPU (64-lane wavefronts) the day one is present. */
+TEST(gpu_warp_reductions)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    Dl_info info;
+    REQUIRE(dladdr((void *)d->be->device_count, &info) && info.dli_fname);
+    void *h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    REQUIRE(h != NULL);
+    int (*self)(int, int *, char *, size_t) =
+        (int (*)(int, int *, char *, size_t))dlsym(h, "plumb_gpu_selftest_reductions");
+    REQUIRE(self != NULL);
+    char why[512];
+    int warp = 0;
+    int rc = self(d->ordinal, &warp, why, sizeof why);
+    CHECK_MSG(rc == 0, "%s", why);
+    CHECK_EQ_INT(warp, d->info.warp_size);
+    printf("  warp %d: warp and block sum/max exact for 1..%d warps per block\n", warp, 1024 / warp);
+    dlclose(h);
+    dev_close(d);
+}
+
+/* float64 reference of C = A B (+ C0) with inputs as the device sees them. */
+static void ref_gemm(int m, int n, int k, int ta, int tb, const float *a, const float *b, const float *c0,
+                     double *c)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = c0 ? c0[(size_t)i * n + j] : 0.0;
+            for (int kk = 0; kk < k; kk++)
+                acc += (double)a[ta ? (size_t)kk * m + i : (size_t)i * k + kk] *
+                       (double)b[tb ? (size_t)j * k + kk : (size_t)kk * n + j];
+            c[(size_t)i * n + j] = acc;
+        }
+}
+
+static void to_dtype(const float *x, void *y, dtype_t t, size_t n, float *rounded)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (t == DT_F32) {
+            ((float *)y)[i] = x[i];
+            rounded[i] = x[i];
+        } else {
+            uint16_t h = t == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+            ((uint16_t *)y)[i] = h;
+            rounded[i] = t == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+        }
+    }
+}
+
+/* Runs one gemm on the device; returns the norm-wise relative error vs
+ * float64 and checks run-to-run bit equality. */
+static double gemm_case(struct dev *d, enum numerics mode, int tf32, dtype_t t, int m, int n, int k, int ta, int tb,
+                        int accumulate, int *bits_equal)
+{
+    plumb_err e = {0};
+    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+    float *fa = malloc(na * 4), *fb = malloc(nb * 4), *ra = malloc(na * 4), *rb = malloc(nb * 4);
+    float *c0 = malloc(nc * 4), *c1 = malloc(nc * 4), *c2 = malloc(nc * 4);
+    void *ha = malloc(na * 4), *hb = malloc(nb * 4);
+    double *ref = malloc(nc * 8);
+    fill(fa, na, 1000 + m);
+    fill(fb, nb, 2000 + n);
+    fill(c0, nc, 3000 + k);
+    to_dtype(fa, ha, t, na, ra);
+    to_dtype(fb, hb, t, nb, rb);
+    ref_gemm(m, n, k, ta, tb, ra, rb, accumulate ? c0 : NULL, ref);
+    void *da = dev_put(d, ha, na * dtype_size(t)), *db = dev_put(d, hb, nb * dtype_size(t));
+    float *dc = dev_put(d, c0, nc * 4);
+    double err = INFINITY;
+    *bits_equal = 0;
+    if (da && db && dc && dev_set_numerics(d, mode, tf32, &e) == PLUMB_OK) {
+        struct gemm_desc g = {.m = m, .n = n, .k = k, .trans_a = ta, .trans_b = tb, .ab_type = t, .a = da,
+                              .lda = ta ? m : k, .b = db, .ldb = tb ? k : n, .c = dc, .ldc = n,
+                              .accumulate = accumulate};
+        int ok = d->ops->gemm(d, NULL, &g) == PLUMB_OK && dev_download(d, c1, dc, nc * 4, &e) == PLUMB_OK &&
+                 dev_upload(d, dc, c0, nc * 4, &e) == PLUMB_OK && d->ops->gemm(d, NULL, &g) == PLUMB_OK &&
+                 dev_download(d, c2, dc, nc * 4, &e) == PLUMB_OK;
+        if (ok) {
+            double num = 0, den = 0;
+            for (size_t i = 0; i < nc; i++) {
+                double df = (double)c1[i] - ref[i];
+                num += df * df;
+                den += ref[i] * ref[i];
+            }
+            err = sqrt(num / (den > 0 ? den : 1));
+            *bits_equal = !memcmp(c1, c2, nc * 4);
+        }
+    }
+    dev_set_numerics(d, NUMERICS_FAST, 0, &e);
+    dev_free(d, da);
+    dev_free(d, db);
+    dev_free(d, dc);
+    free(fa); free(fb); free(ra); free(rb); free(c0); free(c1); free(c2); free(ha); free(hb); free(ref);
+    return err;
+}
+
+TEST(gpu_fast_gemm_accuracy)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    static const int shapes[][3] = {{64, 48, 40}, {33, 17, 29}, {128, 96, 257}, {1, 300, 7}, {255, 1, 64}};
+    static const struct { dtype_t t; int tf32; double tol; const char *name; } precs[] = {
+        {DT_F32, 0, 1e-5, "fp32"}, {DT_F32, 1, 3e-3, "tf32"}, {DT_BF16, 0, 1e-5, "bf16"}, {DT_F16, 0, 1e-5, "fp16"}};
+    for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int tr = 0; tr < 4; tr++) {
+                int eq = 0, acc = (int)s & 1;
+                double err = gemm_case(d, NUMERICS_FAST, precs[p].tf32, precs[p].t, shapes[s][0], shapes[s][1],
+                                       shapes[s][2], tr & 1, tr >> 1, acc, &eq);
+                CHECK_MSG(err <= precs[p].tol, "%s m=%d n=%d k=%d ta=%d tb=%d acc=%d: rel err %.3g > %.3g",
+                          precs[p].name, shapes[s][0], shapes[s][1], shapes[s][2], tr & 1, tr >> 1, acc, err,
+                          precs[p].tol);
+                CHECK_MSG(eq, "%s m=%d n=%d k=%d: two runs differ", precs[p].name, shapes[s][0], shapes[s][1],
+                          shapes[s][2]);
+            }
+    /* TF32 really is in use when allowed (and only then): a large fp32 product
+     * is less accurate with it than without */
+    int eq;
+    double e32 = gemm_case(d, NUMERICS_FAST, 0, DT_F32, 256, 256, 1024, 0, 0, 0, &eq);
+    double etf = gemm_case(d, NUMERICS_FAST, 1, DT_F32, 256, 256, 1024, 0, 0, 0, &eq);
+    printf("  256x256x1024 fp32 rel err %.3g, tf32 %.3g\n", e32, etf);
+    CHECK(e32 < 1e-6);
+    CHECK(etf > 1e-5);
+    dev_close(d);
+}
+
+TEST(gpu_golden_gemm_fmaf_order)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    static const int shapes[][3] = {{37, 29, 53}, {64, 64, 64}, {1, 5, 1000}};
+    for (size_t s = 0; s < 3; s++)
+        for (int tr = 0; tr < 4; tr++)
+            for (int ti = 0; ti < 3; ti++) {
+                dtype_t t = ti == 0 ? DT_F32 : ti == 1 ? DT_BF16 : DT_F16;
+                int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = tr & 1, tb = tr >> 1;
+                size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+                float *fa = malloc(na * 4), *fb = malloc(nb * 4), *ra = malloc(na * 4), *rb = malloc(nb * 4);
+                float *c0 = malloc(nc * 4), *got = malloc(nc * 4), *want = malloc(nc * 4);
+                void *ha = malloc(na * 4), *hb = malloc(nb * 4);
+                fill(fa, na, 7 + s);
+                fill(fb, nb, 8 + s);
+                fill(c0, nc, 9 + s);
+                to_dtype(fa, ha, t, na, ra);
+                to_dtype(fb, hb, t, nb, rb);
+                /* the golden definition: acc = fmaf(a, b, acc) over ascending k from 0, then C + acc */
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < n; j++) {
+                        float acc = 0.0f;
+                        for (int kk = 0; kk < k; kk++)
+                            acc = fmaf(ra[ta ? (size_t)kk * m + i : (size_t)i * k + kk],
+                                       rb[tb ? (size_t)j * k + kk : (size_t)kk * n + j], acc);
+                        want[(size_t)i * n + j] = c0[(size_t)i * n + j] + acc;
+                    }
+                void *da = dev_put(d, ha, na * dtype_size(t)), *db = dev_put(d, hb, nb * dtype_size(t));
+                float *dc = dev_put(d, c0, nc * 4);
+                REQUIRE(da && db && dc);
+                REQUIRE(dev_set_numerics(d, NUMERICS_GOLDEN, 0, &e) == PLUMB_OK);
+                struct gemm_desc g = {.m = m, .n = n, .k = k, .trans_a = ta, .trans_b = tb, .ab_type = t, .a = da,
+                                      .lda = ta ? m : k, .b = db, .ldb = tb ? k : n, .c = dc, .ldc = n,
+                                      .accumulate = 1};
+                CHECK(d->ops->gemm(d, NULL, &g) == PLUMB_OK);
+                CHECK(dev_download(d, got, dc, nc * 4, &e) == PLUMB_OK);
+                size_t first = nc;
+                for (size_t i = 0; i < nc && first == nc; i++)
+                    if (memcmp(&got[i], &want[i], 4)) first = i;
+                CHECK_MSG(first == nc, "%s m=%d n=%d k=%d ta=%d tb=%d: element %zu is %a, CPU order gives %a",
+                          dtype_name(t), m, n, k, ta, tb, first, first < nc ? got[first] : 0.0f,
+                          first < nc ? want[first] : 0.0f);
+                dev_free(d, da); dev_free(d, db); dev_free(d, dc);
+                free(fa); free(fb); free(ra); free(rb); free(c0); free(got); free(want); free(ha); free(hb);
+            }
+    dev_set_numerics(d, NUMERICS_FAST, 0, &e);
+    dev_close(d);
+}
+
+TEST(gpu_cast_bits)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    /* specials: ties, subnormals of both formats, overflow, inf, nan, signed zero */
+    static const float sp[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f, 65519.99f, 1e-8f, 5.96e-8f, 2.98e-8f,
+                               6.1e-5f, 1.00390625f, 1.0078125f, 1.01171875f, 3.0e38f, INFINITY, -INFINITY, NAN,
+                               1.17549435e-38f, 1e-45f};
+    const size_t n = 4096;
+    float *x = malloc(n * 4), *back = malloc(n * 4), *want = malloc(n * 4);
+    uint16_t *h16 = malloc(n * 2), *w16 = malloc(n * 2);
+    fill(x, n, 77);
+    for (size_t i = 0; i < n; i++) x[i] = ldexpf(x[i], (int)(i % 60) - 30);
+    memcpy(x, sp, sizeof sp);
+    float *dx = dev_put(d, x, n * 4);
+    uint16_t *dh = NULL;
+    float *dy = NULL;
+    REQUIRE(dx && dev_alloc(d, n * 2, (void **)&dh, &e) == PLUMB_OK && dev_alloc(d, n * 4, (void **)&dy, &e) == PLUMB_OK);
+    for (int ti = 0; ti < 2; ti++) {
+        dtype_t t = ti ? DT_F16 : DT_BF16;
+        CHECK(d->ops->cast(d, NULL, dx, DT_F32, dh, t, n) == PLUMB_OK);
+        CHECK(d->ops->cast(d, NULL, dh, t, dy, DT_F32, n) == PLUMB_OK);
+        CHECK(dev_download(d, h16, dh, n * 2, &e) == PLUMB_OK);
+        CHECK(dev_download(d, back, dy, n * 4, &e) == PLUMB_OK);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            w16[i] = t == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+            want[i] = t == DT_BF16 ? bf16_to_f32(w16[i]) : f16_to_f32(w16[i]);
+            if (h16[i] != w16[i] || memcmp(&back[i], &want[i], 4)) {
+                if (!bad) fprintf(stderr, "  %s: x=%a -> %04x (cpu %04x)\n", dtype_name(t), x[i], h16[i], w16[i]);
+                bad++;
+            }
+        }
+        CHECK_EQ_INT(bad, 0);
+    }
+    /* bf16 -> fp16 through fp32 */
+    CHECK(d->ops->cast(d, NULL, dx, DT_F32, dh, DT_BF16, n) == PLUMB_OK);
+    uint16_t *dh2 = NULL;
+    REQUIRE(dev_alloc(d, n * 2, (void **)&dh2, &e) == PLUMB_OK);
+    CHECK(d->ops->cast(d, NULL, dh, DT_BF16, dh2, DT_F16, n) == PLUMB_OK);
+    CHECK(dev_download(d, h16, dh2, n * 2, &e) == PLUMB_OK);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += h16[i] != f32_to_f16(bf16_to_f32(f32_to_bf16(x[i])));
+    CHECK_EQ_INT(bad, 0);
+    /* an unsupported pair is an error, not garbage */
+    CHECK(d->ops->cast(d, NULL, dx, DT_F32, dh, DT_I32, 4) != PLUMB_OK);
+    dev_free(d, dx); dev_free(d, dh); dev_free(d, dh2); dev_free(d, dy);
+    free(x); free(back); free(want); free(h16); free(w16);
+    dev_close(d);
+}
+
+TEST(gpu_fast_ops_accuracy)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    /* sum of 1e6 + 3 values vs float64, and two runs bit-equal */
+    size_t n = 1000003;
+    float *x = malloc(n * 4), s1 = 0, s2 = 0;
+    fill(x, n, 5);
+    double ref = 0, aref = 0;
+    for (size_t i = 0; i < n; i++) ref += x[i], aref += fabs(x[i]);
+    float *dx = dev_put(d, x, n * 4), *ds = NULL;
+    REQUIRE(dx && dev_alloc(d, 4, (void **)&ds, &e) == PLUMB_OK);
+    CHECK(d->ops->sum(d, NULL, dx, n, ds) == PLUMB_OK && dev_download(d, &s1, ds, 4, &e) == PLUMB_OK);
+    CHECK(d->ops->sum(d, NULL, dx, n, ds) == PLUMB_OK && dev_download(d, &s2, ds, 4, &e) == PLUMB_OK);
+    CHECK_MSG(fabs(s1 - ref) <= 1e-6 * aref, "sum %.9g vs %.9g", s1, ref);
+    CHECK(!memcmp(&s1, &s2, 4));
+    /* softmax and layernorm rows of odd lengths */
+    static const int cols_list[] = {1, 7, 100, 1000, 5000};
+    for (int ci = 0; ci < 5; ci++) {
+        int rows = 13, cols = cols_list[ci];
+        size_t m = (size_t)rows * cols;
+        float *h = malloc(m * 4), *y = malloc(m * 4), *w = malloc(cols * 4), *b = malloc(cols * 4);
+        float *mean = malloc(rows * 4), *rstd = malloc(rows * 4);
+        fill(h, m, 11 + ci);
+        for (size_t i = 0; i < m; i++) h[i] *= 8;
+        fill(w, cols, 12);
+        fill(b, cols, 13);
+        float *dh = dev_put(d, h, m * 4), *dy = NULL, *dw = dev_put(d, w, cols * 4), *db = dev_put(d, b, cols * 4);
+        float *dm = NULL, *dr = NULL;
+        REQUIRE(dh && dw && db && dev_alloc(d, m * 4, (void **)&dy, &e) == PLUMB_OK);
+        REQUIRE(dev_alloc(d, rows * 4, (void **)&dm, &e) == PLUMB_OK && dev_alloc(d, rows * 4, (void **)&dr, &e) == PLUMB_OK);
+        CHECK(d->ops->softmax(d, NULL, dh, dy, rows, cols) == PLUMB_OK);
+        CHECK(dev_download(d, y, dy, m * 4, &e) == PLUMB_OK);
+        double worst = 0;
+        for (int r = 0; r < rows; r++) {
+            double mx = -INFINITY, se = 0;
+            for (int j = 0; j < cols; j++) mx = fmax(mx, h[(size_t)r * cols + j]);
+            for (int j = 0; j < cols; j++) se += exp(h[(size_t)r * cols + j] - mx);
+            for (int j = 0; j < cols; j++) {
+                double want = exp(h[(size_t)r * cols + j] - mx) / se;
+                worst = fmax(worst, fabs(y[(size_t)r * cols + j] - want) / want);
+            }
+        }
+        CHECK_MSG(worst < 1e-5, "softmax cols=%d max rel err %.3g", cols, worst);
+        CHECK(d->ops->layernorm(d, NULL, dh, dw, db, dy, dm, dr, rows, cols, 1e-5f) == PLUMB_OK);
+        CHECK(dev_download(d, y, dy, m * 4, &e) == PLUMB_OK && dev_download(d, mean, dm, rows * 4, &e) == PLUMB_OK &&
+              dev_download(d, rstd, dr, rows * 4, &e) == PLUMB_OK);
+        worst = 0;
+        for (int r = 0; r < rows; r++) {
+            double mu = 0, var = 0;
+            for (int j = 0; j < cols; j++) mu += h[(size_t)r * cols + j];
+            mu /= cols;
+            for (int j = 0; j < cols; j++) var += pow(h[(size_t)r * cols + j] - mu, 2);
+            var /= cols;
+            double rs = 1 / sqrt(var + 1e-5);
+            CHECK_MSG(fabs(mean[r] - mu) <= 1e-5 * (1 + fabs(mu)) && fabs(rstd[r] - rs) <= 1e-4 * rs,
+                      "layernorm cols=%d row %d: mean %g vs %g, rstd %g vs %g", cols, r, mean[r], mu, rstd[r], rs);
+            for (int j = 0; j < cols; j++) {
+                double want = (h[(size_t)r * cols + j] - mu) * rs * w[j] + b[j];
+                worst = fmax(worst, fabs(y[(size_t)r * cols + j] - want));
+            }
+        }
+        CHECK_MSG(worst < 1e-4, "layernorm cols=%d max abs err %.3g", cols, worst);
+        dev_free(d, dh); dev_free(d, dy); dev_free(d, dw); dev_free(d, db); dev_free(d, dm); dev_free(d, dr);
+        free(h); free(y); free(w); free(b); free(mean); free(rstd);
+    }
+    /* unary ops over a range that covers their interesting regions */
+    size_t u = 20000;
+    float *ux = malloc(u * 4), *uy = malloc(u * 4), *duy = NULL;
+    for (size_t i = 0; i < u; i++) ux[i] = -10.0f + 20.0f * (float)i / (float)u;
+    float *dux = dev_put(d, ux, u * 4);
+    REQUIRE(dux && dev_alloc(d, u * 4, (void **)&duy, &e) == PLUMB_OK);
+    static const char *names[] = {"exp", "log", "tanh", "erf", "gelu"};
+    for (int op = 0; op < UNARY_COUNT; op++) {
+        CHECK(d->ops->unary(d, NULL, (enum unary_op)op, dux, duy, u) == PLUMB_OK);
+        CHECK(dev_download(d, uy, duy, u * 4, &e) == PLUMB_OK);
+        double worst = 0;
+        for (size_t i = 0; i < u; i++) {
+            double v = ux[i], want;
+            if (op == UNARY_LOG && v <= 0) continue;
+            switch (op) {
+            case UNARY_EXP: want = exp(v); break;
+            case UNARY_LOG: want = log(v); break;
+            case UNARY_TANH: want = tanh(v); break;
+            case UNARY_ERF: want = erf(v); break;
+            default: want = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+            }
+            worst = fmax(worst, fabs(uy[i] - want) / fmax(fabs(want), 1e-3));
+        }
+        CHECK_MSG(worst < 1e-5, "%s: max rel err %.3g", names[op], worst);
+    }
+    dev_free(d, dux); dev_free(d, duy); dev_free(d, dx); dev_free(d, ds);
+    free(ux); free(uy); free(x);
+    dev_close(d);
+}
