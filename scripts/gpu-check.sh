@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The GPU machine's one script (issue 3). Runs on the GPU host from the
+# folder scripts/gpu-prep.sh filled (build/ made on the build machine: the
+# GPU host has no -dev headers), builds nothing, and:
+#   1. records the machine (nvidia-smi, driver, ldd of every binary; carried
+#      fallback libraries are used only for what the host lacks);
+#   2. runs the test binary with PLUMB_TEST_DEVICE=cuda (the GPU tests run,
+#      the rest run as on the CPU);
+#   3. plumb accept --quick (cuda is included when the plugin loads);
+#   4. rng and golden-numerics digests on cuda vs cpu (plumb rng / numerics);
+#   5. plumb bench ceilings on cuda and bench/torch_ceilings.py side by side;
+# and writes results.json plus logs under $OUT (or ./gpu-check-out).
+# Never changes clocks, power, MIG or persistence; NCCL multicast stays off.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+OUT=${OUT:-$here/gpu-check-out}
+mkdir -p "$OUT"
+LOG=$OUT/gpu-check.log
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+: >"$LOG"
+declare -A STATUS
+log() { echo "$*" | tee -a "$LOG"; }
+step() { # step NAME TIMEOUT_S CMD...: runs, logs, records the exit code
+  local name=$1 t=$2; shift 2
+  log ""; log "==== $name: $*"
+  local t0=$SECONDS
+  timeout "$t" "$@" >"$OUT/$name.out" 2>&1
+  local rc=$?
+  cat "$OUT/$name.out" >>"$LOG"
+  STATUS[$name]=$rc
+  log "==== $name: exit $rc ($((SECONDS - t0)) s)"
+  tail -n 40 "$OUT/$name.out"
+  return 0
+}
+
+# ---- 1. the machine and its libraries ----
+log "gpu-check $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ)"
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit,persistence_mode,mig.mode.current --format=csv >>"$OUT/nvidia-smi.txt" 2>&1
+cat "$OUT/nvidia-smi.txt" | tee -a "$LOG"
+mkdir -p "$here/libs-active"
+LDP=$here/libs-active
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LDP=$LDP:$d; done
+# pip's CUDA libraries (the image's PyTorch brings cuBLAS 13) as a last resort
+pyl=$(python3 - 2>/dev/null <<'PY'
+import os, importlib
+out = []
+for m in ("nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cu13"):
+    try:
+        p = importlib.import_module(m)
+        for base in list(getattr(p, "__path__", [])):
+            for sub in ("lib", "lib64"):
+                if os.path.isdir(os.path.join(base, sub)): out.append(os.path.join(base, sub))
+    except Exception:
+        pass
+print(":".join(out))
+PY
+)
+export LD_LIBRARY_PATH=$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for pass in 1 2 3; do
+  missing=$(for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f"; done 2>/dev/null | awk '/not found/{print $1}' | sort -u)
+  [ -z "$missing" ] && break
+  for m in $missing; do
+    if [ -e "fallback/$m" ]; then ln -sf "$here/fallback/$m" "$here/libs-active/$m"; log "using carried $m"
+    elif [ -n "$pyl" ] && [ "$pass" -ge 2 ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$pyl; log "adding pip CUDA libs for $m"
+    fi
+  done
+done
+log ""; log "==== ldd"
+for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do echo "-- $f"; ldd "$f"; done 2>&1 | tee -a "$LOG" >"$OUT/ldd.txt"
+if grep -q "not found" "$OUT/ldd.txt"; then log "WARNING: unresolved libraries:"; grep "not found" "$OUT/ldd.txt" | tee -a "$LOG"; fi
+export PLUMB_BACKEND_PATH=$here/build
+
+# ---- 2. tests on the cuda device ----
+step tests 300 env PLUMB_TEST_DEVICE=cuda build/plumb-tests
+step doctor 60 build/plumb doctor
+
+# ---- 3. accept --quick (cuda included when the plugin loads) ----
+if build/plumb accept --help >/dev/null 2>&1; then
+  step accept 420 build/plumb accept --quick --out "$here/run-accept"
+  (cd "$here" && tar czf "$OUT/accept-run.tar.gz" run-accept 2>/dev/null)
+else
+  log "accept: not in this build"; STATUS[accept]=skip
+fi
+
+# ---- 4. rng and golden numerics: cuda digests vs cpu ----
+if build/plumb rng --help >/dev/null 2>&1; then
+  step rng 240 build/plumb rng --device cuda
+else
+  log "rng: not in this build"; STATUS[rng]=skip
+fi
+if build/plumb numerics --help >/dev/null 2>&1; then
+  step numerics_golden 300 build/plumb numerics --device cuda --numerics golden
+  step numerics_fast 300 build/plumb numerics --device cuda --numerics fast
+else
+  log "numerics: not in this build"; STATUS[numerics_golden]=skip
+fi
+
+# ---- 5. ceilings, then PyTorch on the same device in the same run ----
+step ceilings 300 build/plumb bench ceilings --device cuda --json "$OUT/ceilings.json"
+step torch 300 python3 bench/torch_ceilings.py --plumb "$OUT/ceilings.json" --json "$OUT/torch_ceilings.json"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$LOG" 2>&1
+
+# ---- results.json ----
+st=""
+for k in "${!STATUS[@]}"; do st="$st\"$k\": \"${STATUS[$k]}\", "; done
+python3 - "$OUT" "{${st%, }}" <<'PY'
+import json, os, sys, subprocess
+out, st = sys.argv[1], json.loads(sys.argv[2])
+def load(p):
+    try:
+        with open(os.path.join(out, p)) as f: return json.load(f)
+    except Exception as e: return {"error": str(e)}
+smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                     capture_output=True, text=True).stdout.strip()
+res = {"schema": "plumb.gpu_check/1", "gpu": smi, "commit": open("COMMIT").read().strip() if os.path.exists("COMMIT") else "",
+       "steps": st, "ceilings": load("ceilings.json"), "torch": load("torch_ceilings.json")}
+ok = all(v in ("0", "skip") for v in st.values())
+res["verdict"] = "pass" if ok else "fail"
+with open(os.path.join(out, "results.json"), "w") as f: json.dump(res, f, indent=1)
+print("steps:", ", ".join(f"{k}={v}" for k, v in sorted(st.items())), "->", res["verdict"])
+PY
+# keep $OUT within the device tool's 8 returned files
+rm -f "$OUT"/doctor.out "$OUT"/ldd.txt
+for f in "$OUT"/*.out; do [ -e "$f" ] || continue; done
+(cd "$OUT" && ls *.out >/dev/null 2>&1 && tar czf step-outputs.tar.gz *.out && rm -f *.out)
+ls -la "$OUT"

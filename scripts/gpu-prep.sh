@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Prepares one device call (run HERE, on the build machine): builds plumb,
+# the test binary and libplumb-cuda.so, and copies what scripts/gpu-check.sh
+# needs into DEST (default /work/main/.gpuwork, ignored by git): build/,
+# scripts/, bench/, and fallback/ with the shared libraries plumb links that
+# the GPU host may lack (libmicrohttpd12 and its chain, from Debian packages
+# or this machine; glibc and libraries over 6 MB stay behind). gpu-check.sh
+# uses a fallback library only when ldd says the host has none.
+# Usage: scripts/gpu-prep.sh [DEST]; then run on the device:
+#   cd .gpuwork && bash scripts/gpu-check.sh            (carry: [".gpuwork"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=${1:-/work/main/.gpuwork}
+make -j2 all cuda >/dev/null
+rm -rf "$DEST"; mkdir -p "$DEST/build" "$DEST/fallback"
+cp build/plumb build/plumb-tests build/libplumb-cuda.so "$DEST/build/"
+cp -r scripts bench "$DEST/"
+[ -d tests ] && mkdir -p "$DEST/tests" && cp tests/*.sh "$DEST/tests/" 2>/dev/null || true
+# libmicrohttpd12 as a Debian package (not installed here by default for every build)
+tmp=$(mktemp -d)
+( cd "$tmp" && apt-get download libmicrohttpd12 >/dev/null 2>&1 && dpkg -x libmicrohttpd12_*.deb x ) || true
+cp -L "$tmp"/x/usr/lib/x86_64-linux-gnu/libmicrohttpd.so.12* "$DEST/fallback/" 2>/dev/null || true
+rm -rf "$tmp"
+# everything ldd resolves here, except glibc and the big ones
+for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f"; done | awk '/=>/{print $3}' | sort -u |
+while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*) continue;;
+    libcuda*|libcublas*|libcudart*|libnvidia*) continue;;  # the host's own CUDA stack
+  esac
+  sz=$(stat -Lc %s "$lib")
+  [ "$sz" -gt 6000000 ] && continue
+  cp -L "$lib" "$DEST/fallback/"
+done
+git rev-parse --short HEAD > "$DEST/COMMIT"
+du -sh "$DEST"
