@@ -483,3 +483,171 @@ TEST(gpu_fast_ops_accuracy)
     free(ux); free(uy); free(x);
     dev_close(d);
 }
+
+/* ---- golden = CPU bits: the GPU kernels against core/philox.h and
+ * core/gmath.h evaluated on the host (the cpu backend's definitions) ---- */
+#include "core/gmath.h"
+#include "core/philox.h"
+
+static size_t first_diff(const void *a, const void *b, size_t n, size_t elem)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp((const char *)a + i * elem, (const char *)b + i * elem, elem)) return i;
+    return n;
+}
+/* Bit equality of floats, except that any NaN equals any NaN: NaN payloads
+ * are not portable (x86 propagates an operand's payload, NVIDIA GPUs return
+ * the canonical 0x7fffffff), and golden mode promises the same bits for
+ * every non-NaN result and NaN where the CPU has NaN. */
+static size_t first_diff_f(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4) && !(isnan(a[i]) && isnan(b[i]))) return i;
+    return n;
+}
+
+TEST(gpu_rng_bits)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    static const struct rng_stream streams[] = {
+        {0, RNG_INIT, 0, 0}, {20261129, RNG_DROPOUT, 7, 3}, {0xFFFFFFFFFFFFFFFFULL, RNG_DATA, 0xFFFFFFFF, 1}};
+    static const uint64_t firsts[] = {0, 1, 3, 5, 1000001, ((uint64_t)1 << 40) + 2};
+    static const size_t counts[] = {1, 7, 1000, 100003};
+    size_t maxn = 100003;
+    uint32_t *got = malloc(maxn * 4), *want = malloc(maxn * 4);
+    void *dout = NULL;
+    REQUIRE(dev_alloc(d, maxn * 4, &dout, &e) == PLUMB_OK);
+    for (size_t s = 0; s < 3; s++)
+        for (size_t f = 0; f < 6; f++)
+            for (size_t c = 0; c < 4; c++)
+                for (int kind = 0; kind < 3; kind++) {
+                    const struct rng_stream *st = &streams[s];
+                    size_t n = counts[c];
+                    uint64_t first = firsts[f];
+                    int rc = kind == 0 ? d->ops->rng_u32(d, NULL, st, first, dout, n)
+                             : kind == 1 ? d->ops->rng_uniform(d, NULL, st, first, dout, n)
+                                         : d->ops->rng_normal(d, NULL, st, first, dout, n);
+                    CHECK(rc == PLUMB_OK);
+                    CHECK(dev_download(d, got, dout, n * 4, &e) == PLUMB_OK);
+                    for (size_t i = 0; i < n; i++) {
+                        uint64_t idx = first + i;
+                        if (kind == 0) want[i] = philox_u32_at(st->seed, st->purpose, st->a, st->b, idx);
+                        else {
+                            float v = kind == 1 ? philox_uniform_at(st->seed, st->purpose, st->a, st->b, idx)
+                                                : philox_normal_at(st->seed, st->purpose, st->a, st->b, idx);
+                            memcpy(&want[i], &v, 4);
+                        }
+                    }
+                    size_t k = first_diff(got, want, n, 4);
+                    CHECK_MSG(k == n, "%s stream %zu first %llu n %zu: element %zu is %08x, cpu %08x",
+                              kind == 0 ? "u32" : kind == 1 ? "uniform" : "normal", s, (unsigned long long)first, n, k,
+                              k < n ? got[k] : 0, k < n ? want[k] : 0);
+                }
+    dev_free(d, dout);
+    free(got);
+    free(want);
+    dev_close(d);
+}
+
+/* special values placed at the front of a row: NaN first, signed zeros, infinities */
+static void put_specials(float *x, size_t n, int variant)
+{
+    static const float sp[][6] = {{-0.0f, 0.0f, -0.0f, 1.0f, -1.0f, 0.5f},
+                                  {-INFINITY, 3.0f, 3.0f, -2.0f, 0.0f, -0.0f},
+                                  {NAN, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f},
+                                  {1e-40f, -1e-40f, 88.0f, -88.0f, 1e30f, -1e30f}};
+    for (size_t i = 0; i < 6 && i < n; i++) x[i] = sp[variant][i];
+}
+
+TEST(gpu_golden_ops_bits)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    REQUIRE(dev_set_numerics(d, NUMERICS_GOLDEN, 0, &e) == PLUMB_OK);
+    /* sum: sizes around chunk boundaries, and the 1e7 of plumb numerics */
+    static const size_t sums[] = {0, 1, 2, 3, 511, 512, 513, 4097, 262145, 1000003, 10000000};
+    size_t maxs = 10000000;
+    float *x = malloc(maxs * 4), got = 0, want;
+    fill(x, maxs, 31);
+    for (size_t i = 0; i < maxs; i += 7) x[i] *= 1e4f; /* wide dynamic range: order matters */
+    float *dx = dev_put(d, x, maxs * 4), *ds = NULL;
+    REQUIRE(dx && dev_alloc(d, 4, (void **)&ds, &e) == PLUMB_OK);
+    for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++) {
+        CHECK(d->ops->sum(d, NULL, dx, sums[i], ds) == PLUMB_OK);
+        CHECK(dev_download(d, &got, ds, 4, &e) == PLUMB_OK);
+        want = gsum(x, sums[i]);
+        CHECK_MSG(first_diff_f(&got, &want, 1) == 1, "golden sum n=%zu: %a, cpu %a", sums[i], got, want);
+    }
+    /* softmax and layernorm per row */
+    static const int cols_list[] = {1, 2, 7, 512, 513, 1500, 5000};
+    for (int ci = 0; ci < 7; ci++) {
+        int rows = 9, cols = cols_list[ci];
+        size_t m = (size_t)rows * cols;
+        float *h = malloc(m * 4), *y = malloc(m * 4), *yw = malloc(m * 4), *w = malloc(cols * 4), *b = malloc(cols * 4);
+        float mean[9], rstd[9], wm[9], wr[9];
+        fill(h, m, 100 + ci);
+        for (size_t i = 0; i < m; i++) h[i] *= 10;
+        for (int r = 0; r < 4; r++) put_specials(h + (size_t)r * cols, (size_t)cols, r);
+        fill(w, cols, 200);
+        fill(b, cols, 201);
+        float *dh = dev_put(d, h, m * 4), *dy = NULL, *dw = dev_put(d, w, cols * 4), *db = dev_put(d, b, cols * 4);
+        float *dm = NULL, *dr = NULL;
+        REQUIRE(dh && dw && db && dev_alloc(d, m * 4, (void **)&dy, &e) == PLUMB_OK);
+        REQUIRE(dev_alloc(d, 64, (void **)&dm, &e) == PLUMB_OK && dev_alloc(d, 64, (void **)&dr, &e) == PLUMB_OK);
+        CHECK(d->ops->softmax(d, NULL, dh, dy, rows, cols) == PLUMB_OK);
+        CHECK(dev_download(d, y, dy, m * 4, &e) == PLUMB_OK);
+        for (int r = 0; r < rows; r++) gsoftmax_row(h + (size_t)r * cols, yw + (size_t)r * cols, cols);
+        size_t k = first_diff_f(y, yw, m);
+        CHECK_MSG(k == m, "golden softmax cols=%d: element %zu (row %zu) is %a, cpu %a", cols, k, k / cols,
+                  k < m ? y[k] : 0.0f, k < m ? yw[k] : 0.0f);
+        /* in place (y aliases x) gives the same bits */
+        CHECK(d->ops->softmax(d, NULL, dh, dh, rows, cols) == PLUMB_OK);
+        CHECK(dev_download(d, y, dh, m * 4, &e) == PLUMB_OK);
+        CHECK(first_diff_f(y, yw, m) == m);
+        CHECK(dev_upload(d, dh, h, m * 4, &e) == PLUMB_OK);
+        for (int wb = 0; wb < 3; wb++) { /* with w and b; w only; neither */
+            const float *pw = wb < 2 ? dw : NULL, *pb = wb == 0 ? db : NULL;
+            CHECK(d->ops->layernorm(d, NULL, dh, pw, pb, dy, dm, dr, rows, cols, 1e-5f) == PLUMB_OK);
+            CHECK(dev_download(d, y, dy, m * 4, &e) == PLUMB_OK);
+            CHECK(dev_download(d, mean, dm, rows * 4, &e) == PLUMB_OK && dev_download(d, rstd, dr, rows * 4, &e) == PLUMB_OK);
+            for (int r = 0; r < rows; r++)
+                glayernorm_row(h + (size_t)r * cols, wb < 2 ? w : NULL, wb == 0 ? b : NULL, yw + (size_t)r * cols, cols,
+                               1e-5f, &wm[r], &wr[r]);
+            k = first_diff_f(y, yw, m);
+            CHECK_MSG(k == m, "golden layernorm cols=%d wb=%d: element %zu is %a, cpu %a", cols, wb, k,
+                      k < m ? y[k] : 0.0f, k < m ? yw[k] : 0.0f);
+            CHECK(first_diff_f(mean, wm, rows) == (size_t)rows && first_diff_f(rstd, wr, rows) == (size_t)rows);
+        }
+        dev_free(d, dh); dev_free(d, dy); dev_free(d, dw); dev_free(d, db); dev_free(d, dm); dev_free(d, dr);
+        free(h); free(y); free(yw); free(w); free(b);
+    }
+    /* unary: a sweep over [-100, 100] plus every special */
+    size_t u = 200000;
+    float *ux = malloc(u * 4), *uy = malloc(u * 4), *uw = malloc(u * 4);
+    for (size_t i = 0; i < u; i++) ux[i] = -100.0f + 200.0f * (float)i / (float)u;
+    static const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 1e-38f, 88.7f, -87.3f, 4.0f, -44.5f};
+    memcpy(ux, sp, sizeof sp);
+    fill(ux + 100, 1000, 9);
+    float *dux = dev_put(d, ux, u * 4), *duy = NULL;
+    REQUIRE(dux && dev_alloc(d, u * 4, (void **)&duy, &e) == PLUMB_OK);
+    static const char *names[] = {"exp", "log", "tanh", "erf", "gelu"};
+    for (int op = 0; op < UNARY_COUNT; op++) {
+        CHECK(d->ops->unary(d, NULL, (enum unary_op)op, dux, duy, u) == PLUMB_OK);
+        CHECK(dev_download(d, uy, duy, u * 4, &e) == PLUMB_OK);
+        for (size_t i = 0; i < u; i++) {
+            float v = ux[i];
+            uw[i] = op == UNARY_EXP ? gexpf(v) : op == UNARY_LOG ? glogf(v) : op == UNARY_TANH ? gtanhf(v)
+                    : op == UNARY_ERF ? gerff(v) : ggeluf(v);
+        }
+        size_t k = first_diff_f(uy, uw, u);
+        CHECK_MSG(k == u, "golden %s: x=%a gives %a, cpu %a", names[op], k < u ? ux[k] : 0.0f, k < u ? uy[k] : 0.0f,
+                  k < u ? uw[k] : 0.0f);
+    }
+    dev_set_numerics(d, NUMERICS_FAST, 0, &e);
+    dev_free(d, dx); dev_free(d, ds); dev_free(d, dux); dev_free(d, duy);
+    free(x); free(ux); free(uy); free(uw);
+    dev_close(d);
+}

@@ -33,7 +33,7 @@ struct gpu_dev {
 
 /* 32 MiB: the size NVIDIA recommends for Hopper cuBLASLt workspaces. */
 #define GPU_WORKSPACE_BYTES ((size_t)32 << 20)
-#define GPU_SCRATCH_FLOATS 4096
+#define GPU_SCRATCH_FLOATS ((size_t)1 << 18) /* 1 MiB: partial sums of multi-pass reductions */
 
 static inline struct gpu_dev *gpu_of(struct dev *d) { return (struct gpu_dev *)d->impl; }
 static inline struct dev_stream *gpu_stream(struct dev *d, dev_stream *s)
