@@ -22,4 +22,5 @@ int cmd_doctor(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_health(int argc, char **argv);
 #endif
