@@ -24,13 +24,16 @@ LDFLAGS += -fopenmp -pthread -rdynamic $(SAN)
 LIB_DIRS := core dev comm models train health report accept
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC  := $(wildcard src/cli/*.c)
-TEST_SRC := $(wildcard tests/*.c)
+# tests/fake_*.c are not part of the test binary: each becomes a small shared
+# library (build/tests/libfake_*.so) that stands in for a vendor library.
+TEST_SRC := $(filter-out tests/fake_%.c,$(wildcard tests/*.c))
+FAKE_LIBS := $(patsubst tests/fake_%.c,$(BUILD)/tests/libfake_%.so,$(wildcard tests/fake_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all deps test asan accept cuda hip gpu-compile clean
-all: deps $(BUILD)/plumb $(BUILD)/plumb-tests
+all: deps $(BUILD)/plumb $(BUILD)/plumb-tests $(FAKE_LIBS)
 
 deps:
 	@scripts/deps.sh test
@@ -45,6 +48,10 @@ $(BUILD)/libplumb.a: $(LIB_OBJ)
 
 $(BUILD)/plumb: $(CLI_OBJ) $(BUILD)/libplumb.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libplumb.a $(LDLIBS)
+
+$(BUILD)/tests/libfake_%.so: tests/fake_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -shared -Isrc -o $@ $< -lm
 
 # The test binary links the library and the CLI (minus main) so tests can
 # call commands directly.

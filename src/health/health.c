@@ -59,7 +59,7 @@ const struct hq_meta hq_meta[HQ_COUNT] = {
                        "Current PCIe link width (lanes)."},
     [HQ_PCIE_WIDTH_MAX] = {"pcie_width_max", "w_max", "", "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "PCIE_MAX_LINK_WIDTH", NULL,
                            "Maximum PCIe link width (lanes)."},
-    [HQ_PCIE_REPLAY] = {"pcie_replay", "replay", "", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIE_REPLAY_COUNT", NULL,
+    [HQ_PCIE_REPLAY] = {"pcie_replay", "replay", "", "DCGM_FI_DEV_PCIE_REPLAY_COUNT", "PCIE_REPLAY_COUNT", NULL,
                         "PCIe replay counter."},
     [HQ_LINKS_UP] = {"links_up", "links_up", "", "DCGM_FI_DEV_NVLINK_LINKS_UP", "GPU_XGMI_LINKS_UP", NULL,
                      "NVLink links active (AMD: peers reached over xGMI in one hop)."},

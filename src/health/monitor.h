@@ -43,4 +43,10 @@ long health_monitor_samples(struct health_monitor *m);
 int health_monitor_sample_now(struct health_monitor *m, plumb_err *e);
 void health_monitor_stop(struct health_monitor *m);
 
+/* A run-wide monitor for plumb accept (defined in accept/check_health.c):
+ * start it before the other checks so check_health_run reports every alert
+ * of the run; thresholds from PLUMB_HEALTH_THRESHOLDS or the defaults. */
+int health_run_monitor_start(double interval_s, plumb_err *e);
+void health_run_monitor_stop(void);
+
 #endif

@@ -213,9 +213,9 @@ static void fire(struct health_eval_dev *d, const struct health_sample *s, int r
     d->active_value[rule] = value;
     if (!now_true || was) return;
     const char *q = rule_quantity[rule];
-    if (critical) log_error("health alert: %s %s = %g >= %g (critical)%s%s", s->device, q, value, limit,
+    if (critical) log_error("health alert: %s %s = %.15g >= %.15g (critical)%s%s", s->device, q, value, limit,
                             detail && *detail ? ": " : "", detail ? detail : "");
-    else log_warn("health alert: %s %s = %g (limit %g)%s%s", s->device, q, value, limit, detail && *detail ? ": " : "",
+    else log_warn("health alert: %s %s = %.15g (limit %.15g)%s%s", s->device, q, value, limit, detail && *detail ? ": " : "",
                   detail ? detail : "");
     if (!out || *nout >= max) return;
     struct health_alert *a = &out[(*nout)++];
