@@ -15,7 +15,7 @@ assert d["schema"] == "plumb.results/1", d.get("schema")
 assert d["level"] == "quick", d.get("level")
 names = [c["name"] for c in d["checks"]]
 # every check of the quick level is present (grows as checks are added to the table)
-for want in ["doctor"]:
+for want in ["doctor", "health"]:
     assert want in names, f"no {want} check in {names}"
 assert names.count("doctor") == 1, names
 for c in d["checks"]:

@@ -637,3 +637,29 @@ TEST(health_accept_check)
     check_free(&r);
     fake_close(h);
 }
+
+TEST(health_doctor_rows_fake)
+{
+    set_fn set;
+    void *h = fake_open("nvml", &set);
+    REQUIRE(h);
+    set(1, "pcie_w", 8);
+    set(1, "persist", 0);
+    set(1, "nvlinks_up", 17);
+    set(0, "pcie_gen", 1); /* idle: lower generation at full width is fine */
+    json_t *rows = health_doctor_rows();
+    fake_close(h);
+    int seen = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) {
+        const char *item = jsonx_str(r, "item"), *st = jsonx_str(r, "status"), *v = jsonx_str(r, "value");
+        if (!strcmp(item, "nvidia1 PCIe link")) { CHECK_STREQ(st, "warn"); CHECK_STREQ(v, "gen 5 x8 (max gen 5 x16)"); seen |= 1; }
+        if (!strcmp(item, "nvidia0 PCIe link")) { CHECK_STREQ(st, "pass"); seen |= 2; }
+        if (!strcmp(item, "nvidia1 persistence")) { CHECK_STREQ(st, "warn"); seen |= 4; }
+        if (!strcmp(item, "nvidia1 NVLink")) { CHECK_STREQ(st, "warn"); CHECK_STREQ(v, "17 of 18 up"); seen |= 8; }
+        if (!strcmp(item, "nvidia0 ECC")) { CHECK_STREQ(st, "pass"); seen |= 16; }
+    }
+    CHECK_EQ_INT(seen, 31);
+    json_decref(rows);
+}

@@ -5,7 +5,9 @@
  * details.rows ([{"item","value","status","reason"}]); the check's status is
  * the worst row and its reason that row's. */
 #include "accept/checks.h"
+#include "core/jsonx.h"
 #include "dev/dev.h"
+#include "health/health.h"
 #include "report/sysinfo.h"
 #include <ctype.h>
 #include <stdarg.h>
@@ -286,6 +288,21 @@ static int gpu_rows(struct doc *d, const char *backend, json_t *devices)
     return opened;
 }
 
+/* GPU facts from the health providers (NVML / ROCm SMI): ECC mode, PCIe link
+ * at max, persistence, links up. */
+static void health_rows(struct doc *d)
+{
+    json_t *hr = health_doctor_rows();
+    size_t i;
+    json_t *x;
+    json_array_foreach(hr, i, x) {
+        const char *st = jsonx_str(x, "status");
+        enum check_status cs = !strcmp(st, "fail") ? CHECK_FAIL : !strcmp(st, "warn") ? CHECK_WARN : CHECK_PASS;
+        row(d, jsonx_str(x, "item"), cs, jsonx_str(x, "value"), "%s", jsonx_str(x, "reason"));
+    }
+    json_decref(hr);
+}
+
 int check_doctor_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e)
 {
     (void)ctx;
@@ -351,6 +368,7 @@ int check_doctor_run(const struct check_ctx *ctx, struct check_result *r, plumb_
     int ncuda = gpu_rows(&d, "cuda", devices);
     gpu_rows(&d, "hip", devices);
     env_rows(&d, cores, ncuda > 0);
+    health_rows(&d);
 
     check_metric(r, "cores", h.cpus_online, "");
     check_metric(r, "numa_nodes", h.numa_nodes, "");

@@ -55,6 +55,35 @@ static void track_max(json_t *line, double *max_temp, double *max_power, int *ng
     if (gpus > *ngpu) *ngpu = gpus;
 }
 
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A copy with object keys in sorted order (results.json is written sorted:
+ * details rendered before and after a reload then read the same). Steals j. */
+static json_t *sorted(json_t *j)
+{
+    if (json_is_array(j)) {
+        json_t *a = json_array();
+        size_t i;
+        json_t *v;
+        json_array_foreach(j, i, v) json_array_append_new(a, sorted(json_incref(v)));
+        json_decref(j);
+        return a;
+    }
+    if (!json_is_object(j)) return j;
+    size_t n = json_object_size(j), k = 0;
+    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys) return j;
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) keys[k++] = key;
+    qsort(keys, n, sizeof *keys, cmp_key);
+    json_t *o = json_object();
+    for (k = 0; k < n; k++) json_object_set_new(o, keys[k], sorted(json_incref(json_object_get(j, keys[k]))));
+    free(keys);
+    json_decref(j);
+    return o;
+}
+
 int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e)
 {
     int rc = check_begin(r, "health", NULL);
@@ -97,8 +126,8 @@ int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_
     check_metric(r, "gpus", ngpu, "");
     if (isfinite(max_temp)) check_metric(r, "max_gpu_temp", max_temp, "C");
     if (isfinite(max_power)) check_metric(r, "max_gpu_power", max_power, "W");
-    check_detail(r, "thresholds", health_thresholds_json(&t));
-    check_detail(r, "alerts", json_incref(alerts));
+    check_detail(r, "thresholds", sorted(health_thresholds_json(&t)));
+    check_detail(r, "alerts", sorted(json_incref(alerts)));
     check_detail(r, "scope", json_string(own ? "sampled during the check" : "sampled through the whole run"));
     if (ctx->run_dir) {
         char dir[1024], path[1200];

@@ -10,6 +10,7 @@
 #include "core/jsonx.h"
 #include "core/timer.h"
 #include "dev/dev.h"
+#include "health/monitor.h"
 #include "report/results.h"
 #include <math.h>
 #include <stdio.h>
@@ -39,9 +40,18 @@ static int run_doctor(const struct check_ctx *ctx, const struct accept_entry *a,
     return check_doctor_run(ctx, r, e);
 }
 
+static int run_health(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                      struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_health_run(ctx, r, e);
+}
+
 /* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
 static const struct accept_entry accept_table[] = {
     {"doctor", LEVEL_QUICK, 0, run_doctor},
+    /* health stays last: it reports the run-wide health monitor's alerts */
+    {"health", LEVEL_QUICK, 0, run_health},
 };
 
 void doctor_print_rows(FILE *f, const json_t *check); /* cmd_doctor.c */
@@ -182,6 +192,8 @@ int cmd_accept(int argc, char **argv)
         if (accept_table[t].min_level <= lv) total += accept_table[t].per_device ? ndev : 1;
     double t0 = timer_now();
     int had_internal = 0, step = 0;
+    plumb_err he = {0};
+    if (health_run_monitor_start(5, &he)) fprintf(stderr, "plumb accept: health monitor not started: %s\n", he.msg);
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
         const struct accept_entry *a = &accept_table[t];
         if (a->min_level > lv) continue;
@@ -219,6 +231,7 @@ int cmd_accept(int argc, char **argv)
             }
         }
     }
+    health_run_monitor_stop();
     res.write_html = 1;
     if (results_write(&res, &e)) {
         results_close(&res);

@@ -199,6 +199,11 @@ void health_eval_samples(struct health_eval *ev, const struct health_sample *s, 
 int health_eval_active(const struct health_eval *ev, const char *device, char *names, size_t n);
 json_t *health_alert_json(const struct health_alert *a);
 
+/* Rows for plumb doctor from the GPU providers: [{"item","status":"pass|warn|fail",
+ * "value","reason"}] for ECC mode, PCIe link vs max, persistence, links up,
+ * row-remap state. Empty when no GPU provider opens. (health/doctor.c) */
+json_t *health_doctor_rows(void);
+
 /* ---- output ---- */
 /* {"device","uuid","vendor","name","kind","time", quantities..., "unsupported":[keys],
  *  "throttle_reasons":"..."} */
