@@ -1,38 +1,16 @@
 /* Golden scalar functions of the training ops (exp, log1p, sigmoid, the BCE
- * term), shared by the cpu backend and the GPU kernels (PLUMB_HD). Built from
- * IEEE + - * / and fma in a fixed order, evaluated in double and rounded once
- * to fp32, so every device returns the same bits. */
+ * term), shared by the cpu backend and the GPU kernels (PLUMB_HD). exp is
+ * gmath.h's gexpf; log1p (which gmath.h lacks, and which BCE needs accurate
+ * for tiny arguments) is built here from IEEE double + - * / and fma in a
+ * fixed order and rounded once to fp32, so every device returns the same bits. */
 #ifndef PLUMB_TRAIN_MATH_H
 #define PLUMB_TRAIN_MATH_H
 #include <math.h>
+#include "core/gmath.h"
 #include "core/hd.h"
 
-/* exp(x) for fp32 x: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, then a
- * degree-12 Taylor polynomial (Horner with fma), scaled by 2^k. */
-PLUMB_HD float tm_expf(float xf)
-{
-    if (xf != xf) return xf;
-    if (xf > 88.8f) return INFINITY;
-    if (xf < -104.0f) return 0.0f;
-    double x = (double)xf;
-    double k = floor(fma(x, 1.4426950408889634, 0.5));
-    double r = fma(-k, 6.93147180369123816490e-01, x); /* ln2 hi */
-    r = fma(-k, 1.90821492927058770002e-10, r);        /* ln2 lo */
-    double p = 1.0 / 479001600.0;                      /* 1/12! */
-    p = fma(p, r, 1.0 / 39916800.0);
-    p = fma(p, r, 1.0 / 3628800.0);
-    p = fma(p, r, 1.0 / 362880.0);
-    p = fma(p, r, 1.0 / 40320.0);
-    p = fma(p, r, 1.0 / 5040.0);
-    p = fma(p, r, 1.0 / 720.0);
-    p = fma(p, r, 1.0 / 120.0);
-    p = fma(p, r, 1.0 / 24.0);
-    p = fma(p, r, 1.0 / 6.0);
-    p = fma(p, r, 0.5);
-    p = fma(p, r, 1.0);
-    p = fma(p, r, 1.0);
-    return (float)ldexp(p, (int)k);
-}
+/* exp: the golden exp of core/gmath.h (shared with the numerics ops). */
+PLUMB_HD float tm_expf(float x) { return gexpf(x); }
 
 /* 2*atanh(s) = log((1+s)/(1-s)) for |s| <= 0.1716: odd series to s^23. */
 PLUMB_HD double tm_atanh2(double s)

@@ -8,12 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if __has_include("core/philox.h")
 #include "core/philox.h"
-#define CTR_RNG_INIT RNG_INIT
-#else
-#define CTR_RNG_INIT 1 /* RNG_INIT of core/philox.h, until it lands */
-#endif
 
 #define ALIGN_F 16 /* tensors start on 64-byte boundaries; padding stays 0 */
 #define MAX_TENSORS (2 * 2 * CTR_MAX_LAYERS + CTR_N_TABLES)
@@ -299,7 +294,7 @@ int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e)
     if (rc) return rc;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         const struct ctr_tensor *t = &m->t[i];
-        struct rng_stream st = {seed, (uint32_t)CTR_RNG_INIT, (uint32_t)i, 0};
+        struct rng_stream st = {seed, (uint32_t)RNG_INIT, (uint32_t)i, 0};
         float *p = m->params + t->offset;
         if (t->is_table) {
             float bound = (float)sqrt(1.0 / (double)t->rows);
