@@ -32,8 +32,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps test asan accept cuda hip gpu-compile clean
-all: deps $(BUILD)/plumb $(BUILD)/plumb-tests $(FAKE_LIBS)
+.PHONY: all bench deps test asan accept cuda hip gpu-compile clean
+all: deps $(BUILD)/plumb $(BUILD)/plumb-tests $(FAKE_LIBS) bench
 
 deps:
 	@scripts/deps.sh test
@@ -57,6 +57,13 @@ $(BUILD)/tests/libfake_%.so: tests/fake_%.c
 # call commands directly.
 $(BUILD)/plumb-tests: $(TEST_OBJ) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ)) $(BUILD)/libplumb.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Benchmarks (bench/*.c): small programs over the library; bench/ scripts run them.
+BENCH_SRC := $(wildcard bench/*.c)
+bench: $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libplumb.a $(BUILD)/src/cli/args.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/src/cli/args.o $(BUILD)/libplumb.a $(LDLIBS)
 
 test: all
 	@tests/run.sh $(BUILD)

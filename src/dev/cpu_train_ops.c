@@ -31,6 +31,23 @@ static int nthreads(struct dev *d)
 {
     return d && d->threads > 0 ? d->threads : omp_get_max_threads();
 }
+/* Fast linear layers: rows per sgemm call (the epilogue runs while the
+ * chunk is in L2). */
+#define LIN_CHUNK 256
+
+/* OpenBLAS runs single-threaded inside our OpenMP regions; the caller's
+ * setting is restored afterwards. */
+static int blas_single(void)
+{
+    int prev = openblas_get_num_threads();
+    if (prev != 1) openblas_set_num_threads(1);
+    return prev;
+}
+static void blas_restore(int prev)
+{
+    if (prev != 1) openblas_set_num_threads(prev);
+}
+
 static int golden(struct dev *d) { return d && d->numerics == NUMERICS_GOLDEN; }
 
 static inline float round_to(float x, dtype_t rt)
@@ -152,18 +169,28 @@ static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const fl
     RT_OK("linear_fwd");
     int nt = nthreads(d);
     if (!golden(d)) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
-        if (bias || relu || rt != DT_F32) {
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * N > PAR_MIN)
-            for (int b = 0; b < B; b++) {
-                float *yr = y + (size_t)b * N;
-                for (int n = 0; n < N; n++) {
-                    float v = bias ? yr[n] + bias[n] : yr[n];
-                    if (relu) v = v > 0.0f ? v : 0.0f;
-                    yr[n] = round_to(v, rt);
+        /* OpenMP threads over row chunks, each a single-threaded sgemm with
+         * the epilogue (bias, ReLU, rounding) while the chunk is in cache:
+         * one thread pool, no OpenBLAS threads spinning against ours. */
+        int prev = blas_single();
+        int nch = (B + LIN_CHUNK - 1) / LIN_CHUNK;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nch > 1 && (double)B * K * N > PAR_MIN_FLOP)
+        for (int ch = 0; ch < nch; ch++) {
+            int b0 = ch * LIN_CHUNK, mb = B - b0 < LIN_CHUNK ? B - b0 : LIN_CHUNK;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, N, K, 1.0f, x + (size_t)b0 * K, K, w,
+                        K, 0.0f, y + (size_t)b0 * N, N);
+            if (bias || relu || rt != DT_F32) {
+                for (int b = b0; b < b0 + mb; b++) {
+                    float *yr = y + (size_t)b * N;
+                    for (int n = 0; n < N; n++) {
+                        float v = bias ? yr[n] + bias[n] : yr[n];
+                        if (relu) v = v > 0.0f ? v : 0.0f;
+                        yr[n] = round_to(v, rt);
+                    }
                 }
             }
         }
+        blas_restore(prev);
         return PLUMB_OK;
     }
     float *wT = malloc((size_t)K * N * sizeof(float));
@@ -210,13 +237,29 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
         }
     }
     if (!golden(d)) {
+        int prev = blas_single();
+        int nch = (B + LIN_CHUNK - 1) / LIN_CHUNK;
+        int par = (double)B * K * N > PAR_MIN_FLOP;
         if (dx) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, K, N, 1.0f, dy, N, w, K,
-                        0.0f, dx, K);
-            if (rt != DT_F32) round_array(dx, dx, (size_t)B * K, rt, nt);
+#pragma omp parallel for num_threads(nt) schedule(static) if (par && nch > 1)
+            for (int ch = 0; ch < nch; ch++) {
+                int b0 = ch * LIN_CHUNK, mb = B - b0 < LIN_CHUNK ? B - b0 : LIN_CHUNK;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, K, N, 1.0f, dy + (size_t)b0 * N,
+                            N, w, K, 0.0f, dx + (size_t)b0 * K, K);
+                if (rt != DT_F32)
+                    for (size_t i = (size_t)b0 * K; i < (size_t)(b0 + mb) * K; i++) dx[i] = round_to(dx[i], rt);
+            }
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, B, 1.0f, dy, N, x, K, 0.0f, dw,
-                    K);
+        /* dw rows split over threads: each output row is one thread's */
+#pragma omp parallel num_threads(nt) if (par && N > 1)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+            if (n1 > n0)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n1 - n0, K, B, 1.0f, dy + n0, N, x, K,
+                            0.0f, dw + (size_t)n0 * K, K);
+        }
+        blas_restore(prev);
         return PLUMB_OK;
     }
     if (dx) {
@@ -415,25 +458,35 @@ static int cpu_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows
 
 /* ======================= interaction ======================= */
 
+/* zT [D, F] holds the sample's vectors transposed so that the dots of z_i
+ * with all z_j (j < i) advance together, vectorised over j; each dot is still
+ * its own fmaf chain over k ascending. */
 KERNEL static void interact_fwd_rows(const float *restrict bottom, const float *restrict emb,
                                      float *restrict out, int b0, int b1, int T, int D,
-                                     dtype_t rt)
+                                     dtype_t rt, float *restrict zT, float *restrict acc)
 {
     const int F = T + 1, W = D + F * (F - 1) / 2;
     for (int b = b0; b < b1; b++) {
         const float *x0 = bottom + (size_t)b * D;
         const float *eb = emb + (size_t)b * T * D;
         float *o = out + (size_t)b * W;
-        for (int k = 0; k < D; k++) o[k] = round_to(x0[k], rt);
+        for (int k = 0; k < D; k++) {
+            o[k] = round_to(x0[k], rt);
+            zT[(size_t)k * F] = x0[k];
+        }
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < D; k++) zT[(size_t)k * F + 1 + t] = eb[(size_t)t * D + k];
         int p = D;
         for (int i = 1; i < F; i++) {
-            const float *zi = eb + (size_t)(i - 1) * D;
-            for (int j = 0; j < i; j++) {
-                const float *zj = j == 0 ? x0 : eb + (size_t)(j - 1) * D;
-                float acc = 0.0f;
-                for (int k = 0; k < D; k++) acc = fmaf(zi[k], zj[k], acc);
-                o[p++] = round_to(acc, rt);
+            for (int j = 0; j < i; j++) acc[j] = 0.0f;
+            for (int k = 0; k < D; k++) {
+                const float *zk = zT + (size_t)k * F;
+                const float zik = zk[i];
+#pragma omp simd
+                for (int j = 0; j < i; j++) acc[j] = fmaf(zik, zk[j], acc[j]);
             }
+            for (int j = 0; j < i; j++) o[p + j] = round_to(acc[j], rt);
+            p += i;
         }
     }
 }
@@ -481,13 +534,18 @@ static int cpu_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, c
     NEED(bottom && emb && out, "interact_fwd: NULL bottom, emb or out");
     NEED(B > 0 && T > 0 && D > 0, "interact_fwd: bad shape B=%d T=%d D=%d", B, T, D);
     RT_OK("interact_fwd");
-    int nt = nthreads(d);
+    int nt = nthreads(d), F = T + 1;
+    size_t per = (size_t)F * D + F;
+    float *scratch = malloc((size_t)nt * per * sizeof(float));
+    if (!scratch) return err_set(e, PLUMB_ENOMEM, "interact_fwd: out of memory");
 #pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
     {
         int t = omp_get_thread_num(), TT = omp_get_num_threads();
         int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
-        interact_fwd_rows(bottom, emb, out, b0, b1, T, D, rt);
+        float *zT = scratch + (size_t)t * per;
+        interact_fwd_rows(bottom, emb, out, b0, b1, T, D, rt, zT, zT + (size_t)F * D);
     }
+    free(scratch);
     return PLUMB_OK;
 }
 
