@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Installs the Debian packages plumb needs to build and test, and nothing else.
 # As root it runs apt-get; otherwise it prints the exact command and exits 1.
-# Usage: scripts/deps.sh [build|test|gpu|all]   (default: test)
+# Usage: scripts/deps.sh [build|test|gpu|bench|all]   (default: test)
 #   build: compile plumb itself        test: build + everything `make test` drives
 #   gpu:   hipcc and ROCm SMI headers for `make hip` and the rocm-smi provider
+#   bench: PyTorch for the reference side of bench/ctr_cpu (large: not in test)
 set -euo pipefail
 want=${1:-test}
 build_pkgs="build-essential pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev zlib1g-dev libssl-dev"
 test_pkgs="chromium prometheus python3 curl nodejs"
 gpu_pkgs="hipcc libamdhip64-dev librocm-smi-dev"
+bench_pkgs="python3-torch"
 case "$want" in
   build) pkgs="$build_pkgs" ;;
   test)  pkgs="$build_pkgs $test_pkgs" ;;
   gpu)   pkgs="$gpu_pkgs" ;;
-  all)   pkgs="$build_pkgs $test_pkgs $gpu_pkgs" ;;
-  *) echo "deps.sh: unknown set '$want' (expected build, test, gpu or all)" >&2; exit 2 ;;
+  bench) pkgs="$build_pkgs $bench_pkgs" ;;
+  all)   pkgs="$build_pkgs $test_pkgs $gpu_pkgs $bench_pkgs" ;;
+  *) echo "deps.sh: unknown set '$want' (expected build, test, gpu, bench or all)" >&2; exit 2 ;;
 esac
 missing=""
 for p in $pkgs; do

@@ -706,3 +706,48 @@ TEST(train_ops_golden_thread_count_independent)
     CHECK(memcmp(&a, &b, sizeof a) == 0);
     CHECK(memcmp(&a, &c, sizeof a) == 0);
 }
+
+/* Golden interaction: each dot and each gradient is the documented fmaf chain. */
+TEST(train_ops_interact_golden_exact_order)
+{
+    OPEN(d, NUMERICS_GOLDEN, 0);
+    enum { B = 3, T = 26, D = 16, F = T + 1, W = D + F * (F - 1) / 2 };
+    static float bot[B * D], emb[B * T * D], g[B * W], out[B * W], gb[B * D], ge[B * T * D];
+    fill(bot, B * D, -2, 2);
+    fill(emb, B * T * D, -2, 2);
+    fill(g, B * W, -1, 1);
+    float *pb = TO(d, bot, B * D), *pe = TO(d, emb, B * T * D), *pg = TO(d, g, B * W);
+    float *po = dput(d, NULL, sizeof out), *pgb = dput(d, NULL, sizeof gb), *pge = dput(d, NULL, sizeof ge);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->interact_fwd(d, NULL, pb, pe, po, B, T, D, DT_F32, &e) == 0);
+    REQUIRE(d->ops->train->interact_bwd(d, NULL, pb, pe, pg, pgb, pge, B, T, D, DT_F32, &e) == 0);
+    dget(d, out, po, sizeof out);
+    dget(d, gb, pgb, sizeof gb);
+    dget(d, ge, pge, sizeof ge);
+    int bad = 0;
+    for (int b = 0; b < B; b++) {
+        const float *z[F];
+        z[0] = bot + b * D;
+        for (int t = 0; t < T; t++) z[t + 1] = emb + (b * T + t) * D;
+        int p = D;
+        float G[F][F];
+        for (int i = 1; i < F; i++)
+            for (int j = 0; j < i; j++, p++) {
+                float acc = 0;
+                for (int k = 0; k < D; k++) acc = fmaf(z[i][k], z[j][k], acc);
+                bad += f32_bits(acc) != f32_bits(out[b * W + p]);
+                G[i][j] = G[j][i] = g[b * W + p];
+            }
+        for (int i = 0; i < F; i++)
+            for (int k = 0; k < D; k++) {
+                float acc = i == 0 ? g[b * W + k] : 0.0f;
+                for (int j = 0; j < F; j++)
+                    if (j != i) acc = fmaf(G[i][j], z[j][k], acc);
+                float got = i == 0 ? gb[b * D + k] : ge[(b * T + i - 1) * D + k];
+                bad += f32_bits(acc) != f32_bits(got);
+            }
+    }
+    CHECK_EQ_INT(bad, 0);
+    dev_free(d, pb); dev_free(d, pe); dev_free(d, pg); dev_free(d, po); dev_free(d, pgb); dev_free(d, pge);
+    dev_close(d);
+}
