@@ -1,6 +1,7 @@
 /* Fault-injection spec parsing and firing rules (train/inject.h). */
 #include "test.h"
 #include "train/inject.h"
+#include <stdlib.h>
 
 TEST(inject_parse_and_fire_once)
 {
@@ -54,5 +55,21 @@ TEST(inject_rejects_bad_specs_naming_them)
     REQUIRE(inject_parse("exit@2:0", &e) == 0);
     CHECK(inject_parse("exit@2", &e) == PLUMB_EUSAGE);
     CHECK_EQ_INT(inject_take(INJECT_EXIT, 2, 0), 1);
+    inject_parse(NULL, &e);
+}
+
+TEST(inject_not_armed_on_launch_restart)
+{
+    plumb_err e = {0};
+    setenv("PLUMB_LAUNCH_ATTEMPT", "1", 1);
+    int rc = inject_parse("exit@3:0", &e);
+    int active = inject_active();
+    CHECK(inject_parse("exit@3", &e) == PLUMB_EUSAGE); /* still checked */
+    setenv("PLUMB_LAUNCH_ATTEMPT", "0", 1);
+    REQUIRE(rc == 0);
+    CHECK(!active);
+    REQUIRE(inject_parse("exit@3:0", &e) == 0);
+    CHECK(inject_active());
+    unsetenv("PLUMB_LAUNCH_ATTEMPT");
     inject_parse(NULL, &e);
 }

@@ -7,6 +7,7 @@ const struct command plumb_commands[] = {
     {"bench", "throughput: device ceilings (copy bandwidth, GEMM TFLOP/s per precision)", cmd_bench},
     {"doctor", "preflight checklist: host, libraries, GPU plugins, risky environment variables", cmd_doctor},
     {"health", "device health table, thresholds and alerts, Prometheus exporter", cmd_health},
+    {"launch", "supervise a command (mpirun ... plumb train): restart it on failure", cmd_launch},
     {"report", "re-render report.html from a run folder's results.json", cmd_report},
     {"version", "print the version and build configuration", cmd_version},
     {NULL, NULL, NULL},

@@ -6,6 +6,7 @@
  * written at that step) and :RANK; without @STEP it fires for the first
  * checkpoint written after the injection was armed. */
 #include "train/inject.h"
+#include "core/log.h"
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -113,6 +114,14 @@ int inject_parse(const char *spec, plumb_err *e)
         }
         free(buf);
         if (n == 0) return err_set(e, PLUMB_EUSAGE, "--inject: '%s' names no fault", spec);
+    }
+    /* Under plumb launch, a restarted attempt resumes below the step of the
+     * fault that ended the previous one; arming it again would fail every
+     * attempt the same way. The spec is still checked above. */
+    const char *att = getenv("PLUMB_LAUNCH_ATTEMPT");
+    if (n && att && strcmp(att, "0") != 0) {
+        log_info("inject: '%s' not armed on restart attempt %s (injections fire on attempt 0 only)", spec, att);
+        n = 0;
     }
     pthread_mutex_lock(&g_mu);
     memcpy(g_tab, tab, sizeof(tab[0]) * (size_t)n);

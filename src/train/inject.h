@@ -7,7 +7,10 @@
  *   corrupt-checkpoint       the newest checkpoint written is corrupted after writing
  * RANK omitted = every rank. An injection fires once per process lifetime, and
  * not again after a resume that restarts below STEP unless the launcher passes
- * it again (the drill harness strips it on restart). */
+ * it again (the drill harness strips it on restart). Under plumb launch the
+ * spec is armed only on attempt 0 (PLUMB_LAUNCH_ATTEMPT unset or "0"); later
+ * attempts check it but do not arm it. corrupt-checkpoint also takes an
+ * optional @STEP (the checkpoint written at STEP) and :RANK. */
 #ifndef PLUMB_INJECT_H
 #define PLUMB_INJECT_H
 #include "core/err.h"

@@ -1,0 +1,79 @@
+# plumb launch: restarts on failure, gives up after K restarts in the window,
+# logs every attempt as JSON lines, forwards SIGINT/SIGTERM without restarting,
+# cleans up an attempt's leftover processes, refuses a command it cannot run.
+. "$(dirname "$0")/lib.sh"
+L() { "$PLUMB" launch --backoff 0.05 "$@"; }
+jcount() { grep -c "\"event\":\"$2\"" "$1/launch.jsonl" 2>/dev/null || echo 0; }
+
+# 1. fails twice (exit 3, then SIGKILL of itself), succeeds on the third attempt
+d=$TMP/a; mkdir -p "$d"
+cat >"$d/job.sh" <<'SH'
+n=$(cat "$1/count" 2>/dev/null || echo 0); echo $((n+1)) >"$1/count"
+echo "attempt=$PLUMB_LAUNCH_ATTEMPT" >>"$1/attempts"
+[ "$n" -eq 0 ] && exit 3
+[ "$n" -eq 1 ] && kill -KILL $$
+exit 0
+SH
+expect_exit "fail twice then succeed: exit 0" 0 L --max-restarts 3 --run-dir "$d/run" -- sh "$d/job.sh" "$d"
+[ "$(cat "$d/count")" = 3 ] && ok "ran 3 attempts" || fail "ran 3 attempts" "count=$(cat "$d/count")"
+[ "$(tr '\n' ' ' <"$d/attempts")" = "attempt=0 attempt=1 attempt=2 " ] && ok "PLUMB_LAUNCH_ATTEMPT counts 0,1,2" \
+  || fail "PLUMB_LAUNCH_ATTEMPT" "$(cat "$d/attempts")"
+[ "$(jcount "$d/run" failure)" = 2 ] && ok "2 failures logged" || fail "2 failures logged" "$(cat "$d/run/launch.jsonl")"
+grep '"event":"failure"' "$d/run/launch.jsonl" | head -1 | grep -q '"exit_code":3' && ok "failure 1 logs exit code 3" \
+  || fail "failure 1 logs exit code 3" "$(cat "$d/run/launch.jsonl")"
+grep '"event":"failure"' "$d/run/launch.jsonl" | sed -n 2p | grep -q '"signal_name":"SIGKILL"' \
+  && ok "failure 2 logs SIGKILL" || fail "failure 2 logs SIGKILL" "$(cat "$d/run/launch.jsonl")"
+grep '"event":"failure"' "$d/run/launch.jsonl" | sed -n 2p | grep -q '"restarts":1' && ok "failure 2 logs restart count 1" \
+  || fail "restart count logged"
+python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$d/run/launch.jsonl" \
+  && ok "launch.jsonl is JSON lines" || fail "launch.jsonl is JSON lines"
+
+# 2. always fails: gives up after K=2 restarts, exit status of the last attempt, clear message
+d=$TMP/b; mkdir -p "$d"
+expect_exit "always failing: gives up with the job's status 5" 5 L --max-restarts 2 --run-dir "$d/run" -- sh -c 'echo x >>"$0/n"; exit 5' "$d"
+grep -q "gave up after 2 restarts" "$TMP/err" && ok "give-up message" || fail "give-up message" "$(cat "$TMP/err")"
+[ "$(wc -l <"$d/n")" -eq 3 ] && ok "3 attempts (1 + 2 restarts)" || fail "3 attempts" "$(wc -l <"$d/n")"
+[ "$(jcount "$d/run" give_up)" = 1 ] && ok "give_up logged" || fail "give_up logged"
+# K=0: no restart at all
+expect_exit "--max-restarts 0 does not restart" 5 L --max-restarts 0 --run-dir "$d/run0" -- sh -c 'echo x >>"$0/m"; exit 5' "$d"
+[ "$(wc -l <"$d/m")" -eq 1 ] && ok "1 attempt with K=0" || fail "1 attempt with K=0"
+# the window forgets old failures: each attempt fails after 0.4 s, window 0.2 s
+expect_exit "failures outside the window are forgotten" 0 L --max-restarts 1 --restart-window 0.2 --run-dir "$d/run1" -- \
+  sh -c 'n=$(cat "$0/w" 2>/dev/null || echo 0); echo $((n+1)) >"$0/w"; sleep 0.4; [ "$n" -ge 3 ]' "$d"
+[ "$(cat "$d/w")" = 4 ] && ok "4 attempts with K=1 and a short window" || fail "window" "$(cat "$d/w")"
+
+# 3. SIGINT is forwarded to the job, which checkpoints and exits 0; not restarted
+d=$TMP/c; mkdir -p "$d"
+"$PLUMB" launch --backoff 0.05 --max-restarts 3 --run-dir "$d/run" -- sh -c 'trap "echo got-int >\"$0/sig\"; exit 0" INT; touch "$0/ready"; while :; do sleep 0.05; done' "$d" \
+  >"$d/out" 2>&1 &
+lp=$!; (sleep 20; kill -KILL $lp) >/dev/null 2>&1 & guard=$!
+for i in $(seq 100); do [ -e "$d/ready" ] && break; sleep 0.05; done
+kill -INT $lp; wait $lp; rc=$?; kill $guard 2>/dev/null; wait $guard 2>/dev/null
+[ "$rc" = 0 ] && ok "SIGINT: exits with the job's status 0" || fail "SIGINT exit" "rc=$rc $(cat "$d/out")"
+[ "$(cat "$d/sig" 2>/dev/null)" = got-int ] && ok "SIGINT reached the job" || fail "SIGINT reached the job"
+[ "$(jcount "$d/run" start)" = 1 ] && ok "SIGINT: not restarted" || fail "SIGINT: not restarted" "$(cat "$d/run/launch.jsonl")"
+grep -q '"forwarded_signal":2' "$d/run/launch.jsonl" && ok "forwarded SIGINT logged" || fail "forwarded SIGINT logged"
+
+# 4. SIGTERM to a job that dies of it: not restarted, exit 128+15
+d=$TMP/d; mkdir -p "$d"
+"$PLUMB" launch --backoff 0.05 --max-restarts 3 --run-dir "$d/run" -- sh -c 'touch "$0/ready"; exec sleep 30' "$d" >"$d/out" 2>&1 &
+lp=$!; (sleep 20; kill -KILL $lp) >/dev/null 2>&1 & guard=$!
+for i in $(seq 100); do [ -e "$d/ready" ] && break; sleep 0.05; done
+sleep 0.1; kill -TERM $lp; wait $lp; rc=$?; kill $guard 2>/dev/null; wait $guard 2>/dev/null
+[ "$rc" = 143 ] && ok "SIGTERM: exit 143, not restarted" || fail "SIGTERM exit" "rc=$rc $(cat "$d/out")"
+[ "$(jcount "$d/run" start)" = 1 ] && ok "SIGTERM: 1 attempt" || fail "SIGTERM: 1 attempt"
+
+# 5. leftovers of a failed attempt (a background child that outlives the job) are ended before the restart
+d=$TMP/e; mkdir -p "$d"
+expect_exit "leftover processes cleared" 0 L --max-restarts 2 --run-dir "$d/run" -- \
+  sh -c 'if [ ! -e "$0/once" ]; then touch "$0/once"; (sleep 30; echo leaked >"$0/leak") & echo $! >"$0/bgpid"; exit 1; fi; exit 0' "$d"
+bg=$(cat "$d/bgpid"); if kill -0 "$bg" 2>/dev/null; then fail "leftover killed" "pid $bg alive"; kill "$bg"; else ok "leftover killed"; fi
+
+# 6. a command that cannot run: exit 2 naming it, no restarts
+d=$TMP/f
+expect_exit "missing command: exit 2" 2 L --run-dir "$d/run" -- /nonexistent/cmd
+grep -q "/nonexistent/cmd" "$TMP/err" && ok "missing command is named" || fail "missing command is named" "$(cat "$TMP/err")"
+expect_exit "no command: exit 2" 2 "$PLUMB" launch --run-dir "$d/run"
+expect_exit "bad --max-restarts: exit 2" 2 "$PLUMB" launch --max-restarts -1 -- true
+grep -q -- "--max-restarts" "$TMP/err" && ok "bad option named" || fail "bad option named" "$(cat "$TMP/err")"
+finish
