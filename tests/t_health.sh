@@ -36,6 +36,18 @@ expect_exit "--watch negative exits 2" 2 "$PLUMB" health --watch -1
 expect_exit "--serve without a port exits 2" 2 "$PLUMB" health --serve 127.0.0.1
 expect_exit "--providers unknown exits 2" 2 "$PLUMB" health --providers dcgm
 
+# --out: the alerts go to the run's results
+PLUMB_NVML_LIB=$FN "$PLUMB" health --providers nvml --thresholds "$TMP/thr.conf" --out "$TMP/run" >/dev/null 2>&1
+python3 - "$TMP/run/results.json" <<'PY' && ok "--out records a failing health check with its alert" || fail "--out results" "$(head -c 400 "$TMP/run/results.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = [c for c in d["checks"] if c["name"] == "health"][0]
+assert c["status"] == "fail" and d["verdict"] == "fail", c["status"]
+a = c["details"]["alerts"]
+assert len(a) == 1 and a[0]["device"] == "nvidia1" and a[0]["quantity"] == "temp_c" and a[0]["value"] == 41 and a[0]["limit"] == 41, a
+assert "checks/health/samples.jsonl" in c["artifacts"]
+PY
+
 # --jsonl with --watch/--count
 PLUMB_NVML_LIB=$FN "$PLUMB" health --providers nvml,linux --watch 0.05 --count 3 --jsonl "$TMP/h.jsonl" >/dev/null 2>&1
 [ "$(wc -l <"$TMP/h.jsonl")" -eq 3 ] && python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$TMP/h.jsonl" \

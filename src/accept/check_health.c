@@ -84,38 +84,15 @@ static json_t *sorted(json_t *j)
     return o;
 }
 
-int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e)
+int check_health_report(const struct check_ctx *ctx, json_t *lines, json_t *alerts, const struct health_thresholds *tp,
+                        const char *scope, struct check_result *r, plumb_err *e)
 {
+    const struct health_thresholds t = *tp;
     int rc = check_begin(r, "health", NULL);
     if (rc) return err_set(e, rc, "health: out of memory");
-    struct health_thresholds t;
-    health_thresholds_default(&t);
-    const char *tf = getenv("PLUMB_HEALTH_THRESHOLDS");
-    if (tf && *tf && (rc = health_thresholds_load(&t, tf, e))) return err_wrap(e, "PLUMB_HEALTH_THRESHOLDS");
     check_threshold(r, "gpu_temp_c", t.gpu_temp_c);
     check_threshold(r, "power_w", t.power_w);
     check_threshold(r, "ecc_per_hour", t.ecc_per_hour);
-    json_t *lines = NULL, *alerts = NULL;
-    int own = !g_run_monitor;
-    struct health_monitor *m = g_run_monitor;
-    if (own) {
-        int rounds = ctx->level && !strcmp(ctx->level, "full") ? 30 : ctx->level && !strcmp(ctx->level, "standard") ? 10 : 3;
-        struct health_monitor_opts o = {.interval_s = 3600, .thresholds = &t};
-        if ((rc = health_monitor_start(&m, &o, e))) return err_wrap(e, "health");
-        for (int i = 1; i < rounds; i++) {
-            struct timespec ts = {0, 500 * 1000000L};
-            nanosleep(&ts, NULL);
-            if ((rc = health_monitor_sample_now(m, e))) {
-                health_monitor_stop(m);
-                return err_wrap(e, "health");
-            }
-        }
-    } else if ((rc = health_monitor_sample_now(m, e))) {
-        return err_wrap(e, "health");
-    }
-    lines = health_monitor_drain(m);
-    alerts = health_monitor_alerts_json(m);
-    if (own) health_monitor_stop(m);
     double max_temp = -INFINITY, max_power = -INFINITY;
     int ngpu = 0;
     size_t i;
@@ -128,7 +105,7 @@ int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_
     if (isfinite(max_power)) check_metric(r, "max_gpu_power", max_power, "W");
     check_detail(r, "thresholds", sorted(health_thresholds_json(&t)));
     check_detail(r, "alerts", sorted(json_incref(alerts)));
-    check_detail(r, "scope", json_string(own ? "sampled during the check" : "sampled through the whole run"));
+    check_detail(r, "scope", json_string(scope));
     if (ctx->run_dir) {
         char dir[1024], path[1200];
         if ((rc = check_artifact_dir(ctx, r, dir, sizeof dir, e)) == 0) {
@@ -156,8 +133,41 @@ int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_
         check_set_status(r, CHECK_PASS, "no threshold crossed in %zu samples of %d GPU%s and the host",
                          json_array_size(lines), ngpu, ngpu == 1 ? "" : "s");
     }
-    json_decref(lines);
-    json_decref(alerts);
     check_end(r);
     return PLUMB_OK;
 }
+
+int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e)
+{
+    int rc;
+    struct health_thresholds t;
+    health_thresholds_default(&t);
+    const char *tf = getenv("PLUMB_HEALTH_THRESHOLDS");
+    if (tf && *tf && (rc = health_thresholds_load(&t, tf, e))) return err_wrap(e, "PLUMB_HEALTH_THRESHOLDS");
+    json_t *lines = NULL, *alerts = NULL;
+    int own = !g_run_monitor;
+    struct health_monitor *m = g_run_monitor;
+    if (own) {
+        int rounds = ctx->level && !strcmp(ctx->level, "full") ? 30 : ctx->level && !strcmp(ctx->level, "standard") ? 10 : 3;
+        struct health_monitor_opts o = {.interval_s = 3600, .thresholds = &t};
+        if ((rc = health_monitor_start(&m, &o, e))) return err_wrap(e, "health");
+        for (int i = 1; i < rounds; i++) {
+            struct timespec ts = {0, 500 * 1000000L};
+            nanosleep(&ts, NULL);
+            if ((rc = health_monitor_sample_now(m, e))) {
+                health_monitor_stop(m);
+                return err_wrap(e, "health");
+            }
+        }
+    } else if ((rc = health_monitor_sample_now(m, e))) {
+        return err_wrap(e, "health");
+    }
+    lines = health_monitor_drain(m);
+    alerts = health_monitor_alerts_json(m);
+    if (own) health_monitor_stop(m);
+    rc = check_health_report(ctx, lines, alerts, &t, own ? "sampled during the check" : "sampled through the whole run", r, e);
+    json_decref(lines);
+    json_decref(alerts);
+    return rc;
+}
+

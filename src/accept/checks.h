@@ -19,6 +19,12 @@ int check_numerics_run(const struct check_ctx *ctx, const char *numerics, int al
 int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 /* health sampled during the run, no threshold crossed (accept/check_health.c) */
 int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
+/* The health entry from samples already taken (array of {"type":"health",
+ * "devices":[...]} lines) and their alerts: plumb health --out uses it. */
+struct health_thresholds;
+int check_health_report(const struct check_ctx *ctx, json_t *lines, json_t *alerts,
+                        const struct health_thresholds *t, const char *scope, struct check_result *r,
+                        plumb_err *e);
 /* fault drills (accept/check_faults.c) */
 int check_faults_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 

@@ -1,6 +1,7 @@
 /* plumb health: one table of every device's health (GPUs through NVML / ROCm
  * SMI, the host and NUMA nodes through Linux), thresholds and alerts,
  * --watch, --json, --jsonl, and --serve (Prometheus /metrics). */
+#include "accept/checks.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/err.h"
@@ -9,6 +10,7 @@
 #include "core/timer.h"
 #include "health/exporter.h"
 #include "health/health.h"
+#include "report/results.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -95,7 +97,7 @@ static void sleep_until_stop(double seconds)
 
 int cmd_health(int argc, char **argv)
 {
-    const char *thr_file = NULL, *jsonl = NULL, *serve = NULL, *providers = NULL, *port_file = NULL;
+    const char *out_dir = NULL, *thr_file = NULL, *jsonl = NULL, *serve = NULL, *providers = NULL, *port_file = NULL;
     double watch = 0, req_timeout = 10, duration = 0;
     long count = 0;
     int json = 0;
@@ -109,6 +111,7 @@ int cmd_health(int argc, char **argv)
         {"--serve", OPT_STR, &serve, NULL, "serve Prometheus text at http://ADDR:PORT/metrics (bind 127.0.0.1 unless told; port 0 picks one)", NULL, "ADDR:PORT"},
         {"--request-timeout", OPT_DOUBLE, &req_timeout, "10", "with --serve: cut a connection whose request takes longer than SECONDS", NULL, "SECONDS"},
         {"--duration", OPT_DOUBLE, &duration, "0", "with --serve: stop after SECONDS (0: until SIGINT/SIGTERM)", NULL, "SECONDS"},
+        {"--out", OPT_STR, &out_dir, NULL, "also record a 'health' check (samples, alerts) in run folder DIR (results.json, report.html)", NULL, "DIR"},
         {"--port-file", OPT_STR, &port_file, NULL, "with --serve: write the bound port number to FILE", NULL, "FILE"},
         {0},
     };
@@ -144,6 +147,7 @@ int cmd_health(int argc, char **argv)
     struct health_sample *s = calloc(HEALTH_MAX_DEVICES, sizeof *s);
     FILE *jl = NULL;
     struct health_exporter *x = NULL;
+    json_t *kept = json_array(), *all_alerts = json_array(); /* for --out */
     int any_alert = 0, exit_code = 0;
     if (!ev || !s) {
         err_set(&e, PLUMB_ENOMEM, "out of memory");
@@ -182,6 +186,12 @@ int cmd_health(int argc, char **argv)
         int na = 0;
         health_eval_samples(ev, s, n, al, 128, &na);
         any_alert |= na > 0;
+        if (out_dir) {
+            /* keep at most 1000 rounds for the run folder */
+            if (json_array_size(kept) >= 1000) json_array_remove(kept, 0);
+            json_array_append_new(kept, round_json(s, n, al, na));
+            for (int i = 0; i < na; i++) json_array_append_new(all_alerts, health_alert_json(&al[i]));
+        }
         if (jl) {
             json_t *line = round_json(s, n, al, na);
             rc = jsonx_append_line(jl, line, &e);
@@ -248,7 +258,34 @@ int cmd_health(int argc, char **argv)
         log_info("health: exporter answered %lu /metrics requests, cut %lu slow connections", req, reaped);
     }
     exit_code = any_alert && !x ? 1 : 0;
+    if (out_dir) {
+        char cmdline[1024] = "plumb health";
+        size_t w = strlen(cmdline);
+        for (int i = 1; i < argc && w < sizeof cmdline; i++)
+            w += (size_t)snprintf(cmdline + w, sizeof cmdline - w, " %s", argv[i]);
+        struct results res;
+        if ((rc = results_open(&res, out_dir, cmdline, &e))) {
+            exit_code = cli_fail("health", &e);
+            goto out;
+        }
+        struct check_ctx cctx = {.run_dir = res.dir, .device = "cpu", .level = "quick"};
+        struct check_result r = {0};
+        rc = check_health_report(&cctx, kept, all_alerts, &thr, "plumb health", &r, &e);
+        if (!rc) {
+            results_add_check(&res, &r);
+            rc = results_write(&res, &e);
+        }
+        check_free(&r);
+        results_close(&res);
+        if (rc) {
+            exit_code = cli_fail("health", &e);
+            goto out;
+        }
+        printf("run folder: %s\n", res.dir);
+    }
 out:
+    json_decref(kept);
+    json_decref(all_alerts);
     if (x) health_exporter_stop(x);
     if (jl) fclose(jl);
     health_close(&ctx);
