@@ -19,7 +19,13 @@ def main():
     ap.add_argument("--target-ms", type=float, default=20.0, help="batch length in ms (default: %(default)s)")
     ap.add_argument("--plumb", help="plumb bench ceilings --json file to compare with")
     ap.add_argument("--json", help="write PyTorch figures (and the comparison) here")
+    ap.add_argument("--reuse", help="compare against the PyTorch figures of an earlier --json instead of measuring")
     a = ap.parse_args()
+    if a.reuse:
+        with open(a.reuse) as f:
+            out = json.load(f)
+        rows = out["results"]
+        return compare(a, out, rows)
     import torch
     if not torch.cuda.is_available():
         print("torch_ceilings: torch sees no GPU", file=sys.stderr)
@@ -68,6 +74,10 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     out = {"schema": "plumb.torch_ceilings/1", "torch": torch.__version__, "cuda": torch.version.cuda,
            "name": torch.cuda.get_device_name(0), "results": rows}
+    return compare(a, out, rows)
+
+
+def compare(a, out, rows):
 
     def key(r):
         return ("copy",) if r["kind"] == "copy" else ("gemm", r["dtype"], r["m"], r["n"], r["k"])
@@ -78,6 +88,8 @@ def main():
         cmp = []
         for r in rows:
             q = pl.get(key(r))
+            if not q:
+                continue
             if r["kind"] == "copy":
                 name, shape, unit, field = "copy", "D2D", "GB/s", "gbps"
             else:

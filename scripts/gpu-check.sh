@@ -101,6 +101,13 @@ fi
 # ---- 5. ceilings, then PyTorch on the same device in the same run ----
 step ceilings 300 build/plumb bench ceilings --device cuda --json "$OUT/ceilings.json"
 step torch 300 python3 bench/torch_ceilings.py --plumb "$OUT/ceilings.json" --json "$OUT/torch_ceilings.json"
+# the same with cuBLASLt's fixed-order split-K reductions allowed
+# (PLUMB_GEMM_REDUCTION=sequential): bits still reproducible across runs and
+# streams (the gemm tests), speed at the training-like shapes
+step tests_seqred 120 env PLUMB_TEST_DEVICE=cuda PLUMB_GEMM_REDUCTION=sequential build/plumb-tests gpu_fast_gemm
+step ceilings_seqred 120 env PLUMB_GEMM_REDUCTION=sequential build/plumb bench ceilings --device cuda --copy-mib 0 \
+  --shapes 8192x8192x8192,32768x512x367,2048x1024x1024 --json "$OUT/ceilings_seqred.json"
+step torch_seqred 60 python3 bench/torch_ceilings.py --reuse "$OUT/torch_ceilings.json" --plumb "$OUT/ceilings_seqred.json"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$LOG" 2>&1
 
 # ---- results.json ----
@@ -113,9 +120,12 @@ def load(p):
     try:
         with open(os.path.join(out, p)) as f: return json.load(f)
     except Exception as e: return {"error": str(e)}
-smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                     capture_output=True, text=True).stdout.strip()
-res = {"schema": "plumb.gpu_check/1", "gpu": smi, "commit": open("COMMIT").read().strip() if os.path.exists("COMMIT") else "",
+try:
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except OSError as e:
+    smi = f"nvidia-smi unavailable: {e}"
+res = {"schema": "plumb.gpu_check/1", "gpu": smi, "ceilings_seqred": load("ceilings_seqred.json"), "commit": open("COMMIT").read().strip() if os.path.exists("COMMIT") else "",
        "steps": st, "ceilings": load("ceilings.json"), "torch": load("torch_ceilings.json")}
 ok = all(v in ("0", "skip") for v in st.values())
 res["verdict"] = "pass" if ok else "fail"
@@ -123,7 +133,7 @@ with open(os.path.join(out, "results.json"), "w") as f: json.dump(res, f, indent
 print("steps:", ", ".join(f"{k}={v}" for k, v in sorted(st.items())), "->", res["verdict"])
 PY
 # keep $OUT within the device tool's 8 returned files
-rm -f "$OUT"/doctor.out "$OUT"/ldd.txt
+rm -f "$OUT"/ldd.txt "$OUT"/nvidia-smi.txt  # both are in gpu-check.log
 for f in "$OUT"/*.out; do [ -e "$f" ] || continue; done
 (cd "$OUT" && ls *.out >/dev/null 2>&1 && tar czf step-outputs.tar.gz *.out && rm -f *.out)
 ls -la "$OUT"

@@ -651,3 +651,59 @@ TEST(gpu_golden_ops_bits)
     free(x); free(ux); free(uy); free(uw);
     dev_close(d);
 }
+
+/* Fast GEMM is deterministic across streams: each stream owns its workspace
+ * and the algorithm is pinned per shape, so the same product on two streams
+ * running at once gives the same bits as on the default stream. */
+TEST(gpu_fast_gemm_streams_bits)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    static const int shapes[][3] = {{512, 384, 4000}, {64, 64, 20000}, {2048, 1024, 1024}};
+    for (int p = 0; p < 3; p++)
+        for (int s = 0; s < 3; s++) {
+            dtype_t t = p == 2 ? DT_BF16 : DT_F32;
+            int tf32 = p == 1, m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+            float *fa = malloc(na * 4), *fb = malloc(nb * 4), *ra = malloc(na * 4), *rb = malloc(nb * 4);
+            void *ha = malloc(na * 4), *hb = malloc(nb * 4);
+            float *c[3];
+            fill(fa, na, 41);
+            fill(fb, nb, 42);
+            to_dtype(fa, ha, t, na, ra);
+            to_dtype(fb, hb, t, nb, rb);
+            void *da = dev_put(d, ha, na * dtype_size(t)), *db = dev_put(d, hb, nb * dtype_size(t));
+            float *dc[3] = {NULL, NULL, NULL};
+            dev_stream *st[3] = {NULL, NULL, NULL};
+            REQUIRE(da && db && dev_set_numerics(d, NUMERICS_FAST, tf32, &e) == PLUMB_OK);
+            for (int i = 0; i < 3; i++) {
+                c[i] = malloc(nc * 4);
+                REQUIRE(dev_alloc(d, nc * 4, (void **)&dc[i], &e) == PLUMB_OK);
+                if (i) REQUIRE(d->be->stream_create(d, &st[i], &e) == PLUMB_OK);
+            }
+            for (int i = 0; i < 3; i++) {
+                struct gemm_desc g = {.m = m, .n = n, .k = k, .ab_type = t, .a = da, .lda = k, .b = db, .ldb = n,
+                                      .c = dc[i], .ldc = n};
+                CHECK(d->ops->gemm(d, st[i], &g) == PLUMB_OK);
+            }
+            for (int i = 0; i < 3; i++) {
+                CHECK(d->be->stream_sync(d, st[i], &e) == PLUMB_OK);
+                CHECK(dev_download(d, c[i], dc[i], nc * 4, &e) == PLUMB_OK);
+            }
+            CHECK_MSG(!memcmp(c[0], c[1], nc * 4) && !memcmp(c[0], c[2], nc * 4),
+                      "%s%s %dx%dx%d differs between streams", dtype_name(t), tf32 ? "(tf32)" : "", m, n, k);
+            for (int i = 0; i < 3; i++) {
+                dev_free(d, dc[i]);
+                free(c[i]);
+                if (i) d->be->stream_destroy(d, st[i]);
+            }
+            dev_free(d, da); dev_free(d, db);
+            free(fa); free(fb); free(ra); free(rb); free(ha); free(hb);
+        }
+    char det[2048];
+    d->be->describe_determinism(d, det, sizeof det);
+    printf("  %s\n", det);
+    dev_set_numerics(d, NUMERICS_FAST, 0, &e);
+    dev_close(d);
+}

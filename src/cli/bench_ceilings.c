@@ -273,6 +273,7 @@ int bench_ceilings(int argc, char **argv)
     for (int s = 0; s < ns; s++)
         for (int i = 0; i < nd; i++)
             if ((rc = bench_gemm(&c, dlist[i], dims[s][0], dims[s][1], dims[s][2], rows, &e))) goto done;
+    d->be->describe_determinism(d, det, sizeof det);
     printf("\ndeterminism: %s\n", det);
     if (json_path) {
         json_t *j = json_object();

@@ -66,15 +66,14 @@ static void read_kernel_driver(char *buf, size_t n)
     if (!f) return;
     char line[256];
     if (fgets(line, sizeof line, f)) {
-        /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..." */
-        char *k = strstr(line, "Kernel Module");
-        if (k) {
-            k += strlen("Kernel Module");
-            while (*k == ' ') k++;
-            size_t len = strcspn(k, " \n");
-            if (len >= n) len = n - 1;
-            memcpy(buf, k, len);
-            buf[len] = '\0';
+        /* "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release..."
+         * : the first token shaped like N.N */
+        char *save = NULL;
+        for (char *t = strtok_r(line, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+            if (t[0] >= '0' && t[0] <= '9' && strchr(t, '.')) {
+                snprintf(buf, n, "%s", t);
+                break;
+            }
         }
     }
     fclose(f);

@@ -45,6 +45,7 @@ struct plan {
 #define PLAN_SLOTS 128
 struct blas_state {
     cublasLtHandle_t lt;
+    uint32_t reduction_mask; /* CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK */
     pthread_mutex_t lock;
     struct plan plans[PLAN_SLOTS];
     int next_evict;
@@ -76,6 +77,19 @@ int blas_init(struct dev *d, plumb_err *e)
                        cublasLtGetStatusString(st));
     }
     pthread_mutex_init(&b->lock, NULL);
+    /* PLUMB_GEMM_REDUCTION=none (default): no split-K reduction at all.
+     * =sequential: also cuBLASLt's split-K schemes, each of which adds the
+     * parts in a fixed order (a separate reduction kernel over the
+     * workspace, or in place with counters that enforce sequence), so
+     * results stay bitwise reproducible; measured by plumb bench ceilings. */
+    const char *r = getenv("PLUMB_GEMM_REDUCTION");
+    b->reduction_mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+    if (r && !strcmp(r, "sequential")) b->reduction_mask = CUBLASLT_REDUCTION_SCHEME_MASK;
+    else if (r && *r && strcmp(r, "none")) {
+        cublasLtDestroy(b->lt);
+        free(b);
+        return gpu_err(e, PLUMB_EUSAGE, "PLUMB_GEMM_REDUCTION='%s' (expected none or sequential)", r);
+    }
     gpu_of(d)->blas = b;
     return PLUMB_OK;
 }
@@ -115,10 +129,12 @@ void blas_describe(struct dev *d, char *buf, size_t n)
     struct blas_state *b = gpu_of(d) ? gpu_of(d)->blas : NULL;
     snprintf(buf, n,
              "gemm=%s; compute fp32=%s, bf16/fp16=32F (fp32 accumulate, fp32 out); "
-             "workspace=%zu MiB per stream (never shared); reduction_scheme=none (no split-K "
-             "reduction, no atomics); algorithm=fixed per shape (first heuristic result, pinned "
-             "in a plan cache; %llu plans)",
+             "workspace=%zu MiB per stream (never shared); reduction_scheme=%s; atomics=none; "
+             "algorithm=fixed per shape (first heuristic result, pinned in a plan cache; %llu plans)",
              ver, compute_name(d, DT_F32), GPU_WORKSPACE_BYTES >> 20,
+             !b || b->reduction_mask == CUBLASLT_REDUCTION_SCHEME_NONE
+                 ? "none (no split-K reduction)"
+                 : "sequential split-K allowed (PLUMB_GEMM_REDUCTION=sequential: fixed-order reductions)",
              b ? b->n_plans_made : 0ULL);
 }
 
@@ -152,7 +168,7 @@ static int plan_make(struct dev *d, struct blas_state *b, const struct plan_key 
 
     cublasLtMatmulPreference_t pref;
     LT_CHECK(d, cublasLtMatmulPreferenceCreate(&pref), e);
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    uint32_t scheme = b->reduction_mask;
     uint32_t al = (uint32_t)k->align;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &k->ws, sizeof k->ws);
     if (st == CUBLAS_STATUS_SUCCESS)

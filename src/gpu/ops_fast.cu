@@ -123,9 +123,10 @@ __global__ void k_unary_fast(int op, const float *__restrict__ x, float *__restr
         case UNARY_LOG: r = logf(v); break;
         case UNARY_TANH: r = tanhf(v); break;
         case UNARY_ERF: r = erff(v); break;
-        default: { /* UNARY_GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-            float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
-            r = 0.5f * v * (1.0f + tanhf(u));
+        default: { /* UNARY_GELU, tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+                    * as x / (1 + exp(-2 sqrt(2/pi) w)): no cancellation for x < 0 */
+            float w = fmaf(0.044715f * v, v * v, v);
+            r = v / (1.0f + expf(-1.5957691216057308f * w));
         }
         }
         y[i] = r;
