@@ -48,6 +48,21 @@ static void blas_restore(int prev)
     if (prev != 1) openblas_set_num_threads(prev);
 }
 
+/* Grow-only scratch buffers per calling thread (ops are called from one
+ * thread per device), so steady-state steps do not page-fault fresh memory. */
+enum { SC_KEYS, SC_PERM, SC_SEG, SC_TMP, SC_INTER, SC_WT, SC_ACC, SC_PART, SC_N };
+static __thread void *sc_ptr[SC_N];
+static __thread size_t sc_cap[SC_N];
+static void *scratch(int slot, size_t bytes)
+{
+    if (bytes > sc_cap[slot]) {
+        free(sc_ptr[slot]);
+        sc_ptr[slot] = malloc(bytes);
+        sc_cap[slot] = sc_ptr[slot] ? bytes : 0;
+    }
+    return sc_ptr[slot];
+}
+
 static int golden(struct dev *d) { return d && d->numerics == NUMERICS_GOLDEN; }
 
 static inline float round_to(float x, dtype_t rt)
@@ -159,6 +174,25 @@ KERNEL static void col_sum(const float *restrict dy, float *restrict db, int n0,
     }
 }
 
+/* y[b,n] = round(relu(y[b,n] + bias[n])) over [B, N] */
+KERNEL static void epilogue(float *restrict y, const float *restrict bias, int B, int N, int relu,
+                            dtype_t rt)
+{
+    for (int b = 0; b < B; b++) {
+        float *yr = y + (size_t)b * N;
+        if (bias) {
+#pragma omp simd
+            for (int n = 0; n < N; n++) yr[n] = yr[n] + bias[n];
+        }
+        if (relu) {
+#pragma omp simd
+            for (int n = 0; n < N; n++) yr[n] = yr[n] > 0.0f ? yr[n] : 0.0f;
+        }
+        if (rt != DT_F32)
+            for (int n = 0; n < N; n++) yr[n] = round_to(yr[n], rt);
+    }
+}
+
 static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const float *w,
                           const float *bias, float *y, int B, int K, int N, int relu, dtype_t rt,
                           plumb_err *e)
@@ -179,25 +213,14 @@ static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const fl
             int b0 = ch * LIN_CHUNK, mb = B - b0 < LIN_CHUNK ? B - b0 : LIN_CHUNK;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, N, K, 1.0f, x + (size_t)b0 * K, K, w,
                         K, 0.0f, y + (size_t)b0 * N, N);
-            if (bias || relu || rt != DT_F32) {
-                for (int b = b0; b < b0 + mb; b++) {
-                    float *yr = y + (size_t)b * N;
-                    for (int n = 0; n < N; n++) {
-                        float v = bias ? yr[n] + bias[n] : yr[n];
-                        if (relu) v = v > 0.0f ? v : 0.0f;
-                        yr[n] = round_to(v, rt);
-                    }
-                }
-            }
+            if (bias || relu || rt != DT_F32) epilogue(y + (size_t)b0 * N, bias, mb, N, relu, rt);
         }
         blas_restore(prev);
         return PLUMB_OK;
     }
-    float *wT = malloc((size_t)K * N * sizeof(float));
-    float *acc = malloc((size_t)nt * N * sizeof(float));
+    float *wT = scratch(SC_WT, (size_t)K * N * sizeof(float));
+    float *acc = scratch(SC_ACC, (size_t)nt * N * sizeof(float));
     if (!wT || !acc) {
-        free(wT);
-        free(acc);
         return err_set(e, PLUMB_ENOMEM, "linear_fwd: out of memory for scratch");
     }
     for (int n = 0; n < N; n++)
@@ -208,8 +231,6 @@ static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const fl
         int b0 = (int)((long)B * t / T), b1 = (int)((long)B * (t + 1) / T);
         lin_fwd_rows(x, wT, bias, y, b0, b1, K, N, relu, rt, acc + (size_t)t * N);
     }
-    free(wT);
-    free(acc);
     return PLUMB_OK;
 }
 
@@ -263,7 +284,7 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
         return PLUMB_OK;
     }
     if (dx) {
-        float *acc = malloc((size_t)nt * K * sizeof(float));
+        float *acc = scratch(SC_ACC, (size_t)nt * K * sizeof(float));
         if (!acc) return err_set(e, PLUMB_ENOMEM, "linear_bwd: out of memory for scratch");
 #pragma omp parallel num_threads(nt) if ((double)B * K * N > PAR_MIN_FLOP)
         {
@@ -271,7 +292,6 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
             int b0 = (int)((long)B * t / T), b1 = (int)((long)B * (t + 1) / T);
             lin_dx_rows(dy, w, dx, b0, b1, K, N, rt, acc + (size_t)t * K);
         }
-        free(acc);
     }
 #pragma omp parallel num_threads(nt) if ((double)B * K * N > PAR_MIN_FLOP)
     {
@@ -340,7 +360,7 @@ static int radix_sort_positions(const int64_t *key, size_t n, uint32_t *perm, pl
                                        (long long)key[i], i);
         if (key[i] > maxk) maxk = key[i];
     }
-    uint32_t *tmp = malloc(n * sizeof(uint32_t) + 1);
+    uint32_t *tmp = scratch(SC_TMP, n * sizeof(uint32_t) + 4);
     if (!tmp) return err_set(e, PLUMB_ENOMEM, "sparse sort: out of memory (%zu entries)", n);
     for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
     uint32_t *src = perm, *dst = tmp;
@@ -361,7 +381,6 @@ static int radix_sort_positions(const int64_t *key, size_t n, uint32_t *perm, pl
         dst = t;
     }
     if (src != perm) memcpy(perm, src, n * sizeof(uint32_t));
-    free(tmp);
     return PLUMB_OK;
 }
 
@@ -390,19 +409,13 @@ static int coalesce(struct dev *d, const int64_t *keys, const float *vals, size_
         return PLUMB_OK;
     }
     if (n > 0xffffffffu) return err_set(e, PLUMB_EUSAGE, "sparse_coalesce: %zu pairs (at most 2^32-1)", n);
-    uint32_t *perm = malloc(n * sizeof(uint32_t));
-    size_t *seg = malloc((n + 1) * sizeof(size_t));
+    uint32_t *perm = scratch(SC_PERM, n * sizeof(uint32_t));
+    size_t *seg = scratch(SC_SEG, (n + 1) * sizeof(size_t));
     if (!perm || !seg) {
-        free(perm);
-        free(seg);
         return err_set(e, PLUMB_ENOMEM, "sparse_coalesce: out of memory (%zu pairs)", n);
     }
     int rc = radix_sort_positions(keys, n, perm, e);
-    if (rc) {
-        free(perm);
-        free(seg);
-        return rc;
-    }
+    if (rc) return rc;
     size_t U = 0;
     for (size_t i = 0; i < n; i++) {
         if (i == 0 || keys[perm[i]] != keys[perm[i - 1]]) {
@@ -420,8 +433,6 @@ static int coalesce(struct dev *d, const int64_t *keys, const float *vals, size_
         seg_sum(vals, perm, seg, u0, u1, D, vals_out);
     }
     *n_out = (int64_t)U;
-    free(perm);
-    free(seg);
     return PLUMB_OK;
 }
 
@@ -435,14 +446,12 @@ static int cpu_embedding_bwd(struct dev *d, dev_stream *s, const int64_t *off, c
     NEED(B > 0 && T > 0 && D > 0 && n_valid >= 0 && n_valid <= B,
          "embedding_bwd: bad shape B=%d n_valid=%d T=%d D=%d", B, n_valid, T, D);
     size_t n = (size_t)n_valid * T;
-    int64_t *keys = malloc(n * sizeof(int64_t) + 1);
+    int64_t *keys = scratch(SC_KEYS, n * sizeof(int64_t) + 8);
     if (!keys) return err_set(e, PLUMB_ENOMEM, "embedding_bwd: out of memory");
     for (int b = 0; b < n_valid; b++)
         for (int t = 0; t < T; t++)
             keys[(size_t)b * T + t] = off[t] + (int64_t)idx[(size_t)b * T + t];
-    int rc = coalesce(d, keys, dout, n, D, rows_out, grads_out, n_out, e);
-    free(keys);
-    return rc;
+    return coalesce(d, keys, dout, n, D, rows_out, grads_out, n_out, e);
 }
 
 static int cpu_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows_in,
@@ -461,9 +470,9 @@ static int cpu_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows
 /* zT [D, F] holds the sample's vectors transposed so that the dots of z_i
  * with all z_j (j < i) advance together, vectorised over j; each dot is still
  * its own fmaf chain over k ascending. */
-KERNEL static void interact_fwd_rows(const float *restrict bottom, const float *restrict emb,
-                                     float *restrict out, int b0, int b1, int T, int D,
-                                     dtype_t rt, float *restrict zT, float *restrict acc)
+static inline __attribute__((always_inline)) void
+interact_fwd_body(const float *restrict bottom, const float *restrict emb, float *restrict out, int b0,
+                  int b1, int T, int D, dtype_t rt, float *restrict zT, float *restrict acc)
 {
     const int F = T + 1, W = D + F * (F - 1) / 2;
     for (int b = b0; b < b1; b++) {
@@ -491,10 +500,10 @@ KERNEL static void interact_fwd_rows(const float *restrict bottom, const float *
     }
 }
 
-KERNEL static void interact_bwd_rows(const float *restrict bottom, const float *restrict emb,
-                                     const float *restrict dout, float *restrict dbottom,
-                                     float *restrict demb, int b0, int b1, int T, int D,
-                                     dtype_t rt, float *restrict G, float *restrict acc)
+static inline __attribute__((always_inline)) void
+interact_bwd_body(const float *restrict bottom, const float *restrict emb, const float *restrict dout,
+                  float *restrict dbottom, float *restrict demb, int b0, int b1, int T, int D, dtype_t rt,
+                  float *restrict G, float *restrict acc)
 {
     const int F = T + 1, W = D + F * (F - 1) / 2;
     for (int b = b0; b < b1; b++) {
@@ -509,22 +518,59 @@ KERNEL static void interact_bwd_rows(const float *restrict bottom, const float *
                 G[j * F + i] = g[p];
                 p++;
             }
+        const float *zp[F];
+        zp[0] = x0;
+        for (int j = 1; j < F; j++) zp[j] = eb + (size_t)(j - 1) * D;
         for (int i = 0; i < F; i++) {
-            if (i == 0)
-                for (int k = 0; k < D; k++) acc[k] = g[k];
-            else
-                for (int k = 0; k < D; k++) acc[k] = 0.0f;
-            for (int j = 0; j < F; j++) {
-                if (j == i) continue;
-                const float c = G[i * F + j];
-                const float *zj = j == 0 ? x0 : eb + (size_t)(j - 1) * D;
-#pragma omp simd
-                for (int k = 0; k < D; k++) acc[k] = fmaf(c, zj[k], acc[k]);
-            }
             float *dst = i == 0 ? dbottom + (size_t)b * D : demb + ((size_t)b * T + (i - 1)) * D;
-            for (int k = 0; k < D; k++) dst[k] = round_to(acc[k], rt);
+            const float *Gi = G + (size_t)i * F;
+            /* k in blocks of 16 held in registers; j ascending, skipping j == i */
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                const int kn = D - k0 < 16 ? D - k0 : 16;
+                float a[16];
+                for (int k = 0; k < kn; k++) a[k] = i == 0 ? g[k0 + k] : 0.0f;
+                for (int j = 0; j < i; j++) {
+                    const float c = Gi[j], *zj = zp[j] + k0;
+#pragma omp simd
+                    for (int k = 0; k < kn; k++) a[k] = fmaf(c, zj[k], a[k]);
+                }
+                for (int j = i + 1; j < F; j++) {
+                    const float c = Gi[j], *zj = zp[j] + k0;
+#pragma omp simd
+                    for (int k = 0; k < kn; k++) a[k] = fmaf(c, zj[k], a[k]);
+                }
+                for (int k = 0; k < kn; k++) dst[k0 + k] = round_to(a[k], rt);
+            }
         }
+        (void)acc;
     }
+}
+
+/* The bodies specialised for the common widths (D = 16: dlrm-kaggle, 8:
+ * ctr-tiny) so the k loops unroll into whole vectors; same arithmetic. */
+KERNEL static void interact_fwd_rows(const float *restrict bottom, const float *restrict emb,
+                                     float *restrict out, int b0, int b1, int T, int D, dtype_t rt,
+                                     float *restrict zT, float *restrict acc)
+{
+    if (D == 16)
+        interact_fwd_body(bottom, emb, out, b0, b1, T, 16, rt, zT, acc);
+    else if (D == 8)
+        interact_fwd_body(bottom, emb, out, b0, b1, T, 8, rt, zT, acc);
+    else
+        interact_fwd_body(bottom, emb, out, b0, b1, T, D, rt, zT, acc);
+}
+
+KERNEL static void interact_bwd_rows(const float *restrict bottom, const float *restrict emb,
+                                     const float *restrict dout, float *restrict dbottom,
+                                     float *restrict demb, int b0, int b1, int T, int D, dtype_t rt,
+                                     float *restrict G, float *restrict acc)
+{
+    if (D == 16)
+        interact_bwd_body(bottom, emb, dout, dbottom, demb, b0, b1, T, 16, rt, G, acc);
+    else if (D == 8)
+        interact_bwd_body(bottom, emb, dout, dbottom, demb, b0, b1, T, 8, rt, G, acc);
+    else
+        interact_bwd_body(bottom, emb, dout, dbottom, demb, b0, b1, T, D, rt, G, acc);
 }
 
 static int cpu_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, const float *emb,
@@ -536,16 +582,15 @@ static int cpu_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, c
     RT_OK("interact_fwd");
     int nt = nthreads(d), F = T + 1;
     size_t per = (size_t)F * D + F;
-    float *scratch = malloc((size_t)nt * per * sizeof(float));
-    if (!scratch) return err_set(e, PLUMB_ENOMEM, "interact_fwd: out of memory");
+    float *scr = scratch(SC_INTER, (size_t)nt * per * sizeof(float));
+    if (!scr) return err_set(e, PLUMB_ENOMEM, "interact_fwd: out of memory");
 #pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
     {
         int t = omp_get_thread_num(), TT = omp_get_num_threads();
         int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
-        float *zT = scratch + (size_t)t * per;
+        float *zT = scr + (size_t)t * per;
         interact_fwd_rows(bottom, emb, out, b0, b1, T, D, rt, zT, zT + (size_t)F * D);
     }
-    free(scratch);
     return PLUMB_OK;
 }
 
@@ -558,17 +603,16 @@ static int cpu_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, c
     NEED(B > 0 && T > 0 && D > 0, "interact_bwd: bad shape B=%d T=%d D=%d", B, T, D);
     RT_OK("interact_bwd");
     int nt = nthreads(d), F = T + 1;
-    float *scratch = malloc((size_t)nt * ((size_t)F * F + D) * sizeof(float));
-    if (!scratch) return err_set(e, PLUMB_ENOMEM, "interact_bwd: out of memory");
+    float *scr = scratch(SC_INTER, (size_t)nt * ((size_t)F * F + D) * sizeof(float));
+    if (!scr) return err_set(e, PLUMB_ENOMEM, "interact_bwd: out of memory");
 #pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
     {
         int t = omp_get_thread_num(), TT = omp_get_num_threads();
         int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
-        float *G = scratch + (size_t)t * ((size_t)F * F + D);
+        float *G = scr + (size_t)t * ((size_t)F * F + D);
         interact_bwd_rows(bottom, emb, dout, dbottom, demb, b0, b1, T, D, rt, G,
                           G + (size_t)F * F);
     }
-    free(scratch);
     return PLUMB_OK;
 }
 
@@ -742,7 +786,7 @@ static int cpu_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, dou
     NEED((x || n == 0) && out, "sumsq: NULL argument");
     enum { BLK = 1024 };
     size_t nb = (n + BLK - 1) / BLK;
-    double *part = malloc((nb + 1) * sizeof(double));
+    double *part = scratch(SC_PART, (nb + 1) * sizeof(double));
     if (!part) return err_set(e, PLUMB_ENOMEM, "sumsq: out of memory");
     int nt = nthreads(d);
 #pragma omp parallel for num_threads(nt) schedule(static) if (nb > PAR_MIN / 1024)
@@ -755,7 +799,6 @@ static int cpu_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, dou
     double tot = out[0];
     for (size_t bl = 0; bl < nb; bl++) tot += part[bl];
     out[0] = tot;
-    free(part);
     return PLUMB_OK;
 }
 
