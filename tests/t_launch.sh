@@ -76,4 +76,32 @@ grep -q "/nonexistent/cmd" "$TMP/err" && ok "missing command is named" || fail "
 expect_exit "no command: exit 2" 2 "$PLUMB" launch --run-dir "$d/run"
 expect_exit "bad --max-restarts: exit 2" 2 "$PLUMB" launch --max-restarts -1 -- true
 grep -q -- "--max-restarts" "$TMP/err" && ok "bad option named" || fail "bad option named" "$(cat "$TMP/err")"
+# 7. under mpirun (real ranks, each in a process group of its own): SIGTERM
+#    reaches the ranks, which exit 0, and mpirun then ends cleanly: status 0
+if command -v mpirun >/dev/null; then
+  d=$TMP/g; mkdir -p "$d"
+  "$PLUMB" launch --backoff 0.05 --run-dir "$d/run" -- mpirun --oversubscribe -np 2 sh -c \
+    'trap "echo term >\"$0/term.$OMPI_COMM_WORLD_RANK\"; exit 0" TERM; touch "$0/ready.$OMPI_COMM_WORLD_RANK"; while :; do sleep 0.05; done' "$d" \
+    >"$d/out" 2>&1 &
+  lp=$!; (sleep 30; kill -KILL $lp) >/dev/null 2>&1 & guard=$!
+  for i in $(seq 200); do [ -e "$d/ready.0" ] && [ -e "$d/ready.1" ] && break; sleep 0.05; done
+  kill -TERM $lp; wait $lp; rc=$?; kill $guard 2>/dev/null; wait $guard 2>/dev/null
+  [ "$rc" = 0 ] && ok "mpirun job: SIGTERM -> ranks exit 0 -> status 0" || fail "mpirun SIGTERM" "rc=$rc $(tail -5 "$d/out")"
+  [ -e "$d/term.0" ] && [ -e "$d/term.1" ] && ok "both ranks got SIGTERM" || fail "both ranks got SIGTERM"
+  [ "$(jcount "$d/run" start)" = 1 ] && ok "mpirun SIGTERM: not restarted" || fail "mpirun SIGTERM: not restarted"
+
+  # a rank SIGKILLed from outside: mpirun fails the job, the launcher restarts it
+  d=$TMP/h; mkdir -p "$d"
+  "$PLUMB" launch --backoff 0.05 --max-restarts 2 --run-dir "$d/run" -- mpirun --oversubscribe -np 2 sh -c \
+    'if [ "$PLUMB_LAUNCH_ATTEMPT" = 0 ]; then echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec sleep 30; fi; exit 0' "$d" \
+    >"$d/out" 2>&1 &
+  lp=$!; (sleep 40; kill -KILL $lp) >/dev/null 2>&1 & guard=$!
+  for i in $(seq 200); do [ -e "$d/pid.1" ] && break; sleep 0.05; done
+  sleep 0.2; kill -KILL "$(cat "$d/pid.1")"; wait $lp; rc=$?; kill $guard 2>/dev/null; wait $guard 2>/dev/null
+  [ "$rc" = 0 ] && ok "rank killed: restarted and succeeded" || fail "rank killed" "rc=$rc $(tail -5 "$d/out")"
+  [ "$(jcount "$d/run" failure)" = 1 ] && [ "$(jcount "$d/run" start)" = 2 ] && ok "1 failure, 2 attempts" \
+    || fail "1 failure, 2 attempts" "$(cat "$d/run/launch.jsonl")"
+else
+  skip "mpirun tests" "no mpirun"
+fi
 finish

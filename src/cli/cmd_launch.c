@@ -20,7 +20,7 @@ int cmd_launch(int argc, char **argv)
         "succeeded, 128+N if it died of signal N); after giving up, the last attempt's status; 2 when the "
         "command cannot be run at all.";
     long max_restarts = 3;
-    double window = 600, backoff = 1, backoff_max = 30;
+    double window = 600, backoff = 1, backoff_max = 30, grace = 300;
     const char *run_dir = NULL;
     struct opt opts[] = {
         {"--max-restarts", OPT_INT, &max_restarts, "3", "give up after this many restarts within the window",
@@ -29,6 +29,9 @@ int cmd_launch(int argc, char **argv)
         {"--backoff", OPT_DOUBLE, &backoff, "1", "delay before the first restart; doubles per failure in the window",
          NULL, "S"},
         {"--backoff-max", OPT_DOUBLE, &backoff_max, "30", "the backoff stops doubling here", NULL, "S"},
+        {"--stop-grace", OPT_DOUBLE, &grace, "300",
+         "after forwarding SIGINT/SIGTERM, SIGKILL the job if it has not ended within S seconds (0 = never)", NULL,
+         "S"},
         {"--run-dir", OPT_STR, &run_dir, NULL, "folder for launch.jsonl, created (default: runs/launch-<UTC time>)", NULL,
          "DIR"},
         {0},
@@ -72,6 +75,7 @@ int cmd_launch(int argc, char **argv)
         .restart_window = window,
         .backoff = backoff,
         .backoff_max = backoff_max,
+        .stop_grace = grace,
     };
     struct launch_result res;
     rc = launch_run(&o, &res, &e);

@@ -16,22 +16,96 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t g_sig;      /* last signal received (0 none) */
-static volatile sig_atomic_t g_pgid;     /* running attempt's process group (0 none) */
+static volatile sig_atomic_t g_nsig;     /* signals received so far */
 static const int g_fwd[] = {SIGINT, SIGTERM, SIGHUP};
 #define NFWD ((int)(sizeof g_fwd / sizeof g_fwd[0]))
 
+/* The handler only records; the wait loop forwards (walking /proc is not
+ * async-signal-safe). */
 static void on_signal(int sig)
 {
-    int saved = errno;
     g_sig = sig;
-    if (g_pgid > 0) kill(-(pid_t)g_pgid, sig);
-    errno = saved;
+    g_nsig++;
+}
+
+/* Process groups to signal for a stop request. When the command has
+ * descendants in process groups of their own (mpirun starts every rank as a
+ * group leader), the signal goes to those groups and not to the command:
+ * the ranks agree on the stop through their status word, write a clean
+ * checkpoint and exit 0, and mpirun then ends normally. Signalling mpirun
+ * itself would make it kill the ranks after odls_base_sigkill_timeout (1 s),
+ * possibly in the middle of the checkpoint. Without such descendants (a
+ * plain command, or srun whose tasks run elsewhere) the command's own group
+ * gets it. hard: the command's group as well (second signal). Returns the
+ * number of groups signalled. */
+static int forward_signal(pid_t child, int sig, int hard)
+{
+    /* pid -> (ppid, pgid) of every process, from /proc/<pid>/stat */
+    enum { MAXP = 65536 };
+    static pid_t ppid_of[MAXP], pgid_of[MAXP];
+    static pid_t pids[MAXP];
+    int np = 0;
+    DIR *d = opendir("/proc");
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) && np < MAXP) {
+            char *end;
+            long pid = strtol(de->d_name, &end, 10);
+            if (*end || pid <= 0) continue;
+            char path[64], buf[512];
+            snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) continue;
+            ssize_t n = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (n <= 0) continue;
+            buf[n] = 0;
+            /* "pid (comm) state ppid pgrp ...": comm may hold spaces and ')' */
+            char *rp = strrchr(buf, ')');
+            char state;
+            int pp, pg;
+            if (!rp || sscanf(rp + 1, " %c %d %d", &state, &pp, &pg) != 3) continue;
+            pids[np] = (pid_t)pid;
+            ppid_of[np] = pp;
+            pgid_of[np] = pg;
+            np++;
+        }
+        closedir(d);
+    }
+    /* descendants of child: repeated passes (the tree is small) */
+    static unsigned char in[MAXP];
+    memset(in, 0, (size_t)np);
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < np; i++) {
+            if (in[i]) continue;
+            int par = ppid_of[i] == child;
+            for (int j = 0; !par && j < np; j++) par = in[j] && pids[j] == ppid_of[i];
+            if (par) in[i] = 1, changed = 1;
+        }
+    }
+    int sent = 0;
+    pid_t done[256];
+    int nd = 0;
+    for (int i = 0; i < np; i++) {
+        if (!in[i] || pgid_of[i] == child || pgid_of[i] <= 1) continue;
+        int dup = 0;
+        for (int k = 0; k < nd; k++) dup |= done[k] == pgid_of[i];
+        if (dup || nd == 256) continue;
+        done[nd++] = pgid_of[i];
+        if (kill(-pgid_of[i], sig) == 0) sent++;
+    }
+    if (hard || nd == 0) {
+        if (kill(-child, sig) == 0) sent++;
+    }
+    return sent;
 }
 
 void launch_describe_status(int st, char *buf, size_t n)
@@ -169,7 +243,6 @@ static pid_t start_attempt(const struct launch_opts *o, int attempt, plumb_err *
     int fork_errno = errno;
     if (pid > 0) {
         setpgid(pid, pid); /* also done by the child; whichever runs first */
-        g_pgid = pid;
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     close(pfd[1]);
@@ -185,7 +258,6 @@ static pid_t start_attempt(const struct launch_opts *o, int attempt, plumb_err *
     close(pfd[0]);
     if (r == (ssize_t)sizeof child_errno) {
         waitpid(pid, NULL, 0);
-        g_pgid = 0;
         err_set(e, PLUMB_EUSAGE, "launch: cannot run '%s': %s", o->argv[0], strerror(child_errno));
         return -1;
     }
@@ -206,7 +278,7 @@ int launch_run(const struct launch_opts *o, struct launch_result *res, plumb_err
     if ((rc = file_join(logp, sizeof logp, o->run_dir, "launch.jsonl", e))) return rc;
 
     g_sig = 0;
-    g_pgid = 0;
+    g_nsig = 0;
     struct sigaction sa, old[NFWD];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -252,21 +324,43 @@ int launch_run(const struct launch_opts *o, struct launch_result *res, plumb_err
         log_info("launch: attempt %d started (pid %d)", attempt + 1, (int)pid);
         if ((rc = log_event(logp, json_pack("{s:s, s:i, s:i}", "event", "start", "attempt", attempt, "pid", (int)pid), e)))
             goto out;
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0) {
-            if (errno != EINTR) {
+        /* Wait, polling, so that a signal recorded by the handler at any
+         * moment is forwarded within 20 ms (no race with a blocking wait). */
+        int st = 0, handled = 0, killed = 0;
+        double t_sig = 0;
+        for (;;) {
+            pid_t w = waitpid(pid, &st, WNOHANG);
+            if (w == pid) break;
+            if (w < 0 && errno != EINTR) {
                 rc = err_set(e, PLUMB_EINTERNAL, "launch: waitpid(%d): %s", (int)pid, strerror(errno));
                 goto out;
             }
+            int ns = g_nsig;
+            if (ns > handled) {
+                int sig = g_sig, hard = handled > 0;
+                if (!handled) t_sig = timer_now();
+                handled = ns;
+                int n = forward_signal(pid, sig, hard);
+                log_info("launch: forwarded signal %d (SIG%s) to %d process group%s of attempt %d%s", sig,
+                         sigabbrev_np(sig), n, n == 1 ? "" : "s", attempt + 1,
+                         hard ? " including the command's own" : "");
+            }
+            if (handled && !killed && o->stop_grace > 0 && timer_now() - t_sig > o->stop_grace) {
+                log_error("launch: the command did not end within %g s of the forwarded signal; sending SIGKILL",
+                          o->stop_grace);
+                forward_signal(pid, SIGKILL, 1);
+                killed = 1;
+            }
+            struct timespec ts = {0, 20000000L};
+            nanosleep(&ts, NULL);
         }
         double runtime = timer_now() - t0;
-        int sig_seen = g_sig;
+        int sig_seen = handled ? g_sig : 0;
         char desc[96];
         launch_describe_status(st, desc, sizeof desc);
         int failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
         if (failed || sig_seen) clear_group(pid);
         reap_all();
-        g_pgid = 0;
         json_t *ev = json_pack("{s:s, s:i, s:i, s:s, s:f, s:i}", "event", failed ? "failure" : "exit", "attempt",
                                attempt, "pid", (int)pid, "status", desc, "runtime_s", runtime, "restarts", attempt);
         if (WIFEXITED(st)) json_object_set_new(ev, "exit_code", json_integer(WEXITSTATUS(st)));
@@ -324,6 +418,5 @@ out:
     free(fail_t);
     for (int i = 0; i < NFWD; i++) sigaction(g_fwd[i], &old[i], NULL);
     if (!was_subreaper) prctl(PR_SET_CHILD_SUBREAPER, 0);
-    g_pgid = 0;
     return rc;
 }

@@ -1,8 +1,10 @@
 /* plumb launch (DESIGN.md section 7): a supervisor for any command, usually
  * `mpirun -np N plumb train ... --resume auto`. It runs the command in a
- * process group of its own, forwards SIGINT/SIGTERM/SIGHUP to that group
- * (and then does not restart: it waits for the job's clean exit and returns
- * its status), restarts the command when it fails, after a backoff that
+ * process group of its own, forwards SIGINT/SIGTERM/SIGHUP to it (to the
+ * process groups of its descendants when it has some, e.g. mpirun's ranks;
+ * see forward_signal in launch.c; a second signal also reaches the command)
+ * and then does not restart: it waits for the job's clean exit and returns
+ * its status, restarts the command when it fails, after a backoff that
  * doubles with each failure in the window, and gives up once more than
  * max_restarts failures fall within restart_window seconds. Every attempt's
  * start and end is appended as a JSON line to RUN_DIR/launch.jsonl.
@@ -22,6 +24,7 @@ struct launch_opts {
     double restart_window;  /* S seconds: failures older than this are forgotten */
     double backoff;         /* first delay before a restart, seconds */
     double backoff_max;     /* the doubling stops here */
+    double stop_grace;      /* after a forwarded signal, SIGKILL after this (0: never) */
 };
 
 enum launch_outcome {
