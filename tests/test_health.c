@@ -16,8 +16,8 @@
 
 static const char *fake_path(const char *which)
 {
-    static char buf[2][PATH_MAX];
-    char *b = buf[which[0] == 'r'];
+    static char buf[3][PATH_MAX];
+    char *b = buf[which[0] == 'r' ? 1 : which[0] == 'a' ? 2 : 0];
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return NULL;
@@ -48,7 +48,7 @@ static void *fake_open(const char *which, set_fn *set)
         return NULL;
     }
     r();
-    setenv(which[0] == 'n' ? "PLUMB_NVML_LIB" : "PLUMB_RSMI_LIB", p, 1);
+    setenv(which[0] == 'n' ? "PLUMB_NVML_LIB" : which[0] == 'r' ? "PLUMB_RSMI_LIB" : "PLUMB_AMDSMI_LIB", p, 1);
     return h;
 }
 
@@ -56,6 +56,7 @@ static void fake_close(void *h)
 {
     unsetenv("PLUMB_NVML_LIB");
     unsetenv("PLUMB_RSMI_LIB");
+    unsetenv("PLUMB_AMDSMI_LIB");
     if (h) dlclose(h);
 }
 
@@ -662,4 +663,48 @@ TEST(health_doctor_rows_fake)
     }
     CHECK_EQ_INT(seen, 31);
     json_decref(rows);
+}
+
+TEST(health_amdsmi_fake)
+{
+    set_fn set;
+    void *h = fake_open("amdsmi", &set);
+    REQUIRE(h);
+    set(1, "edge", NAN);
+    struct health_sample s[HEALTH_MAX_DEVICES];
+    int n = 0;
+    plumb_err e = {0};
+    int rc = sample_one("amdsmi", s, &n, &e);
+    REQUIRE(rc == 0);
+    REQUIRE(n == 2);
+    CHECK_STREQ(s[0].device, "amd0");
+    CHECK_STREQ(s[0].uuid, "fake-amdsmi-00");
+    CHECK_NEAR(s[0].v[HQ_TEMP], 44, 0);            /* degrees C as returned */
+    CHECK_NEAR(s[1].v[HQ_TEMP], 58, 0);            /* no edge sensor: hotspot stands in */
+    CHECK_NEAR(s[0].v[HQ_MEM_TEMP], 66, 0);
+    CHECK_NEAR(s[0].v[HQ_POWER_LIMIT], 550, 0);    /* uW -> W */
+    /* power from two energy readings ~100 ms apart (counts of 15.3 uJ) */
+    CHECK_NEAR(s[0].v[HQ_POWER], 250, 2.5);
+    CHECK_NEAR(s[1].v[HQ_POWER], 260, 2.6);
+    CHECK_NEAR(s[0].v[HQ_UTIL_GPU], 99, 0);
+    CHECK_NEAR(s[0].v[HQ_UTIL_MEM], 45, 0);
+    CHECK_NEAR(s[0].v[HQ_MEM_USED], 4096, 0);
+    CHECK_NEAR(s[0].v[HQ_MEM_TOTAL], 196608, 0);
+    CHECK_NEAR(s[0].v[HQ_CLK_SM], 2100, 0);
+    CHECK_NEAR(s[0].v[HQ_CLK_MEM], 1300, 0);
+    CHECK_NEAR(s[0].v[HQ_ECC_CORR_AGG], 2, 0);
+    CHECK(!s[0].ok[HQ_THROTTLE] && !s[0].ok[HQ_ECC_CORR_VOL]);
+    /* amdsmi stays unused when rocm-smi reports the GPUs */
+    set_fn rset;
+    void *rh = fake_open("rsmi", &rset);
+    REQUIRE(rh);
+    setenv("PLUMB_AMDSMI_LIB", fake_path("amdsmi"), 1);
+    struct health_ctx ctx;
+    REQUIRE(health_open(&ctx, "rocm-smi,amdsmi", &e) == 0);
+    CHECK_EQ_INT(ctx.nprov, 1);
+    CHECK(strstr(ctx.notes[2], "rocm-smi reports the AMD GPUs"));
+    health_close(&ctx);
+    fake_close(rh);
+    unsetenv("PLUMB_AMDSMI_LIB");
+    fake_close(h);
 }

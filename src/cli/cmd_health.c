@@ -107,7 +107,7 @@ int cmd_health(int argc, char **argv)
         {"--watch", OPT_DOUBLE, &watch, "0", "refresh every SECONDS (0: once); with --serve: the sampling interval (0 means 5)", NULL, "SECONDS"},
         {"--count", OPT_INT, &count, "0", "with --watch or --serve: stop after N sample rounds (0: until interrupted)", "0..1000000000", NULL},
         {"--thresholds", OPT_STR, &thr_file, NULL, "threshold file (key = value; see docs/health.md). Defaults: gpu_temp_c 85, power_w 450, ecc_per_hour 10", NULL, "FILE"},
-        {"--providers", OPT_STR, &providers, "all", "providers to use: all, or a comma list of nvml, rocm-smi, linux", NULL, "LIST"},
+        {"--providers", OPT_STR, &providers, "all", "providers to use: all, or a comma list of nvml, rocm-smi, amdsmi, linux", NULL, "LIST"},
         {"--serve", OPT_STR, &serve, NULL, "serve Prometheus text at http://ADDR:PORT/metrics (bind 127.0.0.1 unless told; port 0 picks one)", NULL, "ADDR:PORT"},
         {"--request-timeout", OPT_DOUBLE, &req_timeout, "10", "with --serve: cut a connection whose request takes longer than SECONDS", NULL, "SECONDS"},
         {"--duration", OPT_DOUBLE, &duration, "0", "with --serve: stop after SECONDS (0: until SIGINT/SIGTERM)", NULL, "SECONDS"},
@@ -137,11 +137,11 @@ int cmd_health(int argc, char **argv)
     struct health_ctx ctx;
     if ((rc = health_open(&ctx, providers, &e))) return cli_fail("health", &e);
     if (ctx.nprov == 0) {
-        err_set(&e, PLUMB_EUNSUPPORTED, "no health provider could be opened (nvml: %s; rocm-smi: %s; linux: %s)",
-                ctx.notes[0], ctx.notes[1], ctx.notes[2]);
+        err_set(&e, PLUMB_EUNSUPPORTED, "no health provider could be opened (nvml: %s; rocm-smi: %s; amdsmi: %s; linux: %s)",
+                ctx.notes[0], ctx.notes[1], ctx.notes[2], ctx.notes[3]);
         return cli_fail("health", &e);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < HEALTH_NPROV; i++)
         if (ctx.notes[i][0] && strcmp(ctx.notes[i], "not requested")) log_debug("health: %s: %s", ctx.names[i], ctx.notes[i]);
     struct health_eval *ev = calloc(1, sizeof *ev);
     struct health_sample *s = calloc(HEALTH_MAX_DEVICES, sizeof *s);
@@ -225,7 +225,7 @@ int cmd_health(int argc, char **argv)
             json_t *doc = round_json(s, n, al, na);
             json_object_set_new(doc, "thresholds", health_thresholds_json(&thr));
             json_t *pv = json_object();
-            for (int i = 0; i < 3; i++)
+            for (int i = 0; i < HEALTH_NPROV; i++)
                 json_object_set_new(pv, ctx.names[i], json_string(ctx.notes[i][0] ? ctx.notes[i] : "ok"));
             json_object_set_new(doc, "providers", pv);
             char *str = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(15));

@@ -16,7 +16,7 @@ json_t *health_doctor_rows(void)
     json_t *rows = json_array();
     struct health_ctx ctx;
     plumb_err e = {0};
-    if (health_open(&ctx, "nvml,rocm-smi", &e)) return rows;
+    if (health_open(&ctx, "nvml,rocm-smi,amdsmi", &e)) return rows;
     struct health_sample s[HEALTH_MAX_DEVICES];
     int n = 0;
     if (ctx.nprov && health_sample_all(&ctx, s, HEALTH_MAX_DEVICES, &n, &e)) {

@@ -161,27 +161,33 @@ int health_throttle_parse(const char *vendor, const char *list, uint64_t *bits, 
 int health_open(struct health_ctx *h, const char *which, plumb_err *e)
 {
     memset(h, 0, sizeof *h);
-    const struct health_provider_ops *all[3] = {&health_nvml_ops, &health_rsmi_ops, &health_linux_ops};
-    int want[3] = {1, 1, 1};
+    const struct health_provider_ops *all[HEALTH_NPROV] = {&health_nvml_ops, &health_rsmi_ops, &health_amdsmi_ops,
+                                                           &health_linux_ops};
+    int want[HEALTH_NPROV] = {1, 1, 1, 1};
     if (which && strcmp(which, "all")) {
-        want[0] = want[1] = want[2] = 0;
+        for (int i = 0; i < HEALTH_NPROV; i++) want[i] = 0;
         char buf[128];
         snprintf(buf, sizeof buf, "%s", which);
         char *save = NULL;
         for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             int k = -1;
-            for (int i = 0; i < 3; i++)
+            for (int i = 0; i < HEALTH_NPROV; i++)
                 if (!strcmp(t, all[i]->name)) k = i;
             if (k < 0)
                 return err_set(e, PLUMB_EUSAGE, "--providers: unknown provider '%s' (expected all or a "
-                                                "comma list of nvml, rocm-smi, linux)", t);
+                                                "comma list of nvml, rocm-smi, amdsmi, linux)", t);
             want[k] = 1;
         }
     }
-    for (int i = 0; i < 3; i++) {
+    int rsmi_open = 0;
+    for (int i = 0; i < HEALTH_NPROV; i++) {
         h->names[i] = all[i]->name;
         if (!want[i]) {
             snprintf(h->notes[i], sizeof h->notes[i], "not requested");
+            continue;
+        }
+        if (all[i] == &health_amdsmi_ops && rsmi_open) {
+            snprintf(h->notes[i], sizeof h->notes[i], "not used: rocm-smi reports the AMD GPUs");
             continue;
         }
         struct health_provider p = {all[i], NULL, 0};
@@ -192,6 +198,7 @@ int health_open(struct health_ctx *h, const char *which, plumb_err *e)
             log_debug("health: provider %s not used: %s", p.ops->name, h->notes[i]);
             continue;
         }
+        if (all[i] == &health_rsmi_ops) rsmi_open = 1;
         h->prov[h->nprov++] = p;
     }
     return PLUMB_OK;

@@ -112,17 +112,20 @@ struct health_provider {
     void *state;
     int ndev;
 };
-extern const struct health_provider_ops health_nvml_ops, health_rsmi_ops, health_linux_ops;
+extern const struct health_provider_ops health_nvml_ops, health_rsmi_ops, health_amdsmi_ops, health_linux_ops;
 
-/* All providers that opened. which: "all" or a comma list of provider names.
- * Library paths: PLUMB_NVML_LIB and PLUMB_RSMI_LIB override the search
+/* All providers that opened. which: "all" or a comma list of provider names
+ * (nvml, rocm-smi, amdsmi, linux); amdsmi is opened only when rocm-smi did not
+ * (they would report the same GPUs).
+ * Library paths: PLUMB_NVML_LIB, PLUMB_RSMI_LIB and PLUMB_AMDSMI_LIB override the search
  * (tests point them at fake libraries); PLUMB_HEALTH_SYSFS / PLUMB_HEALTH_PROCFS
  * override /sys and /proc for the linux provider. */
+#define HEALTH_NPROV 4
 struct health_ctx {
-    struct health_provider prov[3];
+    struct health_provider prov[HEALTH_NPROV];
     int nprov;
-    char notes[3][256]; /* why a provider did not open ("" when it did) */
-    const char *names[3];
+    char notes[HEALTH_NPROV][256]; /* why a provider did not open ("" when it did) */
+    const char *names[HEALTH_NPROV];
 };
 int health_open(struct health_ctx *h, const char *which, plumb_err *e);
 int health_sample_all(struct health_ctx *h, struct health_sample *out, int max, int *n, plumb_err *e);
