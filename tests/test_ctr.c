@@ -5,6 +5,7 @@
 #include "test.h"
 #include "core/hash.h"
 #include "dev/dev.h"
+#include "dev/train_ops.h"
 #include "models/ctr.h"
 #include <stdlib.h>
 
@@ -491,3 +492,47 @@ static void check_learns(enum ctr_opt_kind kind, float lr, double want_drop, dou
 }
 TEST(ctr_learns_sgd) { check_learns(CTR_OPT_SGD, 0.5f, 0.04, 0.66); }
 TEST(ctr_learns_adamw) { check_learns(CTR_OPT_ADAMW, 0.003f, 0.1, 0.55); }
+
+/* fp16 storage: an activation gradient past 65504 becomes inf, and the
+ * gradients carry it so the loss scaler's check sees it; fp32 stays finite. */
+TEST(ctr_fp16_overflow_reaches_gradients)
+{
+    struct dev *d = open_cpu(NUMERICS_FAST, 0);
+    if (!d) TEST_SKIP("no training ops on %s", test_device());
+    struct ctr_config c = small_config(8, 16, 16, 20);
+    plumb_err e = {0};
+    struct ctr_model *m16 = NULL, *m32 = NULL;
+    REQUIRE(ctr_create(d, &c, 16, DT_F16, &m16, &e) == 0);
+    REQUIRE(ctr_create(d, &c, 16, DT_F32, &m32, &e) == 0);
+    rs = 31;
+    host_init(m16, 1.0);
+    dev_download(d, ctr_params(m32), ctr_params(m16), ctr_n_params(m16) * sizeof(float), &e);
+    float dense[16 * 13], lab[16];
+    uint32_t sp[16 * 26];
+    make_batch(16, &c, dense, sp, lab);
+    struct ctr_batch b = {16, 16, dense, sp, lab};
+    int *found = NULL;
+    REQUIRE(dev_alloc(d, sizeof(int), (void **)&found, &e) == 0);
+    const float huge = 1e7f; /* loss scale far too large for fp16 */
+    int f16 = 0, f32 = 0, zero = 0;
+    REQUIRE(ctr_forward_backward(m16, &b, huge, NULL, &e) == 0);
+    dev_upload(d, found, &zero, sizeof zero, &e);
+    REQUIRE(d->ops->train->scale_check(d, NULL, ctr_grads(m16), ctr_n_dense(m16), 1.0f, found, &e) == 0);
+    dev_download(d, &f16, found, sizeof f16, &e);
+    REQUIRE(ctr_forward_backward(m32, &b, huge, NULL, &e) == 0);
+    dev_upload(d, found, &zero, sizeof zero, &e);
+    REQUIRE(d->ops->train->scale_check(d, NULL, ctr_grads(m32), ctr_n_dense(m32), 1.0f, found, &e) == 0);
+    dev_download(d, &f32, found, sizeof f32, &e);
+    CHECK_EQ_INT(f16, 1);
+    CHECK_EQ_INT(f32, 0);
+    /* with a modest scale fp16 is finite */
+    REQUIRE(ctr_forward_backward(m16, &b, 8.0f, NULL, &e) == 0);
+    dev_upload(d, found, &zero, sizeof zero, &e);
+    REQUIRE(d->ops->train->scale_check(d, NULL, ctr_grads(m16), ctr_n_dense(m16), 1.0f, found, &e) == 0);
+    dev_download(d, &f16, found, sizeof f16, &e);
+    CHECK_EQ_INT(f16, 0);
+    dev_free(d, found);
+    ctr_free(m16);
+    ctr_free(m32);
+    dev_close(d);
+}
