@@ -34,6 +34,11 @@ static int nthreads(struct dev *d)
 /* Fast linear layers: rows per sgemm call (the epilogue runs while the
  * chunk is in L2). */
 #define LIN_CHUNK 256
+/* Rows per work item of the per-sample kernels. Work items are handed out
+ * dynamically (a descheduled thread on a shared machine does not hold up
+ * the others); every output element is computed the same way whichever
+ * thread takes it, so results do not change. */
+#define ROW_CHUNK 64
 
 /* OpenBLAS runs single-threaded inside our OpenMP regions; the caller's
  * setting is restored afterwards. */
@@ -208,7 +213,7 @@ static int cpu_linear_fwd(struct dev *d, dev_stream *s, const float *x, const fl
          * one thread pool, no OpenBLAS threads spinning against ours. */
         int prev = blas_single();
         int nch = (B + LIN_CHUNK - 1) / LIN_CHUNK;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nch > 1 && (double)B * K * N > PAR_MIN_FLOP)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nch > 1 && (double)B * K * N > PAR_MIN_FLOP)
         for (int ch = 0; ch < nch; ch++) {
             int b0 = ch * LIN_CHUNK, mb = B - b0 < LIN_CHUNK ? B - b0 : LIN_CHUNK;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mb, N, K, 1.0f, x + (size_t)b0 * K, K, w,
@@ -262,7 +267,7 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
         int nch = (B + LIN_CHUNK - 1) / LIN_CHUNK;
         int par = (double)B * K * N > PAR_MIN_FLOP;
         if (dx) {
-#pragma omp parallel for num_threads(nt) schedule(static) if (par && nch > 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (par && nch > 1)
             for (int ch = 0; ch < nch; ch++) {
                 int b0 = ch * LIN_CHUNK, mb = B - b0 < LIN_CHUNK ? B - b0 : LIN_CHUNK;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mb, K, N, 1.0f, dy + (size_t)b0 * N,
@@ -586,10 +591,11 @@ static int cpu_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, c
     if (!scr) return err_set(e, PLUMB_ENOMEM, "interact_fwd: out of memory");
 #pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
     {
-        int t = omp_get_thread_num(), TT = omp_get_num_threads();
-        int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
-        float *zT = scr + (size_t)t * per;
-        interact_fwd_rows(bottom, emb, out, b0, b1, T, D, rt, zT, zT + (size_t)F * D);
+        float *zT = scr + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(dynamic, 1)
+        for (int b0 = 0; b0 < B; b0 += ROW_CHUNK)
+            interact_fwd_rows(bottom, emb, out, b0, b0 + ROW_CHUNK < B ? b0 + ROW_CHUNK : B, T, D, rt, zT,
+                              zT + (size_t)F * D);
     }
     return PLUMB_OK;
 }
@@ -607,11 +613,11 @@ static int cpu_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, c
     if (!scr) return err_set(e, PLUMB_ENOMEM, "interact_bwd: out of memory");
 #pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
     {
-        int t = omp_get_thread_num(), TT = omp_get_num_threads();
-        int b0 = (int)((long)B * t / TT), b1 = (int)((long)B * (t + 1) / TT);
-        float *G = scr + (size_t)t * ((size_t)F * F + D);
-        interact_bwd_rows(bottom, emb, dout, dbottom, demb, b0, b1, T, D, rt, G,
-                          G + (size_t)F * F);
+        float *G = scr + (size_t)omp_get_thread_num() * ((size_t)F * F + D);
+#pragma omp for schedule(dynamic, 1)
+        for (int b0 = 0; b0 < B; b0 += ROW_CHUNK)
+            interact_bwd_rows(bottom, emb, dout, dbottom, demb, b0, b0 + ROW_CHUNK < B ? b0 + ROW_CHUNK : B, T, D,
+                              rt, G, G + (size_t)F * F);
     }
     return PLUMB_OK;
 }
