@@ -4,6 +4,7 @@
  * stderr and returns the status. */
 #include "gpu/gpu.h"
 #include "gpu/ops.h"
+#include "gpu/train_gpu.h"
 
 static int op_fail(struct dev *d, const char *op, int rc, const plumb_err *e)
 {
@@ -149,6 +150,6 @@ static int g_cast(struct dev *d, dev_stream *s, const void *x, dtype_t xt, void 
 #if !defined(__HIP_DEVICE_COMPILE__)
 const struct dev_ops gpu_ops = {
     g_rng_u32, g_rng_uniform, g_rng_normal, g_gemm, g_sum, g_softmax, g_layernorm, g_unary, g_cast,
-    NULL, /* train: issue 5 */
+    &gpu_train_ops, /* train: gpu/train_ops.cu */
 };
 #endif

@@ -1,0 +1,55 @@
+/* Internal to the GPU plugins: the training ops of dev/train_ops.h on the GPU
+ * (train_ops.cu: table, checks, elementwise/loss/optimizer kernels;
+ * train_linear.cu: golden tiled GEMM chains and fast cuBLASLt GEMMs with
+ * fused epilogues; train_sparse.cu: embeddings, DLRM interaction, the
+ * deterministic radix sort and segment reduce).
+ *
+ * All train ops of one device run on one stream at a time (the trainer's
+ * compute stream), so they share one per-device workspace (tws_get). */
+#ifndef PLUMB_GPU_TRAIN_H
+#define PLUMB_GPU_TRAIN_H
+#include "gpu/gpu.h"
+extern "C" {
+#include "dev/train_ops.h"
+}
+
+/* Rounds a fp32 value to rt (fp32: unchanged) exactly as the cpu backend does. */
+__device__ static inline float tr_round(float x, int rt)
+{
+    if (rt == DT_BF16) return bf16_to_f32(f32_to_bf16(x));
+    if (rt == DT_F16) return f16_to_f32(f32_to_f16(x));
+    return x;
+}
+
+/* Per-device workspace that grows on demand (the old one is released after a
+ * device synchronize, so growth costs a sync once; steady state never
+ * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers. */
+int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
+
+/* train_linear.cu */
+int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *bias,
+                  float *y, int B, int K, int N, int relu, dtype_t rt, plumb_err *e);
+int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *y,
+                  float *dy, float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt,
+                  plumb_err *e);
+/* Describes the fast GEMM path in use ("cublasLt fused epilogue, bf16 via ...") */
+void tr_linear_describe(char *buf, size_t n);
+
+/* train_sparse.cu */
+int tr_embedding_fwd(struct dev *d, struct dev_stream *st, const float *table, const int64_t *off,
+                     const uint32_t *idx, float *out, int B, int T, int D, dtype_t rt, plumb_err *e);
+int tr_embedding_bwd(struct dev *d, struct dev_stream *st, const int64_t *off, const uint32_t *idx,
+                     const float *dout, int B, int n_valid, int T, int D, int64_t *rows_out, float *grads_out,
+                     int64_t *n_out, plumb_err *e);
+int tr_sparse_coalesce(struct dev *d, struct dev_stream *st, const int64_t *rows_in, const float *vals_in,
+                       size_t n, int D, int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e);
+int tr_interact_fwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, float *out,
+                    int B, int T, int D, dtype_t rt, plumb_err *e);
+int tr_interact_bwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb,
+                    const float *dout, float *dbottom, float *demb, int B, int T, int D, dtype_t rt,
+                    plumb_err *e);
+
+/* The GPU training op table (train_ops.cu); dev_ops.train points here. */
+extern const struct train_ops gpu_train_ops;
+
+#endif

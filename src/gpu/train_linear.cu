@@ -1,0 +1,492 @@
+/* Linear layers on the GPU (train_ops.h linear_fwd / linear_bwd).
+ *
+ * Golden: one tiled kernel computes C[M,N] = chain over k of
+ *   acc = fmaf(A(m,k), B(k,n), acc), k ascending from 0,
+ * with A and B addressed through strides, which covers y = x w^T
+ * (A = x, B(k,n) = w[n,k]), dx = dy w and dw = dy^T x; tiles only decide which
+ * thread holds which chain, never the order inside one, so the bits equal the
+ * cpu backend's. The epilogue (bias add, ReLU, rounding) is the cpu's
+ * expression. dbias is one sequential fp32 sum per column (ascending b).
+ *
+ * Fast (CUDA): cuBLASLt with fp32 storage. fp32 uses CUBLAS_COMPUTE_32F (TF32
+ * only when the device allows it); bf16/fp16 use COMPUTE_32F_FAST_16BF /
+ * _16F: the inputs are already rounded to bf16/fp16 values by the contract
+ * (activations stored rounded, weights through round_fp32), so the
+ * library's down-conversion is exact and the product is a bf16 tensor-core
+ * GEMM with fp32 accumulation. Bias and ReLU ride in the cuBLASLt epilogue
+ * (BIAS / RELU_BIAS); rounding of the stored output to bf16 is one extra
+ * elementwise pass. The backward masks dy by the ReLU and reduces dbias in
+ * the same pass (fixed 64-row chunks, then a fixed-order sum of the chunks:
+ * deterministic, no atomics). PLUMB_TRAIN_BF16=convert switches bf16/fp16 to
+ * explicit conversion into 16-bit copies and native 16-bit GEMMs (for
+ * comparison). Plans (layouts, algorithm) are cached per shape; the
+ * reduction scheme is NONE, so results repeat run to run.
+ * Fast (HIP), and the fallback when cuBLASLt offers no algorithm: the plugin's
+ * blas_gemm (rocBLAS / cuBLASLt) plus our own epilogue kernel. */
+#include "gpu/train_gpu.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GT 16
+
+/* ---------------- golden ---------------- */
+
+/* C[M,N] (row stride ldc) = sum_k A(m,k) B(k,n) with A(m,k) = A[m*sam + k*sak],
+ * B(k,n) = B[k*sbk + n*sbn]; then epilogue: bias (per n), relu, round. */
+__global__ void k_gold_mm(int M, int N, int K, const float *A, long long sam, long long sak, const float *Bm,
+                          long long sbk, long long sbn, float *C, int ldc, const float *bias, int relu, int rt)
+{
+    __shared__ float As[GT][GT + 1]; /* [m][k] */
+    __shared__ float Bs[GT][GT + 1]; /* [k][n] */
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int m0 = blockIdx.y * GT, n0 = blockIdx.x * GT;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += GT) {
+        /* load so that adjacent threads read adjacent addresses where possible */
+        {
+            int mm = sam == 1 ? tx : ty, kk = sam == 1 ? ty : tx;
+            int gm = m0 + mm, gk = k0 + kk;
+            As[mm][kk] = (gm < M && gk < K) ? A[gm * sam + gk * sak] : 0.0f;
+        }
+        {
+            int kk = sbn == 1 ? ty : tx, nn = sbn == 1 ? tx : ty;
+            int gk = k0 + kk, gn = n0 + nn;
+            Bs[kk][nn] = (gk < K && gn < N) ? Bm[gk * sbk + gn * sbn] : 0.0f;
+        }
+        __syncthreads();
+        int kend = K - k0 < GT ? K - k0 : GT;
+        for (int kk = 0; kk < kend; kk++) acc = fmaf(As[ty][kk], Bs[kk][tx], acc);
+        __syncthreads();
+    }
+    int m = m0 + ty, n = n0 + tx;
+    if (m < M && n < N) {
+        float v = bias ? acc + bias[n] : acc;
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        C[(size_t)m * ldc + n] = tr_round(v, rt);
+    }
+}
+
+static int gold_mm(struct dev *d, struct dev_stream *st, int M, int N, int K, const float *A, long long sam,
+                   long long sak, const float *Bm, long long sbk, long long sbn, float *C, const float *bias,
+                   int relu, int rt, plumb_err *e)
+{
+    dim3 blk(GT, GT), grd((unsigned)((N + GT - 1) / GT), (unsigned)((M + GT - 1) / GT));
+    if (grd.y > 65535)
+        return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: golden linear: %d rows exceed %d", d->label, M, 65535 * GT);
+    k_gold_mm<<<grd, blk, 0, st->s>>>(M, N, K, A, sam, sak, Bm, sbk, sbn, C, N, bias, relu, rt);
+    GPU_CHECK_LAUNCH(d, "k_gold_mm", e);
+    return PLUMB_OK;
+}
+
+/* dy[b,n] = y[b,n] > 0 ? dy : 0 in place */
+__global__ void k_relu_mask(const float *y, float *dy, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* golden dbias: one sequential fp32 sum per column, ascending b from 0 */
+__global__ void k_colsum_seq(const float *dy, float *db, int B, int N)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) s = s + dy[(size_t)b * N + n];
+    db[n] = s;
+}
+
+/* ---------------- fast: shared pieces ---------------- */
+
+#define CS_ROWS 64
+/* relu mask (optional) + per-chunk column sums: part[c, n] = sum of rows
+ * [64c, 64c+64) of (masked) dy, sequential inside the chunk. */
+__global__ void k_mask_colsum(const float *y, float *dy, int B, int N, int relu, float *part)
+{
+    int c = blockIdx.y;
+    int b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int b = b0; b < b1; b++) {
+            size_t i = (size_t)b * N + n;
+            float g = dy[i];
+            if (relu) {
+                g = y[i] > 0.0f ? g : 0.0f;
+                dy[i] = g;
+            }
+            s = s + g;
+        }
+        if (part) part[(size_t)c * N + n] = s;
+    }
+}
+__global__ void k_colsum_final(const float *part, int nc, int N, float *db)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    float s = 0.0f;
+    for (int c = 0; c < nc; c++) s = s + part[(size_t)c * N + n];
+    db[n] = s;
+}
+
+/* y = round(relu(y + bias)) in place, [B, N] */
+__global__ void k_epilogue(float *y, const float *bias, size_t B, int N, int relu, int rt)
+{
+    size_t tot = B * (size_t)N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        float v = y[i];
+        if (bias) v = v + bias[i % (size_t)N];
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        y[i] = tr_round(v, rt);
+    }
+}
+
+__global__ void k_to16(const float *x, uint16_t *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = rt == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+}
+
+static int launch_epilogue(struct dev *d, struct dev_stream *st, float *y, const float *bias, int B, int N, int relu,
+                           int rt, plumb_err *e)
+{
+    if (!bias && !relu && rt == DT_F32) return PLUMB_OK;
+    size_t n = (size_t)B * N;
+    k_epilogue<<<gpu_grid(n, 256), 256, 0, st->s>>>(y, bias, (size_t)B, N, relu, rt);
+    GPU_CHECK_LAUNCH(d, "k_epilogue", e);
+    return PLUMB_OK;
+}
+
+/* Row-major gemm through the plugin's blas_gemm (fp32 inputs). */
+static int gemm_rm(struct dev *d, struct dev_stream *st, int m, int n, int k, int ta, int tb, const float *a, int lda,
+                   const float *b, int ldb, float *c, int ldc, plumb_err *e)
+{
+    struct gemm_desc g;
+    memset(&g, 0, sizeof g);
+    g.m = m; g.n = n; g.k = k;
+    g.trans_a = ta; g.trans_b = tb;
+    g.ab_type = DT_F32;
+    g.a = a; g.lda = lda; g.b = b; g.ldb = ldb; g.c = c; g.ldc = ldc;
+    return blas_gemm(d, st, &g, e);
+}
+
+#if !defined(PLUMB_HIP)
+/* ---------------- fast: cuBLASLt with epilogues ---------------- */
+#include <cublasLt.h>
+
+enum { EPI_NONE = 0, EPI_BIAS = 1, EPI_RELU_BIAS = 2, EPI_RELU = 3 };
+
+struct lt_key {
+    int ta, tb, m, n, k, lda, ldb, ldc, compute, abtype, epi, align;
+};
+struct lt_plan {
+    struct lt_key key;
+    int used, ok;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+#define LT_PLANS 96
+struct lt_state {
+    struct dev *d;
+    cublasLtHandle_t h;
+    void *ws;
+    size_t ws_bytes;
+    struct lt_plan plans[LT_PLANS];
+    int next;
+};
+static struct lt_state g_lt[16];
+static pthread_mutex_t g_lt_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_convert = -1; /* PLUMB_TRAIN_BF16=convert */
+
+#define LT_WS_BYTES ((size_t)32 << 20)
+
+static struct lt_state *lt_of(struct dev *d, plumb_err *e)
+{
+    for (int i = 0; i < 16; i++)
+        if (g_lt[i].d == d) return &g_lt[i];
+    for (int i = 0; i < 16; i++)
+        if (!g_lt[i].d) {
+            struct lt_state *s = &g_lt[i];
+            memset(s, 0, sizeof *s);
+            cublasStatus_t st = cublasLtCreate(&s->h);
+            if (st != CUBLAS_STATUS_SUCCESS) {
+                gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtCreate failed: %s", d->label, cublasLtGetStatusString(st));
+                return NULL;
+            }
+            if (cudaMalloc(&s->ws, LT_WS_BYTES) != cudaSuccess) {
+                cublasLtDestroy(s->h);
+                gpu_err(e, PLUMB_ENOMEM, "%s: cannot allocate the %zu MiB cuBLASLt workspace", d->label,
+                        LT_WS_BYTES >> 20);
+                return NULL;
+            }
+            s->ws_bytes = LT_WS_BYTES;
+            s->d = d;
+            return s;
+        }
+    gpu_err(e, PLUMB_EINTERNAL, "%s: too many devices for the cuBLASLt plan cache", d->label);
+    return NULL;
+}
+
+static void plan_clear(struct lt_plan *p)
+{
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+static int ptr_align(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 4 && (a % (uintptr_t)al)) al >>= 1;
+    return al;
+}
+
+/* Makes a plan; p->ok = 0 when the library has no algorithm for it. */
+static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->key = *k;
+    p->used = 1;
+    cudaDataType_t at = (cudaDataType_t)k->abtype;
+    if (cublasLtMatmulDescCreate(&p->op, (cublasComputeType_t)k->compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return;
+    cublasOperation_t oa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = k->epi == EPI_BIAS        ? CUBLASLT_EPILOGUE_BIAS
+                             : k->epi == EPI_RELU_BIAS ? CUBLASLT_EPILOGUE_RELU_BIAS
+                             : k->epi == EPI_RELU      ? CUBLASLT_EPILOGUE_RELU
+                                                       : CUBLASLT_EPILOGUE_DEFAULT;
+    if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa) ||
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) ||
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi))
+        return;
+    if (k->epi == EPI_BIAS || k->epi == EPI_RELU_BIAS) {
+        cudaDataType_t bt = CUDA_R_32F;
+        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)) return;
+    }
+    /* column-major: A is (ta ? k x m : m x k), B is (tb ? n x k : k x n) */
+    if (cublasLtMatrixLayoutCreate(&p->la, at, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda) ||
+        cublasLtMatrixLayoutCreate(&p->lb, at, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb) ||
+        cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc))
+        return;
+    cublasLtMatmulPreference_t pref;
+    if (cublasLtMatmulPreferenceCreate(&pref)) return;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE, al = (uint32_t)k->align;
+    size_t wsb = s->ws_bytes;
+    int bad = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) ||
+              cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
+                                                   sizeof scheme);
+    for (int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; !bad && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
+        bad = cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (!bad &&
+        cublasLtMatmulAlgoGetHeuristic(s->h, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
+            CUBLAS_STATUS_SUCCESS &&
+        found > 0) {
+        p->algo = res.algo;
+        p->ok = 1;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+}
+
+/* Column-major C[m,n] = op(A) op(B) (+ epilogue). Returns PLUMB_EUNSUPPORTED
+ * (no message) when cuBLASLt has no algorithm: the caller falls back. */
+static int lt_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
+                   const void *Bm, int ldb, float *C, int ldc, int rt, int abtype16, int epi, const float *bias,
+                   plumb_err *e)
+{
+    pthread_mutex_lock(&g_lt_lock);
+    struct lt_state *s = lt_of(d, e);
+    if (!s) {
+        pthread_mutex_unlock(&g_lt_lock);
+        return e ? e->code : PLUMB_EDEVICE;
+    }
+    struct lt_key key;
+    memset(&key, 0, sizeof key);
+    key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
+    key.lda = lda; key.ldb = ldb; key.ldc = ldc; key.epi = epi;
+    if (abtype16) {
+        key.abtype = rt == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+        key.compute = CUBLAS_COMPUTE_32F;
+    } else {
+        key.abtype = CUDA_R_32F;
+        key.compute = rt == DT_BF16   ? CUBLAS_COMPUTE_32F_FAST_16BF
+                      : rt == DT_F16  ? CUBLAS_COMPUTE_32F_FAST_16F
+                      : d->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : CUBLAS_COMPUTE_32F;
+    }
+    int al = ptr_align(A);
+    if (ptr_align(Bm) < al) al = ptr_align(Bm);
+    if (ptr_align(C) < al) al = ptr_align(C);
+    key.align = al;
+    struct lt_plan *p = NULL;
+    for (int i = 0; i < LT_PLANS && !p; i++)
+        if (s->plans[i].used && !memcmp(&s->plans[i].key, &key, sizeof key)) p = &s->plans[i];
+    if (!p) {
+        for (int i = 0; i < LT_PLANS && !p; i++)
+            if (!s->plans[i].used) p = &s->plans[i];
+        if (!p) {
+            p = &s->plans[s->next];
+            s->next = (s->next + 1) % LT_PLANS;
+            plan_clear(p);
+        }
+        plan_make(s, &key, p);
+    }
+    if (!p->ok) {
+        pthread_mutex_unlock(&g_lt_lock);
+        return PLUMB_EUNSUPPORTED;
+    }
+    if (epi == EPI_BIAS || epi == EPI_RELU_BIAS) {
+        cublasStatus_t bs = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+        if (bs != CUBLAS_STATUS_SUCCESS) {
+            pthread_mutex_unlock(&g_lt_lock);
+            return gpu_err(e, PLUMB_EDEVICE, "%s: cuBLASLt bias pointer: %s", d->label, cublasLtGetStatusString(bs));
+        }
+    }
+    float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t rs = cublasLtMatmul(s->h, p->op, &alpha, A, p->la, Bm, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
+                                       s->ws, s->ws_bytes, st->s);
+    pthread_mutex_unlock(&g_lt_lock);
+    if (rs != CUBLAS_STATUS_SUCCESS)
+        return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul m=%d n=%d k=%d failed: %s", d->label, m, n, k,
+                       cublasLtGetStatusString(rs));
+    return PLUMB_OK;
+}
+
+static int use_convert(void)
+{
+    if (g_convert < 0) {
+        const char *v = getenv("PLUMB_TRAIN_BF16");
+        g_convert = v && !strcmp(v, "convert");
+    }
+    return g_convert;
+}
+
+/* Converted 16-bit copies of the two GEMM inputs when PLUMB_TRAIN_BF16=convert. */
+static int to16(struct dev *d, struct dev_stream *st, const float *x, size_t n, uint16_t *y, int rt, plumb_err *e)
+{
+    k_to16<<<gpu_grid(n, 256), 256, 0, st->s>>>(x, y, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_to16", e);
+    return PLUMB_OK;
+}
+
+/* One column-major Lt gemm with fp32 storage, through conversion when asked. */
+static int lt_gemm32(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const float *A,
+                     size_t a_elems, int lda, const float *Bm, size_t b_elems, int ldb, float *C, int ldc, int rt,
+                     int epi, const float *bias, plumb_err *e)
+{
+    if (rt != DT_F32 && use_convert()) {
+        void *ws;
+        size_t na = (a_elems + 127) / 128 * 128;
+        int rc = tws_get(d, 1, (na + b_elems) * sizeof(uint16_t), &ws, e);
+        if (rc) return rc;
+        uint16_t *a16 = (uint16_t *)ws, *b16 = a16 + na;
+        if ((rc = to16(d, st, A, a_elems, a16, rt, e)) || (rc = to16(d, st, Bm, b_elems, b16, rt, e))) return rc;
+        return lt_gemm(d, st, ta, tb, m, n, k, a16, lda, b16, ldb, C, ldc, rt, 1, epi, bias, e);
+    }
+    return lt_gemm(d, st, ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, rt, 0, epi, bias, e);
+}
+#endif /* !PLUMB_HIP */
+
+void tr_linear_describe(char *buf, size_t n)
+{
+#if defined(PLUMB_HIP)
+    snprintf(buf, n, "fast linear: rocBLAS gemm (fp32) + fused bias/relu/round kernel");
+#else
+    const char *v = getenv("PLUMB_TRAIN_BF16");
+    snprintf(buf, n, "fast linear: cuBLASLt, bias/ReLU in the epilogue, bf16/fp16 via %s",
+             v && !strcmp(v, "convert") ? "16-bit copies + native 16-bit GEMM" : "COMPUTE_32F_FAST_16BF/16F");
+#endif
+}
+
+/* ---------------- entry points ---------------- */
+
+int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *bias, float *y,
+                  int B, int K, int N, int relu, dtype_t rt, plumb_err *e)
+{
+    if (d->numerics == NUMERICS_GOLDEN)
+        return gold_mm(d, st, B, N, K, x, K, 1, w, 1, K, y, bias, relu, (int)rt, e);
+#if !defined(PLUMB_HIP)
+    /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B) */
+    int epi = bias ? (relu ? EPI_RELU_BIAS : EPI_BIAS) : (relu ? EPI_RELU : EPI_NONE);
+    int rc = lt_gemm32(d, st, 1, 0, N, B, K, w, (size_t)N * K, K, x, (size_t)B * K, K, y, N, (int)rt, epi, bias, e);
+    if (rc == PLUMB_OK) return rt == DT_F32 ? PLUMB_OK : launch_epilogue(d, st, y, NULL, B, N, 0, (int)rt, e);
+    if (rc != PLUMB_EUNSUPPORTED) return rc;
+    rc = lt_gemm32(d, st, 1, 0, N, B, K, w, (size_t)N * K, K, x, (size_t)B * K, K, y, N, (int)rt, EPI_NONE, NULL, e);
+    if (rc == PLUMB_OK) return launch_epilogue(d, st, y, bias, B, N, relu, (int)rt, e);
+    if (rc != PLUMB_EUNSUPPORTED) return rc;
+#endif
+    int rc2 = gemm_rm(d, st, B, N, K, 0, 1, x, K, w, K, y, N, e);
+    if (rc2) return rc2;
+    return launch_epilogue(d, st, y, bias, B, N, relu, (int)rt, e);
+}
+
+int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *y, float *dy,
+                  float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt, plumb_err *e)
+{
+    size_t BN = (size_t)B * N;
+    int rc;
+    if (d->numerics == NUMERICS_GOLDEN) {
+        if (relu) {
+            k_relu_mask<<<gpu_grid(BN, 256), 256, 0, st->s>>>(y, dy, BN);
+            GPU_CHECK_LAUNCH(d, "k_relu_mask", e);
+        }
+        if (dbias) {
+            k_colsum_seq<<<(N + 127) / 128, 128, 0, st->s>>>(dy, dbias, B, N);
+            GPU_CHECK_LAUNCH(d, "k_colsum_seq", e);
+        }
+        /* dx[b,k] = sum_n dy[b,n] w[n,k]: A = dy (sam N, sak 1), B(n,k) = w[n*K + k] */
+        if (dx && (rc = gold_mm(d, st, B, K, N, dy, N, 1, w, K, 1, dx, NULL, 0, (int)rt, e))) return rc;
+        /* dw[n,k] = sum_b dy[b,n] x[b,k]: A(n,b) = dy[b*N + n] (sam 1, sak N), B(b,k) = x[b*K + k] */
+        return gold_mm(d, st, N, K, B, dy, 1, N, x, K, 1, dw, NULL, 0, DT_F32, e);
+    }
+    /* fast: mask + dbias partials in one pass */
+    if (relu || dbias) {
+        int nc = (B + CS_ROWS - 1) / CS_ROWS;
+        float *part = NULL;
+        if (dbias) {
+            void *ws;
+            if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
+            part = (float *)ws;
+        }
+        dim3 grd((unsigned)((N + 127) / 128), (unsigned)nc);
+        k_mask_colsum<<<grd, 128, 0, st->s>>>(y, dy, B, N, relu, part);
+        GPU_CHECK_LAUNCH(d, "k_mask_colsum", e);
+        if (dbias) {
+            k_colsum_final<<<(N + 127) / 128, 128, 0, st->s>>>(part, nc, N, dbias);
+            GPU_CHECK_LAUNCH(d, "k_colsum_final", e);
+        }
+    }
+#if !defined(PLUMB_HIP)
+    /* dx^T [K x B] = (w viewed K x N) (dy viewed N x B) */
+    int dx_done = !dx, dw_done = 0;
+    if (dx) {
+        rc = lt_gemm32(d, st, 0, 0, K, B, N, w, (size_t)N * K, K, dy, BN, N, dx, K, (int)rt, EPI_NONE, NULL, e);
+        if (rc == PLUMB_OK) {
+            dx_done = 1;
+            if (rt != DT_F32 && (rc = launch_epilogue(d, st, dx, NULL, B, K, 0, (int)rt, e))) return rc;
+        } else if (rc != PLUMB_EUNSUPPORTED) {
+            return rc;
+        }
+    }
+    /* dw^T [K x N] = (x viewed K x B) (dy viewed N x B)^T; fp32 output */
+    rc = lt_gemm32(d, st, 0, 1, K, N, B, x, (size_t)B * K, K, dy, BN, N, dw, K, (int)rt, EPI_NONE, NULL, e);
+    if (rc == PLUMB_OK) dw_done = 1;
+    else if (rc != PLUMB_EUNSUPPORTED) return rc;
+    if (dx_done && dw_done) return PLUMB_OK;
+    if (!dx_done) {
+        if ((rc = gemm_rm(d, st, B, K, N, 0, 0, dy, N, w, K, dx, K, e))) return rc;
+        if ((rc = launch_epilogue(d, st, dx, NULL, B, K, 0, (int)rt, e))) return rc;
+    }
+    if (!dw_done) return gemm_rm(d, st, N, K, B, 1, 0, dy, N, x, K, dw, K, e);
+    return PLUMB_OK;
+#else
+    if (dx) {
+        if ((rc = gemm_rm(d, st, B, K, N, 0, 0, dy, N, w, K, dx, K, e))) return rc;
+        if ((rc = launch_epilogue(d, st, dx, NULL, B, K, 0, (int)rt, e))) return rc;
+    }
+    return gemm_rm(d, st, N, K, B, 1, 0, dy, N, x, K, dw, K, e);
+#endif
+}

@@ -1,0 +1,534 @@
+/* The GPU training op table (dev/train_ops.h): argument checks, dispatch to
+ * the kernel families (train_linear.cu, train_sparse.cu), and the small ops
+ * written here: relu, BCE, sigmoid, optimizers, gradient utilities.
+ *
+ * Golden: each kernel evaluates the cpu backend's expression for one output
+ * element in the documented order (fmaf written out, --fmad=false /
+ * -ffp-contract=off, train_math.h transcendentals, IEEE division and sqrt),
+ * so the bits equal the cpu backend's. Sequential definitions (the BCE loss
+ * sum, sumsq's block order) run sequentially on the device.
+ * Fast: vendor exp/log1p, deterministic tree reductions with a fixed shape
+ * (never atomics on floats), so a fast result repeats run to run. */
+#include "gpu/train_gpu.h"
+#include "dev/train_math.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------- workspace ---------------- */
+
+struct tws_slot {
+    struct dev *d;
+    void *p[2];
+    size_t bytes[2];
+};
+#define TWS_DEVS 64
+static struct tws_slot g_tws[TWS_DEVS];
+static pthread_mutex_t g_tws_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
+{
+    pthread_mutex_lock(&g_tws_lock);
+    struct tws_slot *s = NULL;
+    for (int i = 0; i < TWS_DEVS && !s; i++)
+        if (g_tws[i].d == d) s = &g_tws[i];
+    for (int i = 0; i < TWS_DEVS && !s; i++)
+        if (!g_tws[i].d) {
+            s = &g_tws[i];
+            s->d = d;
+        }
+    if (!s) {
+        pthread_mutex_unlock(&g_tws_lock);
+        return gpu_err(e, PLUMB_EINTERNAL, "%s: more than %d devices hold train workspaces", d->label, TWS_DEVS);
+    }
+    if (bytes < 256) bytes = 256;
+    if (s->bytes[slot] < bytes) {
+        size_t nb = bytes + bytes / 2;
+        cudaError_t rc = cudaDeviceSynchronize(); /* the old buffer may still be read */
+        if (rc == cudaSuccess && s->p[slot]) rc = cudaFree(s->p[slot]);
+        s->p[slot] = NULL;
+        s->bytes[slot] = 0;
+        if (rc == cudaSuccess) rc = cudaMalloc(&s->p[slot], nb);
+        if (rc != cudaSuccess) {
+            s->p[slot] = NULL;
+            pthread_mutex_unlock(&g_tws_lock);
+            return gpu_check_(rc, "cudaMalloc(train workspace)", d->label, e);
+        }
+        s->bytes[slot] = nb;
+    }
+    *p = s->p[slot];
+    pthread_mutex_unlock(&g_tws_lock);
+    return PLUMB_OK;
+}
+
+/* ---------------- checks ---------------- */
+
+#define NEED(cond, ...)                                                                  \
+    do {                                                                                 \
+        if (!(cond)) return gpu_err(e, PLUMB_EUSAGE, __VA_ARGS__);                       \
+    } while (0)
+
+static int rt_ok(struct dev *d, const char *op, dtype_t rt, plumb_err *e)
+{
+    if (rt != DT_F32 && rt != DT_BF16 && rt != DT_F16)
+        return gpu_err(e, PLUMB_EUSAGE, "%s: %s: rounding type %d is not fp32, bf16 or fp16", d->label, op, (int)rt);
+    return PLUMB_OK;
+}
+#define RT_OK(op)                                                                        \
+    do {                                                                                 \
+        int rc_ = rt_ok(d, op, rt, e);                                                   \
+        if (rc_) return rc_;                                                             \
+    } while (0)
+#define ENTER()                                                                          \
+    do {                                                                                 \
+        int rc_ = gpu_enter(d, e);                                                       \
+        if (rc_) return rc_;                                                             \
+    } while (0)
+
+static inline int is_golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN; }
+
+#define TPB 256
+
+/* ---------------- dense layers ---------------- */
+
+static int g_linear_fwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *bias, float *y,
+                        int B, int K, int N, int relu, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && y, "%s: linear_fwd: NULL x, w or y", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: linear_fwd: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    RT_OK("linear_fwd");
+    ENTER();
+    return tr_linear_fwd(d, gpu_stream(d, s), x, w, bias, y, B, K, N, relu, rt, e);
+}
+
+static int g_linear_bwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *y, float *dy,
+                        float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && dy && dw, "%s: linear_bwd: NULL x, w, dy or dw", d->label);
+    NEED(!relu || y, "%s: linear_bwd: relu needs the forward output y", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: linear_bwd: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    RT_OK("linear_bwd");
+    ENTER();
+    return tr_linear_bwd(d, gpu_stream(d, s), x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, e);
+}
+
+__global__ void k_relu_fwd(const float *x, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = tr_round(x[i] > 0.0f ? x[i] : 0.0f, rt);
+}
+__global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+static int g_relu_fwd(struct dev *d, dev_stream *s, const float *x, float *y, size_t n, dtype_t rt, plumb_err *e)
+{
+    NEED(x && y, "%s: relu_fwd: NULL x or y", d->label);
+    RT_OK("relu_fwd");
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_relu_fwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, y, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_relu_fwd", e);
+    return PLUMB_OK;
+}
+
+static int g_relu_bwd(struct dev *d, dev_stream *s, const float *y, const float *dy, float *dx, size_t n,
+                      plumb_err *e)
+{
+    NEED(y && dy && dx, "%s: relu_bwd: NULL y, dy or dx", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_relu_bwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(y, dy, dx, n);
+    GPU_CHECK_LAUNCH(d, "k_relu_bwd", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- embeddings / interaction (train_sparse.cu) ---------------- */
+
+static int g_embedding_fwd(struct dev *d, dev_stream *s, const float *table, const int64_t *off, const uint32_t *idx,
+                           float *out, int B, int T, int D, dtype_t rt, plumb_err *e)
+{
+    NEED(table && off && idx && out, "%s: embedding_fwd: NULL table, off, idx or out", d->label);
+    NEED(B > 0 && T > 0 && D > 0, "%s: embedding_fwd: bad shape B=%d T=%d D=%d", d->label, B, T, D);
+    RT_OK("embedding_fwd");
+    ENTER();
+    return tr_embedding_fwd(d, gpu_stream(d, s), table, off, idx, out, B, T, D, rt, e);
+}
+
+static int g_embedding_bwd(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx, const float *dout,
+                           int B, int n_valid, int T, int D, int64_t *rows_out, float *grads_out, int64_t *n_out,
+                           plumb_err *e)
+{
+    NEED(off && idx && dout && rows_out && grads_out && n_out, "%s: embedding_bwd: NULL argument", d->label);
+    NEED(B > 0 && T > 0 && D > 0 && n_valid >= 0 && n_valid <= B,
+         "%s: embedding_bwd: bad shape B=%d n_valid=%d T=%d D=%d", d->label, B, n_valid, T, D);
+    ENTER();
+    return tr_embedding_bwd(d, gpu_stream(d, s), off, idx, dout, B, n_valid, T, D, rows_out, grads_out, n_out, e);
+}
+
+static int g_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows_in, const float *vals_in, size_t n,
+                             int D, int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e)
+{
+    NEED((rows_in && vals_in && rows_out && vals_out && n_out) || (n == 0 && n_out),
+         "%s: sparse_coalesce: NULL argument", d->label);
+    NEED(D > 0, "%s: sparse_coalesce: D=%d (expected > 0)", d->label, D);
+    NEED(n <= 0xffffffffu, "%s: sparse_coalesce: %zu pairs (at most 2^32-1)", d->label, n);
+    ENTER();
+    return tr_sparse_coalesce(d, gpu_stream(d, s), rows_in, vals_in, n, D, rows_out, vals_out, n_out, e);
+}
+
+static int g_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, const float *emb, float *out, int B,
+                          int T, int D, dtype_t rt, plumb_err *e)
+{
+    NEED(bottom && emb && out, "%s: interact_fwd: NULL bottom, emb or out", d->label);
+    NEED(B > 0 && T > 0 && D > 0, "%s: interact_fwd: bad shape B=%d T=%d D=%d", d->label, B, T, D);
+    RT_OK("interact_fwd");
+    ENTER();
+    return tr_interact_fwd(d, gpu_stream(d, s), bottom, emb, out, B, T, D, rt, e);
+}
+
+static int g_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, const float *emb, const float *dout,
+                          float *dbottom, float *demb, int B, int T, int D, dtype_t rt, plumb_err *e)
+{
+    NEED(bottom && emb && dout && dbottom && demb, "%s: interact_bwd: NULL argument", d->label);
+    NEED(B > 0 && T > 0 && D > 0, "%s: interact_bwd: bad shape B=%d T=%d D=%d", d->label, B, T, D);
+    RT_OK("interact_bwd");
+    ENTER();
+    return tr_interact_bwd(d, gpu_stream(d, s), bottom, emb, dout, dbottom, demb, B, T, D, rt, e);
+}
+
+/* ---------------- loss ---------------- */
+
+__device__ static inline float fast_sigmoid(float z)
+{
+    if (z >= 0.0f) return 1.0f / (1.0f + expf(-z));
+    float ez = expf(z);
+    return ez / (1.0f + ez);
+}
+
+/* per-sample loss into lb[B] (0 when masked), optional loss_ps and dz */
+__global__ void k_bce(const float *z, const float *y, int B, int n_valid, float gs, float *loss_ps, float *dz,
+                      float *lb, int golden)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    if (b >= n_valid) {
+        if (loss_ps) loss_ps[b] = 0.0f;
+        if (dz) dz[b] = 0.0f;
+        lb[b] = 0.0f;
+        return;
+    }
+    float zb = z[b], yb = y ? y[b] : 0.0f, l;
+    if (golden) {
+        l = tm_bce_logit(zb, yb);
+    } else {
+        float a = zb > 0.0f ? zb : 0.0f;
+        l = (a - zb * yb) + log1pf(expf(-fabsf(zb)));
+    }
+    if (loss_ps) loss_ps[b] = l;
+    lb[b] = l;
+    if (dz) dz[b] = ((golden ? tm_sigmoidf(zb) : fast_sigmoid(zb)) - yb) * gs;
+}
+
+/* golden: the definition's order, double adds in ascending b from 0 */
+__global__ void k_bce_sum_seq(const float *lb, int n_valid, double *sc)
+{
+    double s = 0.0;
+    for (int b = 0; b < n_valid; b++) s += (double)lb[b];
+    sc[0] = s;
+    sc[1] = (double)n_valid;
+}
+
+/* fast: per-block double tree sums (fixed shape), then one block sums those */
+__global__ void k_bce_sum_blocks(const float *lb, int n_valid, double *part)
+{
+    __shared__ double sh[TPB];
+    int b = blockIdx.x * TPB + threadIdx.x;
+    sh[threadIdx.x] = b < n_valid ? (double)lb[b] : 0.0;
+    __syncthreads();
+    for (int w = TPB / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
+}
+__global__ void k_bce_sum_final(const double *part, int nb, int n_valid, double *sc)
+{
+    __shared__ double sh[TPB];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < nb; i += TPB) s += part[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = TPB / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        sc[0] = sh[0];
+        sc[1] = (double)n_valid;
+    }
+}
+
+static int g_bce_logits(struct dev *d, dev_stream *s, const float *z, const float *y, int B, int n_valid,
+                        float grad_scale, float *loss_ps, double *sum_count, float *dz, plumb_err *e)
+{
+    NEED(z, "%s: bce_logits: NULL logits", d->label);
+    NEED(y || (!loss_ps && !sum_count && !dz) || n_valid == 0, "%s: bce_logits: NULL labels", d->label);
+    NEED(B > 0 && n_valid >= 0 && n_valid <= B, "%s: bce_logits: bad B=%d n_valid=%d", d->label, B, n_valid);
+    ENTER();
+    struct dev_stream *st = gpu_stream(d, s);
+    int nb = (B + TPB - 1) / TPB;
+    void *ws;
+    int rc = tws_get(d, 0, (size_t)B * sizeof(float) + (size_t)(nb + 1) * sizeof(double), &ws, e);
+    if (rc) return rc;
+    double *part = (double *)ws;
+    float *lb = (float *)(part + nb + 1);
+    int g = is_golden(d);
+    k_bce<<<nb, TPB, 0, st->s>>>(z, y, B, n_valid, grad_scale, loss_ps, dz, lb, g);
+    GPU_CHECK_LAUNCH(d, "k_bce", e);
+    if (sum_count) {
+        if (g) {
+            k_bce_sum_seq<<<1, 1, 0, st->s>>>(lb, n_valid, sum_count);
+            GPU_CHECK_LAUNCH(d, "k_bce_sum_seq", e);
+        } else {
+            k_bce_sum_blocks<<<nb, TPB, 0, st->s>>>(lb, n_valid, part);
+            GPU_CHECK_LAUNCH(d, "k_bce_sum_blocks", e);
+            k_bce_sum_final<<<1, TPB, 0, st->s>>>(part, nb, n_valid, sum_count);
+            GPU_CHECK_LAUNCH(d, "k_bce_sum_final", e);
+        }
+    }
+    return PLUMB_OK;
+}
+
+__global__ void k_sigmoid(const float *z, float *p, size_t n, int golden)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = golden ? tm_sigmoidf(z[i]) : fast_sigmoid(z[i]);
+}
+
+static int g_sigmoid(struct dev *d, dev_stream *s, const float *z, float *p, size_t n, plumb_err *e)
+{
+    NEED(z && p, "%s: sigmoid: NULL z or p", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_sigmoid<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(z, p, n, is_golden(d));
+    GPU_CHECK_LAUNCH(d, "k_sigmoid", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- optimizers ---------------- */
+
+__global__ void k_sgd(float *w, const float *g, size_t n, float lr, float wd)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        w[i] = wd == 0.0f ? fmaf(-lr, g[i], w[i]) : fmaf(-lr, fmaf(wd, w[i], g[i]), w[i]);
+}
+
+static int g_sgd(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr, float wd, plumb_err *e)
+{
+    NEED(w && g, "%s: sgd: NULL w or g", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_sgd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, n, lr, wd);
+    GPU_CHECK_LAUNCH(d, "k_sgd", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_sgd_sparse(float *table, const int64_t *rows, const float *grads, size_t n, int D, float lr)
+{
+    size_t tot = n * (size_t)D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t u = i / (size_t)D, k = i % (size_t)D;
+        float *t = table + (size_t)rows[u] * D + k;
+        *t = fmaf(-lr, grads[i], *t);
+    }
+}
+
+static int g_sgd_sparse(struct dev *d, dev_stream *s, float *table, const int64_t *rows, const float *grads, size_t n,
+                        int D, float lr, plumb_err *e)
+{
+    NEED((table && rows && grads) || n == 0, "%s: sgd_sparse: NULL argument", d->label);
+    NEED(D > 0, "%s: sgd_sparse: D=%d", d->label, D);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_sgd_sparse<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, gpu_stream(d, s)->s>>>(table, rows, grads, n, D, lr);
+    GPU_CHECK_LAUNCH(d, "k_sgd_sparse", e);
+    return PLUMB_OK;
+}
+
+/* The cpu's adamw_one, line by line (fp32, no fma: --fmad=false). */
+__device__ static inline void adamw_one(float *w, float g, float *m, float *v, float lr, float b1, float b2, float eps,
+                                        float wd, float bc1, float bc2)
+{
+    float x = *w;
+    x = x - lr * wd * x;
+    float mm = b1 * *m + (1.0f - b1) * g;
+    float vv = b2 * *v + (1.0f - b2) * g * g;
+    *m = mm;
+    *v = vv;
+    x = x - lr * (mm / bc1) / (sqrtf(vv / bc2) + eps);
+    *w = x;
+}
+
+__global__ void k_adamw(float *w, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                        float eps, float wd, float bc1, float bc2)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        adamw_one(w + i, g[i], m + i, v + i, lr, b1, b2, eps, wd, bc1, bc2);
+}
+
+__global__ void k_adamw_sparse(float *table, float *m, float *v, const int64_t *rows, const float *grads, size_t n,
+                               int D, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2)
+{
+    size_t tot = n * (size_t)D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t u = i / (size_t)D, k = i % (size_t)D;
+        size_t o = (size_t)rows[u] * D + k;
+        adamw_one(table + o, grads[i], m + o, v + o, lr, b1, b2, eps, wd, bc1, bc2);
+    }
+}
+
+static int adam_args(struct dev *d, float bc1, float bc2, plumb_err *e)
+{
+    if (!(bc1 > 0.0f && bc1 <= 1.0f && bc2 > 0.0f && bc2 <= 1.0f))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: adamw: bias corrections bc1=%g bc2=%g (expected in (0,1])", d->label,
+                       (double)bc1, (double)bc2);
+    return PLUMB_OK;
+}
+
+static int g_adamw(struct dev *d, dev_stream *s, float *w, const float *g, float *m, float *v, size_t n, float lr,
+                   float b1, float b2, float eps, float wd, float bc1, float bc2, plumb_err *e)
+{
+    NEED(w && g && m && v, "%s: adamw: NULL argument", d->label);
+    if (adam_args(d, bc1, bc2, e)) return PLUMB_EUSAGE;
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_adamw<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+    GPU_CHECK_LAUNCH(d, "k_adamw", e);
+    return PLUMB_OK;
+}
+
+static int g_adamw_sparse(struct dev *d, dev_stream *s, float *table, float *m, float *v, const int64_t *rows,
+                          const float *grads, size_t n, int D, float lr, float b1, float b2, float eps, float wd,
+                          float bc1, float bc2, plumb_err *e)
+{
+    NEED((table && m && v && rows && grads) || n == 0, "%s: adamw_sparse: NULL argument", d->label);
+    NEED(D > 0, "%s: adamw_sparse: D=%d", d->label, D);
+    if (adam_args(d, bc1, bc2, e)) return PLUMB_EUSAGE;
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_adamw_sparse<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, gpu_stream(d, s)->s>>>(table, m, v, rows, grads, n, D, lr,
+                                                                                   b1, b2, eps, wd, bc1, bc2);
+    GPU_CHECK_LAUNCH(d, "k_adamw_sparse", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- gradient utilities ---------------- */
+
+#define SUMSQ_BLK 1024
+/* one thread per 1024-element block: double sum in ascending i (both modes) */
+__global__ void k_sumsq_blocks(const float *x, size_t n, size_t bl0, size_t nbl, double *part)
+{
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (j >= nbl) return;
+    size_t i0 = (bl0 + j) * SUMSQ_BLK, i1 = i0 + SUMSQ_BLK < n ? i0 + SUMSQ_BLK : n;
+    double acc = 0.0;
+    for (size_t i = i0; i < i1; i++) acc += (double)x[i] * (double)x[i];
+    part[j] = acc;
+}
+/* block sums added to out[0] in ascending block order */
+__global__ void k_sumsq_total(const double *part, size_t nbl, double *out)
+{
+    double tot = out[0];
+    for (size_t j = 0; j < nbl; j++) tot += part[j];
+    out[0] = tot;
+}
+
+static int g_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, double *out, plumb_err *e)
+{
+    NEED((x || n == 0) && out, "%s: sumsq: NULL argument", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    struct dev_stream *st = gpu_stream(d, s);
+    size_t nb = (n + SUMSQ_BLK - 1) / SUMSQ_BLK, round = (size_t)1 << 20;
+    void *ws;
+    int rc = tws_get(d, 0, (nb < round ? nb : round) * sizeof(double), &ws, e);
+    if (rc) return rc;
+    for (size_t b0 = 0; b0 < nb; b0 += round) {
+        size_t k = nb - b0 < round ? nb - b0 : round;
+        k_sumsq_blocks<<<(unsigned)((k + TPB - 1) / TPB), TPB, 0, st->s>>>(x, n, b0, k, (double *)ws);
+        GPU_CHECK_LAUNCH(d, "k_sumsq_blocks", e);
+        k_sumsq_total<<<1, 1, 0, st->s>>>((const double *)ws, k, out);
+        GPU_CHECK_LAUNCH(d, "k_sumsq_total", e);
+    }
+    return PLUMB_OK;
+}
+
+__global__ void k_scale_check(float *x, size_t n, float mul, int *found_inf)
+{
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        bad |= !isfinite(v);
+        x[i] = v * mul;
+    }
+    if (bad) *found_inf = 1; /* every writer stores the same value */
+}
+
+static int g_scale_check(struct dev *d, dev_stream *s, float *x, size_t n, float mul, int *found_inf, plumb_err *e)
+{
+    NEED((x || n == 0) && found_inf, "%s: scale_check: NULL argument", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_scale_check<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, n, mul, found_inf);
+    GPU_CHECK_LAUNCH(d, "k_scale_check", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_affine(const float *x, float *y, size_t n, float a, float b)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = fmaf(a, x[i], b);
+}
+
+static int g_affine(struct dev *d, dev_stream *s, const float *x, float *y, size_t n, float a, float b, plumb_err *e)
+{
+    NEED((x && y) || n == 0, "%s: affine: NULL x or y", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_affine<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, y, n, a, b);
+    GPU_CHECK_LAUNCH(d, "k_affine", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_round(const float *x, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = tr_round(x[i], rt);
+}
+
+static int g_round_fp32(struct dev *d, dev_stream *s, const float *x, float *y, size_t n, dtype_t rt, plumb_err *e)
+{
+    NEED((x && y) || n == 0, "%s: round_fp32: NULL x or y", d->label);
+    RT_OK("round_fp32");
+    if (!n) return PLUMB_OK;
+    ENTER();
+    struct dev_stream *st = gpu_stream(d, s);
+    if (rt == DT_F32) {
+        if (x != y) GPU_CHECK(d, cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, st->s), e);
+        return PLUMB_OK;
+    }
+    k_round<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, y, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_round", e);
+    return PLUMB_OK;
+}
+
+#if !defined(__HIP_DEVICE_COMPILE__)
+const struct train_ops gpu_train_ops = {
+    g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
+    g_interact_fwd, g_interact_bwd, g_bce_logits, g_sigmoid,   g_sgd,           g_sgd_sparse,    g_adamw,
+    g_adamw_sparse, g_sumsq,       g_scale_check, g_affine,    g_round_fp32,
+};
+#endif

@@ -1,0 +1,512 @@
+/* Embeddings, the DLRM dot interaction and the deterministic sparse
+ * reduction on the GPU (train_ops.h).
+ *
+ * embedding_fwd: one thread per output element, a copy rounded to rt.
+ * interact_fwd / interact_bwd: one block per sample with the F = T+1 vectors
+ *   in shared memory; each output is one fmaf chain in the documented order
+ *   (the golden definition, used by both modes: it is already memory-bound).
+ * embedding_bwd / sparse_coalesce: a stable LSD radix sort of (row, position)
+ *   (4-bit digits: per-tile digit counts, one exclusive scan over
+ *   (digit, tile), then a stable scatter where each thread owns consecutive
+ *   items), head flags and a scan give the distinct rows in ascending order;
+ *   then each row's vectors are summed. Golden (and the definition): plain
+ *   fp32 adds in ascending position from 0, one thread per (row, column).
+ *   Fast: the same for rows seen at most 32 times; hotter rows (a Zipf head
+ *   can hold a third of a batch) are summed by a whole warp, lane l taking
+ *   positions l, l+32, ... and a fixed butterfly combining the lanes:
+ *   deterministic, no atomics, but not the definition's order.
+ *   Passes beyond the key width stop early on the device (the largest key is
+ *   reduced first), so no host synchronisation is needed; the host bounds the
+ *   key width by the device memory (a row index of a table that fits). */
+#include "gpu/train_gpu.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define TPB 256
+
+/* ---------------- embedding gather ---------------- */
+
+__global__ void k_emb_fwd(const float *table, const int64_t *off, const uint32_t *idx, float *out, int B, int T, int D,
+                          int rt)
+{
+    size_t tot = (size_t)B * T * D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t bt = i / (size_t)D;
+        int k = (int)(i % (size_t)D), t = (int)(bt % (size_t)T);
+        int64_t row = off[t] + (int64_t)idx[bt];
+        out[i] = tr_round(table[(size_t)row * D + k], rt);
+    }
+}
+
+int tr_embedding_fwd(struct dev *d, struct dev_stream *st, const float *table, const int64_t *off, const uint32_t *idx,
+                     float *out, int B, int T, int D, dtype_t rt, plumb_err *e)
+{
+    size_t tot = (size_t)B * T * D;
+    k_emb_fwd<<<gpu_grid(tot, TPB), TPB, 0, st->s>>>(table, off, idx, out, B, T, D, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_emb_fwd", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- interaction ---------------- */
+
+/* z vectors of sample b into shared memory, row stride D+1 (bank spread) */
+__device__ static void load_z(float *z, const float *bottom, const float *emb, int b, int T, int D)
+{
+    const int F = T + 1, S = D + 1;
+    for (int i = threadIdx.x; i < F * D; i += blockDim.x) {
+        int f = i / D, k = i % D;
+        z[f * S + k] = f == 0 ? bottom[(size_t)b * D + k] : emb[((size_t)b * T + (f - 1)) * D + k];
+    }
+}
+
+/* pair index p (0-based, i > j, lower triangle row by row) -> (i, j) */
+__device__ static inline void pair_of(int p, int *pi, int *pj)
+{
+    int i = (int)((1.0f + sqrtf(1.0f + 8.0f * (float)p)) * 0.5f);
+    while (i * (i - 1) / 2 > p) i--;
+    while ((i + 1) * i / 2 <= p) i++;
+    *pi = i;
+    *pj = p - i * (i - 1) / 2;
+}
+
+__global__ void k_interact_fwd(const float *bottom, const float *emb, float *out, int B, int T, int D, int rt)
+{
+    extern __shared__ float z[];
+    const int F = T + 1, S = D + 1, W = D + F * (F - 1) / 2;
+    for (int b = blockIdx.x; b < B; b += gridDim.x) {
+        __syncthreads();
+        load_z(z, bottom, emb, b, T, D);
+        __syncthreads();
+        float *o = out + (size_t)b * W;
+        for (int q = threadIdx.x; q < W; q += blockDim.x) {
+            if (q < D) {
+                o[q] = tr_round(z[q], rt);
+                continue;
+            }
+            int i, j;
+            pair_of(q - D, &i, &j);
+            const float *zi = z + i * S, *zj = z + j * S;
+            float acc = 0.0f;
+            for (int k = 0; k < D; k++) acc = fmaf(zi[k], zj[k], acc);
+            o[q] = tr_round(acc, rt);
+        }
+    }
+}
+
+__global__ void k_interact_bwd(const float *bottom, const float *emb, const float *dout, float *dbottom, float *demb,
+                               int B, int T, int D, int rt)
+{
+    extern __shared__ float z[];
+    const int F = T + 1, S = D + 1, W = D + F * (F - 1) / 2;
+    float *g = z + F * S; /* [W] dout row */
+    for (int b = blockIdx.x; b < B; b += gridDim.x) {
+        __syncthreads();
+        load_z(z, bottom, emb, b, T, D);
+        for (int q = threadIdx.x; q < W; q += blockDim.x) g[q] = dout[(size_t)b * W + q];
+        __syncthreads();
+        for (int q = threadIdx.x; q < F * D; q += blockDim.x) {
+            int i = q / D, k = q % D;
+            float acc = i == 0 ? g[k] : 0.0f;
+            for (int j = 0; j < F; j++) {
+                if (j == i) continue;
+                int p = i > j ? i * (i - 1) / 2 + j : j * (j - 1) / 2 + i;
+                acc = fmaf(g[D + p], z[j * S + k], acc);
+            }
+            float v = tr_round(acc, rt);
+            if (i == 0) dbottom[(size_t)b * D + k] = v;
+            else demb[((size_t)b * T + (i - 1)) * D + k] = v;
+        }
+    }
+}
+
+static unsigned sample_grid(int B) { return (unsigned)(B < 65536 * 4 ? B : 65536 * 4); }
+
+int tr_interact_fwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, float *out, int B,
+                    int T, int D, dtype_t rt, plumb_err *e)
+{
+    size_t sm = (size_t)(T + 1) * (D + 1) * sizeof(float);
+    if (sm > 48 * 1024)
+        return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: interact_fwd: T=%d D=%d needs %zu bytes of shared memory (max 48 KiB)",
+                       d->label, T, D, sm);
+    k_interact_fwd<<<sample_grid(B), 128, sm, st->s>>>(bottom, emb, out, B, T, D, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_interact_fwd", e);
+    return PLUMB_OK;
+}
+
+int tr_interact_bwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, const float *dout,
+                    float *dbottom, float *demb, int B, int T, int D, dtype_t rt, plumb_err *e)
+{
+    int F = T + 1, W = D + F * (F - 1) / 2;
+    size_t sm = ((size_t)F * (D + 1) + W) * sizeof(float);
+    if (sm > 48 * 1024)
+        return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: interact_bwd: T=%d D=%d needs %zu bytes of shared memory (max 48 KiB)",
+                       d->label, T, D, sm);
+    k_interact_bwd<<<sample_grid(B), 128, sm, st->s>>>(bottom, emb, dout, dbottom, demb, B, T, D, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_interact_bwd", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- stable radix sort ---------------- */
+
+#define RS_ITEMS 8
+#define RS_TILE (TPB * RS_ITEMS)
+#define RS_BITS 4
+#define RS_DIG (1 << RS_BITS)
+
+/* keys from the embedding indices: key[p] = off[t] + idx[p], val[p] = p */
+__global__ void k_emb_keys(const int64_t *off, const uint32_t *idx, size_t n, int T, uint64_t *key, uint32_t *val)
+{
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n; p += (size_t)gridDim.x * blockDim.x) {
+        key[p] = (uint64_t)(off[p % (size_t)T] + (int64_t)idx[p]);
+        val[p] = (uint32_t)p;
+    }
+}
+__global__ void k_copy_keys(const int64_t *rows, size_t n, uint64_t *key, uint32_t *val)
+{
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n; p += (size_t)gridDim.x * blockDim.x) {
+        key[p] = (uint64_t)rows[p];
+        val[p] = (uint32_t)p;
+    }
+}
+
+/* meta[0] = largest key (integer max: the result does not depend on order) */
+__global__ void k_maxkey(const uint64_t *key, size_t n, unsigned long long *meta)
+{
+    unsigned long long m = 0;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n; p += (size_t)gridDim.x * blockDim.x)
+        m = key[p] > m ? key[p] : m;
+    for (int o = PLUMB_WARP / 2; o > 0; o >>= 1) {
+        unsigned long long v = plumb_shfl_xor(m, o);
+        m = v > m ? v : m;
+    }
+    if (threadIdx.x % PLUMB_WARP == 0 && m) atomicMax(meta, m);
+}
+
+__device__ static inline int pass_active(const unsigned long long *meta, int shift)
+{
+    return shift == 0 ? meta[0] != 0 : (meta[0] >> shift) != 0;
+}
+
+/* counts[dig * ntiles + tile] */
+__global__ void k_rs_hist(const uint64_t *key, size_t n, int shift, unsigned *counts, unsigned ntiles,
+                          const unsigned long long *meta)
+{
+    if (!pass_active(meta, shift)) return;
+    __shared__ unsigned c[RS_DIG];
+    if (threadIdx.x < RS_DIG) c[threadIdx.x] = 0;
+    __syncthreads();
+    size_t base = (size_t)blockIdx.x * RS_TILE + (size_t)threadIdx.x * RS_ITEMS;
+    unsigned loc[RS_DIG];
+#pragma unroll
+    for (int q = 0; q < RS_DIG; q++) loc[q] = 0;
+    for (int j = 0; j < RS_ITEMS; j++)
+        if (base + j < n) loc[(key[base + j] >> shift) & (RS_DIG - 1)]++;
+#pragma unroll
+    for (int q = 0; q < RS_DIG; q++)
+        if (loc[q]) atomicAdd(&c[q], loc[q]); /* integer counts: order-free */
+    __syncthreads();
+    if (threadIdx.x < RS_DIG) counts[(size_t)threadIdx.x * ntiles + blockIdx.x] = c[threadIdx.x];
+}
+
+/* Exclusive scan of a[0..n) in place, one block of TPB threads (n up to a few
+ * million: each thread scans a contiguous strip). total (optional) = sum. */
+__global__ void k_scan1(unsigned *a, size_t n, const unsigned long long *meta, int shift, unsigned *total)
+{
+    if (meta && !pass_active(meta, shift)) return;
+    __shared__ unsigned sh[TPB];
+    size_t per = (n + TPB - 1) / TPB, s0 = threadIdx.x * per, s1 = s0 + per < n ? s0 + per : n;
+    unsigned sum = 0;
+    for (size_t i = s0; i < s1; i++) sum += a[i];
+    sh[threadIdx.x] = sum;
+    __syncthreads();
+    for (int o = 1; o < TPB; o <<= 1) { /* Hillis-Steele inclusive */
+        unsigned v = threadIdx.x >= (unsigned)o ? sh[threadIdx.x - o] : 0;
+        __syncthreads();
+        sh[threadIdx.x] += v;
+        __syncthreads();
+    }
+    unsigned run = threadIdx.x ? sh[threadIdx.x - 1] : 0;
+    if (total && threadIdx.x == TPB - 1) *total = sh[TPB - 1];
+    for (size_t i = s0; i < s1; i++) {
+        unsigned v = a[i];
+        a[i] = run;
+        run += v;
+    }
+}
+
+__global__ void k_rs_scatter(const uint64_t *kin, const uint32_t *vin, uint64_t *kout, uint32_t *vout, size_t n,
+                             int shift, const unsigned *counts, unsigned ntiles, const unsigned long long *meta)
+{
+    if (!pass_active(meta, shift)) return;
+    __shared__ unsigned sc[RS_DIG * TPB]; /* [dig][thread] then its exclusive scan */
+    __shared__ unsigned part[TPB];
+    size_t base = (size_t)blockIdx.x * RS_TILE + (size_t)threadIdx.x * RS_ITEMS;
+    uint64_t kk[RS_ITEMS];
+    uint32_t vv[RS_ITEMS];
+    unsigned loc[RS_DIG];
+#pragma unroll
+    for (int q = 0; q < RS_DIG; q++) loc[q] = 0;
+#pragma unroll
+    for (int j = 0; j < RS_ITEMS; j++) {
+        if (base + j < n) {
+            kk[j] = kin[base + j];
+            vv[j] = vin[base + j];
+            loc[(kk[j] >> shift) & (RS_DIG - 1)]++;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < RS_DIG; q++) sc[q * TPB + threadIdx.x] = loc[q];
+    __syncthreads();
+    /* exclusive scan of the RS_DIG*TPB array in digit-major order: thread t
+     * scans the strip [t*RS_DIG, (t+1)*RS_DIG) */
+    unsigned s = 0;
+    for (int q = 0; q < RS_DIG; q++) s += sc[threadIdx.x * RS_DIG + q];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int o = 1; o < TPB; o <<= 1) {
+        unsigned v = threadIdx.x >= (unsigned)o ? part[threadIdx.x - o] : 0;
+        __syncthreads();
+        part[threadIdx.x] += v;
+        __syncthreads();
+    }
+    unsigned run = threadIdx.x ? part[threadIdx.x - 1] : 0;
+    for (int q = 0; q < RS_DIG; q++) {
+        unsigned v = sc[threadIdx.x * RS_DIG + q];
+        sc[threadIdx.x * RS_DIG + q] = run;
+        run += v;
+    }
+    __syncthreads();
+    /* position = global offset of (digit, tile) + items of that digit in
+     * earlier threads of this tile + earlier items of this thread */
+    unsigned seen[RS_DIG];
+#pragma unroll
+    for (int q = 0; q < RS_DIG; q++) seen[q] = 0;
+#pragma unroll
+    for (int j = 0; j < RS_ITEMS; j++) {
+        if (base + j < n) {
+            int q = (int)((kk[j] >> shift) & (RS_DIG - 1));
+            unsigned pos = counts[(size_t)q * ntiles + blockIdx.x] + (sc[q * TPB + threadIdx.x] - sc[q * TPB]) + seen[q]++;
+            kout[pos] = kk[j];
+            vout[pos] = vv[j];
+        }
+    }
+}
+
+/* ---------------- segments ---------------- */
+
+/* Which buffer holds the sorted data: the number of active passes' parity. */
+__device__ static inline int sorted_in_b(const unsigned long long *meta, int npass)
+{
+    int act = 0;
+    for (int p = 0; p < npass; p++) act += pass_active(meta, p * RS_BITS);
+    return act & 1;
+}
+
+__global__ void k_heads(const uint64_t *ka, const uint64_t *kb, size_t n, const unsigned long long *meta, int npass,
+                        unsigned *flag)
+{
+    const uint64_t *k = sorted_in_b(meta, npass) ? kb : ka;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        flag[i] = (i == 0 || k[i] != k[i - 1]) ? 1u : 0u;
+}
+
+/* tile sums of flag into tsum[tile] (tile = RS_TILE items) */
+__global__ void k_tile_sum(const unsigned *flag, size_t n, unsigned *tsum)
+{
+    __shared__ unsigned sh[TPB];
+    size_t base = (size_t)blockIdx.x * RS_TILE;
+    unsigned s = 0;
+    for (int j = threadIdx.x; j < RS_TILE; j += TPB)
+        if (base + j < n) s += flag[base + j];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = TPB / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) tsum[blockIdx.x] = sh[0];
+}
+
+/* segment id of each head: seg[i] = tile offset + heads before i in the tile;
+ * writes rows_out[u] and start[u]; start[U] = n, n_out = U */
+__global__ void k_seg_write(const uint64_t *ka, const uint64_t *kb, const unsigned *flag, size_t n,
+                            const unsigned *toff, const unsigned *total, const unsigned long long *meta, int npass,
+                            int64_t *rows_out, unsigned *start, int64_t *n_out)
+{
+    __shared__ unsigned sh[TPB];
+    const uint64_t *k = sorted_in_b(meta, npass) ? kb : ka;
+    size_t base = (size_t)blockIdx.x * RS_TILE + (size_t)threadIdx.x * RS_ITEMS;
+    unsigned s = 0;
+    for (int j = 0; j < RS_ITEMS; j++)
+        if (base + j < n) s += flag[base + j];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int o = 1; o < TPB; o <<= 1) {
+        unsigned v = threadIdx.x >= (unsigned)o ? sh[threadIdx.x - o] : 0;
+        __syncthreads();
+        sh[threadIdx.x] += v;
+        __syncthreads();
+    }
+    unsigned u = toff[blockIdx.x] + (threadIdx.x ? sh[threadIdx.x - 1] : 0);
+    for (int j = 0; j < RS_ITEMS; j++) {
+        size_t i = base + j;
+        if (i < n && flag[i]) {
+            rows_out[u] = (int64_t)k[i];
+            start[u] = (unsigned)i;
+            u++;
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        start[*total] = (unsigned)n;
+        *n_out = (int64_t)*total;
+    }
+}
+
+/* golden: out[u, k] = 0 + v[p0, k] + v[p1, k] + ... in ascending position */
+__global__ void k_seg_sum_seq(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
+                              const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
+                              size_t maxu)
+{
+    const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
+    unsigned U = *total;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < maxu * (size_t)D;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t u = i / (size_t)D;
+        if (u >= U) return; /* grid-stride: later i are larger */
+        int k = (int)(i % (size_t)D);
+        float s = 0.0f;
+        for (unsigned q = start[u]; q < start[u + 1]; q++) s = s + vals[(size_t)perm[q] * D + k];
+        out[i] = s;
+    }
+}
+
+/* fast: one warp per row; lanes stride the row's positions for hot rows */
+__global__ void k_seg_sum_warp(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
+                               const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
+                               size_t maxu)
+{
+    const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
+    unsigned U = *total;
+    const int lane = threadIdx.x % PLUMB_WARP;
+    size_t wpb = blockDim.x / PLUMB_WARP;
+    for (size_t u = blockIdx.x * wpb + threadIdx.x / PLUMB_WARP; u < maxu; u += (size_t)gridDim.x * wpb) {
+        if (u >= U) return;
+        unsigned s0 = start[u], s1 = start[u + 1];
+        if (s1 - s0 <= (unsigned)PLUMB_WARP) {
+            for (int k = lane; k < D; k += PLUMB_WARP) {
+                float s = 0.0f;
+                for (unsigned q = s0; q < s1; q++) s = s + vals[(size_t)perm[q] * D + k];
+                out[u * D + k] = s;
+            }
+            continue;
+        }
+        for (int k0 = 0; k0 < D; k0 += 16) {
+            float acc[16];
+#pragma unroll
+            for (int c = 0; c < 16; c++) acc[c] = 0.0f;
+            for (unsigned q = s0 + lane; q < s1; q += PLUMB_WARP) {
+                const float *v = vals + (size_t)perm[q] * D + k0;
+#pragma unroll
+                for (int c = 0; c < 16; c++)
+                    if (k0 + c < D) acc[c] = acc[c] + v[c];
+            }
+#pragma unroll
+            for (int c = 0; c < 16; c++) {
+                float x = acc[c];
+                for (int o = PLUMB_WARP / 2; o > 0; o >>= 1) x = x + plumb_shfl_xor(x, o);
+                if (lane == 0 && k0 + c < D) out[u * D + k0 + c] = x;
+            }
+        }
+    }
+}
+
+/* The whole reduction: keys/vals filled by `fill` into buffer A. */
+static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, const float *vals, int64_t *rows_out,
+                        float *vals_out, int64_t *n_out, int from_emb, const int64_t *off, const uint32_t *idx, int T,
+                        const int64_t *rows_in, plumb_err *e)
+{
+    if (n == 0) {
+        GPU_CHECK(d, cudaMemsetAsync(n_out, 0, sizeof(int64_t), st->s), e);
+        return PLUMB_OK;
+    }
+    size_t ntiles = (n + RS_TILE - 1) / RS_TILE;
+    /* the key width: a row of a table that fits in device memory (>= 1 float a row) */
+    double maxrows = d->info.mem_total > 0 ? (double)d->info.mem_total / 4.0 : 1e12;
+    int bits = 1;
+    while (bits < 64 && (double)((unsigned long long)1 << bits) <= maxrows) bits++;
+    int npass = (bits + RS_BITS - 1) / RS_BITS;
+    /* workspace layout */
+    size_t o_ka = 0, o_kb = o_ka + n * 8, o_va = o_kb + n * 8, o_vb = o_va + n * 4;
+    size_t o_cnt = (o_vb + n * 4 + 15) / 16 * 16;
+    size_t o_flag = o_cnt + (size_t)RS_DIG * ntiles * 4;
+    size_t o_tsum = o_flag + n * 4, o_start = o_tsum + (ntiles + 1) * 4;
+    size_t o_meta = (o_start + (n + 1) * 4 + 15) / 16 * 16, total_b = o_meta + 32;
+    void *ws;
+    int rc = tws_get(d, 0, total_b, &ws, e);
+    if (rc) return rc;
+    char *w = (char *)ws;
+    uint64_t *ka = (uint64_t *)(w + o_ka), *kb = (uint64_t *)(w + o_kb);
+    uint32_t *va = (uint32_t *)(w + o_va), *vb = (uint32_t *)(w + o_vb);
+    unsigned *cnt = (unsigned *)(w + o_cnt), *flag = (unsigned *)(w + o_flag), *tsum = (unsigned *)(w + o_tsum);
+    unsigned *start = (unsigned *)(w + o_start);
+    unsigned long long *meta = (unsigned long long *)(w + o_meta);
+    unsigned *total = (unsigned *)(meta + 1);
+
+    unsigned g = gpu_grid(n, TPB);
+    if (from_emb) k_emb_keys<<<g, TPB, 0, st->s>>>(off, idx, n, T, ka, va);
+    else k_copy_keys<<<g, TPB, 0, st->s>>>(rows_in, n, ka, va);
+    GPU_CHECK_LAUNCH(d, "k_emb_keys", e);
+    GPU_CHECK(d, cudaMemsetAsync(meta, 0, 32, st->s), e);
+    k_maxkey<<<g < 1024 ? g : 1024, TPB, 0, st->s>>>(ka, n, meta);
+    GPU_CHECK_LAUNCH(d, "k_maxkey", e);
+    for (int p = 0; p < npass; p++) {
+        int shift = p * RS_BITS;
+        /* ping-pong by pass number; inactive passes are no-ops, and the
+         * readers below pick the buffer by the active passes' parity */
+        const uint64_t *kin = (p & 1) ? kb : ka;
+        uint64_t *kout = (p & 1) ? ka : kb;
+        const uint32_t *vin = (p & 1) ? vb : va;
+        uint32_t *vout = (p & 1) ? va : vb;
+        k_rs_hist<<<(unsigned)ntiles, TPB, 0, st->s>>>(kin, n, shift, cnt, (unsigned)ntiles, meta);
+        GPU_CHECK_LAUNCH(d, "k_rs_hist", e);
+        k_scan1<<<1, TPB, 0, st->s>>>(cnt, (size_t)RS_DIG * ntiles, meta, shift, NULL);
+        GPU_CHECK_LAUNCH(d, "k_scan1", e);
+        k_rs_scatter<<<(unsigned)ntiles, TPB, 0, st->s>>>(kin, vin, kout, vout, n, shift, cnt, (unsigned)ntiles, meta);
+        GPU_CHECK_LAUNCH(d, "k_rs_scatter", e);
+    }
+    k_heads<<<g, TPB, 0, st->s>>>(ka, kb, n, meta, npass, flag);
+    GPU_CHECK_LAUNCH(d, "k_heads", e);
+    k_tile_sum<<<(unsigned)ntiles, TPB, 0, st->s>>>(flag, n, tsum);
+    GPU_CHECK_LAUNCH(d, "k_tile_sum", e);
+    k_scan1<<<1, TPB, 0, st->s>>>(tsum, ntiles, NULL, 0, total);
+    GPU_CHECK_LAUNCH(d, "k_scan1(tiles)", e);
+    k_seg_write<<<(unsigned)ntiles, TPB, 0, st->s>>>(ka, kb, flag, n, tsum, total, meta, npass, rows_out, start, n_out);
+    GPU_CHECK_LAUNCH(d, "k_seg_write", e);
+    if (d->numerics == NUMERICS_GOLDEN) {
+        k_seg_sum_seq<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, st->s>>>(va, vb, meta, npass, start, total, vals, D,
+                                                                        vals_out, n);
+        GPU_CHECK_LAUNCH(d, "k_seg_sum_seq", e);
+    } else {
+        size_t wpb = TPB / PLUMB_WARP;
+        size_t blocks = (n + wpb - 1) / wpb;
+        k_seg_sum_warp<<<(unsigned)(blocks < 65536 * 8 ? blocks : 65536 * 8), TPB, 0, st->s>>>(
+            va, vb, meta, npass, start, total, vals, D, vals_out, n);
+        GPU_CHECK_LAUNCH(d, "k_seg_sum_warp", e);
+    }
+    return PLUMB_OK;
+}
+
+int tr_embedding_bwd(struct dev *d, struct dev_stream *st, const int64_t *off, const uint32_t *idx, const float *dout,
+                     int B, int n_valid, int T, int D, int64_t *rows_out, float *grads_out, int64_t *n_out,
+                     plumb_err *e)
+{
+    (void)B;
+    size_t n = (size_t)n_valid * T;
+    return coalesce_run(d, st, n, D, dout, rows_out, grads_out, n_out, 1, off, idx, T, NULL, e);
+}
+
+int tr_sparse_coalesce(struct dev *d, struct dev_stream *st, const int64_t *rows_in, const float *vals_in, size_t n,
+                       int D, int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e)
+{
+    return coalesce_run(d, st, n, D, vals_in, rows_out, vals_out, n_out, 0, NULL, NULL, 0, rows_in, e);
+}
