@@ -1,0 +1,465 @@
+/* GPU training ops against the cpu backend (issue 5). With
+ * PLUMB_TEST_DEVICE=cuda (or hip) every train_ops entry runs on the GPU and
+ * on the cpu backend on the same inputs: golden results must be the same
+ * bits; fast results must agree within fp32/bf16 tolerances and repeat
+ * bit-for-bit run to run. The whole ctr model trained a few golden steps on
+ * both must end with the same parameter digest. Without a GPU every test
+ * skips and says why. `PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train` */
+#include "test.h"
+#include "dev/dev.h"
+#include "dev/train_ops.h"
+#include "models/ctr.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_gpu_spec(const char *s) { return !strncmp(s, "cuda", 4) || !strncmp(s, "hip", 3); }
+
+struct pair {
+    struct dev *c, *g;
+};
+
+/* Opens cpu and the GPU under test with numerics mode, or skips. */
+#define OPEN_PAIR_OR_SKIP(p, mode)                                                                   \
+    do {                                                                                             \
+        const char *spec_ = test_device();                                                           \
+        if (!is_gpu_spec(spec_))                                                                     \
+            TEST_SKIP("PLUMB_TEST_DEVICE=%s: GPU training tests run with PLUMB_TEST_DEVICE=cuda or hip", spec_); \
+        plumb_err e_ = {0};                                                                          \
+        REQUIRE(dev_open("cpu", &(p).c, &e_) == 0);                                                  \
+        int rc_ = dev_open(spec_, &(p).g, &e_);                                                      \
+        CHECK_MSG(rc_ == PLUMB_OK, "dev_open(%s): %s", spec_, e_.msg);                               \
+        if (rc_) {                                                                                   \
+            dev_close((p).c);                                                                        \
+            return;                                                                                  \
+        }                                                                                            \
+        REQUIRE(dev_set_numerics((p).c, mode, 0, &e_) == 0 && dev_set_numerics((p).g, mode, 0, &e_) == 0); \
+        REQUIRE((p).g->ops->train != NULL);                                                          \
+    } while (0)
+
+static void pair_close(struct pair *p)
+{
+    dev_close(p->g);
+    dev_close(p->c);
+}
+
+static uint64_t g_rs = 88172645463325252ull;
+static double urand(void)
+{
+    g_rs ^= g_rs << 13;
+    g_rs ^= g_rs >> 7;
+    g_rs ^= g_rs << 17;
+    return (double)(g_rs >> 11) * (1.0 / 9007199254740992.0);
+}
+static float *rnd_f(size_t n, double lo, double hi)
+{
+    float *x = malloc(n * sizeof(float) + 4);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
+    return x;
+}
+static void *up(struct dev *d, const void *h, size_t bytes)
+{
+    void *p = NULL;
+    plumb_err e = {0};
+    if (dev_alloc(d, bytes ? bytes : 4, &p, &e)) return NULL;
+    if (h && bytes && dev_upload(d, p, h, bytes, &e)) return NULL;
+    return p;
+}
+static void *down(struct dev *d, const void *p, size_t bytes)
+{
+    void *h = malloc(bytes + 4);
+    plumb_err e = {0};
+    if (dev_sync(d, &e) || dev_download(d, h, p, bytes, &e)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+/* Bit-exact (golden) or relative-tolerance comparison of n floats. */
+static int cmp_f(const char *what, const float *a, const float *b, size_t n, double rtol)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ok;
+        if (rtol == 0) ok = !memcmp(&a[i], &b[i], sizeof(float));
+        else ok = fabs((double)a[i] - b[i]) <= rtol * (fabs((double)a[i]) + 1e-3) || (a[i] != a[i] && b[i] != b[i]);
+        if (!ok && bad++ == 0) first = i;
+    }
+    if (bad)
+        fprintf(stderr, "  %s: %zu of %zu differ, first at %zu: cpu %.9g gpu %.9g\n", what, bad, n, first,
+                (double)a[first], (double)b[first]);
+    return bad == 0;
+}
+
+/* ---------------- linear ---------------- */
+
+static void linear_case(enum numerics mode, int B, int K, int N, int relu, int with_bias, dtype_t rt)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    double tol = mode == NUMERICS_GOLDEN ? 0 : rt == DT_F32 ? 2e-4 : 3e-2;
+    plumb_err e = {0};
+    float *x = rnd_f((size_t)B * K, -1, 1), *w = rnd_f((size_t)N * K, -0.5, 0.5), *bias = rnd_f(N, -0.3, 0.3);
+    float *dy = rnd_f((size_t)B * N, -1, 1);
+    const struct train_ops *C = p.c->ops->train, *G = p.g->ops->train;
+    REQUIRE(C->round_fp32(p.c, NULL, x, x, (size_t)B * K, rt, &e) == 0);
+    REQUIRE(C->round_fp32(p.c, NULL, w, w, (size_t)N * K, rt, &e) == 0);
+    REQUIRE(C->round_fp32(p.c, NULL, dy, dy, (size_t)B * N, rt, &e) == 0);
+    float *yc = malloc((size_t)B * N * 4), *dxc = malloc((size_t)B * K * 4), *dwc = malloc((size_t)N * K * 4),
+          *dbc = malloc((size_t)N * 4), *dyc = malloc((size_t)B * N * 4);
+    memcpy(dyc, dy, (size_t)B * N * 4);
+    REQUIRE(C->linear_fwd(p.c, NULL, x, w, with_bias ? bias : NULL, yc, B, K, N, relu, rt, &e) == 0);
+    REQUIRE(C->linear_bwd(p.c, NULL, x, w, yc, dyc, dxc, dwc, with_bias ? dbc : NULL, B, K, N, relu, rt, &e) == 0);
+
+    float *gx = up(p.g, x, (size_t)B * K * 4), *gw = up(p.g, w, (size_t)N * K * 4), *gb = up(p.g, bias, N * 4);
+    float *gy = up(p.g, NULL, (size_t)B * N * 4), *gdy = up(p.g, dy, (size_t)B * N * 4);
+    float *gdx = up(p.g, NULL, (size_t)B * K * 4), *gdw = up(p.g, NULL, (size_t)N * K * 4), *gdb = up(p.g, NULL, N * 4);
+    REQUIRE(gx && gw && gb && gy && gdy && gdx && gdw && gdb);
+    REQUIRE(G->linear_fwd(p.g, NULL, gx, gw, with_bias ? gb : NULL, gy, B, K, N, relu, rt, &e) == 0);
+    float *hy = down(p.g, gy, (size_t)B * N * 4);
+    /* backward from the cpu's forward output, so the relu mask is the same */
+    REQUIRE(dev_upload(p.g, gy, yc, (size_t)B * N * 4, &e) == 0);
+    REQUIRE(G->linear_bwd(p.g, NULL, gx, gw, gy, gdy, gdx, gdw, with_bias ? gdb : NULL, B, K, N, relu, rt, &e) == 0);
+    float *hdx = down(p.g, gdx, (size_t)B * K * 4), *hdw = down(p.g, gdw, (size_t)N * K * 4),
+          *hdb = down(p.g, gdb, N * 4), *hdy = down(p.g, gdy, (size_t)B * N * 4);
+    REQUIRE(hy && hdx && hdw && hdb && hdy);
+    char what[96];
+    snprintf(what, sizeof what, "linear_fwd B%d K%d N%d relu%d bias%d %s", B, K, N, relu, with_bias, dtype_name(rt));
+    CHECK_MSG(cmp_f(what, yc, hy, (size_t)B * N, tol), "%s", what);
+    CHECK_MSG(cmp_f("linear_bwd masked dy", dyc, hdy, (size_t)B * N, 0), "masked dy differs (%s)", what);
+    CHECK_MSG(cmp_f("linear_bwd dx", dxc, hdx, (size_t)B * K, tol), "dx differs (%s)", what);
+    CHECK_MSG(cmp_f("linear_bwd dw", dwc, hdw, (size_t)N * K, tol * 4), "dw differs (%s)", what);
+    if (with_bias) CHECK_MSG(cmp_f("linear_bwd dbias", dbc, hdb, N, tol * 4), "dbias differs (%s)", what);
+    /* run to run: the GPU result repeats bit for bit in both modes */
+    REQUIRE(G->linear_fwd(p.g, NULL, gx, gw, with_bias ? gb : NULL, gy, B, K, N, relu, rt, &e) == 0);
+    float *hy2 = down(p.g, gy, (size_t)B * N * 4);
+    CHECK(hy2 && cmp_f("linear_fwd repeat", hy, hy2, (size_t)B * N, 0));
+    free(hy2);
+    void *all[] = {gx, gw, gb, gy, gdy, gdx, gdw, gdb};
+    for (int i = 0; i < 8; i++) dev_free(p.g, all[i]);
+    free(x); free(w); free(bias); free(dy); free(yc); free(dxc); free(dwc); free(dbc); free(dyc);
+    free(hy); free(hdx); free(hdw); free(hdb); free(hdy);
+    pair_close(&p);
+}
+
+TEST(gpu_train_linear_golden)
+{
+    linear_case(NUMERICS_GOLDEN, 37, 29, 19, 1, 1, DT_F32);
+    linear_case(NUMERICS_GOLDEN, 70, 13, 33, 0, 0, DT_F32);
+    linear_case(NUMERICS_GOLDEN, 65, 367, 40, 1, 1, DT_BF16);
+    linear_case(NUMERICS_GOLDEN, 20, 24, 1, 0, 1, DT_F16);
+}
+TEST(gpu_train_linear_fast)
+{
+    linear_case(NUMERICS_FAST, 256, 64, 128, 1, 1, DT_F32);
+    linear_case(NUMERICS_FAST, 130, 367, 512, 1, 1, DT_BF16);
+    linear_case(NUMERICS_FAST, 77, 13, 1, 0, 1, DT_F32);
+}
+
+/* ---------------- small elementwise ops, loss, optimizers ---------------- */
+
+static void small_ops(enum numerics mode)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    double tol = mode == NUMERICS_GOLDEN ? 0 : 1e-5;
+    const struct train_ops *C = p.c->ops->train, *G = p.g->ops->train;
+    plumb_err e = {0};
+    enum { N = 5000, B = 300 };
+    float *x = rnd_f(N, -3, 3), *x2 = rnd_f(N, -1, 1);
+    x[7] = -0.0f;
+    x[8] = 0.0f;
+    float *gx = up(p.g, x, N * 4), *gx2 = up(p.g, x2, N * 4), *gy = up(p.g, NULL, N * 4);
+    float *yc = malloc(N * 4), *h;
+    /* relu fwd (bf16) / bwd, round, affine: one definition in both modes */
+    REQUIRE(C->relu_fwd(p.c, NULL, x, yc, N, DT_BF16, &e) == 0);
+    REQUIRE(G->relu_fwd(p.g, NULL, gx, gy, N, DT_BF16, &e) == 0);
+    CHECK((h = down(p.g, gy, N * 4)) && cmp_f("relu_fwd", yc, h, N, 0));
+    free(h);
+    REQUIRE(C->relu_bwd(p.c, NULL, x, x2, yc, N, &e) == 0);
+    REQUIRE(G->relu_bwd(p.g, NULL, gx, gx2, gy, N, &e) == 0);
+    CHECK((h = down(p.g, gy, N * 4)) && cmp_f("relu_bwd", yc, h, N, 0));
+    free(h);
+    REQUIRE(C->round_fp32(p.c, NULL, x, yc, N, DT_F16, &e) == 0);
+    REQUIRE(G->round_fp32(p.g, NULL, gx, gy, N, DT_F16, &e) == 0);
+    CHECK((h = down(p.g, gy, N * 4)) && cmp_f("round_fp32 f16", yc, h, N, 0));
+    free(h);
+    REQUIRE(C->affine(p.c, NULL, x, yc, N, 0.37f, -0.11f, &e) == 0);
+    REQUIRE(G->affine(p.g, NULL, gx, gy, N, 0.37f, -0.11f, &e) == 0);
+    CHECK((h = down(p.g, gy, N * 4)) && cmp_f("affine", yc, h, N, 0));
+    free(h);
+    /* sigmoid and BCE: golden transcendentals vs fast vendor ones */
+    float *z = rnd_f(B, -20, 20), *lab = malloc(B * 4);
+    for (int i = 0; i < B; i++) lab[i] = urand() < 0.3 ? 1.0f : 0.0f;
+    z[0] = 0.0f;
+    z[1] = -90.0f;
+    z[2] = 90.0f;
+    float *gz = up(p.g, z, B * 4), *glab = up(p.g, lab, B * 4), *gl = up(p.g, NULL, B * 4), *gdz = up(p.g, NULL, B * 4);
+    double *gsc = up(p.g, NULL, 16), sc_c[2];
+    float lc[B], dzc[B];
+    REQUIRE(C->sigmoid(p.c, NULL, z, yc, B, &e) == 0);
+    REQUIRE(G->sigmoid(p.g, NULL, gz, gy, B, &e) == 0);
+    CHECK((h = down(p.g, gy, B * 4)) && cmp_f("sigmoid", yc, h, B, tol));
+    free(h);
+    REQUIRE(C->bce_logits(p.c, NULL, z, lab, B, B - 17, 0.125f, lc, sc_c, dzc, &e) == 0);
+    REQUIRE(G->bce_logits(p.g, NULL, gz, glab, B, B - 17, 0.125f, gl, gsc, gdz, &e) == 0);
+    CHECK((h = down(p.g, gl, B * 4)) && cmp_f("bce loss", lc, h, B, tol));
+    free(h);
+    CHECK((h = down(p.g, gdz, B * 4)) && cmp_f("bce dz", dzc, h, B, tol));
+    free(h);
+    double *hsc = down(p.g, gsc, 16);
+    REQUIRE(hsc);
+    if (mode == NUMERICS_GOLDEN) CHECK_MSG(!memcmp(hsc, sc_c, 16), "bce sum %.17g vs %.17g", hsc[0], sc_c[0]);
+    else CHECK_NEAR(hsc[0], sc_c[0], 1e-9 * fabs(sc_c[0]) + 1e-12);
+    CHECK_EQ_INT((long long)hsc[1], B - 17);
+    free(hsc);
+    /* sgd, adamw (dense): same definitions in both modes */
+    float *w = rnd_f(N, -1, 1), *m = rnd_f(N, -0.1, 0.1), *v = rnd_f(N, 0, 0.01);
+    float *gw = up(p.g, w, N * 4), *gm = up(p.g, m, N * 4), *gv = up(p.g, v, N * 4);
+    REQUIRE(C->sgd(p.c, NULL, w, x2, N, 0.05f, 0.01f, &e) == 0);
+    REQUIRE(G->sgd(p.g, NULL, gw, gx2, N, 0.05f, 0.01f, &e) == 0);
+    CHECK((h = down(p.g, gw, N * 4)) && cmp_f("sgd", w, h, N, 0));
+    free(h);
+    REQUIRE(C->adamw(p.c, NULL, w, x2, m, v, N, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.271f, 0.00399f, &e) == 0);
+    REQUIRE(G->adamw(p.g, NULL, gw, gx2, gm, gv, N, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.271f, 0.00399f, &e) == 0);
+    CHECK((h = down(p.g, gw, N * 4)) && cmp_f("adamw w", w, h, N, 0));
+    free(h);
+    CHECK((h = down(p.g, gv, N * 4)) && cmp_f("adamw v", v, h, N, 0));
+    free(h);
+    /* sparse optimizers on distinct rows of a [R, D] table */
+    enum { R = 50, D = 16, U = 9 };
+    int64_t rows[U] = {3, 0, 49, 17, 18, 5, 44, 2, 30};
+    float *tab = rnd_f(R * D, -1, 1), *tm = rnd_f(R * D, -0.1, 0.1), *tv = rnd_f(R * D, 0, 0.01), *rg = rnd_f(U * D, -1, 1);
+    float *gtab = up(p.g, tab, R * D * 4), *gtm = up(p.g, tm, R * D * 4), *gtv = up(p.g, tv, R * D * 4);
+    float *grg = up(p.g, rg, U * D * 4);
+    int64_t *grows = up(p.g, rows, sizeof rows);
+    REQUIRE(C->sgd_sparse(p.c, NULL, tab, rows, rg, U, D, 0.1f, &e) == 0);
+    REQUIRE(G->sgd_sparse(p.g, NULL, gtab, grows, grg, U, D, 0.1f, &e) == 0);
+    REQUIRE(C->adamw_sparse(p.c, NULL, tab, tm, tv, rows, rg, U, D, 1e-2f, 0.9f, 0.99f, 1e-8f, 0.0f, 0.1f, 0.01f, &e) == 0);
+    REQUIRE(G->adamw_sparse(p.g, NULL, gtab, gtm, gtv, grows, grg, U, D, 1e-2f, 0.9f, 0.99f, 1e-8f, 0.0f, 0.1f, 0.01f, &e) == 0);
+    CHECK((h = down(p.g, gtab, R * D * 4)) && cmp_f("sgd_sparse+adamw_sparse table", tab, h, R * D, 0));
+    free(h);
+    CHECK((h = down(p.g, gtm, R * D * 4)) && cmp_f("adamw_sparse m", tm, h, R * D, 0));
+    free(h);
+    /* sumsq (several 1024-blocks, added to what out holds) and scale_check */
+    double sq_c = 1.5, *gsq = up(p.g, &sq_c, 8);
+    REQUIRE(C->sumsq(p.c, NULL, x, N, &sq_c, &e) == 0);
+    REQUIRE(G->sumsq(p.g, NULL, gx, N, gsq, &e) == 0);
+    double *hsq = down(p.g, gsq, 8);
+    CHECK_MSG(hsq && !memcmp(hsq, &sq_c, 8), "sumsq %.17g vs %.17g", hsq ? *hsq : 0.0, sq_c);
+    free(hsq);
+    int fi_c = 0, fi0 = 0, *gfi = up(p.g, &fi0, 4);
+    REQUIRE(C->scale_check(p.c, NULL, x, N, 0.5f, &fi_c, &e) == 0);
+    REQUIRE(G->scale_check(p.g, NULL, gx, N, 0.5f, gfi, &e) == 0);
+    int *hfi = down(p.g, gfi, 4);
+    CHECK(hfi && *hfi == 0 && fi_c == 0);
+    free(hfi);
+    CHECK((h = down(p.g, gx, N * 4)) && cmp_f("scale_check", x, h, N, 0));
+    free(h);
+    float inf = INFINITY;
+    REQUIRE(dev_upload(p.g, gx + 4999, &inf, 4, &e) == 0);
+    REQUIRE(G->scale_check(p.g, NULL, gx, N, 1.0f, gfi, &e) == 0);
+    hfi = down(p.g, gfi, 4);
+    CHECK_MSG(hfi && *hfi == 1, "scale_check did not see an inf");
+    free(hfi);
+    void *all[] = {gx, gx2, gy, gz, glab, gl, gdz, gsc, gw, gm, gv, gtab, gtm, gtv, grg, grows, gsq, gfi};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
+    free(x); free(x2); free(yc); free(z); free(lab); free(w); free(m); free(v);
+    free(tab); free(tm); free(tv); free(rg);
+    pair_close(&p);
+}
+
+TEST(gpu_train_small_ops_golden) { small_ops(NUMERICS_GOLDEN); }
+TEST(gpu_train_small_ops_fast) { small_ops(NUMERICS_FAST); }
+
+/* ---------------- embeddings, interaction, sparse reduction ---------------- */
+
+static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    double tol = mode == NUMERICS_GOLDEN ? 0 : 2e-5;
+    const struct train_ops *C = p.c->ops->train, *G = p.g->ops->train;
+    plumb_err e = {0};
+    enum { T = 26, D = 16 };
+    const int F = T + 1, W = D + F * (F - 1) / 2, NV = B - B / 7;
+    int64_t off[T];
+    for (int t = 0; t < T; t++) off[t] = (int64_t)t * rows_per_table;
+    size_t R = (size_t)T * rows_per_table;
+    uint32_t *idx = malloc((size_t)B * T * 4);
+    for (int i = 0; i < B * T; i++) {
+        double u = urand();
+        /* a Zipf-like head: with `hot`, 40% of samples hit row 0 of each table */
+        idx[i] = hot && u < 0.4 ? 0 : (uint32_t)(urand() * rows_per_table);
+    }
+    float *table = rnd_f(R * D, -0.2, 0.2), *bottom = rnd_f((size_t)B * D, -1, 1);
+    float *emb_c = malloc((size_t)B * T * D * 4), *int_c = malloc((size_t)B * W * 4);
+    float *dout = rnd_f((size_t)B * W, -1, 1), *dbot_c = malloc((size_t)B * D * 4), *demb_c = malloc((size_t)B * T * D * 4);
+    int64_t *rows_c = malloc((size_t)B * T * 8), nr_c = -1;
+    float *rg_c = malloc((size_t)B * T * D * 4);
+    dtype_t rt = DT_BF16;
+    REQUIRE(C->embedding_fwd(p.c, NULL, table, off, idx, emb_c, B, T, D, rt, &e) == 0);
+    REQUIRE(C->interact_fwd(p.c, NULL, bottom, emb_c, int_c, B, T, D, rt, &e) == 0);
+    REQUIRE(C->interact_bwd(p.c, NULL, bottom, emb_c, dout, dbot_c, demb_c, B, T, D, rt, &e) == 0);
+    REQUIRE(C->embedding_bwd(p.c, NULL, off, idx, demb_c, B, NV, T, D, rows_c, rg_c, &nr_c, &e) == 0);
+
+    float *gtable = up(p.g, table, R * D * 4), *gbottom = up(p.g, bottom, (size_t)B * D * 4);
+    int64_t *goff = up(p.g, off, sizeof off);
+    uint32_t *gidx = up(p.g, idx, (size_t)B * T * 4);
+    float *gemb = up(p.g, NULL, (size_t)B * T * D * 4), *gint = up(p.g, NULL, (size_t)B * W * 4);
+    float *gdout = up(p.g, dout, (size_t)B * W * 4), *gdbot = up(p.g, NULL, (size_t)B * D * 4);
+    float *gdemb = up(p.g, NULL, (size_t)B * T * D * 4), *grg = up(p.g, NULL, (size_t)B * T * D * 4);
+    int64_t *grows = up(p.g, NULL, (size_t)B * T * 8), *gnr = up(p.g, NULL, 8);
+    REQUIRE(gtable && gbottom && goff && gidx && gemb && gint && gdout && gdbot && gdemb && grg && grows && gnr);
+    REQUIRE(G->embedding_fwd(p.g, NULL, gtable, goff, gidx, gemb, B, T, D, rt, &e) == 0);
+    REQUIRE(G->interact_fwd(p.g, NULL, gbottom, gemb, gint, B, T, D, rt, &e) == 0);
+    REQUIRE(G->interact_bwd(p.g, NULL, gbottom, gemb, gdout, gdbot, gdemb, B, T, D, rt, &e) == 0);
+    /* the sparse backward from the cpu's demb, so only the reduction is compared */
+    REQUIRE(dev_upload(p.g, gdemb, demb_c, (size_t)B * T * D * 4, &e) == 0);
+    REQUIRE(G->embedding_bwd(p.g, NULL, goff, gidx, gdemb, B, NV, T, D, grows, grg, gnr, &e) == 0);
+    float *h;
+    CHECK((h = down(p.g, gemb, (size_t)B * T * D * 4)) && cmp_f("embedding_fwd", emb_c, h, (size_t)B * T * D, 0));
+    free(h);
+    CHECK((h = down(p.g, gint, (size_t)B * W * 4)) && cmp_f("interact_fwd", int_c, h, (size_t)B * W, 0));
+    free(h);
+    CHECK((h = down(p.g, gdbot, (size_t)B * D * 4)) && cmp_f("interact_bwd dbottom", dbot_c, h, (size_t)B * D, 0));
+    free(h);
+    int64_t *hnr = down(p.g, gnr, 8);
+    REQUIRE(hnr);
+    CHECK_EQ_INT(*hnr, nr_c);
+    if (*hnr == nr_c) {
+        int64_t *hrows = down(p.g, grows, (size_t)nr_c * 8);
+        CHECK_MSG(hrows && !memcmp(hrows, rows_c, (size_t)nr_c * 8), "embedding_bwd rows differ");
+        free(hrows);
+        CHECK((h = down(p.g, grg, (size_t)nr_c * D * 4)) && cmp_f("embedding_bwd grads", rg_c, h, (size_t)nr_c * D, tol));
+        free(h);
+    }
+    free(hnr);
+    /* sparse_coalesce of rows beyond 2^32 (up to 35 bits: every radix pass of an H200-sized table active) */
+    size_t n = (size_t)B * 3;
+    int64_t *rin = malloc(n * 8);
+    for (size_t i = 0; i < n; i++) rin[i] = (int64_t)(urand() * 40) * 123456789011ll % 30000000000ll + (i % 5 == 0 ? 7 : 0);
+    float *vin = rnd_f(n * D, -1, 1), *vout_c = malloc(n * D * 4);
+    int64_t *rout_c = malloc(n * 8), nu_c = -1;
+    REQUIRE(C->sparse_coalesce(p.c, NULL, rin, vin, n, D, rout_c, vout_c, &nu_c, &e) == 0);
+    int64_t *grin = up(p.g, rin, n * 8), *grout = up(p.g, NULL, n * 8), *gnu = up(p.g, NULL, 8);
+    float *gvin = up(p.g, vin, n * D * 4), *gvout = up(p.g, NULL, n * D * 4);
+    REQUIRE(G->sparse_coalesce(p.g, NULL, grin, gvin, n, D, grout, gvout, gnu, &e) == 0);
+    int64_t *hnu = down(p.g, gnu, 8);
+    REQUIRE(hnu);
+    CHECK_EQ_INT(*hnu, nu_c);
+    if (*hnu == nu_c) {
+        int64_t *hr = down(p.g, grout, (size_t)nu_c * 8);
+        CHECK_MSG(hr && !memcmp(hr, rout_c, (size_t)nu_c * 8), "sparse_coalesce rows differ");
+        free(hr);
+        CHECK((h = down(p.g, gvout, (size_t)nu_c * D * 4)) && cmp_f("sparse_coalesce vals", vout_c, h, (size_t)nu_c * D, tol));
+        free(h);
+    }
+    free(hnu);
+    void *all[] = {gtable, gbottom, goff, gidx, gemb, gint, gdout, gdbot, gdemb, grg, grows, gnr, grin, grout, gnu, gvin, gvout};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
+    free(idx); free(table); free(bottom); free(emb_c); free(int_c); free(dout); free(dbot_c); free(demb_c);
+    free(rows_c); free(rg_c); free(rin); free(vin); free(vout_c); free(rout_c);
+    pair_close(&p);
+}
+
+TEST(gpu_train_sparse_golden)
+{
+    sparse_ops(NUMERICS_GOLDEN, 9, 7, 0);       /* tiny tables: many duplicates */
+    sparse_ops(NUMERICS_GOLDEN, 700, 1000, 1);  /* several sort tiles, a hot row */
+}
+TEST(gpu_train_sparse_fast)
+{
+    sparse_ops(NUMERICS_FAST, 700, 1000, 1);    /* hot rows take the warp path */
+    sparse_ops(NUMERICS_FAST, 3000, 100000, 0);
+}
+
+/* ---------------- the whole model ---------------- */
+
+struct run_cfg {
+    const char *preset;
+    int rows, B, steps;
+    dtype_t prec;
+};
+
+/* Trains cfg on device d from the same Philox init and data; digest out. */
+static int train_digest(struct dev *d, const struct run_cfg *rc_, char hex[65], double *loss_out)
+{
+    plumb_err e = {0};
+    struct ctr_config c;
+    if (ctr_config_preset(rc_->preset, rc_->rows, &c, &e)) return 1;
+    struct ctr_model *m = NULL;
+    if (ctr_create(d, &c, rc_->B, rc_->prec, &m, &e) || ctr_init(m, 1234, &e)) {
+        fprintf(stderr, "  %s: %s\n", d->label, e.msg);
+        return 1;
+    }
+    int B = rc_->B;
+    float *dense = malloc((size_t)B * 13 * 4), *lab = malloc((size_t)B * 4);
+    uint32_t *sp = malloc((size_t)B * 26 * 4);
+    uint64_t s = 99;
+    struct ctr_opt o = {CTR_OPT_SGD, 0.1f, 0.0f, 0.9f, 0.999f, 1e-8f};
+    int rc = 0;
+    double lsum = 0;
+    for (int st = 1; st <= rc_->steps && !rc; st++) {
+        for (int i = 0; i < B * 13; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            dense[i] = (float)((s >> 40) % 1000) / 250.0f;
+        }
+        for (int i = 0; i < B * 26; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t r = (uint32_t)((s >> 33) % (uint64_t)c.rows[i % 26]);
+            sp[i] = (s >> 20) % 3 == 0 ? r % 3 : r; /* a hot head */
+        }
+        for (int i = 0; i < B; i++) lab[i] = (float)((dense[i * 13] + dense[i * 13 + 1]) > 4.0f);
+        struct ctr_batch b = {B, B - 3, dense, sp, lab};
+        struct ctr_loss l;
+        rc = ctr_forward_backward(m, &b, 1.0f / (B - 3), &l, &e);
+        int64_t *rows;
+        float *rg;
+        size_t nr;
+        ctr_sparse_grads(m, &rows, &rg, &nr);
+        if (!rc) rc = ctr_opt_step(m, &o, st, ctr_grads(m), rows, rg, nr, &e);
+        lsum = l.sum / (double)l.count;
+    }
+    if (rc) fprintf(stderr, "  %s: %s\n", d->label, e.msg);
+    if (!rc) rc = ctr_param_digest(m, hex, &e);
+    if (loss_out) *loss_out = lsum;
+    free(dense); free(lab); free(sp);
+    ctr_free(m);
+    return rc;
+}
+
+static void model_case(enum numerics mode, const struct run_cfg *cfg)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    char hc[65], hg[65], hg2[65];
+    double lc, lg, lg2;
+    REQUIRE(train_digest(p.c, cfg, hc, &lc) == 0);
+    REQUIRE(train_digest(p.g, cfg, hg, &lg) == 0);
+    REQUIRE(train_digest(p.g, cfg, hg2, &lg2) == 0);
+    fprintf(stderr, "  %s %s rows=%d B=%d steps=%d %s: cpu %.16s loss %.9g | %s %.16s loss %.9g\n", cfg->preset,
+            mode == NUMERICS_GOLDEN ? "golden" : "fast", cfg->rows, cfg->B, cfg->steps, dtype_name(cfg->prec), hc, lc,
+            p.g->label, hg, lg);
+    CHECK_STREQ(hg, hg2); /* the GPU repeats itself in both modes */
+    if (mode == NUMERICS_GOLDEN) CHECK_STREQ(hc, hg);
+    else CHECK_NEAR(lg, lc, 0.02 * fabs(lc) + 1e-3);
+    pair_close(&p);
+}
+
+TEST(gpu_train_ctr_golden_digest)
+{
+    struct run_cfg a = {"ctr-tiny", 50, 96, 4, DT_F32};
+    model_case(NUMERICS_GOLDEN, &a);
+    struct run_cfg b = {"ctr-tiny", 50, 64, 3, DT_BF16};
+    model_case(NUMERICS_GOLDEN, &b);
+    struct run_cfg c = {"dlrm-kaggle", 100, 128, 3, DT_F32};
+    model_case(NUMERICS_GOLDEN, &c);
+}
+TEST(gpu_train_ctr_fast)
+{
+    struct run_cfg a = {"dlrm-kaggle", 100, 512, 3, DT_F32};
+    model_case(NUMERICS_FAST, &a);
+    struct run_cfg b = {"dlrm-kaggle", 100, 512, 3, DT_BF16};
+    model_case(NUMERICS_FAST, &b);
+}
