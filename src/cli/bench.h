@@ -11,5 +11,6 @@ struct bench_workload {
 };
 
 int bench_ceilings(int argc, char **argv);
+int bench_ctr(int argc, char **argv);
 
 #endif

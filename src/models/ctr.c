@@ -343,18 +343,46 @@ int ctr_check_batch(const struct ctr_model *m, const struct ctr_batch *b, plumb_
 }
 
 /* upload + forward to logits (act_t[n_top], [B, 1]) */
+static int forward_compute(struct ctr_model *m, int B, plumb_err *e);
+
 static int forward(struct ctr_model *m, const struct ctr_batch *b, plumb_err *e)
 {
     struct dev *d = m->d;
-    const struct train_ops *T = m->T;
-    const struct ctr_config *c = &m->c;
-    const int B = b->B, D = c->emb_dim;
+    const int B = b->B;
     int rc = ctr_check_batch(m, b, e);
     if (rc) return rc;
     rc = dev_upload(d, m->in_dense, b->dense, (size_t)B * CTR_N_DENSE * sizeof(float), e);
     if (!rc) rc = dev_upload(d, m->in_idx, b->sparse, (size_t)B * CTR_N_TABLES * sizeof(uint32_t), e);
     if (!rc && b->labels) rc = dev_upload(d, m->in_label, b->labels, (size_t)B * sizeof(float), e);
     if (rc) return rc;
+    return forward_compute(m, B, e);
+}
+
+/* device batch -> the model's input buffers (device-to-device, stream ordered) */
+static int forward_dev(struct ctr_model *m, const struct ctr_dev_batch *b, plumb_err *e)
+{
+    struct dev *d = m->d;
+    if (b->B < 1 || b->B > m->max_batch)
+        return err_set(e, PLUMB_EUSAGE, "ctr device batch: B=%d (expected 1..%d)", b->B, m->max_batch);
+    if (b->n_valid < 0 || b->n_valid > b->B)
+        return err_set(e, PLUMB_EUSAGE, "ctr device batch: n_valid=%d (expected 0..%d)", b->n_valid, b->B);
+    if (!b->dense || !b->sparse) return err_set(e, PLUMB_EUSAGE, "ctr device batch: missing dense or sparse features");
+    const size_t B = (size_t)b->B;
+    int rc = d->be->memcpy_async(d, NULL, m->in_dense, b->dense, B * CTR_N_DENSE * sizeof(float), MEMCPY_D2D, e);
+    if (!rc) rc = d->be->memcpy_async(d, NULL, m->in_idx, b->sparse, B * CTR_N_TABLES * sizeof(uint32_t), MEMCPY_D2D, e);
+    if (!rc && b->labels) rc = d->be->memcpy_async(d, NULL, m->in_label, b->labels, B * sizeof(float), MEMCPY_D2D, e);
+    if (rc) return rc;
+    return forward_compute(m, b->B, e);
+}
+
+/* forward of the batch in the input buffers to logits (act_t[n_top], [B, 1]) */
+static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
+{
+    struct dev *d = m->d;
+    const struct train_ops *T = m->T;
+    const struct ctr_config *c = &m->c;
+    const int D = c->emb_dim;
+    int rc = PLUMB_OK;
     const float *W = m->params;
     if (m->prec != DT_F32) {
         rc = T->round_fp32(d, NULL, m->params, m->wwork, m->n_dense, m->prec, e);
@@ -376,18 +404,44 @@ static int forward(struct ctr_model *m, const struct ctr_batch *b, plumb_err *e)
     return rc;
 }
 
+static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float grad_scale, struct ctr_loss *loss,
+                                  plumb_err *e);
+
 int ctr_forward_backward(struct ctr_model *m, const struct ctr_batch *b, float grad_scale, struct ctr_loss *loss,
                          plumb_err *e)
+{
+    if (!b->labels) return err_set(e, PLUMB_EUSAGE, "ctr forward_backward: batch has no labels");
+    int rc = forward(m, b, e);
+    if (rc) return rc;
+    return backward_after_forward(m, b->B, b->n_valid, grad_scale, loss, e);
+}
+
+int ctr_forward_backward_dev(struct ctr_model *m, const struct ctr_dev_batch *b, float grad_scale,
+                             struct ctr_loss *loss, plumb_err *e)
+{
+    if (!b->labels) return err_set(e, PLUMB_EUSAGE, "ctr forward_backward: device batch has no labels");
+    int rc = forward_dev(m, b, e);
+    if (rc) return rc;
+    return backward_after_forward(m, b->B, b->n_valid, grad_scale, loss, e);
+}
+
+int ctr_forward_dev(struct ctr_model *m, const struct ctr_dev_batch *b, plumb_err *e)
+{
+    int rc = forward_dev(m, b, e);
+    if (!rc) rc = dev_sync(m->d, e);
+    return rc;
+}
+
+static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float grad_scale, struct ctr_loss *loss,
+                                  plumb_err *e)
 {
     struct dev *d = m->d;
     const struct train_ops *T = m->T;
     const struct ctr_config *c = &m->c;
-    const int B = b->B, D = c->emb_dim;
-    if (!b->labels) return err_set(e, PLUMB_EUSAGE, "ctr forward_backward: batch has no labels");
-    int rc = forward(m, b, e);
-    if (rc) return rc;
+    const int D = c->emb_dim;
+    int rc;
     const float *W = m->prec != DT_F32 ? m->wwork : m->params;
-    rc = T->bce_logits(d, NULL, m->act_t[c->n_top], m->in_label, B, b->n_valid, grad_scale, NULL, m->sc, m->g0, e);
+    rc = T->bce_logits(d, NULL, m->act_t[c->n_top], m->in_label, B, n_valid, grad_scale, NULL, m->sc, m->g0, e);
     if (!rc && m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->g0, m->g0, (size_t)B, m->prec, e);
     if (rc) return rc;
     /* top MLP backward: cur holds d(output of layer l) */
@@ -417,7 +471,7 @@ int ctr_forward_backward(struct ctr_model *m, const struct ctr_batch *b, float g
         nxt = s;
     }
     if (!rc)
-        rc = T->embedding_bwd(d, NULL, m->d_off, m->in_idx, m->demb, B, b->n_valid, CTR_N_TABLES, D, m->rows,
+        rc = T->embedding_bwd(d, NULL, m->d_off, m->in_idx, m->demb, B, n_valid, CTR_N_TABLES, D, m->rows,
                               m->rgrads, m->d_nrows, e);
     int64_t nr = 0;
     double sc[2] = {0, 0};

@@ -150,6 +150,26 @@ struct ctr_loss {
  * results are complete when it returns. */
 int ctr_forward_backward(struct ctr_model *m, const struct ctr_batch *b, float grad_scale,
                          struct ctr_loss *loss, plumb_err *e);
+/* Device-resident batch (the GPU data plane): the same fields as ctr_batch
+ * but device pointers, already validated by the producer (ctr_check_batch
+ * or built in range, as the data loader does: there is no bounds check on the
+ * device) and complete on the device stream the ops use (e.g. an H2D copy
+ * from pinned memory on a copy stream, made visible by stream_wait_event on
+ * the default stream). The model copies it device-to-device into its input
+ * buffers, stream ordered, so the caller may refill its buffer after the
+ * call returns. */
+struct ctr_dev_batch {
+    int B, n_valid;
+    const float *dense;     /* device [B, 13] */
+    const uint32_t *sparse; /* device [B, 26] */
+    const float *labels;    /* device [B] */
+};
+/* ctr_forward_backward on a device batch (same contract and results). */
+int ctr_forward_backward_dev(struct ctr_model *m, const struct ctr_dev_batch *b, float grad_scale,
+                             struct ctr_loss *loss, plumb_err *e);
+/* Forward only to the logits (for timing the forward part); synchronous. */
+int ctr_forward_dev(struct ctr_model *m, const struct ctr_dev_batch *b, plumb_err *e);
+
 /* The sparse gradient list of the last ctr_forward_backward: device rows [*n]
  * (ascending, distinct) and grads [*n, D]. */
 void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t *n);

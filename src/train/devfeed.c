@@ -1,0 +1,252 @@
+/* GPU data plane for ctr: see devfeed.h. */
+#include "train/devfeed.h"
+#include "core/timer.h"
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SLOT_FREE = 0, SLOT_READY = 1, SLOT_TAKEN = 2 };
+
+struct feed_slot {
+    float *h_dense, *h_labels;   /* pinned host */
+    uint32_t *h_sparse, *idx;
+    int *shard_valid;
+    float *d_dense, *d_labels;   /* device */
+    uint32_t *d_sparse;
+    dev_event *ev;
+    int state, B, n_valid;
+    long step;
+};
+
+struct devfeed {
+    struct dev *d;
+    const struct dataset *ds;
+    int split;
+    struct sampler *s;
+    int64_t rows[CTR_N_TABLES];
+    int rank, world, depth, threads, cap;
+    long next_fill, next_take, end;
+    struct feed_slot *slots;
+    dev_stream *copy;
+    int taken, stop, failed;
+    plumb_err err;
+    double build_s, copy_s;
+    pthread_t th;
+    int th_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+/* Builds step `step` into slot sl (producer thread). */
+static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_err *e)
+{
+    struct sampler_step st;
+    int rc = sampler_get(f->s, step, f->rank, f->world, &st, sl->idx, sl->shard_valid, e);
+    if (rc) return rc;
+    int n = (int)st.local_valid, B = n;
+    if (B < 1) B = 1; /* an empty rank still runs the step on one masked sample */
+    double t0 = timer_now();
+    int nt = f->threads > 0 ? f->threads : 1;
+    const int chunk = 512;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int cnt = n - i0 < chunk ? n - i0 : chunk;
+        data_fill(f->ds, f->split, sl->idx + i0, cnt, f->rows, sl->h_dense + (size_t)i0 * CTR_N_DENSE,
+                  sl->h_sparse + (size_t)i0 * CTR_N_TABLES, sl->h_labels + i0);
+    }
+    if (n < B) { /* masked padding: zero features, row 0, label 0 */
+        memset(sl->h_dense, 0, sizeof(float) * CTR_N_DENSE);
+        memset(sl->h_sparse, 0, sizeof(uint32_t) * CTR_N_TABLES);
+        sl->h_labels[0] = 0.0f;
+    }
+    double t1 = timer_now();
+    struct dev *d = f->d;
+    rc = d->be->memcpy_async(d, f->copy, sl->d_dense, sl->h_dense, (size_t)B * CTR_N_DENSE * sizeof(float), MEMCPY_H2D, e);
+    if (!rc)
+        rc = d->be->memcpy_async(d, f->copy, sl->d_sparse, sl->h_sparse, (size_t)B * CTR_N_TABLES * sizeof(uint32_t),
+                                 MEMCPY_H2D, e);
+    if (!rc) rc = d->be->memcpy_async(d, f->copy, sl->d_labels, sl->h_labels, (size_t)B * sizeof(float), MEMCPY_H2D, e);
+    if (!rc) rc = d->be->event_record(d, sl->ev, f->copy, e);
+    /* the pinned slot is refilled only after release, but the producer waits
+     * for its copy here so copy time is measured and errors surface early */
+    if (!rc) rc = d->be->event_sync(d, sl->ev, e);
+    f->build_s += t1 - t0;
+    f->copy_s += timer_now() - t1;
+    sl->B = B;
+    sl->n_valid = n;
+    sl->step = step;
+    return rc;
+}
+
+static void *feed_main(void *arg)
+{
+    struct devfeed *f = arg;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (!f->stop && f->next_fill < f->end && f->slots[f->next_fill % f->depth].state != SLOT_FREE)
+            pthread_cond_wait(&f->cv, &f->mu);
+        if (f->stop || f->next_fill >= f->end) break;
+        long step = f->next_fill;
+        struct feed_slot *sl = &f->slots[step % f->depth];
+        pthread_mutex_unlock(&f->mu);
+        plumb_err e = {0};
+        int rc = fill_slot(f, sl, step, &e);
+        pthread_mutex_lock(&f->mu);
+        if (rc) {
+            f->failed = rc;
+            f->err = e;
+            pthread_cond_broadcast(&f->cv);
+            break;
+        }
+        sl->state = SLOT_READY;
+        f->next_fill++;
+        pthread_cond_broadcast(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+void devfeed_stop(struct devfeed *f)
+{
+    if (!f) return;
+    if (f->th_started) {
+        pthread_mutex_lock(&f->mu);
+        f->stop = 1;
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+        pthread_join(f->th, NULL);
+    }
+    struct dev *d = f->d;
+    if (f->copy) {
+        plumb_err e = {0};
+        (void)d->be->stream_sync(d, f->copy, &e);
+    }
+    for (int i = 0; f->slots && i < f->depth; i++) {
+        struct feed_slot *sl = &f->slots[i];
+        if (sl->h_dense) d->be->host_free(d, sl->h_dense);
+        if (sl->h_sparse) d->be->host_free(d, sl->h_sparse);
+        if (sl->h_labels) d->be->host_free(d, sl->h_labels);
+        if (sl->d_dense) dev_free(d, sl->d_dense);
+        if (sl->d_sparse) dev_free(d, sl->d_sparse);
+        if (sl->d_labels) dev_free(d, sl->d_labels);
+        if (sl->ev) d->be->event_destroy(d, sl->ev);
+        free(sl->idx);
+        free(sl->shard_valid);
+    }
+    free(f->slots);
+    if (f->copy) d->be->stream_destroy(d, f->copy);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
+}
+
+int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sampler *s, const int64_t *rows,
+                  int rank, int world, long start, long end, int depth, int threads, struct devfeed **out,
+                  plumb_err *e)
+{
+    *out = NULL;
+    if (depth < 2 || depth > 64) return err_set(e, PLUMB_EUSAGE, "devfeed: depth %d (expected 2..64)", depth);
+    if (start < 0 || end < start) return err_set(e, PLUMB_EUSAGE, "devfeed: steps [%ld, %ld)", start, end);
+    struct devfeed *f = calloc(1, sizeof *f);
+    if (!f) return err_set(e, PLUMB_ENOMEM, "devfeed: out of memory");
+    f->d = d;
+    f->ds = ds;
+    f->split = split;
+    f->s = s;
+    memcpy(f->rows, rows, sizeof f->rows);
+    f->rank = rank;
+    f->world = world;
+    f->depth = depth;
+    f->threads = threads;
+    f->next_fill = f->next_take = start;
+    f->end = end;
+    f->cap = (int)sampler_local_capacity(s, rank, world);
+    if (f->cap < 1) f->cap = 1;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    int rc = d->be->stream_create(d, &f->copy, e);
+    f->slots = calloc((size_t)depth, sizeof *f->slots);
+    if (!rc && !f->slots) rc = err_set(e, PLUMB_ENOMEM, "devfeed: out of memory");
+    size_t cap = (size_t)f->cap;
+    int nsh = sampler_nshards(s) + 1;
+    for (int i = 0; i < depth && !rc; i++) {
+        struct feed_slot *sl = &f->slots[i];
+        rc = d->be->host_alloc(d, cap * CTR_N_DENSE * sizeof(float), (void **)&sl->h_dense, e);
+        if (!rc) rc = d->be->host_alloc(d, cap * CTR_N_TABLES * sizeof(uint32_t), (void **)&sl->h_sparse, e);
+        if (!rc) rc = d->be->host_alloc(d, cap * sizeof(float), (void **)&sl->h_labels, e);
+        if (!rc) rc = dev_alloc(d, cap * CTR_N_DENSE * sizeof(float), (void **)&sl->d_dense, e);
+        if (!rc) rc = dev_alloc(d, cap * CTR_N_TABLES * sizeof(uint32_t), (void **)&sl->d_sparse, e);
+        if (!rc) rc = dev_alloc(d, cap * sizeof(float), (void **)&sl->d_labels, e);
+        if (!rc) rc = d->be->event_create(d, &sl->ev, e);
+        sl->idx = calloc(cap, sizeof *sl->idx);
+        sl->shard_valid = calloc((size_t)nsh, sizeof *sl->shard_valid);
+        if (!rc && (!sl->idx || !sl->shard_valid)) rc = err_set(e, PLUMB_ENOMEM, "devfeed: out of memory");
+    }
+    if (!rc) {
+        if (pthread_create(&f->th, NULL, feed_main, f) != 0) rc = err_set(e, PLUMB_EINTERNAL, "devfeed: cannot start thread");
+        else f->th_started = 1;
+    }
+    if (rc) {
+        devfeed_stop(f);
+        return rc;
+    }
+    *out = f;
+    return PLUMB_OK;
+}
+
+int devfeed_next(struct devfeed *f, struct ctr_dev_batch *b, long *step, double *wait_s, plumb_err *e)
+{
+    double t0 = timer_now();
+    pthread_mutex_lock(&f->mu);
+    if (f->taken) {
+        pthread_mutex_unlock(&f->mu);
+        return err_set(e, PLUMB_EINTERNAL, "devfeed: next before release of the previous batch");
+    }
+    if (f->next_take >= f->end) {
+        pthread_mutex_unlock(&f->mu);
+        return err_set(e, PLUMB_EUSAGE, "devfeed: step %ld is past the end (%ld)", f->next_take, f->end);
+    }
+    struct feed_slot *sl = &f->slots[f->next_take % f->depth];
+    while (sl->state != SLOT_READY && !f->failed) pthread_cond_wait(&f->cv, &f->mu);
+    if (f->failed) {
+        int rc = f->failed;
+        if (e) *e = f->err;
+        pthread_mutex_unlock(&f->mu);
+        return rc;
+    }
+    sl->state = SLOT_TAKEN;
+    f->taken = 1;
+    pthread_mutex_unlock(&f->mu);
+    if (wait_s) *wait_s = timer_now() - t0;
+    /* the default stream sees the copy complete (already synced by the producer) */
+    int rc = f->d->be->stream_wait_event(f->d, NULL, sl->ev, e);
+    if (rc) return rc;
+    b->B = sl->B;
+    b->n_valid = sl->n_valid;
+    b->dense = sl->d_dense;
+    b->sparse = sl->d_sparse;
+    b->labels = sl->d_labels;
+    if (step) *step = sl->step;
+    return PLUMB_OK;
+}
+
+void devfeed_release(struct devfeed *f)
+{
+    pthread_mutex_lock(&f->mu);
+    if (f->taken) {
+        f->slots[f->next_take % f->depth].state = SLOT_FREE;
+        f->next_take++;
+        f->taken = 0;
+        pthread_cond_broadcast(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void devfeed_times(struct devfeed *f, double *build_s, double *copy_s)
+{
+    pthread_mutex_lock(&f->mu);
+    if (build_s) *build_s = f->build_s;
+    if (copy_s) *copy_s = f->copy_s;
+    pthread_mutex_unlock(&f->mu);
+}

@@ -1,0 +1,37 @@
+/* The GPU data plane for ctr (issue 5): batches built on host threads
+ * straight into pinned buffers and copied to the device on a copy stream,
+ * overlapping the compute of the previous step.
+ *
+ * A producer thread takes steps start, start+1, ... < end: for each it asks
+ * the sampler for this rank's sample indices, fills a pinned host slot with
+ * data_fill split over `threads` OpenMP threads (rows already reduced mod
+ * rows[t], so the batch is in range by construction), issues the H2D copies
+ * on its own stream and records an event. devfeed_next hands the consumer the
+ * next step's device batch after making the device's default stream wait for
+ * that event (no host block when the copy is done in time). `depth` slots
+ * circulate; a slot is reused after devfeed_release, which the consumer calls
+ * once the step that read it has synchronised (ctr_forward_backward_dev
+ * returns synchronised). */
+#ifndef PLUMB_DEVFEED_H
+#define PLUMB_DEVFEED_H
+#include "core/err.h"
+#include "dev/dev.h"
+#include "models/ctr.h"
+#include "train/data.h"
+#include "train/sampler.h"
+
+struct devfeed;
+
+/* The sampler is owned by the feed thread until devfeed_stop. */
+int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sampler *s, const int64_t *rows,
+                  int rank, int world, long start, long end, int depth, int threads, struct devfeed **out,
+                  plumb_err *e);
+/* The next step's batch; *wait_s = seconds the host waited for it. */
+int devfeed_next(struct devfeed *f, struct ctr_dev_batch *b, long *step, double *wait_s, plumb_err *e);
+/* Gives the batch of the last devfeed_next back (its step has synchronised). */
+void devfeed_release(struct devfeed *f);
+/* Seconds the producer spent building batches (host work) and copying. */
+void devfeed_times(struct devfeed *f, double *build_s, double *copy_s);
+void devfeed_stop(struct devfeed *f);
+
+#endif
