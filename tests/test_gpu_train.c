@@ -9,6 +9,9 @@
 #include "dev/dev.h"
 #include "dev/train_ops.h"
 #include "models/ctr.h"
+#include "train/data.h"
+#include "train/sampler.h"
+#include "train/synth.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,14 +385,27 @@ struct run_cfg {
     dtype_t prec;
 };
 
-/* Trains cfg on device d from the same Philox init and data; digest out. */
-static int train_digest(struct dev *d, const struct run_cfg *rc_, char hex[65], double *loss_out)
+/* Trains cfg on device d from the same data: from `init` (host params) when
+ * given, else from ctr_init (Philox on d) with the initial params returned in
+ * *init_out; digest out. */
+static int train_digest(struct dev *d, const struct run_cfg *rc_, const float *init, float **init_out, char hex[65],
+                        double *loss_out)
 {
     plumb_err e = {0};
     struct ctr_config c;
     if (ctr_config_preset(rc_->preset, rc_->rows, &c, &e)) return 1;
     struct ctr_model *m = NULL;
-    if (ctr_create(d, &c, rc_->B, rc_->prec, &m, &e) || ctr_init(m, 1234, &e)) {
+    size_t np = 0;
+    int irc = ctr_create(d, &c, rc_->B, rc_->prec, &m, &e);
+    if (!irc) {
+        np = ctr_n_params(m);
+        irc = init ? dev_upload(d, ctr_params(m), init, np * 4, &e) : ctr_init(m, 1234, &e);
+    }
+    if (!irc && init_out) {
+        *init_out = malloc(np * 4);
+        irc = dev_download(d, *init_out, ctr_params(m), np * 4, &e);
+    }
+    if (irc) {
         fprintf(stderr, "  %s: %s\n", d->label, e.msg);
         return 1;
     }
@@ -435,9 +451,11 @@ static void model_case(enum numerics mode, const struct run_cfg *cfg)
     OPEN_PAIR_OR_SKIP(p, mode);
     char hc[65], hg[65], hg2[65];
     double lc, lg, lg2;
-    REQUIRE(train_digest(p.c, cfg, hc, &lc) == 0);
-    REQUIRE(train_digest(p.g, cfg, hg, &lg) == 0);
-    REQUIRE(train_digest(p.g, cfg, hg2, &lg2) == 0);
+    float *init = NULL;
+    REQUIRE(train_digest(p.g, cfg, NULL, &init, hg, &lg) == 0);
+    REQUIRE(train_digest(p.g, cfg, NULL, NULL, hg2, &lg2) == 0);
+    REQUIRE(train_digest(p.c, cfg, init, NULL, hc, &lc) == 0);
+    free(init);
     fprintf(stderr, "  %s %s rows=%d B=%d steps=%d %s: cpu %.16s loss %.9g | %s %.16s loss %.9g\n", cfg->preset,
             mode == NUMERICS_GOLDEN ? "golden" : "fast", cfg->rows, cfg->B, cfg->steps, dtype_name(cfg->prec), hc, lc,
             p.g->label, hg, lg);
@@ -462,4 +480,78 @@ TEST(gpu_train_ctr_fast)
     model_case(NUMERICS_FAST, &a);
     struct run_cfg b = {"dlrm-kaggle", 100, 512, 3, DT_BF16};
     model_case(NUMERICS_FAST, &b);
+}
+
+/* The device-batch path (GPU data plane) gives the host-batch path's bits:
+ * runs on the test device (cpu by default), fed by train/devfeed. */
+#include "train/devfeed.h"
+TEST(ctr_dev_batch_matches_host_batch)
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    REQUIRE(dev_open(test_device(), &d, &e) == 0);
+    REQUIRE(dev_set_numerics(d, NUMERICS_GOLDEN, 0, &e) == 0);
+    struct ctr_config c;
+    REQUIRE(ctr_config_preset("ctr-tiny", 30, &c, &e) == 0);
+    struct synth *syn = NULL;
+    REQUIRE(synth_create(3, &syn, &e) == 0);
+    struct dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.synthetic = 1;
+    ds.syn = syn;
+    ds.n[0] = 500;
+    ds.n[1] = 10;
+    enum { B = 64, STEPS = 5 };
+    struct ctr_model *m[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) REQUIRE(ctr_create(d, &c, B, DT_BF16, &m[k], &e) == 0);
+    size_t np = ctr_n_params(m[0]);
+    float *init = rnd_f(np, -0.05, 0.05);
+    for (int k = 0; k < 2; k++) REQUIRE(dev_upload(d, ctr_params(m[k]), init, np * 4, &e) == 0);
+    /* host path: sampler + data_fill + ctr_forward_backward */
+    struct sampler s1, *s2 = calloc(1, sizeof *s2);
+    REQUIRE(sampler_init(&s1, ds.n[0], B, B, 9, 1, &e) == 0 && sampler_init(s2, ds.n[0], B, B, 9, 1, &e) == 0);
+    struct devfeed *f = NULL;
+    REQUIRE(devfeed_start(d, &ds, 0, s2, c.rows, 0, 1, 0, STEPS, 3, 2, &f, &e) == 0);
+    uint32_t idx[B];
+    int shv[4];
+    float dense[B * 13], lab[B];
+    uint32_t sp[B * 26];
+    struct ctr_opt o = {CTR_OPT_SGD, 0.2f, 0.0f, 0.9f, 0.999f, 1e-8f};
+    for (long st = 0; st < STEPS; st++) {
+        struct sampler_step ss;
+        REQUIRE(sampler_get(&s1, st, 0, 1, &ss, idx, shv, &e) == 0);
+        data_fill(&ds, 0, idx, (int)ss.local_valid, c.rows, dense, sp, lab);
+        struct ctr_batch hb = {B, (int)ss.local_valid, dense, sp, lab};
+        struct ctr_dev_batch db;
+        long fst = -1;
+        REQUIRE(devfeed_next(f, &db, &fst, NULL, &e) == 0);
+        CHECK_EQ_INT(fst, st);
+        CHECK_EQ_INT(db.n_valid, ss.local_valid);
+        struct ctr_loss l1, l2;
+        REQUIRE(ctr_forward_backward(m[0], &hb, 1.0f / B, &l1, &e) == 0);
+        REQUIRE(ctr_forward_backward_dev(m[1], &db, 1.0f / B, &l2, &e) == 0);
+        devfeed_release(f);
+        CHECK(l1.sum == l2.sum && l1.count == l2.count);
+        for (int k = 0; k < 2; k++) {
+            int64_t *rows;
+            float *rg;
+            size_t nr;
+            ctr_sparse_grads(m[k], &rows, &rg, &nr);
+            REQUIRE(ctr_opt_step(m[k], &o, st + 1, ctr_grads(m[k]), rows, rg, nr, &e) == 0);
+        }
+    }
+    devfeed_stop(f);
+    sampler_free(s2);
+    free(s2);
+    sampler_free(&s1);
+    char h1[65], h2[65];
+    REQUIRE(ctr_param_digest(m[0], h1, &e) == 0 && ctr_param_digest(m[1], h2, &e) == 0);
+    CHECK_STREQ(h1, h2);
+    /* a device batch out of range is refused with a message naming it */
+    struct ctr_dev_batch bad = {B + 1, B, NULL, NULL, NULL};
+    CHECK(ctr_forward_backward_dev(m[1], &bad, 1.0f, NULL, &e) == PLUMB_EUSAGE);
+    for (int k = 0; k < 2; k++) ctr_free(m[k]);
+    free(init);
+    synth_free(syn);
+    dev_close(d);
 }

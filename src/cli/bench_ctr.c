@@ -29,6 +29,7 @@
 #include "comm/comm_nccl.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "core/philox.h"
 #include "core/timer.h"
 #include "dev/dev.h"
 #include "models/ctr.h"
@@ -116,6 +117,58 @@ static int run_opt(struct ctr_model *m, long step, float lr, plumb_err *e)
     return ctr_opt_step(m, &o, step, ctr_grads(m), rows, g, n, e);
 }
 
+/* ctr_init's definition evaluated on the host (core/philox.h), for devices
+ * without Philox ops (the cpu backend until it has them). */
+static int host_init(struct ctr_model *m, uint64_t seed, plumb_err *e)
+{
+    size_t n = ctr_n_params(m);
+    float *p = calloc(n, sizeof(float));
+    if (!p) return err_set(e, PLUMB_ENOMEM, "bench ctr: out of host memory for %zu params", n);
+    for (int i = 0; i < ctr_n_tensors(m); i++) {
+        const struct ctr_tensor *t = ctr_tensor(m, i);
+        float *q = p + t->offset;
+        if (t->is_table) {
+            float bound = (float)sqrt(1.0 / (double)t->rows);
+#pragma omp parallel for schedule(static)
+            for (size_t k = 0; k < t->numel; k++)
+                q[k] = fmaf(2.0f * bound, philox_uniform_at(seed, RNG_INIT, (uint32_t)i, 0, k), -bound);
+        } else {
+            double sd = strstr(t->name, ".weight") ? sqrt(2.0 / (double)(t->rows + t->cols)) : sqrt(1.0 / (double)t->cols);
+            for (size_t k = 0; k < t->numel; k++)
+                q[k] = fmaf((float)sd, philox_normal_at(seed, RNG_INIT, (uint32_t)i, 0, k), 0.0f);
+        }
+    }
+    int rc = dev_upload(ctr_dev(m), ctr_params(m), p, n * sizeof(float), e);
+    free(p);
+    return rc;
+}
+
+/* A model on d initialised from host params `init` (n floats), or with
+ * ctr_init(seed) when init is NULL; *init_out (optional) gets a malloc'ed
+ * copy of the initial params, so another device can start from the same bits
+ * (the cpu backend may have no Philox ops). */
+static int model_make(struct dev *d, const struct ctr_config *c, long B, dtype_t prec, const float *init,
+                      uint64_t seed, float **init_out, struct ctr_model **out, plumb_err *e)
+{
+    struct ctr_model *m = NULL;
+    int rc = ctr_create(d, c, (int)B, prec, &m, e);
+    if (rc) return rc;
+    size_t n = ctr_n_params(m);
+    if (init) rc = dev_upload(d, ctr_params(m), init, n * sizeof(float), e);
+    else rc = d->ops->rng_normal ? ctr_init(m, seed, e) : host_init(m, seed, e);
+    if (!rc && init_out) {
+        *init_out = malloc(n * sizeof(float));
+        if (!*init_out) rc = err_set(e, PLUMB_ENOMEM, "bench ctr: out of host memory for %zu params", n);
+        else rc = dev_download(d, *init_out, ctr_params(m), n * sizeof(float), e);
+    }
+    if (rc) {
+        ctr_free(m);
+        return rc;
+    }
+    *out = m;
+    return PLUMB_OK;
+}
+
 static float lr_at(double lr, long step, long warm) { return (float)(step < warm ? lr * (double)(step + 1) / warm : lr); }
 
 /* One throughput configuration. */
@@ -127,10 +180,7 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
     int rc = ctr_config_preset(o->preset, o->rows, &c, e);
     if (rc) return rc;
     struct ctr_model *m = NULL;
-    if ((rc = ctr_create(d, &c, (int)batch, prec, &m, e)) || (rc = ctr_init(m, 1, e))) {
-        if (m) ctr_free(m);
-        return rc;
-    }
+    if ((rc = model_make(d, &c, batch, prec, NULL, 1, NULL, &m, e))) return rc;
     /* NB_DEV batches on the device */
     float *hd = NULL, *hl = NULL;
     uint32_t *hs = NULL;
@@ -160,9 +210,6 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
         if (!rc) rc = run_opt(m, step + 1, (float)o->lr, e);
     }
     struct dev_mem_stats ms;
-    dev_mem_stats(d, &ms);
-    t->reserved_warm = ms.reserved;
-    t->alloc_warm = ms.allocated;
     /* device-resident timing: whole steps */
     double t0 = now();
     for (long i = 0; i < o->steps && !rc; i++, step++) {
@@ -229,7 +276,10 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
         if (f) sampler_free(s);
         free(s);
     }
-    /* leak check */
+    /* leak check: everything above has run at least once, so the cache is warm */
+    dev_mem_stats(d, &ms);
+    t->reserved_warm = ms.reserved;
+    t->alloc_warm = ms.allocated;
     for (long i = 0; i < o->leak_steps && !rc; i++, step++) {
         struct ctr_dev_batch b = DB(step);
         rc = ctr_forward_backward_dev(m, &b, gs, NULL, e);
@@ -326,10 +376,10 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
     if (rc) return rc;
     char hex[2][65];
     double secs[2];
-    struct dev *devs[2] = {NULL, d};
-    if ((rc = dev_open("cpu", &devs[0], e))) return rc;
+    struct dev *devs[2] = {d, NULL};
+    if ((rc = dev_open("cpu", &devs[1], e))) return rc;
     long B = o->golden_batch;
-    float *hd = NULL, *hl = NULL;
+    float *hd = NULL, *hl = NULL, *init = NULL;
     uint32_t *hs = NULL;
     int nb = 16;
     rc = host_batches(ds, c.rows, B, nb, 3, &hd, &hs, &hl, e);
@@ -337,7 +387,7 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
         struct dev *dd = devs[k];
         if ((rc = dev_set_numerics(dd, NUMERICS_GOLDEN, 0, e))) break;
         struct ctr_model *m = NULL;
-        if ((rc = ctr_create(dd, &c, (int)B, DT_F32, &m, e)) || (rc = ctr_init(m, 5, e))) break;
+        if ((rc = model_make(dd, &c, B, DT_F32, init, 5, init ? NULL : &init, &m, e))) break;
         double t0 = now();
         for (long s = 0; s < o->golden_steps && !rc; s++) {
             int i = (int)(s % nb);
@@ -351,21 +401,22 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
         ctr_free(m);
         if (!rc) rc = dev_set_numerics(dd, NUMERICS_FAST, 0, e);
     }
+    free(init);
     free(hd), free(hs), free(hl);
-    dev_close(devs[0]);
+    dev_close(devs[1]);
     if (rc) return rc;
     int same = !strcmp(hex[0], hex[1]);
-    printf("\ngolden %s rows=%ld batch=%ld steps=%ld fp32 SGD: digest cpu %s (%.1f s)\n"
-           "                                              %-5s %s (%.1f s)  %s\n",
-           o->preset, o->golden_rows, B, o->golden_steps, hex[0], secs[0], d->label, hex[1], secs[1],
+    printf("\ngolden %s rows=%ld batch=%ld steps=%ld fp32 SGD (same initial params):\n  %-8s %s (%.1f s)\n"
+           "  %-8s %s (%.1f s)  %s\n",
+           o->preset, o->golden_rows, B, o->golden_steps, d->label, hex[0], secs[0], "cpu", hex[1], secs[1],
            same ? "EQUAL" : "DIFFERENT");
     json_t *j = json_object();
     json_object_set_new(j, "preset", json_string(o->preset));
     json_object_set_new(j, "rows", json_integer(o->golden_rows));
     json_object_set_new(j, "batch", json_integer(B));
     json_object_set_new(j, "steps", json_integer(o->golden_steps));
-    json_object_set_new(j, "digest_cpu", json_string(hex[0]));
-    json_object_set_new(j, "digest_device", json_string(hex[1]));
+    json_object_set_new(j, "digest_device", json_string(hex[0]));
+    json_object_set_new(j, "digest_cpu", json_string(hex[1]));
     json_object_set_new(j, "equal", json_boolean(same));
     json_object_set_new(out, "golden", j);
     return same ? PLUMB_OK : PLUMB_EFAIL;
@@ -373,13 +424,12 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
 
 /* Fast-mode AUC after --auc-steps steps at --auc-batch on the eval pool. */
 static int auc_on(struct dev *d, const struct opts *o, const struct ctr_config *c, const struct dataset *ds,
-                  double *auc, plumb_err *e)
+                  const float *init, float **init_out, double *auc, plumb_err *e)
 {
     long B = o->auc_batch;
     struct ctr_model *m = NULL;
     int rc = dev_set_numerics(d, NUMERICS_FAST, 0, e);
-    if (!rc) rc = ctr_create(d, c, (int)B, DT_F32, &m, e);
-    if (!rc) rc = ctr_init(m, 21, e);
+    if (!rc) rc = model_make(d, c, B, DT_F32, init, 21, init_out, &m, e);
     struct sampler s;
     if (!rc) rc = sampler_init(&s, ds->n[0], B, (int)B, 13, 1, e);
     uint32_t *idx = malloc((size_t)B * 4);
@@ -420,17 +470,22 @@ static int auc_check(const struct opts *o, struct dev *d, const struct dataset *
     if (rc) return rc;
     double a_dev = NAN, a_cpu = NAN, a_torch = NAN;
     double t0 = now();
-    if ((rc = auc_on(d, o, &c, ds, &a_dev, e))) return rc;
+    float *init = NULL;
+    if ((rc = auc_on(d, o, &c, ds, NULL, &init, &a_dev, e))) return rc;
     double t1 = now();
     struct dev *cpu = NULL;
     if (!strcmp(d->label, "cpu")) a_cpu = a_dev;
     else {
-        if ((rc = dev_open("cpu", &cpu, e))) return rc;
-        rc = auc_on(cpu, o, &c, ds, &a_cpu, e);
-        dev_close(cpu);
-        if (rc) return rc;
+        rc = dev_open("cpu", &cpu, e);
+        if (!rc) rc = auc_on(cpu, o, &c, ds, init, NULL, &a_cpu, e);
+        if (cpu) dev_close(cpu);
+        if (rc) {
+            free(init);
+            return rc;
+        }
     }
     double t2 = now();
+    free(init);
     char why[256] = "";
     if (o->vs_pytorch) {
         char tr[512], ev[512], args[1600];

@@ -11,7 +11,10 @@ extern "C" {
 }
 
 /* One stream with its own GEMM workspace: cuBLAS(Lt) results are bitwise
- * reproducible only when a workspace is never shared between streams. */
+ * reproducible only when a workspace is never shared between streams.
+ * Layout contract used by comm/comm_nccl.c (plain C, no CUDA headers): the
+ * vendor stream is the FIRST member here, and the default dev_stream is the
+ * FIRST member of struct gpu_dev. */
 struct dev_stream {
     cudaStream_t s;
     void *ws;
