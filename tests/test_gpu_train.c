@@ -555,3 +555,25 @@ TEST(ctr_dev_batch_matches_host_batch)
     synth_free(syn);
     dev_close(d);
 }
+
+/* comm/nccl without an NCCL library (CI) fails cleanly with a message naming
+ * the library and the override; with one (GPU host) it loads and reports its
+ * version. The rank mapping refuses more local ranks than visible GPUs. */
+#include "comm/comm_nccl.h"
+TEST(nccl_load_clean_error_or_version)
+{
+    plumb_err e = {0};
+    char desc[600] = "";
+    int rc = nccl_load("cuda", desc, sizeof desc, &e);
+    if (rc == PLUMB_OK) {
+        CHECK_MSG(strstr(desc, "NCCL ") != NULL, "description '%s'", desc);
+    } else {
+        CHECK_EQ_INT(rc, PLUMB_EDEVICE);
+        CHECK_MSG(strstr(e.msg, "libnccl.so.2") && strstr(e.msg, "PLUMB_NCCL_LIB"), "message: %s", e.msg);
+    }
+    char spec[32];
+    plumb_err e2 = {0};
+    rc = nccl_device_for_rank("cuda", 0, 1000, spec, &e2);
+    CHECK(rc != PLUMB_OK);
+    CHECK_MSG(e2.msg[0] != '\0', "no message for 1000 local ranks");
+}
