@@ -47,9 +47,17 @@ static int run_health(const struct check_ctx *ctx, const struct accept_entry *a,
     return check_health_run(ctx, r, e);
 }
 
+static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                      struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_faults_run(ctx, r, e);
+}
+
 /* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
 static const struct accept_entry accept_table[] = {
     {"doctor", LEVEL_QUICK, 0, run_doctor},
+    {"faults", LEVEL_STANDARD, 0, run_faults},
     /* health stays last: it reports the run-wide health monitor's alerts */
     {"health", LEVEL_QUICK, 0, run_health},
 };

@@ -24,4 +24,5 @@ int cmd_version(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
+int cmd_faults(int argc, char **argv);
 #endif
