@@ -9,7 +9,9 @@ const struct command plumb_commands[] = {
     {"faults", "fault drills: rank kill, hang, OOM, NaN, corrupt checkpoint, SIGTERM under plumb launch + mpirun", cmd_faults},
     {"health", "device health table, thresholds and alerts, Prometheus exporter", cmd_health},
     {"launch", "supervise a command (mpirun ... plumb train): restart it on failure", cmd_launch},
+    {"numerics", "every numerics op vs float64, determinism, golden digests", cmd_numerics},
     {"report", "re-render report.html from a run folder's results.json", cmd_report},
+    {"rng", "Philox streams: known answers, KS tests, digests, histograms", cmd_rng},
     {"version", "print the version and build configuration", cmd_version},
     {NULL, NULL, NULL},
 };

@@ -25,4 +25,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_faults(int argc, char **argv);
+int cmd_numerics(int argc, char **argv);
+int cmd_rng(int argc, char **argv);
 #endif
