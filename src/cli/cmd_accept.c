@@ -45,6 +45,23 @@ static int run_health(const struct check_ctx *ctx, const struct accept_entry *a,
 {
     (void)a, (void)lv;
     return check_health_run(ctx, r, e);
+static int run_rng(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                   struct check_result *r, plumb_err *e)
+{
+    (void)a;
+    return check_rng_run(ctx, lv == LEVEL_FULL ? 10000000 : 1000000, r, e);
+}
+static int run_numerics_golden(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                               struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_numerics_run(ctx, "golden", 0, r, e);
+}
+static int run_numerics_fast(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                             struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_numerics_run(ctx, "fast", 0, r, e);
 }
 
 static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
@@ -60,6 +77,9 @@ static const struct accept_entry accept_table[] = {
     {"faults", LEVEL_STANDARD, 0, run_faults},
     /* health stays last: it reports the run-wide health monitor's alerts */
     {"health", LEVEL_QUICK, 0, run_health},
+    {"rng", LEVEL_QUICK, 1, run_rng},
+    {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
+    {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
 };
 
 void doctor_print_rows(FILE *f, const json_t *check); /* cmd_doctor.c */
