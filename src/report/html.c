@@ -160,7 +160,7 @@ static void put_json_value(struct sbuf *b, const json_t *v)
     } else if (json_is_false(v)) {
         sb_puts(b, "false");
     } else {
-        char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(8));
+        char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(8));
         if (s) {
             if (strlen(s) > 400) strcpy(s + 397, "...");
             sb_puts(b, "<code>");
@@ -745,7 +745,7 @@ static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *r
         sb_escape(b, k);
         sb_puts(b, "</th><td>");
         if (json_is_object(v) || json_is_array(v)) {
-            char *s = json_dumps(v, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+            char *s = json_dumps(v, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_REAL_PRECISION(10));
             if (s) {
                 if (strlen(s) > 16384) strcpy(s + 16370, "\n... (cut)");
                 sb_puts(b, "<pre>");
