@@ -45,6 +45,8 @@ static int run_health(const struct check_ctx *ctx, const struct accept_entry *a,
 {
     (void)a, (void)lv;
     return check_health_run(ctx, r, e);
+}
+
 static int run_rng(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
                    struct check_result *r, plumb_err *e)
 {
@@ -75,11 +77,11 @@ static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a,
 static const struct accept_entry accept_table[] = {
     {"doctor", LEVEL_QUICK, 0, run_doctor},
     {"faults", LEVEL_STANDARD, 0, run_faults},
-    /* health stays last: it reports the run-wide health monitor's alerts */
-    {"health", LEVEL_QUICK, 0, run_health},
     {"rng", LEVEL_QUICK, 1, run_rng},
     {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
     {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
+    /* health stays last: it reports the run-wide health monitor's alerts */
+    {"health", LEVEL_QUICK, 0, run_health},
 };
 
 void doctor_print_rows(FILE *f, const json_t *check); /* cmd_doctor.c */
