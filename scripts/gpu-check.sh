@@ -74,6 +74,8 @@ if grep -q "not found" "$OUT/ldd.txt"; then log "WARNING: unresolved libraries:"
 export PLUMB_BACKEND_PATH=$here/build
 
 # ---- 2. tests on the cuda device ----
+step tests_gpu 120 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_
+step tests_train_ops 120 env PLUMB_TEST_DEVICE=cuda build/plumb-tests train_ops_
 step tests 300 env PLUMB_TEST_DEVICE=cuda build/plumb-tests
 step doctor 60 build/plumb doctor
 
@@ -101,13 +103,12 @@ fi
 # ---- 5. ceilings, then PyTorch on the same device in the same run ----
 step ceilings 300 build/plumb bench ceilings --device cuda --json "$OUT/ceilings.json"
 step torch 300 python3 bench/torch_ceilings.py --plumb "$OUT/ceilings.json" --json "$OUT/torch_ceilings.json"
-# the same with cuBLASLt's fixed-order split-K reductions allowed
-# (PLUMB_GEMM_REDUCTION=sequential): bits still reproducible across runs and
-# streams (the gemm tests), speed at the training-like shapes
-step tests_seqred 120 env PLUMB_TEST_DEVICE=cuda PLUMB_GEMM_REDUCTION=sequential build/plumb-tests gpu_fast_gemm
-step ceilings_seqred 120 env PLUMB_GEMM_REDUCTION=sequential build/plumb bench ceilings --device cuda --copy-mib 0 \
-  --shapes 8192x8192x8192,32768x512x367,2048x1024x1024 --json "$OUT/ceilings_seqred.json"
-step torch_seqred 60 python3 bench/torch_ceilings.py --reuse "$OUT/torch_ceilings.json" --plumb "$OUT/ceilings_seqred.json"
+# the same with split-K reductions forbidden (PLUMB_GEMM_REDUCTION=none):
+# bits reproducible across runs and streams (the gemm tests), and its speed
+step tests_noreduce 120 env PLUMB_TEST_DEVICE=cuda PLUMB_GEMM_REDUCTION=none build/plumb-tests gpu_fast_gemm
+step ceilings_noreduce 120 env PLUMB_GEMM_REDUCTION=none build/plumb bench ceilings --device cuda --copy-mib 0 \
+  --shapes 8192x8192x8192,32768x512x367,2048x1024x1024 --json "$OUT/ceilings_noreduce.json"
+step torch_noreduce 60 python3 bench/torch_ceilings.py --reuse "$OUT/torch_ceilings.json" --plumb "$OUT/ceilings_noreduce.json"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >>"$LOG" 2>&1
 
 # ---- results.json ----
@@ -125,7 +126,7 @@ try:
                          capture_output=True, text=True).stdout.strip()
 except OSError as e:
     smi = f"nvidia-smi unavailable: {e}"
-res = {"schema": "plumb.gpu_check/1", "gpu": smi, "ceilings_seqred": load("ceilings_seqred.json"), "commit": open("COMMIT").read().strip() if os.path.exists("COMMIT") else "",
+res = {"schema": "plumb.gpu_check/1", "gpu": smi, "ceilings_noreduce": load("ceilings_noreduce.json"), "commit": open("COMMIT").read().strip() if os.path.exists("COMMIT") else "",
        "steps": st, "ceilings": load("ceilings.json"), "torch": load("torch_ceilings.json")}
 ok = all(v in ("0", "skip") for v in st.values())
 res["verdict"] = "pass" if ok else "fail"

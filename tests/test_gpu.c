@@ -513,7 +513,7 @@ TEST(gpu_rng_bits)
     plumb_err e = {0};
     static const struct rng_stream streams[] = {
         {0, RNG_INIT, 0, 0}, {20261129, RNG_DROPOUT, 7, 3}, {0xFFFFFFFFFFFFFFFFULL, RNG_DATA, 0xFFFFFFFF, 1}};
-    static const uint64_t firsts[] = {0, 1, 3, 5, 1000001, ((uint64_t)1 << 40) + 2};
+    static const uint64_t firsts[] = {0, 1, 3, 5, 1000001, ((uint64_t)1 << 50) - 100003 - 1};
     static const size_t counts[] = {1, 7, 1000, 100003};
     size_t maxn = 100003;
     uint32_t *got = malloc(maxn * 4), *want = malloc(maxn * 4);
@@ -545,6 +545,8 @@ TEST(gpu_rng_bits)
                               kind == 0 ? "u32" : kind == 1 ? "uniform" : "normal", s, (unsigned long long)first, n, k,
                               k < n ? got[k] : 0, k < n ? want[k] : 0);
                 }
+    /* past the last element (index 2^50 - 1) is an error, not a wrap */
+    CHECK(d->ops->rng_u32(d, NULL, &streams[0], ((uint64_t)1 << 50) - 2, dout, 4) == PLUMB_EUSAGE);
     dev_free(d, dout);
     free(got);
     free(want);

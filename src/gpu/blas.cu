@@ -5,9 +5,9 @@
  *                   CUBLAS_COMPUTE_32F_FAST_TF32 when the device allows TF32;
  *   bf16/fp16    -> CUBLAS_COMPUTE_32F (fp32 accumulation, fp32 output).
  * Determinism (DESIGN.md section 5): each stream owns its workspace (gpu.h),
- * the reduction-scheme mask is NONE (no split-K reductions, so no atomics and
- * no order that depends on scheduling), and the algorithm chosen for a shape
- * is pinned in a per-device plan cache so later calls never re-query.
+ * split-K reductions are limited to cuBLASLt's fixed-order schemes (or
+ * forbidden with PLUMB_GEMM_REDUCTION=none), and the algorithm chosen for a
+ * shape is pinned in a per-device plan cache so later calls never re-query.
  *
  * HIP: rocBLAS loaded with dlopen (the few functions declared in
  * gpu/rocblas_min.h), atomics mode set to not-allowed on the handle.
@@ -77,18 +77,21 @@ int blas_init(struct dev *d, plumb_err *e)
                        cublasLtGetStatusString(st));
     }
     pthread_mutex_init(&b->lock, NULL);
-    /* PLUMB_GEMM_REDUCTION=none (default): no split-K reduction at all.
-     * =sequential: also cuBLASLt's split-K schemes, each of which adds the
-     * parts in a fixed order (a separate reduction kernel over the
-     * workspace, or in place with counters that enforce sequence), so
-     * results stay bitwise reproducible; measured by plumb bench ceilings. */
+    /* PLUMB_GEMM_REDUCTION=sequential (default): cuBLASLt may pick split-K
+     * algorithms whose reduction adds the parts in a fixed order (a
+     * separate reduction kernel over this stream's own workspace, or in
+     * place with counters that enforce the sequence), so results stay
+     * bitwise reproducible run to run and stream to stream (tests/test_gpu.c
+     * gpu_fast_gemm_streams_bits); without it tf32 at 2048x1024x1024 ran at
+     * 0.68-0.79 of PyTorch on the H200 (BENCHMARKS.md). =none forbids split-K
+     * reductions altogether. */
     const char *r = getenv("PLUMB_GEMM_REDUCTION");
-    b->reduction_mask = CUBLASLT_REDUCTION_SCHEME_NONE;
-    if (r && !strcmp(r, "sequential")) b->reduction_mask = CUBLASLT_REDUCTION_SCHEME_MASK;
-    else if (r && *r && strcmp(r, "none")) {
+    b->reduction_mask = CUBLASLT_REDUCTION_SCHEME_MASK;
+    if (r && !strcmp(r, "none")) b->reduction_mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+    else if (r && *r && strcmp(r, "sequential")) {
         cublasLtDestroy(b->lt);
         free(b);
-        return gpu_err(e, PLUMB_EUSAGE, "PLUMB_GEMM_REDUCTION='%s' (expected none or sequential)", r);
+        return gpu_err(e, PLUMB_EUSAGE, "PLUMB_GEMM_REDUCTION='%s' (expected sequential or none)", r);
     }
     gpu_of(d)->blas = b;
     return PLUMB_OK;
@@ -133,8 +136,9 @@ void blas_describe(struct dev *d, char *buf, size_t n)
              "algorithm=fixed per shape (first heuristic result, pinned in a plan cache; %llu plans)",
              ver, compute_name(d, DT_F32), GPU_WORKSPACE_BYTES >> 20,
              !b || b->reduction_mask == CUBLASLT_REDUCTION_SCHEME_NONE
-                 ? "none (no split-K reduction)"
-                 : "sequential split-K allowed (PLUMB_GEMM_REDUCTION=sequential: fixed-order reductions)",
+                 ? "none (PLUMB_GEMM_REDUCTION=none: no split-K reduction)"
+                 : "sequential (split-K only with fixed-order reductions: own workspace or in-place with "
+                   "sequencing counters)",
              b ? b->n_plans_made : 0ULL);
 }
 

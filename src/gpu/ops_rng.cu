@@ -34,8 +34,9 @@ static int rng_launch(struct dev *d, struct dev_stream *st, int kind, const stru
                       void *out, size_t n, plumb_err *e)
 {
     if (!rs) return gpu_err(e, PLUMB_EUSAGE, "%s: rng stream is NULL", d->label);
-    if (first + n < first || first + n > ((uint64_t)1 << 48))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: rng elements [%llu, +%zu) exceed the 2^48 stream length", d->label,
+    /* the counter holds the block index in 48 bits: element indices < 2^50 */
+    if (first + n < first || ((first + n - 1) >> 50))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: rng elements [%llu, +%zu) exceed the 2^50 stream length", d->label,
                        (unsigned long long)first, n);
     uint64_t nblk = ((first + n + 3) >> 2) - (first >> 2);
     k_rng<<<gpu_grid((size_t)nblk, 256), 256, 0, st->s>>>(kind, rs->seed, rs->purpose, rs->a, rs->b, first, n, out,
