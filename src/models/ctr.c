@@ -285,28 +285,58 @@ void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t
 
 /* ---------------- init ---------------- */
 
+/* Host evaluation of the same definition (core/philox.h is what the rng ops
+ * compute), chunked through a host buffer, for devices without rng ops. */
+static int init_tensor_host(struct ctr_model *m, const struct ctr_tensor *t, uint64_t seed, uint32_t id, float a,
+                            float b, int uniform, plumb_err *e)
+{
+    const size_t chunk = (size_t)1 << 20;
+    size_t cap = t->numel < chunk ? t->numel : chunk;
+    float *h = malloc((cap ? cap : 1) * sizeof(float));
+    if (!h) return err_set(e, PLUMB_ENOMEM, "ctr init: out of host memory");
+    int rc = PLUMB_OK;
+    for (size_t i0 = 0; i0 < t->numel && !rc; i0 += chunk) {
+        size_t n = t->numel - i0 < chunk ? t->numel - i0 : chunk;
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t k = 0; k < n; k++) {
+            float r = uniform ? philox_uniform_at(seed, RNG_INIT, id, 0, i0 + k)
+                              : philox_normal_at(seed, RNG_INIT, id, 0, i0 + k);
+            h[k] = fmaf(a, r, b);
+        }
+        rc = dev_upload(m->d, m->params + t->offset + i0, h, n * sizeof(float), e);
+    }
+    free(h);
+    return rc;
+}
+
 int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e)
 {
     struct dev *d = m->d;
-    if (!d->ops->rng_normal || !d->ops->rng_uniform)
-        return err_set(e, PLUMB_EUNSUPPORTED, "ctr init: device %s has no Philox rng ops", d->label);
+    int on_dev = d->ops->rng_normal && d->ops->rng_uniform;
     int rc = d->be->memset_async(d, NULL, m->params, 0, m->n_params * sizeof(float), e);
     if (rc) return rc;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
         const struct ctr_tensor *t = &m->t[i];
         struct rng_stream st = {seed, (uint32_t)RNG_INIT, (uint32_t)i, 0};
         float *p = m->params + t->offset;
-        if (t->is_table) {
+        /* table: fmaf(2 bound, u, -bound), u uniform [0,1); weight [out, in]:
+         * fmaf(sqrt(2/(fan_in+fan_out)), z, 0); bias [1, out]: fmaf(sqrt(1/fan_out), z, 0) */
+        int uniform = t->is_table;
+        float a, b;
+        if (uniform) {
             float bound = (float)sqrt(1.0 / (double)t->rows);
-            rc = d->ops->rng_uniform(d, NULL, &st, 0, p, t->numel);
-            if (!rc) rc = m->T->affine(d, NULL, p, p, t->numel, 2.0f * bound, -bound, e);
+            a = 2.0f * bound;
+            b = -bound;
         } else {
-            /* weight [out, in]: std sqrt(2/(fan_in+fan_out)); bias [1, out]: sqrt(1/fan_out) */
-            double sd = strstr(t->name, ".weight") ? sqrt(2.0 / (double)(t->rows + t->cols))
-                                                                 : sqrt(1.0 / (double)t->cols);
-            rc = d->ops->rng_normal(d, NULL, &st, 0, p, t->numel);
-            if (!rc) rc = m->T->affine(d, NULL, p, p, t->numel, (float)sd, 0.0f, e);
+            a = (float)(strstr(t->name, ".weight") ? sqrt(2.0 / (double)(t->rows + t->cols)) : sqrt(1.0 / (double)t->cols));
+            b = 0.0f;
         }
+        if (!on_dev) {
+            rc = init_tensor_host(m, t, seed, (uint32_t)i, a, b, uniform, e);
+            continue;
+        }
+        rc = uniform ? d->ops->rng_uniform(d, NULL, &st, 0, p, t->numel) : d->ops->rng_normal(d, NULL, &st, 0, p, t->numel);
+        if (!rc) rc = m->T->affine(d, NULL, p, p, t->numel, a, b, e);
         if (rc && e && !e->msg[0]) err_set(e, rc, "ctr init: rng op failed for %s", t->name);
     }
     if (rc) return rc;

@@ -102,10 +102,14 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
 void ctr_free(struct ctr_model *m);
 
 /* WORKLOADS.md init from Philox purpose RNG_INIT, stream (seed, RNG_INIT,
- * a = tensor id, b = 0), element index = position within the tensor:
- * linear weight w = sqrt(2/(fan_in+fan_out)) * normal_i, bias
- * = sqrt(1/fan_out) * normal_i, table = (2*uniform_i - 1) * sqrt(1/rows_t)
- * (normal/uniform: dev ops rng_normal / rng_uniform). Resets optimizer state. */
+ * a = tensor id, b = 0), element index i = position within the tensor:
+ * linear weight w_i = fmaf(sqrt(2/(fan_in+fan_out)), normal_i, 0), bias
+ * fmaf(sqrt(1/fan_out), normal_i, 0), table fmaf(2s, uniform_i, -s) with
+ * s = sqrt(1/rows_t) (scales rounded to fp32; normal_i / uniform_i as
+ * core/philox.h's philox_normal_at / philox_uniform_at define them). Runs on
+ * the device through rng_normal / rng_uniform + affine, or on the host and
+ * uploaded when the device has no rng ops: the same bits either way. Padding
+ * between tensors is 0. Resets optimizer state. */
 int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e);
 
 /* ---- the layout ---- */
