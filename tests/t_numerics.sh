@@ -35,7 +35,11 @@ grep -q "KAT zeros  6627e8d5 e169c58d bc57ac4c 9b00dbd8  ok" "$TMP/r1" && ok "rn
   && ok "rng histograms.json written" || fail "rng histograms.json written"
 grep -q '"name": "rng"' "$TMP/run/results.json" && grep -q '"name": "numerics"' "$TMP/run/results.json" \
   && ok "one run folder holds both checks" || fail "one run folder holds both checks"
+"$PLUMB" rng --count 50000 --seed 0x5eed0000deadbeef >"$TMP/r3" 2>&1 && [ "$(rd "$TMP/r3" | sort -u | wc -l)" -eq 15 ] \
+  && ! cmp -s <(rd "$TMP/r1") <(rd "$TMP/r3") && ok "rng --seed changes every stream" || fail "rng --seed changes every stream"
 # bad arguments
+expect_exit "rng: --seed -1 exits 2" 2 "$PLUMB" rng --seed -1
+grep -q -- "--seed" "$TMP/err" && ok "bad --seed is named" || fail "bad --seed is named"
 expect_exit "numerics: bad --numerics exits 2" 2 "$PLUMB" numerics --numerics turbo
 grep -q turbo "$TMP/err" && ok "bad --numerics is named" || fail "bad --numerics is named" "$(cat "$TMP/err")"
 expect_exit "numerics: --threads -1 exits 2" 2 "$PLUMB" numerics --threads -1

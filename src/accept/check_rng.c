@@ -27,17 +27,20 @@
 
 struct rng_def {
     const char *name;
-    uint64_t seed;
+    uint64_t seed_xor; /* stream seed = --seed ^ seed_xor */
     uint32_t purpose, a, b;
     uint64_t first;
 };
 
+/* Five purposes (distinct streams under one seed), the extreme a/b values,
+ * a seed with both key words non-zero, and a range starting past 2^34
+ * (counter word 1 carries index bits). */
 static const struct rng_def streams[] = {
-    {"init-s2024-t0", 2024, RNG_INIT, 0, 0, 0},
-    {"dropout-s2024-step7-l3", 2024, RNG_DROPOUT, 7, 3, 0},
-    {"shuffle-sdeadbeef-e1", 0xdeadbeefcafef00dull, RNG_SHUFFLE, 1, 0, 0},
-    {"data-s1-max-ab", 1, RNG_DATA, 0xffffffffu, 0xffffffffu, 0},
-    {"augment-s7-high-index", 7, RNG_AUGMENT, 3, 9, ((uint64_t)1 << 34) + 5},
+    {"init-t0", 0, RNG_INIT, 0, 0, 0},
+    {"dropout-step7-l3", 0, RNG_DROPOUT, 7, 3, 0},
+    {"shuffle-e1-highkey", 0xdeadbeef00000000ull, RNG_SHUFFLE, 1, 0, 0},
+    {"data-max-ab", 0, RNG_DATA, 0xffffffffu, 0xffffffffu, 0},
+    {"augment-high-index", 0, RNG_AUGMENT, 3, 9, ((uint64_t)1 << 34) + 5},
 };
 #define NSTREAMS (int)(sizeof streams / sizeof streams[0])
 
@@ -112,6 +115,12 @@ static void first_diff_u32(const uint32_t *a, const uint32_t *b, size_t n, size_
 
 int check_rng_run(const struct check_ctx *ctx, long count, struct check_result *r, plumb_err *e)
 {
+    return check_rng_run_seed(ctx, count, RNG_CHECK_DEFAULT_SEED, r, e);
+}
+
+int check_rng_run_seed(const struct check_ctx *ctx, long count, unsigned long long seed, struct check_result *r,
+                       plumb_err *e)
+{
     const char *spec = ctx->device ? ctx->device : "cpu";
     if (count < 100 || count > 100000000)
         return err_set(e, PLUMB_EUSAGE, "rng: count %ld out of range (expected 100..100000000)", count);
@@ -176,10 +185,11 @@ int check_rng_run(const struct check_ctx *ctx, long count, struct check_result *
     /* 2. streams */
     for (int s = 0; s < NSTREAMS; s++) {
         const struct rng_def *sd = &streams[s];
-        struct rng_stream st = {sd->seed, sd->purpose, sd->a, sd->b};
+        uint64_t sseed = seed ^ sd->seed_xor;
+        struct rng_stream st = {sseed, sd->purpose, sd->a, sd->b};
         json_t *so = json_object();
         char seedhex[24];
-        snprintf(seedhex, sizeof seedhex, "0x%016llx", (unsigned long long)sd->seed);
+        snprintf(seedhex, sizeof seedhex, "0x%016llx", (unsigned long long)sseed);
         json_object_set_new(so, "name", json_string(sd->name));
         json_object_set_new(so, "seed", json_string(seedhex));
         json_object_set_new(so, "purpose", json_integer(sd->purpose));
@@ -289,7 +299,7 @@ int check_rng_run(const struct check_ctx *ctx, long count, struct check_result *
                     goto done;
                 }
                 json_t *t = json_object();
-                json_object_set_new(t, "streams", json_string("init-s2024-t0 vs dropout-s2024-step7-l3 (normal)"));
+                json_object_set_new(t, "streams", json_string("init-t0 vs dropout-step7-l3 (normal)"));
                 json_object_set_new(t, "d", json_real(k2.d));
                 json_object_set_new(t, "p", json_real(k2.p));
                 check_detail(r, "two_sample_ks", t);
@@ -340,6 +350,11 @@ finish:
     katj = NULL;
     check_detail(r, "streams", sj);
     sj = NULL;
+    {
+        char sh[24];
+        snprintf(sh, sizeof sh, "%llu", (unsigned long long)seed);
+        check_detail(r, "seed", json_string(sh));
+    }
     check_detail(r, "mapping", json_string("element i of (seed, purpose, a, b) = word i%4 of "
                                            "Philox4x32-10(ctr={blk, blk>>32&0xffff | purpose<<16, a, b}, "
                                            "key={seed, seed>>32}), blk=i/4; uniform (w>>8)*2^-24; "

@@ -11,6 +11,10 @@ int check_doctor_run(const struct check_ctx *ctx, struct check_result *r, plumb_
 /* Philox KATs, KS tests, stream digests on ctx->device, compared with the
  * cpu's digests when the device is not the cpu (accept/check_rng.c) */
 int check_rng_run(const struct check_ctx *ctx, long count, struct check_result *r, plumb_err *e);
+/* the same with the streams' base seed (check_rng_run uses RNG_CHECK_DEFAULT_SEED) */
+#define RNG_CHECK_DEFAULT_SEED 2024u
+int check_rng_run_seed(const struct check_ctx *ctx, long count, unsigned long long seed,
+                       struct check_result *r, plumb_err *e);
 /* every op vs float64, determinism, golden digests vs the cpu's
  * (accept/check_numerics.c); numerics = "fast" or "golden" */
 int check_numerics_run(const struct check_ctx *ctx, const char *numerics, int allow_tf32,

@@ -4,7 +4,9 @@
 #include "cli/commands.h"
 #include "dev/dev.h"
 #include "report/results.h"
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void print_rng(const struct check_result *r)
@@ -46,11 +48,11 @@ static void print_rng(const struct check_result *r)
 
 int cmd_rng(int argc, char **argv)
 {
-    const char *device = NULL, *out = NULL;
+    const char *device = NULL, *out = NULL, *seed_s = NULL;
     long count = 0;
     static const char *usage = "plumb rng [options]";
     static const char *summary =
-        "Checks the Philox4x32-10 streams of a device: the Random123 known-answer vectors, streams keyed by\n"
+        "Checks the Philox4x32-10 streams of a device: the Random123 known-answer vectors, five streams keyed by\n"
         "(seed, purpose, a, b) with a SHA-256 digest of the first N raw words, uniforms and normals of each,\n"
         "one-sample KS tests of uniforms vs U(0,1) and normals vs N(0,1) (fail below p = 1e-4), a two-sample\n"
         "KS between two streams, and, on a GPU, bitwise equality with the cpu's streams. Histograms go to\n"
@@ -59,6 +61,7 @@ int cmd_rng(int argc, char **argv)
     const struct opt opts[] = {
         {"--device", OPT_STR, &device, "cpu", "device: cpu, cuda[:N], hip[:N] or all", NULL, "D"},
         {"--count", OPT_INT, &count, "1000000", "values drawn per stream and kind", "100..100000000", "N"},
+        {"--seed", OPT_STR, &seed_s, "2024", "base seed of the streams (decimal or 0x hex, 64-bit)", NULL, "S"},
         {"--threads", OPT_INT, &threads, "0", "cpu worker threads (0 = all cores)", "0..1024", "N"},
         {"--out", OPT_STR, &out, NULL, "run folder for results.json, histograms and report.html (default: print only)", NULL, "DIR"},
         {0},
@@ -67,6 +70,13 @@ int cmd_rng(int argc, char **argv)
     int rc = args_parse(usage, summary, opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("rng", &e);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long seed = strtoull(seed_s, &end, 0);
+    if (errno || end == seed_s || *end || seed_s[0] == '-') {
+        err_set(&e, PLUMB_EUSAGE, "--seed: '%s' is not an unsigned 64-bit integer (decimal or 0x hex)", seed_s);
+        return cli_fail("rng", &e);
+    }
     char specs[16][32];
     int nspec = 0;
     if (!strcmp(device, "all")) nspec = dev_list_available(specs, 16);
@@ -87,7 +97,7 @@ int cmd_rng(int argc, char **argv)
         struct check_ctx ctx = {.run_dir = have_res ? res.dir : NULL, .device = specs[i], .level = "quick",
                                 .threads = (int)threads};
         struct check_result r;
-        if (check_rng_run(&ctx, count, &r, &e)) {
+        if (check_rng_run_seed(&ctx, count, seed, &r, &e)) {
             if (have_res) results_close(&res);
             return cli_fail("rng", &e);
         }
