@@ -586,7 +586,7 @@ int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, 
             int count;
             const char *marker;
         } v[2] = {{"oom-retry", 2, "emptying the allocator cache and retrying"},
-                  {"oom-split", 5, "micro-batches"}};
+                  {"oom-split", 4, "micro-batches"}};
         for (int i = 0; i < 2; i++) {
             struct drill_result *r = &res[(*nres)++];
             res_init(r, v[i].name);
@@ -634,8 +634,26 @@ int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, 
         finish(r, &j, want_skip, o);
         if (r->restarts > 0) r->ok = 0;
         job_free(&j);
-    }
-    if (has_drill(o->drills, "corrupt")) {
+
+        /* more non-finite steps in a row than --max-bad-steps (3): the run
+         * rolls back to the last checkpoint and recomputes, so the digest is
+         * the uninterrupted run's */
+        r = &res[(*nres)++];
+        res_init(r, "nan-rollback");
+        long k0 = 3 * C + 2;
+        snprintf(inj, sizeof inj, "nan@%ld,nan@%ld,nan@%ld,nan@%ld", k0, k0 + 1, k0 + 2, k0 + 3);
+        if ((rc = drill_job(o, "nan-rollback", inj, NULL, ACT_NONE, 0, 0, &j, dir, e))) return rc;
+        nev = read_events(dir, ev, 64);
+        r->fault_step = k0;
+        r->fault_delivered = log_contains(dir, "injected fault: non-finite");
+        r->detected = log_contains(dir, "rolled back from step");
+        r->restarts = count_ev(ev, nev, "start") - 1;
+        r->resumed_from = 3 * C;
+        r->steps_lost = k0 + 4 - 3 * C;
+        finish(r, &j, want, o);
+        if (r->restarts > 0) r->ok = 0;
+        job_free(&j);
+    }    if (has_drill(o->drills, "corrupt")) {
         struct drill_result *r = &res[(*nres)++];
         res_init(r, "corrupt");
         /* corrupt the checkpoint written at 5C (the newest when rank `victim`

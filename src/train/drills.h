@@ -27,7 +27,7 @@
 #include "core/err.h"
 
 #define DRILL_NAMES "kill,hang,oom,nan,corrupt,sigterm"
-#define DRILL_MAX 8
+#define DRILL_MAX 10
 #define DRILL_RECOVERY_LIMIT_S 30.0 /* detection + resume, kill and hang (issue requirement) */
 
 struct drill_opts {
