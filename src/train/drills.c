@@ -750,17 +750,17 @@ static void fmt_s(char *b, size_t n, double v)
 void drills_print(const struct drill_result *res, int n, void *file)
 {
     FILE *f = file;
-    fprintf(f, "%-10s %-8s %-9s %-9s %-7s %9s %9s %-10s %6s %5s %8s\n", "drill", "result", "detected", "recovered",
+    fprintf(f, "%-13s %-7s %-9s %-9s %-7s %9s %9s %-5s %6s %5s %8s\n", "drill", "result", "detected", "recovered",
             "digest", "detect_s", "resume_s", "<30s", "lost", "skip", "restarts");
     for (int i = 0; i < n; i++) {
         const struct drill_result *r = &res[i];
         char d[16], s[16];
         fmt_s(d, sizeof d, r->t_detect_s);
         fmt_s(s, sizeof s, r->t_resume_s);
-        fprintf(f, "%-10s %-8s %-9s %-9s %-7s %9s %9s %-10s %6ld %5ld %8d\n", r->name, r->ok ? "pass" : "FAIL",
+        fprintf(f, "%-13s %-7s %-9s %-9s %-7s %9s %9s %-5s %6ld %5ld %8d\n", r->name, r->ok ? "pass" : "FAIL",
                 r->detected ? "yes" : "no", r->recovered ? "yes" : "no", r->digest_equal ? "equal" : "DIFFERS", d, s,
                 r->timing_applies ? (r->within_limit ? "pass" : "FAIL") : "n/a", r->steps_lost, r->batches_skipped,
                 r->restarts);
-        if (r->note[0]) fprintf(f, "           note: %s\n", r->note);
+        if (r->note[0]) fprintf(f, "              note: %s\n", r->note);
     }
 }
