@@ -17,6 +17,8 @@ bad "accept bad device" "gpu7" "$PLUMB" accept --quick --device gpu7
 bad "accept missing backend" "--device hip" env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" accept --quick --device hip
 bad "accept bad threads" "--threads" "$PLUMB" accept --threads many
 bad "accept negative threads" "--threads" "$PLUMB" accept --threads -3
+bad "accept unknown check" "bogus" "$PLUMB" accept --quick --checks doctor,bogus
+bad "accept empty check list" "--checks" "$PLUMB" accept --quick --checks ,
 bad "accept stray argument" "extra" "$PLUMB" accept extra
 bad "accept --out is a file" "not a directory" "$PLUMB" accept --quick --out "$0"
 bad "doctor stray argument" "extra" "$PLUMB" doctor extra

@@ -76,15 +76,30 @@ static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a,
 /* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
 static const struct accept_entry accept_table[] = {
     {"doctor", LEVEL_QUICK, 0, run_doctor},
-    {"faults", LEVEL_STANDARD, 0, run_faults},
     {"rng", LEVEL_QUICK, 1, run_rng},
     {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
     {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
+    {"faults", LEVEL_STANDARD, 0, run_faults},
     /* health stays last: it reports the run-wide health monitor's alerts */
     {"health", LEVEL_QUICK, 0, run_health},
 };
 
 void doctor_print_rows(FILE *f, const json_t *check); /* cmd_doctor.c */
+
+/* Does the entry belong to the check called name (first word of its label)? */
+static int entry_named(const struct accept_entry *a, const char *name)
+{
+    size_t L = strcspn(a->label, " ");
+    return strlen(name) == L && !strncmp(a->label, name, L);
+}
+
+static int entry_selected(const struct accept_entry *a, char **names, int nnames)
+{
+    if (!nnames) return 1;
+    for (int i = 0; i < nnames; i++)
+        if (entry_named(a, names[i])) return 1;
+    return 0;
+}
 
 static int internal_code(int code)
 {
@@ -111,7 +126,10 @@ static void print_verdict(const struct results *res, double secs)
         int s = results_parse_status(jsonx_str(c, "status"));
         if (s >= 0) n[s]++;
         snprintf(t, sizeof t, "%.1fs", jsonx_num(c, "duration_s"));
-        table_put(stdout, jsonx_str(c, "name"), 18, 1);
+        char name[96];
+        const char *mode = jsonx_str(json_object_get(c, "details"), "numerics");
+        snprintf(name, sizeof name, "%s%s%s", jsonx_str(c, "name"), mode ? " " : "", mode ? mode : "");
+        table_put(stdout, name, 18, 1);
         table_put(stdout, jsonx_str(c, "device") ? jsonx_str(c, "device") : "-", 8, 1);
         table_put(stdout, jsonx_str(c, "status"), 6, 1);
         table_put(stdout, t, 8, 1);
@@ -166,7 +184,7 @@ static int select_devices(const char *want, char specs[][32], int max, int *n, p
 int cmd_accept(int argc, char **argv)
 {
     int quick = 0, standard = 0, full = 0;
-    const char *out = NULL, *device = NULL;
+    const char *out = NULL, *device = NULL, *only = NULL;
     long threads = 0;
     static const char *usage = "plumb accept [--quick|--standard|--full] [options]";
     static const char *summary =
@@ -182,6 +200,8 @@ int cmd_accept(int argc, char **argv)
         {"--out", OPT_STR, &out, NULL, "run folder to write (default runs/<UTC-time>-<host>-<id>)", NULL, "DIR"},
         {"--device", OPT_STR, &device, "all", "cpu, cuda, hip, all (every device present), cuda:N or hip:N", NULL, "D"},
         {"--threads", OPT_INT, &threads, "0", "cpu threads for the cpu device (0 = all cores)", "0..4096", "N"},
+        {"--checks", OPT_STR, &only, "all", "run only these checks of the level (comma list of names, e.g. doctor,rng)",
+         NULL, "LIST"},
         {0},
     };
     plumb_err e = {0};
@@ -193,6 +213,32 @@ int cmd_accept(int argc, char **argv)
         return cli_fail("accept", &e);
     }
     enum level lv = quick ? LEVEL_QUICK : full ? LEVEL_FULL : LEVEL_STANDARD;
+    /* --checks: names are the first word of a table label ("numerics golden" -> numerics) */
+    char onlybuf[512], *names[32];
+    int nnames = 0;
+    if (strcmp(only, "all")) {
+        nnames = args_split_list(only, onlybuf, sizeof onlybuf, names, 32);
+        if (nnames <= 0) {
+            err_set(&e, PLUMB_EUSAGE, "--checks: '%s' is not a comma list of check names", only);
+            return cli_fail("accept", &e);
+        }
+        for (int i = 0; i < nnames; i++) {
+            int known = 0;
+            for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table && !known; t++)
+                known = entry_named(&accept_table[t], names[i]);
+            if (!known) {
+                char list[256] = "";
+                for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
+                    size_t L = strcspn(accept_table[t].label, " ");
+                    if (t && !strncmp(accept_table[t].label, accept_table[t - 1].label, L)) continue;
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.*s", t ? ", " : "", (int)L,
+                             accept_table[t].label);
+                }
+                err_set(&e, PLUMB_EUSAGE, "--checks: unknown check '%s' (expected some of: %s)", names[i], list);
+                return cli_fail("accept", &e);
+            }
+        }
+    }
     char specs[64][32];
     int ndev = 0;
     if (select_devices(device, specs, 64, &ndev, &e)) return cli_fail("accept", &e);
@@ -219,14 +265,14 @@ int cmd_accept(int argc, char **argv)
     int tty = table_stderr_tty();
     int total = 0;
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++)
-        if (accept_table[t].min_level <= lv) total += accept_table[t].per_device ? ndev : 1;
+        if (accept_table[t].min_level <= lv && entry_selected(&accept_table[t], names, nnames)) total += accept_table[t].per_device ? ndev : 1;
     double t0 = timer_now();
     int had_internal = 0, step = 0;
     plumb_err he = {0};
     if (health_run_monitor_start(5, &he)) fprintf(stderr, "plumb accept: health monitor not started: %s\n", he.msg);
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
         const struct accept_entry *a = &accept_table[t];
-        if (a->min_level > lv) continue;
+        if (a->min_level > lv || !entry_selected(a, names, nnames)) continue;
         for (int di = 0; di < (a->per_device ? ndev : 1); di++) {
             struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? specs[di] : "cpu",
                                     .level = level_names[lv], .threads = (int)threads, .tty = tty};

@@ -230,6 +230,18 @@ static void put_object_table(struct sbuf *b, const json_t *o)
 
 /* ---------------------------------------------------------------- sections */
 
+/* "numerics" run in golden and in fast mode are two entries of one name:
+ * show the mode (details.numerics) beside it. */
+static void put_check_name(struct sbuf *b, const json_t *c)
+{
+    sb_escape(b, jsonx_str(c, "name"));
+    const char *mode = jsonx_str(json_object_get(c, "details"), "numerics");
+    if (mode) {
+        sb_puts(b, " ");
+        sb_escape(b, mode);
+    }
+}
+
 static void put_header(struct sbuf *b, const json_t *root)
 {
     const json_t *host = json_object_get(root, "host");
@@ -263,7 +275,7 @@ static void put_verdict_table(struct sbuf *b, const json_t *checks)
             if (st && !strcmp(st, status_class(st)) && !strcmp(st, (const char *[]){"pass", "warn", "fail", "skip"}[s]))
                 counts[s]++;
         sb_printf(b, "<tr%s><td><a href=\"#check-%zu\">", st && !strcmp(st, "fail") ? " class=\"bad\"" : "", i);
-        sb_escape(b, jsonx_str(c, "name"));
+        put_check_name(b, c);
         sb_puts(b, "</a></td><td>");
         sb_escape(b, jsonx_str(c, "device") ? jsonx_str(c, "device") : "-");
         sb_puts(b, "</td><td>");
@@ -508,7 +520,7 @@ static void put_histograms(struct sbuf *b, const json_t *c, const char *run_dir)
  * becomes a chart (at most MAX_CHARTS, in first-seen order); lines carrying a
  * string "kind"/"split"/"phase" field (train, eval, ...) form separate series. */
 #define MAX_CHARTS 6
-#define MAX_SERIES 4
+#define MAX_SERIES 10
 #define MAX_POINTS 100000
 
 struct series {
@@ -549,7 +561,8 @@ static int skip_key(const char *k)
 
 static void put_chart_svg(struct sbuf *b, const struct chart *ch)
 {
-    static const char *colors[MAX_SERIES] = {"#1f5fbf", "#c2410c", "#15803d", "#7e22ce"};
+    static const char *colors[MAX_SERIES] = {"#1f5fbf", "#c2410c", "#15803d", "#7e22ce", "#0e7490",
+                                             "#a16207", "#be185d", "#4d7c0f", "#6d28d9", "#475569"};
     const int W = 330, H = 170, L = 52, R = 8, T = 8, B = 24;
     double pw = W - L - R, ph = H - T - B;
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
@@ -607,6 +620,31 @@ static void put_chart_svg(struct sbuf *b, const struct chart *ch)
     sb_puts(b, "</svg></figure>\n");
 }
 
+/* Adds the numeric fields of one object to the charts, as series `sname`. */
+static void add_fields(struct chart *charts, int *nc, const json_t *o, const char *sname, double x)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v)
+    {
+        if (!json_is_number(v) || skip_key(k)) continue;
+        int ci = 0;
+        while (ci < *nc && strcmp(charts[ci].key, k)) ci++;
+        if (ci == *nc) {
+            if (*nc == MAX_CHARTS) continue;
+            snprintf(charts[(*nc)++].key, sizeof charts[0].key, "%s", k);
+        }
+        struct chart *ch = &charts[ci];
+        int si = 0;
+        while (si < ch->ns && strcmp(ch->s[si].name, sname)) si++;
+        if (si == ch->ns) {
+            if (ch->ns == MAX_SERIES) continue;
+            snprintf(ch->s[ch->ns++].name, sizeof ch->s[0].name, "%s", sname);
+        }
+        series_add(&ch->s[si], x, json_number_value(v));
+    }
+}
+
 static void put_jsonl_charts(struct sbuf *b, const char *run_dir, const char *rel)
 {
     char path[PATH_MAX];
@@ -622,6 +660,7 @@ static void put_jsonl_charts(struct sbuf *b, const char *run_dir, const char *re
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0, bad = 0;
+    double t0 = NAN;
     while (getline(&line, &cap, f) > 0 && lineno < MAX_POINTS) {
         json_error_t je;
         json_t *o = json_loads(line, 0, &je);
@@ -632,31 +671,23 @@ static void put_jsonl_charts(struct sbuf *b, const char *run_dir, const char *re
             continue;
         }
         double x = jsonx_num(o, "step");
-        if (isnan(x)) x = (double)lineno;
+        if (isnan(x)) {
+            /* no step: seconds since the first line when lines carry a time */
+            double t = jsonx_num(o, "time");
+            if (!isnan(t) && isnan(t0)) t0 = t;
+            x = !isnan(t) ? t - t0 : (double)lineno;
+        }
         const char *kind = jsonx_str(o, "kind");
         if (!kind) kind = jsonx_str(o, "split");
         if (!kind) kind = jsonx_str(o, "phase");
         if (!kind) kind = "";
-        const char *k;
-        json_t *v;
-        json_object_foreach(o, k, v)
-        {
-            if (!json_is_number(v) || skip_key(k)) continue;
-            int ci = 0;
-            while (ci < nc && strcmp(charts[ci].key, k)) ci++;
-            if (ci == nc) {
-                if (nc == MAX_CHARTS) continue;
-                snprintf(charts[nc++].key, sizeof charts[0].key, "%s", k);
-            }
-            struct chart *ch = &charts[ci];
-            int si = 0;
-            while (si < ch->ns && strcmp(ch->s[si].name, kind)) si++;
-            if (si == ch->ns) {
-                if (ch->ns == MAX_SERIES) continue;
-                snprintf(ch->s[ch->ns++].name, sizeof ch->s[0].name, "%s", kind);
-            }
-            series_add(&ch->s[si], x, json_number_value(v));
-        }
+        add_fields(charts, &nc, o, kind, x);
+        /* monitors write {"time", "devices": [{"device": "nvidia0", ...}, ...]}: a series per device */
+        const json_t *devs = json_object_get(o, "devices");
+        size_t di;
+        json_t *dv;
+        json_array_foreach(devs, di, dv) if (json_is_object(dv) && jsonx_str(dv, "device"))
+            add_fields(charts, &nc, dv, jsonx_str(dv, "device"), x);
         json_decref(o);
     }
     free(line);
@@ -698,7 +729,7 @@ static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *r
 {
     const char *st = jsonx_str(c, "status");
     sb_printf(b, "<section id=\"check-%zu\"><h2>", idx);
-    sb_escape(b, jsonx_str(c, "name"));
+    put_check_name(b, c);
     if (jsonx_str(c, "device")) {
         sb_puts(b, " <span class=\"muted\">on ");
         sb_escape(b, jsonx_str(c, "device"));
