@@ -37,6 +37,28 @@ grep -q '"name": "rng"' "$TMP/run/results.json" && grep -q '"name": "numerics"' 
   && ok "one run folder holds both checks" || fail "one run folder holds both checks"
 "$PLUMB" rng --count 50000 --seed 0x5eed0000deadbeef >"$TMP/r3" 2>&1 && [ "$(rd "$TMP/r3" | sort -u | wc -l)" -eq 15 ] \
   && ! cmp -s <(rd "$TMP/r1") <(rd "$TMP/r3") && ok "rng --seed changes every stream" || fail "rng --seed changes every stream"
+# A device that is not the cpu: the fake plugin (tests/fake_gpu.c) is the cpu
+# backend registered as "hip", optionally with one wrong bit. A copy of plumb
+# in its own folder, so no real plugin next to the executable is found first.
+FAKE="$PLUMB_BUILD/tests/libfake_gpu.so"
+if [ -f "$FAKE" ]; then
+  mkdir -p "$TMP/bin" "$TMP/plug"; cp "$PLUMB" "$TMP/bin/plumb"; ln -sf "$FAKE" "$TMP/plug/libplumb-hip.so"
+  P2="$TMP/bin/plumb"; export PLUMB_BACKEND_PATH="$TMP/plug"
+  expect_exit "golden numerics on a (fake) hip device equals the cpu" 0 "$P2" numerics --device hip --numerics golden
+  grep -q "golden equal to the cpu" "$TMP/out" && ok "numerics reports equality with the cpu" || fail "numerics reports equality with the cpu" "$(tail -n 2 "$TMP/out")"
+  FAKE_GPU_CORRUPT=gemm expect_exit "one wrong GEMM bit fails golden numerics" 1 "$P2" numerics --device hip --numerics golden
+  grep -q "golden hip:0 differs from the cpu: gemm fp32: element 5 differs" "$TMP/out" && ok "the op and element are named" \
+    || fail "the op and element are named" "$(grep -m1 "^numerics:" "$TMP/out")"
+  [ "$(grep -c "cpu_equal\|element 5 differs" "$TMP/out")" -ge 9 ] && ok "every corrupted GEMM row fails" || fail "every corrupted GEMM row fails" "$(grep -c "element 5 differs" "$TMP/out") rows"
+  expect_exit "rng on a (fake) hip device equals the cpu" 0 "$P2" rng --device hip --count 20000
+  grep -q "digests equal to the cpu's" "$TMP/out" && ok "rng reports digests equal to the cpu's" || fail "rng reports digests equal to the cpu's"
+  FAKE_GPU_CORRUPT=normal expect_exit "one wrong normal bit fails rng" 1 "$P2" rng --device hip --count 20000
+  grep -q "stream init-t0 normal differs from the cpu at element 7" "$TMP/out" && ok "the stream and element are named" \
+    || fail "the stream and element are named" "$(grep -m1 "^rng:" "$TMP/out")"
+  unset PLUMB_BACKEND_PATH
+else
+  skip "fake hip device" "$FAKE not built"
+fi
 # bad arguments
 expect_exit "rng: --seed -1 exits 2" 2 "$PLUMB" rng --seed -1
 grep -q -- "--seed" "$TMP/err" && ok "bad --seed is named" || fail "bad --seed is named"

@@ -1,0 +1,60 @@
+/* A stand-in GPU backend plugin for tests: registered as libplumb-hip.so, it
+ * is the cpu backend under another name, except that FAKE_GPU_CORRUPT makes
+ * one op return one wrong bit, as a faulty device would:
+ *   gemm    - flips the lowest mantissa bit of C element 5
+ *   normal  - flips the lowest bit of stream element 7 (global index) of rng_normal
+ * tests/t_numerics.sh uses it to prove that golden/rng digests are compared
+ * with the cpu's and that a mismatch names the op and the element. The cpu
+ * backend's symbols come from the executable (linked with -rdynamic). */
+#include "dev/dev.h"
+#include <stdlib.h>
+#include <string.h>
+
+static struct dev_backend fake_be;
+static struct dev_ops fake_ops;
+
+static int corrupt(const char *what)
+{
+    const char *c = getenv("FAKE_GPU_CORRUPT");
+    return c && !strcmp(c, what);
+}
+
+static int fake_gemm(struct dev *d, dev_stream *s, const struct gemm_desc *g)
+{
+    int rc = cpu_backend.ops->gemm(d, s, g);
+    if (!rc && corrupt("gemm") && (size_t)g->m * g->n > 5) {
+        int i = 5 / g->n, j = 5 % g->n;
+        uint32_t u;
+        memcpy(&u, &g->c[(size_t)i * g->ldc + j], 4);
+        u ^= 1u;
+        memcpy(&g->c[(size_t)i * g->ldc + j], &u, 4);
+    }
+    return rc;
+}
+
+static int fake_normal(struct dev *d, dev_stream *s, const struct rng_stream *st, uint64_t first,
+                       float *out, size_t n)
+{
+    int rc = cpu_backend.ops->rng_normal(d, s, st, first, out, n);
+    if (!rc && corrupt("normal") && first <= 7 && 7 < first + n) {
+        uint32_t u;
+        memcpy(&u, &out[7 - first], 4);
+        u ^= 1u;
+        memcpy(&out[7 - first], &u, 4);
+    }
+    return rc;
+}
+
+int plumb_backend_register_v1(int abi, const struct dev_backend **out, plumb_err *e)
+{
+    (void)e;
+    if (abi != PLUMB_BACKEND_ABI) return PLUMB_EUNSUPPORTED;
+    fake_be = cpu_backend;
+    fake_ops = *cpu_backend.ops;
+    fake_ops.gemm = fake_gemm;
+    fake_ops.rng_normal = fake_normal;
+    fake_be.name = "hip";
+    fake_be.ops = &fake_ops;
+    *out = &fake_be;
+    return PLUMB_OK;
+}
