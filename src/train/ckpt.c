@@ -171,13 +171,15 @@ int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb
         sec[i].name[CKPT_NAME_MAX - 1] = '\0';
         uint64_t off = get64(p + 32), len = get64(p + 40);
         if (off < hlen || off > size || len > size - off) {
+            int rc = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' [%llu, +%llu) outside the file (%zu bytes): partial write?",
+                             path, sec[i].name, (unsigned long long)off, (unsigned long long)len, size);
             free(sec), free(buf);
-            return err_set(e, PLUMB_ECORRUPT, "%s: section '%s' [%llu, +%llu) outside the file (%zu bytes): partial write?",
-                           path, sec[i].name, (unsigned long long)off, (unsigned long long)len, size);
+            return rc;
         }
         if (hash_crc32(0, u + off, len) != get32(p + 48)) {
+            int rc = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' checksum mismatch", path, sec[i].name);
             free(sec), free(buf);
-            return err_set(e, PLUMB_ECORRUPT, "%s: section '%s' checksum mismatch", path, sec[i].name);
+            return rc;
         }
         sec[i].data = u + off;
         sec[i].len = len;
