@@ -12,6 +12,7 @@ const struct command plumb_commands[] = {
     {"numerics", "every numerics op vs float64, determinism, golden digests", cmd_numerics},
     {"report", "re-render report.html from a run folder's results.json", cmd_report},
     {"rng", "Philox streams: known answers, KS tests, digests, histograms", cmd_rng},
+    {"train", "train a reference workload (ctr) on 1..N ranks: fast or golden, fp32/bf16/fp16, checkpoints", cmd_train},
     {"version", "print the version and build configuration", cmd_version},
     {NULL, NULL, NULL},
 };
