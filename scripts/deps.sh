@@ -8,7 +8,7 @@
 set -euo pipefail
 want=${1:-test}
 build_pkgs="build-essential pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev zlib1g-dev libssl-dev"
-test_pkgs="chromium prometheus python3 curl nodejs"
+test_pkgs="chromium prometheus python3 curl nodejs jq"
 gpu_pkgs="hipcc libamdhip64-dev librocm-smi-dev"
 bench_pkgs="python3-torch"
 case "$want" in

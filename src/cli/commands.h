@@ -28,4 +28,5 @@ int cmd_faults(int argc, char **argv);
 int cmd_numerics(int argc, char **argv);
 int cmd_rng(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 #endif

@@ -928,6 +928,8 @@ static void metrics_step(struct trainer *t, const struct step_info *si, long epo
     if (!isfinite(si->grad_norm) || si->flags[SF_NONFINITE]) json_object_set_new(j, "grad_norm", json_null());
     jsonx_append_line(t->metrics, j, NULL);
     json_decref(j);
+    /* line by line, so a killed run leaves a readable file and watchers see progress */
+    fflush(t->metrics);
 }
 
 static void metrics_eval(struct trainer *t, const struct eval_result *r, double teacher)

@@ -1,0 +1,108 @@
+/* plumb data: dataset utilities.
+ *   plumb data synth-criteo --rows N --out FILE   writes synthetic Criteo TSV
+ *     (the teacher generator of --data synthetic; .gz output when FILE ends
+ *     in .gz) and reports the teacher's own AUC on the rows written. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "train/evalm.h"
+#include "train/synth.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+static int synth_criteo(int argc, char **argv)
+{
+    long rows = 100000, seed = 1234, first = 0;
+    const char *out = NULL, *split = "train";
+    const struct opt opts[] = {
+        {"--rows", OPT_INT, &rows, "100000", "samples (lines) to write", "1..4000000000", "N"},
+        {"--out", OPT_STR, &out, NULL, "output file (required); gzip'ed when it ends in .gz", NULL, "FILE"},
+        {"--data-seed", OPT_INT, &seed, "1234", "dataset seed (plumb train --data-seed)", "0..", "N"},
+        {"--split", OPT_CHOICE, &split, "train", "which split of the synthetic dataset", "train|eval", NULL},
+        {"--first", OPT_INT, &first, "0", "index of the first sample written", "0..", "N"},
+        {0},
+    };
+    plumb_err e = {0};
+    int rc = args_parse("plumb data synth-criteo --rows N --out FILE [options]",
+                        "Write samples of the synthetic teacher dataset (the one `plumb train ctr --data synthetic` "
+                        "draws) as Criteo TSV: label, I1..I13, C1..C26. Prints the positive rate and the teacher's "
+                        "AUC on the rows written: the ceiling a model trained on this data approaches.",
+                        opts, argc, argv, NULL, 0, NULL, &e);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return cli_fail("data", &e);
+    if (!out) {
+        err_set(&e, PLUMB_EUSAGE, "synth-criteo: --out FILE is required");
+        return cli_fail("data", &e);
+    }
+    struct synth *s;
+    if (synth_create((uint64_t)seed, &s, &e)) return cli_fail("data", &e);
+    size_t n = strlen(out);
+    int gz = n > 3 && !strcmp(out + n - 3, ".gz");
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    FILE *f = NULL;
+    gzFile g = NULL;
+    if (gz) g = gzopen(tmp, "wb6");
+    else f = fopen(tmp, "w");
+    if (!f && !g) {
+        synth_free(s);
+        err_set(&e, PLUMB_EUSAGE, "synth-criteo: cannot write %s", tmp);
+        return cli_fail("data", &e);
+    }
+    float *p = malloc((size_t)rows * sizeof *p), *y = malloc((size_t)rows * sizeof *y);
+    if (!p || !y) {
+        err_set(&e, PLUMB_ENOMEM, "synth-criteo: cannot hold %ld scores", rows);
+        return cli_fail("data", &e);
+    }
+    int sp = !strcmp(split, "eval") ? SYNTH_EVAL : SYNTH_TRAIN;
+    double pos = 0;
+    int werr = 0;
+    for (long i = 0; i < rows && !werr; i++) {
+        struct synth_raw r;
+        synth_raw_sample(s, sp, (uint64_t)(first + i), &r);
+        const char *tk[CRITEO_CAT];
+        for (int t = 0; t < CRITEO_CAT; t++) tk[t] = r.token[t];
+        char line[1024];
+        int len = criteo_format_line(line, sizeof line, r.label, r.dense, r.missing, tk);
+        if (len < 0) werr = 1;
+        else if (gz) werr = gzwrite(g, line, (unsigned)len) != len;
+        else werr = fwrite(line, 1, (size_t)len, f) != (size_t)len;
+        p[i] = r.p;
+        y[i] = (float)r.label;
+        pos += r.label;
+    }
+    if (gz) werr |= gzclose(g) != Z_OK;
+    else werr |= fclose(f) != 0;
+    synth_free(s);
+    if (werr || rename(tmp, out) != 0) {
+        remove(tmp);
+        free(p), free(y);
+        err_set(&e, PLUMB_EIO, "synth-criteo: writing %s failed", out);
+        return cli_fail("data", &e);
+    }
+    double auc = eval_auc(p, y, (size_t)rows);
+    printf("wrote %ld rows (%s split, samples %ld..%ld, data seed %ld) to %s\n", rows, split, first, first + rows - 1,
+           seed, out);
+    printf("positive rate %.4f, teacher auc %.6f\n", pos / (double)rows, auc);
+    free(p), free(y);
+    return 0;
+}
+
+int cmd_data(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "synth-criteo")) return synth_criteo(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: plumb data SUBCOMMAND [options]\n\nDataset utilities.\n\nsubcommands:\n"
+               "  synth-criteo   write synthetic Criteo TSV from the teacher model and report the teacher's AUC\n"
+               "\nRun 'plumb data synth-criteo --help' for its options.\n");
+        return 0;
+    }
+    plumb_err e = {0};
+    if (argc >= 2 && argv[1][0] == '-')
+        err_set(&e, PLUMB_EUSAGE, "unknown option '%s' (expected a subcommand: synth-criteo)", argv[1]);
+    else
+        err_set(&e, PLUMB_EUSAGE, "%s%s%s (expected synth-criteo)", argc >= 2 ? "unknown subcommand '" : "no subcommand",
+                argc >= 2 ? argv[1] : "", argc >= 2 ? "'" : "");
+    return cli_fail("data", &e);
+}

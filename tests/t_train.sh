@@ -1,0 +1,111 @@
+# plumb train ctr end to end: convergence on the synthetic teacher, golden
+# bit-identity across rank counts and across a SIGKILL + resume on another
+# rank count, exact fast eval on 1 vs 3 ranks, loss scaling with injected
+# infs, OOM retry, SIGTERM checkpoint, Criteo files. Real mpirun ranks.
+. "$(dirname "$0")/lib.sh"
+J() { jq -r "$2" "$1" 2>/dev/null; }
+MPI="mpirun --oversubscribe"
+GOLD="--numerics golden --steps 200 --train-samples 100000 --eval-samples 2000 --quiet --param-digest"
+
+# 1. ctr-tiny learns the teacher (the defaults; wall time printed, not asserted)
+t0=$(date +%s.%N)
+if "$PLUMB" train ctr --preset ctr-tiny --data synthetic --quiet --out "$TMP/conv" >"$TMP/conv.out" 2>&1; then
+  t1=$(date +%s.%N)
+  auc=$(J "$TMP/conv/results.json" .auc); tea=$(J "$TMP/conv/results.json" .teacher_auc)
+  echo "     ctr-tiny: auc $auc, teacher $tea, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b - a}') s wall"
+  awk -v a="$auc" -v t="$tea" 'BEGIN{exit !(a >= 0.75 && t - a <= 0.05)}' && ok "ctr-tiny auc >= 0.75 and within 0.05 of the teacher" \
+    || fail "ctr-tiny auc" "auc $auc teacher $tea"
+  # loss falls: mean of the first 100 steps vs the last 100
+  jq -s '[.[] | select(.type=="step") | .loss] | [(.[0:100] | add / length), (.[-100:] | add / length)]' \
+    "$TMP/conv/metrics.jsonl" >"$TMP/lf" && read -r a b < <(jq -r '"\(.[0]) \(.[1])"' "$TMP/lf")
+  awk -v a="$a" -v b="$b" 'BEGIN{exit !(b < a - 0.03)}' && ok "loss falls ($a -> $b)" || fail "loss falls" "$a -> $b"
+  for k in param_digest auc logloss accuracy; do
+    [ "$(J "$TMP/conv/results.json" ".$k | type")" != "null" ] || fail "results.json has $k"
+  done
+  n=$(jq -s '[.[] | select(.type=="step" and .grad_norm != null and .loss_scale != null and .samples_per_s > 0 and .mem_peak > 0)] | length' "$TMP/conv/metrics.jsonl")
+  [ "$n" -eq 1500 ] && ok "metrics.jsonl: 1500 step rows with grad norm, scale, samples/s, memory" || fail "metrics rows" "$n"
+else fail "ctr-tiny trains" "$(tail -5 "$TMP/conv.out")"; fi
+
+# 2. golden digests on 1, 2, 3, 4 ranks
+for np in 1 2 3 4; do
+  $MPI -np $np "$PLUMB" train ctr $GOLD --out "$TMP/g$np" >"$TMP/g$np.out" 2>&1 || fail "golden -np $np runs" "$(tail -3 "$TMP/g$np.out")"
+  d[$np]=$(awk '/^param_digest/{print $2}' "$TMP/g$np.out")
+done
+echo "     golden digest: ${d[1]}"
+if [ -n "${d[1]}" ] && [ "${d[1]}" = "${d[2]}" ] && [ "${d[1]}" = "${d[3]}" ] && [ "${d[1]}" = "${d[4]}" ]; then
+  ok "golden parameter digest identical on -np 1, 2, 3, 4"
+else fail "golden digests" "1:${d[1]} 2:${d[2]} 3:${d[3]} 4:${d[4]}"; fi
+[ "$(J "$TMP/g3/results.json" .param_digest)" = "${d[1]}" ] && ok "results.json param_digest" || fail "results.json param_digest"
+# eval metrics identical across rank counts (golden model, exact aggregation)
+[ "$(J "$TMP/g1/results.json" '[.auc,.logloss,.accuracy]|tostring')" = "$(J "$TMP/g4/results.json" '[.auc,.logloss,.accuracy]|tostring')" ] \
+  && ok "eval metrics on 4 ranks equal 1 rank" || fail "eval metrics 1 vs 4"
+
+# 3. SIGKILL at step >= 120 on 2 ranks, resume on 3: same digest
+setsid $MPI -np 2 "$PLUMB" train ctr $GOLD --checkpoint-dir "$TMP/ck" --checkpoint-every 20 --out "$TMP/k1" >"$TMP/k1.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  n=$(grep -c '"type":"step"' "$TMP/k1/metrics.jsonl" 2>/dev/null || true)
+  [ "${n:-0}" -ge 121 ] && break; sleep 0.1
+done
+kill -9 -- -"$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+last=$(ls "$TMP/ck" | tail -1)
+echo "     killed after step ${n:-?}; newest checkpoint $last"
+$MPI -np 3 "$PLUMB" train ctr $GOLD --checkpoint-dir "$TMP/ck" --checkpoint-every 20 --resume --out "$TMP/k2" >"$TMP/k2.out" 2>&1 \
+  || fail "resume after SIGKILL runs" "$(tail -3 "$TMP/k2.out")"
+dk=$(awk '/^param_digest/{print $2}' "$TMP/k2.out"); st=$(J "$TMP/k2/results.json" .train.start_step)
+[ "${st:-0}" -ge 120 ] && [ "$st" -lt 200 ] && ok "resumed at step $st" || fail "resume step" "start $st"
+[ -n "$dk" ] && [ "$dk" = "${d[1]}" ] && ok "SIGKILL on 2 ranks + resume on 3: digest identical" || fail "kill/resume digest" "$dk vs ${d[1]}"
+
+# 4. fast eval on 1 and 3 ranks from the same checkpoint
+F="--steps 30 --train-samples 50000 --eval-samples 9000 --eval-batch 1000 --quiet --checkpoint-dir $TMP/fk"
+"$PLUMB" train ctr $F --out "$TMP/f0" >"$TMP/f0.out" 2>&1 || fail "fast run" "$(tail -3 "$TMP/f0.out")"
+"$PLUMB" train ctr $F --resume --out "$TMP/f1" >/dev/null 2>&1
+$MPI -np 3 "$PLUMB" train ctr $F --resume --out "$TMP/f3" >"$TMP/f3.out" 2>&1 || fail "fast eval -np 3" "$(tail -3 "$TMP/f3.out")"
+m1=$(J "$TMP/f1/results.json" '[.auc,.logloss,.accuracy]|tostring'); m3=$(J "$TMP/f3/results.json" '[.auc,.logloss,.accuracy]|tostring')
+[ -n "$m1" ] && [ "$m1" != "null" ] && [ "$m1" = "$m3" ] && ok "fast eval from one checkpoint: 1 rank = 3 ranks $m1" || fail "fast eval 1 vs 3" "$m1 vs $m3"
+[ "$m1" = "$(J "$TMP/f0/results.json" '[.auc,.logloss,.accuracy]|tostring')" ] && ok "eval after resume = eval at the end of training" || fail "eval after resume"
+
+# 5. loss scaler: infs injected at steps 5 and 9 (0-based) skip exactly those, halve the scale; growth every 4
+"$PLUMB" train ctr --precision fp16 --steps 15 --train-samples 20000 --eval-samples 1000 --quiet \
+  --loss-scale-init 1024 --loss-scale-interval 4 --inject nan@5,nan@9 --out "$TMP/ls" >"$TMP/ls.out" 2>&1 || fail "fp16 run" "$(tail -3 "$TMP/ls.out")"
+sk=$(jq -s -c '[.[] | select(.type=="step" and .skipped) | .step]' "$TMP/ls/metrics.jsonl")
+sc=$(jq -s -c '[.[] | select(.type=="step") | .loss_scale]' "$TMP/ls/metrics.jsonl")
+[ "$sk" = "[6,10]" ] && ok "injected infs skip exactly steps 6 and 10 (1-based)" || fail "skipped steps" "$sk"
+[ "$sc" = "[1024,1024,1024,1024,2048,2048,1024,1024,1024,1024,512,512,512,512,1024]" ] \
+  && ok "loss scale halves on inf, doubles after 4 clean steps" || fail "scale sequence" "$sc"
+[ "$(J "$TMP/ls/results.json" .train.skipped_steps)" = 2 ] && ok "skipped steps in results.json" || fail "skipped steps in results"
+
+# 6. OOM injected twice at step 3: retried, same golden result as no fault
+"$PLUMB" train ctr --numerics golden --steps 8 --train-samples 20000 --eval-samples 1000 --quiet --param-digest --out "$TMP/o0" >"$TMP/o0.out" 2>&1
+"$PLUMB" train ctr --numerics golden --steps 8 --train-samples 20000 --eval-samples 1000 --quiet --param-digest --inject oom@3x2 --out "$TMP/o1" >"$TMP/o1.out" 2>&1
+grep -q "retrying (2/3)" "$TMP/o1.out" && [ "$(awk '/^param_digest/{print $2}' "$TMP/o0.out")" = "$(awk '/^param_digest/{print $2}' "$TMP/o1.out")" ] \
+  && ok "OOM at step 3 retried twice, result unchanged" || fail "oom retry" "$(tail -3 "$TMP/o1.out")"
+
+# 7. SIGTERM: checkpoint, clean exit, resume to the uninterrupted digest
+"$PLUMB" train ctr --numerics golden --steps 400 --train-samples 100000 --eval-samples 1000 --quiet --checkpoint-dir "$TMP/tk" \
+  --out "$TMP/t1" >"$TMP/t1.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do n=$(grep -c '"type":"step"' "$TMP/t1/metrics.jsonl" 2>/dev/null || true); [ "${n:-0}" -ge 30 ] && break; sleep 0.1; done
+kill -TERM $pid; wait $pid; rc=$?
+ck=$(ls "$TMP/tk" 2>/dev/null | tail -1)
+[ $rc -eq 0 ] && grep -q "interrupted at step" "$TMP/t1.out" && [ -n "$ck" ] && ok "SIGTERM: checkpoint $ck and exit 0" || fail "SIGTERM" "rc $rc; $(tail -3 "$TMP/t1.out")"
+"$PLUMB" train ctr --numerics golden --steps 400 --train-samples 100000 --eval-samples 1000 --quiet --checkpoint-dir "$TMP/tk" \
+  --resume --param-digest --out "$TMP/t2" >"$TMP/t2.out" 2>&1
+"$PLUMB" train ctr --numerics golden --steps 400 --train-samples 100000 --eval-samples 1000 --quiet --param-digest --out "$TMP/t3" >"$TMP/t3.out" 2>&1
+a=$(awk '/^param_digest/{print $2}' "$TMP/t2.out"); b=$(awk '/^param_digest/{print $2}' "$TMP/t3.out")
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "resume after SIGTERM = uninterrupted run" || fail "SIGTERM resume digest" "$a vs $b"
+
+# 8. Criteo files: synth-criteo, train on the TSV (gzip), a bad line names line and field
+"$PLUMB" data synth-criteo --rows 6000 --out "$TMP/d.tsv.gz" >"$TMP/d.out" 2>&1 && grep -q "teacher auc 0\.[6-9]" "$TMP/d.out" \
+  && ok "synth-criteo writes and reports the teacher auc" || fail "synth-criteo" "$(cat "$TMP/d.out")"
+"$PLUMB" train ctr --data "$TMP/d.tsv.gz" --steps 20 --quiet --out "$TMP/df" >"$TMP/df.out" 2>&1 && grep -q "5400 train, 600 eval" "$TMP/df/results.json" \
+  && ok "trains on a gzip'ed Criteo file (last 10% held out)" || fail "train on file" "$(tail -3 "$TMP/df.out")"
+zcat "$TMP/d.tsv.gz" | head -100 >"$TMP/bad.tsv"; printf '1\t1\tzz\n' >>"$TMP/bad.tsv"; zcat "$TMP/d.tsv.gz" | sed -n 101,200p >>"$TMP/bad.tsv"
+expect_exit "malformed line: exit 2" 2 "$PLUMB" train ctr --data "$TMP/bad.tsv" --steps 2 --quiet --out "$TMP/db"
+grep -q "bad.tsv: line 101: I2 (column 3): 'zz' is not an integer" "$TMP/err" && ok "error names file, line and field" || fail "bad line message" "$(cat "$TMP/err")"
+"$PLUMB" train ctr --data "$TMP/bad.tsv" --bad-lines skip --steps 2 --out "$TMP/ds" >"$TMP/ds.out" 2>&1 && grep -q "1 malformed lines skipped" "$TMP/ds.out" \
+  && ok "--bad-lines skip counts and reports" || fail "--bad-lines skip" "$(tail -3 "$TMP/ds.out")"
+# config mismatch on resume is refused with both configurations shown
+expect_exit "resume with another batch: exit 2" 2 "$PLUMB" train ctr $F --batch 128 --resume --out "$TMP/f9"
+grep -q "another configuration" "$TMP/err" && ok "config hash mismatch is named" || fail "config mismatch message" "$(head -c 300 "$TMP/err")"
+finish
