@@ -73,12 +73,20 @@ static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a,
     return check_faults_run(ctx, r, e);
 }
 
+static int run_train_ctr(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                         struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_train_ctr_run(ctx, r, e);
+}
+
 /* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
 static const struct accept_entry accept_table[] = {
     {"doctor", LEVEL_QUICK, 0, run_doctor},
     {"rng", LEVEL_QUICK, 1, run_rng},
     {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
     {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
+    {"train-ctr", LEVEL_STANDARD, 1, run_train_ctr},
     {"faults", LEVEL_STANDARD, 0, run_faults},
     /* health stays last: it reports the run-wide health monitor's alerts */
     {"health", LEVEL_QUICK, 0, run_health},
