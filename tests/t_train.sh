@@ -59,11 +59,28 @@ dk=$(awk '/^param_digest/{print $2}' "$TMP/k2.out"); st=$(J "$TMP/k2/results.jso
 # 4. fast eval on 1 and 3 ranks from the same checkpoint
 F="--steps 30 --train-samples 50000 --eval-samples 9000 --eval-batch 1000 --quiet --checkpoint-dir $TMP/fk"
 "$PLUMB" train ctr $F --out "$TMP/f0" >"$TMP/f0.out" 2>&1 || fail "fast run" "$(tail -3 "$TMP/f0.out")"
-"$PLUMB" train ctr $F --resume --out "$TMP/f1" >/dev/null 2>&1
+"$PLUMB" train ctr $F --resume --predictions "$TMP/pred.csv" --out "$TMP/f1" >/dev/null 2>&1
 $MPI -np 3 "$PLUMB" train ctr $F --resume --out "$TMP/f3" >"$TMP/f3.out" 2>&1 || fail "fast eval -np 3" "$(tail -3 "$TMP/f3.out")"
 m1=$(J "$TMP/f1/results.json" '[.auc,.logloss,.accuracy]|tostring'); m3=$(J "$TMP/f3/results.json" '[.auc,.logloss,.accuracy]|tostring')
 [ -n "$m1" ] && [ "$m1" != "null" ] && [ "$m1" = "$m3" ] && ok "fast eval from one checkpoint: 1 rank = 3 ranks $m1" || fail "fast eval 1 vs 3" "$m1 vs $m3"
 [ "$m1" = "$(J "$TMP/f0/results.json" '[.auc,.logloss,.accuracy]|tostring')" ] && ok "eval after resume = eval at the end of training" || fail "eval after resume"
+# --predictions: one label,score line per eval sample; the AUC recomputed from it matches
+python3 - "$TMP/pred.csv" "$(J "$TMP/f1/results.json" .auc)" >"$TMP/py" 2>&1 <<'PY'
+import sys
+rows = [l.split(",") for l in open(sys.argv[1]).read().split("\n")[1:] if l]
+y = [int(a) for a, _ in rows]; s = [float(b) for _, b in rows]
+order = sorted(range(len(s)), key=lambda i: s[i]); ranks = [0.0] * len(s); i = 0
+while i < len(order):
+    j = i
+    while j + 1 < len(order) and s[order[j + 1]] == s[order[i]]: j += 1
+    for k in range(i, j + 1): ranks[order[k]] = (i + j) / 2 + 1
+    i = j + 1
+P = sum(y); N = len(y) - P
+auc = (sum(r for r, l in zip(ranks, y) if l) - P * (P + 1) / 2) / (P * N)
+print(len(y), auc)
+sys.exit(0 if len(y) == 9000 and abs(auc - float(sys.argv[2])) < 1e-4 else 1)
+PY
+[ $? -eq 0 ] && ok "--predictions: 9000 label,score lines, AUC recomputed $(cat "$TMP/py")" || fail "--predictions" "$(cat "$TMP/py")"
 
 # 5. loss scaler: infs injected at steps 5 and 9 (0-based) skip exactly those, halve the scale; growth every 4
 "$PLUMB" train ctr --precision fp16 --steps 15 --train-samples 20000 --eval-samples 1000 --quiet \
