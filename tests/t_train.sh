@@ -112,6 +112,15 @@ ck=$(ls "$TMP/tk" 2>/dev/null | tail -1)
 a=$(awk '/^param_digest/{print $2}' "$TMP/t2.out"); b=$(awk '/^param_digest/{print $2}' "$TMP/t3.out")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "resume after SIGTERM = uninterrupted run" || fail "SIGTERM resume digest" "$a vs $b"
 
+# 7b. a corrupted newest checkpoint is detected; resume falls back to the previous one
+C="--numerics golden --train-samples 20000 --eval-samples 1000 --quiet --param-digest --checkpoint-dir $TMP/cc --checkpoint-every 10"
+"$PLUMB" train ctr $C --steps 30 --inject corrupt-checkpoint@30 --out "$TMP/c1" >"$TMP/c1.out" 2>&1
+"$PLUMB" train ctr $C --steps 40 --resume --out "$TMP/c2" >"$TMP/c2.out" 2>&1
+"$PLUMB" train ctr --numerics golden --train-samples 20000 --eval-samples 1000 --quiet --param-digest --steps 40 --out "$TMP/c3" >"$TMP/c3.out" 2>&1
+a=$(awk '/^param_digest/{print $2}' "$TMP/c2.out"); b=$(awk '/^param_digest/{print $2}' "$TMP/c3.out")
+grep -q "ckpt-0000000030.plumb unusable" "$TMP/c2.out" && [ "$(J "$TMP/c2/results.json" .train.start_step)" = 20 ] && [ -n "$a" ] && [ "$a" = "$b" ] \
+  && ok "corrupt newest checkpoint skipped, resumed from step 20, same result" || fail "corrupt checkpoint fallback" "$(tail -3 "$TMP/c2.out") $a $b"
+
 # 8. Criteo files: synth-criteo, train on the TSV (gzip), a bad line names line and field
 "$PLUMB" data synth-criteo --rows 6000 --out "$TMP/d.tsv.gz" >"$TMP/d.out" 2>&1 && grep -q "teacher auc 0\.[6-9]" "$TMP/d.out" \
   && ok "synth-criteo writes and reports the teacher auc" || fail "synth-criteo" "$(cat "$TMP/d.out")"
