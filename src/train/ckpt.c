@@ -14,6 +14,7 @@
 #define VERSION 1u
 #define HDR 24   /* magic 8 + version 4 + nsec 4 + step 8 */
 #define ENT 56   /* name 32 + offset 8 + length 8 + crc 4 + pad 4 */
+#define ALIGN 64 /* section data alignment in the file */
 
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -83,8 +84,10 @@ int ckpt_write(const char *dir, long step, const struct ckpt_section *sec, int n
     if ((rc = ckpt_path(dir, step, path, sizeof path, e))) return rc;
     size_t hlen = HDR + (size_t)nsec * ENT + 4;
     unsigned char *h = calloc(1, hlen);
-    const void **bufs = calloc((size_t)nsec + 1, sizeof *bufs);
-    size_t *lens = calloc((size_t)nsec + 1, sizeof *lens);
+    /* iov: header, then per section (zero padding to ALIGN, data) */
+    const void **bufs = calloc(2 * (size_t)nsec + 1, sizeof *bufs);
+    size_t *lens = calloc(2 * (size_t)nsec + 1, sizeof *lens);
+    static const unsigned char zeros[ALIGN];
     if (!h || !bufs || !lens) {
         free(h), free(bufs), free(lens);
         return err_set(e, PLUMB_ENOMEM, "checkpoint: out of memory");
@@ -94,6 +97,7 @@ int ckpt_write(const char *dir, long step, const struct ckpt_section *sec, int n
     put32(h + 12, (uint32_t)nsec);
     put64(h + 16, (uint64_t)step);
     uint64_t off = hlen;
+    int nb = 1;
     for (int i = 0; i < nsec; i++) {
         unsigned char *p = h + HDR + (size_t)i * ENT;
         size_t nl = strnlen(sec[i].name, CKPT_NAME_MAX);
@@ -101,18 +105,24 @@ int ckpt_write(const char *dir, long step, const struct ckpt_section *sec, int n
             free(h), free(bufs), free(lens);
             return err_set(e, PLUMB_EINTERNAL, "checkpoint: bad section name");
         }
+        /* sections start on ALIGN-byte boundaries so a reader can use the
+         * data in place (floats, int64) */
+        uint64_t pad = (ALIGN - off % ALIGN) % ALIGN;
+        bufs[nb] = zeros;
+        lens[nb++] = (size_t)pad;
+        off += pad;
         memcpy(p, sec[i].name, nl);
         put64(p + 32, off);
         put64(p + 40, sec[i].len);
         put32(p + 48, hash_crc32(0, sec[i].data, sec[i].len));
         off += sec[i].len;
-        bufs[i + 1] = sec[i].data;
-        lens[i + 1] = sec[i].len;
+        bufs[nb] = sec[i].data;
+        lens[nb++] = sec[i].len;
     }
     put32(h + hlen - 4, hash_crc32(0, h, hlen - 4));
     bufs[0] = h;
     lens[0] = hlen;
-    rc = file_write_atomic_iov(path, bufs, lens, nsec + 1, e);
+    rc = file_write_atomic_iov(path, bufs, lens, nb, e);
     free(h), free(bufs), free(lens);
     if (rc) return err_wrap(e, "writing checkpoint %s", path);
     if (path_out) snprintf(path_out, 4096, "%s", path);
@@ -170,16 +180,15 @@ int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb
         memcpy(sec[i].name, p, 32);
         sec[i].name[CKPT_NAME_MAX - 1] = '\0';
         uint64_t off = get64(p + 32), len = get64(p + 40);
-        if (off < hlen || off > size || len > size - off) {
-            int rc = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' [%llu, +%llu) outside the file (%zu bytes): partial write?",
-                             path, sec[i].name, (unsigned long long)off, (unsigned long long)len, size);
+        int bad = 0;
+        if (off < hlen || off > size || len > size - off)
+            bad = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' [%llu, +%llu) outside the file (%zu bytes): partial write?",
+                          path, sec[i].name, (unsigned long long)off, (unsigned long long)len, size);
+        else if (hash_crc32(0, u + off, len) != get32(p + 48))
+            bad = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' checksum mismatch", path, sec[i].name);
+        if (bad) {
             free(sec), free(buf);
-            return rc;
-        }
-        if (hash_crc32(0, u + off, len) != get32(p + 48)) {
-            int rc = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' checksum mismatch", path, sec[i].name);
-            free(sec), free(buf);
-            return rc;
+            return bad;
         }
         sec[i].data = u + off;
         sec[i].len = len;
@@ -245,8 +254,10 @@ int ckpt_corrupt_file(const char *path, plumb_err *e)
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return err_set(e, PLUMB_EIO, "open %s: %s", path, strerror(errno));
     off_t size = lseek(fd, 0, SEEK_END);
-    unsigned char b[16];
-    off_t at = size > 64 ? size / 2 : 0;
+    unsigned char b[8];
+    /* the file ends with the last section's data (padding only precedes
+     * sections), so its last bytes are always covered by a checksum */
+    off_t at = size > 8 ? size - 8 : 0;
     ssize_t r = pread(fd, b, sizeof b, at);
     if (r <= 0) {
         close(fd);

@@ -6,7 +6,8 @@
  *   header  : magic "PLUMBCK1", u32 version (1), u32 nsec, u64 step
  *   table   : nsec x { char name[32], u64 offset, u64 length, u32 crc32, u32 0 }
  *   u32 crc32 of header + table
- *   data    : the sections back to back at their offsets
+ *   data    : the sections at their offsets, each aligned to 64 bytes
+ *             (zero padding between them)
  * Every section carries its own CRC-32; a reader verifies the header, every
  * section and the file length before trusting anything. The content is
  * rank-count independent: the trainer stores full (replicated) parameters
@@ -52,7 +53,7 @@ int ckpt_load_latest(const char *dir, struct ckpt *out, int *found, plumb_err *e
 int ckpt_list(const char *dir, long **steps, int *n, plumb_err *e);
 const void *ckpt_find(const struct ckpt *c, const char *name, size_t *len);
 void ckpt_free(struct ckpt *c);
-/* Drill helper: flips bytes in the middle of a checkpoint file's data, as a
+/* Drill helper: flips the last bytes of a checkpoint file's data, as a
  * bad disk or a torn write would (used by the corrupt-checkpoint injection). */
 int ckpt_corrupt_file(const char *path, plumb_err *e);
 /* ckpt-<step>.plumb path in dir */
