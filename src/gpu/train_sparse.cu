@@ -9,12 +9,10 @@
  *   (4-bit digits: per-tile digit counts, one exclusive scan over
  *   (digit, tile), then a stable scatter where each thread owns consecutive
  *   items), head flags and a scan give the distinct rows in ascending order;
- *   then each row's vectors are summed. Golden (and the definition): plain
- *   fp32 adds in ascending position from 0, one thread per (row, column).
- *   Fast: the same for rows seen at most 32 times; hotter rows (a Zipf head
- *   can hold a third of a batch) are summed by a whole warp, lane l taking
- *   positions l, l+32, ... and a fixed butterfly combining the lanes:
- *   deterministic, no atomics, but not the definition's order.
+ *   then each row's vectors are summed, in both modes as train_ops.h
+ *   defines it: plain fp32 adds in ascending position from 0, one thread per
+ *   (row, column). sparse_coalesce validates its rows (a negative one is a
+ *   usage error naming it, which costs one synchronisation).
  *   Passes beyond the key width stop early on the device (the largest key is
  *   reduced first), so no host synchronisation is needed; the host bounds the
  *   key width by the device memory (a row index of a table that fits). */
@@ -380,7 +378,8 @@ __global__ void k_seg_sum_seq(const uint32_t *va, const uint32_t *vb, const unsi
     }
 }
 
-/* fast: one warp per row; lanes stride the row's positions for hot rows */
+/* one warp per row; lanes stride the row's positions for hot rows (not the
+ * definition's order: unused until train_ops.h allows it for fast mode) */
 __global__ void k_seg_sum_warp(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
                                const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
                                size_t maxu)
@@ -482,17 +481,12 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     GPU_CHECK_LAUNCH(d, "k_scan1(tiles)", e);
     k_seg_write<<<(unsigned)ntiles, TPB, 0, st->s>>>(ka, kb, flag, n, tsum, total, meta, npass, rows_out, start, n_out);
     GPU_CHECK_LAUNCH(d, "k_seg_write", e);
-    if (d->numerics == NUMERICS_GOLDEN) {
-        k_seg_sum_seq<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, st->s>>>(va, vb, meta, npass, start, total, vals, D,
-                                                                        vals_out, n);
-        GPU_CHECK_LAUNCH(d, "k_seg_sum_seq", e);
-    } else {
-        size_t wpb = TPB / PLUMB_WARP;
-        size_t blocks = (n + wpb - 1) / wpb;
-        k_seg_sum_warp<<<(unsigned)(blocks < 65536 * 8 ? blocks : 65536 * 8), TPB, 0, st->s>>>(
-            va, vb, meta, npass, start, total, vals, D, vals_out, n);
-        GPU_CHECK_LAUNCH(d, "k_seg_sum_warp", e);
-    }
+    /* both modes: train_ops.h defines the sum as plain fp32 adds in ascending
+     * position from 0 (the warp-split k_seg_sum_warp is faster on hot rows but
+     * adds in another order, which the cpu comparison caught on the H200) */
+    k_seg_sum_seq<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, st->s>>>(va, vb, meta, npass, start, total, vals, D,
+                                                                    vals_out, n);
+    GPU_CHECK_LAUNCH(d, "k_seg_sum_seq", e);
     return PLUMB_OK;
 }
 
@@ -505,8 +499,49 @@ int tr_embedding_bwd(struct dev *d, struct dev_stream *st, const int64_t *off, c
     return coalesce_run(d, st, n, D, dout, rows_out, grads_out, n_out, 1, off, idx, T, NULL, e);
 }
 
+/* per-block first position of a negative row (-1: none) */
+__global__ void k_neg_rows(const int64_t *rows, size_t n, long long *first)
+{
+    __shared__ long long sh[TPB];
+    long long f = -1;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (rows[i] < 0) {
+            f = (long long)i;
+            break;
+        }
+    sh[threadIdx.x] = f;
+    __syncthreads();
+    for (int s = TPB / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) {
+            long long a = sh[threadIdx.x], b = sh[threadIdx.x + s];
+            if (b >= 0 && (a < 0 || b < a)) sh[threadIdx.x] = b;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) first[blockIdx.x] = sh[0];
+}
+
 int tr_sparse_coalesce(struct dev *d, struct dev_stream *st, const int64_t *rows_in, const float *vals_in, size_t n,
                        int D, int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e)
 {
+    if (n > 0) {
+        /* rows come from outside (gathered shards): a negative one is a usage
+         * error naming it, like the cpu's; reporting it needs one sync */
+        enum { NB = 64 };
+        long long *dfirst = (long long *)st->scratch, hfirst[NB];
+        k_neg_rows<<<NB, TPB, 0, st->s>>>(rows_in, n, dfirst);
+        GPU_CHECK_LAUNCH(d, "k_neg_rows", e);
+        GPU_CHECK(d, cudaMemcpyAsync(hfirst, dfirst, sizeof hfirst, cudaMemcpyDeviceToHost, st->s), e);
+        GPU_CHECK(d, cudaStreamSynchronize(st->s), e);
+        long long first = -1;
+        for (int i = 0; i < NB; i++)
+            if (hfirst[i] >= 0 && (first < 0 || hfirst[i] < first)) first = hfirst[i];
+        if (first >= 0) {
+            int64_t v = 0;
+            GPU_CHECK(d, cudaMemcpyAsync(&v, rows_in + first, sizeof v, cudaMemcpyDeviceToHost, st->s), e);
+            GPU_CHECK(d, cudaStreamSynchronize(st->s), e);
+            return gpu_err(e, PLUMB_EUSAGE, "sparse row %lld at position %lld is negative", (long long)v, first);
+        }
+    }
     return coalesce_run(d, st, n, D, vals_in, rows_out, vals_out, n_out, 0, NULL, NULL, 0, rows_in, e);
 }
