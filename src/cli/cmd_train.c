@@ -49,7 +49,8 @@ int cmd_train(int argc, char **argv)
     train_config_defaults(&cfg);
     const char *preset = "ctr-tiny", *data = "synthetic", *eval_data = NULL, *bad = "error", *opt = NULL;
     const char *numerics = "fast", *precision = "fp32", *loss_scale = "auto", *device = "cpu";
-    const char *ckdir = NULL, *out = NULL, *pred = NULL, *inject = NULL;
+    const char *ckdir = NULL, *out = NULL, *pred = NULL, *inject = NULL, *skip_batches = NULL;
+    long max_bad = 3;
     long rows = 0, train_samples = cfg.train_samples, eval_samples = cfg.eval_samples, data_seed = 1234;
     long max_rows = 0, steps = -1, batch = -1, seed = 1, warmup = -1, eval_every = 0, eval_batch = 4096;
     long ck_every = 0, ck_keep = 3, micro = 64, ls_interval = 2000, threads = 0, prefetch = 4;
@@ -98,6 +99,9 @@ int cmd_train(int argc, char **argv)
         {"--prefetch", OPT_INT, &prefetch, "4", "batches the loader thread prepares ahead", "1..64", "N"},
         {"--inject", OPT_STR, &inject, NULL, "fault injection spec for drills (oom@S, nan@S, hang@S:R, exit@S:R, corrupt-checkpoint)", NULL, "SPEC"},
         {"--watchdog-timeout", OPT_DOUBLE, &watchdog, "600", "seconds a step or collective may block before the job fails (0 = off)", NULL, "S"},
+        {"--step-timeout", OPT_DOUBLE, &watchdog, NULL, "the same as --watchdog-timeout", NULL, "S"},
+        {"--skip-batches", OPT_STR, &skip_batches, NULL, "comma list of steps whose batch is skipped deliberately (no update; data and step advance)", NULL, "LIST"},
+        {"--max-bad-steps", OPT_INT, &max_bad, "3", "non-finite steps in a row before rolling back to the last checkpoint", "1..1000000", "N"},
         {"--quiet", OPT_FLAG, &quiet, NULL, "no log lines, only the summary", NULL, NULL},
         {0},
     };
@@ -129,6 +133,25 @@ int cmd_train(int argc, char **argv)
         return cli_fail("train", &e);
     }
     if (inject && inject_parse(inject, &e)) return cli_fail("train", &e);
+    long skip_list[64];
+    int n_skip = 0;
+    if (skip_batches) {
+        char sb[1024], *items[64];
+        int ni = args_split_list(skip_batches, sb, sizeof sb, items, 64);
+        if (ni < 0) {
+            err_set(&e, PLUMB_EUSAGE, "--skip-batches: more than 64 steps in '%s'", skip_batches);
+            return cli_fail("train", &e);
+        }
+        for (int i = 0; i < ni; i++) {
+            char *end;
+            long v = strtol(items[i], &end, 10);
+            if (!*items[i] || *end || v < 0) {
+                err_set(&e, PLUMB_EUSAGE, "--skip-batches: '%s' is not a step number >= 0", items[i]);
+                return cli_fail("train", &e);
+            }
+            skip_list[n_skip++] = v;
+        }
+    }
     preset_defaults(preset, &batch, &lr, &steps, &warmup, &opt);
     if (quiet) log_set_level(LOG_WARN);
 
@@ -170,6 +193,9 @@ int cmd_train(int argc, char **argv)
     cfg.prefetch = (int)prefetch;
     cfg.progress = 1;
     cfg.watchdog_s = watchdog;
+    cfg.skip_batches = skip_list;
+    cfg.n_skip_batches = n_skip;
+    cfg.max_bad_steps = max_bad;
     cfg.quiet = quiet;
 
     struct comm *c;

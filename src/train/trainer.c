@@ -66,6 +66,7 @@ void train_config_defaults(struct train_config *c)
     c->device = "cpu";
     c->prefetch = 4;
     c->watchdog_s = 0;
+    c->max_bad_steps = 3;
 }
 
 struct trainer {
@@ -115,6 +116,11 @@ struct trainer {
     char cfg_str[1024];
     char cfg_hash[65];
     int oom_inject_left;
+    /* recovery tiers (fault tolerance) */
+    int split;                /* micro-batches per local batch after an OOM split (1 = none); kept */
+    float *h_acc;             /* [n_dense] dense gradient accumulator of a split batch */
+    long bad_run;             /* non-finite steps in a row */
+    long rollbacks;
     plumb_err local_err;      /* the error behind SF_ERROR on this rank */
 };
 
@@ -177,7 +183,7 @@ static void trainer_free(struct trainer *t)
         dev_free(t->d, t->d_sg), dev_free(t->d, t->d_n), dev_free(t->d, t->d_found), dev_free(t->d, t->d_sumsq);
     }
     ctr_free(t->m);
-    free(t->h_dense), free(t->h_rows), free(t->h_sgrads);
+    free(t->h_dense), free(t->h_rows), free(t->h_sgrads), free(t->h_acc);
     free(t->q_dense), free(t->q_rows), free(t->q_vals);
     free(t->ev_dense), free(t->ev_labels), free(t->ev_sparse), free(t->ev_logits);
     sampler_free(&t->smp);
@@ -540,6 +546,8 @@ struct step_info {
     double lr;
     double scale;          /* loss scale used for this step */
     int skipped;
+    int oom_skipped;       /* the batch was skipped by the OOM tiers */
+    int deliberate;        /* --skip-batches */
     int64_t flags[SF_N];
     double compute_s, comm_s, opt_s;
 };
@@ -656,39 +664,64 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
             off += cnt;
         }
     } else {
+        /* fast: one pass over the local batch, or after an OOM split
+         * (t->split > 1) that many micro-batches, gradients accumulated:
+         * dense summed on the host, sparse lists appended (coalesced in
+         * step_reduce). The same math; fp32 sums in another order. */
         t->h_n = 0;
+        int k = t->split > 1 ? t->split : 1;
         if (b->n > 0) {
-            struct ctr_batch mb = {.B = b->cap, .n_valid = b->n, .dense = b->dense, .sparse = b->sparse, .labels = b->labels};
-            struct ctr_loss l;
-            plumb_err me = {0};
-            int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
-            if (mrc == PLUMB_ENOMEM) {
-                si->flags[SF_OOM] = 1;
-            } else if (mrc) {
-                si->flags[SF_ERROR] = 1;
-                t->local_err = me;
-            } else {
-                *loss_fix = llrint(l.sum * LOSS_FIX);
-                *count = l.count;
+            float inv = (float)(1.0 / si->scale);
+            int zero = 0;
+            rc = to_dev(t, t->d_found, &zero, sizeof zero, e);
+            if (k > 1) memset(t->h_acc, 0, t->n_dense * sizeof(float));
+            long per = (b->n + k - 1) / k;
+            for (long off = 0; off < b->n && !rc; off += per) {
+                long cnt = b->n - off < per ? b->n - off : per;
+                struct ctr_batch mb = {.B = b->cap, .n_valid = b->n, .dense = b->dense, .sparse = b->sparse, .labels = b->labels};
+                if (k > 1) {
+                    mb.B = (int)cnt;
+                    mb.n_valid = (int)cnt;
+                    mb.dense = b->dense + off * CTR_N_DENSE;
+                    mb.sparse = b->sparse + off * CTR_N_TABLES;
+                    mb.labels = b->labels + off;
+                }
+                struct ctr_loss l;
+                plumb_err me = {0};
+                int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
+                if (mrc == PLUMB_ENOMEM) {
+                    si->flags[SF_OOM] = 1;
+                    break;
+                } else if (mrc) {
+                    si->flags[SF_ERROR] = 1;
+                    t->local_err = me;
+                    break;
+                }
+                *loss_fix += llrint(l.sum * LOSS_FIX);
+                *count += l.count;
                 /* unscale + inf check of the local gradients (linear, so the
                  * sum of unscaled gradients is the unscaled sum) */
-                float inv = (float)(1.0 / si->scale);
-                int zero = 0;
-                rc = to_dev(t, t->d_found, &zero, sizeof zero, e);
-                if (!rc) rc = t->to->scale_check(t->d, NULL, ctr_grads(t->m), t->n_dense, inv, t->d_found, e);
+                rc = t->to->scale_check(t->d, NULL, ctr_grads(t->m), t->n_dense, inv, t->d_found, e);
                 int64_t *rows;
                 float *grads;
                 size_t n;
                 ctr_sparse_grads(t->m, &rows, &grads, &n);
+                if (!rc && t->h_n + n > (size_t)t->sparse_cap)
+                    rc = err_set(e, PLUMB_EINTERNAL, "sparse gradient list overflow (%zu + %zu > %ld)", t->h_n, n,
+                                 t->sparse_cap);
                 if (!rc) rc = t->to->scale_check(t->d, NULL, grads, n * (size_t)t->D, inv, t->d_found, e);
                 if (!rc) rc = to_host(t, t->h_dense, ctr_grads(t->m), t->n_dense * sizeof(float), e);
-                if (!rc) rc = to_host(t, t->h_rows, rows, n * sizeof(int64_t), e);
-                if (!rc) rc = to_host(t, t->h_sgrads, grads, n * (size_t)t->D * sizeof(float), e);
-                int found = 0;
-                if (!rc) rc = to_host(t, &found, t->d_found, sizeof found, e);
-                t->h_n = n;
-                if (found) si->flags[SF_NONFINITE] = 1;
+                if (!rc) rc = to_host(t, t->h_rows + t->h_n, rows, n * sizeof(int64_t), e);
+                if (!rc) rc = to_host(t, t->h_sgrads + t->h_n * (size_t)t->D, grads, n * (size_t)t->D * sizeof(float), e);
+                if (!rc && k > 1)
+                    for (size_t i = 0; i < t->n_dense; i++) t->h_acc[i] += t->h_dense[i];
+                t->h_n += n;
             }
+            if (!rc && k > 1 && !si->flags[SF_OOM] && !si->flags[SF_ERROR])
+                memcpy(t->h_dense, t->h_acc, t->n_dense * sizeof(float));
+            int found = 0;
+            if (!rc) rc = to_host(t, &found, t->d_found, sizeof found, e);
+            if (found) si->flags[SF_NONFINITE] = 1;
         } else {
             memset(t->h_dense, 0, t->n_dense * sizeof(float));
         }
@@ -805,8 +838,8 @@ static int step_reduce(struct trainer *t, struct step_info *si, size_t *n_sparse
     }
     free(all);
     if ((rc = to_dev(t, ctr_grads(t->m), t->h_dense, t->n_dense * sizeof(float), e))) return rc;
-    if (t->world == 1) {
-        /* one rank: the model's list is already distinct and ascending */
+    if (t->world == 1 && t->split <= 1) {
+        /* one rank, one pass: the model's list is already distinct and ascending */
         if ((rc = to_dev(t, t->d_rows, t->h_rows, an * sizeof(int64_t), e))) return rc;
         if ((rc = to_dev(t, t->d_sg, t->h_sgrads, an * D * sizeof(float), e))) return rc;
         *n_sparse = an;
@@ -855,6 +888,7 @@ static int step_apply(struct trainer *t, struct step_info *si, size_t n_sparse, 
 }
 
 #define OOM_RETRIES 3
+#define SPLIT_TRIES 3 /* halvings of the micro-batch before the batch is skipped */
 
 /* One global step over batch b. Returns an error only when the job must end;
  * a skipped step (non-finite gradients) is a normal outcome (si->skipped). */
@@ -869,8 +903,24 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
         log_error("injected fault: rank %d exits at step %ld", t->rank, b->st.step);
         _exit(1);
     }
+    for (int i = 0; i < t->cfg->n_skip_batches; i++) {
+        if (t->cfg->skip_batches[i] != b->st.step) continue;
+        /* deliberate skip (every rank has the same list): the data position
+         * and the step advance, nothing is computed or updated; counted
+         * like a non-finite skip, the loss scale is left alone */
+        if (t->rank == 0 && !t->cfg->quiet) log_warn("step %ld: batch skipped deliberately (--skip-batches)", b->st.step);
+        si->loss = NAN;
+        si->grad_norm = NAN;
+        si->skipped = 1;
+        si->deliberate = 1;
+        t->sc.skipped_total++;
+        t->sc.clean_steps = 0;
+        t->step = b->st.step + 1;
+        return PLUMB_OK;
+    }
     int n_oom = inject_take(INJECT_OOM, b->st.step, t->rank);
     if (n_oom > 0) t->oom_inject_left = n_oom;
+    int splits = 0;
     for (int attempt = 0;; attempt++) {
         memset(si->flags, 0, sizeof si->flags);
         if ((rc = step_local(t, b, si, &loss_fix, &count, e))) return rc;
@@ -883,14 +933,45 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
             return err_set(e, PLUMB_EFAIL, "step %ld: another rank failed (see its log)", b->st.step);
         }
         if (!si->flags[SF_OOM]) break;
-        /* Recovery tier 1 (all ranks together): free cached memory, retry. */
-        if (attempt >= OOM_RETRIES)
-            return err_set(e, PLUMB_ENOMEM, "step %ld: out of memory on %lld rank(s) after %d retries", b->st.step,
-                           (long long)si->flags[SF_OOM], OOM_RETRIES);
-        if (t->rank == 0)
-            log_warn("step %ld: out of memory on %lld rank(s); emptying the allocator cache and retrying (%d/%d)",
-                     b->st.step, (long long)si->flags[SF_OOM], attempt + 1, OOM_RETRIES);
+        /* Recovery tiers for an allocation failure on any rank; every rank
+         * sees the same flags, so all take the same branch together.
+         * Tier 1: free cached memory, retry the batch (OOM_RETRIES times). */
         dev_empty_cache(t->d);
+        if (attempt < OOM_RETRIES) {
+            if (t->rank == 0)
+                log_warn("step %ld: out of memory on %lld rank(s); emptying the allocator cache and retrying (%d/%d)",
+                         b->st.step, (long long)si->flags[SF_OOM], attempt + 1, OOM_RETRIES);
+            continue;
+        }
+        /* Tier 2: split the local batch into twice as many micro-batches
+         * with gradient accumulation, and keep the split for later steps.
+         * The limit depends only on the config, so every rank agrees. */
+        long local_max = t->cfg->batch / t->world;
+        if (splits < SPLIT_TRIES && (long)t->split * 2 <= (local_max > 1 ? local_max : 1)) {
+            if (t->split < 1) t->split = 1;
+            t->split *= 2;
+            splits++;
+            if (!t->h_acc && !(t->h_acc = malloc(t->n_dense * sizeof(float))))
+                return err_set(e, PLUMB_ENOMEM, "trainer: out of host memory for the gradient accumulator");
+            if (t->rank == 0)
+                log_warn("step %ld: still out of memory after %d retries; splitting the batch into %d micro-batches "
+                         "with gradient accumulation (%s), kept for the following steps",
+                         b->st.step, OOM_RETRIES, t->split,
+                         t->cfg->numerics == NUMERICS_GOLDEN ? "golden: micro-shard sums, the same bits" : "the same math");
+            continue;
+        }
+        /* Tier 3: skip the batch (no update; data and step advance). */
+        if (t->rank == 0)
+            log_warn("step %ld: out of memory even in %d micro-batch(es); batch skipped", b->st.step,
+                     t->split > 1 ? t->split : 1);
+        t->oom_inject_left = 0;
+        si->loss = NAN;
+        si->grad_norm = NAN;
+        si->skipped = 1;
+        si->oom_skipped = 1;
+        t->sc.skipped_total++;
+        t->step = b->st.step + 1;
+        return PLUMB_OK;
     }
     si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
     size_t n_sparse = 0;
@@ -961,6 +1042,45 @@ static int write_predictions(const char *path, const float *logits, const float 
 }
 
 /* ------------------------------------------------------------------ run */
+
+/* Recovery tier for repeated non-finite steps: more than --max-bad-steps
+ * in a row and the run goes back to the newest valid checkpoint (all ranks
+ * together: the decision comes from the agreed status words, and
+ * ckpt_restore is collective), the loader restarting at its step. */
+static int rollback(struct trainer *t, struct loader **ld, plumb_err *e)
+{
+    const struct train_config *cfg = t->cfg;
+    long from = t->step, bad = t->bad_run;
+    if (!cfg->ckpt_dir)
+        return err_set(e, PLUMB_EFAIL,
+                       "%ld non-finite steps in a row (more than --max-bad-steps %ld) at step %ld and no "
+                       "--checkpoint-dir to roll back to",
+                       bad, cfg->max_bad_steps, from);
+    loader_stop(*ld);
+    *ld = NULL;
+    int found = 0;
+    int rc = ckpt_restore(t, &found, e);
+    if (rc) return err_wrap(e, "rolling back after %ld non-finite steps in a row", bad);
+    if (!found)
+        return err_set(e, PLUMB_EFAIL,
+                       "%ld non-finite steps in a row (more than --max-bad-steps %ld) at step %ld and no checkpoint "
+                       "in %s to roll back to",
+                       bad, cfg->max_bad_steps, from, cfg->ckpt_dir);
+    t->bad_run = 0;
+    t->rollbacks++;
+    if (t->rank == 0)
+        log_warn("%ld non-finite steps in a row (more than --max-bad-steps %ld): rolled back from step %ld to the "
+                 "checkpoint at step %ld",
+                 bad, cfg->max_bad_steps, from, t->step);
+    if (t->metrics) {
+        json_t *j = json_pack("{s:s, s:I, s:I, s:I}", "type", "rollback", "from_step", (json_int_t)from, "to_step",
+                              (json_int_t)t->step, "bad_steps", (json_int_t)bad);
+        jsonx_append_line(t->metrics, j, NULL);
+        json_decref(j);
+        fflush(t->metrics);
+    }
+    return loader_start(t->ds, &t->smp, t->rows, t->rank, t->world, t->step, cfg->steps, cfg->prefetch, ld, e);
+}
 
 int trainer_run(const struct train_config *cfg, struct comm *c, struct train_result *res, plumb_err *e)
 {
@@ -1054,6 +1174,13 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         samples_total += (double)gv;
         double sps = step_s > 0 ? (double)gv / step_s : 0;
         metrics_step(t, &si, epoch, step_s, wait_s, sps);
+        /* non-finite steps in a row (not OOM or deliberate skips) */
+        if (si.skipped && !si.oom_skipped && !si.deliberate) t->bad_run++;
+        else t->bad_run = 0;
+        if (cfg->max_bad_steps > 0 && t->bad_run > cfg->max_bad_steps) {
+            if ((rc = rollback(t, &ld, e))) break;
+            continue;
+        }
         if (isfinite(si.loss)) {
             if (k < win) loss_first += si.loss, n_first++;
             if (k >= nrun - win) loss_last += si.loss, n_last++;

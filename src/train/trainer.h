@@ -62,6 +62,9 @@ struct train_config {
     int progress;              /* draw a progress line on stderr (rank 0) */
     double watchdog_s;         /* collective/step timeout, 0 = off */
     int quiet;                 /* no log lines (accept check) */
+    const long *skip_batches;  /* steps whose batch is skipped deliberately (drills: the nan reference) */
+    int n_skip_batches;
+    long max_bad_steps;        /* non-finite steps in a row before a rollback to the last checkpoint */
 };
 
 void train_config_defaults(struct train_config *c);
