@@ -53,6 +53,12 @@ static void *dev_put(struct dev *d, const void *h, size_t bytes)
 
 TEST(gpu_plugin_graceful)
 {
+    /* a bad spec is a usage error, never a silent fallback */
+    struct dev *bad = NULL;
+    plumb_err eb = {0};
+    CHECK_EQ_INT(dev_open_or_cpu("cuda:x", &bad, &eb), PLUMB_EUSAGE);
+    CHECK_EQ_INT(dev_open_or_cpu("tpu", &bad, &eb), PLUMB_EUSAGE);
+    CHECK(bad == NULL);
     const char *names[] = {"cuda", "hip"};
     for (int i = 0; i < 2; i++) {
         plumb_err e = {0};
@@ -79,6 +85,12 @@ TEST(gpu_plugin_graceful)
             CHECK_EQ_INT(dev_open(names[i], &d, &eo), PLUMB_EDEVICE);
             CHECK(d == NULL);
             CHECK(eo.msg[0] != '\0');
+            /* what commands use: the cpu instead, with a warning */
+            struct dev *f = NULL;
+            plumb_err ef = {0};
+            CHECK_EQ_INT(dev_open_or_cpu(names[i], &f, &ef), PLUMB_OK);
+            CHECK(f && !strcmp(f->be->name, "cpu"));
+            if (f) dev_close(f);
             printf("  %s plugin loaded; no device: %s\n", names[i], ec.msg);
         } else {
             CHECK(count >= 1);

@@ -588,7 +588,7 @@ static int first_diff(const struct ncase *c, const struct nbufs *b, const void *
 static int open_dev(const char *spec, enum numerics mode, int allow_tf32, int threads, struct dev **d,
                     plumb_err *e)
 {
-    int rc = dev_open(spec, d, e);
+    int rc = dev_open_or_cpu(spec, d, e);
     if (rc) return rc;
     (*d)->threads = threads;
     rc = dev_set_numerics(*d, mode, allow_tf32, e);

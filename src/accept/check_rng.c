@@ -126,7 +126,7 @@ int check_rng_run_seed(const struct check_ctx *ctx, long count, unsigned long lo
         return err_set(e, PLUMB_EUSAGE, "rng: count %ld out of range (expected 100..100000000)", count);
     size_t n = (size_t)count;
     struct dev *d = NULL, *cpu = NULL;
-    int rc = dev_open(spec, &d, e);
+    int rc = dev_open_or_cpu(spec, &d, e);
     if (rc) return rc;
     d->threads = ctx->threads;
     int is_cpu = !strcmp(d->be->name, "cpu");

@@ -200,13 +200,7 @@ static int open_device(const char *spec, struct dev **d, plumb_err *e)
         log_warn("bench ceilings: no GPU device opened; measuring the cpu");
         return dev_open("cpu", d, e);
     }
-    int rc = dev_open(spec, d, e);
-    if (rc == PLUMB_EDEVICE && strncmp(spec, "cpu", 3)) {
-        log_warn("bench ceilings: %s unavailable (%s); falling back to the cpu", spec, e->msg);
-        err_clear(e);
-        return dev_open("cpu", d, e);
-    }
-    return rc;
+    return dev_open_or_cpu(spec, d, e);
 }
 
 int bench_ceilings(int argc, char **argv)

@@ -585,7 +585,7 @@ int bench_ctr(int argc, char **argv)
     }
     int fail = 0;
     struct dev *d = NULL;
-    if ((rc = dev_open(o.device, &d, &e))) return cli_fail("bench ctr", &e);
+    if ((rc = dev_open_or_cpu(o.device, &d, &e))) return cli_fail("bench ctr", &e);
     if ((rc = dev_set_numerics(d, NUMERICS_FAST, 0, &e))) {
         dev_close(d);
         return cli_fail("bench ctr", &e);

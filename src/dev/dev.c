@@ -66,6 +66,18 @@ int dev_open(const char *spec, struct dev **out, plumb_err *e)
     return PLUMB_OK;
 }
 
+int dev_open_or_cpu(const char *spec, struct dev **out, plumb_err *e)
+{
+    plumb_err e2 = {0};
+    int rc = dev_open(spec, out, &e2);
+    if (rc == PLUMB_EDEVICE && strncmp(spec, "cpu", 3)) {
+        log_warn("%s unavailable (%s); falling back to the cpu", spec, e2.msg);
+        return dev_open("cpu", out, e);
+    }
+    if (rc && e) *e = e2;
+    return rc;
+}
+
 void dev_close(struct dev *d)
 {
     if (!d) return;

@@ -176,6 +176,11 @@ struct dev {
 /* spec: "cpu", "cuda", "cuda:1", "hip", "hip:0". */
 int dev_open(const char *spec, struct dev **out, plumb_err *e);
 void dev_close(struct dev *d);
+/* dev_open, except that a GPU spec whose backend or device is unavailable
+ * (no plugin, no driver, wrong driver, no device: PLUMB_EDEVICE) opens the
+ * cpu instead, after a warning that names the cause. What commands use, so
+ * that a host without a working GPU runs on the cpu instead of failing. */
+int dev_open_or_cpu(const char *spec, struct dev **out, plumb_err *e);
 int dev_set_numerics(struct dev *d, enum numerics mode, int allow_tf32, plumb_err *e);
 /* Backend by name: "cpu" is built in; others come from plugins. NULL + error
  * message when the plugin could not load (the message says which library and why). */

@@ -200,7 +200,7 @@ static int open_device(struct trainer *t, plumb_err *e)
         snprintf(spec, sizeof spec, "%s:%d", cfg->device, t->c->local_rank);
     else
         snprintf(spec, sizeof spec, "%s", cfg->device);
-    int rc = dev_open(spec, &t->d, e);
+    int rc = dev_open_or_cpu(spec, &t->d, e);
     if (rc) return rc;
     if (!strcmp(t->d->be->name, "cpu")) {
         int th = cfg->threads;
