@@ -95,6 +95,15 @@ int check_faults_drills(const struct check_ctx *ctx, const char *plumb, const ch
             check_set_status(r, CHECK_FAIL, "drill %s: detection + resume took %.1f s (limit %.0f s)", d->name,
                              d->t_detect_s + d->t_resume_s, DRILL_RECOVERY_LIMIT_S);
     }
+    /* the summary, kept only when no drill recorded a finding */
+    char sum[512];
+    size_t sl = (size_t)snprintf(sum, sizeof sum, "%d/%d drills recovered with the reference digest", passed, n);
+    for (int i = 0; i < n && sl < sizeof sum; i++)
+        if (res[i].timing_applies && isfinite(res[i].t_detect_s) && isfinite(res[i].t_resume_s))
+            sl += (size_t)snprintf(sum + sl, sizeof sum - sl, "; %s %.1f s to detect + resume", res[i].name,
+                                   res[i].t_detect_s + res[i].t_resume_s);
+    if (sl < sizeof sum) snprintf(sum + sl, sizeof sum - sl, " (limit %.0f s)", DRILL_RECOVERY_LIMIT_S);
+    check_set_status(r, CHECK_PASS, "%s", sum);
     check_metric(r, "drills_passed", passed, "");
     check_metric(r, "drills", n, "");
     check_threshold(r, "recovery_s", DRILL_RECOVERY_LIMIT_S);

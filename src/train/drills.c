@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -390,15 +391,17 @@ static void build_cmd(struct argv_buf *b, const struct drill_opts *o, const char
     if (skip) av_add(b, "--skip-batches"), av_add(b, "%s", skip);
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) ? -1 : 0;
+}
+
 static int fresh_dir(const char *dir, plumb_err *e)
 {
     /* a drill always starts from nothing: leftovers would be resumed */
-    char cmd[PATH_MAX + 32];
-    if (file_exists(dir)) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (strchr(dir, '\'') || system(cmd) != 0)
-            return err_set(e, PLUMB_EIO, "drills: cannot clear '%s'", dir);
-    }
+    if (file_exists(dir) && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return err_set(e, PLUMB_EIO, "drills: cannot clear '%s': %s", dir, strerror(errno));
     return file_mkdirs(dir, e);
 }
 
