@@ -14,6 +14,8 @@ DEST=${1:-/work/main/.gpuwork}
 make -j2 all cuda >/dev/null
 rm -rf "$DEST"; mkdir -p "$DEST/build" "$DEST/fallback"
 cp build/plumb build/plumb-tests build/libplumb-cuda.so "$DEST/build/"
+# the test binary's fake vendor libraries (health, fake GPU plugin tests)
+mkdir -p "$DEST/build/tests" && cp build/tests/libfake_*.so "$DEST/build/tests/" 2>/dev/null || true
 cp -r scripts bench "$DEST/"
 [ -d tests ] && mkdir -p "$DEST/tests" && cp tests/*.sh "$DEST/tests/" 2>/dev/null || true
 # libmicrohttpd12 as a Debian package (not installed here by default for every build)

@@ -428,9 +428,13 @@ TEST(numerics_check_rng_end_to_end)
     hash_sha256_hex(w, 20000 * 4, dg);
     CHECK_STREQ(json_string_value(json_object_get(s0, "digest_u32")), dg);
     free(w);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/checks/rng%s%s/histograms.json", test_tmpdir(),
-             strcmp(test_device(), "cpu") ? "-" : "", strcmp(test_device(), "cpu") ? test_device() : "");
+    /* artifacts go to checks/rng[-<device label, ':' as '-'>] (cuda -> rng-cuda-0) */
+    char path[1024], dev[64];
+    snprintf(dev, sizeof dev, "%s", json_string_value(json_object_get(r.obj, "device")));
+    for (char *q = dev; *q; q++)
+        if (*q == ':') *q = '-';
+    snprintf(path, sizeof path, "%s/checks/rng%s%s/histograms.json", test_tmpdir(), strcmp(dev, "cpu") ? "-" : "",
+             strcmp(dev, "cpu") ? dev : "");
     json_t *h = NULL;
     REQUIRE(jsonx_read_file(path, &h, &e) == 0);
     json_t *hs = json_object_get(h, "streams");

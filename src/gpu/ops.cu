@@ -55,8 +55,9 @@ static int check_gemm(struct dev *d, const struct gemm_desc *g, plumb_err *e)
     if (g->ab_type != DT_F32 && g->ab_type != DT_BF16 && g->ab_type != DT_F16)
         return gpu_err(e, PLUMB_EUSAGE, "%s: gemm input type %s (expected fp32, bf16 or fp16)", d->label,
                        dtype_name(g->ab_type));
+    /* a row stride covers its row; an empty row (0 columns) takes any stride */
     int acols = g->trans_a ? g->m : g->k, bcols = g->trans_b ? g->k : g->n;
-    if (g->lda < (acols > 1 ? acols : 1) || g->ldb < (bcols > 1 ? bcols : 1) || g->ldc < (g->n > 1 ? g->n : 1))
+    if (g->lda < acols || g->ldb < bcols || g->ldc < g->n || g->lda < 0 || g->ldb < 0 || g->ldc < 0)
         return gpu_err(e, PLUMB_EUSAGE,
                        "%s: gemm strides lda=%d ldb=%d ldc=%d smaller than the rows they stride (%d, %d, %d)",
                        d->label, g->lda, g->ldb, g->ldc, acols, bcols, g->n);
