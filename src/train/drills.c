@@ -561,7 +561,11 @@ int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, 
         r->fault_delivered = j.acted;
         r->fault_step = j.act_at_step;
         if (j.acted) restart_outcome(r, &j, ev, nev, j.t_act);
-        else snprintf(r->note, sizeof r->note, "rank %d was not found to kill", victim);
+        else
+            snprintf(r->note, sizeof r->note,
+                     "rank %d was not killed before training ended (newest step seen %ld, fault at >= %ld); use more "
+                     "--steps",
+                     victim, max_step(&j), k_kill);
         finish(r, &j, want, o);
         job_free(&j);
     }
@@ -684,10 +688,14 @@ int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, 
         r->fault_delivered = j.acted;
         r->fault_step = j.act_at_step;
         long stop_step = max_step(&j);
+        if (!j.acted)
+            snprintf(r->note, sizeof r->note,
+                     "SIGTERM not sent before training ended (newest step seen %ld, fault at >= %ld); use more --steps",
+                     stop_step, k_term);
         int clean = WIFEXITED(j.wstatus) && WEXITSTATUS(j.wstatus) == 0 && log_contains(dir, "interrupted at step");
         r->detected = clean;
         r->t_detect_s = j.acted ? j.t_end - j.t_act : NAN; /* signal -> checkpoint written and job ended */
-        if (!clean)
+        if (!clean && j.acted)
             snprintf(r->note, sizeof r->note, "the job did not stop cleanly after SIGTERM (status 0x%x)", j.wstatus);
         /* second launch: resumes from the clean checkpoint (same folder) */
         static struct argv_buf b;
