@@ -132,6 +132,7 @@ zcat "$TMP/d.tsv.gz" | head -100 >"$TMP/bad.tsv"; printf '1\t1\tzz\n' >>"$TMP/ba
 expect_exit "malformed line: exit 2" 2 "$PLUMB" train ctr --data "$TMP/bad.tsv" --steps 2 --quiet --out "$TMP/db"
 grep -q "bad.tsv: line 101: I2 (column 3): 'zz' is not an integer" "$TMP/err" && ok "error names file, line and field" || fail "bad line message" "$(cat "$TMP/err")"
 "$PLUMB" train ctr --data "$TMP/bad.tsv" --bad-lines skip --steps 2 --out "$TMP/ds" >"$TMP/ds.out" 2>&1 && grep -q "1 malformed lines skipped" "$TMP/ds.out" \
+  && [ "$(J "$TMP/ds/results.json" .train.bad_lines_skipped)" = 1 ] \
   && ok "--bad-lines skip counts and reports" || fail "--bad-lines skip" "$(tail -3 "$TMP/ds.out")"
 # config mismatch on resume is refused with both configurations shown
 expect_exit "resume with another batch: exit 2" 2 "$PLUMB" train ctr $F --batch 128 --resume --out "$TMP/f9"

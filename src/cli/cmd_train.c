@@ -263,12 +263,13 @@ int cmd_train(int argc, char **argv)
         }
         if (isfinite(tr.teacher_auc)) json_object_set_new(root, "teacher_auc", json_real(tr.teacher_auc));
         json_object_set_new(root, "train",
-                            json_pack("{s:s, s:I, s:I, s:I, s:i, s:s, s:s, s:f, s:f, s:f, s:b}", "workload", "ctr", "steps",
+                            json_pack("{s:s, s:I, s:I, s:I, s:i, s:s, s:s, s:f, s:f, s:f, s:b, s:I, s:I}", "workload", "ctr", "steps",
                                       (json_int_t)tr.steps_done, "start_step", (json_int_t)tr.start_step,
                                       "skipped_steps", (json_int_t)tr.skipped_steps, "ranks", c->world, "numerics",
                                       numerics, "precision", precision, "samples_per_s", tr.samples_per_s, "data_wait_frac",
                                       tr.data_wait_frac, "wall_s",
-                                      tr.wall_s, "interrupted", tr.interrupted));
+                                      tr.wall_s, "interrupted", tr.interrupted, "bad_lines_skipped",
+                                      (json_int_t)tr.bad_lines_skipped, "truncated_lines", (json_int_t)tr.truncated_lines));
         if (results_write(&res, &e)) {
             exit_code = cli_fail("train", &e);
         }

@@ -1107,6 +1107,8 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     }
     ctr_config_describe(&t->mc, res->model_desc, sizeof res->model_desc);
     snprintf(res->data_desc, sizeof res->data_desc, "%s", t->ds->desc);
+    res->bad_lines_skipped = t->ds->skipped;
+    res->truncated_lines = t->ds->truncated;
 
     if (t->rank == 0 && cfg->out_dir) {
         char path[4096];

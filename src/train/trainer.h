@@ -85,6 +85,8 @@ struct train_result {
     char ckpt_path[4096];      /* last checkpoint written ("" none) */
     double final_scale;
     char data_desc[512];
+    long bad_lines_skipped;    /* file data with --bad-lines skip */
+    long truncated_lines;      /* incomplete last lines dropped */
     char model_desc[256];
 };
 
