@@ -47,11 +47,11 @@
 #define NB_DEV 8 /* batches kept on the device for the "device" timing */
 
 struct opts {
-    const char *device, *preset, *precisions, *batches, *json, *python, *script, *workdir, *comm;
+    const char *device, *preset, *precisions, *batches, *json, *python, *script, *workdir, *comm, *torch_modes;
     long rows, steps, warmup, pool, threads, leak_steps, golden_steps, golden_batch, golden_rows, auc_steps,
         auc_batch, auc_eval;
     double lr;
-    int vs_pytorch;
+    int vs_pytorch, no_throughput;
 };
 
 struct timing {
@@ -531,7 +531,9 @@ int bench_ctr(int argc, char **argv)
         {"--lr", OPT_DOUBLE, &o.lr, "0.1", "SGD learning rate", NULL, NULL},
         {"--comm", OPT_CHOICE, &o.comm, "none", "dense-gradient all-reduce in the step: none or nccl (world of the launch)",
          "none|nccl", NULL},
-        {"--vs-pytorch", OPT_FLAG, &o.vs_pytorch, NULL, "also run the PyTorch reference (eager and torch.compile)", NULL, NULL},
+        {"--vs-pytorch", OPT_FLAG, &o.vs_pytorch, NULL, "also run the PyTorch reference on the same batches", NULL, NULL},
+        {"--torch-modes", OPT_STR, &o.torch_modes, "eager,compile", "PyTorch modes to run with --vs-pytorch", NULL, "LIST"},
+        {"--no-throughput", OPT_FLAG, &o.no_throughput, NULL, "skip the throughput table (only the golden/AUC checks)", NULL, NULL},
         {"--python", OPT_STR, &o.python, "python3", "python with torch for --vs-pytorch", NULL, "EXE"},
         {"--pytorch-script", OPT_STR, &o.script, "bench/ctr_pytorch_gpu.py", "the PyTorch reference script", NULL, "FILE"},
         {"--workdir", OPT_STR, &o.workdir, "/tmp", "where batch files for the PyTorch script are written", NULL, "DIR"},
@@ -578,7 +580,7 @@ int bench_ctr(int argc, char **argv)
             err_set(&e, PLUMB_EUSAGE, "--batch: '%s' is not a batch size in 1..4000000", blist[i]);
             return cli_fail("bench ctr", &e);
         }
-        if (bs[i] > o.pool) {
+        if (bs[i] > o.pool && !o.no_throughput) {
             err_set(&e, PLUMB_EUSAGE, "--batch %ld is larger than --pool %ld", bs[i], o.pool);
             return cli_fail("bench ctr", &e);
         }
@@ -638,10 +640,12 @@ int bench_ctr(int argc, char **argv)
         if (rc == PLUMB_EFAIL) fail = 1, rc = 0;
         if (rc) goto out;
     }
-    printf("\n%-5s %6s | %10s %8s | %7s %7s %7s %7s %7s | %10s %6s | %8s %8s %5s | %9s %9s %6s %6s\n", "prec", "batch",
+    if (!o.no_throughput)
+        printf("\n%-5s %6s | %10s %8s | %7s %7s %7s %7s %7s | %10s %6s | %8s %8s %5s | %9s %9s %6s %6s\n", "prec", "batch",
            "samples/s", "step ms", "data", "fwd", "bwd", "comm", "opt", "loader s/s", "ratio", "peak MiB", "rsv MiB",
            "leak", "torch eag", "torch cmp", "x eag", "x cmp");
-    for (int pi = 0; pi < np && !rc; pi++)
+    int want_eager = strstr(o.torch_modes, "eager") != NULL, want_compile = strstr(o.torch_modes, "compile") != NULL;
+    for (int pi = 0; pi < np && !rc && !o.no_throughput; pi++)
         for (int bi = 0; bi < nbt && !rc; bi++) {
             struct timing t;
             rc = bench_config(&o, d, nc, &ds, precs[pi], bs[bi], &t, &e);
@@ -654,6 +658,7 @@ int bench_ctr(int argc, char **argv)
                 rc = write_batches(bf, &ds, 0, cc.rows, (long)NB_DEV * bs[bi], 7, bs[bi], &e);
                 if (rc) break;
                 for (int mode = 0; mode < 2; mode++) {
+                    if ((mode == 0 && !want_eager) || (mode == 1 && !want_compile)) continue;
                     snprintf(args, sizeof args, "--batch %ld --precision %s --mode %s --steps %ld --warmup %ld "
                              "--rows %ld --data-file %s --lr %g", bs[bi], plist[pi], mode ? "compile" : "eager",
                              o.steps, o.warmup, o.rows, bf, o.lr);

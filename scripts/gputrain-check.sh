@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# ctr on the GPU (issue 5), on the GPU host, from the folder
+# scripts/gpu-prep.sh filled (prebuilt build/, scripts/, bench/, fallback/):
+#   tests    PLUMB_TEST_DEVICE=cuda plumb-tests gpu_train|ctr_dev_batch|nccl
+#   golden   dlrm-kaggle --rows 1000, 50 golden steps: digest on cuda == cpu
+#   bench    plumb bench ctr --vs-pytorch (the STAGE's configurations)
+#   auc      fast-mode AUC on cuda, cpu and PyTorch after a fixed budget
+#   nccl     the step with the NCCL all-reduce, world size 1
+# Usage: bash scripts/gputrain-check.sh [STAGE] where STAGE is 1 (the two
+# headline configurations) or 2 (the whole fp32,bf16 x 2048,32768 matrix).
+# Writes logs and JSON under $OUT. NVLink multicast stays off.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+STAGE=${1:-1}
+OUT=${OUT:-$here/gputrain-out}
+mkdir -p "$OUT"
+LOG=$OUT/gputrain.log
+: >"$LOG"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+log() { echo "$*" | tee -a "$LOG"; }
+step() { # step NAME TIMEOUT_S CMD...
+  local name=$1 t=$2; shift 2
+  log ""; log "==== $name: $*"
+  local t0=$SECONDS
+  timeout "$t" "$@" >>"$LOG" 2>&1
+  local rc=$?
+  log "==== $name: exit $rc ($((SECONDS - t0)) s)"
+}
+log "gputrain-check stage $STAGE, $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1 | tee -a "$LOG"
+# libraries: the host's, then carried fallbacks for what it lacks (as gpu-check.sh)
+mkdir -p "$here/libs-active"
+LDP=$here/libs-active
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LDP=$LDP:$d; done
+pyl=$(python3 - 2>/dev/null <<'PY'
+import os, importlib
+out = []
+for m in ("nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cu13"):
+    try:
+        p = importlib.import_module(m)
+        for base in list(getattr(p, "__path__", [])):
+            for sub in ("lib", "lib64"):
+                if os.path.isdir(os.path.join(base, sub)): out.append(os.path.join(base, sub))
+    except Exception:
+        pass
+print(":".join(out))
+PY
+)
+export LD_LIBRARY_PATH=$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for pass in 1 2 3; do
+  missing=$(for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f"; done 2>/dev/null | awk '/not found/{print $1}' | sort -u)
+  [ -z "$missing" ] && break
+  for m in $missing; do
+    if [ -e "fallback/$m" ]; then ln -sf "$here/fallback/$m" "$here/libs-active/$m"; log "using carried $m"
+    elif [ -n "$pyl" ] && [ "$pass" -ge 2 ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$pyl; log "adding pip CUDA libs for $m"
+    fi
+  done
+done
+for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f" | grep "not found"; done | tee -a "$LOG"
+export PLUMB_BACKEND_PATH=$here/build
+# NCCL: the image's PyTorch brings libnccl.so.2 in its pip package
+nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+[ -n "$nccl" ] && [ -e "$nccl" ] && export PLUMB_NCCL_LIB=$nccl
+log "PLUMB_NCCL_LIB=${PLUMB_NCCL_LIB:-unset}; torch $(python3 -c 'import torch;print(torch.__version__)' 2>/dev/null)"
+W=/tmp/gputrain; mkdir -p $W
+B="build/plumb bench ctr --device cuda --workdir $W --threads 12"
+
+step tests 150 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
+step tests_feed 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests ctr_dev_batch
+step tests_nccl 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests nccl
+step golden 150 $B --no-throughput --golden-steps 50 --golden-rows 1000 --golden-batch 2048 --pool 65536 \
+  --json "$OUT/golden.json"
+if [ "$STAGE" = 1 ]; then
+  step bench_bf16 200 $B --precision bf16 --batch 32768 --vs-pytorch --torch-modes compile --json "$OUT/bench_bf16.json"
+  step bench_fp32 120 $B --precision fp32 --batch 2048 --vs-pytorch --torch-modes eager --json "$OUT/bench_fp32.json"
+else
+  step bench 420 $B --precision fp32,bf16 --batch 2048,32768 --vs-pytorch --json "$OUT/bench.json"
+fi
+step auc 150 $B --no-throughput --auc-steps 400 --auc-batch 2048 --auc-eval 131072 --vs-pytorch --torch-modes eager \
+  --json "$OUT/auc.json"
+step nccl 60 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
+nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv >>"$LOG" 2>&1
+log "done at $(date -u +%FT%TZ)"
