@@ -90,11 +90,13 @@ def main():
     ap.add_argument("--train-file")
     ap.add_argument("--eval-file")
     ap.add_argument("--warmup-lr-steps", dest="warm", type=int, default=100, help="linear lr warm-up steps in AUC mode")
+    ap.add_argument("--init-file", help="initial parameters from plumb (tensor order: bottom/top weight, bias; tables)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda", help="torch device (default cuda; cpu for a functional check)")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device for the PyTorch reference")
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
     torch.manual_seed(a.seed)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -105,11 +107,25 @@ def main():
         emb.weight.uniform_(-b, b)
     offsets = (torch.arange(T, dtype=torch.int64, device=dev) * a.rows)
     dense_mod = Dense().to(dev)
+    if a.init_file:
+        flat = torch.from_numpy(np.fromfile(a.init_file, dtype=np.float32))
+        o = 0
+        with torch.no_grad():
+            for lin in [m for m in dense_mod.modules() if isinstance(m, nn.Linear)]:
+                for prm in (lin.weight, lin.bias):
+                    k = prm.numel()
+                    prm.copy_(flat[o:o + k].view_as(prm))
+                    o += k
+            k = emb.weight.numel()
+            emb.weight.copy_(flat[o:o + k].view_as(emb.weight))
+            o += k
+        if o != flat.numel():
+            raise SystemExit(f"{a.init_file}: {flat.numel()} floats, the model has {o}")
     opt = torch.optim.SGD(list(dense_mod.parameters()) + list(emb.parameters()), lr=a.lr)
     step_fn = loss_of
     if a.mode == "compile":
         step_fn = torch.compile(loss_of)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16")
+    amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16")
 
     def train_step(dense, rows, labels):
         e = emb(rows + offsets)
@@ -169,7 +185,7 @@ def main():
     ms = ev0.elapsed_time(ev1)
     print(json.dumps({
         "samples_per_s": a.batch * a.steps / (ms / 1e3), "step_ms": ms / a.steps, "wall_s": wall,
-        "peak_mem_bytes": torch.cuda.max_memory_allocated(), "loss": float(loss), "mode": a.mode,
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(), "loss": float(loss.detach()), "mode": a.mode,
         "precision": a.precision, "batch": a.batch, "torch": torch.__version__,
         "device": torch.cuda.get_device_name(0)}))
 

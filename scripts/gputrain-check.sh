@@ -67,19 +67,30 @@ log "PLUMB_NCCL_LIB=${PLUMB_NCCL_LIB:-unset}; torch $(python3 -c 'import torch;p
 W=/tmp/gputrain; mkdir -p $W
 B="build/plumb bench ctr --device cuda --workdir $W --threads 12"
 
-step tests 150 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
-step tests_feed 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests ctr_dev_batch
-step tests_nccl 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests nccl
-step golden 150 $B --no-throughput --golden-steps 50 --golden-rows 1000 --golden-batch 2048 --pool 65536 \
-  --json "$OUT/golden.json"
 if [ "$STAGE" = 1 ]; then
+  step tests 150 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
+  step tests_feed 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests ctr_dev_batch
+  step tests_nccl 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests nccl
+  step golden 150 $B --no-throughput --golden-steps 50 --golden-rows 1000 --golden-batch 2048 --pool 65536 \
+    --json "$OUT/golden.json"
   step bench_bf16 200 $B --precision bf16 --batch 32768 --vs-pytorch --torch-modes compile --json "$OUT/bench_bf16.json"
   step bench_fp32 120 $B --precision fp32 --batch 2048 --vs-pytorch --torch-modes eager --json "$OUT/bench_fp32.json"
+  step auc 150 $B --no-throughput --auc-steps 400 --auc-batch 2048 --auc-eval 131072 --vs-pytorch --torch-modes eager \
+    --json "$OUT/auc.json"
+  step nccl 60 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
 else
-  step bench 420 $B --precision fp32,bf16 --batch 2048,32768 --vs-pytorch --json "$OUT/bench.json"
+  # stage 2: the batch-sliced dw GEMMs; compact (the device minutes are few)
+  P="--pool 262144"
+  step tests 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
+  step prof 40 env PLUMB_TRAIN_PROF=1 $B $P --precision bf16 --batch 32768 --steps 20 --warmup 5 --leak-steps 0
+  step bench_bf16 60 $B $P --precision bf16 --batch 32768 --steps 100 --warmup 20 --leak-steps 1000 \
+    --json "$OUT/bench_bf16.json"
+  step bench_bf16_convert 40 env PLUMB_TRAIN_BF16=convert $B $P --precision bf16 --batch 32768 --steps 100 \
+    --warmup 20 --leak-steps 0 --json "$OUT/bench_bf16_convert.json"
+  step bench_fp32 60 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 1000 --vs-pytorch \
+    --torch-modes eager --json "$OUT/bench_fp32.json"
+  step auc 90 $B --rows 100000 --no-throughput --auc-steps 300 --auc-batch 2048 --auc-eval 65536 --vs-pytorch \
+    --json "$OUT/auc.json"
 fi
-step auc 150 $B --no-throughput --auc-steps 400 --auc-batch 2048 --auc-eval 131072 --vs-pytorch --torch-modes eager \
-  --json "$OUT/auc.json"
-step nccl 60 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
 nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv >>"$LOG" 2>&1
 log "done at $(date -u +%FT%TZ)"

@@ -423,13 +423,30 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
 }
 
 /* Fast-mode AUC after --auc-steps steps at --auc-batch on the eval pool. */
+/* The initial parameters in tensor order (each tensor's floats, no padding),
+ * for the PyTorch reference to start from the same point. */
+static int write_params(const char *path, struct ctr_model *m, const float *p, plumb_err *e)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return err_set(e, PLUMB_EIO, "bench ctr: cannot write %s", path);
+    int rc = PLUMB_OK;
+    for (int i = 0; i < ctr_n_tensors(m) && !rc; i++) {
+        const struct ctr_tensor *t = ctr_tensor(m, i);
+        if (fwrite(p + t->offset, sizeof(float), t->numel, f) != t->numel)
+            rc = err_set(e, PLUMB_EIO, "bench ctr: short write to %s", path);
+    }
+    if (fclose(f) && !rc) rc = err_set(e, PLUMB_EIO, "bench ctr: cannot close %s", path);
+    return rc;
+}
+
 static int auc_on(struct dev *d, const struct opts *o, const struct ctr_config *c, const struct dataset *ds,
-                  const float *init, float **init_out, double *auc, plumb_err *e)
+                  const float *init, float **init_out, const char *params_path, double *auc, plumb_err *e)
 {
     long B = o->auc_batch;
     struct ctr_model *m = NULL;
     int rc = dev_set_numerics(d, NUMERICS_FAST, 0, e);
     if (!rc) rc = model_make(d, c, B, DT_F32, init, 21, init_out, &m, e);
+    if (!rc && params_path && init_out) rc = write_params(params_path, m, *init_out, e);
     struct sampler s;
     if (!rc) rc = sampler_init(&s, ds->n[0], B, (int)B, 13, 1, e);
     uint32_t *idx = malloc((size_t)B * 4);
@@ -471,13 +488,15 @@ static int auc_check(const struct opts *o, struct dev *d, const struct dataset *
     double a_dev = NAN, a_cpu = NAN, a_torch = NAN;
     double t0 = now();
     float *init = NULL;
-    if ((rc = auc_on(d, o, &c, ds, NULL, &init, &a_dev, e))) return rc;
+    char pp[512];
+    snprintf(pp, sizeof pp, "%s/ctr_auc_init.bin", o->workdir);
+    if ((rc = auc_on(d, o, &c, ds, NULL, &init, o->vs_pytorch ? pp : NULL, &a_dev, e))) return rc;
     double t1 = now();
     struct dev *cpu = NULL;
     if (!strcmp(d->label, "cpu")) a_cpu = a_dev;
     else {
         rc = dev_open("cpu", &cpu, e);
-        if (!rc) rc = auc_on(cpu, o, &c, ds, init, NULL, &a_cpu, e);
+        if (!rc) rc = auc_on(cpu, o, &c, ds, init, NULL, NULL, &a_cpu, e);
         if (cpu) dev_close(cpu);
         if (rc) {
             free(init);
@@ -494,12 +513,12 @@ static int auc_check(const struct opts *o, struct dev *d, const struct dataset *
         rc = write_batches(tr, ds, 0, c.rows, o->auc_steps * o->auc_batch, 13, o->auc_batch, e);
         if (!rc) rc = write_batches(ev, ds, 1, c.rows, ds->n[1], 0, o->auc_batch, e);
         if (rc) return rc;
-        snprintf(args, sizeof args, "--auc --train-file %s --eval-file %s --batch %ld --rows %ld --lr %g --warmup 100",
-                 tr, ev, o->auc_batch, o->rows, o->lr);
+        snprintf(args, sizeof args, "--auc --train-file %s --eval-file %s --init-file %s --batch %ld --rows %ld --lr %g "
+                 "--warmup-lr-steps 100", tr, ev, pp, o->auc_batch, o->rows, o->lr);
         if (run_torch(o, args, "auc", &a_torch, why, sizeof why)) log_warn("bench ctr: pytorch auc: %s", why);
     }
     printf("\nfast fp32 AUC after %ld steps of batch %ld (lr %g, 100 warm-up steps), %ld eval samples:\n"
-           "  %-8s %.5f (%.1f s)\n  %-8s %.5f (%.1f s)   |diff| %.5f\n", o->auc_steps, o->auc_batch, o->lr, ds->n[1],
+           "  %-8s %.5f (%.1f s)\n  %-8s %.5f (%.1f s)   |diff| %.5f\n  (all from the same initial parameters)\n", o->auc_steps, o->auc_batch, o->lr, ds->n[1],
            d->label, a_dev, t1 - t0, "cpu", a_cpu, t2 - t1, fabs(a_dev - a_cpu));
     if (o->vs_pytorch) printf("  %-8s %.5f   |diff| %.5f %s\n", "pytorch", a_torch, fabs(a_dev - a_torch), why);
     json_t *j = json_object();

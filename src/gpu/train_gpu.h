@@ -26,6 +26,25 @@ __device__ static inline float tr_round(float x, int rt)
  * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers. */
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 
+/* PLUMB_TRAIN_PROF=1: every train op (and the parts of the big ones) is
+ * timed between stream synchronisations and a table goes to stderr at exit.
+ * Off (the default) it costs one branch per op. */
+enum tprof_id {
+    TP_LINEAR_FWD, TP_LINEAR_BWD, TP_LBWD_MASK, TP_LBWD_DX, TP_LBWD_DW, TP_RELU, TP_EMB_FWD, TP_EMB_BWD,
+    TP_SORT, TP_SEGSUM, TP_COALESCE, TP_INTER_FWD, TP_INTER_BWD, TP_BCE, TP_SIGMOID, TP_SGD, TP_SGD_SPARSE,
+    TP_ADAMW, TP_SUMSQ, TP_SCALE, TP_AFFINE, TP_ROUND, TP_COUNT
+};
+int tprof_on(void);
+void tprof_add(int id, double s);
+double tprof_sync_now(struct dev_stream *st);
+struct tprof_scope {
+    int id;
+    struct dev_stream *st;
+    double t0;
+    tprof_scope(struct dev_stream *s, int i) : id(i), st(s), t0(0) { if (tprof_on()) t0 = tprof_sync_now(st); }
+    ~tprof_scope() { if (tprof_on()) tprof_add(id, tprof_sync_now(st) - t0); }
+};
+
 /* train_linear.cu */
 int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *bias,
                   float *y, int B, int K, int N, int relu, dtype_t rt, plumb_err *e);

@@ -140,6 +140,16 @@ __global__ void k_epilogue(float *y, const float *bias, size_t B, int N, int rel
     }
 }
 
+/* out[j] = part[0][j] + part[1][j] + ... in slice order (fixed), [S, n] -> [n] */
+__global__ void k_sum_slices(const float *part, int S, size_t n, float *out)
+{
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
+        float s = part[j];
+        for (int i = 1; i < S; i++) s = s + part[(size_t)i * n + j];
+        out[j] = s;
+    }
+}
+
 __global__ void k_to16(const float *x, uint16_t *y, size_t n, int rt)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -176,7 +186,8 @@ static int gemm_rm(struct dev *d, struct dev_stream *st, int m, int n, int k, in
 enum { EPI_NONE = 0, EPI_BIAS = 1, EPI_RELU_BIAS = 2, EPI_RELU = 3 };
 
 struct lt_key {
-    int ta, tb, m, n, k, lda, ldb, ldc, compute, abtype, epi, align;
+    int ta, tb, m, n, k, lda, ldb, ldc, compute, abtype, epi, align, batch, pad_;
+    long long sa, sb, sc; /* strided-batch offsets (elements) when batch > 1 */
 };
 struct lt_plan {
     struct lt_key key;
@@ -270,6 +281,17 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan
         cublasLtMatrixLayoutCreate(&p->lb, at, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb) ||
         cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc))
         return;
+    if (k->batch > 1) {
+        int32_t bc = k->batch;
+        int64_t sa = k->sa, sb = k->sb, sc = k->sc;
+        if (cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
+            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
+            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
+            cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa) ||
+            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb) ||
+            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc))
+            return;
+    }
     cublasLtMatmulPreference_t pref;
     if (cublasLtMatmulPreferenceCreate(&pref)) return;
     uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE, al = (uint32_t)k->align;
@@ -295,7 +317,7 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan
  * (no message) when cuBLASLt has no algorithm: the caller falls back. */
 static int lt_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
                    const void *Bm, int ldb, float *C, int ldc, int rt, int abtype16, int epi, const float *bias,
-                   plumb_err *e)
+                   int batch, long long sa, long long sb, long long sc, plumb_err *e)
 {
     pthread_mutex_lock(&g_lt_lock);
     struct lt_state *s = lt_of(d, e);
@@ -307,6 +329,12 @@ static int lt_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
     memset(&key, 0, sizeof key);
     key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
     key.lda = lda; key.ldb = ldb; key.ldc = ldc; key.epi = epi;
+    key.batch = batch > 1 ? batch : 1;
+    if (batch > 1) {
+        key.sa = sa;
+        key.sb = sb;
+        key.sc = sc;
+    }
     if (abtype16) {
         key.abtype = rt == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
         key.compute = CUBLAS_COMPUTE_32F;
@@ -384,9 +412,9 @@ static int lt_gemm32(struct dev *d, struct dev_stream *st, int ta, int tb, int m
         if (rc) return rc;
         uint16_t *a16 = (uint16_t *)ws, *b16 = a16 + na;
         if ((rc = to16(d, st, A, a_elems, a16, rt, e)) || (rc = to16(d, st, Bm, b_elems, b16, rt, e))) return rc;
-        return lt_gemm(d, st, ta, tb, m, n, k, a16, lda, b16, ldb, C, ldc, rt, 1, epi, bias, e);
+        return lt_gemm(d, st, ta, tb, m, n, k, a16, lda, b16, ldb, C, ldc, rt, 1, epi, bias, 1, 0, 0, 0, e);
     }
-    return lt_gemm(d, st, ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, rt, 0, epi, bias, e);
+    return lt_gemm(d, st, ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, rt, 0, epi, bias, 1, 0, 0, 0, e);
 }
 #endif /* !PLUMB_HIP */
 
@@ -444,6 +472,7 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
     }
     /* fast: mask + dbias partials in one pass */
     if (relu || dbias) {
+        tprof_scope pm(st, TP_LBWD_MASK);
         int nc = (B + CS_ROWS - 1) / CS_ROWS;
         float *part = NULL;
         if (dbias) {
@@ -463,6 +492,7 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
     /* dx^T [K x B] = (w viewed K x N) (dy viewed N x B) */
     int dx_done = !dx, dw_done = 0;
     if (dx) {
+        tprof_scope pdx(st, TP_LBWD_DX);
         rc = lt_gemm32(d, st, 0, 0, K, B, N, w, (size_t)N * K, K, dy, BN, N, dx, K, (int)rt, EPI_NONE, NULL, e);
         if (rc == PLUMB_OK) {
             dx_done = 1;
@@ -471,10 +501,49 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
             return rc;
         }
     }
-    /* dw^T [K x N] = (x viewed K x B) (dy viewed N x B)^T; fp32 output */
-    rc = lt_gemm32(d, st, 0, 1, K, N, B, x, (size_t)B * K, K, dy, BN, N, dw, K, (int)rt, EPI_NONE, NULL, e);
-    if (rc == PLUMB_OK) dw_done = 1;
-    else if (rc != PLUMB_EUNSUPPORTED) return rc;
+    /* dw^T [K x N] = (x viewed K x B) (dy viewed N x B)^T; fp32 output.
+     * The contraction runs over the batch: a single GEMM would have only
+     * (K/tile)(N/tile) output tiles and no split-K (reduction scheme none),
+     * so it is cut into S slices of B/S rows, one strided-batched GEMM writes
+     * the S partial dw's, and k_sum_slices adds them in slice order. */
+    {
+        tprof_scope pdw(st, TP_LBWD_DW);
+        int S = 1;
+        for (int c = 32; c > 1 && S == 1; c >>= 1)
+            if (B % c == 0 && B / c >= 512) S = c;
+        if (S > 1) {
+            void *ws;
+            size_t kn = (size_t)K * N, npart = ((size_t)S * kn + 127) / 128 * 128;
+            int c16 = rt != DT_F32 && use_convert();
+            size_t nx = ((size_t)B * K + 127) / 128 * 128;
+            size_t bytes = npart * sizeof(float) + (c16 ? (nx + BN) * sizeof(uint16_t) : 0);
+            if ((rc = tws_get(d, 1, bytes, &ws, e))) return rc;
+            float *part = (float *)ws;
+            const void *xa = x, *dya = dy;
+            if (c16) {
+                uint16_t *x16 = (uint16_t *)(part + npart), *dy16 = x16 + nx;
+                if ((rc = to16(d, st, x, (size_t)B * K, x16, (int)rt, e)) || (rc = to16(d, st, dy, BN, dy16, (int)rt, e)))
+                    return rc;
+                xa = x16;
+                dya = dy16;
+            }
+            int Bc = B / S;
+            rc = lt_gemm(d, st, 0, 1, K, N, Bc, xa, K, dya, N, part, K, (int)rt, c16, EPI_NONE, NULL, S,
+                         (long long)Bc * K, (long long)Bc * N, (long long)kn, e);
+            if (rc == PLUMB_OK) {
+                k_sum_slices<<<gpu_grid(kn, 256), 256, 0, st->s>>>(part, S, kn, dw);
+                GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
+                dw_done = 1;
+            } else if (rc != PLUMB_EUNSUPPORTED) {
+                return rc;
+            }
+        }
+        if (!dw_done) {
+            rc = lt_gemm32(d, st, 0, 1, K, N, B, x, (size_t)B * K, K, dy, BN, N, dw, K, (int)rt, EPI_NONE, NULL, e);
+            if (rc == PLUMB_OK) dw_done = 1;
+            else if (rc != PLUMB_EUNSUPPORTED) return rc;
+        }
+    }
     if (dx_done && dw_done) return PLUMB_OK;
     if (!dx_done) {
         if ((rc = gemm_rm(d, st, B, K, N, 0, 0, dy, N, w, K, dx, K, e))) return rc;

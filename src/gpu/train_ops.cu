@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------- workspace ---------------- */
 
@@ -61,6 +62,53 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* ---------------- profile ---------------- */
+
+static const char *g_tp_names[TP_COUNT] = {
+    "linear_fwd", "linear_bwd", "  bwd: mask+dbias", "  bwd: dx gemm", "  bwd: dw gemm", "relu", "embedding_fwd",
+    "embedding_bwd", "  sparse: sort+seg sum", "  sparse: seg sum", "sparse_coalesce", "interact_fwd", "interact_bwd",
+    "bce_logits", "sigmoid", "sgd", "sgd_sparse", "adamw", "sumsq", "scale_check", "affine", "round_fp32"};
+static double g_tp_s[TP_COUNT];
+static long g_tp_n[TP_COUNT];
+static int g_tp = -1;
+static pthread_mutex_t g_tp_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void tprof_report(void)
+{
+    fprintf(stderr, "\nPLUMB_TRAIN_PROF (each op between stream synchronisations)\n%-24s %8s %12s %10s\n", "op",
+            "calls", "total ms", "ms/call");
+    for (int i = 0; i < TP_COUNT; i++)
+        if (g_tp_n[i])
+            fprintf(stderr, "%-24s %8ld %12.3f %10.4f\n", g_tp_names[i], g_tp_n[i], 1e3 * g_tp_s[i],
+                    1e3 * g_tp_s[i] / (double)g_tp_n[i]);
+}
+
+int tprof_on(void)
+{
+    if (g_tp < 0) {
+        const char *v = getenv("PLUMB_TRAIN_PROF");
+        g_tp = v && *v && strcmp(v, "0") ? 1 : 0;
+        if (g_tp) atexit(tprof_report);
+    }
+    return g_tp;
+}
+
+void tprof_add(int id, double s)
+{
+    pthread_mutex_lock(&g_tp_lock);
+    g_tp_s[id] += s;
+    g_tp_n[id]++;
+    pthread_mutex_unlock(&g_tp_lock);
+}
+
+double tprof_sync_now(struct dev_stream *st)
+{
+    (void)cudaStreamSynchronize(st->s);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* ---------------- checks ---------------- */
 
 #define NEED(cond, ...)                                                                  \
@@ -98,6 +146,7 @@ static int g_linear_fwd(struct dev *d, dev_stream *s, const float *x, const floa
     NEED(B > 0 && K > 0 && N > 0, "%s: linear_fwd: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
     RT_OK("linear_fwd");
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_LINEAR_FWD);
     return tr_linear_fwd(d, gpu_stream(d, s), x, w, bias, y, B, K, N, relu, rt, e);
 }
 
@@ -109,6 +158,7 @@ static int g_linear_bwd(struct dev *d, dev_stream *s, const float *x, const floa
     NEED(B > 0 && K > 0 && N > 0, "%s: linear_bwd: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
     RT_OK("linear_bwd");
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_LINEAR_BWD);
     return tr_linear_bwd(d, gpu_stream(d, s), x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, e);
 }
 
@@ -129,6 +179,7 @@ static int g_relu_fwd(struct dev *d, dev_stream *s, const float *x, float *y, si
     RT_OK("relu_fwd");
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_RELU);
     k_relu_fwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, y, n, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_relu_fwd", e);
     return PLUMB_OK;
@@ -140,6 +191,7 @@ static int g_relu_bwd(struct dev *d, dev_stream *s, const float *y, const float 
     NEED(y && dy && dx, "%s: relu_bwd: NULL y, dy or dx", d->label);
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_RELU);
     k_relu_bwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(y, dy, dx, n);
     GPU_CHECK_LAUNCH(d, "k_relu_bwd", e);
     return PLUMB_OK;
@@ -154,6 +206,7 @@ static int g_embedding_fwd(struct dev *d, dev_stream *s, const float *table, con
     NEED(B > 0 && T > 0 && D > 0, "%s: embedding_fwd: bad shape B=%d T=%d D=%d", d->label, B, T, D);
     RT_OK("embedding_fwd");
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_EMB_FWD);
     return tr_embedding_fwd(d, gpu_stream(d, s), table, off, idx, out, B, T, D, rt, e);
 }
 
@@ -165,6 +218,7 @@ static int g_embedding_bwd(struct dev *d, dev_stream *s, const int64_t *off, con
     NEED(B > 0 && T > 0 && D > 0 && n_valid >= 0 && n_valid <= B,
          "%s: embedding_bwd: bad shape B=%d n_valid=%d T=%d D=%d", d->label, B, n_valid, T, D);
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_EMB_BWD);
     return tr_embedding_bwd(d, gpu_stream(d, s), off, idx, dout, B, n_valid, T, D, rows_out, grads_out, n_out, e);
 }
 
@@ -176,6 +230,7 @@ static int g_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows_i
     NEED(D > 0, "%s: sparse_coalesce: D=%d (expected > 0)", d->label, D);
     NEED(n <= 0xffffffffu, "%s: sparse_coalesce: %zu pairs (at most 2^32-1)", d->label, n);
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_COALESCE);
     return tr_sparse_coalesce(d, gpu_stream(d, s), rows_in, vals_in, n, D, rows_out, vals_out, n_out, e);
 }
 
@@ -186,6 +241,7 @@ static int g_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, con
     NEED(B > 0 && T > 0 && D > 0, "%s: interact_fwd: bad shape B=%d T=%d D=%d", d->label, B, T, D);
     RT_OK("interact_fwd");
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_INTER_FWD);
     return tr_interact_fwd(d, gpu_stream(d, s), bottom, emb, out, B, T, D, rt, e);
 }
 
@@ -196,6 +252,7 @@ static int g_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, con
     NEED(B > 0 && T > 0 && D > 0, "%s: interact_bwd: bad shape B=%d T=%d D=%d", d->label, B, T, D);
     RT_OK("interact_bwd");
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_INTER_BWD);
     return tr_interact_bwd(d, gpu_stream(d, s), bottom, emb, dout, dbottom, demb, B, T, D, rt, e);
 }
 
@@ -278,6 +335,7 @@ static int g_bce_logits(struct dev *d, dev_stream *s, const float *z, const floa
     NEED(y || (!loss_ps && !sum_count && !dz) || n_valid == 0, "%s: bce_logits: NULL labels", d->label);
     NEED(B > 0 && n_valid >= 0 && n_valid <= B, "%s: bce_logits: bad B=%d n_valid=%d", d->label, B, n_valid);
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_BCE);
     struct dev_stream *st = gpu_stream(d, s);
     int nb = (B + TPB - 1) / TPB;
     void *ws;
@@ -313,6 +371,7 @@ static int g_sigmoid(struct dev *d, dev_stream *s, const float *z, float *p, siz
     NEED(z && p, "%s: sigmoid: NULL z or p", d->label);
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SIGMOID);
     k_sigmoid<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(z, p, n, is_golden(d));
     GPU_CHECK_LAUNCH(d, "k_sigmoid", e);
     return PLUMB_OK;
@@ -331,6 +390,7 @@ static int g_sgd(struct dev *d, dev_stream *s, float *w, const float *g, size_t 
     NEED(w && g, "%s: sgd: NULL w or g", d->label);
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SGD);
     k_sgd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, n, lr, wd);
     GPU_CHECK_LAUNCH(d, "k_sgd", e);
     return PLUMB_OK;
@@ -353,6 +413,7 @@ static int g_sgd_sparse(struct dev *d, dev_stream *s, float *table, const int64_
     NEED(D > 0, "%s: sgd_sparse: D=%d", d->label, D);
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SGD_SPARSE);
     k_sgd_sparse<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, gpu_stream(d, s)->s>>>(table, rows, grads, n, D, lr);
     GPU_CHECK_LAUNCH(d, "k_sgd_sparse", e);
     return PLUMB_OK;
@@ -405,6 +466,7 @@ static int g_adamw(struct dev *d, dev_stream *s, float *w, const float *g, float
     if (adam_args(d, bc1, bc2, e)) return PLUMB_EUSAGE;
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_ADAMW);
     k_adamw<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
     GPU_CHECK_LAUNCH(d, "k_adamw", e);
     return PLUMB_OK;
@@ -419,6 +481,7 @@ static int g_adamw_sparse(struct dev *d, dev_stream *s, float *table, float *m, 
     if (adam_args(d, bc1, bc2, e)) return PLUMB_EUSAGE;
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_ADAMW);
     k_adamw_sparse<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, gpu_stream(d, s)->s>>>(table, m, v, rows, grads, n, D, lr,
                                                                                    b1, b2, eps, wd, bc1, bc2);
     GPU_CHECK_LAUNCH(d, "k_adamw_sparse", e);
@@ -451,6 +514,7 @@ static int g_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, doubl
     NEED((x || n == 0) && out, "%s: sumsq: NULL argument", d->label);
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SUMSQ);
     struct dev_stream *st = gpu_stream(d, s);
     size_t nb = (n + SUMSQ_BLK - 1) / SUMSQ_BLK, round = (size_t)1 << 20;
     void *ws;
@@ -482,6 +546,7 @@ static int g_scale_check(struct dev *d, dev_stream *s, float *x, size_t n, float
     NEED((x || n == 0) && found_inf, "%s: scale_check: NULL argument", d->label);
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SCALE);
     k_scale_check<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, n, mul, found_inf);
     GPU_CHECK_LAUNCH(d, "k_scale_check", e);
     return PLUMB_OK;
@@ -498,6 +563,7 @@ static int g_affine(struct dev *d, dev_stream *s, const float *x, float *y, size
     NEED((x && y) || n == 0, "%s: affine: NULL x or y", d->label);
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_AFFINE);
     k_affine<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, y, n, a, b);
     GPU_CHECK_LAUNCH(d, "k_affine", e);
     return PLUMB_OK;
@@ -515,6 +581,7 @@ static int g_round_fp32(struct dev *d, dev_stream *s, const float *x, float *y, 
     RT_OK("round_fp32");
     if (!n) return PLUMB_OK;
     ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_ROUND);
     struct dev_stream *st = gpu_stream(d, s);
     if (rt == DT_F32) {
         if (x != y) GPU_CHECK(d, cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, st->s), e);

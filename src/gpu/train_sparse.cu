@@ -10,8 +10,11 @@
  *   (digit, tile), then a stable scatter where each thread owns consecutive
  *   items), head flags and a scan give the distinct rows in ascending order;
  *   then each row's vectors are summed, in both modes as train_ops.h
- *   defines it: plain fp32 adds in ascending position from 0, one thread per
- *   (row, column). sparse_coalesce validates its rows (a negative one is a
+ *   defines it: plain fp32 adds in ascending position from 0. One warp per
+ *   row: the lanes load 32 of the row's positions at once (coalesced), then
+ *   each lane, owning one column, issues the 32 value loads before it adds
+ *   them in position order, so a hot row (a Zipf head can hold a third of a
+ *   batch) waits for memory once per 32 positions, not once per position. sparse_coalesce validates its rows (a negative one is a
  *   usage error naming it, which costs one synchronisation).
  *   Passes beyond the key width stop early on the device (the largest key is
  *   reduced first), so no host synchronisation is needed; the host bounds the
@@ -360,61 +363,36 @@ __global__ void k_seg_write(const uint64_t *ka, const uint64_t *kb, const unsign
     }
 }
 
-/* golden: out[u, k] = 0 + v[p0, k] + v[p1, k] + ... in ascending position */
-__global__ void k_seg_sum_seq(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
-                              const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
-                              size_t maxu)
+/* one warp per row, the definition's order (see the header) */
+__global__ void k_seg_sum_ordered(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
+                                  const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
+                                  size_t maxu)
 {
     const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
-    unsigned U = *total;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < maxu * (size_t)D;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t u = i / (size_t)D;
-        if (u >= U) return; /* grid-stride: later i are larger */
-        int k = (int)(i % (size_t)D);
-        float s = 0.0f;
-        for (unsigned q = start[u]; q < start[u + 1]; q++) s = s + vals[(size_t)perm[q] * D + k];
-        out[i] = s;
-    }
-}
-
-/* one warp per row; lanes stride the row's positions for hot rows (not the
- * definition's order: unused until train_ops.h allows it for fast mode) */
-__global__ void k_seg_sum_warp(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
-                               const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
-                               size_t maxu)
-{
-    const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
-    unsigned U = *total;
+    const unsigned U = *total;
     const int lane = threadIdx.x % PLUMB_WARP;
-    size_t wpb = blockDim.x / PLUMB_WARP;
+    const size_t wpb = blockDim.x / PLUMB_WARP;
     for (size_t u = blockIdx.x * wpb + threadIdx.x / PLUMB_WARP; u < maxu; u += (size_t)gridDim.x * wpb) {
-        if (u >= U) return;
-        unsigned s0 = start[u], s1 = start[u + 1];
-        if (s1 - s0 <= (unsigned)PLUMB_WARP) {
-            for (int k = lane; k < D; k += PLUMB_WARP) {
-                float s = 0.0f;
-                for (unsigned q = s0; q < s1; q++) s = s + vals[(size_t)perm[q] * D + k];
-                out[u * D + k] = s;
-            }
-            continue;
-        }
-        for (int k0 = 0; k0 < D; k0 += 16) {
-            float acc[16];
+        if (u >= U) return; /* the whole warp: u is uniform */
+        const unsigned s0 = start[u], s1 = start[u + 1];
+        for (int k0 = 0; k0 < D; k0 += PLUMB_WARP) {
+            const int k = k0 + lane;
+            const bool col = k < D;
+            float acc = 0.0f;
+            for (unsigned c0 = s0; c0 < s1; c0 += PLUMB_WARP) {
+                const unsigned m = s1 - c0 < (unsigned)PLUMB_WARP ? s1 - c0 : (unsigned)PLUMB_WARP;
+                const uint32_t pl = (unsigned)lane < m ? perm[c0 + lane] : 0u;
+                float v[PLUMB_WARP];
 #pragma unroll
-            for (int c = 0; c < 16; c++) acc[c] = 0.0f;
-            for (unsigned q = s0 + lane; q < s1; q += PLUMB_WARP) {
-                const float *v = vals + (size_t)perm[q] * D + k0;
+                for (int j = 0; j < PLUMB_WARP; j++) {
+                    const uint32_t p = plumb_shfl(pl, j);
+                    v[j] = (col && (unsigned)j < m) ? vals[(size_t)p * D + k] : 0.0f;
+                }
 #pragma unroll
-                for (int c = 0; c < 16; c++)
-                    if (k0 + c < D) acc[c] = acc[c] + v[c];
+                for (int j = 0; j < PLUMB_WARP; j++)
+                    if ((unsigned)j < m) acc = acc + v[j];
             }
-#pragma unroll
-            for (int c = 0; c < 16; c++) {
-                float x = acc[c];
-                for (int o = PLUMB_WARP / 2; o > 0; o >>= 1) x = x + plumb_shfl_xor(x, o);
-                if (lane == 0 && k0 + c < D) out[u * D + k0 + c] = x;
-            }
+            if (col) out[u * D + k] = acc;
         }
     }
 }
@@ -452,6 +430,7 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     unsigned *total = (unsigned *)(meta + 1);
 
     unsigned g = gpu_grid(n, TPB);
+    tprof_scope psort(st, TP_SORT);
     if (from_emb) k_emb_keys<<<g, TPB, 0, st->s>>>(off, idx, n, T, ka, va);
     else k_copy_keys<<<g, TPB, 0, st->s>>>(rows_in, n, ka, va);
     GPU_CHECK_LAUNCH(d, "k_emb_keys", e);
@@ -482,11 +461,15 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     k_seg_write<<<(unsigned)ntiles, TPB, 0, st->s>>>(ka, kb, flag, n, tsum, total, meta, npass, rows_out, start, n_out);
     GPU_CHECK_LAUNCH(d, "k_seg_write", e);
     /* both modes: train_ops.h defines the sum as plain fp32 adds in ascending
-     * position from 0 (the warp-split k_seg_sum_warp is faster on hot rows but
-     * adds in another order, which the cpu comparison caught on the H200) */
-    k_seg_sum_seq<<<gpu_grid(n * (size_t)D, TPB), TPB, 0, st->s>>>(va, vb, meta, npass, start, total, vals, D,
-                                                                    vals_out, n);
-    GPU_CHECK_LAUNCH(d, "k_seg_sum_seq", e);
+     * position from 0 (a lane-split sum was faster on hot rows but added in
+     * another order, which the cpu comparison caught on the H200) */
+    tprof_scope pseg(st, TP_SEGSUM);
+    {
+        size_t wpb = TPB / PLUMB_WARP, blocks = (n + wpb - 1) / wpb;
+        k_seg_sum_ordered<<<(unsigned)(blocks < 65536 * 8 ? blocks : 65536 * 8), TPB, 0, st->s>>>(
+            va, vb, meta, npass, start, total, vals, D, vals_out, n);
+        GPU_CHECK_LAUNCH(d, "k_seg_sum_ordered", e);
+    }
     return PLUMB_OK;
 }
 
