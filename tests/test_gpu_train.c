@@ -97,25 +97,6 @@ static int cmp_f(const char *what, const float *a, const float *b, size_t n, dou
     return bad == 0;
 }
 
-/* |a - b| <= rtol * bound[i]: bound is the sum of the magnitudes of the terms
- * (a reordered fp32 sum of n terms is within about n*eps of it). */
-static int cmp_bound(const char *what, const float *a, const float *b, const float *bound, size_t n, double rtol)
-{
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!(fabs((double)a[i] - b[i]) <= rtol * bound[i]) && bad++ == 0) first = i;
-    if (bad)
-        fprintf(stderr, "  %s: %zu of %zu differ, first at %zu: cpu %.9g gpu %.9g bound %.3g\n", what, bad, n, first,
-                (double)a[first], (double)b[first], rtol * bound[first]);
-    return bad == 0;
-}
-static float *abs_copy(const float *x, size_t n)
-{
-    float *y = malloc(n * sizeof(float) + 4);
-    for (size_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
-    return y;
-}
-
 /* ---------------- linear ---------------- */
 
 static void linear_case(enum numerics mode, int B, int K, int N, int relu, int with_bias, dtype_t rt)
@@ -310,7 +291,9 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
 {
     struct pair p;
     OPEN_PAIR_OR_SKIP(p, mode);
-    double tol = mode == NUMERICS_GOLDEN ? 0 : 2e-5;
+    /* embedding, interaction and the sparse sums have one definition in both
+     * modes (train_ops.h): the same bits as the cpu either way */
+    (void)mode;
     const struct train_ops *C = p.c->ops->train, *G = p.g->ops->train;
     plumb_err e = {0};
     enum { T = 26, D = 16 };
@@ -363,15 +346,8 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
         int64_t *hrows = down(p.g, grows, (size_t)nr_c * 8);
         CHECK_MSG(hrows && !memcmp(hrows, rows_c, (size_t)nr_c * 8), "embedding_bwd rows differ");
         free(hrows);
-        /* golden: the same bits; fast: hot rows are summed in another fixed order */
-        float *ad = abs_copy(demb_c, (size_t)B * T * D), *ab = malloc((size_t)B * T * D * 4);
-        int64_t *ar = malloc((size_t)B * T * 8), an = 0;
-        REQUIRE(C->embedding_bwd(p.c, NULL, off, idx, ad, B, NV, T, D, ar, ab, &an, &e) == 0);
-        h = down(p.g, grg, (size_t)nr_c * D * 4);
-        CHECK(h && (tol == 0 ? cmp_f("embedding_bwd grads", rg_c, h, (size_t)nr_c * D, 0)
-                             : cmp_bound("embedding_bwd grads", rg_c, h, ab, (size_t)nr_c * D, 1e-5)));
+        CHECK((h = down(p.g, grg, (size_t)nr_c * D * 4)) && cmp_f("embedding_bwd grads", rg_c, h, (size_t)nr_c * D, 0));
         free(h);
-        free(ad), free(ab), free(ar);
     }
     free(hnr);
     /* sparse_coalesce of rows beyond 2^32 (up to 35 bits: every radix pass of an H200-sized table active) */
@@ -391,14 +367,8 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
         int64_t *hr = down(p.g, grout, (size_t)nu_c * 8);
         CHECK_MSG(hr && !memcmp(hr, rout_c, (size_t)nu_c * 8), "sparse_coalesce rows differ");
         free(hr);
-        float *av = abs_copy(vin, n * D), *ab = malloc(n * D * 4);
-        int64_t *ar = malloc(n * 8), an = 0;
-        REQUIRE(C->sparse_coalesce(p.c, NULL, rin, av, n, D, ar, ab, &an, &e) == 0);
-        h = down(p.g, gvout, (size_t)nu_c * D * 4);
-        CHECK(h && (tol == 0 ? cmp_f("sparse_coalesce vals", vout_c, h, (size_t)nu_c * D, 0)
-                             : cmp_bound("sparse_coalesce vals", vout_c, h, ab, (size_t)nu_c * D, 1e-5)));
+        CHECK((h = down(p.g, gvout, (size_t)nu_c * D * 4)) && cmp_f("sparse_coalesce vals", vout_c, h, (size_t)nu_c * D, 0));
         free(h);
-        free(av), free(ab), free(ar);
     }
     free(hnu);
     void *all[] = {gtable, gbottom, goff, gidx, gemb, gint, gdout, gdbot, gdemb, grg, grows, gnr, grin, grout, gnu, gvin, gvout};
@@ -415,7 +385,7 @@ TEST(gpu_train_sparse_golden)
 }
 TEST(gpu_train_sparse_fast)
 {
-    sparse_ops(NUMERICS_FAST, 700, 1000, 1);    /* hot rows take the warp path */
+    sparse_ops(NUMERICS_FAST, 700, 1000, 1);    /* hot rows: 40% of the samples in one row per table */
     sparse_ops(NUMERICS_FAST, 3000, 100000, 0);
 }
 
