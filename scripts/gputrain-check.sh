@@ -82,12 +82,10 @@ else
   # stage 2: the batch-sliced dw GEMMs; compact (the device minutes are few)
   P="--pool 262144"
   step tests 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
-  step prof 40 env PLUMB_TRAIN_PROF=1 $B $P --precision bf16 --batch 32768 --steps 20 --warmup 5 --leak-steps 0
+  step prof 40 env PLUMB_TRAIN_PROF=1 $B $P --precision bf16 --batch 32768 --steps 10 --warmup 3 --leak-steps 0
   step bench_bf16 60 $B $P --precision bf16 --batch 32768 --steps 100 --warmup 20 --leak-steps 1000 \
     --json "$OUT/bench_bf16.json"
-  step bench_bf16_convert 40 env PLUMB_TRAIN_BF16=convert $B $P --precision bf16 --batch 32768 --steps 100 \
-    --warmup 20 --leak-steps 0 --json "$OUT/bench_bf16_convert.json"
-  step bench_fp32 60 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 1000 --vs-pytorch \
+  step bench_fp32 60 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --vs-pytorch \
     --torch-modes eager --json "$OUT/bench_fp32.json"
   step auc 90 $B --rows 100000 --no-throughput --auc-steps 300 --auc-batch 2048 --auc-eval 65536 --vs-pytorch \
     --json "$OUT/auc.json"
