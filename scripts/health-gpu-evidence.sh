@@ -13,13 +13,17 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 P=./plumb
 if ldd "$P" | grep -q 'not found'; then export LD_LIBRARY_PATH=$PWD/fallback${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
-{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version,name,persistence_mode,ecc.mode.current --format=csv; ldd "$P"; } >"$OUT/env.txt" 2>&1
-q=index,uuid,temperature.gpu,temperature.memory,power.draw,power.limit,memory.used,memory.total,clocks.sm,clocks.mem,ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.volatile.total,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,clocks_event_reasons.active,utilization.gpu
+{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version,name,persistence_mode,ecc.mode.current --format=csv; ldd "$P";
+  nvidia-smi -q -d PERFORMANCE,ECC,TEMPERATURE,POWER | head -150; } >"$OUT/env.txt" 2>&1
+# the fields first (one invalid field would void a whole query), then more
+q=index,temperature.gpu,power.draw,memory.used,memory.total,clocks.sm,ecc.errors.uncorrected.volatile.total
+q2=index,uuid,temperature.memory,power.limit,clocks.mem,ecc.errors.corrected.volatile.total,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,utilization.gpu,persistence_mode,clocks_event_reasons.active
 : >"$OUT/health.jsonl"; : >"$OUT/smi.csv"
 for r in 1 2 3; do
   "$P" health --json --providers nvml,linux | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))' >>"$OUT/health.jsonl" 2>>"$OUT/env.txt"
   echo "round $r" >>"$OUT/smi.csv"
   nvidia-smi --query-gpu=$q --format=csv >>"$OUT/smi.csv" 2>&1
+  nvidia-smi --query-gpu=$q2 --format=csv >>"$OUT/smi.csv" 2>&1
   sleep 1
 done
 rm -f port
