@@ -3,7 +3,8 @@
  * (found with dlsym on the same library handle). A value of NAN makes the
  * quantity answer NVML_ERROR_NOT_SUPPORTED. Built by the test build as
  * build/tests/libfake_nvml.so; FAKE_NVML_DEVICES sets the device count
- * (default 2), FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail. */
+ * (default 2), FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail, FAKE_NVML_TEMP sets
+ * every device's temperature. */
 #include "health/nvml_api.h"
 #include <math.h>
 #include <stdlib.h>
@@ -78,6 +79,10 @@ void fake_nvml_reset(void)
         v[K_LOST] = 0;
         v[K_EVENTS] = 1;
     }
+    /* FAKE_NVML_TEMP sets every device's temperature (CLI tests) */
+    const char *ft = getenv("FAKE_NVML_TEMP");
+    if (ft && *ft)
+        for (unsigned i = 0; i < FAKE_MAX; i++) devs[i].v[K_TEMP] = atof(ft);
     qhead = qlen = 0;
     initialised_defaults = 1;
 }

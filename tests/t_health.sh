@@ -53,6 +53,33 @@ PLUMB_NVML_LIB=$FN "$PLUMB" health --providers nvml,linux --watch 0.05 --count 3
 [ "$(wc -l <"$TMP/h.jsonl")" -eq 3 ] && python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$TMP/h.jsonl" \
   && ok "--jsonl writes one JSON line per round" || fail "--jsonl" "$(wc -l <"$TMP/h.jsonl") lines"
 
+# inside training: a critical temperature checkpoints and stops (--on-overheat stop), or only warns
+TR="--steps 40 --train-samples 20000 --eval-samples 2000 --health-interval 0.2 --quiet"
+FAKE_NVML_TEMP=95 PLUMB_NVML_LIB=$FN "$PLUMB" train ctr $TR --checkpoint-dir "$TMP/oh/ck" --out "$TMP/oh/run" >"$TMP/oh.out" 2>&1
+python3 - "$TMP/oh/run" <<'PY' && ok "overheat: checkpoint, clean stop, health check fails with the critical alert" || fail "overheat stop" "$(tail -5 "$TMP/oh.out")"
+import json, sys, os
+d = sys.argv[1]
+r = json.load(open(d + "/results.json"))
+c = {x["name"]: x for x in r["checks"]}
+assert r["train"]["interrupted"] and r["train"]["steps"] < 40, r["train"]
+assert c["health"]["status"] == "fail"
+assert any(a["quantity"] == "temp_critical" and a["critical"] and a["value"] == 95 for a in c["health"]["details"]["alerts"])
+lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+assert any(l.get("type") == "health" and l["devices"][0]["temp_c"] == 95 for l in lines)
+PY
+ls "$TMP/oh/ck"/ckpt-*.plumb >/dev/null 2>&1 && ok "overheat: checkpoint written" || fail "overheat checkpoint" "$(ls "$TMP/oh/ck" 2>&1)"
+FAKE_NVML_TEMP=95 PLUMB_NVML_LIB=$FN "$PLUMB" train ctr $TR --on-overheat warn --out "$TMP/ow" >"$TMP/ow.out" 2>&1
+python3 - "$TMP/ow" <<'PY' && ok "--on-overheat warn: the run completes, alerts recorded" || fail "overheat warn" "$(tail -5 "$TMP/ow.out")"
+import json, sys
+r = json.load(open(sys.argv[1] + "/results.json"))
+c = {x["name"]: x for x in r["checks"]}
+assert not r["train"]["interrupted"] and r["train"]["steps"] == 40, r["train"]
+assert c["train-ctr"]["status"] == "pass" and c["health"]["status"] == "fail"
+PY
+PLUMB_NVML_LIB=$FN "$PLUMB" train ctr $TR --out "$TMP/ok" >"$TMP/okr.out" 2>&1
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]+"/results.json")); c={x["name"]:x for x in r["checks"]}; assert c["health"]["status"]=="pass", c["health"]' "$TMP/ok" \
+  && ok "cool GPUs: the run's health check passes" || fail "health pass in train" "$(tail -5 "$TMP/okr.out")"
+
 # exporter: start on an ephemeral loopback port, wait for the port file
 serve() { # serve NAME [env...] -- starts plumb health --serve in the background
   rm -f "$TMP/port"

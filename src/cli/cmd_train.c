@@ -6,6 +6,8 @@
 #include "comm/comm.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "accept/checks.h"
+#include "health/monitor.h"
 #include "report/results.h"
 #include "train/inject.h"
 #include "train/trainer.h"
@@ -56,6 +58,8 @@ int cmd_train(int argc, char **argv)
     long ck_every = 0, ck_keep = 3, micro = 64, ls_interval = 2000, threads = 0, prefetch = 4;
     double eval_frac = 0.1, lr = -1, wd = 0, ls_init = 65536, ls_growth = 2, ls_backoff = 0.5, clip = 0;
     double watchdog = 600;
+    double health_interval = 10;
+    const char *on_overheat = "stop", *health_thr = NULL;
     int resume = 0, digest = 0, quiet = 0;
     const struct opt opts[] = {
         {"--preset", OPT_CHOICE, &preset, "ctr-tiny", "model preset", "ctr-tiny|dlrm-kaggle", NULL},
@@ -102,6 +106,9 @@ int cmd_train(int argc, char **argv)
         {"--step-timeout", OPT_DOUBLE, &watchdog, NULL, "the same as --watchdog-timeout", NULL, "S"},
         {"--skip-batches", OPT_STR, &skip_batches, NULL, "comma list of steps whose batch is skipped deliberately (no update; data and step advance)", NULL, "LIST"},
         {"--max-bad-steps", OPT_INT, &max_bad, "3", "non-finite steps in a row before rolling back to the last checkpoint", "1..1000000", "N"},
+        {"--health-interval", OPT_DOUBLE, &health_interval, "10", "sample GPU and host health every S seconds into metrics.jsonl, with alerts (0 = off)", NULL, "S"},
+        {"--on-overheat", OPT_CHOICE, &on_overheat, "stop", "on a critical temperature alert: checkpoint and stop cleanly, or only warn", "stop|warn", NULL},
+        {"--health-thresholds", OPT_STR, &health_thr, NULL, "health thresholds file (key = value, docs/health.md); default 85 C, 90 C critical, 450 W, 10 ECC/h", NULL, "FILE"},
         {"--quiet", OPT_FLAG, &quiet, NULL, "no log lines, only the summary", NULL, NULL},
         {0},
     };
@@ -132,6 +139,13 @@ int cmd_train(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--watchdog-timeout, --clip-grad-norm and --weight-decay must be >= 0");
         return cli_fail("train", &e);
     }
+    if (health_interval < 0) {
+        err_set(&e, PLUMB_EUSAGE, "--health-interval: %g is negative (expected seconds >= 0)", health_interval);
+        return cli_fail("train", &e);
+    }
+    struct health_thresholds hthr;
+    health_thresholds_default(&hthr);
+    if (health_thr && health_thresholds_load(&hthr, health_thr, &e)) return cli_fail("train", &e);
     if (inject && inject_parse(inject, &e)) return cli_fail("train", &e);
     long skip_list[64];
     int n_skip = 0;
@@ -224,9 +238,20 @@ int cmd_train(int argc, char **argv)
     }
     cfg.out_dir = dir;
 
+    /* health: one sampler per host (local rank 0) */
+    struct health_monitor *hm = NULL;
+    if (health_interval > 0 && c->local_rank == 0) {
+        struct health_monitor_opts ho = {.interval_s = health_interval, .thresholds = &hthr};
+        plumb_err he = {0};
+        if (health_monitor_start(&hm, &ho, &he)) log_warn("health monitor not started: %s", he.msg);
+    }
+    cfg.health = hm;
+    cfg.stop_on_overheat = !strcmp(on_overheat, "stop");
+
     struct train_result tr;
     rc = trainer_run(&cfg, c, &tr, &e);
     if (rc) {
+        health_monitor_stop(hm);
         int code = cli_fail("train", &e);
         if (c->rank == 0) results_close(&res);
         /* a usage error is seen by every rank alike; anything else may have
@@ -254,6 +279,23 @@ int cmd_train(int argc, char **argv)
         if (tr.interrupted) check_set_status(&r, CHECK_SKIP, "interrupted at step %ld (checkpoint written)", tr.steps_done);
         results_add_check(&res, &r);
         check_free(&r);
+        if (hm) {
+            /* the health entry: every alert of the run, the last sample (the
+             * series is in metrics.jsonl) */
+            plumb_err he = {0};
+            if (health_monitor_sample_now(hm, &he)) log_warn("health: final sample failed: %s", he.msg);
+            json_t *lines = health_monitor_drain(hm), *alerts = health_monitor_alerts_json(hm);
+            struct check_ctx hctx = {.run_dir = res.dir, .device = device, .level = "quick"};
+            struct check_result hr = {0};
+            if (!check_health_report(&hctx, lines, alerts, &hthr,
+                                     tr.overheat ? "sampled through the run; stopped on a critical temperature"
+                                                 : "sampled through the run",
+                                     &hr, &he))
+                results_add_check(&res, &hr);
+            check_free(&hr);
+            json_decref(lines);
+            json_decref(alerts);
+        }
         json_t *root = res.root;
         json_object_set_new(root, "param_digest", json_string(tr.param_digest));
         if (tr.has_eval) {
@@ -275,6 +317,7 @@ int cmd_train(int argc, char **argv)
         }
         results_close(&res);
         if (tr.interrupted) {
+            if (tr.overheat) printf("stopped: critical GPU temperature (--on-overheat stop)\n");
             printf("interrupted at step %ld; checkpoint %s\n", tr.steps_done, tr.ckpt_path[0] ? tr.ckpt_path : "(none)");
         } else {
             printf("trained ctr %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", preset, tr.steps_done,
@@ -288,6 +331,7 @@ int cmd_train(int argc, char **argv)
         printf("run folder: %s\n", dir);
         fflush(stdout);
     }
+    health_monitor_stop(hm);
     comm_finalize(c);
     return exit_code;
 }

@@ -13,6 +13,7 @@
 #include "train/sampler.h"
 #include "train/scaler.h"
 #include "train/watchdog.h"
+#include "health/monitor.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -743,6 +744,7 @@ static int step_agree(struct trainer *t, long step, struct step_info *si, int64_
     int64_t v[SF_N + 2];
     for (int i = 0; i < SF_N; i++) v[i] = si->flags[i];
     if (g_stop) v[SF_STOP] = 1;
+    if (t->cfg->health && t->cfg->stop_on_overheat && health_monitor_critical(t->cfg->health)) v[SF_STOP] = 1;
     v[SF_N] = *loss_fix;
     v[SF_N + 1] = *count;
     if (inject_take(INJECT_HANG, step, t->rank)) {
@@ -1013,6 +1015,19 @@ static void metrics_step(struct trainer *t, const struct step_info *si, long epo
     fflush(t->metrics);
 }
 
+/* Health samples taken since the last step, one line each (type "health"). */
+static void metrics_health(struct trainer *t)
+{
+    json_t *lines = health_monitor_drain(t->cfg->health);
+    size_t i;
+    json_t *l;
+    json_array_foreach(lines, i, l) {
+        json_object_set_new(l, "step", json_integer(t->step));
+        jsonx_append_line(t->metrics, l, NULL);
+    }
+    json_decref(lines);
+}
+
 static void metrics_eval(struct trainer *t, const struct eval_result *r, double teacher)
 {
     if (!t->metrics) return;
@@ -1176,6 +1191,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         samples_total += (double)gv;
         double sps = step_s > 0 ? (double)gv / step_s : 0;
         metrics_step(t, &si, epoch, step_s, wait_s, sps);
+        if (cfg->health && t->metrics) metrics_health(t);
         /* non-finite steps in a row (not OOM or deliberate skips) */
         if (si.skipped && !si.oom_skipped && !si.deliberate) t->bad_run++;
         else t->bad_run = 0;
@@ -1208,9 +1224,14 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (do_ckpt && (rc = ckpt_save(t, res->ckpt_path, e))) break;
         if (stop) {
             res->interrupted = 1;
+            res->overheat = cfg->health && cfg->stop_on_overheat && health_monitor_critical(cfg->health);
+            if (res->overheat)
+                log_error("critical GPU temperature at step %ld: %s", t->step,
+                          cfg->ckpt_dir ? "checkpoint written, stopping (--on-overheat stop)"
+                                        : "stopping without a checkpoint (no --checkpoint-dir)");
             if (t->rank == 0) {
                 if (tty) fprintf(stderr, "\n");
-                log_warn("stop requested (SIGTERM/SIGINT) at step %ld: %s", t->step,
+                log_warn("stop requested (SIGTERM/SIGINT or overheat) at step %ld: %s", t->step,
                          cfg->ckpt_dir ? "checkpoint written, exiting" : "no --checkpoint-dir, exiting without a checkpoint");
             }
             break;

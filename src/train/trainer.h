@@ -65,6 +65,12 @@ struct train_config {
     const long *skip_batches;  /* steps whose batch is skipped deliberately (drills: the nan reference) */
     int n_skip_batches;
     long max_bad_steps;        /* non-finite steps in a row before a rollback to the last checkpoint */
+    /* health (health/monitor.h): the caller's sampler on this rank, or NULL.
+     * Rank 0 appends its samples to metrics.jsonl; with stop_on_overheat a
+     * critical temperature alert on any rank stops the run like SIGTERM does
+     * (checkpoint, clean exit). */
+    struct health_monitor *health;
+    int stop_on_overheat;
 };
 
 void train_config_defaults(struct train_config *c);
@@ -82,6 +88,7 @@ struct train_result {
     double data_wait_frac;     /* share of step time spent waiting for data */
     double wall_s;
     int interrupted;           /* stopped by SIGTERM/SIGINT after writing a checkpoint */
+    int overheat;              /* the stop came from a critical temperature alert on this rank */
     char ckpt_path[4096];      /* last checkpoint written ("" none) */
     double final_scale;
     char data_desc[512];
