@@ -86,8 +86,12 @@ static const char *name_for(const struct health_sample *s, int q)
 
 static void value(struct buf *b, double v)
 {
-    /* %.17g keeps integers exact and doubles round-trippable */
-    bprintf(b, " %.17g\n", v);
+    /* the shortest of %.15g / %.17g that reads back as the same double
+     * (81.265, not 81.265000000000001) */
+    char t[40];
+    snprintf(t, sizeof t, "%.15g", v);
+    if (strtod(t, NULL) != v) snprintf(t, sizeof t, "%.17g", v);
+    bprintf(b, " %s\n", t);
 }
 
 char *health_prom_render(const struct health_sample *s, int n, const struct health_eval *ev)
