@@ -198,9 +198,10 @@ int cmd_accept(int argc, char **argv)
     static const char *summary =
         "Accept this platform: run the acceptance checks at a level on every device asked for, write a run\n"
         "folder (results.json with schema plumb.results/1, checks/<name>[-<device>]/ artifacts, report.html)\n"
-        "and print a verdict table. Levels: --quick (doctor, rng and numerics per device; minutes), --standard\n"
-        "(the default: more samples, and training checks as they exist), --full (everything, including fault\n"
-        "drills). Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
+        "and print a verdict table. Levels: --quick: doctor, rng and numerics (golden and fast) on each device\n"
+        "and the run-wide health monitor (seconds on a CPU host); --standard (the default): also train-ctr on\n"
+        "each device (ctr-tiny AUC floor, golden digest against the cpu) and the fault drills (minutes);\n"
+        "--full: also 10x larger RNG samples. Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
     const struct opt opts[] = {
         {"--quick", OPT_FLAG, &quick, "off", "quick level", NULL, NULL},
         {"--standard", OPT_FLAG, &standard, "off", "standard level (the default when no level is given)", NULL, NULL},
