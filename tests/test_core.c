@@ -124,3 +124,21 @@ TEST(dev_open_rejects_bad_spec)
     CHECK(strstr(e.msg, "tpu") != NULL);
     CHECK(dev_open("cpu:x", &d, &e) == PLUMB_EUSAGE);
 }
+
+TEST(dev_cpu_fallback_can_be_turned_off)
+{
+    /* "cuda:63" cannot be opened on any host we test on (no plugin, no
+     * driver, or fewer devices): with fallback on the cpu is opened instead,
+     * with it off the device error comes back. */
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    REQUIRE(dev_open_or_cpu("cuda:63", &d, &e) == 0);
+    CHECK_STREQ(d->be->name, "cpu");
+    dev_close(d);
+    dev_set_cpu_fallback(0);
+    d = NULL;
+    CHECK(dev_open_or_cpu("cuda:63", &d, &e) == PLUMB_EDEVICE);
+    CHECK(d == NULL);
+    CHECK(strstr(e.msg, "cuda") != NULL);
+    dev_set_cpu_fallback(1);
+}

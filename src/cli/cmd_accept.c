@@ -217,6 +217,9 @@ int cmd_accept(int argc, char **argv)
     int rc = args_parse(usage, summary, opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("accept", &e);
+    /* accept checks exactly the devices it lists: a GPU that fails to open
+     * must fail its checks, not be replaced by the cpu (dev/dev.h) */
+    dev_set_cpu_fallback(0);
     if (quick + standard + full > 1) {
         err_set(&e, PLUMB_EUSAGE, "give at most one of --quick, --standard, --full");
         return cli_fail("accept", &e);

@@ -66,11 +66,15 @@ int dev_open(const char *spec, struct dev **out, plumb_err *e)
     return PLUMB_OK;
 }
 
+static int g_cpu_fallback = 1;
+
+void dev_set_cpu_fallback(int allow) { g_cpu_fallback = allow; }
+
 int dev_open_or_cpu(const char *spec, struct dev **out, plumb_err *e)
 {
     plumb_err e2 = {0};
     int rc = dev_open(spec, out, &e2);
-    if (rc == PLUMB_EDEVICE && strncmp(spec, "cpu", 3)) {
+    if (rc == PLUMB_EDEVICE && strncmp(spec, "cpu", 3) && g_cpu_fallback) {
         log_warn("%s unavailable (%s); falling back to the cpu", spec, e2.msg);
         return dev_open("cpu", out, e);
     }

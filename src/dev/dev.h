@@ -181,6 +181,11 @@ void dev_close(struct dev *d);
  * cpu instead, after a warning that names the cause. What commands use, so
  * that a host without a working GPU runs on the cpu instead of failing. */
 int dev_open_or_cpu(const char *spec, struct dev **out, plumb_err *e);
+/* Turns the fallback of dev_open_or_cpu off (allow = 0) for the whole
+ * process: `plumb accept` does this, because it checks exactly the devices it
+ * found, and a check that silently ran on the cpu instead of a broken GPU
+ * would compare the cpu with itself and pass. Default: on. */
+void dev_set_cpu_fallback(int allow);
 int dev_set_numerics(struct dev *d, enum numerics mode, int allow_tf32, plumb_err *e);
 /* Backend by name: "cpu" is built in; others come from plugins. NULL + error
  * message when the plugin could not load (the message says which library and why). */
