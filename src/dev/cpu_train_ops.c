@@ -22,10 +22,13 @@
 #define KERNEL
 #endif
 
-/* Below these sizes a parallel region costs more than it saves (and on a
- * loaded machine spinning OpenMP threads are expensive): run serially. */
-#define PAR_MIN 262144
-#define PAR_MIN_FLOP 2e6
+/* Below these sizes (about a millisecond of work) a parallel region costs
+ * more than it saves, and on a loaded machine spinning OpenMP threads are
+ * expensive: run serially. Tests scale them to 0 to force every parallel path
+ * (cpu_train_par_scale, dev/train_ops.h); results never depend on it. */
+double cpu_train_par_scale = 1.0;
+#define PAR_MIN (262144.0 * cpu_train_par_scale)
+#define PAR_MIN_FLOP (3e7 * cpu_train_par_scale)
 
 static int nthreads(struct dev *d)
 {

@@ -217,5 +217,8 @@ struct train_ops {
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */
 extern const struct train_ops cpu_train_ops;
+/* Test hook: multiplies the cpu ops' minimum sizes for parallel regions
+ * (1.0 default; 0 forces every op onto all d->threads threads). */
+extern double cpu_train_par_scale;
 
 #endif
