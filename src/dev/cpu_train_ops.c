@@ -592,7 +592,7 @@ static int cpu_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, c
     size_t per = (size_t)F * D + F;
     float *scr = scratch(SC_INTER, (size_t)nt * per * sizeof(float));
     if (!scr) return err_set(e, PLUMB_ENOMEM, "interact_fwd: out of memory");
-#pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
+#pragma omp parallel num_threads(nt) if (2.0 * B * (T + 1) * (T + 1) * D > PAR_MIN_FLOP)
     {
         float *zT = scr + (size_t)omp_get_thread_num() * per;
 #pragma omp for schedule(dynamic, 1)
@@ -614,7 +614,7 @@ static int cpu_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, c
     int nt = nthreads(d), F = T + 1;
     float *scr = scratch(SC_INTER, (size_t)nt * ((size_t)F * F + D) * sizeof(float));
     if (!scr) return err_set(e, PLUMB_ENOMEM, "interact_bwd: out of memory");
-#pragma omp parallel num_threads(nt) if ((double)B * T * T * D > PAR_MIN_FLOP)
+#pragma omp parallel num_threads(nt) if (2.0 * B * (T + 1) * (T + 1) * D > PAR_MIN_FLOP)
     {
         float *G = scr + (size_t)omp_get_thread_num() * ((size_t)F * F + D);
 #pragma omp for schedule(dynamic, 1)
