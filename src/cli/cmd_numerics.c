@@ -3,6 +3,7 @@
 #include "accept/checks.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/per_device.h"
 #include "dev/dev.h"
 #include "report/results.h"
 #include <math.h>
@@ -52,6 +53,17 @@ void numerics_print_table(const struct check_result *r)
            json_string_value(json_object_get(r->obj, "reason")) ? json_string_value(json_object_get(r->obj, "reason")) : "");
 }
 
+struct numerics_args {
+    const char *numerics;
+    int tf32;
+};
+
+static int run_numerics(const struct check_ctx *ctx, void *arg, struct check_result *r, plumb_err *e)
+{
+    const struct numerics_args *a = arg;
+    return check_numerics_run(ctx, a->numerics, a->tf32, r, e);
+}
+
 int cmd_numerics(int argc, char **argv)
 {
     const char *device = NULL, *numerics = NULL, *out = NULL, *level = NULL;
@@ -81,43 +93,9 @@ int cmd_numerics(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--tf32 needs --numerics fast (golden never uses TF32)");
         return cli_fail("numerics", &e);
     }
-    char specs[16][32];
-    int nspec = 0;
-    if (!strcmp(device, "all")) nspec = dev_list_available(specs, 16);
-    else snprintf(specs[nspec++], sizeof specs[0], "%s", device);
-    struct results res;
-    int have_res = 0;
-    if (out) {
-        char cmdline[512] = "plumb numerics";
-        for (int i = 1; i < argc; i++) {
-            size_t L = strlen(cmdline);
-            snprintf(cmdline + L, sizeof cmdline - L, " %s", argv[i]);
-        }
-        if (results_open(&res, out, cmdline, &e)) return cli_fail("numerics", &e);
-        have_res = 1;
-    }
-    int failed = 0;
-    for (int i = 0; i < nspec; i++) {
-        struct check_ctx ctx = {.run_dir = have_res ? res.dir : NULL, .device = specs[i], .level = level,
-                                .threads = (int)threads, .tty = 0};
-        struct check_result r;
-        rc = check_numerics_run(&ctx, numerics, tf32, &r, &e);
-        if (rc) {
-            if (have_res) results_close(&res);
-            return cli_fail("numerics", &e);
-        }
-        numerics_print_table(&r);
-        if (r.status == CHECK_FAIL) failed = 1;
-        if (have_res) results_add_check(&res, &r);
-        check_free(&r);
-    }
-    if (have_res) {
-        if (results_write(&res, &e)) {
-            results_close(&res);
-            return cli_fail("numerics", &e);
-        }
-        printf("results: %s/results.json\n", res.dir);
-        results_close(&res);
-    }
-    return failed ? 1 : 0;
+    struct numerics_args na = {numerics, tf32};
+    struct per_device_run p = {.cmd = "numerics", .device = device, .out = out, .level = level,
+                               .threads = (int)threads, .run = run_numerics, .print = numerics_print_table,
+                               .arg = &na};
+    return cli_run_per_device(&p, argc, argv);
 }

@@ -2,8 +2,7 @@
 #include "accept/checks.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "dev/dev.h"
-#include "report/results.h"
+#include "cli/per_device.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,17 @@ static void print_rng(const struct check_result *r)
            json_string_value(json_object_get(r->obj, "reason")) ? json_string_value(json_object_get(r->obj, "reason")) : "");
 }
 
+struct rng_args {
+    long count;
+    unsigned long long seed;
+};
+
+static int run_rng(const struct check_ctx *ctx, void *arg, struct check_result *r, plumb_err *e)
+{
+    const struct rng_args *a = arg;
+    return check_rng_run_seed(ctx, a->count, a->seed, r, e);
+}
+
 int cmd_rng(int argc, char **argv)
 {
     const char *device = NULL, *out = NULL, *seed_s = NULL;
@@ -77,42 +87,8 @@ int cmd_rng(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--seed: '%s' is not an unsigned 64-bit integer (decimal or 0x hex)", seed_s);
         return cli_fail("rng", &e);
     }
-    char specs[16][32];
-    int nspec = 0;
-    if (!strcmp(device, "all")) nspec = dev_list_available(specs, 16);
-    else snprintf(specs[nspec++], sizeof specs[0], "%s", device);
-    struct results res;
-    int have_res = 0;
-    if (out) {
-        char cmdline[512] = "plumb rng";
-        for (int i = 1; i < argc; i++) {
-            size_t L = strlen(cmdline);
-            snprintf(cmdline + L, sizeof cmdline - L, " %s", argv[i]);
-        }
-        if (results_open(&res, out, cmdline, &e)) return cli_fail("rng", &e);
-        have_res = 1;
-    }
-    int failed = 0;
-    for (int i = 0; i < nspec; i++) {
-        struct check_ctx ctx = {.run_dir = have_res ? res.dir : NULL, .device = specs[i], .level = "quick",
-                                .threads = (int)threads};
-        struct check_result r;
-        if (check_rng_run_seed(&ctx, count, seed, &r, &e)) {
-            if (have_res) results_close(&res);
-            return cli_fail("rng", &e);
-        }
-        print_rng(&r);
-        if (r.status == CHECK_FAIL) failed = 1;
-        if (have_res) results_add_check(&res, &r);
-        check_free(&r);
-    }
-    if (have_res) {
-        if (results_write(&res, &e)) {
-            results_close(&res);
-            return cli_fail("rng", &e);
-        }
-        printf("results: %s/results.json\n", res.dir);
-        results_close(&res);
-    }
-    return failed ? 1 : 0;
+    struct rng_args ra = {count, seed};
+    struct per_device_run p = {.cmd = "rng", .device = device, .out = out, .level = "quick",
+                               .threads = (int)threads, .run = run_rng, .print = print_rng, .arg = &ra};
+    return cli_run_per_device(&p, argc, argv);
 }
