@@ -291,8 +291,10 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
 {
     struct pair p;
     OPEN_PAIR_OR_SKIP(p, mode);
-    /* embedding, interaction and the sparse sums have one definition in both
-     * modes (train_ops.h): the same bits as the cpu either way */
+    /* embedding and interaction have one definition in both modes; the
+     * sparse sums have one per mode (golden one chain, fast chunks of
+     * TRAIN_SPARSE_CHUNK, train_ops.h) that the cpu implements too: the same
+     * bits as the cpu in the pair's mode either way */
     (void)mode;
     const struct train_ops *C = p.c->ops->train, *G = p.g->ops->train;
     plumb_err e = {0};
@@ -387,6 +389,7 @@ TEST(gpu_train_sparse_fast)
 {
     sparse_ops(NUMERICS_FAST, 700, 1000, 1);    /* hot rows: 40% of the samples in one row per table */
     sparse_ops(NUMERICS_FAST, 3000, 100000, 0);
+    sparse_ops(NUMERICS_FAST, 4000, 1000, 1);   /* ~1600 duplicates: 7 chunks per hot row */
 }
 
 /* ---------------- the whole model ---------------- */

@@ -308,6 +308,109 @@ static void check_embedding(enum numerics mode)
 TEST(train_ops_embedding_fd_fast) { check_embedding(NUMERICS_FAST); }
 TEST(train_ops_embedding_fd_golden) { check_embedding(NUMERICS_GOLDEN); }
 
+/* The sparse sum order of train_ops.h, exactly, for both ops and both modes:
+ * rows with 1, C-1, C, C+1, 2C+1 and 5C+3 duplicates (C = TRAIN_SPARSE_CHUNK),
+ * interleaved in input order, starting at sorted offsets on and off chunk
+ * boundaries, against a host reimplementation of the definitions in fp32:
+ * golden one chain in ascending position from 0; fast chains of C positions
+ * from 0, the chunk sums added in chunk order from 0. Values of very different
+ * magnitudes make the two orders differ on the hot rows (checked too). */
+static void sparse_order_case(enum numerics mode)
+{
+    OPEN(d, mode, 0);
+    enum { C = TRAIN_SPARSE_CHUNK, NR = 10, D = 3 };
+    const int64_t rowid[NR] = {3, 5, 17, 40, 100000, 100001, 100007, 4000000000ll, 4000000001ll, 4000000002ll};
+    const int cnt[NR] = {1, C - 1, C + 1, 5 * C + 3, C, C + 1, 2, 5 * C + 3, 1, 2 * C + 1};
+    size_t n = 0;
+    for (int r = 0; r < NR; r++) n += (size_t)cnt[r];
+    /* input order: the duplicates interleaved by a seeded shuffle */
+    int64_t *rows = malloc(n * 8);
+    float *vals = malloc(n * D * 4);
+    size_t q = 0;
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < cnt[r]; j++) rows[q++] = rowid[r];
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(urand() * (double)(i + 1));
+        int64_t t = rows[i];
+        rows[i] = rows[j];
+        rows[j] = t;
+    }
+    for (size_t i = 0; i < n * D; i++) {
+        int ex = (int)(urand() * 30) - 10;
+        vals[i] = (float)ldexp(urand() - 0.5, ex);
+    }
+    /* the host reference: rows ascending (rowid is), positions ascending */
+    float *ref_g = calloc((size_t)NR * D, 4), *ref_f = calloc((size_t)NR * D, 4);
+    int differ = 0;
+    for (int r = 0; r < NR; r++)
+        for (int k = 0; k < D; k++) {
+            float g = 0.0f, tot = 0.0f, part = 0.0f;
+            int m = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (rows[i] != rowid[r]) continue;
+                float v = vals[i * D + k];
+                g = g + v;
+                part = part + v;
+                if (++m % C == 0) {
+                    tot = tot + part;
+                    part = 0.0f;
+                }
+            }
+            if (m % C) tot = tot + part;
+            ref_g[r * D + k] = g;
+            ref_f[r * D + k] = tot;
+            if (cnt[r] <= C) CHECK(memcmp(&g, &tot, 4) == 0); /* the definitions agree there */
+            else differ += memcmp(&g, &tot, 4) != 0;
+        }
+    CHECK_MSG(differ > 0, "the test values do not tell the two orders apart");
+    const float *ref = mode == NUMERICS_GOLDEN ? ref_g : ref_f;
+    plumb_err e = {0};
+    int64_t *pr = TO(d, rows, n), *po = dput(d, NULL, n * 8), *pn = dput(d, NULL, 8);
+    float *pv = TO(d, vals, n * D), *pvo = dput(d, NULL, n * D * 4);
+    int64_t off0 = 0, *poff = TO(d, &off0, 1);
+    uint32_t *idx = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)rows[i];
+    uint32_t *pidx = TO(d, idx, n);
+    int64_t U = -1, ro[NR];
+    float *vo = malloc(n * D * 4);
+    for (int op = 0; op < 2; op++) {
+        /* op 0: sparse_coalesce; op 1: embedding_bwd with T = 1 (position p = b)
+         * over the rows below 2^32 (the first 7) */
+        size_t nn = n;
+        int nr = NR;
+        if (op == 1) {
+            nn = 0;
+            for (size_t i = 0; i < n; i++)
+                if (rows[i] < 4000000000ll) idx[nn] = (uint32_t)rows[i], memcpy(vo + nn * D, vals + i * D, D * 4), nn++;
+            nr = 7;
+            dev_upload(d, pidx, idx, nn * 4, &e);
+            dev_upload(d, pv, vo, nn * D * 4, &e);
+            REQUIRE(d->ops->train->embedding_bwd(d, NULL, poff, pidx, pv, (int)nn, (int)nn, 1, D, po, pvo, pn, &e) == 0);
+        } else {
+            REQUIRE(d->ops->train->sparse_coalesce(d, NULL, pr, pv, n, D, po, pvo, pn, &e) == 0);
+        }
+        dget(d, &U, pn, 8);
+        CHECK_EQ_INT(U, nr);
+        if (U != nr) continue;
+        dget(d, ro, po, (size_t)nr * 8);
+        dget(d, vo, pvo, (size_t)nr * D * 4);
+        for (int r = 0; r < nr; r++) {
+            CHECK_EQ_INT(ro[r], rowid[r]);
+            for (int k = 0; k < D; k++)
+                CHECK_MSG(memcmp(&vo[r * D + k], &ref[r * D + k], 4) == 0,
+                          "%s %s row %lld (%d duplicates) col %d: %.9g, expected %.9g",
+                          op ? "embedding_bwd" : "sparse_coalesce", mode == NUMERICS_GOLDEN ? "golden" : "fast",
+                          (long long)rowid[r], cnt[r], k, vo[r * D + k], ref[r * D + k]);
+        }
+    }
+    dev_free(d, pr); dev_free(d, po); dev_free(d, pn); dev_free(d, pv); dev_free(d, pvo);
+    dev_free(d, poff); dev_free(d, pidx);
+    free(rows); free(vals); free(ref_g); free(ref_f); free(idx); free(vo);
+    dev_close(d);
+}
+TEST(train_ops_sparse_sum_order_golden) { sparse_order_case(NUMERICS_GOLDEN); }
+TEST(train_ops_sparse_sum_order_fast) { sparse_order_case(NUMERICS_FAST); }
+
 /* Duplicates are summed in ascending input position: 1e8 + 1 - 1e8 = 0 in
  * fp32 that order (any other order gives 1). */
 TEST(train_ops_sparse_coalesce_order)

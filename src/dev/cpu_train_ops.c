@@ -393,18 +393,41 @@ static int radix_sort_positions(const int64_t *key, size_t n, uint32_t *perm, pl
 }
 
 /* Segment reduce over the sorted permutation: writes distinct rows ascending
- * and each row's sum in ascending position order. */
+ * and each row's sum in the train_ops.h order: chunk = 0, one chain in
+ * ascending position from 0 (golden); chunk = C, chains of C positions from
+ * 0, the chunk sums added in ascending chunk order from 0 (fast). */
 KERNEL static void seg_sum(const float *restrict vals, const uint32_t *restrict perm,
-                           const size_t *restrict seg, size_t u0, size_t u1, int D,
+                           const size_t *restrict seg, size_t u0, size_t u1, int D, size_t chunk,
                            float *restrict out)
 {
     for (size_t u = u0; u < u1; u++) {
         float *o = out + u * D;
-        for (int k = 0; k < D; k++) o[k] = 0.0f;
-        for (size_t i = seg[u]; i < seg[u + 1]; i++) {
-            const float *v = vals + (size_t)perm[i] * D;
+        const size_t s0 = seg[u], s1 = seg[u + 1];
+        if (!chunk || s1 - s0 <= chunk) {
+            for (int k = 0; k < D; k++) o[k] = 0.0f;
+            for (size_t i = s0; i < s1; i++) {
+                const float *v = vals + (size_t)perm[i] * D;
 #pragma omp simd
-            for (int k = 0; k < D; k++) o[k] = o[k] + v[k];
+                for (int k = 0; k < D; k++) o[k] = o[k] + v[k];
+            }
+            continue;
+        }
+        enum { KB = 64 };
+        for (int k0 = 0; k0 < D; k0 += KB) {
+            const int kn = D - k0 < KB ? D - k0 : KB;
+            float tot[KB], part[KB];
+            for (int k = 0; k < kn; k++) tot[k] = 0.0f;
+            for (size_t c0 = s0; c0 < s1; c0 += chunk) {
+                const size_t c1 = s1 - c0 < chunk ? s1 : c0 + chunk;
+                for (int k = 0; k < kn; k++) part[k] = 0.0f;
+                for (size_t i = c0; i < c1; i++) {
+                    const float *v = vals + (size_t)perm[i] * D + k0;
+#pragma omp simd
+                    for (int k = 0; k < kn; k++) part[k] = part[k] + v[k];
+                }
+                for (int k = 0; k < kn; k++) tot[k] = tot[k] + part[k];
+            }
+            for (int k = 0; k < kn; k++) o[k0 + k] = tot[k];
         }
     }
 }
@@ -434,11 +457,12 @@ static int coalesce(struct dev *d, const int64_t *keys, const float *vals, size_
     }
     seg[U] = n;
     int nt = nthreads(d);
+    const size_t chunk = golden(d) ? 0 : TRAIN_SPARSE_CHUNK;
 #pragma omp parallel num_threads(nt) if (n * (size_t)D > PAR_MIN)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         size_t u0 = U * t / T, u1 = U * (t + 1) / T;
-        seg_sum(vals, perm, seg, u0, u1, D, vals_out);
+        seg_sum(vals, perm, seg, u0, u1, D, chunk, vals_out);
     }
     *n_out = (int64_t)U;
     return PLUMB_OK;

@@ -38,6 +38,9 @@
 struct dev;
 typedef struct dev_stream dev_stream;
 
+/* Chunk length of the fast-mode sparse sum (embedding_bwd, sparse_coalesce). */
+#define TRAIN_SPARSE_CHUNK 256
+
 struct train_ops {
     /* ---------------- dense layers ---------------- */
 
@@ -89,16 +92,25 @@ struct train_ops {
      * coalesced as sparse_coalesce does, keyed by position p = b*T + t.
      *   dout [B, T, D]; rows_out [n_valid*T] int64; grads_out [n_valid*T, D];
      *   *n_out (device int64) = number of distinct rows U; rows_out[0..U)
-     *   ascending, grads_out[u,:] = sum of the pairs with that row, added in
-     *   ascending p order starting from 0 (plain fp32 adds, both modes). */
+     *   ascending, grads_out[u,:] = sum of the pairs with that row, in the
+     *   sparse sum order below (golden: one chain; fast: chunked). */
     int (*embedding_bwd)(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx,
                          const float *dout, int B, int n_valid, int T, int D, int64_t *rows_out,
                          float *grads_out, int64_t *n_out, plumb_err *e);
 
     /* Deterministic sparse reduction ("segment reduce"): n (row, vector) pairs
      * with possibly repeated rows -> U distinct rows ascending, each vector the
-     * sum of that row's vectors in ascending input position (stable sort by
-     * row, then fp32 adds from 0). Used after gathering sparse gradients of
+     * sum of that row's vectors (stable sort by row; the row's m positions
+     * taken in ascending input position, plain fp32 adds):
+     *   golden: one chain, acc = 0, acc = acc + v_i for i = 0..m-1;
+     *   fast:   the m sorted positions are cut into consecutive chunks of
+     *           TRAIN_SPARSE_CHUNK (the last one shorter); each chunk is one
+     *           chain from 0 as above, and the chunk sums are added in
+     *           ascending chunk order from 0. Independent of threads and
+     *           launch configuration; a row with m <= TRAIN_SPARSE_CHUNK
+     *           gets the golden bits. (A Zipf-hot row is then many short
+     *           chains that a GPU sums in parallel.)
+     * Used after gathering sparse gradients of
      * several micro-shards or ranks. rows_in [n], vals_in [n, D],
      * rows_out [n], vals_out [n, D], *n_out = U (device int64). Outputs must
      * not alias inputs. */

@@ -9,9 +9,12 @@
  *   (4-bit digits: per-tile digit counts, one exclusive scan over
  *   (digit, tile), then a stable scatter where each thread owns consecutive
  *   items), head flags and a scan give the distinct rows in ascending order;
- *   then each row's vectors are summed, in both modes as train_ops.h
- *   defines it: plain fp32 adds in ascending position from 0. One warp per
- *   row: the lanes load 32 of the row's positions at once (coalesced), then
+ *   then each row's vectors are summed as train_ops.h defines it: golden one
+ *   chain of fp32 adds in ascending position from 0; fast the same for rows
+ *   of at most TRAIN_SPARSE_CHUNK positions, and for hotter rows every chunk
+ *   of every row summed in parallel (k_chunk_sum, one warp per window of
+ *   TRAIN_SPARSE_CHUNK sorted positions) then the chunk sums added per row
+ *   in chunk order. One warp per row (or chunk): the lanes load 32 of the row's positions at once (coalesced), then
  *   each lane, owning one column, issues the 32 value loads before it adds
  *   them in position order, so a hot row (a Zipf head can hold a third of a
  *   batch) waits for memory once per 32 positions, not once per position. sparse_coalesce validates its rows (a negative one is a
@@ -332,7 +335,7 @@ __global__ void k_tile_sum(const unsigned *flag, size_t n, unsigned *tsum)
  * writes rows_out[u] and start[u]; start[U] = n, n_out = U */
 __global__ void k_seg_write(const uint64_t *ka, const uint64_t *kb, const unsigned *flag, size_t n,
                             const unsigned *toff, const unsigned *total, const unsigned long long *meta, int npass,
-                            int64_t *rows_out, unsigned *start, int64_t *n_out)
+                            int64_t *rows_out, unsigned *start, int64_t *n_out, unsigned *seg_of)
 {
     __shared__ unsigned sh[TPB];
     const uint64_t *k = sorted_in_b(meta, npass) ? kb : ka;
@@ -351,11 +354,13 @@ __global__ void k_seg_write(const uint64_t *ka, const uint64_t *kb, const unsign
     unsigned u = toff[blockIdx.x] + (threadIdx.x ? sh[threadIdx.x - 1] : 0);
     for (int j = 0; j < RS_ITEMS; j++) {
         size_t i = base + j;
-        if (i < n && flag[i]) {
+        if (i >= n) break;
+        if (flag[i]) {
             rows_out[u] = (int64_t)k[i];
             start[u] = (unsigned)i;
             u++;
         }
+        if (seg_of) seg_of[i] = u - 1; /* position 0 is a head: u >= 1 */
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         start[*total] = (unsigned)n;
@@ -363,10 +368,84 @@ __global__ void k_seg_write(const uint64_t *ka, const uint64_t *kb, const unsign
     }
 }
 
-/* one warp per row, the definition's order (see the header) */
+/* One chain of the definition (see the header): column k of the sum of the
+ * sorted positions [c0, c1), plain fp32 adds in ascending position from 0.
+ * The lanes load 32 positions at once; each lane (one column) issues its 32
+ * value loads before adding them in order. */
+__device__ static inline float warp_chain(const uint32_t *perm, const float *vals, int D, unsigned c0, unsigned c1,
+                                          int k, bool col, int lane)
+{
+    float acc = 0.0f;
+    for (unsigned b = c0; b < c1; b += PLUMB_WARP) {
+        const unsigned m = c1 - b < (unsigned)PLUMB_WARP ? c1 - b : (unsigned)PLUMB_WARP;
+        const uint32_t pl = (unsigned)lane < m ? perm[b + lane] : 0u;
+        float v[PLUMB_WARP];
+#pragma unroll
+        for (int j = 0; j < PLUMB_WARP; j++) {
+            const uint32_t p = plumb_shfl(pl, j);
+            v[j] = (col && (unsigned)j < m) ? vals[(size_t)p * D + k] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < PLUMB_WARP; j++)
+            if ((unsigned)j < m) acc = acc + v[j];
+    }
+    return acc;
+}
+
+/* Fast mode: chunk c of a hot row (more than CH positions) starts at sorted
+ * position s0 + c*CH. Window m = [m*CH, (m+1)*CH) holds at most two chunk
+ * starts: one of the row that contains position m*CH (slot 2m), and the first
+ * chunk of a hot row starting strictly inside the window (slot 2m+1; such a
+ * row also contains (m+1)*CH). The slot of chunk start q of a row starting at
+ * s0: 2*(q/CH) + (s0 > (q/CH)*CH). */
+__device__ static inline size_t chunk_slot(unsigned s0, unsigned q, unsigned CH)
+{
+    const unsigned m = q / CH;
+    return 2 * (size_t)m + (s0 > m * CH ? 1 : 0);
+}
+
+/* one warp per window: the (at most two) hot-row chunk sums starting in it */
+__global__ void k_chunk_sum(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
+                            const unsigned *start, const unsigned *seg_of, const float *vals, int D, size_t n,
+                            unsigned CH, float *part)
+{
+    const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
+    const int lane = threadIdx.x % PLUMB_WARP;
+    const size_t wpb = blockDim.x / PLUMB_WARP, nw = (n + CH - 1) / CH;
+    for (size_t m = blockIdx.x * wpb + threadIdx.x / PLUMB_WARP; m < nw; m += (size_t)gridDim.x * wpb) {
+        const size_t p0 = m * CH, p1 = p0 + CH < n ? p0 + CH : n;
+        for (int which = 0; which < 2; which++) {
+            unsigned c0 = 0, c1 = 0; /* the chunk [c0, c1), if any */
+            if (which == 0) {
+                const unsigned r = seg_of[p0], s0 = start[r], s1 = start[r + 1];
+                if (s1 - s0 <= CH) continue;
+                const unsigned q = s0 + (unsigned)((p0 - s0 + CH - 1) / CH) * CH;
+                if (q >= p1 || q >= s1) continue;
+                c0 = q;
+                c1 = s1 - q < CH ? s1 : q + CH;
+            } else {
+                if (p1 >= n) continue;
+                const unsigned r = seg_of[p1], s0 = start[r], s1 = start[r + 1];
+                if (!(s0 > p0 && s0 < p1 && s1 - s0 > CH)) continue;
+                c0 = s0;
+                c1 = s0 + CH;
+            }
+            float *o = part + (2 * m + which) * (size_t)D;
+            for (int k0 = 0; k0 < D; k0 += PLUMB_WARP) {
+                const int k = k0 + lane;
+                const float acc = warp_chain(perm, vals, D, c0, c1, k, k < D, lane);
+                if (k < D) o[k] = acc;
+            }
+        }
+    }
+}
+
+/* one warp per row, the definition's order (see the header): golden (part
+ * NULL) one chain; fast, a row of more than CH positions adds its chunk sums
+ * (k_chunk_sum) in ascending chunk order from 0 */
 __global__ void k_seg_sum_ordered(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
                                   const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
-                                  size_t maxu)
+                                  size_t maxu, const float *part, unsigned CH)
 {
     const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
     const unsigned U = *total;
@@ -375,22 +454,16 @@ __global__ void k_seg_sum_ordered(const uint32_t *va, const uint32_t *vb, const 
     for (size_t u = blockIdx.x * wpb + threadIdx.x / PLUMB_WARP; u < maxu; u += (size_t)gridDim.x * wpb) {
         if (u >= U) return; /* the whole warp: u is uniform */
         const unsigned s0 = start[u], s1 = start[u + 1];
+        const bool chunked = part && s1 - s0 > CH;
         for (int k0 = 0; k0 < D; k0 += PLUMB_WARP) {
             const int k = k0 + lane;
             const bool col = k < D;
             float acc = 0.0f;
-            for (unsigned c0 = s0; c0 < s1; c0 += PLUMB_WARP) {
-                const unsigned m = s1 - c0 < (unsigned)PLUMB_WARP ? s1 - c0 : (unsigned)PLUMB_WARP;
-                const uint32_t pl = (unsigned)lane < m ? perm[c0 + lane] : 0u;
-                float v[PLUMB_WARP];
-#pragma unroll
-                for (int j = 0; j < PLUMB_WARP; j++) {
-                    const uint32_t p = plumb_shfl(pl, j);
-                    v[j] = (col && (unsigned)j < m) ? vals[(size_t)p * D + k] : 0.0f;
-                }
-#pragma unroll
-                for (int j = 0; j < PLUMB_WARP; j++)
-                    if ((unsigned)j < m) acc = acc + v[j];
+            if (chunked) {
+                if (col)
+                    for (unsigned q = s0; q < s1; q += CH) acc = acc + part[chunk_slot(s0, q, CH) * D + k];
+            } else {
+                acc = warp_chain(perm, vals, D, s0, s1, k, col, lane);
             }
             if (col) out[u * D + k] = acc;
         }
@@ -417,7 +490,14 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     size_t o_cnt = (o_vb + n * 4 + 15) / 16 * 16;
     size_t o_flag = o_cnt + (size_t)RS_DIG * ntiles * 4;
     size_t o_tsum = o_flag + n * 4, o_start = o_tsum + (ntiles + 1) * 4;
-    size_t o_meta = (o_start + (n + 1) * 4 + 15) / 16 * 16, total_b = o_meta + 32;
+    size_t o_meta = (o_start + (n + 1) * 4 + 15) / 16 * 16, o_seg = o_meta + 32;
+    /* fast mode: the sorted position -> segment map and the chunk sums (two
+     * slots per window of TRAIN_SPARSE_CHUNK positions) */
+    const int fast = d->numerics != NUMERICS_GOLDEN;
+    const unsigned CH = TRAIN_SPARSE_CHUNK;
+    const size_t nw = (n + CH - 1) / CH;
+    size_t o_part = (o_seg + (fast ? n * 4 : 0) + 15) / 16 * 16;
+    size_t total_b = o_part + (fast ? 2 * nw * (size_t)D * 4 : 0);
     void *ws;
     int rc = tws_get(d, 0, total_b, &ws, e);
     if (rc) return rc;
@@ -428,6 +508,8 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     unsigned *start = (unsigned *)(w + o_start);
     unsigned long long *meta = (unsigned long long *)(w + o_meta);
     unsigned *total = (unsigned *)(meta + 1);
+    unsigned *seg_of = fast ? (unsigned *)(w + o_seg) : NULL;
+    float *part = fast ? (float *)(w + o_part) : NULL;
 
     unsigned g = gpu_grid(n, TPB);
     tprof_scope psort(st, TP_SORT);
@@ -458,16 +540,24 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     GPU_CHECK_LAUNCH(d, "k_tile_sum", e);
     k_scan1<<<1, TPB, 0, st->s>>>(tsum, ntiles, NULL, 0, total);
     GPU_CHECK_LAUNCH(d, "k_scan1(tiles)", e);
-    k_seg_write<<<(unsigned)ntiles, TPB, 0, st->s>>>(ka, kb, flag, n, tsum, total, meta, npass, rows_out, start, n_out);
+    k_seg_write<<<(unsigned)ntiles, TPB, 0, st->s>>>(ka, kb, flag, n, tsum, total, meta, npass, rows_out, start, n_out, seg_of);
     GPU_CHECK_LAUNCH(d, "k_seg_write", e);
-    /* both modes: train_ops.h defines the sum as plain fp32 adds in ascending
-     * position from 0 (a lane-split sum was faster on hot rows but added in
-     * another order, which the cpu comparison caught on the H200) */
+    /* train_ops.h: golden one chain per row in ascending position from 0;
+     * fast the same for rows of at most CH positions, chunks of CH summed in
+     * parallel (k_chunk_sum) then added in chunk order for hotter rows (a
+     * Zipf head can hold a third of a batch: one chain was most of the step) */
     tprof_scope pseg(st, TP_SEGSUM);
     {
-        size_t wpb = TPB / PLUMB_WARP, blocks = (n + wpb - 1) / wpb;
+        size_t wpb = TPB / PLUMB_WARP;
+        if (fast) {
+            size_t cb = (nw + wpb - 1) / wpb;
+            k_chunk_sum<<<(unsigned)(cb < 65536 * 8 ? cb : 65536 * 8), TPB, 0, st->s>>>(va, vb, meta, npass, start,
+                                                                                        seg_of, vals, D, n, CH, part);
+            GPU_CHECK_LAUNCH(d, "k_chunk_sum", e);
+        }
+        size_t blocks = (n + wpb - 1) / wpb;
         k_seg_sum_ordered<<<(unsigned)(blocks < 65536 * 8 ? blocks : 65536 * 8), TPB, 0, st->s>>>(
-            va, vb, meta, npass, start, total, vals, D, vals_out, n);
+            va, vb, meta, npass, start, total, vals, D, vals_out, n, part, CH);
         GPU_CHECK_LAUNCH(d, "k_seg_sum_ordered", e);
     }
     return PLUMB_OK;
