@@ -7,7 +7,8 @@
 #   auc      fast-mode AUC on cuda, cpu and PyTorch after a fixed budget
 #   nccl     the step with the NCCL all-reduce, world size 1
 # Usage: bash scripts/gputrain-check.sh [STAGE] where STAGE is 1 (the two
-# headline configurations) or 2 (the whole fp32,bf16 x 2048,32768 matrix).
+# headline configurations), 2 (compact: dw GEMMs) or 3 (compact: the
+# fast-mode sparse sums, tests + both headline ratios in one run).
 # Writes logs and JSON under $OUT. NVLink multicast stays off.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -78,6 +79,16 @@ if [ "$STAGE" = 1 ]; then
   step auc 150 $B --no-throughput --auc-steps 400 --auc-batch 2048 --auc-eval 131072 --vs-pytorch --torch-modes eager \
     --json "$OUT/auc.json"
   step nccl 60 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
+elif [ "$STAGE" = 3 ]; then
+  # stage 3: the chunked fast-mode sparse sums (hot rows); one short call
+  P="--pool 262144"
+  step tests 45 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
+  step tests_order 20 env PLUMB_TEST_DEVICE=cuda build/plumb-tests train_ops_sparse
+  step prof 30 env PLUMB_TRAIN_PROF=1 $B $P --precision bf16 --batch 32768 --steps 10 --warmup 3 --leak-steps 0
+  step bench_bf16 130 $B $P --precision bf16 --batch 32768 --steps 100 --warmup 20 --leak-steps 0 --vs-pytorch \
+    --torch-modes compile --json "$OUT/bench_bf16.json"
+  step bench_fp32 45 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --vs-pytorch \
+    --torch-modes eager --json "$OUT/bench_fp32.json"
 else
   # stage 2: the batch-sliced dw GEMMs; compact (the device minutes are few)
   P="--pool 262144"
