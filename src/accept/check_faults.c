@@ -54,7 +54,10 @@ int check_faults_drills(const struct check_ctx *ctx, const char *plumb, const ch
     if (rc) return err_set(e, PLUMB_EINTERNAL, "faults: cannot start the check");
     char dir[PATH_MAX];
     if (ctx->run_dir) {
-        if ((rc = check_artifact_dir(ctx, r, dir, sizeof dir, e))) return rc;
+        if ((rc = check_artifact_dir(ctx, r, dir, sizeof dir, e))) {
+            check_free(r); /* a check that returns an error owns no result */
+            return rc;
+        }
     } else {
         snprintf(dir, sizeof dir, "/tmp/plumb-faults-%d", (int)getpid());
     }
@@ -69,7 +72,10 @@ int check_faults_drills(const struct check_ctx *ctx, const char *plumb, const ch
         check_end(r);
         return PLUMB_OK;
     }
-    if (rc) return rc;
+    if (rc) {
+        check_free(r);
+        return rc;
+    }
     if (table) drills_print(res, n, table);
     int passed = 0;
     for (int i = 0; i < n; i++) {

@@ -40,9 +40,16 @@ int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plu
     if (rc) return err_set(e, rc, "train-ctr: cannot start the check");
     check_threshold(r, "auc_floor", AUC_FLOOR);
     char dir[4096] = "";
-    if (ctx->run_dir && (rc = check_artifact_dir(ctx, r, dir, sizeof dir, e))) return rc;
+    /* on an error return the check owns no result: free it */
+    if (ctx->run_dir && (rc = check_artifact_dir(ctx, r, dir, sizeof dir, e))) {
+        check_free(r);
+        return rc;
+    }
     struct comm *c;
-    if ((rc = comm_init("self", &c, e))) return rc;
+    if ((rc = comm_init("self", &c, e))) {
+        check_free(r);
+        return rc;
+    }
 
     /* 1. fast training, AUC floor */
     struct train_config cfg;
@@ -56,6 +63,7 @@ int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plu
             check_set_status(r, CHECK_FAIL, "training on %s failed: %s", device, e->msg);
             return PLUMB_OK;
         }
+        check_free(r);
         return err_wrap(e, "train-ctr on %s", device);
     }
     check_metric(r, "auc", tr.eval.auc, "");
