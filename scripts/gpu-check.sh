@@ -40,34 +40,7 @@ log "gpu-check $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ)"
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit,persistence_mode,mig.mode.current --format=csv >>"$OUT/nvidia-smi.txt" 2>&1
 cat "$OUT/nvidia-smi.txt" | tee -a "$LOG"
-mkdir -p "$here/libs-active"
-LDP=$here/libs-active
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LDP=$LDP:$d; done
-# pip's CUDA libraries (the image's PyTorch brings cuBLAS 13) as a last resort
-pyl=$(python3 - 2>/dev/null <<'PY'
-import os, importlib
-out = []
-for m in ("nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cu13"):
-    try:
-        p = importlib.import_module(m)
-        for base in list(getattr(p, "__path__", [])):
-            for sub in ("lib", "lib64"):
-                if os.path.isdir(os.path.join(base, sub)): out.append(os.path.join(base, sub))
-    except Exception:
-        pass
-print(":".join(out))
-PY
-)
-export LD_LIBRARY_PATH=$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for pass in 1 2 3; do
-  missing=$(for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f"; done 2>/dev/null | awk '/not found/{print $1}' | sort -u)
-  [ -z "$missing" ] && break
-  for m in $missing; do
-    if [ -e "fallback/$m" ]; then ln -sf "$here/fallback/$m" "$here/libs-active/$m"; log "using carried $m"
-    elif [ -n "$pyl" ] && [ "$pass" -ge 2 ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$pyl; log "adding pip CUDA libs for $m"
-    fi
-  done
-done
+. "$here/scripts/gpu-libs.sh"
 log ""; log "==== ldd"
 for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do echo "-- $f"; ldd "$f"; done 2>&1 | tee -a "$LOG" >"$OUT/ldd.txt"
 if grep -q "not found" "$OUT/ldd.txt"; then log "WARNING: unresolved libraries:"; grep "not found" "$OUT/ldd.txt" | tee -a "$LOG"; fi

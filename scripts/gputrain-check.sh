@@ -32,33 +32,7 @@ step() { # step NAME TIMEOUT_S CMD...
 log "gputrain-check stage $STAGE, $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv 2>&1 | tee -a "$LOG"
 # libraries: the host's, then carried fallbacks for what it lacks (as gpu-check.sh)
-mkdir -p "$here/libs-active"
-LDP=$here/libs-active
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LDP=$LDP:$d; done
-pyl=$(python3 - 2>/dev/null <<'PY'
-import os, importlib
-out = []
-for m in ("nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cu13"):
-    try:
-        p = importlib.import_module(m)
-        for base in list(getattr(p, "__path__", [])):
-            for sub in ("lib", "lib64"):
-                if os.path.isdir(os.path.join(base, sub)): out.append(os.path.join(base, sub))
-    except Exception:
-        pass
-print(":".join(out))
-PY
-)
-export LD_LIBRARY_PATH=$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for pass in 1 2 3; do
-  missing=$(for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f"; done 2>/dev/null | awk '/not found/{print $1}' | sort -u)
-  [ -z "$missing" ] && break
-  for m in $missing; do
-    if [ -e "fallback/$m" ]; then ln -sf "$here/fallback/$m" "$here/libs-active/$m"; log "using carried $m"
-    elif [ -n "$pyl" ] && [ "$pass" -ge 2 ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$pyl; log "adding pip CUDA libs for $m"
-    fi
-  done
-done
+. "$here/scripts/gpu-libs.sh"
 for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f" | grep "not found"; done | tee -a "$LOG"
 export PLUMB_BACKEND_PATH=$here/build
 # NCCL: the image's PyTorch brings libnccl.so.2 in its pip package
