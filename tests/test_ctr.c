@@ -567,3 +567,104 @@ TEST(ctr_fp16_overflow_reaches_gradients)
     ctr_free(m32);
     dev_close(d);
 }
+
+/* The gradient-ready hook: ranges in backward order tile ctr_grads() exactly
+ * once, each holds its final values when reported (grads prefilled with NaN;
+ * the snapshot taken in the hook equals the buffer after the whole backward),
+ * and the layers below the reported one are still untouched then. */
+struct hook_rec {
+    struct dev *d;
+    const float *grads;
+    size_t nd;
+    int n, fail_at;
+    int k[2 * CTR_MAX_LAYERS];
+    size_t off[2 * CTR_MAX_LAYERS], len[2 * CTR_MAX_LAYERS];
+    float *snap[2 * CTR_MAX_LAYERS];
+    int below_untouched[2 * CTR_MAX_LAYERS];
+};
+
+static int hook_fn(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e)
+{
+    struct hook_rec *h = ctx;
+    (void)s;
+    if (h->n == h->fail_at) return err_set(e, PLUMB_EDEVICE, "hook failure at layer %d", k);
+    int i = h->n++;
+    h->k[i] = k, h->off[i] = off, h->len[i] = len;
+    h->snap[i] = malloc(len * sizeof(float));
+    dev_download(h->d, h->snap[i], h->grads + off, len * sizeof(float), e);
+    /* everything below off still holds the NaN fill */
+    float *below = malloc((off ? off : 1) * sizeof(float));
+    dev_download(h->d, below, h->grads, off * sizeof(float), e);
+    int untouched = 1;
+    for (size_t j = 0; j < off; j++) untouched &= isnan(below[j]);
+    h->below_untouched[i] = untouched;
+    free(below);
+    return PLUMB_OK;
+}
+
+TEST(ctr_grad_ready_hook)
+{
+    struct dev *d = open_cpu(NUMERICS_FAST, 0);
+    if (!d) TEST_SKIP("no training ops on %s", test_device());
+    struct ctr_config c = small_config(8, 24, 20, 30);
+    c.n_bottom = 3; /* 13-24-12-8 */
+    c.bottom[2] = 12;
+    c.bottom[3] = 8;
+    plumb_err e = {0};
+    struct ctr_model *m = NULL;
+    REQUIRE(ctr_create(d, &c, 32, DT_F32, &m, &e) == 0);
+    rs = 4242;
+    host_init(m, 1.0);
+    size_t nd = ctr_n_dense(m);
+    size_t loff[2 * CTR_MAX_LAYERS], llen[2 * CTR_MAX_LAYERS];
+    int nl = ctr_grad_layers(m, loff, llen);
+    CHECK_EQ_INT(nl, 5);
+    float dense[32 * 13], lab[32];
+    uint32_t sp[32 * 26];
+    make_batch(32, &c, dense, sp, lab);
+    struct ctr_batch b = {32, 30, dense, sp, lab};
+    struct hook_rec h;
+    memset(&h, 0, sizeof h);
+    h.d = d, h.grads = ctr_grads(m), h.nd = nd, h.fail_at = -1;
+    REQUIRE(d->be->memset_async(d, NULL, ctr_grads(m), 0xff, nd * sizeof(float), &e) == 0); /* NaN */
+    ctr_set_grad_ready_hook(m, hook_fn, &h);
+    REQUIRE(ctr_forward_backward(m, &b, 1.0f / 30, NULL, &e) == 0);
+    float *fin = malloc(nd * sizeof(float));
+    REQUIRE(dev_download(d, fin, ctr_grads(m), nd * sizeof(float), &e) == 0);
+    REQUIRE(h.n == nl);
+    size_t end = nd, covered = 0;
+    for (int i = 0; i < h.n; i++) {
+        CHECK_EQ_INT(h.k[i], i);
+        CHECK_MSG(h.off[i] == loff[i] && h.len[i] == llen[i], "layer %d: [%zu,+%zu) vs listed [%zu,+%zu)", i,
+                  h.off[i], h.len[i], loff[i], llen[i]);
+        CHECK_MSG(h.off[i] + h.len[i] == end, "layer %d ends at %zu, expected %zu", i, h.off[i] + h.len[i], end);
+        CHECK(h.len[i] > 0);
+        end = h.off[i];
+        covered += h.len[i];
+        CHECK_MSG(!memcmp(h.snap[i], fin + h.off[i], h.len[i] * sizeof(float)),
+                  "layer %d: values at report time differ from the final gradient", i);
+        CHECK_MSG(h.below_untouched[i], "layer %d: gradients below it were written before it was reported", i);
+        free(h.snap[i]);
+    }
+    CHECK(end == 0);
+    CHECK(covered == nd);
+    /* the final gradient is finite and not all zero (the snapshots compared real values) */
+    int finite = 1, nonzero = 0;
+    for (int i = 0; i < ctr_n_tensors(m); i++) {
+        const struct ctr_tensor *t = ctr_tensor(m, i);
+        if (t->is_table) continue;
+        for (size_t j = t->offset; j < t->offset + t->numel; j++) finite &= isfinite(fin[j]) != 0, nonzero |= fin[j] != 0;
+    }
+    CHECK(finite && nonzero);
+    /* a failing hook ends the backward with its error */
+    memset(&h, 0, sizeof h);
+    h.d = d, h.grads = ctr_grads(m), h.nd = nd, h.fail_at = 2;
+    int rc = ctr_forward_backward(m, &b, 1.0f / 30, NULL, &e);
+    CHECK_EQ_INT(rc, PLUMB_EDEVICE);
+    CHECK(strstr(e.msg, "hook failure at layer 2") != NULL);
+    for (int i = 0; i < h.n; i++) free(h.snap[i]);
+    ctr_set_grad_ready_hook(m, NULL, NULL);
+    free(fin);
+    ctr_free(m);
+    dev_close(d);
+}

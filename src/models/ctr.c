@@ -45,6 +45,8 @@ struct ctr_model {
     int64_t *d_nrows; /* [1] */
     size_t nrows;
     float *adam_m, *adam_v; /* [n_params] or NULL */
+    ctr_grad_ready_fn ready;  /* backward hook (ctr_set_grad_ready_hook), or NULL */
+    void *ready_ctx;
 };
 
 /* ---------------- configuration ---------------- */
@@ -276,6 +278,35 @@ const int64_t *ctr_table_off(const struct ctr_model *m) { return m->off; }
 struct dev *ctr_dev(struct ctr_model *m) { return m->d; }
 int ctr_max_batch(const struct ctr_model *m) { return m->max_batch; }
 
+void ctr_set_grad_ready_hook(struct ctr_model *m, ctr_grad_ready_fn fn, void *ctx)
+{
+    m->ready = fn;
+    m->ready_ctx = ctx;
+}
+
+/* Layer k of the backward order (top MLP last layer first, bottom layer 0
+ * last) owns its weight and bias and the padding up to the next layer's
+ * weight (or n_dense): ranges descend and tile [0, n_dense). */
+int ctr_grad_layers(const struct ctr_model *m, size_t *off, size_t *len)
+{
+    const int nl = m->c.n_bottom + m->c.n_top;
+    for (int k = 0; k < nl; k++) {
+        int ti = 2 * (nl - 1 - k);
+        size_t end = ti + 2 < 2 * nl ? m->t[ti + 2].offset : m->n_dense;
+        off[k] = m->t[ti].offset;
+        len[k] = end - off[k];
+    }
+    return nl;
+}
+
+static int grad_ready(struct ctr_model *m, int k, int ti, plumb_err *e)
+{
+    if (!m->ready) return PLUMB_OK;
+    const int nl = m->c.n_bottom + m->c.n_top;
+    size_t end = ti + 2 < 2 * nl ? m->t[ti + 2].offset : m->n_dense;
+    return m->ready(m->ready_ctx, k, m->t[ti].offset, end - m->t[ti].offset, NULL, e);
+}
+
 void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t *n)
 {
     *rows = m->rows;
@@ -481,6 +512,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         rc = T->linear_bwd(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
                            m->grads + m->t[ti].offset, m->grads + m->t[ti + 1].offset, B, c->top[l], c->top[l + 1],
                            l < c->n_top - 1, m->prec, e);
+        if (!rc) rc = grad_ready(m, c->n_top - 1 - l, ti, e);
         float *s = cur;
         cur = nxt;
         nxt = s;
@@ -496,6 +528,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         rc = T->linear_bwd(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, l > 0 ? nxt : NULL,
                            m->grads + m->t[ti].offset, m->grads + m->t[ti + 1].offset, B, c->bottom[l],
                            c->bottom[l + 1], 1, m->prec, e);
+        if (!rc) rc = grad_ready(m, c->n_top + c->n_bottom - 1 - l, ti, e);
         float *s = cur;
         cur = nxt;
         nxt = s;

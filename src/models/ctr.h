@@ -174,6 +174,22 @@ int ctr_forward_backward_dev(struct ctr_model *m, const struct ctr_dev_batch *b,
 /* Forward only to the logits (for timing the forward part); synchronous. */
 int ctr_forward_dev(struct ctr_model *m, const struct ctr_dev_batch *b, plumb_err *e);
 
+/* Gradient-ready hook (data-parallel overlap): during backward, each time a
+ * layer's dense gradients (weight + bias) are complete on stream s (NULL =
+ * the default stream), fn(ctx, k, off, len, s, e) is called with k the
+ * layer's position in backward order (0 = the top MLP's last layer ... the
+ * bottom MLP's first layer last) and [off, off+len) its range of ctr_grads()
+ * in floats, padding to the next layer included. The ranges descend and
+ * cover [0, n_dense) exactly once (ctr_grad_layers lists them). "Complete"
+ * is in stream order: work enqueued on s after the call sees the final
+ * values (e.g. an all-reduce of that bucket). A non-zero return ends the
+ * backward with that error. fn NULL: no hook. */
+typedef int (*ctr_grad_ready_fn)(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e);
+void ctr_set_grad_ready_hook(struct ctr_model *m, ctr_grad_ready_fn fn, void *ctx);
+/* The hook's ranges in backward order: off[k], len[k] for k < the returned
+ * layer count (n_bottom + n_top <= 2 * CTR_MAX_LAYERS entries). */
+int ctr_grad_layers(const struct ctr_model *m, size_t *off, size_t *len);
+
 /* The sparse gradient list of the last ctr_forward_backward: device rows [*n]
  * (ascending, distinct) and grads [*n, D]. */
 void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t *n);
