@@ -7,8 +7,11 @@
 #   auc      fast-mode AUC on cuda, cpu and PyTorch after a fixed budget
 #   nccl     the step with the NCCL all-reduce, world size 1
 # Usage: bash scripts/gputrain-check.sh [STAGE] where STAGE is 1 (the two
-# headline configurations), 2 (compact: dw GEMMs) or 3 (compact: the
-# fast-mode sparse sums, tests + both headline ratios in one run).
+# headline configurations), 2 (compact: dw GEMMs), 3 (compact: the
+# fast-mode sparse sums, tests + both headline ratios in one run) or train
+# (plumb train's device-resident fast step: --comm self vs nccl on 1 rank and
+# under mpirun -np 1 give one digest; -np 2 nccl = mpi when 2 GPUs are visible;
+# samples/s of train next to bench ctr's).
 # Writes logs and JSON under $OUT. NVLink multicast stays off.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,6 +56,35 @@ if [ "$STAGE" = 1 ]; then
   step auc 150 $B --no-throughput --auc-steps 400 --auc-batch 2048 --auc-eval 131072 --vs-pytorch --torch-modes eager \
     --json "$OUT/auc.json"
   step nccl 60 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
+elif [ "$STAGE" = train ]; then
+  # plumb train ctr on the GPU, fast fp32 (loss scale 1): the local path, the
+  # NCCL path (4 MiB buckets: several, enqueued from the grad-ready hook) on
+  # 1 rank and under mpirun -np 1 must give one parameter digest
+  TR="build/plumb train ctr --preset dlrm-kaggle --rows 100000 --device cuda --precision fp32 --batch 2048 --steps 300
+      --train-samples 2000000 --eval-samples 65536 --param-digest --health-interval 0"
+  step train_self 120 $TR --comm self --out $W/tr_self
+  step train_nccl 120 env PLUMB_NCCL_BUCKET_MB=4 $TR --comm nccl --out $W/tr_nccl
+  step train_mpi1 120 env PLUMB_NCCL_BUCKET_MB=4 mpirun -np 1 -x PLUMB_NCCL_LIB -x PLUMB_BACKEND_PATH -x PLUMB_NCCL_BUCKET_MB \
+    $TR --comm nccl --out $W/tr_mpi1
+  step train_auto_bf16 120 $TR --precision bf16 --batch 32768 --steps 100 --out $W/tr_bf16
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c GPU)
+  if [ "${ngpu:-0}" -ge 2 ]; then
+    step train_np2_nccl 150 mpirun -np 2 -x PLUMB_NCCL_LIB -x PLUMB_BACKEND_PATH $TR --comm nccl --out $W/tr_np2n
+    step train_np2_mpi 150 mpirun -np 2 -x PLUMB_BACKEND_PATH $TR --comm mpi --out $W/tr_np2m
+  fi
+  step bench_ref 90 $B --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --json "$OUT/bench_fp32.json"
+  for r in tr_self tr_nccl tr_mpi1 tr_bf16 tr_np2n tr_np2m; do
+    [ -f "$W/$r/results.json" ] && log "$r: digest $(jq -r .param_digest "$W/$r/results.json") auc $(jq -r .auc "$W/$r/results.json") samples/s $(jq -r .train.samples_per_s "$W/$r/results.json")"
+  done
+  a=$(jq -r .param_digest "$W/tr_self/results.json" 2>/dev/null); b=$(jq -r .param_digest "$W/tr_nccl/results.json" 2>/dev/null)
+  c=$(jq -r .param_digest "$W/tr_mpi1/results.json" 2>/dev/null)
+  [ -n "$a" ] && [ "$a" != null ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && log "VERDICT train: PASS self = nccl = mpirun -np 1 nccl ($a)" \
+    || log "VERDICT train: FAIL digests self $a nccl $b mpi1 $c"
+  if [ "${ngpu:-0}" -ge 2 ]; then
+    a=$(jq -r .param_digest "$W/tr_np2n/results.json" 2>/dev/null); b=$(jq -r .param_digest "$W/tr_np2m/results.json" 2>/dev/null)
+    [ -n "$a" ] && [ "$a" != null ] && [ "$a" = "$b" ] && log "VERDICT train np2: PASS nccl = mpi ($a)" || log "VERDICT train np2: FAIL nccl $a mpi $b"
+  fi
+  grep -h "comm:" "$LOG" | sort -u | tee -a "$OUT/comm-lines.txt"
 elif [ "$STAGE" = 3 ]; then
   # stage 3: the chunked fast-mode sparse sums (hot rows); one short call
   P="--pool 262144"

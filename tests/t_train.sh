@@ -137,4 +137,61 @@ grep -q "bad.tsv: line 101: I2 (column 3): 'zz' is not an integer" "$TMP/err" &&
 # config mismatch on resume is refused with both configurations shown
 expect_exit "resume with another batch: exit 2" 2 "$PLUMB" train ctr $F --batch 128 --resume --out "$TMP/f9"
 grep -q "another configuration" "$TMP/err" && ok "config hash mismatch is named" || fail "config mismatch message" "$(head -c 300 "$TMP/err")"
+
+# 9. the fast gradient path (docs/TRAINING.md): 1 rank keeps the gradients on the device; the
+# device-collective path (buckets from the grad-ready hook, padded sparse gather, coalesce on the
+# device) runs on the cpu device with the host comm standing in for NCCL (PLUMB_TRAIN_DEVICE_COMM=host)
+FB="--steps 40 --train-samples 20000 --eval-samples 1000 --quiet --param-digest --health-interval 0 --threads 1"
+FX="--optimizer sgd --precision fp16 --inject nan@5,oom@9x4 --clip-grad-norm 0.05"
+dg() { awk '/^param_digest/{print $2}' "$1"; }
+# digests of main before the device-resident step (commit 2907319; OpenBLAS kernels pinned)
+REC_A=ad8bac89f2e8eb87fe631b0d8f8c3a85cbaaaadf7d8aa628a64d74feeb7ca134
+REC_X=aaccceb2cee3633fffedbe4c70b6a5922290fae727424e0fc980d2446faac0d7
+export OPENBLAS_CORETYPE=Haswell
+for i in 1 2; do
+  "$PLUMB" train ctr $FB --out "$TMP/w1a$i" >"$TMP/w1a$i.out" 2>&1
+  "$PLUMB" train ctr $FB $FX --out "$TMP/w1x$i" >"$TMP/w1x$i.out" 2>&1
+done
+[ "$(dg "$TMP/w1a1.out")" = $REC_A ] && [ "$(dg "$TMP/w1a2.out")" = $REC_A ] \
+  && ok "1 rank fast (adamw fp32), twice: digest = main's before the change" || fail "1 rank fast digest" "$(dg "$TMP/w1a1.out") $(dg "$TMP/w1a2.out")"
+[ "$(dg "$TMP/w1x1.out")" = $REC_X ] && [ "$(dg "$TMP/w1x2.out")" = $REC_X ] \
+  && ok "1 rank fast (sgd fp16, inf skip, OOM split, clipping), twice: digest = main's" || fail "1 rank fast digest (fp16/split/clip)" "$(dg "$TMP/w1x1.out") $(dg "$TMP/w1x2.out")"
+"$PLUMB" train ctr ${FB/--quiet/} --steps 1 --out "$TMP/w1l" 2>&1 | grep -q "1 rank: gradients stay on the device" \
+  && ok "log names the path (1 rank: no exchange)" || fail "log line for the local path"
+DC="env PLUMB_TRAIN_DEVICE_COMM=host PLUMB_NCCL_BUCKET_MB=0.0001"
+$DC "$PLUMB" train ctr $FB --out "$TMP/w1d" >"$TMP/w1d.out" 2>&1
+$DC "$PLUMB" train ctr $FB $FX --out "$TMP/w1dx" >"$TMP/w1dx.out" 2>&1
+$DC "$PLUMB" train ctr ${FB/--quiet/} --steps 1 --out "$TMP/w1dl" 2>&1 | grep -q "standing in for NCCL, 4 buckets" \
+  && ok "device-collective path: 4 gradient buckets from the hook" || fail "device path log" "$($DC "$PLUMB" train ctr ${FB/--quiet/} --steps 1 --out "$TMP/w1dl" 2>&1 | grep comm:)"
+[ "$(dg "$TMP/w1d.out")" = $REC_A ] && [ "$(dg "$TMP/w1dx.out")" = $REC_X ] \
+  && ok "1 rank, device-collective path (4 buckets = layers, gather, coalesce): the same digests" || fail "device path 1 rank" "$(dg "$TMP/w1d.out") $(dg "$TMP/w1dx.out")"
+# 2 ranks: host path = device-collective path (fp32 and fp16 with power-of-two scale: the same sums)
+for cfg in a x; do
+  X=""; [ $cfg = x ] && X=$FX
+  $MPI -np 2 "$PLUMB" train ctr $FB $X --out "$TMP/h2$cfg" >"$TMP/h2$cfg.out" 2>&1
+  $MPI -np 2 -x PLUMB_TRAIN_DEVICE_COMM=host -x PLUMB_NCCL_BUCKET_MB=0.0001 "$PLUMB" train ctr $FB $X --out "$TMP/d2$cfg" >"$TMP/d2$cfg.out" 2>&1
+  a=$(dg "$TMP/h2$cfg.out"); b=$(dg "$TMP/d2$cfg.out")
+  [ -n "$a" ] && [ "$a" = "$b" ] && ok "-np 2 [${X:-adamw fp32}]: host path = device-collective path ($a)" || fail "-np 2 host vs device [$X]" "$a vs $b; $(tail -2 "$TMP/d2$cfg.out")"
+done
+# 3 ranks, device-collective path: converges and is deterministic run to run
+R3="--steps 300 --train-samples 50000 --eval-samples 4000 --quiet --param-digest --health-interval 0"
+for i in 1 2; do
+  $MPI -np 3 -x PLUMB_TRAIN_DEVICE_COMM=host -x PLUMB_NCCL_BUCKET_MB=0.0001 "$PLUMB" train ctr $R3 --out "$TMP/d3$i" >"$TMP/d3$i.out" 2>&1 \
+    || fail "-np 3 device path runs" "$(tail -3 "$TMP/d3$i.out")"
+done
+a=$(dg "$TMP/d31.out"); b=$(dg "$TMP/d32.out"); auc=$(J "$TMP/d31/results.json" .auc)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "-np 3 device-collective path: same digest twice" || fail "-np 3 device determinism" "$a vs $b"
+jq -s '[.[] | select(.type=="step") | .loss] | [(.[0:50] | add / length), (.[-50:] | add / length)]' "$TMP/d31/metrics.jsonl" >"$TMP/lf3" \
+  && read -r l0 l1 < <(jq -r '"\(.[0]) \(.[1])"' "$TMP/lf3")
+awk -v a="$auc" -v x="$l0" -v y="$l1" 'BEGIN{exit !(a >= 0.7 && y < x - 0.02)}' && ok "-np 3 device path learns: auc $auc, loss $l0 -> $l1" \
+  || fail "-np 3 device path learns" "auc $auc loss $l0 -> $l1"
+n=$(jq -s '[.[] | select(.type=="step" and .comm_s >= 0 and .compute_s > 0 and .opt_s >= 0 and .grad_norm != null)] | length' "$TMP/d31/metrics.jsonl")
+[ "$n" -eq 300 ] && ok "metrics: compute/comm/opt timings and the grad norm on every step" || fail "metrics timings" "$n rows"
+# -np 3 host path twice (the other fast multi-rank path)
+for i in 1 2; do $MPI -np 3 "$PLUMB" train ctr $FB $FX --out "$TMP/h3$i" >"$TMP/h3$i.out" 2>&1; done
+a=$(dg "$TMP/h31.out"); b=$(dg "$TMP/h32.out")
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "-np 3 host path (fp16, inf skip, OOM split): same digest twice" || fail "-np 3 host determinism" "$a vs $b"
+unset OPENBLAS_CORETYPE
+expect_exit "--comm nccl on the cpu device: exit 2" 2 "$PLUMB" train ctr --comm nccl --steps 2 --quiet --out "$TMP/nc"
+grep -q "comm nccl: device cpu is not a cuda or hip GPU" "$TMP/err" && ok "--comm nccl on cpu names the device" || fail "--comm nccl message" "$(cat "$TMP/err")"
 finish

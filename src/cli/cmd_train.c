@@ -59,7 +59,7 @@ int cmd_train(int argc, char **argv)
     double eval_frac = 0.1, lr = -1, wd = 0, ls_init = 65536, ls_growth = 2, ls_backoff = 0.5, clip = 0;
     double watchdog = 600;
     double health_interval = 10;
-    const char *on_overheat = "stop", *health_thr = NULL;
+    const char *on_overheat = "stop", *health_thr = NULL, *comm = "auto";
     int resume = 0, digest = 0, quiet = 0;
     const struct opt opts[] = {
         {"--preset", OPT_CHOICE, &preset, "ctr-tiny", "model preset", "ctr-tiny|dlrm-kaggle", NULL},
@@ -96,6 +96,9 @@ int cmd_train(int argc, char **argv)
         {"--loss-scale-interval", OPT_INT, &ls_interval, "2000", "clean steps before growing the scale", "1..", "N"},
         {"--clip-grad-norm", OPT_DOUBLE, &clip, "0", "clip the global gradient norm to X (0 = off)", NULL, "X"},
         {"--device", OPT_STR, &device, "cpu", "cpu, cuda, hip, cuda:N, hip:N (cuda/hip: one GPU per local rank)", NULL, "D"},
+        {"--comm", OPT_CHOICE, &comm, "auto",
+         "gradient comm: auto (nccl/rccl for a GPU with fast numerics on >1 rank, else the host comm), mpi, self (1 rank "
+         "per process), nccl (also on 1 rank)", "auto|mpi|self|nccl", NULL},
         {"--threads", OPT_INT, &threads, "0", "cpu threads per rank (0 = cores / ranks on this host)", "0..4096", "N"},
         {"--out", OPT_STR, &out, NULL, "run folder (metrics.jsonl, results.json); default runs/<UTC>-<host>-<id>", NULL, "DIR"},
         {"--predictions", OPT_STR, &pred, NULL, "write the final eval's label,score pairs to FILE", NULL, "FILE"},
@@ -202,6 +205,7 @@ int cmd_train(int argc, char **argv)
     cfg.ls_interval = ls_interval;
     cfg.clip_grad_norm = clip;
     cfg.device = device;
+    cfg.comm = comm;
     cfg.threads = (int)threads;
     cfg.predictions = pred;
     cfg.prefetch = (int)prefetch;
@@ -213,7 +217,8 @@ int cmd_train(int argc, char **argv)
     cfg.quiet = quiet;
 
     struct comm *c;
-    if (comm_init("auto", &c, &e)) return cli_fail("train", &e);
+    /* the host comm (control, golden sums, the host gradient path); nccl rides on it */
+    if (comm_init(!strcmp(comm, "self") || !strcmp(comm, "mpi") ? comm : "auto", &c, &e)) return cli_fail("train", &e);
 
     /* rank 0 creates the run folder; everyone learns its path */
     struct results res;

@@ -5,6 +5,7 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "comm/comm_nccl.h"
 #include "dev/train_ops.h"
 #include "models/ctr.h"
 #include "train/ckpt.h"
@@ -29,6 +30,11 @@
 #define FIX_BITS 40
 #define LOSS_FIX 4294967296.0 /* losses summed in fixed point 2^-32 */
 #define BUCKET ((size_t)1 << 20) /* gradient all-reduce bucket, elements */
+#define SCR_SUMSQ 0 /* the step's status block (d_scratch): double sumsq */
+#define SCR_FOUND 8 /* int found_inf */
+#define SCR_N 16    /* int64 distinct sparse rows */
+#define SCR_BYTES 24
+enum { GP_LOCAL = 0, GP_HOST = 1, GP_DEVICE = 2 };
 
 static volatile sig_atomic_t g_stop;
 void trainer_request_stop(void) { g_stop = 1; }
@@ -104,9 +110,30 @@ struct trainer {
     /* device scratch */
     int64_t *d_rows_in, *d_rows;   /* [sparse_cap] */
     float *d_sg_in, *d_sg;         /* [sparse_cap, D] */
-    int64_t *d_n;
-    int *d_found;
-    double *d_sumsq;
+    int64_t *d_n;             /* -> d_scratch + SCR_N */
+    int *d_found;             /* -> d_scratch + SCR_FOUND */
+    double *d_sumsq;          /* -> d_scratch + SCR_SUMSQ */
+    void *d_scratch;          /* the step's status block, read back in one piece */
+    /* fast gradient path (see "the fast gradient path" below) */
+    int gp;                   /* GP_LOCAL, GP_HOST, GP_DEVICE */
+    struct nccl_comm *nc;     /* GP_DEVICE over NCCL/RCCL; NULL: the host comm stands in (cpu device) */
+    int n_layers, nb, launched;
+    int close_at[2 * CTR_MAX_LAYERS];          /* backward layer k closes bucket close_at[k] (-1: none) */
+    size_t b_lo[2 * CTR_MAX_LAYERS], b_hi[2 * CTR_MAX_LAYERS]; /* dense buckets, in launch order */
+    int64_t *l_rows;          /* this rank's sparse list before the exchange (device) */
+    float *l_grads;
+    size_t l_n;
+    const int64_t *s_rows;    /* the step's reduced sparse list for the optimizer (device) */
+    const float *s_grads;
+    size_t s_n;
+    void *d_send, *d_recv;    /* GP_DEVICE sparse exchange */
+    size_t send_cap, recv_cap;
+    double ss;                /* squared global norm when have_ss */
+    int have_ss;
+    float *hd;                /* GP_HOST host views of the dense grads and the sparse list */
+    const int64_t *hr;
+    const float *hg;
+    size_t hn;
     /* eval (this rank's contiguous share of the eval split) */
     long ev_lo, ev_n;
     float *ev_dense, *ev_labels;
@@ -180,8 +207,11 @@ static void trainer_free(struct trainer *t)
 {
     if (t->metrics) fclose(t->metrics);
     if (t->d) {
+        if (t->nc) nccl_comm_free(t->nc);
         dev_free(t->d, t->d_rows_in), dev_free(t->d, t->d_rows), dev_free(t->d, t->d_sg_in);
-        dev_free(t->d, t->d_sg), dev_free(t->d, t->d_n), dev_free(t->d, t->d_found), dev_free(t->d, t->d_sumsq);
+        dev_free(t->d, t->d_sg), dev_free(t->d, t->d_scratch);
+        if (t->d_send) dev_free(t->d, t->d_send);
+        if (t->d_recv) dev_free(t->d, t->d_recv);
     }
     ctr_free(t->m);
     free(t->h_dense), free(t->h_rows), free(t->h_sgrads), free(t->h_acc);
@@ -196,12 +226,17 @@ static int open_device(struct trainer *t, plumb_err *e)
 {
     const struct train_config *cfg = t->cfg;
     char spec[64];
-    /* one process per GPU: "cuda" means cuda:<local rank> */
-    if ((!strcmp(cfg->device, "cuda") || !strcmp(cfg->device, "hip")) && t->c->local_world > 1)
-        snprintf(spec, sizeof spec, "%s:%d", cfg->device, t->c->local_rank);
-    else
+    int rc;
+    /* one process per GPU: "cuda" means cuda:<local rank> (an error when the
+     * host shows fewer GPUs than ranks, naming the visibility variable) */
+    if ((!strcmp(cfg->device, "cuda") || !strcmp(cfg->device, "hip")) && t->c->local_world > 1) {
+        char s32[32];
+        if ((rc = nccl_device_for_rank(cfg->device, t->c->local_rank, t->c->local_world, s32, e))) return rc;
+        snprintf(spec, sizeof spec, "%s", s32);
+    } else {
         snprintf(spec, sizeof spec, "%s", cfg->device);
-    int rc = dev_open_or_cpu(spec, &t->d, e);
+    }
+    rc = dev_open_or_cpu(spec, &t->d, e);
     if (rc) return rc;
     if (!strcmp(t->d->be->name, "cpu")) {
         int th = cfg->threads;
@@ -288,10 +323,11 @@ static int setup(struct trainer *t, plumb_err *e)
         (rc = dev_alloc(t->d, sc * sizeof(int64_t), (void **)&t->d_rows, e)) ||
         (rc = dev_alloc(t->d, sc * D * sizeof(float), (void **)&t->d_sg_in, e)) ||
         (rc = dev_alloc(t->d, sc * D * sizeof(float), (void **)&t->d_sg, e)) ||
-        (rc = dev_alloc(t->d, sizeof(int64_t), (void **)&t->d_n, e)) ||
-        (rc = dev_alloc(t->d, sizeof(int), (void **)&t->d_found, e)) ||
-        (rc = dev_alloc(t->d, sizeof(double), (void **)&t->d_sumsq, e)))
+        (rc = dev_alloc(t->d, SCR_BYTES, &t->d_scratch, e)))
         return rc;
+    t->d_sumsq = (double *)((char *)t->d_scratch + SCR_SUMSQ);
+    t->d_found = (int *)((char *)t->d_scratch + SCR_FOUND);
+    t->d_n = (int64_t *)((char *)t->d_scratch + SCR_N);
 
     /* this rank's eval share: contiguous chunks of eval_batch samples */
     long ne = t->ds->n[1], E = cfg->eval_batch, C = (ne + E - 1) / E;
@@ -313,6 +349,100 @@ static int setup(struct trainer *t, plumb_err *e)
     data_fill(t->ds, 1, idx, (int)t->ev_n, t->rows, t->ev_dense, t->ev_sparse, t->ev_labels);
     free(idx);
     config_string(t);
+    return PLUMB_OK;
+}
+
+/* The gradient path of fast numerics and the device comm (--comm; see "the
+ * fast gradient path" below). Collective: every rank calls it after setup
+ * succeeded everywhere. */
+static int setup_comm(struct trainer *t, plumb_err *e)
+{
+    const struct train_config *cfg = t->cfg;
+    const char *kind = cfg->comm && *cfg->comm ? cfg->comm : "auto";
+    const char *be = t->d->be->name;
+    int gpu = !strcmp(be, "cuda") || !strcmp(be, "hip");
+    int fast = cfg->numerics == NUMERICS_FAST;
+    const char *stand = getenv("PLUMB_TRAIN_DEVICE_COMM");
+    char why[1024] = "";
+    int use_nccl = 0, rc;
+    if (strcmp(kind, "auto") && strcmp(kind, "nccl") && strcmp(kind, "mpi") && strcmp(kind, "self"))
+        return err_set(e, PLUMB_EUSAGE, "--comm: '%s' (expected auto, mpi, self or nccl)", kind);
+    if (!strcmp(kind, "nccl")) {
+        if (!gpu)
+            return err_set(e, PLUMB_EUSAGE, "--comm nccl: device %s is not a cuda or hip GPU (use --comm auto or mpi)",
+                           t->d->label);
+        if (fast) use_nccl = 1, snprintf(why, sizeof why, "--comm nccl");
+        else snprintf(why, sizeof why, "--comm nccl, but golden numerics sum int64 fixed point over the host comm");
+    } else if (!strcmp(kind, "auto")) {
+        if (!gpu) snprintf(why, sizeof why, "auto: device %s is not a GPU", t->d->label);
+        else if (!fast) snprintf(why, sizeof why, "auto: golden numerics (exact int64 sums over the host comm)");
+        else if (t->world == 1) snprintf(why, sizeof why, "auto: 1 rank, nothing to exchange");
+        else {
+            plumb_err le = {0};
+            use_nccl = nccl_load(be, NULL, 0, &le) == PLUMB_OK;
+            if (!use_nccl) snprintf(why, sizeof why, "auto: %s", le.msg);
+            /* every rank must take the same path */
+            uint32_t v = (uint32_t)use_nccl;
+            if ((rc = comm_allreduce(t->c, &v, 1, DT_U32, COMM_MIN, "nccl availability", e))) return rc;
+            if (use_nccl && !v) snprintf(why, sizeof why, "auto: NCCL/RCCL does not load on every rank");
+            use_nccl = (int)v;
+            if (use_nccl) snprintf(why, sizeof why, "auto: %s device, fast numerics, %d ranks", be, t->world);
+        }
+    } else {
+        snprintf(why, sizeof why, "--comm %s", kind);
+    }
+    if (use_nccl) {
+        double to = cfg->watchdog_s > 0 ? cfg->watchdog_s : 300;
+        if ((rc = nccl_comm_init(t->c, t->d, to, &t->nc, e))) return err_wrap(e, "--comm %s", kind);
+        t->gp = GP_DEVICE;
+    } else if (fast && stand && !strcmp(stand, "host")) {
+        /* test hook: the device-collective path with the host comm standing
+         * in for NCCL, possible on the cpu device only (its memory is host memory) */
+        if (!is_cpu(t))
+            return err_set(e, PLUMB_EUSAGE, "PLUMB_TRAIN_DEVICE_COMM=host needs the cpu device (not %s)", t->d->label);
+        t->gp = GP_DEVICE;
+        snprintf(why + strlen(why), sizeof why - strlen(why), "; PLUMB_TRAIN_DEVICE_COMM=host");
+    } else {
+        t->gp = t->world > 1 ? GP_HOST : GP_LOCAL;
+    }
+    if (t->gp == GP_DEVICE) {
+        /* dense buckets: layers in backward order merged up to PLUMB_NCCL_BUCKET_MB (default 25; 0 = one bucket) */
+        size_t off[2 * CTR_MAX_LAYERS], len[2 * CTR_MAX_LAYERS];
+        t->n_layers = ctr_grad_layers(t->m, off, len);
+        const char *v = getenv("PLUMB_NCCL_BUCKET_MB");
+        double mb = v && *v ? atof(v) : 25.0;
+        size_t min = mb > 0 ? (size_t)(mb * 1048576.0 / sizeof(float)) : (size_t)-1;
+        if (min < 1) min = 1;
+        size_t acc = 0, hi = t->n_layers ? off[0] + len[0] : 0;
+        t->nb = 0;
+        for (int k = 0; k < t->n_layers; k++) {
+            acc += len[k];
+            t->close_at[k] = -1;
+            if (acc >= min || k == t->n_layers - 1) {
+                t->b_lo[t->nb] = off[k];
+                t->b_hi[t->nb] = hi;
+                t->close_at[k] = t->nb++;
+                hi = off[k];
+                acc = 0;
+            }
+        }
+    }
+    if (t->rank == 0 && !cfg->quiet) {
+        const char *hc = t->c->ops->name;
+        if (cfg->numerics == NUMERICS_GOLDEN)
+            log_info("comm: %s (golden: int64 fixed-point sums, staged through host memory) [%s]", hc, why);
+        else if (t->gp == GP_DEVICE && t->nc)
+            log_info("comm: gradients on the device over %s, %d bucket%s, control over %s [%s]", nccl_describe(t->nc),
+                     t->nb, t->nb == 1 ? "" : "s", hc, why);
+        else if (t->gp == GP_DEVICE)
+            log_info("comm: device-collective path with the host comm %s standing in for NCCL, %d bucket%s [%s]", hc,
+                     t->nb, t->nb == 1 ? "" : "s", why);
+        else if (t->gp == GP_HOST)
+            log_info("comm: %s, gradients staged through host memory%s [%s]", hc,
+                     is_cpu(t) ? " (the cpu device's own)" : "", why);
+        else
+            log_info("comm: %s, 1 rank: gradients stay on the device, no exchange [%s]", hc, why);
+    }
     return PLUMB_OK;
 }
 
@@ -615,6 +745,237 @@ static size_t merge_records(int64_t *rec, size_t n, int D)
     return u;
 }
 
+/* ---- the fast gradient path (DESIGN.md section 8; docs/TRAINING.md) ----
+ * GP_LOCAL  (1 rank, no device comm): the gradients never leave the device;
+ *           the model's sparse list goes straight to the optimizer.
+ * GP_DEVICE (a device comm: NCCL/RCCL, or the host comm standing in for it
+ *           on the cpu device): dense buckets all-reduced on the device as
+ *           backward completes them (ctr grad-ready hook), sparse lists
+ *           gathered on the device (padded to the largest) and coalesced
+ *           there; unscale + inf check after the reduction (every rank sees
+ *           the same sums, so the same decision).
+ * GP_HOST   (ranks over the host comm: cpu device, or a GPU without NCCL):
+ *           staged through host memory (no copies on the cpu device, whose
+ *           memory is host memory), reduced with MPI, coalesced on the device.
+ * Each path reads back one small status block per step where it can
+ * (scratch: sumsq, found-inf, sparse count). */
+struct scratch_host {
+    double sumsq;
+    int found, pad;
+    int64_t n;
+};
+
+/* the norm is needed for clipping (every rank) and for metrics.jsonl (rank 0) */
+static int want_norm(const struct trainer *t) { return t->cfg->clip_grad_norm > 0 || t->metrics != NULL; }
+
+static int read_scratch(struct trainer *t, struct scratch_host *h, plumb_err *e)
+{
+    char buf[SCR_BYTES];
+    int rc = to_host(t, buf, t->d_scratch, SCR_BYTES, e);
+    if (rc) return rc;
+    memcpy(&h->sumsq, buf + SCR_SUMSQ, sizeof h->sumsq);
+    memcpy(&h->found, buf + SCR_FOUND, sizeof h->found);
+    memcpy(&h->n, buf + SCR_N, sizeof h->n);
+    return PLUMB_OK;
+}
+
+/* Launches the dense all-reduce of buckets launched..j (in order: every rank
+ * enqueues the same sequence). */
+static int launch_upto(struct trainer *t, int j, dev_stream *s, plumb_err *e)
+{
+    while (t->launched <= j) {
+        int k = t->launched;
+        float *g = ctr_grads(t->m) + t->b_lo[k];
+        size_t n = t->b_hi[k] - t->b_lo[k];
+        int rc;
+        if (t->nc) {
+            rc = nccl_allreduce_async(t->nc, g, n, DT_F32, s, e);
+        } else {
+            char what[64];
+            snprintf(what, sizeof what, "allreduce grads bucket %d", k);
+            rc = comm_allreduce(t->c, g, n, DT_F32, COMM_SUM, what, e);
+        }
+        if (rc) return err_wrap(e, "all-reduce of gradient bucket %d [%zu, %zu)", k, t->b_lo[k], t->b_hi[k]);
+        t->launched++;
+    }
+    return PLUMB_OK;
+}
+
+/* ctr's grad-ready hook: layer k's gradients are final on stream s */
+static int grad_ready(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e)
+{
+    struct trainer *t = ctx;
+    (void)off, (void)len;
+    return k < t->n_layers && t->close_at[k] >= 0 ? launch_upto(t, t->close_at[k], s, e) : PLUMB_OK;
+}
+
+/* OOM split (rare): micro-batch by micro-batch, the dense gradients summed on
+ * the host (t->h_acc) and the sparse lists appended (h_rows/h_sgrads); each
+ * unscaled and inf-checked on the device first unless the reduction does it
+ * (GP_DEVICE). *ok = 1 when every micro-batch ran. */
+static int split_accumulate(struct trainer *t, struct host_batch *b, struct step_info *si, int k, double gscale,
+                            int64_t *loss_fix, int64_t *count, int *ok, plumb_err *e)
+{
+    size_t D = (size_t)t->D;
+    float inv = (float)(1.0 / si->scale);
+    int unscale = t->gp != GP_DEVICE;
+    int rc = PLUMB_OK;
+    *ok = 0;
+    memset(t->h_acc, 0, t->n_dense * sizeof(float));
+    long per = (b->n + k - 1) / k;
+    for (long off = 0; off < b->n && !rc; off += per) {
+        long cnt = b->n - off < per ? b->n - off : per;
+        struct ctr_batch mb = {.B = (int)cnt,
+                               .n_valid = (int)cnt,
+                               .dense = b->dense + off * CTR_N_DENSE,
+                               .sparse = b->sparse + off * CTR_N_TABLES,
+                               .labels = b->labels + off};
+        struct ctr_loss l;
+        plumb_err me = {0};
+        int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
+        if (mrc == PLUMB_ENOMEM) {
+            si->flags[SF_OOM] = 1;
+            return PLUMB_OK;
+        } else if (mrc) {
+            si->flags[SF_ERROR] = 1;
+            t->local_err = me;
+            return PLUMB_OK;
+        }
+        *loss_fix += llrint(l.sum * LOSS_FIX);
+        *count += l.count;
+        int64_t *rows;
+        float *grads;
+        size_t n;
+        ctr_sparse_grads(t->m, &rows, &grads, &n);
+        if (t->h_n + n > (size_t)t->sparse_cap)
+            return err_set(e, PLUMB_EINTERNAL, "sparse gradient list overflow (%zu + %zu > %ld)", t->h_n, n,
+                           t->sparse_cap);
+        /* unscale + inf check (linear, so the sum of unscaled gradients is the unscaled sum) */
+        if (unscale) rc = t->to->scale_check(t->d, NULL, ctr_grads(t->m), t->n_dense, inv, t->d_found, e);
+        if (!rc && unscale) rc = t->to->scale_check(t->d, NULL, grads, n * D, inv, t->d_found, e);
+        if (!rc) rc = to_host(t, t->h_dense, ctr_grads(t->m), t->n_dense * sizeof(float), e);
+        if (!rc) rc = to_host(t, t->h_rows + t->h_n, rows, n * sizeof(int64_t), e);
+        if (!rc) rc = to_host(t, t->h_sgrads + t->h_n * D, grads, n * D * sizeof(float), e);
+        if (!rc)
+            for (size_t i = 0; i < t->n_dense; i++) t->h_acc[i] += t->h_dense[i];
+        t->h_n += n;
+    }
+    if (!rc) *ok = 1;
+    return rc;
+}
+
+/* Phase 1, fast numerics. */
+static int fast_local(struct trainer *t, struct host_batch *b, struct step_info *si, int skip, int64_t *loss_fix,
+                      int64_t *count, plumb_err *e)
+{
+    struct dev *d = t->d;
+    size_t D = (size_t)t->D;
+    float inv = (float)(1.0 / si->scale);
+    double gscale = si->scale / (double)b->st.global_valid;
+    int k = t->split > 1 ? t->split : 1;
+    float *grads = ctr_grads(t->m);
+    double t0 = timer_now();
+    t->launched = 0;
+    t->l_n = 0;
+    t->h_n = 0;
+    t->have_ss = 0;
+    t->hd = NULL;
+    int ok = 0;
+    int rc = d->be->memset_async(d, NULL, t->d_scratch, 0, SCR_BYTES, e);
+    if (!rc && !skip && b->n > 0 && k == 1) {
+        /* one pass over the local batch */
+        struct ctr_batch mb = {.B = b->cap, .n_valid = b->n, .dense = b->dense, .sparse = b->sparse, .labels = b->labels};
+        struct ctr_loss l;
+        plumb_err me = {0};
+        if (t->gp == GP_DEVICE) ctr_set_grad_ready_hook(t->m, grad_ready, t);
+        int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
+        ctr_set_grad_ready_hook(t->m, NULL, NULL);
+        if (mrc == PLUMB_ENOMEM) {
+            si->flags[SF_OOM] = 1;
+        } else if (mrc) {
+            si->flags[SF_ERROR] = 1;
+            t->local_err = me;
+        } else {
+            *loss_fix += llrint(l.sum * LOSS_FIX);
+            *count += l.count;
+            ctr_sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
+            ok = 1;
+            if (t->gp != GP_DEVICE) {
+                /* unscale + inf check of the local gradients, on the device */
+                rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
+                if (!rc) rc = t->to->scale_check(d, NULL, t->l_grads, t->l_n * D, inv, t->d_found, e);
+            }
+        }
+    } else if (!rc && !skip && b->n > 0) {
+        rc = split_accumulate(t, b, si, k, gscale, loss_fix, count, &ok, e);
+        if (!rc && ok && t->gp != GP_HOST) {
+            /* the sums back to the device: dense into ctr_grads, the list into d_rows/d_sg */
+            rc = to_dev(t, grads, t->h_acc, t->n_dense * sizeof(float), e);
+            if (!rc) rc = to_dev(t, t->d_rows, t->h_rows, t->h_n * sizeof(int64_t), e);
+            if (!rc) rc = to_dev(t, t->d_sg, t->h_sgrads, t->h_n * D * sizeof(float), e);
+            t->l_rows = t->d_rows, t->l_grads = t->d_sg, t->l_n = t->h_n;
+        }
+    } else if (!rc && !skip) {
+        /* no local samples: a zero contribution */
+        rc = d->be->memset_async(d, NULL, grads, 0, t->n_dense * sizeof(float), e);
+        t->l_rows = t->d_rows, t->l_grads = t->d_sg, t->l_n = 0;
+        ok = 1;
+    }
+    si->compute_s = timer_now() - t0;
+    if (rc) return rc;
+    if (t->gp == GP_DEVICE) {
+        /* every rank enqueues every bucket, also after a local failure (the
+         * status word then discards the step): no rank waits alone */
+        double t1 = timer_now();
+        rc = launch_upto(t, t->nb - 1, NULL, e);
+        if (!rc && t->nc) rc = nccl_wait(t->nc, "allreduce grads (nccl)", e);
+        si->comm_s += timer_now() - t1;
+        return rc;
+    }
+    if (!ok) return PLUMB_OK;
+    if (t->gp == GP_LOCAL) {
+        /* 1 rank: the list for the optimizer; the norm and the found flag in one read */
+        t->s_rows = t->l_rows, t->s_grads = t->l_grads, t->s_n = t->l_n;
+        if (k > 1) {
+            /* split: the appended list (in d_rows/d_sg) coalesced */
+            if ((rc = to_dev(t, t->d_rows_in, t->h_rows, t->h_n * sizeof(int64_t), e)) ||
+                (rc = to_dev(t, t->d_sg_in, t->h_sgrads, t->h_n * D * sizeof(float), e)) ||
+                (rc = t->to->sparse_coalesce(d, NULL, t->d_rows_in, t->d_sg_in, t->h_n, t->D, t->d_rows, t->d_sg,
+                                             t->d_n, e)))
+                return rc;
+            struct scratch_host sh;
+            if ((rc = read_scratch(t, &sh, e))) return rc;
+            t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = (size_t)sh.n;
+        }
+        if (want_norm(t)) {
+            rc = t->to->sumsq(d, NULL, grads, t->n_dense, t->d_sumsq, e);
+            if (!rc) rc = t->to->sumsq(d, NULL, t->s_grads, t->s_n * D, t->d_sumsq, e);
+            if (rc) return rc;
+            t->have_ss = 1;
+        }
+        struct scratch_host sh;
+        if ((rc = read_scratch(t, &sh, e))) return rc;
+        t->ss = sh.sumsq;
+        if (sh.found) si->flags[SF_NONFINITE] = 1;
+        return PLUMB_OK;
+    }
+    /* GP_HOST: the found flag now (it goes into the status word), then host views */
+    int found = 0;
+    if ((rc = to_host(t, &found, t->d_found, sizeof found, e))) return rc;
+    if (found) si->flags[SF_NONFINITE] = 1;
+    if (k > 1) {
+        t->hd = t->h_acc, t->hr = t->h_rows, t->hg = t->h_sgrads, t->hn = t->h_n;
+    } else if (is_cpu(t)) {
+        t->hd = grads, t->hr = t->l_rows, t->hg = t->l_grads, t->hn = t->l_n;
+    } else {
+        rc = to_host(t, t->h_dense, grads, t->n_dense * sizeof(float), e);
+        if (!rc) rc = to_host(t, t->h_rows, t->l_rows, t->l_n * sizeof(int64_t), e);
+        if (!rc) rc = to_host(t, t->h_sgrads, t->l_grads, t->l_n * D * sizeof(float), e);
+        t->hd = t->h_dense, t->hr = t->h_rows, t->hg = t->h_sgrads, t->hn = t->l_n;
+    }
+    return rc;
+}
+
 /* Phase 1: this rank's forward/backward. Sets flags; never returns an error
  * for OOM or a model failure (they go to the status word so every rank
  * learns of them in phase 2), only for failures of the engine itself. */
@@ -626,14 +987,16 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
     *loss_fix = 0;
     *count = 0;
     double t0 = timer_now();
+    int skip = 0;
     if (t->oom_inject_left > 0) {
         /* injected allocation failure (drills): as if ctr_forward_backward said ENOMEM */
         t->oom_inject_left--;
         si->flags[SF_OOM] = 1;
-        return PLUMB_OK;
+        skip = 1;
     }
     int rc = PLUMB_OK;
     if (cfg->numerics == NUMERICS_GOLDEN) {
+        if (skip) return PLUMB_OK;
         memset(t->q_dense, 0, t->n_dense * sizeof(int64_t));
         t->q_n = 0;
         t->q_mul = ldexp(1.0, FIX_BITS) / si->scale;
@@ -664,78 +1027,16 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
             if (si->flags[SF_NONFINITE]) break;
             off += cnt;
         }
+        si->compute_s = timer_now() - t0;
     } else {
-        /* fast: one pass over the local batch, or after an OOM split
-         * (t->split > 1) that many micro-batches, gradients accumulated:
-         * dense summed on the host, sparse lists appended (coalesced in
-         * step_reduce). The same math; fp32 sums in another order. */
-        t->h_n = 0;
-        int k = t->split > 1 ? t->split : 1;
-        if (b->n > 0) {
-            float inv = (float)(1.0 / si->scale);
-            int zero = 0;
-            rc = to_dev(t, t->d_found, &zero, sizeof zero, e);
-            if (k > 1) memset(t->h_acc, 0, t->n_dense * sizeof(float));
-            long per = (b->n + k - 1) / k;
-            for (long off = 0; off < b->n && !rc; off += per) {
-                long cnt = b->n - off < per ? b->n - off : per;
-                struct ctr_batch mb = {.B = b->cap, .n_valid = b->n, .dense = b->dense, .sparse = b->sparse, .labels = b->labels};
-                if (k > 1) {
-                    mb.B = (int)cnt;
-                    mb.n_valid = (int)cnt;
-                    mb.dense = b->dense + off * CTR_N_DENSE;
-                    mb.sparse = b->sparse + off * CTR_N_TABLES;
-                    mb.labels = b->labels + off;
-                }
-                struct ctr_loss l;
-                plumb_err me = {0};
-                int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
-                if (mrc == PLUMB_ENOMEM) {
-                    si->flags[SF_OOM] = 1;
-                    break;
-                } else if (mrc) {
-                    si->flags[SF_ERROR] = 1;
-                    t->local_err = me;
-                    break;
-                }
-                *loss_fix += llrint(l.sum * LOSS_FIX);
-                *count += l.count;
-                /* unscale + inf check of the local gradients (linear, so the
-                 * sum of unscaled gradients is the unscaled sum) */
-                rc = t->to->scale_check(t->d, NULL, ctr_grads(t->m), t->n_dense, inv, t->d_found, e);
-                int64_t *rows;
-                float *grads;
-                size_t n;
-                ctr_sparse_grads(t->m, &rows, &grads, &n);
-                if (!rc && t->h_n + n > (size_t)t->sparse_cap)
-                    rc = err_set(e, PLUMB_EINTERNAL, "sparse gradient list overflow (%zu + %zu > %ld)", t->h_n, n,
-                                 t->sparse_cap);
-                if (!rc) rc = t->to->scale_check(t->d, NULL, grads, n * (size_t)t->D, inv, t->d_found, e);
-                if (!rc) rc = to_host(t, t->h_dense, ctr_grads(t->m), t->n_dense * sizeof(float), e);
-                if (!rc) rc = to_host(t, t->h_rows + t->h_n, rows, n * sizeof(int64_t), e);
-                if (!rc) rc = to_host(t, t->h_sgrads + t->h_n * (size_t)t->D, grads, n * (size_t)t->D * sizeof(float), e);
-                if (!rc && k > 1)
-                    for (size_t i = 0; i < t->n_dense; i++) t->h_acc[i] += t->h_dense[i];
-                t->h_n += n;
-            }
-            if (!rc && k > 1 && !si->flags[SF_OOM] && !si->flags[SF_ERROR])
-                memcpy(t->h_dense, t->h_acc, t->n_dense * sizeof(float));
-            int found = 0;
-            if (!rc) rc = to_host(t, &found, t->d_found, sizeof found, e);
-            if (found) si->flags[SF_NONFINITE] = 1;
-        } else {
-            memset(t->h_dense, 0, t->n_dense * sizeof(float));
-        }
+        rc = fast_local(t, b, si, skip, loss_fix, count, e);
     }
     if (inject_take(INJECT_NAN, b->st.step, t->rank)) {
         log_warn("injected fault: non-finite gradient at step %ld", b->st.step);
         si->flags[SF_NONFINITE] = 1;
-        if (cfg->numerics != NUMERICS_GOLDEN && t->n_dense) t->h_dense[0] = NAN;
     }
-    si->compute_s = timer_now() - t0;
     return rc;
 }
-
 /* Phase 2: the status word and the loss, summed over ranks (flags become
  * counts of ranks; > 0 means "some rank"). */
 static int step_agree(struct trainer *t, long step, struct step_info *si, int64_t *loss_fix, int64_t *count,
@@ -762,15 +1063,159 @@ static int step_agree(struct trainer *t, long step, struct step_info *si, int64_
     return PLUMB_OK;
 }
 
-/* Phase 3a: gradients of all ranks, unscaled, into ctr_grads() and the
- * device sparse list d_rows/d_sg; *n_sparse their count. */
-static int step_reduce(struct trainer *t, struct step_info *si, size_t *n_sparse, plumb_err *e)
+/* Fast GP_HOST: dense sums over the host comm in buckets, the sparse lists
+ * gathered (by rank) and coalesced on the device. */
+static int host_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
 {
     int rc;
     size_t D = (size_t)t->D;
     double t0 = timer_now();
     char what[64];
-    if (t->cfg->numerics == NUMERICS_GOLDEN) {
+    for (size_t off = 0, k = 0; off < t->n_dense; off += BUCKET, k++) {
+        size_t n = t->n_dense - off < BUCKET ? t->n_dense - off : BUCKET;
+        snprintf(what, sizeof what, "allreduce grads bucket %zu", k);
+        if ((rc = comm_allreduce(t->c, t->hd + off, n, DT_F32, COMM_SUM, what, e))) return rc;
+    }
+    size_t w = sizeof(int64_t) + D * sizeof(float);
+    char *rec = malloc((t->hn ? t->hn : 1) * w);
+    if (!rec) return err_set(e, PLUMB_ENOMEM, "out of memory");
+    for (size_t u = 0; u < t->hn; u++) {
+        memcpy(rec + u * w, &t->hr[u], sizeof(int64_t));
+        memcpy(rec + u * w + sizeof(int64_t), t->hg + u * D, D * sizeof(float));
+    }
+    void *all;
+    size_t total;
+    rc = comm_allgatherv_alloc(t->c, rec, t->hn * w, &all, &total, NULL, "allgather sparse grads", e);
+    free(rec);
+    if (rc) return rc;
+    si->comm_s += timer_now() - t0;
+    size_t an = total / w;
+    if (an > (size_t)t->sparse_cap) {
+        free(all);
+        return err_set(e, PLUMB_EINTERNAL, "sparse rows %zu exceed capacity %ld", an, t->sparse_cap);
+    }
+    /* unpacked straight into the device buffers on the cpu device */
+    int64_t *ur = is_cpu(t) ? t->d_rows_in : t->h_rows;
+    float *ug = is_cpu(t) ? t->d_sg_in : t->h_sgrads;
+    const char *a = all;
+    for (size_t u = 0; u < an; u++) {
+        memcpy(&ur[u], a + u * w, sizeof(int64_t));
+        memcpy(ug + u * D, a + u * w + sizeof(int64_t), D * sizeof(float));
+    }
+    free(all);
+    float *grads = ctr_grads(t->m);
+    if (t->hd != grads && (rc = to_dev(t, grads, t->hd, t->n_dense * sizeof(float), e))) return rc;
+    if (!is_cpu(t)) {
+        if ((rc = to_dev(t, t->d_rows_in, ur, an * sizeof(int64_t), e))) return rc;
+        if ((rc = to_dev(t, t->d_sg_in, ug, an * D * sizeof(float), e))) return rc;
+    }
+    if ((rc = t->to->sparse_coalesce(t->d, NULL, t->d_rows_in, t->d_sg_in, an, t->D, t->d_rows, t->d_sg, t->d_n, e)))
+        return rc;
+    int64_t un;
+    if ((rc = to_host(t, &un, t->d_n, sizeof un, e))) return rc;
+    t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = (size_t)un;
+    return PLUMB_OK;
+}
+
+/* device buffer of at least `need` bytes (grown by a quarter; all ranks grow alike) */
+static int ensure_dev(struct trainer *t, void **p, size_t *cap, size_t need, plumb_err *e)
+{
+    if (need <= *cap) return PLUMB_OK;
+    if (*p) dev_free(t->d, *p);
+    *p = NULL;
+    *cap = 0;
+    size_t n = need + need / 4;
+    int rc = dev_alloc(t->d, n, p, e);
+    if (rc) return err_wrap(e, "sparse gradient exchange buffer of %zu bytes", n);
+    *cap = n;
+    return PLUMB_OK;
+}
+
+/* Fast GP_DEVICE, after the dense all-reduce (phase 1): the sparse lists
+ * gathered on the device, padded to the longest (counts over the host comm),
+ * compacted in rank order and coalesced; unscale + inf check of the global
+ * sums; the norm; one read of {sumsq, found, distinct rows}. */
+static int device_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
+{
+    struct dev *d = t->d;
+    size_t D = (size_t)t->D, W = (size_t)t->world;
+    double t0 = timer_now();
+    int64_t mine = (int64_t)t->l_n;
+    int64_t *counts = malloc(W * sizeof *counts);
+    if (!counts) return err_set(e, PLUMB_ENOMEM, "out of memory");
+    int rc = comm_allgather(t->c, &mine, sizeof mine, counts, "allgather sparse counts", e);
+    size_t nmax = 0, total = 0;
+    for (size_t r = 0; r < W && !rc; r++) {
+        nmax = (size_t)counts[r] > nmax ? (size_t)counts[r] : nmax;
+        total += (size_t)counts[r];
+    }
+    if (!rc && total > (size_t)t->sparse_cap)
+        rc = err_set(e, PLUMB_EINTERNAL, "sparse rows %zu exceed capacity %ld", total, t->sparse_cap);
+    size_t rb = nmax * sizeof(int64_t), blk = rb + nmax * D * sizeof(float);
+    if (!rc && nmax > 0) {
+        rc = ensure_dev(t, &t->d_send, &t->send_cap, blk, e);
+        if (!rc) rc = ensure_dev(t, &t->d_recv, &t->recv_cap, blk * W, e);
+        /* send block: rows [nmax] then grads [nmax, D]; the tail past this rank's count is padding */
+        char *snd = t->d_send, *rcv = t->d_recv;
+        if (!rc && t->l_n)
+            rc = d->be->memcpy_async(d, NULL, snd, t->l_rows, t->l_n * sizeof(int64_t), MEMCPY_D2D, e);
+        if (!rc && t->l_n)
+            rc = d->be->memcpy_async(d, NULL, snd + rb, t->l_grads, t->l_n * D * sizeof(float), MEMCPY_D2D, e);
+        if (!rc)
+            rc = t->nc ? nccl_allgather(t->nc, snd, blk, rcv, "allgather sparse grads (nccl)", e)
+                       : comm_allgather(t->c, snd, blk, rcv, "allgather sparse grads", e);
+        /* compact by rank: the order of the gathered list is the rank order, never timing */
+        size_t off = 0;
+        for (size_t r = 0; r < W && !rc; r++) {
+            size_t c = (size_t)counts[r];
+            if (!c) continue;
+            rc = d->be->memcpy_async(d, NULL, t->d_rows_in + off, rcv + r * blk, c * sizeof(int64_t), MEMCPY_D2D, e);
+            if (!rc)
+                rc = d->be->memcpy_async(d, NULL, t->d_sg_in + off * D, rcv + r * blk + rb, c * D * sizeof(float),
+                                         MEMCPY_D2D, e);
+            off += c;
+        }
+    }
+    free(counts);
+    si->comm_s += timer_now() - t0;
+    if (rc) return rc;
+    float inv = (float)(1.0 / si->scale);
+    float *grads = ctr_grads(t->m);
+    rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
+    if (!rc && total) rc = t->to->scale_check(d, NULL, t->d_sg_in, total * D, inv, t->d_found, e);
+    int norm = want_norm(t);
+    /* zeros past the distinct rows: the norm over total*D equals the norm over U*D */
+    if (!rc && total && norm) rc = d->be->memset_async(d, NULL, t->d_sg, 0, total * D * sizeof(float), e);
+    if (!rc && total)
+        rc = t->to->sparse_coalesce(d, NULL, t->d_rows_in, t->d_sg_in, total, t->D, t->d_rows, t->d_sg, t->d_n, e);
+    if (!rc && norm) {
+        rc = t->to->sumsq(d, NULL, grads, t->n_dense, t->d_sumsq, e);
+        if (!rc && total) rc = t->to->sumsq(d, NULL, t->d_sg, total * D, t->d_sumsq, e);
+        t->have_ss = 1;
+    }
+    struct scratch_host sh;
+    if (!rc) rc = read_scratch(t, &sh, e);
+    if (rc) return rc;
+    t->ss = sh.sumsq;
+    t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = total ? (size_t)sh.n : 0;
+    /* the same sums on every rank: the same decision without another vote */
+    if (sh.found) si->flags[SF_NONFINITE] = 1;
+    return PLUMB_OK;
+}
+
+/* Phase 3a: gradients of all ranks, unscaled, into ctr_grads() and the
+ * device sparse list t->s_rows/s_grads/s_n (distinct rows, ascending). */
+static int step_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
+{
+    int rc;
+    size_t D = (size_t)t->D;
+    double t0 = timer_now();
+    char what[64];
+    if (t->cfg->numerics != NUMERICS_GOLDEN) {
+        if (t->gp == GP_LOCAL) return PLUMB_OK; /* nothing to exchange */
+        return t->gp == GP_DEVICE ? device_reduce(t, si, e) : host_reduce(t, si, e);
+    }
+    {
         for (size_t off = 0, k = 0; off < t->n_dense; off += BUCKET, k++) {
             size_t n = t->n_dense - off < BUCKET ? t->n_dense - off : BUCKET;
             snprintf(what, sizeof what, "allreduce int64 grads bucket %zu", k);
@@ -803,92 +1248,49 @@ static int step_reduce(struct trainer *t, struct step_info *si, size_t *n_sparse
             for (size_t j = 0; j < D; j++) t->h_sgrads[u * D + j] = (float)ldexp((double)a[u * w + 1 + j], -FIX_BITS);
         }
         free(all);
-        *n_sparse = m;
         si->comm_s += timer_now() - t0;
+        t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = m;
         if ((rc = to_dev(t, ctr_grads(t->m), t->h_dense, t->n_dense * sizeof(float), e))) return rc;
         if ((rc = to_dev(t, t->d_rows, t->h_rows, m * sizeof(int64_t), e))) return rc;
         return to_dev(t, t->d_sg, t->h_sgrads, m * D * sizeof(float), e);
     }
-    /* fast: fp32 sums in buckets; sparse lists gathered and coalesced */
-    for (size_t off = 0, k = 0; off < t->n_dense; off += BUCKET, k++) {
-        size_t n = t->n_dense - off < BUCKET ? t->n_dense - off : BUCKET;
-        snprintf(what, sizeof what, "allreduce grads bucket %zu", k);
-        if ((rc = comm_allreduce(t->c, t->h_dense + off, n, DT_F32, COMM_SUM, what, e))) return rc;
-    }
-    size_t w = sizeof(int64_t) + D * sizeof(float);
-    char *rec = malloc((t->h_n ? t->h_n : 1) * w);
-    if (!rec) return err_set(e, PLUMB_ENOMEM, "out of memory");
-    for (size_t u = 0; u < t->h_n; u++) {
-        memcpy(rec + u * w, &t->h_rows[u], sizeof(int64_t));
-        memcpy(rec + u * w + sizeof(int64_t), t->h_sgrads + u * D, D * sizeof(float));
-    }
-    void *all;
-    size_t total;
-    rc = comm_allgatherv_alloc(t->c, rec, t->h_n * w, &all, &total, NULL, "allgather sparse grads", e);
-    free(rec);
-    if (rc) return rc;
-    si->comm_s += timer_now() - t0;
-    size_t an = total / w;
-    if (an > (size_t)t->sparse_cap) {
-        free(all);
-        return err_set(e, PLUMB_EINTERNAL, "sparse rows %zu exceed capacity %ld", an, t->sparse_cap);
-    }
-    const char *a = all;
-    for (size_t u = 0; u < an; u++) {
-        memcpy(&t->h_rows[u], a + u * w, sizeof(int64_t));
-        memcpy(t->h_sgrads + u * D, a + u * w + sizeof(int64_t), D * sizeof(float));
-    }
-    free(all);
-    if ((rc = to_dev(t, ctr_grads(t->m), t->h_dense, t->n_dense * sizeof(float), e))) return rc;
-    if (t->world == 1 && t->split <= 1) {
-        /* one rank, one pass: the model's list is already distinct and ascending */
-        if ((rc = to_dev(t, t->d_rows, t->h_rows, an * sizeof(int64_t), e))) return rc;
-        if ((rc = to_dev(t, t->d_sg, t->h_sgrads, an * D * sizeof(float), e))) return rc;
-        *n_sparse = an;
-        return PLUMB_OK;
-    }
-    if ((rc = to_dev(t, t->d_rows_in, t->h_rows, an * sizeof(int64_t), e))) return rc;
-    if ((rc = to_dev(t, t->d_sg_in, t->h_sgrads, an * D * sizeof(float), e))) return rc;
-    if ((rc = t->to->sparse_coalesce(t->d, NULL, t->d_rows_in, t->d_sg_in, an, t->D, t->d_rows, t->d_sg, t->d_n, e)))
-        return rc;
-    int64_t un;
-    if ((rc = to_host(t, &un, t->d_n, sizeof un, e))) return rc;
-    *n_sparse = (size_t)un;
-    return PLUMB_OK;
 }
 
 /* Phase 3b: global norm, clipping, optimizer. */
-static int step_apply(struct trainer *t, struct step_info *si, size_t n_sparse, plumb_err *e)
+static int step_apply(struct trainer *t, struct step_info *si, plumb_err *e)
 {
     double t0 = timer_now();
-    size_t D = (size_t)t->D;
-    double zero = 0, ss = 0;
-    int rc = to_dev(t, t->d_sumsq, &zero, sizeof zero, e);
-    if (!rc) rc = t->to->sumsq(t->d, NULL, ctr_grads(t->m), t->n_dense, t->d_sumsq, e);
-    if (!rc) rc = t->to->sumsq(t->d, NULL, t->d_sg, n_sparse * D, t->d_sumsq, e);
-    if (!rc) rc = to_host(t, &ss, t->d_sumsq, sizeof ss, e);
-    if (rc) return rc;
-    si->grad_norm = sqrt(ss);
-    if (!isfinite(si->grad_norm)) {
-        si->flags[SF_NONFINITE] = 1;
-        return PLUMB_OK;
+    size_t D = (size_t)t->D, n_sparse = t->s_n;
+    int rc = PLUMB_OK;
+    si->grad_norm = NAN;
+    if (want_norm(t) || t->cfg->numerics == NUMERICS_GOLDEN) {
+        if (!t->have_ss) {
+            double zero = 0;
+            rc = to_dev(t, t->d_sumsq, &zero, sizeof zero, e);
+            if (!rc) rc = t->to->sumsq(t->d, NULL, ctr_grads(t->m), t->n_dense, t->d_sumsq, e);
+            if (!rc) rc = t->to->sumsq(t->d, NULL, t->s_grads, n_sparse * D, t->d_sumsq, e);
+            if (!rc) rc = to_host(t, &t->ss, t->d_sumsq, sizeof t->ss, e);
+            if (rc) return rc;
+        }
+        si->grad_norm = sqrt(t->ss);
+        if (!isfinite(si->grad_norm)) {
+            si->flags[SF_NONFINITE] = 1;
+            return PLUMB_OK;
+        }
     }
     if (t->cfg->clip_grad_norm > 0 && si->grad_norm > t->cfg->clip_grad_norm) {
         /* PyTorch clip_grad_norm_: coef = max_norm / (norm + 1e-6), at most 1 */
         float coef = (float)(t->cfg->clip_grad_norm / (si->grad_norm + 1e-6));
-        int zi = 0;
-        if ((rc = to_dev(t, t->d_found, &zi, sizeof zi, e))) return rc;
         if ((rc = t->to->scale_check(t->d, NULL, ctr_grads(t->m), t->n_dense, coef, t->d_found, e))) return rc;
-        if ((rc = t->to->scale_check(t->d, NULL, t->d_sg, n_sparse * D, coef, t->d_found, e))) return rc;
+        if ((rc = t->to->scale_check(t->d, NULL, (float *)t->s_grads, n_sparse * D, coef, t->d_found, e))) return rc;
     }
     t->opt.lr = (float)si->lr;
-    rc = ctr_opt_step(t->m, &t->opt, t->opt_t + 1, ctr_grads(t->m), t->d_rows, t->d_sg, n_sparse, e);
+    rc = ctr_opt_step(t->m, &t->opt, t->opt_t + 1, ctr_grads(t->m), t->s_rows, t->s_grads, n_sparse, e);
     if (rc) return err_wrap(e, "optimizer step %ld", t->step);
     t->opt_t++;
     si->opt_s = timer_now() - t0;
     return PLUMB_OK;
 }
-
 #define OOM_RETRIES 3
 #define SPLIT_TRIES 3 /* halvings of the micro-batch before the batch is skipped */
 
@@ -976,10 +1378,10 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
         return PLUMB_OK;
     }
     si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
-    size_t n_sparse = 0;
     if (!si->flags[SF_NONFINITE]) {
-        if ((rc = step_reduce(t, si, &n_sparse, e))) return rc;
-        if ((rc = step_apply(t, si, n_sparse, e))) return rc;
+        if ((rc = step_reduce(t, si, e))) return rc;
+        /* GP_DEVICE learns of non-finite sums only here (the same on every rank) */
+        if (!si->flags[SF_NONFINITE] && (rc = step_apply(t, si, e))) return rc;
     }
     /* the scaler (all ranks decide the same: the flags are global) */
     int applied = scaler_update(&t->sc, si->flags[SF_NONFINITE] > 0);
@@ -1116,6 +1518,13 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     int arc = comm_allreduce(c, &ok, 1, DT_U32, COMM_MAX, "setup status", e);
     if (!rc && arc) rc = arc;
     if (!rc && ok) rc = err_set(e, PLUMB_EFAIL, "another rank failed to set up (see its log)");
+    if (!rc) {
+        rc = setup_comm(t, e);
+        ok = rc ? 1 : 0;
+        arc = comm_allreduce(c, &ok, 1, DT_U32, COMM_MAX, "comm setup status", e);
+        if (!rc && arc) rc = arc;
+        if (!rc && ok) rc = err_set(e, PLUMB_EFAIL, "another rank failed to set up its comm (see its log)");
+    }
     if (rc) {
         trainer_free(t);
         return rc;

@@ -55,6 +55,8 @@ struct train_config {
     long ls_interval;
     double clip_grad_norm;     /* 0: no clipping */
     const char *device;        /* "cpu", "cuda:0"... (local rank picks the ordinal when none) */
+    const char *comm;          /* gradient comm: "auto" (NULL), "mpi", "self", "nccl" (the host comm
+                                  itself is the caller's; see setup_comm in trainer.c) */
     int threads;               /* cpu threads per rank, 0 = cores / local ranks */
     const char *out_dir;       /* run folder for metrics.jsonl (rank 0), NULL: none */
     const char *predictions;   /* final eval's label,score file (rank 0), NULL: none */
