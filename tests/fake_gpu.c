@@ -3,15 +3,21 @@
  * one op return one wrong bit, as a faulty device would:
  *   gemm    - flips the lowest mantissa bit of C element 5
  *   normal  - flips the lowest bit of stream element 7 (global index) of rng_normal
+ *   adamw_sparse_fast - fast numerics only: the sparse AdamW update uses 8x
+ *             the learning rate (the golden path stays right): ctr-tiny's
+ *             fast AUC lands ~0.0036 below the cpu's, outside its seed
+ *             spread but above the AUC floor, while golden digests agree
  * tests/t_numerics.sh uses it to prove that golden/rng digests are compared
  * with the cpu's and that a mismatch names the op and the element. The cpu
  * backend's symbols come from the executable (linked with -rdynamic). */
 #include "dev/dev.h"
+#include "dev/train_ops.h"
 #include <stdlib.h>
 #include <string.h>
 
 static struct dev_backend fake_be;
 static struct dev_ops fake_ops;
+static struct train_ops fake_train;
 
 static int corrupt(const char *what)
 {
@@ -45,6 +51,15 @@ static int fake_normal(struct dev *d, dev_stream *s, const struct rng_stream *st
     return rc;
 }
 
+static int fake_adamw_sparse(struct dev *d, dev_stream *s, float *table, float *m, float *v, const int64_t *rows,
+                             const float *grads, size_t n, int D, float lr, float b1, float b2, float eps, float wd,
+                             float bc1, float bc2, plumb_err *e)
+{
+    if (d->numerics == NUMERICS_FAST && corrupt("adamw_sparse_fast")) lr *= 8.0f;
+    return cpu_backend.ops->train->adamw_sparse(d, s, table, m, v, rows, grads, n, D, lr, b1, b2, eps, wd, bc1, bc2,
+                                                e);
+}
+
 int plumb_backend_register_v1(int abi, const struct dev_backend **out, plumb_err *e)
 {
     (void)e;
@@ -53,6 +68,9 @@ int plumb_backend_register_v1(int abi, const struct dev_backend **out, plumb_err
     fake_ops = *cpu_backend.ops;
     fake_ops.gemm = fake_gemm;
     fake_ops.rng_normal = fake_normal;
+    fake_train = *cpu_backend.ops->train;
+    fake_train.adamw_sparse = fake_adamw_sparse;
+    fake_ops.train = &fake_train;
     fake_be.name = "hip";
     fake_be.ops = &fake_ops;
     *out = &fake_be;

@@ -19,8 +19,16 @@ int check_rng_run_seed(const struct check_ctx *ctx, long count, unsigned long lo
  * (accept/check_numerics.c); numerics = "fast" or "golden" */
 int check_numerics_run(const struct check_ctx *ctx, const char *numerics, int allow_tf32,
                        struct check_result *r, plumb_err *e);
-/* ctr-tiny trained on ctx->device: AUC floor, golden digest vs cpu (accept/check_train_ctr.c) */
+/* ctr-tiny trained on ctx->device: AUC floor, fast AUC within the cpu's
+ * seed-to-seed spread, golden digest vs cpu (accept/check_train_ctr.c) */
 int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
+/* The spread verdict of check_train_ctr_run, pure: cpu_aucs[0..k-1] are the
+ * cpu's fast AUCs over k seeds, cpu_aucs[0] at the device run's seed. Sets
+ * *spread = max - min of cpu_aucs and *tol = max(*spread, floor) (both NaN
+ * when an input is not finite or k < 1); returns 1 when
+ * |dev_auc - cpu_aucs[0]| <= *tol, else 0. spread/tol may be NULL. */
+int train_ctr_spread_verdict(double dev_auc, const double *cpu_aucs, int k, double floor, double *spread,
+                             double *tol);
 /* health sampled during the run, no threshold crossed (accept/check_health.c) */
 int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 /* The health entry from samples already taken (array of {"type":"health",
