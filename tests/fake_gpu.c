@@ -1,12 +1,13 @@
 /* A stand-in GPU backend plugin for tests: registered as libplumb-hip.so, it
  * is the cpu backend under another name, except that FAKE_GPU_CORRUPT makes
- * one op return one wrong bit, as a faulty device would:
+ * one op go wrong, as a faulty device would:
  *   gemm    - flips the lowest mantissa bit of C element 5
  *   normal  - flips the lowest bit of stream element 7 (global index) of rng_normal
  *   adamw_sparse_fast - fast numerics only: the sparse AdamW update uses 8x
  *             the learning rate (the golden path stays right): ctr-tiny's
  *             fast AUC lands ~0.0036 below the cpu's, outside its seed
  *             spread but above the AUC floor, while golden digests agree
+ * FAKE_GPU_COUNT=N makes it report N devices (all the same cpu).
  * tests/t_numerics.sh uses it to prove that golden/rng digests are compared
  * with the cpu's and that a mismatch names the op and the element. The cpu
  * backend's symbols come from the executable (linked with -rdynamic). */
@@ -60,6 +61,16 @@ static int fake_adamw_sparse(struct dev *d, dev_stream *s, float *table, float *
                                                 e);
 }
 
+static int fake_device_count(int *count, plumb_err *e)
+{
+    const char *n = getenv("FAKE_GPU_COUNT");
+    if (n && atoi(n) > 0) {
+        *count = atoi(n);
+        return 0;
+    }
+    return cpu_backend.device_count(count, e);
+}
+
 int plumb_backend_register_v1(int abi, const struct dev_backend **out, plumb_err *e)
 {
     (void)e;
@@ -73,6 +84,7 @@ int plumb_backend_register_v1(int abi, const struct dev_backend **out, plumb_err
     fake_ops.train = &fake_train;
     fake_be.name = "hip";
     fake_be.ops = &fake_ops;
+    fake_be.device_count = fake_device_count;
     *out = &fake_be;
     return PLUMB_OK;
 }
