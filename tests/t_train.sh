@@ -191,6 +191,21 @@ n=$(jq -s '[.[] | select(.type=="step" and .comm_s >= 0 and .compute_s > 0 and .
 for i in 1 2; do $MPI -np 3 "$PLUMB" train ctr $FB $FX --out "$TMP/h3$i" >"$TMP/h3$i.out" 2>&1; done
 a=$(dg "$TMP/h31.out"); b=$(dg "$TMP/h32.out")
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "-np 3 host path (fp16, inf skip, OOM split): same digest twice" || fail "-np 3 host determinism" "$a vs $b"
+# the device feed (the GPU data path: pinned buffers, build threads, copy stream) on the cpu device:
+# the same batches, so the same digests; with the OOM split, the device path, and a rollback
+FD="env PLUMB_TRAIN_DEVFEED=1"
+$FD "$PLUMB" train ctr $FB --out "$TMP/fd1" >"$TMP/fd1.out" 2>&1
+$FD "$PLUMB" train ctr $FB $FX --out "$TMP/fd2" >"$TMP/fd2.out" 2>&1
+[ "$(dg "$TMP/fd1.out")" = $REC_A ] && [ "$(dg "$TMP/fd2.out")" = $REC_X ] \
+  && ok "device feed, 1 rank: the same digests (incl. inf skip, OOM split on device slices)" || fail "device feed 1 rank" "$(dg "$TMP/fd1.out") $(dg "$TMP/fd2.out"); $(tail -2 "$TMP/fd2.out")"
+$MPI -np 2 -x PLUMB_TRAIN_DEVFEED=1 -x PLUMB_TRAIN_DEVICE_COMM=host -x PLUMB_NCCL_BUCKET_MB=0.0001 "$PLUMB" train ctr $FB $FX --out "$TMP/fd3" >"$TMP/fd3.out" 2>&1
+[ -n "$(dg "$TMP/fd3.out")" ] && [ "$(dg "$TMP/fd3.out")" = "$(dg "$TMP/h2x.out")" ] \
+  && ok "-np 2 device feed + device-collective path = host loader + host path" || fail "-np 2 feed + device path" "$(dg "$TMP/fd3.out") vs $(dg "$TMP/h2x.out")"
+RB="--inject nan@15,nan@16,nan@17,nan@18 --max-bad-steps 3 --checkpoint-every 10"
+"$PLUMB" train ctr $FB $RB --checkpoint-dir "$TMP/rb0" --out "$TMP/rb0" >"$TMP/rb0.out" 2>&1
+$FD "$PLUMB" train ctr ${FB/--quiet/} $RB --checkpoint-dir "$TMP/rb1" --out "$TMP/rb1" >"$TMP/rb1.out" 2>&1
+grep -q "rolled back from step 19 to the checkpoint at step 10" "$TMP/rb1.out" && [ "$(dg "$TMP/rb0.out")" = $REC_A ] && [ "$(dg "$TMP/rb1.out")" = $REC_A ] \
+  && ok "device feed restarts after a rollback (4 infs, back to step 10): the clean run's digest, as the host loader" || fail "feed rollback" "$(dg "$TMP/rb0.out") vs $(dg "$TMP/rb1.out"); $(grep -i "roll\|error" "$TMP/rb1.out" | head -3)"
 unset OPENBLAS_CORETYPE
 expect_exit "--comm nccl on the cpu device: exit 2" 2 "$PLUMB" train ctr --comm nccl --steps 2 --quiet --out "$TMP/nc"
 grep -q "comm nccl: device cpu is not a cuda or hip GPU" "$TMP/err" && ok "--comm nccl on cpu names the device" || fail "--comm nccl message" "$(cat "$TMP/err")"

@@ -17,6 +17,7 @@ struct feed_slot {
     dev_event *ev;
     int state, B, n_valid;
     long step;
+    struct sampler_step st;
 };
 
 struct devfeed {
@@ -76,6 +77,7 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
     sl->B = B;
     sl->n_valid = n;
     sl->step = step;
+    sl->st = st;
     return rc;
 }
 
@@ -241,6 +243,15 @@ void devfeed_release(struct devfeed *f)
         pthread_cond_broadcast(&f->cv);
     }
     pthread_mutex_unlock(&f->mu);
+}
+
+int devfeed_step_info(struct devfeed *f, struct sampler_step *st)
+{
+    pthread_mutex_lock(&f->mu);
+    int ok = f->taken;
+    if (ok) *st = f->slots[f->next_take % f->depth].st;
+    pthread_mutex_unlock(&f->mu);
+    return ok ? PLUMB_OK : PLUMB_EINTERNAL;
 }
 
 void devfeed_times(struct devfeed *f, double *build_s, double *copy_s)

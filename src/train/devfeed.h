@@ -28,6 +28,9 @@ int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sam
                   plumb_err *e);
 /* The next step's batch; *wait_s = seconds the host waited for it. */
 int devfeed_next(struct devfeed *f, struct ctr_dev_batch *b, long *step, double *wait_s, plumb_err *e);
+/* The sampler's description of the taken batch (step, epoch, global_valid,
+ * local_valid...); PLUMB_EINTERNAL when none is taken. */
+int devfeed_step_info(struct devfeed *f, struct sampler_step *st);
 /* Gives the batch of the last devfeed_next back (its step has synchronised). */
 void devfeed_release(struct devfeed *f);
 /* Seconds the producer spent building batches (host work) and copying. */

@@ -10,6 +10,7 @@
 #include "models/ctr.h"
 #include "train/ckpt.h"
 #include "train/data.h"
+#include "train/devfeed.h"
 #include "train/inject.h"
 #include "train/sampler.h"
 #include "train/scaler.h"
@@ -130,6 +131,9 @@ struct trainer {
     size_t send_cap, recv_cap;
     double ss;                /* squared global norm when have_ss */
     int have_ss;
+    int use_feed;             /* fast numerics fed by train/devfeed (GPU; PLUMB_TRAIN_DEVFEED=1 on any device) */
+    int feed_threads;
+    struct ctr_dev_batch db;  /* the step's device batch when use_feed */
     float *hd;                /* GP_HOST host views of the dense grads and the sparse list */
     const int64_t *hr;
     const float *hg;
@@ -426,6 +430,17 @@ static int setup_comm(struct trainer *t, plumb_err *e)
                 acc = 0;
             }
         }
+    }
+    /* the data path: the device feed for fast numerics on a GPU (PLUMB_TRAIN_DEVFEED=1/0 forces it on/off) */
+    const char *fv = getenv("PLUMB_TRAIN_DEVFEED");
+    t->use_feed = fast && (fv && *fv ? atoi(fv) != 0 : !is_cpu(t));
+    if (t->use_feed) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        int th = cfg->threads > 0 ? cfg->threads : (int)(ncpu / (t->c->local_world > 0 ? t->c->local_world : 1));
+        t->feed_threads = th < 1 ? 1 : th > 16 ? 16 : th;
+        if (t->rank == 0 && !cfg->quiet)
+            log_info("data: device feed (pinned buffers, %d build thread%s, H2D on a copy stream, %d deep)",
+                     t->feed_threads, t->feed_threads == 1 ? "" : "s", cfg->prefetch > 2 ? cfg->prefetch : 2);
     }
     if (t->rank == 0 && !cfg->quiet) {
         const char *hc = t->c->ops->name;
@@ -809,6 +824,31 @@ static int grad_ready(void *ctx, int k, size_t off, size_t len, dev_stream *s, p
     return k < t->n_layers && t->close_at[k] >= 0 ? launch_upto(t, t->close_at[k], s, e) : PLUMB_OK;
 }
 
+/* Forward + backward of the step's local batch (whole), or of its samples
+ * [off, off+cnt) (OOM split), from the device feed or the host batch. */
+static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off, long cnt, float gscale,
+                   struct ctr_loss *l, plumb_err *e)
+{
+    if (t->use_feed) {
+        struct ctr_dev_batch db = t->db;
+        if (!whole) {
+            db.B = db.n_valid = (int)cnt;
+            db.dense = t->db.dense + off * CTR_N_DENSE;
+            db.sparse = t->db.sparse + off * CTR_N_TABLES;
+            db.labels = t->db.labels + off;
+        }
+        return ctr_forward_backward_dev(t->m, &db, gscale, l, e);
+    }
+    struct ctr_batch mb = {.B = b->cap, .n_valid = b->n, .dense = b->dense, .sparse = b->sparse, .labels = b->labels};
+    if (!whole) {
+        mb.B = mb.n_valid = (int)cnt;
+        mb.dense = b->dense + off * CTR_N_DENSE;
+        mb.sparse = b->sparse + off * CTR_N_TABLES;
+        mb.labels = b->labels + off;
+    }
+    return ctr_forward_backward(t->m, &mb, gscale, l, e);
+}
+
 /* OOM split (rare): micro-batch by micro-batch, the dense gradients summed on
  * the host (t->h_acc) and the sparse lists appended (h_rows/h_sgrads); each
  * unscaled and inf-checked on the device first unless the reduction does it
@@ -825,14 +865,9 @@ static int split_accumulate(struct trainer *t, struct host_batch *b, struct step
     long per = (b->n + k - 1) / k;
     for (long off = 0; off < b->n && !rc; off += per) {
         long cnt = b->n - off < per ? b->n - off : per;
-        struct ctr_batch mb = {.B = (int)cnt,
-                               .n_valid = (int)cnt,
-                               .dense = b->dense + off * CTR_N_DENSE,
-                               .sparse = b->sparse + off * CTR_N_TABLES,
-                               .labels = b->labels + off};
         struct ctr_loss l;
         plumb_err me = {0};
-        int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
+        int mrc = fwd_bwd(t, b, 0, off, cnt, (float)gscale, &l, &me);
         if (mrc == PLUMB_ENOMEM) {
             si->flags[SF_OOM] = 1;
             return PLUMB_OK;
@@ -884,11 +919,10 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
     int rc = d->be->memset_async(d, NULL, t->d_scratch, 0, SCR_BYTES, e);
     if (!rc && !skip && b->n > 0 && k == 1) {
         /* one pass over the local batch */
-        struct ctr_batch mb = {.B = b->cap, .n_valid = b->n, .dense = b->dense, .sparse = b->sparse, .labels = b->labels};
         struct ctr_loss l;
         plumb_err me = {0};
         if (t->gp == GP_DEVICE) ctr_set_grad_ready_hook(t->m, grad_ready, t);
-        int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
+        int mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &l, &me);
         ctr_set_grad_ready_hook(t->m, NULL, NULL);
         if (mrc == PLUMB_ENOMEM) {
             si->flags[SF_OOM] = 1;
@@ -1460,11 +1494,30 @@ static int write_predictions(const char *path, const float *logits, const float 
 
 /* ------------------------------------------------------------------ run */
 
+/* The training data of steps [t->step, steps): the device feed (pinned
+ * buffers built on host threads, H2D on a copy stream) or the host loader. */
+static int data_start(struct trainer *t, struct loader **ld, struct devfeed **feed, plumb_err *e)
+{
+    const struct train_config *cfg = t->cfg;
+    if (t->use_feed)
+        return devfeed_start(t->d, t->ds, 0, &t->smp, t->rows, t->rank, t->world, t->step, cfg->steps,
+                             cfg->prefetch > 2 ? cfg->prefetch : 2, t->feed_threads, feed, e);
+    return loader_start(t->ds, &t->smp, t->rows, t->rank, t->world, t->step, cfg->steps, cfg->prefetch, ld, e);
+}
+
+static void data_stop(struct loader **ld, struct devfeed **feed)
+{
+    loader_stop(*ld);
+    *ld = NULL;
+    devfeed_stop(*feed);
+    *feed = NULL;
+}
+
 /* Recovery tier for repeated non-finite steps: more than --max-bad-steps
  * in a row and the run goes back to the newest valid checkpoint (all ranks
  * together: the decision comes from the agreed status words, and
  * ckpt_restore is collective), the loader restarting at its step. */
-static int rollback(struct trainer *t, struct loader **ld, plumb_err *e)
+static int rollback(struct trainer *t, struct loader **ld, struct devfeed **feed, plumb_err *e)
 {
     const struct train_config *cfg = t->cfg;
     long from = t->step, bad = t->bad_run;
@@ -1473,8 +1526,7 @@ static int rollback(struct trainer *t, struct loader **ld, plumb_err *e)
                        "%ld non-finite steps in a row (more than --max-bad-steps %ld) at step %ld and no "
                        "--checkpoint-dir to roll back to",
                        bad, cfg->max_bad_steps, from);
-    loader_stop(*ld);
-    *ld = NULL;
+    data_stop(ld, feed);
     int found = 0;
     int rc = ckpt_restore(t, &found, e);
     if (rc) return err_wrap(e, "rolling back after %ld non-finite steps in a row", bad);
@@ -1496,7 +1548,7 @@ static int rollback(struct trainer *t, struct loader **ld, plumb_err *e)
         json_decref(j);
         fflush(t->metrics);
     }
-    return loader_start(t->ds, &t->smp, t->rows, t->rank, t->world, t->step, cfg->steps, cfg->prefetch, ld, e);
+    return data_start(t, ld, feed, e);
 }
 
 int trainer_run(const struct train_config *cfg, struct comm *c, struct train_result *res, plumb_err *e)
@@ -1566,8 +1618,8 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     if (cfg->watchdog_s > 0) watchdog_start(cfg->watchdog_s);
 
     struct loader *ld = NULL;
-    if (t->step < cfg->steps)
-        rc = loader_start(t->ds, &t->smp, t->rows, t->rank, t->world, t->step, cfg->steps, cfg->prefetch, &ld, e);
+    struct devfeed *feed = NULL;
+    if (t->step < cfg->steps) rc = data_start(t, &ld, &feed, e);
     long nrun = cfg->steps - t->step, k = 0;
     long win = nrun / 10 > 0 ? nrun / 10 : 1;
     double loss_first = 0, loss_last = 0;
@@ -1578,11 +1630,21 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     memset(&last_eval, 0, sizeof last_eval);
     long last_eval_step = -1;
     while (!rc && t->step < cfg->steps) {
-        struct host_batch *b;
+        struct host_batch *b, fb;
         double wait_s;
         double ts = timer_now();
         watchdog_enter("data loader");
-        rc = loader_next(ld, &b, &wait_s, e);
+        if (feed) {
+            /* a device batch; fb carries the sampler's step description */
+            memset(&fb, 0, sizeof fb);
+            rc = devfeed_next(feed, &t->db, NULL, &wait_s, e);
+            if (!rc && devfeed_step_info(feed, &fb.st)) rc = err_set(e, PLUMB_EINTERNAL, "device feed: no step taken");
+            fb.n = t->db.n_valid;
+            fb.cap = t->db.B;
+            b = &fb;
+        } else {
+            rc = loader_next(ld, &b, &wait_s, e);
+        }
         watchdog_leave();
         if (rc) break;
         struct step_info si;
@@ -1592,7 +1654,8 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         rc = trainer_step(t, b, &si, e);
         watchdog_leave();
         long gv = b->st.global_valid, epoch = b->st.epoch;
-        loader_release(ld, b);
+        if (feed) devfeed_release(feed);
+        else loader_release(ld, b);
         if (rc) break;
         double step_s = timer_now() - ts;
         wait_total += wait_s;
@@ -1605,7 +1668,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (si.skipped && !si.oom_skipped && !si.deliberate) t->bad_run++;
         else t->bad_run = 0;
         if (cfg->max_bad_steps > 0 && t->bad_run > cfg->max_bad_steps) {
-            if ((rc = rollback(t, &ld, e))) break;
+            if ((rc = rollback(t, &ld, &feed, e))) break;
             continue;
         }
         if (isfinite(si.loss)) {
@@ -1647,7 +1710,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         }
     }
     if (tty) fprintf(stderr, "\n");
-    loader_stop(ld);
+    data_stop(&ld, &feed);
     if (cfg->watchdog_s > 0) watchdog_stop();
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);
