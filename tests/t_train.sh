@@ -206,6 +206,24 @@ RB="--inject nan@15,nan@16,nan@17,nan@18 --max-bad-steps 3 --checkpoint-every 10
 $FD "$PLUMB" train ctr ${FB/--quiet/} $RB --checkpoint-dir "$TMP/rb1" --out "$TMP/rb1" >"$TMP/rb1.out" 2>&1
 grep -q "rolled back from step 19 to the checkpoint at step 10" "$TMP/rb1.out" && [ "$(dg "$TMP/rb0.out")" = $REC_A ] && [ "$(dg "$TMP/rb1.out")" = $REC_A ] \
   && ok "device feed restarts after a rollback (4 infs, back to step 10): the clean run's digest, as the host loader" || fail "feed rollback" "$(dg "$TMP/rb0.out") vs $(dg "$TMP/rb1.out"); $(grep -i "roll\|error" "$TMP/rb1.out" | head -3)"
+# a device that is not the cpu (the fake hip plugin, tests/fake_gpu.c: the cpu backend as "hip"):
+# one GPU per local rank, the device feed, auto falls back to MPI when RCCL does not load (and says so),
+# --comm nccl fails naming the library; the bits equal the cpu's with the feed
+FAKE="$PLUMB_BUILD/tests/libfake_gpu.so"
+if [ -f "$FAKE" ]; then
+  mkdir -p "$TMP/fbin" "$TMP/fplug"; cp "$PLUMB" "$TMP/fbin/plumb"; ln -sf "$FAKE" "$TMP/fplug/libplumb-hip.so"
+  $MPI -np 2 -x FAKE_GPU_COUNT=1 -x PLUMB_BACKEND_PATH="$TMP/fplug" "$TMP/fbin/plumb" train ctr $FB --device hip --out "$TMP/fk1" >"$TMP/fk1.out" 2>&1
+  grep -q "2 ranks on this host but 1 visible hip device (ROCR_VISIBLE_DEVICES=(unset)): one rank per GPU" "$TMP/fk1.out" \
+    && ok "2 ranks, 1 visible GPU: the error names the visibility variable" || fail "rank-to-GPU error" "$(grep "plumb train" "$TMP/fk1.out" | head -2)"
+  $MPI -np 2 -x FAKE_GPU_COUNT=2 -x PLUMB_BACKEND_PATH="$TMP/fplug" "$TMP/fbin/plumb" train ctr ${FB/--quiet/} --device hip --out "$TMP/fk2" >"$TMP/fk2.out" 2>&1
+  grep -q "data: device feed" "$TMP/fk2.out" && grep -q "comm: mpi, gradients staged through host memory \[auto: RCCL (librccl.so.1) not loadable" "$TMP/fk2.out" \
+    && ok "GPU, 2 ranks, no RCCL: device feed, auto falls back to MPI and says why" || fail "fake GPU paths" "$(grep -E "comm:|data:|error" "$TMP/fk2.out" | head -3)"
+  $MPI -np 2 -x PLUMB_TRAIN_DEVFEED=1 "$PLUMB" train ctr $FB --out "$TMP/fk3" >"$TMP/fk3.out" 2>&1
+  [ -n "$(dg "$TMP/fk2.out")" ] && [ "$(dg "$TMP/fk2.out")" = "$(dg "$TMP/fk3.out")" ] && [ "$(dg "$TMP/fk2.out")" = "$(dg "$TMP/h2a.out")" ] \
+    && ok "-np 2 on hip:0/hip:1 (fake) = the cpu with the feed = the cpu's loader" || fail "fake GPU digest" "$(dg "$TMP/fk2.out") vs $(dg "$TMP/fk3.out") vs $(dg "$TMP/h2a.out")"
+  FAKE_GPU_COUNT=1 PLUMB_BACKEND_PATH="$TMP/fplug" expect_exit "--comm nccl without RCCL: exit 3" 3 "$TMP/fbin/plumb" train ctr $FB --device hip --comm nccl --out "$TMP/fk4"
+  grep -q "comm nccl: RCCL (librccl.so.1) not loadable" "$TMP/err" && ok "--comm nccl names the missing library" || fail "--comm nccl message" "$(cat "$TMP/err")"
+fi
 unset OPENBLAS_CORETYPE
 expect_exit "--comm nccl on the cpu device: exit 2" 2 "$PLUMB" train ctr --comm nccl --steps 2 --quiet --out "$TMP/nc"
 grep -q "comm nccl: device cpu is not a cuda or hip GPU" "$TMP/err" && ok "--comm nccl on cpu names the device" || fail "--comm nccl message" "$(cat "$TMP/err")"

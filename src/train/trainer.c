@@ -235,7 +235,14 @@ static int open_device(struct trainer *t, plumb_err *e)
      * host shows fewer GPUs than ranks, naming the visibility variable) */
     if ((!strcmp(cfg->device, "cuda") || !strcmp(cfg->device, "hip")) && t->c->local_world > 1) {
         char s32[32];
-        if ((rc = nccl_device_for_rank(cfg->device, t->c->local_rank, t->c->local_world, s32, e))) return rc;
+        plumb_err me = {0};
+        rc = nccl_device_for_rank(cfg->device, t->c->local_rank, t->c->local_world, s32, &me);
+        if (rc == PLUMB_EUSAGE) {
+            if (e) *e = me;
+            return rc;
+        }
+        /* no backend to count devices: dev_open below reports it (or falls back to the cpu) */
+        if (rc) snprintf(s32, sizeof s32, "%s:%d", cfg->device, t->c->local_rank);
         snprintf(spec, sizeof spec, "%s", s32);
     } else {
         snprintf(spec, sizeof spec, "%s", cfg->device);
