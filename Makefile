@@ -32,7 +32,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all bench deps test asan accept cuda hip gpu-compile clean
+.PHONY: all bench deps test asan accept cuda hip gpu-compile kprof clean
 all: deps $(BUILD)/plumb $(BUILD)/plumb-tests $(FAKE_LIBS) bench
 
 deps:
@@ -100,6 +100,12 @@ $(BUILD)/cuda/%.o: src/gpu/%.cu $(GPU_HDR)
 
 $(BUILD)/libplumb-cuda.so: $(GPU_SRC:src/gpu/%.cu=$(BUILD)/cuda/%.o)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl
+
+# kernel-time profiler for the GPU host (bench/kprof.cc; CUDA_INJECTION64_PATH)
+kprof: $(BUILD)/libplumb-kprof.so
+$(BUILD)/libplumb-kprof.so: bench/kprof.cc
+	@mkdir -p $(dir $@)
+	g++ -O2 -std=c++17 -shared -fPIC -Wall -Werror -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib -L$(CUDA_HOME)/lib64 -lcupti
 
 $(BUILD)/hip/%.o: src/gpu/%.cu $(GPU_HDR)
 	@mkdir -p $(dir $@)

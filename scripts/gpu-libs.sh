@@ -24,7 +24,7 @@ PY
 )
 export LD_LIBRARY_PATH=$LDP${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for pass in 1 2 3; do
-  missing=$(for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f"; done 2>/dev/null | awk '/not found/{print $1}' | sort -u)
+  missing=$(for f in build/plumb build/plumb-tests build/libplumb-cuda.so $(ls build/libplumb-kprof.so 2>/dev/null); do ldd "$f"; done 2>/dev/null | awk '/not found/{print $1}' | sort -u)
   [ -z "$missing" ] && break
   for m in $missing; do
     if [ -e "fallback/$m" ]; then ln -sf "$here/fallback/$m" "$here/libs-active/$m"; log "using carried $m"

@@ -11,9 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${1:-/work/main/.gpuwork}
-make -j2 all cuda >/dev/null
+make -j2 all cuda kprof >/dev/null
 rm -rf "$DEST"; mkdir -p "$DEST/build" "$DEST/fallback"
-cp build/plumb build/plumb-tests build/libplumb-cuda.so "$DEST/build/"
+cp build/plumb build/plumb-tests build/libplumb-cuda.so build/libplumb-kprof.so "$DEST/build/"
+# CUPTI for kprof (the host's PyTorch has one too, but this one matches the build)
+cp -L "$(dirname "$(command -v nvcc)")"/../lib/libcupti.so.13 "$DEST/fallback/" 2>/dev/null || true
 # the test binary's fake vendor libraries (health, fake GPU plugin tests)
 mkdir -p "$DEST/build/tests" && cp build/tests/libfake_*.so "$DEST/build/tests/" 2>/dev/null || true
 cp -r scripts bench "$DEST/"

@@ -8,10 +8,11 @@
 #   nccl     the step with the NCCL all-reduce, world size 1
 # Usage: bash scripts/gputrain-check.sh [STAGE] where STAGE is 1 (the two
 # headline configurations), 2 (compact: dw GEMMs), 3 (compact: the
-# fast-mode sparse sums, tests + both headline ratios in one run) or train
+# fast-mode sparse sums, tests + both headline ratios in one run), train
 # (plumb train's device-resident fast step: --comm self vs nccl on 1 rank and
 # under mpirun -np 1 give one digest; -np 2 nccl = mpi when 2 GPUs are visible;
-# samples/s of train next to bench ctr's).
+# samples/s of train next to bench ctr's)),
+# or prof (kernel times of plumb and PyTorch through build/libplumb-kprof.so).
 # Writes logs and JSON under $OUT. NVLink multicast stays off.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -95,6 +96,16 @@ elif [ "$STAGE" = 3 ]; then
     --torch-modes compile --json "$OUT/bench_bf16.json"
   step bench_fp32 45 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --vs-pytorch \
     --torch-modes eager --json "$OUT/bench_fp32.json"
+elif [ "$STAGE" = prof ]; then
+  # where the step's GPU time goes: CUPTI kernel times (bench/kprof.cc, no
+  # synchronisation added) for plumb and for the PyTorch peer on the same batches
+  P="--pool 262144"
+  K="env CUDA_INJECTION64_PATH=$here/build/libplumb-kprof.so KPROF_TOP=45"
+  step kprof_bf16 120 $K KPROF_OUT=$OUT/kprof_bf16_%p.txt KPROF_AFTER_S=3 $B $P --precision bf16 --batch 32768 \
+    --steps 200 --warmup 20 --leak-steps 0 --vs-pytorch --torch-modes compile --json "$OUT/bench_bf16.json"
+  step kprof_fp32 90 $K KPROF_OUT=$OUT/kprof_fp32_%p.txt KPROF_AFTER_S=3 $B $P --precision fp32 --batch 2048 \
+    --steps 300 --leak-steps 0 --vs-pytorch --torch-modes eager --json "$OUT/bench_fp32.json"
+  step tests 45 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
 else
   # stage 2: the batch-sliced dw GEMMs; compact (the device minutes are few)
   P="--pool 262144"
