@@ -287,7 +287,7 @@ TEST(gpu_train_small_ops_fast) { small_ops(NUMERICS_FAST); }
 
 /* ---------------- embeddings, interaction, sparse reduction ---------------- */
 
-static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
+static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot, int D)
 {
     struct pair p;
     OPEN_PAIR_OR_SKIP(p, mode);
@@ -298,7 +298,7 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
     (void)mode;
     const struct train_ops *C = p.c->ops->train, *G = p.g->ops->train;
     plumb_err e = {0};
-    enum { T = 26, D = 16 };
+    enum { T = 26 };
     const int F = T + 1, W = D + F * (F - 1) / 2, NV = B - B / 7;
     int64_t off[T];
     for (int t = 0; t < T; t++) off[t] = (int64_t)t * rows_per_table;
@@ -331,10 +331,42 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
     REQUIRE(G->embedding_fwd(p.g, NULL, gtable, goff, gidx, gemb, B, T, D, rt, &e) == 0);
     REQUIRE(G->interact_fwd(p.g, NULL, gbottom, gemb, gint, B, T, D, rt, &e) == 0);
     REQUIRE(G->interact_bwd(p.g, NULL, gbottom, gemb, gdout, gdbot, gdemb, B, T, D, rt, &e) == 0);
+    float *h;
+    CHECK((h = down(p.g, gdemb, (size_t)B * T * D * 4)) && cmp_f("interact_bwd demb", demb_c, h, (size_t)B * T * D, 0));
+    free(h);
     /* the sparse backward from the cpu's demb, so only the reduction is compared */
     REQUIRE(dev_upload(p.g, gdemb, demb_c, (size_t)B * T * D * 4, &e) == 0);
     REQUIRE(G->embedding_bwd(p.g, NULL, goff, gidx, gdemb, B, NV, T, D, grows, grg, gnr, &e) == 0);
-    float *h;
+    /* fused ops (optional entries): the same bits as their parts */
+    if (G->embedding_interact_fwd) {
+        float *gemb2 = up(p.g, NULL, (size_t)B * T * D * 4), *gint2 = up(p.g, NULL, (size_t)B * W * 4);
+        REQUIRE(gemb2 && gint2);
+        REQUIRE(G->embedding_interact_fwd(p.g, NULL, gtable, goff, gidx, gbottom, gemb2, gint2, B, T, D, rt, &e) == 0);
+        CHECK((h = down(p.g, gemb2, (size_t)B * T * D * 4)) && cmp_f("fused gather emb", emb_c, h, (size_t)B * T * D, 0));
+        free(h);
+        CHECK((h = down(p.g, gint2, (size_t)B * W * 4)) && cmp_f("fused gather+interact", int_c, h, (size_t)B * W, 0));
+        free(h);
+        dev_free(p.g, gemb2);
+        dev_free(p.g, gint2);
+    }
+    if (G->embedding_bwd_sgd) {
+        const float lr = 0.37f;
+        float *tab_c = malloc(R * D * 4);
+        memcpy(tab_c, table, R * D * 4);
+        REQUIRE(C->sgd_sparse(p.c, NULL, tab_c, rows_c, rg_c, (size_t)nr_c, D, lr, &e) == 0);
+        float *gtab2 = up(p.g, table, R * D * 4);
+        int64_t *gnr2 = up(p.g, NULL, 8);
+        REQUIRE(gtab2 && gnr2);
+        REQUIRE(G->embedding_bwd_sgd(p.g, NULL, goff, gidx, gdemb, B, NV, T, D, gtab2, lr, gnr2, &e) == 0);
+        int64_t *hn2 = down(p.g, gnr2, 8);
+        CHECK(hn2 && *hn2 == nr_c);
+        free(hn2);
+        CHECK((h = down(p.g, gtab2, R * D * 4)) && cmp_f("fused embedding_bwd+sgd table", tab_c, h, R * D, 0));
+        free(h);
+        dev_free(p.g, gtab2);
+        dev_free(p.g, gnr2);
+        free(tab_c);
+    }
     CHECK((h = down(p.g, gemb, (size_t)B * T * D * 4)) && cmp_f("embedding_fwd", emb_c, h, (size_t)B * T * D, 0));
     free(h);
     CHECK((h = down(p.g, gint, (size_t)B * W * 4)) && cmp_f("interact_fwd", int_c, h, (size_t)B * W, 0));
@@ -382,14 +414,18 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot)
 
 TEST(gpu_train_sparse_golden)
 {
-    sparse_ops(NUMERICS_GOLDEN, 9, 7, 0);       /* tiny tables: many duplicates */
-    sparse_ops(NUMERICS_GOLDEN, 700, 1000, 1);  /* several sort tiles, a hot row */
+    sparse_ops(NUMERICS_GOLDEN, 9, 7, 0, 16);       /* tiny tables: many duplicates */
+    sparse_ops(NUMERICS_GOLDEN, 700, 1000, 1, 16);  /* several sort tiles, a hot row */
+    sparse_ops(NUMERICS_GOLDEN, 300, 50, 1, 8);     /* ctr-tiny's width (warp interaction kernels) */
+    sparse_ops(NUMERICS_GOLDEN, 200, 50, 1, 12);    /* a width without warp kernels: block-per-sample path */
 }
 TEST(gpu_train_sparse_fast)
 {
-    sparse_ops(NUMERICS_FAST, 700, 1000, 1);    /* hot rows: 40% of the samples in one row per table */
-    sparse_ops(NUMERICS_FAST, 3000, 100000, 0);
-    sparse_ops(NUMERICS_FAST, 4000, 1000, 1);   /* ~1600 duplicates: 7 chunks per hot row */
+    sparse_ops(NUMERICS_FAST, 700, 1000, 1, 16);    /* hot rows: 40% of the samples in one row per table */
+    sparse_ops(NUMERICS_FAST, 3000, 100000, 0, 16);
+    sparse_ops(NUMERICS_FAST, 4000, 1000, 1, 16);   /* ~1600 duplicates: 7 chunks per hot row */
+    sparse_ops(NUMERICS_FAST, 2000, 300, 1, 32);    /* the widest warp kernel; G = 32 lanes per row */
+    sparse_ops(NUMERICS_FAST, 500, 80, 1, 4);       /* G = 4 lanes per row, 8 rows per warp */
 }
 
 /* ---------------- the whole model ---------------- */

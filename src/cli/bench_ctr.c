@@ -32,6 +32,7 @@
 #include "core/philox.h"
 #include "core/timer.h"
 #include "dev/dev.h"
+#include "dev/train_ops.h"
 #include "models/ctr.h"
 #include "train/data.h"
 #include "train/devfeed.h"
@@ -52,6 +53,7 @@ struct opts {
         auc_batch, auc_eval;
     double lr;
     int vs_pytorch, no_throughput;
+    const char *fuse;
 };
 
 struct timing {
@@ -60,6 +62,7 @@ struct timing {
     size_t peak_alloc, peak_reserved, reserved_warm, reserved_end, alloc_warm, alloc_end;
     long leak_steps;
     double torch_eager, torch_compile; /* samples/s, 0 = not run */
+    int fused;                         /* sparse SGD fused into the backward */
     char torch_err[256];
 };
 
@@ -115,6 +118,19 @@ static int run_opt(struct ctr_model *m, long step, float lr, plumb_err *e)
     ctr_sparse_grads(m, &rows, &g, &n);
     struct ctr_opt o = {CTR_OPT_SGD, lr, 0.0f, 0.9f, 0.999f, 1e-8f};
     return ctr_opt_step(m, &o, step, ctr_grads(m), rows, g, n, e);
+}
+
+/* One training step on device batch b: forward + backward (with the
+ * sparse SGD fused into the embedding backward when fuse), the dense
+ * all-reduce (nc), the optimizer. */
+static int bench_step(struct ctr_model *m, const struct ctr_dev_batch *b, float gs, struct nccl_comm *nc, long step,
+                      float lr, int fuse, plumb_err *e)
+{
+    int rc = fuse ? ctr_fuse_sparse_sgd(m, lr, e) : PLUMB_OK;
+    if (!rc) rc = ctr_forward_backward_dev(m, b, gs, NULL, e);
+    if (!rc && nc) rc = nccl_allreduce_buckets(nc, ctr_grads(m), ctr_n_dense(m), NULL, "bench grads", e);
+    if (!rc) rc = run_opt(m, step, lr, e);
+    return rc;
 }
 
 /* ctr_init's definition evaluated on the host (core/philox.h), for devices
@@ -201,22 +217,23 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
     long step = 0;
     float *grads = ctr_grads(m);
     size_t nd = ctr_n_dense(m);
+    /* the sparse update fused into the backward: one rank (the bench
+     * exchanges only dense gradients), plain SGD, nothing reads the list */
+    const int fuse = strcmp(o->fuse, "no") && d->ops->train && d->ops->train->embedding_bwd_sgd &&
+                     !nc;
+    t->fused = fuse;
 #define DB(i) (struct ctr_dev_batch){(int)batch, (int)batch, db[(i) % NB_DEV].dense, db[(i) % NB_DEV].sparse, db[(i) % NB_DEV].labels}
     /* warm-up */
     for (long i = 0; i < o->warmup && !rc; i++, step++) {
         struct ctr_dev_batch b = DB(step);
-        rc = ctr_forward_backward_dev(m, &b, gs, NULL, e);
-        if (!rc && nc) rc = nccl_allreduce_buckets(nc, grads, nd, NULL, "bench grads", e);
-        if (!rc) rc = run_opt(m, step + 1, (float)o->lr, e);
+        rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
     }
     struct dev_mem_stats ms;
     /* device-resident timing: whole steps */
     double t0 = now();
     for (long i = 0; i < o->steps && !rc; i++, step++) {
         struct ctr_dev_batch b = DB(step);
-        rc = ctr_forward_backward_dev(m, &b, gs, NULL, e);
-        if (!rc && nc) rc = nccl_allreduce_buckets(nc, grads, nd, NULL, "bench grads", e);
-        if (!rc) rc = run_opt(m, step + 1, (float)o->lr, e);
+        rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
     }
     double whole = now() - t0;
     t->step_dev_ms = 1e3 * whole / (double)o->steps;
@@ -228,6 +245,7 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
         double a = now();
         rc = ctr_forward_dev(m, &b, e);
         double b1 = now();
+        if (!rc && fuse) rc = ctr_fuse_sparse_sgd(m, (float)o->lr, e);
         if (!rc) rc = ctr_forward_backward_dev(m, &b, gs, NULL, e);
         double c1 = now();
         if (!rc && nc) rc = nccl_allreduce_buckets(nc, grads, nd, NULL, "bench grads", e);
@@ -256,10 +274,8 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
             struct ctr_dev_batch b;
             double w;
             rc = devfeed_next(f, &b, NULL, &w, e);
-            if (!rc) rc = ctr_forward_backward_dev(m, &b, gs, NULL, e);
+            if (!rc) rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
             devfeed_release(f);
-            if (!rc && nc) rc = nccl_allreduce_buckets(nc, grads, nd, NULL, "bench grads", e);
-            if (!rc) rc = run_opt(m, step + 1, (float)o->lr, e);
             wait_tot += w;
         }
         if (!rc) {
@@ -282,9 +298,7 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
     t->alloc_warm = ms.allocated;
     for (long i = 0; i < o->leak_steps && !rc; i++, step++) {
         struct ctr_dev_batch b = DB(step);
-        rc = ctr_forward_backward_dev(m, &b, gs, NULL, e);
-        if (!rc && nc) rc = nccl_allreduce_buckets(nc, grads, nd, NULL, "bench grads", e);
-        if (!rc) rc = run_opt(m, step + 1, (float)o->lr, e);
+        rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
     }
 #undef DB
     dev_mem_stats(d, &ms);
@@ -383,6 +397,7 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
     uint32_t *hs = NULL;
     int nb = 16;
     rc = host_batches(ds, c.rows, B, nb, 3, &hd, &hs, &hl, e);
+    int fused[2] = {strcmp(o->fuse, "no") && devs[0]->ops->train && devs[0]->ops->train->embedding_bwd_sgd, 0};
     for (int k = 0; k < 2 && !rc; k++) {
         struct dev *dd = devs[k];
         if ((rc = dev_set_numerics(dd, NUMERICS_GOLDEN, 0, e))) break;
@@ -393,8 +408,12 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
             int i = (int)(s % nb);
             struct ctr_batch b = {(int)B, (int)B, hd + (size_t)i * B * CTR_N_DENSE, hs + (size_t)i * B * CTR_N_TABLES,
                                   hl + (size_t)i * B};
-            rc = ctr_forward_backward(m, &b, 1.0f / (float)B, NULL, e);
-            if (!rc) rc = run_opt(m, s + 1, lr_at(o->lr, s, 10), e);
+            /* the device side with the fused sparse SGD where it has one:
+             * its digest must still equal the cpu's unfused one */
+            const float lr = lr_at(o->lr, s, 10);
+            if (fused[k]) rc = ctr_fuse_sparse_sgd(m, lr, e);
+            if (!rc) rc = ctr_forward_backward(m, &b, 1.0f / (float)B, NULL, e);
+            if (!rc) rc = run_opt(m, s + 1, lr, e);
         }
         secs[k] = now() - t0;
         if (!rc) rc = ctr_param_digest(m, hex[k], e);
@@ -406,10 +425,10 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
     dev_close(devs[1]);
     if (rc) return rc;
     int same = !strcmp(hex[0], hex[1]);
-    printf("\ngolden %s rows=%ld batch=%ld steps=%ld fp32 SGD (same initial params):\n  %-8s %s (%.1f s)\n"
+    printf("\ngolden %s rows=%ld batch=%ld steps=%ld fp32 SGD (same initial params):\n  %-8s %s (%.1f s)%s\n"
            "  %-8s %s (%.1f s)  %s\n",
-           o->preset, o->golden_rows, B, o->golden_steps, d->label, hex[0], secs[0], "cpu", hex[1], secs[1],
-           same ? "EQUAL" : "DIFFERENT");
+           o->preset, o->golden_rows, B, o->golden_steps, d->label, hex[0], secs[0],
+           fused[0] ? " sparse SGD fused" : "", "cpu", hex[1], secs[1], same ? "EQUAL" : "DIFFERENT");
     json_t *j = json_object();
     json_object_set_new(j, "preset", json_string(o->preset));
     json_object_set_new(j, "rows", json_integer(o->golden_rows));
@@ -418,6 +437,7 @@ static int golden_check(const struct opts *o, struct dev *d, const struct datase
     json_object_set_new(j, "digest_device", json_string(hex[0]));
     json_object_set_new(j, "digest_cpu", json_string(hex[1]));
     json_object_set_new(j, "equal", json_boolean(same));
+    json_object_set_new(j, "device_sparse_sgd_fused", json_boolean(fused[0]));
     json_object_set_new(out, "golden", j);
     return same ? PLUMB_OK : PLUMB_EFAIL;
 }
@@ -550,6 +570,8 @@ int bench_ctr(int argc, char **argv)
         {"--lr", OPT_DOUBLE, &o.lr, "0.1", "SGD learning rate", NULL, NULL},
         {"--comm", OPT_CHOICE, &o.comm, "none", "dense-gradient all-reduce in the step: none or nccl (world of the launch)",
          "none|nccl", NULL},
+        {"--fuse-sgd", OPT_CHOICE, &o.fuse, "auto",
+         "sparse SGD fused into the embedding backward (auto: where the device has it and the world is 1)", "auto|no", NULL},
         {"--vs-pytorch", OPT_FLAG, &o.vs_pytorch, NULL, "also run the PyTorch reference on the same batches", NULL, NULL},
         {"--torch-modes", OPT_STR, &o.torch_modes, "eager,compile", "PyTorch modes to run with --vs-pytorch", NULL, "LIST"},
         {"--no-throughput", OPT_FLAG, &o.no_throughput, NULL, "skip the throughput table (only the golden/AUC checks)", NULL, NULL},
@@ -702,6 +724,7 @@ int bench_ctr(int argc, char **argv)
             json_object_set_new(r, "precision", json_string(plist[pi]));
             json_object_set_new(r, "batch", json_integer(bs[bi]));
             json_object_set_new(r, "samples_per_s", json_real(t.samples_s));
+            json_object_set_new(r, "sparse_sgd_fused", json_boolean(t.fused));
             json_object_set_new(r, "step_ms", json_real(t.step_dev_ms));
             json_object_set_new(r, "data_wait_ms", json_real(t.data_ms));
             json_object_set_new(r, "forward_ms", json_real(t.fwd_ms));

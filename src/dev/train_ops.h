@@ -225,6 +225,27 @@ struct train_ops {
      * weights for bf16/fp16 GEMMs. x, y: [n] */
     int (*round_fp32)(struct dev *d, dev_stream *s, const float *x, float *y, size_t n,
                       dtype_t rt, plumb_err *e);
+
+    /* ---------------- fused (optional: NULL = use the parts) ----------------
+     * Each equals the composition it names, bit for bit, in both modes; a
+     * backend provides one when fusing saves memory traffic. */
+
+    /* embedding_fwd(table, off, idx -> emb) then interact_fwd(bottom, emb ->
+     * out): emb [B, T, D] is still written (the backward reads it), but the
+     * interaction takes the gathered rows without reading emb back. */
+    int (*embedding_interact_fwd)(struct dev *d, dev_stream *s, const float *table,
+                                  const int64_t *off, const uint32_t *idx, const float *bottom,
+                                  float *emb, float *out, int B, int T, int D, dtype_t rt,
+                                  plumb_err *e);
+
+    /* embedding_bwd(...) then sgd_sparse(table, rows, grads, U, D, lr): the
+     * sparse gradient is applied to the table as each row's sum is formed
+     * and never stored. *n_out (device int64) = U, the rows touched. For one
+     * rank with plain SGD and nothing that must see the sparse gradient
+     * first (no loss-scale check, clipping or norm of it). */
+    int (*embedding_bwd_sgd)(struct dev *d, dev_stream *s, const int64_t *off,
+                             const uint32_t *idx, const float *dout, int B, int n_valid, int T,
+                             int D, float *table, float lr, int64_t *n_out, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

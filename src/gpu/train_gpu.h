@@ -1,8 +1,9 @@
 /* Internal to the GPU plugins: the training ops of dev/train_ops.h on the GPU
  * (train_ops.cu: table, checks, elementwise/loss/optimizer kernels;
  * train_linear.cu: golden tiled GEMM chains and fast cuBLASLt GEMMs with
- * fused epilogues; train_sparse.cu: embeddings, DLRM interaction, the
- * deterministic radix sort and segment reduce).
+ * fused epilogues; train_sparse.cu: embeddings, the deterministic sort and
+ * segment reduce, fused with sparse SGD; train_interact.cu: the DLRM
+ * interaction, fused with the embedding gather).
  *
  * All train ops of one device run on one stream at a time (the trainer's
  * compute stream), so they share one per-device workspace (tws_get). */
@@ -60,8 +61,16 @@ int tr_embedding_fwd(struct dev *d, struct dev_stream *st, const float *table, c
 int tr_embedding_bwd(struct dev *d, struct dev_stream *st, const int64_t *off, const uint32_t *idx,
                      const float *dout, int B, int n_valid, int T, int D, int64_t *rows_out, float *grads_out,
                      int64_t *n_out, plumb_err *e);
+int tr_embedding_bwd_sgd(struct dev *d, struct dev_stream *st, const int64_t *off, const uint32_t *idx,
+                         const float *dout, int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out,
+                         plumb_err *e);
 int tr_sparse_coalesce(struct dev *d, struct dev_stream *st, const int64_t *rows_in, const float *vals_in,
                        size_t n, int D, int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e);
+
+/* train_interact.cu */
+int tr_embedding_interact_fwd(struct dev *d, struct dev_stream *st, const float *table, const int64_t *off,
+                              const uint32_t *idx, const float *bottom, float *emb, float *out, int B, int T, int D,
+                              dtype_t rt, plumb_err *e);
 int tr_interact_fwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, float *out,
                     int B, int T, int D, dtype_t rt, plumb_err *e);
 int tr_interact_bwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb,

@@ -222,6 +222,18 @@ static int g_embedding_bwd(struct dev *d, dev_stream *s, const int64_t *off, con
     return tr_embedding_bwd(d, gpu_stream(d, s), off, idx, dout, B, n_valid, T, D, rows_out, grads_out, n_out, e);
 }
 
+static int g_embedding_bwd_sgd(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx,
+                               const float *dout, int B, int n_valid, int T, int D, float *table, float lr,
+                               int64_t *n_out, plumb_err *e)
+{
+    NEED(off && idx && dout && table && n_out, "%s: embedding_bwd_sgd: NULL argument", d->label);
+    NEED(B > 0 && T > 0 && D > 0 && n_valid >= 0 && n_valid <= B,
+         "%s: embedding_bwd_sgd: bad shape B=%d n_valid=%d T=%d D=%d", d->label, B, n_valid, T, D);
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_EMB_BWD);
+    return tr_embedding_bwd_sgd(d, gpu_stream(d, s), off, idx, dout, B, n_valid, T, D, table, lr, n_out, e);
+}
+
 static int g_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows_in, const float *vals_in, size_t n,
                              int D, int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e)
 {
@@ -243,6 +255,18 @@ static int g_interact_fwd(struct dev *d, dev_stream *s, const float *bottom, con
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_INTER_FWD);
     return tr_interact_fwd(d, gpu_stream(d, s), bottom, emb, out, B, T, D, rt, e);
+}
+
+static int g_embedding_interact_fwd(struct dev *d, dev_stream *s, const float *table, const int64_t *off,
+                                    const uint32_t *idx, const float *bottom, float *emb, float *out, int B, int T,
+                                    int D, dtype_t rt, plumb_err *e)
+{
+    NEED(table && off && idx && bottom && emb && out, "%s: embedding_interact_fwd: NULL argument", d->label);
+    NEED(B > 0 && T > 0 && D > 0, "%s: embedding_interact_fwd: bad shape B=%d T=%d D=%d", d->label, B, T, D);
+    RT_OK("embedding_interact_fwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_INTER_FWD);
+    return tr_embedding_interact_fwd(d, gpu_stream(d, s), table, off, idx, bottom, emb, out, B, T, D, rt, e);
 }
 
 static int g_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, const float *emb, const float *dout,
@@ -597,5 +621,6 @@ const struct train_ops gpu_train_ops = {
     g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
     g_interact_fwd, g_interact_bwd, g_bce_logits, g_sigmoid,   g_sgd,           g_sgd_sparse,    g_adamw,
     g_adamw_sparse, g_sumsq,       g_scale_check, g_affine,    g_round_fp32,
+    g_embedding_interact_fwd, g_embedding_bwd_sgd,
 };
 #endif

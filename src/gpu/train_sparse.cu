@@ -1,28 +1,29 @@
-/* Embeddings, the DLRM dot interaction and the deterministic sparse
- * reduction on the GPU (train_ops.h).
+/* Embeddings and the deterministic sparse reduction on the GPU
+ * (train_ops.h; the interaction is in train_interact.cu).
  *
  * embedding_fwd: one thread per output element, a copy rounded to rt.
- * interact_fwd / interact_bwd: one block per sample with the F = T+1 vectors
- *   in shared memory; each output is one fmaf chain in the documented order
- *   (the golden definition, used by both modes: it is already memory-bound).
- * embedding_bwd / sparse_coalesce: a stable LSD radix sort of (row, position)
- *   (4-bit digits: per-tile digit counts, one exclusive scan over
- *   (digit, tile), then a stable scatter where each thread owns consecutive
- *   items), head flags and a scan give the distinct rows in ascending order;
- *   then each row's vectors are summed as train_ops.h defines it: golden one
- *   chain of fp32 adds in ascending position from 0; fast the same for rows
- *   of at most TRAIN_SPARSE_CHUNK positions, and for hotter rows every chunk
- *   of every row summed in parallel (k_chunk_sum, one warp per window of
- *   TRAIN_SPARSE_CHUNK sorted positions) then the chunk sums added per row
- *   in chunk order. One warp per row (or chunk): the lanes load 32 of the row's positions at once (coalesced), then
- *   each lane, owning one column, issues the 32 value loads before it adds
- *   them in position order, so a hot row (a Zipf head can hold a third of a
- *   batch) waits for memory once per 32 positions, not once per position. sparse_coalesce validates its rows (a negative one is a
- *   usage error naming it, which costs one synchronisation).
- *   Passes beyond the key width stop early on the device (the largest key is
- *   reduced first), so no host synchronisation is needed; the host bounds the
- *   key width by the device memory (a row index of a table that fits). */
+ * embedding_bwd / sparse_coalesce / embedding_bwd_sgd: a stable sort of
+ *   (row, position) pairs by row: on CUDA CUB's onesweep radix sort; on HIP
+ *   our LSD radix sort (4-bit digits: per-tile digit counts, one exclusive
+ *   scan over (digit, tile), then a stable scatter where each thread owns
+ *   consecutive items; passes beyond the largest key stop early on the
+ *   device). Both are stable, so equal rows keep ascending position and the
+ *   result does not depend on the sort. The host bounds the key width by
+ *   the device memory (a row index of a table that fits), so no host
+ *   synchronisation is needed. Head flags and a scan give the distinct rows
+ *   in ascending order; then each row's vectors are summed as train_ops.h
+ *   defines it: golden one chain of fp32 adds in ascending position from 0;
+ *   fast the same for rows of at most TRAIN_SPARSE_CHUNK positions, and for
+ *   hotter rows every chunk of every row summed in parallel (k_chunk_sum)
+ *   then the chunk sums added per row in chunk order. embedding_bwd_sgd
+ *   applies the sparse SGD update to the table with each row's sum in the
+ *   same kernel instead of writing the sums (the bits of embedding_bwd +
+ *   sgd_sparse). sparse_coalesce validates its rows (a negative one is a
+ *   usage error naming it, which costs one synchronisation). */
 #include "gpu/train_gpu.h"
+#if !defined(PLUMB_HIP)
+#include <cub/device/device_radix_sort.cuh>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,105 +49,6 @@ int tr_embedding_fwd(struct dev *d, struct dev_stream *st, const float *table, c
     size_t tot = (size_t)B * T * D;
     k_emb_fwd<<<gpu_grid(tot, TPB), TPB, 0, st->s>>>(table, off, idx, out, B, T, D, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_emb_fwd", e);
-    return PLUMB_OK;
-}
-
-/* ---------------- interaction ---------------- */
-
-/* z vectors of sample b into shared memory, row stride D+1 (bank spread) */
-__device__ static void load_z(float *z, const float *bottom, const float *emb, int b, int T, int D)
-{
-    const int F = T + 1, S = D + 1;
-    for (int i = threadIdx.x; i < F * D; i += blockDim.x) {
-        int f = i / D, k = i % D;
-        z[f * S + k] = f == 0 ? bottom[(size_t)b * D + k] : emb[((size_t)b * T + (f - 1)) * D + k];
-    }
-}
-
-/* pair index p (0-based, i > j, lower triangle row by row) -> (i, j) */
-__device__ static inline void pair_of(int p, int *pi, int *pj)
-{
-    int i = (int)((1.0f + sqrtf(1.0f + 8.0f * (float)p)) * 0.5f);
-    while (i * (i - 1) / 2 > p) i--;
-    while ((i + 1) * i / 2 <= p) i++;
-    *pi = i;
-    *pj = p - i * (i - 1) / 2;
-}
-
-__global__ void k_interact_fwd(const float *bottom, const float *emb, float *out, int B, int T, int D, int rt)
-{
-    extern __shared__ float z[];
-    const int F = T + 1, S = D + 1, W = D + F * (F - 1) / 2;
-    for (int b = blockIdx.x; b < B; b += gridDim.x) {
-        __syncthreads();
-        load_z(z, bottom, emb, b, T, D);
-        __syncthreads();
-        float *o = out + (size_t)b * W;
-        for (int q = threadIdx.x; q < W; q += blockDim.x) {
-            if (q < D) {
-                o[q] = tr_round(z[q], rt);
-                continue;
-            }
-            int i, j;
-            pair_of(q - D, &i, &j);
-            const float *zi = z + i * S, *zj = z + j * S;
-            float acc = 0.0f;
-            for (int k = 0; k < D; k++) acc = fmaf(zi[k], zj[k], acc);
-            o[q] = tr_round(acc, rt);
-        }
-    }
-}
-
-__global__ void k_interact_bwd(const float *bottom, const float *emb, const float *dout, float *dbottom, float *demb,
-                               int B, int T, int D, int rt)
-{
-    extern __shared__ float z[];
-    const int F = T + 1, S = D + 1, W = D + F * (F - 1) / 2;
-    float *g = z + F * S; /* [W] dout row */
-    for (int b = blockIdx.x; b < B; b += gridDim.x) {
-        __syncthreads();
-        load_z(z, bottom, emb, b, T, D);
-        for (int q = threadIdx.x; q < W; q += blockDim.x) g[q] = dout[(size_t)b * W + q];
-        __syncthreads();
-        for (int q = threadIdx.x; q < F * D; q += blockDim.x) {
-            int i = q / D, k = q % D;
-            float acc = i == 0 ? g[k] : 0.0f;
-            for (int j = 0; j < F; j++) {
-                if (j == i) continue;
-                int p = i > j ? i * (i - 1) / 2 + j : j * (j - 1) / 2 + i;
-                acc = fmaf(g[D + p], z[j * S + k], acc);
-            }
-            float v = tr_round(acc, rt);
-            if (i == 0) dbottom[(size_t)b * D + k] = v;
-            else demb[((size_t)b * T + (i - 1)) * D + k] = v;
-        }
-    }
-}
-
-static unsigned sample_grid(int B) { return (unsigned)(B < 65536 * 4 ? B : 65536 * 4); }
-
-int tr_interact_fwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, float *out, int B,
-                    int T, int D, dtype_t rt, plumb_err *e)
-{
-    size_t sm = (size_t)(T + 1) * (D + 1) * sizeof(float);
-    if (sm > 48 * 1024)
-        return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: interact_fwd: T=%d D=%d needs %zu bytes of shared memory (max 48 KiB)",
-                       d->label, T, D, sm);
-    k_interact_fwd<<<sample_grid(B), 128, sm, st->s>>>(bottom, emb, out, B, T, D, (int)rt);
-    GPU_CHECK_LAUNCH(d, "k_interact_fwd", e);
-    return PLUMB_OK;
-}
-
-int tr_interact_bwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, const float *dout,
-                    float *dbottom, float *demb, int B, int T, int D, dtype_t rt, plumb_err *e)
-{
-    int F = T + 1, W = D + F * (F - 1) / 2;
-    size_t sm = ((size_t)F * (D + 1) + W) * sizeof(float);
-    if (sm > 48 * 1024)
-        return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: interact_bwd: T=%d D=%d needs %zu bytes of shared memory (max 48 KiB)",
-                       d->label, T, D, sm);
-    k_interact_bwd<<<sample_grid(B), 128, sm, st->s>>>(bottom, emb, dout, dbottom, demb, B, T, D, (int)rt);
-    GPU_CHECK_LAUNCH(d, "k_interact_bwd", e);
     return PLUMB_OK;
 }
 
@@ -301,6 +203,7 @@ __global__ void k_rs_scatter(const uint64_t *kin, const uint32_t *vin, uint64_t 
 /* Which buffer holds the sorted data: the number of active passes' parity. */
 __device__ static inline int sorted_in_b(const unsigned long long *meta, int npass)
 {
+    if (!meta) return 0; /* a sort with a known output buffer (CUB) */
     int act = 0;
     for (int p = 0; p < npass; p++) act += pass_active(meta, p * RS_BITS);
     return act & 1;
@@ -368,27 +271,37 @@ __global__ void k_seg_write(const uint64_t *ka, const uint64_t *kb, const unsign
     }
 }
 
-/* One chain of the definition (see the header): column k of the sum of the
- * sorted positions [c0, c1), plain fp32 adds in ascending position from 0.
- * The lanes load 32 positions at once; each lane (one column) issues its 32
- * value loads before adding them in order. */
-__device__ static inline float warp_chain(const uint32_t *perm, const float *vals, int D, unsigned c0, unsigned c1,
-                                          int k, bool col, int lane)
+/* The per-row sums run G lanes per row (G = D rounded up to a power of two,
+ * at most the warp): lane g owns columns g, g+G, ...; the lanes of a group
+ * read the same sorted position (one broadcast load) and then the row's
+ * D floats of that position together (one coalesced segment). Several
+ * positions are loaded before they are added, in position order. Groups of
+ * a warp run independently (no shuffles), so a short row does not wait for
+ * a long one in the same warp beyond the hardware's divergence. */
+__host__ __device__ static inline int group_lanes(int D)
+{
+    int g = 1;
+    while (g < D && g < PLUMB_WARP) g <<= 1;
+    return g;
+}
+
+/* One chain of the definition: column k of the sum of the sorted positions
+ * [c0, c1), plain fp32 adds in ascending position from 0. */
+__device__ static inline float group_chain(const uint32_t *perm, const float *vals, int D, unsigned c0, unsigned c1,
+                                           int k)
 {
     float acc = 0.0f;
-    for (unsigned b = c0; b < c1; b += PLUMB_WARP) {
-        const unsigned m = c1 - b < (unsigned)PLUMB_WARP ? c1 - b : (unsigned)PLUMB_WARP;
-        const uint32_t pl = (unsigned)lane < m ? perm[b + lane] : 0u;
-        float v[PLUMB_WARP];
-#pragma unroll
-        for (int j = 0; j < PLUMB_WARP; j++) {
-            const uint32_t p = plumb_shfl(pl, j);
-            v[j] = (col && (unsigned)j < m) ? vals[(size_t)p * D + k] : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < PLUMB_WARP; j++)
-            if ((unsigned)j < m) acc = acc + v[j];
+    unsigned i = c0;
+    for (; i + 4 <= c1; i += 4) {
+        const uint32_t p0 = perm[i], p1 = perm[i + 1], p2 = perm[i + 2], p3 = perm[i + 3];
+        const float v0 = vals[(size_t)p0 * D + k], v1 = vals[(size_t)p1 * D + k];
+        const float v2 = vals[(size_t)p2 * D + k], v3 = vals[(size_t)p3 * D + k];
+        acc = acc + v0;
+        acc = acc + v1;
+        acc = acc + v2;
+        acc = acc + v3;
     }
+    for (; i < c1; i++) acc = acc + vals[(size_t)perm[i] * D + k];
     return acc;
 }
 
@@ -404,76 +317,83 @@ __device__ static inline size_t chunk_slot(unsigned s0, unsigned q, unsigned CH)
     return 2 * (size_t)m + (s0 > m * CH ? 1 : 0);
 }
 
-/* one warp per window: the (at most two) hot-row chunk sums starting in it */
+/* one group per slot (window, which): that hot-row chunk's sum, if any */
 __global__ void k_chunk_sum(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
                             const unsigned *start, const unsigned *seg_of, const float *vals, int D, size_t n,
                             unsigned CH, float *part)
 {
     const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
-    const int lane = threadIdx.x % PLUMB_WARP;
-    const size_t wpb = blockDim.x / PLUMB_WARP, nw = (n + CH - 1) / CH;
-    for (size_t m = blockIdx.x * wpb + threadIdx.x / PLUMB_WARP; m < nw; m += (size_t)gridDim.x * wpb) {
-        const size_t p0 = m * CH, p1 = p0 + CH < n ? p0 + CH : n;
-        for (int which = 0; which < 2; which++) {
-            unsigned c0 = 0, c1 = 0; /* the chunk [c0, c1), if any */
-            if (which == 0) {
-                const unsigned r = seg_of[p0], s0 = start[r], s1 = start[r + 1];
-                if (s1 - s0 <= CH) continue;
-                const unsigned q = s0 + (unsigned)((p0 - s0 + CH - 1) / CH) * CH;
-                if (q >= p1 || q >= s1) continue;
-                c0 = q;
-                c1 = s1 - q < CH ? s1 : q + CH;
-            } else {
-                if (p1 >= n) continue;
-                const unsigned r = seg_of[p1], s0 = start[r], s1 = start[r + 1];
-                if (!(s0 > p0 && s0 < p1 && s1 - s0 > CH)) continue;
-                c0 = s0;
-                c1 = s0 + CH;
-            }
-            float *o = part + (2 * m + which) * (size_t)D;
-            for (int k0 = 0; k0 < D; k0 += PLUMB_WARP) {
-                const int k = k0 + lane;
-                const float acc = warp_chain(perm, vals, D, c0, c1, k, k < D, lane);
-                if (k < D) o[k] = acc;
-            }
+    const int G = group_lanes(D), gl = threadIdx.x % G;
+    const size_t gpb = blockDim.x / G, nslot = 2 * ((n + CH - 1) / CH);
+    for (size_t sl = blockIdx.x * gpb + threadIdx.x / G; sl < nslot; sl += (size_t)gridDim.x * gpb) {
+        const size_t m = sl / 2, p0 = m * CH, p1 = p0 + CH < n ? p0 + CH : n;
+        unsigned c0 = 0, c1 = 0; /* the chunk [c0, c1), if any */
+        if (sl % 2 == 0) {
+            const unsigned r = seg_of[p0], s0 = start[r], s1 = start[r + 1];
+            if (s1 - s0 <= CH) continue;
+            const unsigned q = s0 + (unsigned)((p0 - s0 + CH - 1) / CH) * CH;
+            if (q >= p1 || q >= s1) continue;
+            c0 = q;
+            c1 = s1 - q < CH ? s1 : q + CH;
+        } else {
+            if (p1 >= n) continue;
+            const unsigned r = seg_of[p1], s0 = start[r], s1 = start[r + 1];
+            if (!(s0 > p0 && s0 < p1 && s1 - s0 > CH)) continue;
+            c0 = s0;
+            c1 = s0 + CH;
         }
+        float *o = part + sl * (size_t)D;
+        for (int k = gl; k < D; k += G) o[k] = group_chain(perm, vals, D, c0, c1, k);
     }
 }
 
-/* one warp per row, the definition's order (see the header): golden (part
+/* one group per row, the definition's order (see the header): golden (part
  * NULL) one chain; fast, a row of more than CH positions adds its chunk sums
- * (k_chunk_sum) in ascending chunk order from 0 */
+ * (k_chunk_sum) in ascending chunk order from 0. Writes out[u, :] or, fused
+ * with SGD (table != NULL), applies the sparse SGD update of train_ops.h to
+ * table[rows[u], :] with the sum (the same fmaf as sgd_sparse). */
 __global__ void k_seg_sum_ordered(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
                                   const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
-                                  size_t maxu, const float *part, unsigned CH)
+                                  size_t maxu, const float *part, unsigned CH, const int64_t *rows, float *table,
+                                  float lr)
 {
     const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
     const unsigned U = *total;
-    const int lane = threadIdx.x % PLUMB_WARP;
-    const size_t wpb = blockDim.x / PLUMB_WARP;
-    for (size_t u = blockIdx.x * wpb + threadIdx.x / PLUMB_WARP; u < maxu; u += (size_t)gridDim.x * wpb) {
-        if (u >= U) return; /* the whole warp: u is uniform */
+    const int G = group_lanes(D), gl = threadIdx.x % G;
+    const size_t gpb = blockDim.x / G;
+    for (size_t u = blockIdx.x * gpb + threadIdx.x / G; u < maxu && u < U; u += (size_t)gridDim.x * gpb) {
         const unsigned s0 = start[u], s1 = start[u + 1];
         const bool chunked = part && s1 - s0 > CH;
-        for (int k0 = 0; k0 < D; k0 += PLUMB_WARP) {
-            const int k = k0 + lane;
-            const bool col = k < D;
+        float *dst = table ? table + (size_t)rows[u] * D : out + u * D;
+        for (int k = gl; k < D; k += G) {
             float acc = 0.0f;
-            if (chunked) {
-                if (col)
-                    for (unsigned q = s0; q < s1; q += CH) acc = acc + part[chunk_slot(s0, q, CH) * D + k];
-            } else {
-                acc = warp_chain(perm, vals, D, s0, s1, k, col, lane);
-            }
-            if (col) out[u * D + k] = acc;
+            if (chunked)
+                for (unsigned q = s0; q < s1; q += CH) acc = acc + part[chunk_slot(s0, q, CH) * D + k];
+            else
+                acc = group_chain(perm, vals, D, s0, s1, k);
+            dst[k] = table ? fmaf(-lr, acc, dst[k]) : acc;
         }
     }
 }
 
-/* The whole reduction: keys/vals filled by `fill` into buffer A. */
+#if !defined(PLUMB_HIP)
+/* CUDA: the stable sort is CUB's onesweep radix sort (deterministic, stable)
+ * over the key bits a table that fits in memory can use. Returns the temp
+ * bytes it needs for n pairs (ptr NULL) or sorts (ka,va) -> (kb,vb). */
+static int cub_sort(struct dev *d, struct dev_stream *st, void *tmp, size_t *tmp_bytes, const uint64_t *ka,
+                    uint64_t *kb, const uint32_t *va, uint32_t *vb, size_t n, int bits, plumb_err *e)
+{
+    GPU_CHECK(d, cub::DeviceRadixSort::SortPairs(tmp, *tmp_bytes, ka, kb, va, vb, (int64_t)n, 0, bits, st->s), e);
+    return PLUMB_OK;
+}
+#endif
+
+/* The whole reduction: keys/vals filled from the embedding indices (from_emb)
+ * or rows_in, sorted, segmented, summed into vals_out or, when table is
+ * given, applied to it as sparse SGD with lr (vals_out unused). */
 static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, const float *vals, int64_t *rows_out,
                         float *vals_out, int64_t *n_out, int from_emb, const int64_t *off, const uint32_t *idx, int T,
-                        const int64_t *rows_in, plumb_err *e)
+                        const int64_t *rows_in, float *table, float lr, plumb_err *e)
 {
     if (n == 0) {
         GPU_CHECK(d, cudaMemsetAsync(n_out, 0, sizeof(int64_t), st->s), e);
@@ -485,37 +405,60 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     int bits = 1;
     while (bits < 64 && (double)((unsigned long long)1 << bits) <= maxrows) bits++;
     int npass = (bits + RS_BITS - 1) / RS_BITS;
+    size_t sort_tmp = 0;
+#if !defined(PLUMB_HIP)
+    int rc0 = cub_sort(d, st, NULL, &sort_tmp, NULL, NULL, NULL, NULL, n, bits, e);
+    if (rc0) return rc0;
+#endif
     /* workspace layout */
     size_t o_ka = 0, o_kb = o_ka + n * 8, o_va = o_kb + n * 8, o_vb = o_va + n * 4;
     size_t o_cnt = (o_vb + n * 4 + 15) / 16 * 16;
     size_t o_flag = o_cnt + (size_t)RS_DIG * ntiles * 4;
     size_t o_tsum = o_flag + n * 4, o_start = o_tsum + (ntiles + 1) * 4;
     size_t o_meta = (o_start + (n + 1) * 4 + 15) / 16 * 16, o_seg = o_meta + 32;
-    /* fast mode: the sorted position -> segment map and the chunk sums (two
-     * slots per window of TRAIN_SPARSE_CHUNK positions) */
+    /* fast mode: the chunk sums (two slots per window of TRAIN_SPARSE_CHUNK
+     * positions); fused SGD: the distinct rows */
     const int fast = d->numerics != NUMERICS_GOLDEN;
     const unsigned CH = TRAIN_SPARSE_CHUNK;
     const size_t nw = (n + CH - 1) / CH;
-    size_t o_part = (o_seg + (fast ? n * 4 : 0) + 15) / 16 * 16;
-    size_t total_b = o_part + (fast ? 2 * nw * (size_t)D * 4 : 0);
+    size_t o_part = (o_seg + n * 4 + 15) / 16 * 16;
+    size_t o_rows = (o_part + (fast ? 2 * nw * (size_t)D * 4 : 0) + 15) / 16 * 16;
+    size_t o_tmp = (o_rows + (table ? n * 8 : 0) + 255) / 256 * 256;
+    size_t total_b = o_tmp + sort_tmp;
     void *ws;
     int rc = tws_get(d, 0, total_b, &ws, e);
     if (rc) return rc;
     char *w = (char *)ws;
     uint64_t *ka = (uint64_t *)(w + o_ka), *kb = (uint64_t *)(w + o_kb);
     uint32_t *va = (uint32_t *)(w + o_va), *vb = (uint32_t *)(w + o_vb);
-    unsigned *cnt = (unsigned *)(w + o_cnt), *flag = (unsigned *)(w + o_flag), *tsum = (unsigned *)(w + o_tsum);
+    unsigned *flag = (unsigned *)(w + o_flag), *tsum = (unsigned *)(w + o_tsum);
     unsigned *start = (unsigned *)(w + o_start);
     unsigned long long *meta = (unsigned long long *)(w + o_meta);
     unsigned *total = (unsigned *)(meta + 1);
-    unsigned *seg_of = fast ? (unsigned *)(w + o_seg) : NULL;
+    unsigned *seg_of = (unsigned *)(w + o_seg);
     float *part = fast ? (float *)(w + o_part) : NULL;
+    if (table) rows_out = (int64_t *)(w + o_rows);
 
     unsigned g = gpu_grid(n, TPB);
     tprof_scope psort(st, TP_SORT);
     if (from_emb) k_emb_keys<<<g, TPB, 0, st->s>>>(off, idx, n, T, ka, va);
     else k_copy_keys<<<g, TPB, 0, st->s>>>(rows_in, n, ka, va);
     GPU_CHECK_LAUNCH(d, "k_emb_keys", e);
+#if !defined(PLUMB_HIP)
+    /* sorted into (kb, vb); the readers below take them as the "a" buffers */
+    if ((rc = cub_sort(d, st, w + o_tmp, &sort_tmp, ka, kb, va, vb, n, bits, e))) return rc;
+    {
+        uint64_t *tk = ka;
+        ka = kb;
+        kb = tk;
+        uint32_t *tv = va;
+        va = vb;
+        vb = tv;
+    }
+    const unsigned long long *smeta = NULL;
+    npass = 0;
+#else
+    unsigned *cnt = (unsigned *)(w + o_cnt);
     GPU_CHECK(d, cudaMemsetAsync(meta, 0, 32, st->s), e);
     k_maxkey<<<g < 1024 ? g : 1024, TPB, 0, st->s>>>(ka, n, meta);
     GPU_CHECK_LAUNCH(d, "k_maxkey", e);
@@ -534,13 +477,16 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
         k_rs_scatter<<<(unsigned)ntiles, TPB, 0, st->s>>>(kin, vin, kout, vout, n, shift, cnt, (unsigned)ntiles, meta);
         GPU_CHECK_LAUNCH(d, "k_rs_scatter", e);
     }
-    k_heads<<<g, TPB, 0, st->s>>>(ka, kb, n, meta, npass, flag);
+    const unsigned long long *smeta = meta;
+#endif
+    k_heads<<<g, TPB, 0, st->s>>>(ka, kb, n, smeta, npass, flag);
     GPU_CHECK_LAUNCH(d, "k_heads", e);
     k_tile_sum<<<(unsigned)ntiles, TPB, 0, st->s>>>(flag, n, tsum);
     GPU_CHECK_LAUNCH(d, "k_tile_sum", e);
     k_scan1<<<1, TPB, 0, st->s>>>(tsum, ntiles, NULL, 0, total);
     GPU_CHECK_LAUNCH(d, "k_scan1(tiles)", e);
-    k_seg_write<<<(unsigned)ntiles, TPB, 0, st->s>>>(ka, kb, flag, n, tsum, total, meta, npass, rows_out, start, n_out, seg_of);
+    k_seg_write<<<(unsigned)ntiles, TPB, 0, st->s>>>(ka, kb, flag, n, tsum, total, smeta, npass, rows_out, start, n_out,
+                                                    seg_of);
     GPU_CHECK_LAUNCH(d, "k_seg_write", e);
     /* train_ops.h: golden one chain per row in ascending position from 0;
      * fast the same for rows of at most CH positions, chunks of CH summed in
@@ -548,16 +494,16 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
      * Zipf head can hold a third of a batch: one chain was most of the step) */
     tprof_scope pseg(st, TP_SEGSUM);
     {
-        size_t wpb = TPB / PLUMB_WARP;
+        const size_t gpb = TPB / group_lanes(D);
         if (fast) {
-            size_t cb = (nw + wpb - 1) / wpb;
-            k_chunk_sum<<<(unsigned)(cb < 65536 * 8 ? cb : 65536 * 8), TPB, 0, st->s>>>(va, vb, meta, npass, start,
+            size_t cb = (2 * nw + gpb - 1) / gpb;
+            k_chunk_sum<<<(unsigned)(cb < 65536 * 8 ? cb : 65536 * 8), TPB, 0, st->s>>>(va, vb, smeta, npass, start,
                                                                                         seg_of, vals, D, n, CH, part);
             GPU_CHECK_LAUNCH(d, "k_chunk_sum", e);
         }
-        size_t blocks = (n + wpb - 1) / wpb;
+        size_t blocks = (n + gpb - 1) / gpb;
         k_seg_sum_ordered<<<(unsigned)(blocks < 65536 * 8 ? blocks : 65536 * 8), TPB, 0, st->s>>>(
-            va, vb, meta, npass, start, total, vals, D, vals_out, n, part, CH);
+            va, vb, smeta, npass, start, total, vals, D, vals_out, n, part, CH, rows_out, table, lr);
         GPU_CHECK_LAUNCH(d, "k_seg_sum_ordered", e);
     }
     return PLUMB_OK;
@@ -569,7 +515,16 @@ int tr_embedding_bwd(struct dev *d, struct dev_stream *st, const int64_t *off, c
 {
     (void)B;
     size_t n = (size_t)n_valid * T;
-    return coalesce_run(d, st, n, D, dout, rows_out, grads_out, n_out, 1, off, idx, T, NULL, e);
+    return coalesce_run(d, st, n, D, dout, rows_out, grads_out, n_out, 1, off, idx, T, NULL, NULL, 0.0f, e);
+}
+
+int tr_embedding_bwd_sgd(struct dev *d, struct dev_stream *st, const int64_t *off, const uint32_t *idx,
+                         const float *dout, int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out,
+                         plumb_err *e)
+{
+    (void)B;
+    size_t n = (size_t)n_valid * T;
+    return coalesce_run(d, st, n, D, dout, NULL, NULL, n_out, 1, off, idx, T, NULL, table, lr, e);
 }
 
 /* per-block first position of a negative row (-1: none) */
@@ -616,5 +571,5 @@ int tr_sparse_coalesce(struct dev *d, struct dev_stream *st, const int64_t *rows
             return gpu_err(e, PLUMB_EUSAGE, "sparse row %lld at position %lld is negative", (long long)v, first);
         }
     }
-    return coalesce_run(d, st, n, D, vals_in, rows_out, vals_out, n_out, 0, NULL, NULL, 0, rows_in, e);
+    return coalesce_run(d, st, n, D, vals_in, rows_out, vals_out, n_out, 0, NULL, NULL, 0, rows_in, NULL, 0.0f, e);
 }

@@ -70,6 +70,14 @@ template <typename T> __device__ static inline T plumb_shfl(T v, int src)
 {
     return __shfl(v, src, PLUMB_WARP);
 }
+/* Orders shared-memory accesses among the lanes of one wavefront (what
+ * newer HIP's __syncwarp does: wavefront-scope fences around a barrier). */
+__device__ static inline void plumb_syncwarp(void)
+{
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 
 #else /* CUDA */
 #include <cuda_runtime.h>
@@ -86,6 +94,7 @@ template <typename T> __device__ static inline T plumb_shfl(T v, int src)
 {
     return __shfl_sync(0xffffffffu, v, src, PLUMB_WARP);
 }
+__device__ static inline void plumb_syncwarp(void) { __syncwarp(); }
 #endif
 
 /* Warp-wide reductions: every lane ends with the result. The butterfly runs

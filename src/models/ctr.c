@@ -44,6 +44,8 @@ struct ctr_model {
     float *rgrads;    /* [MB*26, D] */
     int64_t *d_nrows; /* [1] */
     size_t nrows;
+    float fused_lr;
+    size_t touched;   /* distinct rows of the last backward */   /* >= 0: the next backward applies sparse SGD (ctr_fuse_sparse_sgd) */
     float *adam_m, *adam_v; /* [n_params] or NULL */
     ctr_grad_ready_fn ready;  /* backward hook (ctr_set_grad_ready_hook), or NULL */
     void *ready_ctx;
@@ -194,6 +196,7 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
     m->c = *c;
     m->prec = precision;
     m->max_batch = max_batch;
+    m->fused_lr = -1.0f; /* no fused sparse SGD unless asked for one step */
     const int D = c->emb_dim, F = CTR_N_TABLES + 1;
     m->inter_w = D + F * (F - 1) / 2;
     size_t off = 0;
@@ -455,10 +458,17 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     for (int l = 0; l < c->n_bottom && !rc; l++, ti += 2)
         rc = T->linear_fwd(d, NULL, m->act_b[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1], B,
                            c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
-    if (!rc)
+    /* embeddings [B, 26, D] and the interaction [B, inter_w]: one fused op
+     * where the backend has it (the same bits) */
+    if (!rc && T->embedding_interact_fwd) {
+        rc = T->embedding_interact_fwd(d, NULL, m->params + m->n_dense, m->d_off, m->in_idx, m->act_b[c->n_bottom],
+                                       m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
+    } else if (!rc) {
         rc = T->embedding_fwd(d, NULL, m->params + m->n_dense, m->d_off, m->in_idx, m->emb, B, CTR_N_TABLES, D,
                               m->prec, e);
-    if (!rc) rc = T->interact_fwd(d, NULL, m->act_b[c->n_bottom], m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
+        if (!rc)
+            rc = T->interact_fwd(d, NULL, m->act_b[c->n_bottom], m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
+    }
     for (int l = 0; l < c->n_top && !rc; l++, ti += 2)
         rc = T->linear_fwd(d, NULL, m->act_t[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1], B,
                            c->top[l], c->top[l + 1], l < c->n_top - 1, m->prec, e);
@@ -533,7 +543,13 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         cur = nxt;
         nxt = s;
     }
-    if (!rc)
+    /* sparse gradient: the list (rows, rgrads), or applied to the table at once */
+    const float flr = m->fused_lr;
+    m->fused_lr = -1.0f;
+    if (!rc && flr >= 0.0f)
+        rc = T->embedding_bwd_sgd(d, NULL, m->d_off, m->in_idx, m->demb, B, n_valid, CTR_N_TABLES, D,
+                                  m->params + m->n_dense, flr, m->d_nrows, e);
+    else if (!rc)
         rc = T->embedding_bwd(d, NULL, m->d_off, m->in_idx, m->demb, B, n_valid, CTR_N_TABLES, D, m->rows,
                               m->rgrads, m->d_nrows, e);
     int64_t nr = 0;
@@ -541,7 +557,8 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     if (!rc) rc = dev_download(d, &nr, m->d_nrows, sizeof nr, e);
     if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
     if (rc) return rc;
-    m->nrows = (size_t)nr;
+    m->nrows = flr >= 0.0f ? 0 : (size_t)nr; /* fused: the table is updated, no list left */
+    m->touched = (size_t)nr;
     if (loss) {
         loss->sum = sc[0];
         loss->count = (int64_t)sc[1];
@@ -575,6 +592,17 @@ int ctr_predict(struct ctr_model *m, const struct ctr_batch *b, float *scores, f
 }
 
 /* ---------------- optimizer ---------------- */
+
+int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e)
+{
+    if (!m->T->embedding_bwd_sgd)
+        return err_set(e, PLUMB_EUNSUPPORTED, "%s has no fused sparse SGD", m->d->label);
+    if (!(lr >= 0.0f) || !isfinite(lr)) return err_set(e, PLUMB_EUSAGE, "ctr fused sparse SGD: lr %g", (double)lr);
+    m->fused_lr = lr;
+    return PLUMB_OK;
+}
+
+size_t ctr_touched_rows(const struct ctr_model *m) { return m->touched; }
 
 int ctr_opt_state_alloc(struct ctr_model *m, plumb_err *e)
 {

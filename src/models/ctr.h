@@ -194,6 +194,19 @@ int ctr_grad_layers(const struct ctr_model *m, size_t *off, size_t *len);
  * (ascending, distinct) and grads [*n, D]. */
 void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t *n);
 
+/* Fused sparse SGD for the next forward_backward only (train_ops
+ * embedding_bwd_sgd): its backward applies table[row] = fmaf(-lr, g, table[row])
+ * with each touched row's summed gradient g as it forms it, and leaves the
+ * sparse list empty (ctr_sparse_grads n = 0), so a following ctr_opt_step
+ * with SGD updates only the dense parameters. The result is bit-identical to
+ * forward_backward + ctr_opt_step(SGD, lr) on the full lists. Only for
+ * plain SGD where nothing must see the sparse gradient first (one rank, no
+ * loss-scale check, clipping or norm over it). PLUMB_EUNSUPPORTED when the
+ * backend has no fused op. */
+int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e);
+/* Distinct table rows the last backward touched (fused or not). */
+size_t ctr_touched_rows(const struct ctr_model *m);
+
 /* Eval forward: scores[b] = sigmoid(logit_b) for b < B written to host memory
  * (may be NULL), logits to host (may be NULL); *loss (may be NULL) over the
  * first n_valid samples (labels required then). No gradients touched. */
