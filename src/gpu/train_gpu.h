@@ -24,7 +24,8 @@ __device__ static inline float tr_round(float x, int rt)
 
 /* Per-device workspace that grows on demand (the old one is released after a
  * device synchronize, so growth costs a sync once; steady state never
- * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers. */
+ * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers,
+ * slot 2: linear layers' padded copies (rows of K % 4 != 0 floats). */
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 
 /* PLUMB_TRAIN_PROF=1: every train op (and the parts of the big ones) is

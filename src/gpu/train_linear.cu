@@ -150,6 +150,57 @@ __global__ void k_sum_slices(const float *part, int S, size_t n, float *out)
     }
 }
 
+/* Rows of K floats (K % 4 != 0) are not 16-byte aligned, and cuBLASLt then
+ * takes its slowest (1-element aligned) kernels, several times slower on the
+ * two DLRM layers with K = 13 and K = 367. The fast path pads such rows to
+ * Kp = K rounded up to 8 with zeros (zero products leave every sum as it
+ * is) and drops the padding from outputs in a pass it needs anyway
+ * (rounding, or the slice sum of dw). */
+__host__ __device__ static inline int pad8(int K) { return (K + 7) / 8 * 8; }
+
+/* xp[r, 0:K) = x[r, :], xp[r, K:Kp) = 0: [R, K] -> [R, Kp] */
+__global__ void k_pad_cols(const float *x, size_t R, int K, int Kp, float *xp)
+{
+    size_t tot = R * (size_t)Kp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / (size_t)Kp;
+        int k = (int)(i - r * (size_t)Kp);
+        xp[i] = k < K ? x[r * K + k] : 0.0f;
+    }
+}
+
+/* y[r, :] = round(yp[r, 0:K)): [R, Kp] -> [R, K] */
+__global__ void k_unpad_round(const float *yp, size_t R, int K, int Kp, float *y, int rt)
+{
+    size_t tot = R * (size_t)K;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / (size_t)K;
+        int k = (int)(i - r * (size_t)K);
+        y[i] = tr_round(yp[r * Kp + k], rt);
+    }
+}
+
+/* dw[n, k] = part[0][n][k] + part[1][n][k] + ... in slice order, the parts
+ * [S, N, Kp] padded, dw [N, K] */
+__global__ void k_sum_slices_unpad(const float *part, int S, int N, int K, int Kp, float *dw)
+{
+    size_t tot = (size_t)N * K, kn = (size_t)N * Kp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / (size_t)K;
+        size_t j = n * Kp + (i - n * (size_t)K);
+        float s = part[j];
+        for (int q = 1; q < S; q++) s = s + part[(size_t)q * kn + j];
+        dw[i] = s;
+    }
+}
+
+static int pad_cols(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, float *xp, plumb_err *e)
+{
+    k_pad_cols<<<gpu_grid(R * (size_t)pad8(K), 256), 256, 0, st->s>>>(x, R, K, pad8(K), xp);
+    GPU_CHECK_LAUNCH(d, "k_pad_cols", e);
+    return PLUMB_OK;
+}
+
 __global__ void k_to16(const float *x, uint16_t *y, size_t n, int rt)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -437,12 +488,25 @@ int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const fl
     if (d->numerics == NUMERICS_GOLDEN)
         return gold_mm(d, st, B, N, K, x, K, 1, w, 1, K, y, bias, relu, (int)rt, e);
 #if !defined(PLUMB_HIP)
-    /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B) */
+    /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B); rows of K % 4 != 0
+     * floats padded to Ka (see pad8) */
     int epi = bias ? (relu ? EPI_RELU_BIAS : EPI_BIAS) : (relu ? EPI_RELU : EPI_NONE);
-    int rc = lt_gemm32(d, st, 1, 0, N, B, K, w, (size_t)N * K, K, x, (size_t)B * K, K, y, N, (int)rt, epi, bias, e);
+    const float *xa = x, *wa = w;
+    int Ka = K, rc;
+    if (K % 4) {
+        void *ws;
+        Ka = pad8(K);
+        if ((rc = tws_get(d, 2, ((size_t)B + N) * Ka * sizeof(float), &ws, e))) return rc;
+        float *xp = (float *)ws, *wp = xp + (size_t)B * Ka;
+        if ((rc = pad_cols(d, st, x, (size_t)B, K, xp, e)) || (rc = pad_cols(d, st, w, (size_t)N, K, wp, e))) return rc;
+        xa = xp;
+        wa = wp;
+    }
+    rc = lt_gemm32(d, st, 1, 0, N, B, Ka, wa, (size_t)N * Ka, Ka, xa, (size_t)B * Ka, Ka, y, N, (int)rt, epi, bias, e);
     if (rc == PLUMB_OK) return rt == DT_F32 ? PLUMB_OK : launch_epilogue(d, st, y, NULL, B, N, 0, (int)rt, e);
     if (rc != PLUMB_EUNSUPPORTED) return rc;
-    rc = lt_gemm32(d, st, 1, 0, N, B, K, w, (size_t)N * K, K, x, (size_t)B * K, K, y, N, (int)rt, EPI_NONE, NULL, e);
+    rc = lt_gemm32(d, st, 1, 0, N, B, Ka, wa, (size_t)N * Ka, Ka, xa, (size_t)B * Ka, Ka, y, N, (int)rt, EPI_NONE, NULL,
+                   e);
     if (rc == PLUMB_OK) return launch_epilogue(d, st, y, bias, B, N, relu, (int)rt, e);
     if (rc != PLUMB_EUNSUPPORTED) return rc;
 #endif
@@ -491,7 +555,23 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
 #if !defined(PLUMB_HIP)
     /* dx^T [K x B] = (w viewed K x N) (dy viewed N x B) */
     int dx_done = !dx, dw_done = 0;
-    if (dx) {
+    const int Kp = pad8(K), padk = K % 4 != 0;
+    if (dx && padk) {
+        /* dxp [B, Kp] = dy wp with w padded to [N, Kp]; then dx = round(dxp[:, 0:K)) */
+        tprof_scope pdx(st, TP_LBWD_DX);
+        void *ws;
+        if ((rc = tws_get(d, 2, ((size_t)B + N) * Kp * sizeof(float), &ws, e))) return rc;
+        float *dxp = (float *)ws, *wp = dxp + (size_t)B * Kp;
+        if ((rc = pad_cols(d, st, w, (size_t)N, K, wp, e))) return rc;
+        rc = lt_gemm32(d, st, 0, 0, Kp, B, N, wp, (size_t)N * Kp, Kp, dy, BN, N, dxp, Kp, (int)rt, EPI_NONE, NULL, e);
+        if (rc == PLUMB_OK) {
+            dx_done = 1;
+            k_unpad_round<<<gpu_grid((size_t)B * K, 256), 256, 0, st->s>>>(dxp, (size_t)B, K, Kp, dx, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_unpad_round", e);
+        } else if (rc != PLUMB_EUNSUPPORTED) {
+            return rc;
+        }
+    } else if (dx) {
         tprof_scope pdx(st, TP_LBWD_DX);
         rc = lt_gemm32(d, st, 0, 0, K, B, N, w, (size_t)N * K, K, dy, BN, N, dx, K, (int)rt, EPI_NONE, NULL, e);
         if (rc == PLUMB_OK) {
@@ -511,28 +591,42 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
         int S = 1;
         for (int c = 32; c > 1 && S == 1; c >>= 1)
             if (B % c == 0 && B / c >= 512) S = c;
-        if (S > 1) {
+        if (S > 1 || padk) {
+            /* K % 4 != 0: x padded to [B, Kp] and the parts [S, N, Kp], the
+             * padding dropped by the slice sum */
+            const int Ka = padk ? Kp : K;
             void *ws;
-            size_t kn = (size_t)K * N, npart = ((size_t)S * kn + 127) / 128 * 128;
+            const float *xs = x;
+            if (padk) {
+                if ((rc = tws_get(d, 2, (size_t)B * Kp * sizeof(float), &ws, e))) return rc;
+                if ((rc = pad_cols(d, st, x, (size_t)B, K, (float *)ws, e))) return rc;
+                xs = (const float *)ws;
+            }
+            size_t kn = (size_t)Ka * N, npart = ((size_t)S * kn + 127) / 128 * 128;
             int c16 = rt != DT_F32 && use_convert();
-            size_t nx = ((size_t)B * K + 127) / 128 * 128;
+            size_t nx = ((size_t)B * Ka + 127) / 128 * 128;
             size_t bytes = npart * sizeof(float) + (c16 ? (nx + BN) * sizeof(uint16_t) : 0);
             if ((rc = tws_get(d, 1, bytes, &ws, e))) return rc;
             float *part = (float *)ws;
-            const void *xa = x, *dya = dy;
+            const void *xa = xs, *dya = dy;
             if (c16) {
                 uint16_t *x16 = (uint16_t *)(part + npart), *dy16 = x16 + nx;
-                if ((rc = to16(d, st, x, (size_t)B * K, x16, (int)rt, e)) || (rc = to16(d, st, dy, BN, dy16, (int)rt, e)))
+                if ((rc = to16(d, st, xs, (size_t)B * Ka, x16, (int)rt, e)) || (rc = to16(d, st, dy, BN, dy16, (int)rt, e)))
                     return rc;
                 xa = x16;
                 dya = dy16;
             }
             int Bc = B / S;
-            rc = lt_gemm(d, st, 0, 1, K, N, Bc, xa, K, dya, N, part, K, (int)rt, c16, EPI_NONE, NULL, S,
-                         (long long)Bc * K, (long long)Bc * N, (long long)kn, e);
+            rc = lt_gemm(d, st, 0, 1, Ka, N, Bc, xa, Ka, dya, N, part, Ka, (int)rt, c16, EPI_NONE, NULL, S,
+                         (long long)Bc * Ka, (long long)Bc * N, (long long)kn, e);
             if (rc == PLUMB_OK) {
-                k_sum_slices<<<gpu_grid(kn, 256), 256, 0, st->s>>>(part, S, kn, dw);
-                GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
+                if (padk) {
+                    k_sum_slices_unpad<<<gpu_grid((size_t)N * K, 256), 256, 0, st->s>>>(part, S, N, K, Kp, dw);
+                    GPU_CHECK_LAUNCH(d, "k_sum_slices_unpad", e);
+                } else {
+                    k_sum_slices<<<gpu_grid(kn, 256), 256, 0, st->s>>>(part, S, kn, dw);
+                    GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
+                }
                 dw_done = 1;
             } else if (rc != PLUMB_EUNSUPPORTED) {
                 return rc;

@@ -20,8 +20,8 @@
 
 struct tws_slot {
     struct dev *d;
-    void *p[2];
-    size_t bytes[2];
+    void *p[3];
+    size_t bytes[3];
 };
 #define TWS_DEVS 64
 static struct tws_slot g_tws[TWS_DEVS];
