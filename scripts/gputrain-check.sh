@@ -8,11 +8,12 @@
 #   nccl     the step with the NCCL all-reduce, world size 1
 # Usage: bash scripts/gputrain-check.sh [STAGE] where STAGE is 1 (the two
 # headline configurations), 2 (compact: dw GEMMs), 3 (compact: the
-# fast-mode sparse sums, tests + both headline ratios in one run), train
-# (plumb train's device-resident fast step: --comm self vs nccl on 1 rank and
-# under mpirun -np 1 give one digest; -np 2 nccl = mpi when 2 GPUs are visible;
-# samples/s of train next to bench ctr's)),
-# or prof (kernel times of plumb and PyTorch through build/libplumb-kprof.so).
+# fast-mode sparse sums, tests + both headline ratios in one run), 4 (the
+# kernel rework: tests, golden, profile, both ratios), train (plumb train's
+# device-resident fast step: --comm self vs nccl on 1 rank and under mpirun
+# -np 1 give one digest; -np 2 nccl = mpi when 2 GPUs are visible; samples/s
+# of train next to bench ctr's), or prof (kernel times of plumb and PyTorch
+# through build/libplumb-kprof.so).
 # Writes logs and JSON under $OUT. NVLink multicast stays off.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -95,6 +96,21 @@ elif [ "$STAGE" = 3 ]; then
   step bench_bf16 130 $B $P --precision bf16 --batch 32768 --steps 100 --warmup 20 --leak-steps 0 --vs-pytorch \
     --torch-modes compile --json "$OUT/bench_bf16.json"
   step bench_fp32 45 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --vs-pytorch \
+    --torch-modes eager --json "$OUT/bench_fp32.json"
+elif [ "$STAGE" = 4 ]; then
+  # stage 4: warp interaction, CUB sort, group segment sums, fused sparse SGD,
+  # padded K: bit checks first, kernel profile, then both headline ratios
+  P="--pool 262144"
+  K="env CUDA_INJECTION64_PATH=$here/build/libplumb-kprof.so KPROF_TOP=50"
+  step tests 90 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
+  step tests_order 30 env PLUMB_TEST_DEVICE=cuda build/plumb-tests train_ops_sparse
+  step golden 120 $B --no-throughput --golden-steps 50 --golden-rows 1000 --golden-batch 2048 --pool 65536 \
+    --json "$OUT/golden.json"
+  step kprof_bf16 60 $K KPROF_OUT=$OUT/kprof_bf16.txt $B $P --precision bf16 --batch 32768 --steps 100 --warmup 10 \
+    --leak-steps 0
+  step bench_bf16 150 $B $P --precision bf16 --batch 32768 --steps 100 --warmup 20 --leak-steps 0 --vs-pytorch \
+    --torch-modes compile --json "$OUT/bench_bf16.json"
+  step bench_fp32 60 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --vs-pytorch \
     --torch-modes eager --json "$OUT/bench_fp32.json"
 elif [ "$STAGE" = prof ]; then
   # where the step's GPU time goes: CUPTI kernel times (bench/kprof.cc, no
