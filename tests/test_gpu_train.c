@@ -152,6 +152,66 @@ static void linear_case(enum numerics mode, int B, int K, int N, int relu, int w
     pair_close(&p);
 }
 
+/* linear_bwd_relu_in (optional fused op) against its definition on the same
+ * device: linear_bwd, then the producing layer's linear_bwd (relu 1) masking
+ * dx in place and forming its dbias. Bits must be equal in both modes. */
+static void relu_in_case(enum numerics mode, int B, int K, int N, int relu, dtype_t rt)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    const struct train_ops *G = p.g->ops->train;
+    if (!G->linear_bwd_relu_in) {
+        pair_close(&p);
+        return;
+    }
+    plumb_err e = {0};
+    enum { KP = 8 }; /* the producing layer: [B, KP] -> [B, K] */
+    const struct train_ops *C = p.c->ops->train;
+    float *x = rnd_f((size_t)B * K, -1, 1), *w = rnd_f((size_t)N * K, -0.5, 0.5), *y = rnd_f((size_t)B * N, -1, 1);
+    float *dy = rnd_f((size_t)B * N, -1, 1), *xp = rnd_f((size_t)B * KP, -1, 1), *wp = rnd_f((size_t)K * KP, -1, 1);
+    for (size_t i = 0; i < (size_t)B * K; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* a ReLU output */
+    REQUIRE(C->round_fp32(p.c, NULL, x, x, (size_t)B * K, rt, &e) == 0);
+    REQUIRE(C->round_fp32(p.c, NULL, dy, dy, (size_t)B * N, rt, &e) == 0);
+    size_t BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K;
+    float *gx = up(p.g, x, BK * 4), *gw = up(p.g, w, NK * 4), *gy = up(p.g, y, BN * 4), *gxp = up(p.g, xp, (size_t)B * KP * 4);
+    float *gwp = up(p.g, wp, (size_t)K * KP * 4), *gdy1 = up(p.g, dy, BN * 4), *gdy2 = up(p.g, dy, BN * 4);
+    float *gdx1 = up(p.g, NULL, BK * 4), *gdx2 = up(p.g, NULL, BK * 4), *gdw1 = up(p.g, NULL, NK * 4);
+    float *gdw2 = up(p.g, NULL, NK * 4), *gdb1 = up(p.g, NULL, N * 4), *gdb2 = up(p.g, NULL, N * 4);
+    float *gdbx1 = up(p.g, NULL, K * 4), *gdbx2 = up(p.g, NULL, K * 4), *gdwp = up(p.g, NULL, (size_t)K * KP * 4);
+    REQUIRE(gx && gw && gy && gxp && gwp && gdy1 && gdy2 && gdx1 && gdx2 && gdw1 && gdw2 && gdb1 && gdb2 && gdbx1 &&
+            gdbx2 && gdwp);
+    /* the definition: linear_bwd, then the producer's masking + dbias */
+    REQUIRE(G->linear_bwd(p.g, NULL, gx, gw, gy, gdy1, gdx1, gdw1, gdb1, B, K, N, relu, rt, &e) == 0);
+    REQUIRE(G->linear_bwd(p.g, NULL, gxp, gwp, gx, gdx1, NULL, gdwp, gdbx1, B, KP, K, 1, rt, &e) == 0);
+    /* fused */
+    REQUIRE(G->linear_bwd_relu_in(p.g, NULL, gx, gw, gy, gdy2, gdx2, gdw2, gdb2, B, K, N, relu, rt, gdbx2, &e) == 0);
+    char what[96];
+    snprintf(what, sizeof what, "relu_in %s B%d K%d N%d relu%d %s", mode == NUMERICS_GOLDEN ? "golden" : "fast", B, K,
+             N, relu, dtype_name(rt));
+    struct { const float *a, *b; size_t n; const char *name; } cmp[] = {
+        {gdx1, gdx2, BK, "dx"}, {gdw1, gdw2, NK, "dw"}, {gdb1, gdb2, (size_t)N, "dbias"}, {gdbx1, gdbx2, (size_t)K, "dbias_x"}};
+    for (int i = 0; i < 4; i++) {
+        float *ha = down(p.g, cmp[i].a, cmp[i].n * 4), *hb = down(p.g, cmp[i].b, cmp[i].n * 4);
+        CHECK_MSG(ha && hb && cmp_f(cmp[i].name, ha, hb, cmp[i].n, 0), "%s: %s differs", what, cmp[i].name);
+        free(ha);
+        free(hb);
+    }
+    void *all[] = {gx, gw, gy, gxp, gwp, gdy1, gdy2, gdx1, gdx2, gdw1, gdw2, gdb1, gdb2, gdbx1, gdbx2, gdwp};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
+    free(x); free(w); free(y); free(dy); free(xp); free(wp);
+    pair_close(&p);
+}
+
+TEST(gpu_train_linear_relu_in)
+{
+    relu_in_case(NUMERICS_GOLDEN, 70, 24, 33, 1, DT_F32);
+    relu_in_case(NUMERICS_GOLDEN, 65, 367, 40, 0, DT_BF16);
+    relu_in_case(NUMERICS_FAST, 4096, 512, 256, 1, DT_BF16);  /* aligned K, dw in batch slices */
+    relu_in_case(NUMERICS_FAST, 4096, 367, 512, 1, DT_BF16);  /* padded K */
+    relu_in_case(NUMERICS_FAST, 300, 64, 16, 1, DT_F32);
+    relu_in_case(NUMERICS_FAST, 2048, 256, 1, 0, DT_F32);     /* N = 1: the top MLP's last layer */
+}
+
 TEST(gpu_train_linear_golden)
 {
     linear_case(NUMERICS_GOLDEN, 37, 29, 19, 1, 1, DT_F32);

@@ -246,6 +246,19 @@ struct train_ops {
     int (*embedding_bwd_sgd)(struct dev *d, dev_stream *s, const int64_t *off,
                              const uint32_t *idx, const float *dout, int B, int n_valid, int T,
                              int D, float *table, float lr, int64_t *n_out, plumb_err *e);
+
+    /* linear_bwd(x, w, y, dy -> dx, dw, dbias) where x is itself the output
+     * of a ReLU layer (x >= 0), followed by that layer's ReLU backward: dx is
+     * stored masked, dx[b,k] = x[b,k] > 0 ? dx[b,k] : 0 (after rounding), and
+     * dbias_x [K] (may be NULL) = the sums over b of the masked dx in the
+     * order linear_bwd defines dbias. So the producing layer's linear_bwd is
+     * then called with relu = 0 and dbias = NULL (its dy is already masked
+     * and its dbias done): the same bits, one pass over dx instead of two.
+     * dx must not be NULL. */
+    int (*linear_bwd_relu_in)(struct dev *d, dev_stream *s, const float *x, const float *w,
+                              const float *y, float *dy, float *dx, float *dw, float *dbias,
+                              int B, int K, int N, int relu, dtype_t rt, float *dbias_x,
+                              plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -52,7 +52,7 @@ int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const fl
                   float *y, int B, int K, int N, int relu, dtype_t rt, plumb_err *e);
 int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *y,
                   float *dy, float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt,
-                  plumb_err *e);
+                  int relu_in, float *dbias_x, plumb_err *e);
 /* Describes the fast GEMM path in use ("cublasLt fused epilogue, bf16 via ...") */
 void tr_linear_describe(char *buf, size_t n);
 

@@ -99,33 +99,64 @@ __global__ void k_colsum_seq(const float *dy, float *db, int B, int N)
 /* ---------------- fast: shared pieces ---------------- */
 
 #define CS_ROWS 64
-/* relu mask (optional) + per-chunk column sums: part[c, n] = sum of rows
- * [64c, 64c+64) of (masked) dy, sequential inside the chunk. */
-__global__ void k_mask_colsum(const float *y, float *dy, int B, int N, int relu, float *part)
+/* The fast dbias order: per-chunk column sums, part[c, n] = sum of rows
+ * [64c, 64c+64) in ascending b, then the chunks summed by k_colsum_final.
+ * One kernel serves the relu mask + dbias of linear_bwd and the fused dx
+ * epilogue of linear_bwd_relu_in:
+ *   v = round(src[b*lds + n]); if (mask) v = mask[b*N + n] > 0 ? v : 0;
+ *   dst[b*N + n] = v; part[c, n] = sum of v over the chunk (part may be NULL).
+ * src may be dst (lds = N); rt = DT_F32 does not round. */
+__global__ void k_mask_colsum(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
+                              float *part)
 {
     int c = blockIdx.y;
     int b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
         float s = 0.0f;
         for (int b = b0; b < b1; b++) {
-            size_t i = (size_t)b * N + n;
-            float g = dy[i];
-            if (relu) {
-                g = y[i] > 0.0f ? g : 0.0f;
-                dy[i] = g;
-            }
+            float g = tr_round(src[(size_t)b * lds + n], rt);
+            if (mask) g = mask[(size_t)b * N + n] > 0.0f ? g : 0.0f;
+            dst[(size_t)b * N + n] = g;
             s = s + g;
         }
         if (part) part[(size_t)c * N + n] = s;
     }
 }
+/* db[n] = the nc chunk sums of column n: lane L adds chunks L, L+W, ... in
+ * ascending order, then the lanes' sums meet in the warp's fixed butterfly
+ * (deterministic: the shape depends only on nc and the warp width). One warp
+ * per column. */
 __global__ void k_colsum_final(const float *part, int nc, int N, float *db)
 {
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n >= N) return;
+    const int lane = threadIdx.x % PLUMB_WARP;
+    const int n = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
+    if (n >= N) return; /* the whole warp */
     float s = 0.0f;
-    for (int c = 0; c < nc; c++) s = s + part[(size_t)c * N + n];
-    db[n] = s;
+    for (int c = lane; c < nc; c += PLUMB_WARP) s = s + part[(size_t)c * N + n];
+    s = plumb_warp_sum(s);
+    if (lane == 0) db[n] = s;
+}
+
+/* masked/rounded copy + dbias of the chunk sums (part from workspace slot 0) */
+static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
+                       int B, int N, int rt, float *dbias, plumb_err *e)
+{
+    int nc = (B + CS_ROWS - 1) / CS_ROWS, rc;
+    float *part = NULL;
+    if (dbias) {
+        void *ws;
+        if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
+        part = (float *)ws;
+    }
+    dim3 grd((unsigned)((N + 127) / 128), (unsigned)nc);
+    k_mask_colsum<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part);
+    GPU_CHECK_LAUNCH(d, "k_mask_colsum", e);
+    if (dbias) {
+        const int wpb = 128 / PLUMB_WARP;
+        k_colsum_final<<<(N + wpb - 1) / wpb, 128, 0, st->s>>>(part, nc, N, dbias);
+        GPU_CHECK_LAUNCH(d, "k_colsum_final", e);
+    }
+    return PLUMB_OK;
 }
 
 /* y = round(relu(y + bias)) in place, [B, N] */
@@ -515,8 +546,12 @@ int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const fl
     return launch_epilogue(d, st, y, bias, B, N, relu, (int)rt, e);
 }
 
+/* relu_in (linear_bwd_relu_in): x is a ReLU output; dx is stored masked by
+ * x > 0 and dbias_x (may be NULL) gets the masked dx's column sums, in the
+ * order the producing layer's linear_bwd would use. */
 int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *y, float *dy,
-                  float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt, plumb_err *e)
+                  float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt, int relu_in,
+                  float *dbias_x, plumb_err *e)
 {
     size_t BN = (size_t)B * N;
     int rc;
@@ -531,26 +566,22 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
         }
         /* dx[b,k] = sum_n dy[b,n] w[n,k]: A = dy (sam N, sak 1), B(n,k) = w[n*K + k] */
         if (dx && (rc = gold_mm(d, st, B, K, N, dy, N, 1, w, K, 1, dx, NULL, 0, (int)rt, e))) return rc;
+        if (dx && relu_in) { /* the producing layer's golden mask and dbias */
+            size_t BK = (size_t)B * K;
+            k_relu_mask<<<gpu_grid(BK, 256), 256, 0, st->s>>>(x, dx, BK);
+            GPU_CHECK_LAUNCH(d, "k_relu_mask", e);
+            if (dbias_x) {
+                k_colsum_seq<<<(K + 127) / 128, 128, 0, st->s>>>(dx, dbias_x, B, K);
+                GPU_CHECK_LAUNCH(d, "k_colsum_seq", e);
+            }
+        }
         /* dw[n,k] = sum_b dy[b,n] x[b,k]: A(n,b) = dy[b*N + n] (sam 1, sak N), B(b,k) = x[b*K + k] */
         return gold_mm(d, st, N, K, B, dy, 1, N, x, K, 1, dw, NULL, 0, DT_F32, e);
     }
     /* fast: mask + dbias partials in one pass */
     if (relu || dbias) {
         tprof_scope pm(st, TP_LBWD_MASK);
-        int nc = (B + CS_ROWS - 1) / CS_ROWS;
-        float *part = NULL;
-        if (dbias) {
-            void *ws;
-            if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
-            part = (float *)ws;
-        }
-        dim3 grd((unsigned)((N + 127) / 128), (unsigned)nc);
-        k_mask_colsum<<<grd, 128, 0, st->s>>>(y, dy, B, N, relu, part);
-        GPU_CHECK_LAUNCH(d, "k_mask_colsum", e);
-        if (dbias) {
-            k_colsum_final<<<(N + 127) / 128, 128, 0, st->s>>>(part, nc, N, dbias);
-            GPU_CHECK_LAUNCH(d, "k_colsum_final", e);
-        }
+        if ((rc = mask_colsum(d, st, dy, N, relu ? y : NULL, dy, B, N, DT_F32, dbias, e))) return rc;
     }
 #if !defined(PLUMB_HIP)
     /* dx^T [K x B] = (w viewed K x N) (dy viewed N x B) */
@@ -566,8 +597,12 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
         rc = lt_gemm32(d, st, 0, 0, Kp, B, N, wp, (size_t)N * Kp, Kp, dy, BN, N, dxp, Kp, (int)rt, EPI_NONE, NULL, e);
         if (rc == PLUMB_OK) {
             dx_done = 1;
-            k_unpad_round<<<gpu_grid((size_t)B * K, 256), 256, 0, st->s>>>(dxp, (size_t)B, K, Kp, dx, (int)rt);
-            GPU_CHECK_LAUNCH(d, "k_unpad_round", e);
+            if (relu_in) {
+                if ((rc = mask_colsum(d, st, dxp, Kp, x, dx, B, K, (int)rt, dbias_x, e))) return rc;
+            } else {
+                k_unpad_round<<<gpu_grid((size_t)B * K, 256), 256, 0, st->s>>>(dxp, (size_t)B, K, Kp, dx, (int)rt);
+                GPU_CHECK_LAUNCH(d, "k_unpad_round", e);
+            }
         } else if (rc != PLUMB_EUNSUPPORTED) {
             return rc;
         }
@@ -576,7 +611,12 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
         rc = lt_gemm32(d, st, 0, 0, K, B, N, w, (size_t)N * K, K, dy, BN, N, dx, K, (int)rt, EPI_NONE, NULL, e);
         if (rc == PLUMB_OK) {
             dx_done = 1;
-            if (rt != DT_F32 && (rc = launch_epilogue(d, st, dx, NULL, B, K, 0, (int)rt, e))) return rc;
+            /* rounding, and with relu_in the input layer's mask + dbias, in one pass */
+            if (relu_in) {
+                if ((rc = mask_colsum(d, st, dx, K, x, dx, B, K, (int)rt, dbias_x, e))) return rc;
+            } else if (rt != DT_F32 && (rc = launch_epilogue(d, st, dx, NULL, B, K, 0, (int)rt, e))) {
+                return rc;
+            }
         } else if (rc != PLUMB_EUNSUPPORTED) {
             return rc;
         }
@@ -642,6 +682,7 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
     if (!dx_done) {
         if ((rc = gemm_rm(d, st, B, K, N, 0, 0, dy, N, w, K, dx, K, e))) return rc;
         if ((rc = launch_epilogue(d, st, dx, NULL, B, K, 0, (int)rt, e))) return rc;
+        if (relu_in && (rc = mask_colsum(d, st, dx, K, x, dx, B, K, DT_F32, dbias_x, e))) return rc;
     }
     if (!dw_done) return gemm_rm(d, st, N, K, B, 1, 0, dy, N, x, K, dw, K, e);
     return PLUMB_OK;
@@ -649,6 +690,7 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
     if (dx) {
         if ((rc = gemm_rm(d, st, B, K, N, 0, 0, dy, N, w, K, dx, K, e))) return rc;
         if ((rc = launch_epilogue(d, st, dx, NULL, B, K, 0, (int)rt, e))) return rc;
+        if (relu_in && (rc = mask_colsum(d, st, dx, K, x, dx, B, K, DT_F32, dbias_x, e))) return rc;
     }
     return gemm_rm(d, st, N, K, B, 1, 0, dy, N, x, K, dw, K, e);
 #endif

@@ -159,7 +159,21 @@ static int g_linear_bwd(struct dev *d, dev_stream *s, const float *x, const floa
     RT_OK("linear_bwd");
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_LINEAR_BWD);
-    return tr_linear_bwd(d, gpu_stream(d, s), x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, e);
+    return tr_linear_bwd(d, gpu_stream(d, s), x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, 0, NULL, e);
+}
+
+static int g_linear_bwd_relu_in(struct dev *d, dev_stream *s, const float *x, const float *w, const float *y,
+                                float *dy, float *dx, float *dw, float *dbias, int B, int K, int N, int relu,
+                                dtype_t rt, float *dbias_x, plumb_err *e)
+{
+    NEED(x && w && dy && dw && dx, "%s: linear_bwd_relu_in: NULL x, w, dy, dx or dw", d->label);
+    NEED(!relu || y, "%s: linear_bwd_relu_in: relu needs the forward output y", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: linear_bwd_relu_in: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K,
+         N);
+    RT_OK("linear_bwd_relu_in");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_LINEAR_BWD);
+    return tr_linear_bwd(d, gpu_stream(d, s), x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, 1, dbias_x, e);
 }
 
 __global__ void k_relu_fwd(const float *x, float *y, size_t n, int rt)
@@ -621,6 +635,6 @@ const struct train_ops gpu_train_ops = {
     g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
     g_interact_fwd, g_interact_bwd, g_bce_logits, g_sigmoid,   g_sgd,           g_sgd_sparse,    g_adamw,
     g_adamw_sparse, g_sumsq,       g_scale_check, g_affine,    g_round_fp32,
-    g_embedding_interact_fwd, g_embedding_bwd_sgd,
+    g_embedding_interact_fwd, g_embedding_bwd_sgd, g_linear_bwd_relu_in,
 };
 #endif

@@ -518,11 +518,21 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     /* top MLP backward: cur holds d(output of layer l) */
     float *cur = m->g0, *nxt = m->g1;
     int ti = 2 * (c->n_bottom + c->n_top) - 2;
+    /* pre: cur is already masked by its layer's ReLU and that layer's dbias
+     * done (linear_bwd_relu_in of the layer above, where the backend fuses) */
+    int pre = 0;
     for (int l = c->n_top - 1; l >= 0 && !rc; l--, ti -= 2) {
-        rc = T->linear_bwd(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
-                           m->grads + m->t[ti].offset, m->grads + m->t[ti + 1].offset, B, c->top[l], c->top[l + 1],
-                           l < c->n_top - 1, m->prec, e);
+        const int relu = l < c->n_top - 1 && !pre, fuse = T->linear_bwd_relu_in && l >= 1;
+        float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
+        if (fuse) /* act_t[l], l >= 1, is the output of ReLU layer l-1 */
+            rc = T->linear_bwd_relu_in(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
+                                       m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec,
+                                       m->grads + m->t[ti - 1].offset, e);
+        else
+            rc = T->linear_bwd(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
+                               m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top - 1 - l, ti, e);
+        pre = fuse;
         float *s = cur;
         cur = nxt;
         nxt = s;
@@ -534,11 +544,19 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         cur = nxt;
         nxt = s;
     }
+    pre = 0;
     for (int l = c->n_bottom - 1; l >= 0 && !rc; l--, ti -= 2) {
-        rc = T->linear_bwd(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, l > 0 ? nxt : NULL,
-                           m->grads + m->t[ti].offset, m->grads + m->t[ti + 1].offset, B, c->bottom[l],
-                           c->bottom[l + 1], 1, m->prec, e);
+        const int fuse = T->linear_bwd_relu_in && l >= 1; /* act_b[l], l >= 1: a ReLU output */
+        float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
+        if (fuse)
+            rc = T->linear_bwd_relu_in(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, nxt,
+                                       m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre,
+                                       m->prec, m->grads + m->t[ti - 1].offset, e);
+        else
+            rc = T->linear_bwd(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, l > 0 ? nxt : NULL,
+                               m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top + c->n_bottom - 1 - l, ti, e);
+        pre = fuse;
         float *s = cur;
         cur = nxt;
         nxt = s;
