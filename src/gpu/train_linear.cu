@@ -189,26 +189,37 @@ __global__ void k_sum_slices(const float *part, int S, size_t n, float *out)
  * (rounding, or the slice sum of dw). */
 __host__ __device__ static inline int pad8(int K) { return (K + 7) / 8 * 8; }
 
-/* xp[r, 0:K) = x[r, :], xp[r, K:Kp) = 0: [R, K] -> [R, Kp] */
-__global__ void k_pad_cols(const float *x, size_t R, int K, int Kp, float *xp)
+/* xp[r, 0:K) = x[r, :], xp[r, K:Kp) = 0: [R, K] -> [R, Kp]. I is the index
+ * type: 32-bit (cheap division) whenever the tensor allows. */
+template <typename I> __global__ void k_pad_cols(const float *x, I R, I K, I Kp, float *xp)
 {
-    size_t tot = R * (size_t)Kp;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / (size_t)Kp;
-        int k = (int)(i - r * (size_t)Kp);
+    const I tot = R * Kp;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < tot; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / Kp, k = i - r * Kp;
         xp[i] = k < K ? x[r * K + k] : 0.0f;
     }
 }
 
 /* y[r, :] = round(yp[r, 0:K)): [R, Kp] -> [R, K] */
-__global__ void k_unpad_round(const float *yp, size_t R, int K, int Kp, float *y, int rt)
+template <typename I> __global__ void k_unpad_round(const float *yp, I R, I K, I Kp, float *y, int rt)
 {
-    size_t tot = R * (size_t)K;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / (size_t)K;
-        int k = (int)(i - r * (size_t)K);
+    const I tot = R * K;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < tot; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / K, k = i - r * K;
         y[i] = tr_round(yp[r * Kp + k], rt);
     }
+}
+
+static int unpad_round(struct dev *d, struct dev_stream *st, const float *yp, size_t R, int K, int Kp, float *y, int rt,
+                       plumb_err *e)
+{
+    size_t tot = R * (size_t)Kp;
+    if (tot < ((size_t)1 << 31))
+        k_unpad_round<unsigned><<<gpu_grid(tot, 256), 256, 0, st->s>>>(yp, (unsigned)R, (unsigned)K, (unsigned)Kp, y, rt);
+    else
+        k_unpad_round<size_t><<<gpu_grid(tot, 256), 256, 0, st->s>>>(yp, R, (size_t)K, (size_t)Kp, y, rt);
+    GPU_CHECK_LAUNCH(d, "k_unpad_round", e);
+    return PLUMB_OK;
 }
 
 /* dw[n, k] = part[0][n][k] + part[1][n][k] + ... in slice order, the parts
@@ -227,7 +238,11 @@ __global__ void k_sum_slices_unpad(const float *part, int S, int N, int K, int K
 
 static int pad_cols(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, float *xp, plumb_err *e)
 {
-    k_pad_cols<<<gpu_grid(R * (size_t)pad8(K), 256), 256, 0, st->s>>>(x, R, K, pad8(K), xp);
+    size_t tot = R * (size_t)pad8(K);
+    if (tot < ((size_t)1 << 31))
+        k_pad_cols<unsigned><<<gpu_grid(tot, 256), 256, 0, st->s>>>(x, (unsigned)R, (unsigned)K, (unsigned)pad8(K), xp);
+    else
+        k_pad_cols<size_t><<<gpu_grid(tot, 256), 256, 0, st->s>>>(x, R, (size_t)K, (size_t)pad8(K), xp);
     GPU_CHECK_LAUNCH(d, "k_pad_cols", e);
     return PLUMB_OK;
 }
@@ -600,8 +615,7 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
             if (relu_in) {
                 if ((rc = mask_colsum(d, st, dxp, Kp, x, dx, B, K, (int)rt, dbias_x, e))) return rc;
             } else {
-                k_unpad_round<<<gpu_grid((size_t)B * K, 256), 256, 0, st->s>>>(dxp, (size_t)B, K, Kp, dx, (int)rt);
-                GPU_CHECK_LAUNCH(d, "k_unpad_round", e);
+                if ((rc = unpad_round(d, st, dxp, (size_t)B, K, Kp, dx, (int)rt, e))) return rc;
             }
         } else if (rc != PLUMB_EUNSUPPORTED) {
             return rc;

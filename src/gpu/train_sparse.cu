@@ -292,14 +292,13 @@ __device__ static inline float group_chain(const uint32_t *perm, const float *va
 {
     float acc = 0.0f;
     unsigned i = c0;
-    for (; i + 4 <= c1; i += 4) {
-        const uint32_t p0 = perm[i], p1 = perm[i + 1], p2 = perm[i + 2], p3 = perm[i + 3];
-        const float v0 = vals[(size_t)p0 * D + k], v1 = vals[(size_t)p1 * D + k];
-        const float v2 = vals[(size_t)p2 * D + k], v3 = vals[(size_t)p3 * D + k];
-        acc = acc + v0;
-        acc = acc + v1;
-        acc = acc + v2;
-        acc = acc + v3;
+    /* 8 positions' loads in flight, then their adds in order */
+    for (; i + 8 <= c1; i += 8) {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = vals[(size_t)perm[i + j] * D + k];
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc = acc + v[j];
     }
     for (; i < c1; i++) acc = acc + vals[(size_t)perm[i] * D + k];
     return acc;
