@@ -6,6 +6,7 @@
 #include "train/ckpt.h"
 #include "train/evalm.h"
 #include "train/sampler.h"
+#include "core/philox.h"
 #include "train/scaler.h"
 #include <stdlib.h>
 #include <unistd.h>
@@ -61,6 +62,35 @@ TEST(sampler_each_sample_once_any_world)
     CHECK(memcmp(p0, p1, N * 4) != 0);
     free(p0), free(p1);
     sampler_free(&s);
+}
+
+/* The shuffle's draws are made in parallel blocks: the permutation must be
+ * the one-thread Fisher-Yates of the definition (sampler.c), across block
+ * boundaries (n > 65536), and a permutation. */
+TEST(sampler_permutation_matches_serial_definition)
+{
+    const long n = 200003;
+    uint32_t *p = malloc(n * 4), *ref = malloc(n * 4);
+    unsigned char *seen = calloc(n, 1);
+    for (long epoch = 0; epoch < 2; epoch++) {
+        sampler_permutation(99, epoch, n, p);
+        for (long i = 0; i < n; i++) ref[i] = (uint32_t)i;
+        for (long i = n - 1; i > 0; i--) {
+            uint32_t w[4];
+            philox_block(99, RNG_SHUFFLE, (uint32_t)epoch, 0, (uint64_t)(i - 1), w);
+            uint64_t x = ((uint64_t)w[0] << 32) | w[1];
+            uint64_t j = (uint64_t)(((unsigned __int128)x * (uint64_t)(i + 1)) >> 64);
+            uint32_t t = ref[i];
+            ref[i] = ref[j];
+            ref[j] = t;
+        }
+        CHECK_MSG(!memcmp(p, ref, n * 4), "epoch %ld: the parallel shuffle differs from the serial definition", epoch);
+        memset(seen, 0, n);
+        long dup = 0;
+        for (long i = 0; i < n; i++) dup += seen[p[i]]++ != 0;
+        CHECK_EQ_INT(dup, 0);
+    }
+    free(p), free(ref), free(seen);
 }
 
 /* O(n^2) reference: P(score_pos > score_neg) + 0.5 P(equal) */

@@ -399,8 +399,12 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
         return PLUMB_OK;
     }
     size_t ntiles = (n + RS_TILE - 1) / RS_TILE;
-    /* the key width: a row of a table that fits in device memory (>= 1 float a row) */
-    double maxrows = d->info.mem_total > 0 ? (double)d->info.mem_total / 4.0 : 1e12;
+    /* the key width: a row index of a table that fits in device memory. The
+     * embedding's rows index the model's table of D floats a row (32 bits on
+     * a 141 GB device with D = 16: 4 onesweep passes); rows given to
+     * sparse_coalesce are bounded as rows of one float (they are not checked
+     * against a table) */
+    double maxrows = d->info.mem_total > 0 ? (double)d->info.mem_total / (from_emb ? 4.0 * D : 4.0) : 1e12;
     int bits = 1;
     while (bits < 64 && (double)((unsigned long long)1 << bits) <= maxrows) bits++;
     int npass = (bits + RS_BITS - 1) / RS_BITS;

@@ -3,21 +3,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Draws of the Fisher-Yates shuffle depend only on (seed, epoch, i), so they
+ * are made in parallel, a block of PERM_BLOCK at a time; the swaps, which
+ * must run in order, follow on one thread. Same permutation as one thread
+ * drawing and swapping (the swap loop is ~1 ns a step, the Philox draw ~30:
+ * an epoch boundary no longer stalls the data plane for long). */
+#define PERM_BLOCK 65536
 void sampler_permutation(uint64_t seed, long epoch, long n, uint32_t *perm)
 {
     for (long i = 0; i < n; i++) perm[i] = (uint32_t)i;
+    uint64_t one, *jbuf = n > 1 ? malloc(PERM_BLOCK * sizeof *jbuf) : NULL;
+    const long blk = jbuf ? PERM_BLOCK : 1; /* out of memory: one draw at a time */
+    if (!jbuf) jbuf = &one;
     /* i from n-1 down to 1 swaps with j uniform in [0, i]: j = (x * (i+1)) >> 64
      * with x a 64-bit draw (two words of block i-1); the bias, < (i+1)/2^64,
      * is far below anything measurable. */
-    for (long i = n - 1; i > 0; i--) {
-        uint32_t w[4];
-        philox_block(seed, RNG_SHUFFLE, (uint32_t)epoch, (uint32_t)((uint64_t)epoch >> 32), (uint64_t)(i - 1), w);
-        uint64_t x = ((uint64_t)w[0] << 32) | w[1];
-        uint64_t j = (uint64_t)(((unsigned __int128)x * (uint64_t)(i + 1)) >> 64);
-        uint32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
+    for (long hi = n - 1; hi > 0; hi -= blk) {
+        long lo = hi - blk + 1 > 1 ? hi - blk + 1 : 1; /* this block: i = hi down to lo */
+#pragma omp parallel for schedule(static) if (hi - lo > 4096)
+        for (long i = lo; i <= hi; i++) {
+            uint32_t w[4];
+            philox_block(seed, RNG_SHUFFLE, (uint32_t)epoch, (uint32_t)((uint64_t)epoch >> 32), (uint64_t)(i - 1), w);
+            uint64_t x = ((uint64_t)w[0] << 32) | w[1];
+            jbuf[hi - i] = (uint64_t)(((unsigned __int128)x * (uint64_t)(i + 1)) >> 64);
+        }
+        for (long i = hi; i >= lo; i--) {
+            uint64_t j = jbuf[hi - i];
+            uint32_t t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
     }
+    if (jbuf != &one) free(jbuf);
 }
 
 int sampler_init(struct sampler *s, long n, long batch, int shard, uint64_t seed, int shuffle,
