@@ -346,6 +346,22 @@ __global__ void k_chunk_sum(const uint32_t *va, const uint32_t *vb, const unsign
     }
 }
 
+/* a hot row's chunk sums added in chunk order from 0, 8 loads in flight */
+__device__ static inline float chunk_chain(const float *part, int D, unsigned s0, unsigned s1, unsigned CH, int k)
+{
+    float acc = 0.0f;
+    unsigned q = s0;
+    for (; q + 8 * CH <= s1; q += 8 * CH) {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = part[chunk_slot(s0, q + j * CH, CH) * D + k];
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc = acc + v[j];
+    }
+    for (; q < s1; q += CH) acc = acc + part[chunk_slot(s0, q, CH) * D + k];
+    return acc;
+}
+
 /* one group per row, the definition's order (see the header): golden (part
  * NULL) one chain; fast, a row of more than CH positions adds its chunk sums
  * (k_chunk_sum) in ascending chunk order from 0. Writes out[u, :] or, fused
@@ -367,7 +383,7 @@ __global__ void k_seg_sum_ordered(const uint32_t *va, const uint32_t *vb, const 
         for (int k = gl; k < D; k += G) {
             float acc = 0.0f;
             if (chunked)
-                for (unsigned q = s0; q < s1; q += CH) acc = acc + part[chunk_slot(s0, q, CH) * D + k];
+                acc = chunk_chain(part, D, s0, s1, CH, k);
             else
                 acc = group_chain(perm, vals, D, s0, s1, k);
             dst[k] = table ? fmaf(-lr, acc, dst[k]) : acc;
