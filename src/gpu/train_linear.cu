@@ -249,11 +249,25 @@ template <typename I> __global__ void k_unpad_round(const float *yp, I R, I K, I
     }
 }
 
+/* Wide rows: row r on blockIdx.y, the columns on the threads (no division). */
+__global__ void k_unpad_round_rows(const float *yp, size_t R, int K, int Kp, float *y, int rt)
+{
+    for (size_t r = blockIdx.y; r < R; r += gridDim.y)
+        for (int k = threadIdx.x; k < K; k += blockDim.x) y[r * K + k] = tr_round(yp[r * Kp + k], rt);
+}
+__global__ void k_pad_cols_rows(const float *x, size_t R, int K, int Kp, float *xp)
+{
+    for (size_t r = blockIdx.y; r < R; r += gridDim.y)
+        for (int k = threadIdx.x; k < Kp; k += blockDim.x) xp[r * Kp + k] = k < K ? x[r * K + k] : 0.0f;
+}
+
 static int unpad_round(struct dev *d, struct dev_stream *st, const float *yp, size_t R, int K, int Kp, float *y, int rt,
                        plumb_err *e)
 {
     size_t tot = R * (size_t)Kp;
-    if (tot < ((size_t)1 << 31))
+    if (K >= 128)
+        k_unpad_round_rows<<<dim3(1, (unsigned)(R < 65535 ? R : 65535)), 128, 0, st->s>>>(yp, R, K, Kp, y, rt);
+    else if (tot < ((size_t)1 << 31))
         k_unpad_round<unsigned><<<gpu_grid(tot, 256), 256, 0, st->s>>>(yp, (unsigned)R, (unsigned)K, (unsigned)Kp, y, rt);
     else
         k_unpad_round<size_t><<<gpu_grid(tot, 256), 256, 0, st->s>>>(yp, R, (size_t)K, (size_t)Kp, y, rt);
@@ -278,7 +292,9 @@ __global__ void k_sum_slices_unpad(const float *part, int S, int N, int K, int K
 static int pad_cols(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, float *xp, plumb_err *e)
 {
     size_t tot = R * (size_t)pad8(K);
-    if (tot < ((size_t)1 << 31))
+    if (K >= 128)
+        k_pad_cols_rows<<<dim3(1, (unsigned)(R < 65535 ? R : 65535)), 128, 0, st->s>>>(x, R, K, pad8(K), xp);
+    else if (tot < ((size_t)1 << 31))
         k_pad_cols<unsigned><<<gpu_grid(tot, 256), 256, 0, st->s>>>(x, (unsigned)R, (unsigned)K, (unsigned)pad8(K), xp);
     else
         k_pad_cols<size_t><<<gpu_grid(tot, 256), 256, 0, st->s>>>(x, R, (size_t)K, (size_t)pad8(K), xp);

@@ -151,7 +151,9 @@ struct ctr_loss {
 /* Forward + backward (see the gradient contract above). On return:
  * ctr_grads() holds the dense gradient, ctr_sparse_grads() the sparse list,
  * *loss (may be NULL) the unscaled loss of the batch. Synchronous: the
- * results are complete when it returns. */
+ * results are complete when it returns; except after ctr_fuse_sparse_sgd
+ * with loss NULL, when the work is only queued on the device stream (every
+ * later op on it, e.g. ctr_opt_step, which synchronises, comes after). */
 int ctr_forward_backward(struct ctr_model *m, const struct ctr_batch *b, float grad_scale,
                          struct ctr_loss *loss, plumb_err *e);
 /* Device-resident batch (the GPU data plane): the same fields as ctr_batch
@@ -204,7 +206,9 @@ void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t
  * loss-scale check, clipping or norm over it). PLUMB_EUNSUPPORTED when the
  * backend has no fused op. */
 int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e);
-/* Distinct table rows the last backward touched (fused or not). */
+/* Distinct table rows the last backward touched; (size_t)-1 after a fused
+ * backward that was asked for no loss (then it synchronises with nothing and
+ * the count stays on the device). */
 size_t ctr_touched_rows(const struct ctr_model *m);
 
 /* Eval forward: scores[b] = sigmoid(logit_b) for b < B written to host memory
