@@ -39,7 +39,7 @@ struct dev;
 typedef struct dev_stream dev_stream;
 
 /* Chunk length of the fast-mode sparse sum (embedding_bwd, sparse_coalesce). */
-#define TRAIN_SPARSE_CHUNK 32
+#define TRAIN_SPARSE_CHUNK 128
 
 struct train_ops {
     /* ---------------- dense layers ---------------- */
