@@ -112,6 +112,14 @@ elif [ "$STAGE" = 4 ]; then
     --torch-modes compile --json "$OUT/bench_bf16.json"
   step bench_fp32 60 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --vs-pytorch \
     --torch-modes eager --json "$OUT/bench_fp32.json"
+elif [ "$STAGE" = variants ]; then
+  # the bf16 step under alternatives (one short run each, device batches and loader)
+  P="--pool 262144 --precision bf16 --batch 32768 --steps 100 --warmup 20 --leak-steps 0"
+  step v_default 40 $B $P --json "$OUT/v_default.json"
+  step v_convert 40 env PLUMB_TRAIN_BF16=convert $B $P --json "$OUT/v_convert.json"
+  step v_passive 40 env OMP_WAIT_POLICY=passive $B $P --json "$OUT/v_passive.json"
+  step v_threads8 40 $B $P --threads 8 --json "$OUT/v_threads8.json"
+  step v_unfused 40 $B $P --fuse-sgd no --json "$OUT/v_unfused.json"
 elif [ "$STAGE" = prof ]; then
   # where the step's GPU time goes: CUPTI kernel times (bench/kprof.cc, no
   # synchronisation added) for plumb and for the PyTorch peer on the same batches
