@@ -144,8 +144,9 @@ grep -q "another configuration" "$TMP/err" && ok "config hash mismatch is named"
 FB="--steps 40 --train-samples 20000 --eval-samples 1000 --quiet --param-digest --health-interval 0 --threads 1"
 FX="--optimizer sgd --precision fp16 --inject nan@5,oom@9x4 --clip-grad-norm 0.05"
 dg() { awk '/^param_digest/{print $2}' "$1"; }
-# digests of main before the device-resident step (commit 2907319; OpenBLAS kernels pinned)
-REC_A=ad8bac89f2e8eb87fe631b0d8f8c3a85cbaaaadf7d8aa628a64d74feeb7ca134
+# fast digests recorded before the device-resident step (commit 2907319), REC_A again after the
+# fast sparse sum chunk became 128 (train_ops.h TRAIN_SPARSE_CHUNK); OpenBLAS kernels pinned
+REC_A=cbfa531ec7b19273c34978d3df0acd79c1f4139c8b68b4591da7d41824f38f93
 REC_X=aaccceb2cee3633fffedbe4c70b6a5922290fae727424e0fc980d2446faac0d7
 export OPENBLAS_CORETYPE=Haswell
 for i in 1 2; do

@@ -1,7 +1,6 @@
 /* GPU data plane for ctr: see devfeed.h. */
 #include "train/devfeed.h"
 #include "core/timer.h"
-#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,25 @@ struct feed_slot {
     int state, B, n_valid;
     long step;
     struct sampler_step st;
+};
+
+/* The batch builders: a pool of threads that wait on a condition variable.
+ * (OpenMP's workers spin after every parallel region by default; each step's
+ * build left a dozen cores spinning, which slowed the thread launching the
+ * GPU work by several per cent.) Job g: worker w builds chunks w, w+n, ...
+ * of CHUNK samples. */
+#define BUILD_CHUNK 512
+struct build_pool {
+    pthread_t *th;
+    int n, started;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    long gen;
+    int pending, stop;
+    /* the job */
+    struct devfeed *f;
+    struct feed_slot *sl;
+    int count;
 };
 
 struct devfeed {
@@ -37,7 +55,105 @@ struct devfeed {
     int th_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    struct build_pool pool;
+    int pool_inited;
 };
+
+static void build_part(struct devfeed *f, struct feed_slot *sl, int count, int w, int nw)
+{
+    for (int i0 = w * BUILD_CHUNK; i0 < count; i0 += nw * BUILD_CHUNK) {
+        int cnt = count - i0 < BUILD_CHUNK ? count - i0 : BUILD_CHUNK;
+        data_fill(f->ds, f->split, sl->idx + i0, cnt, f->rows, sl->h_dense + (size_t)i0 * CTR_N_DENSE,
+                  sl->h_sparse + (size_t)i0 * CTR_N_TABLES, sl->h_labels + i0);
+    }
+}
+
+struct pool_arg {
+    struct build_pool *p;
+    int w;
+};
+
+static void *pool_main(void *arg)
+{
+    struct pool_arg *a = arg;
+    struct build_pool *p = a->p;
+    const int w = a->w;
+    free(a);
+    long seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
+        if (p->stop) break;
+        seen = p->gen;
+        struct devfeed *f = p->f;
+        struct feed_slot *sl = p->sl;
+        int count = p->count;
+        pthread_mutex_unlock(&p->mu);
+        build_part(f, sl, count, w, p->n + 1);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* n helper threads (the producer is worker n); 0 helpers: the producer alone */
+static int pool_start(struct build_pool *p, int n)
+{
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->th = n > 0 ? calloc((size_t)n, sizeof *p->th) : NULL;
+    if (n > 0 && !p->th) return -1;
+    for (int i = 0; i < n; i++) {
+        struct pool_arg *a = malloc(sizeof *a);
+        if (!a) return -1;
+        a->p = p;
+        a->w = i;
+        if (pthread_create(&p->th[i], NULL, pool_main, a) != 0) {
+            free(a);
+            return -1;
+        }
+        p->started++;
+    }
+    p->n = n;
+    return 0;
+}
+
+static void pool_stop(struct build_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->started; i++) pthread_join(p->th[i], NULL);
+    free(p->th);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+}
+
+/* the whole batch: the helpers and the producer, then wait for all */
+static void pool_build(struct devfeed *f, struct feed_slot *sl, int count)
+{
+    struct build_pool *p = &f->pool;
+    if (p->started < p->n || p->n == 0) { /* a helper did not start: build alone */
+        build_part(f, sl, count, 0, 1);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->f = f;
+    p->sl = sl;
+    p->count = count;
+    p->pending = p->n;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    build_part(f, sl, count, p->n, p->n + 1);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
 
 /* Builds step `step` into slot sl (producer thread). */
 static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_err *e)
@@ -48,14 +164,7 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
     int n = (int)st.local_valid, B = n;
     if (B < 1) B = 1; /* an empty rank still runs the step on one masked sample */
     double t0 = timer_now();
-    int nt = f->threads > 0 ? f->threads : 1;
-    const int chunk = 512;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int i0 = 0; i0 < n; i0 += chunk) {
-        int cnt = n - i0 < chunk ? n - i0 : chunk;
-        data_fill(f->ds, f->split, sl->idx + i0, cnt, f->rows, sl->h_dense + (size_t)i0 * CTR_N_DENSE,
-                  sl->h_sparse + (size_t)i0 * CTR_N_TABLES, sl->h_labels + i0);
-    }
+    pool_build(f, sl, n);
     if (n < B) { /* masked padding: zero features, row 0, label 0 */
         memset(sl->h_dense, 0, sizeof(float) * CTR_N_DENSE);
         memset(sl->h_sparse, 0, sizeof(uint32_t) * CTR_N_TABLES);
@@ -119,6 +228,7 @@ void devfeed_stop(struct devfeed *f)
         pthread_mutex_unlock(&f->mu);
         pthread_join(f->th, NULL);
     }
+    if (f->pool_inited) pool_stop(&f->pool);
     struct dev *d = f->d;
     if (f->copy) {
         plumb_err e = {0};
@@ -186,6 +296,10 @@ int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sam
         if (!rc && (!sl->idx || !sl->shard_valid)) rc = err_set(e, PLUMB_ENOMEM, "devfeed: out of memory");
     }
     if (!rc) {
+        /* threads - 1 helpers: the producer builds its share too; a helper
+         * that cannot start leaves the producer building alone (slower, not wrong) */
+        (void)pool_start(&f->pool, threads > 1 ? threads - 1 : 0);
+        f->pool_inited = 1;
         if (pthread_create(&f->th, NULL, feed_main, f) != 0) rc = err_set(e, PLUMB_EINTERNAL, "devfeed: cannot start thread");
         else f->th_started = 1;
     }
