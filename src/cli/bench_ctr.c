@@ -17,8 +17,10 @@
  * backward = forward_backward - forward, optimizer = ctr_opt_step,
  * communication = the dense-gradient all-reduce (--comm nccl: NCCL, bucketed,
  * world size of the launch; none: 0), data = the host's wait for the loader.
- * Each part is timed on the host around calls that end synchronised, over
- * --steps steps after --warmup. Memory: the caching allocator's counters
+ * The whole-step figures time --steps steps queued back to back (one
+ * synchronisation at the end, like the PyTorch reference's events); each
+ * part of the split is timed on the host around calls followed by a
+ * synchronisation, over --steps steps after --warmup. Memory: the caching allocator's counters
  * (plugin workspaces for GEMM/sort are outside it and listed separately by
  * the plugin); leak check: reserved bytes after warm-up equal reserved bytes
  * after --leak-steps more steps. */
@@ -235,6 +237,9 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
         struct ctr_dev_batch b = DB(step);
         rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
     }
+    /* steps are queued back to back (nothing in a step waits for the host,
+     * as in the PyTorch reference, which times with events over all steps) */
+    if (!rc) rc = dev_sync(d, e);
     double whole = now() - t0;
     t->step_dev_ms = 1e3 * whole / (double)o->steps;
     t->samples_s = (double)batch * (double)o->steps / whole;
@@ -252,6 +257,7 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
         if (!rc && nc) rc = nccl_allreduce_buckets(nc, grads, nd, NULL, "bench grads", e);
         double d1 = now();
         if (!rc) rc = run_opt(m, step + 1, (float)o->lr, e);
+        if (!rc) rc = dev_sync(d, e);
         double e1 = now();
         tf += b1 - a, tfb += c1 - b1, tc += d1 - c1, to += e1 - d1;
     }
@@ -279,6 +285,7 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
             devfeed_release(f);
             wait_tot += w;
         }
+        if (!rc) rc = dev_sync(d, e);
         if (!rc) {
             double el = now() - tl;
             t->step_loader_ms = 1e3 * el / ns;

@@ -670,7 +670,8 @@ int ctr_opt_step(struct ctr_model *m, const struct ctr_opt *o, int64_t step, con
     } else {
         return err_set(e, PLUMB_EUSAGE, "ctr optimizer: kind %d (expected sgd or adamw)", (int)o->kind);
     }
-    if (!rc) rc = dev_sync(d, e);
+    /* asynchronous: queued on the device stream, seen by every later op and
+     * download (no host synchronisation, so steps can be queued back to back) */
     return rc;
 }
 

@@ -14,6 +14,8 @@ struct feed_slot {
     float *d_dense, *d_labels;   /* device */
     uint32_t *d_sparse;
     dev_event *ev;
+    dev_event *used;  /* recorded on the default stream at release: the batch's consumers */
+    int used_pending;
     int state, B, n_valid;
     long step;
     struct sampler_step st;
@@ -172,6 +174,13 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
     }
     double t1 = timer_now();
     struct dev *d = f->d;
+    /* the device buffers are overwritten only after the work that read them
+     * (queued on the default stream before release) has run */
+    if (sl->used_pending) {
+        rc = d->be->stream_wait_event(d, f->copy, sl->used, e);
+        sl->used_pending = 0;
+        if (rc) return rc;
+    }
     rc = d->be->memcpy_async(d, f->copy, sl->d_dense, sl->h_dense, (size_t)B * CTR_N_DENSE * sizeof(float), MEMCPY_H2D, e);
     if (!rc)
         rc = d->be->memcpy_async(d, f->copy, sl->d_sparse, sl->h_sparse, (size_t)B * CTR_N_TABLES * sizeof(uint32_t),
@@ -243,6 +252,7 @@ void devfeed_stop(struct devfeed *f)
         if (sl->d_sparse) dev_free(d, sl->d_sparse);
         if (sl->d_labels) dev_free(d, sl->d_labels);
         if (sl->ev) d->be->event_destroy(d, sl->ev);
+        if (sl->used) d->be->event_destroy(d, sl->used);
         free(sl->idx);
         free(sl->shard_valid);
     }
@@ -291,6 +301,7 @@ int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sam
         if (!rc) rc = dev_alloc(d, cap * CTR_N_TABLES * sizeof(uint32_t), (void **)&sl->d_sparse, e);
         if (!rc) rc = dev_alloc(d, cap * sizeof(float), (void **)&sl->d_labels, e);
         if (!rc) rc = d->be->event_create(d, &sl->ev, e);
+        if (!rc) rc = d->be->event_create(d, &sl->used, e);
         sl->idx = calloc(cap, sizeof *sl->idx);
         sl->shard_valid = calloc((size_t)nsh, sizeof *sl->shard_valid);
         if (!rc && (!sl->idx || !sl->shard_valid)) rc = err_set(e, PLUMB_ENOMEM, "devfeed: out of memory");
@@ -351,7 +362,16 @@ void devfeed_release(struct devfeed *f)
 {
     pthread_mutex_lock(&f->mu);
     if (f->taken) {
-        f->slots[f->next_take % f->depth].state = SLOT_FREE;
+        struct feed_slot *sl = &f->slots[f->next_take % f->depth];
+        /* the consumers may still be queued: the refill waits for this event */
+        plumb_err e = {0};
+        if (f->d->be->event_record(f->d, sl->used, NULL, &e) == PLUMB_OK) {
+            sl->used_pending = 1;
+        } else if (!f->failed) {
+            f->failed = e.code ? e.code : PLUMB_EDEVICE;
+            f->err = e;
+        }
+        sl->state = SLOT_FREE;
         f->next_take++;
         f->taken = 0;
         pthread_cond_broadcast(&f->cv);

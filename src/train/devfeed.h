@@ -10,8 +10,9 @@
  * next step's device batch after making the device's default stream wait for
  * that event (no host block when the copy is done in time). `depth` slots
  * circulate; a slot is reused after devfeed_release, which the consumer calls
- * once the step that read it has synchronised (ctr_forward_backward_dev
- * returns synchronised). */
+ * once it has queued the work that reads the batch on the default stream (it
+ * need not have run: release records an event there, and the slot's next
+ * H2D copy waits for it on the device). */
 #ifndef PLUMB_DEVFEED_H
 #define PLUMB_DEVFEED_H
 #include "core/err.h"
