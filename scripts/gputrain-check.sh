@@ -13,7 +13,8 @@
 # device-resident fast step: --comm self vs nccl on 1 rank and under mpirun
 # -np 1 give one digest; -np 2 nccl = mpi when 2 GPUs are visible; samples/s
 # of train next to bench ctr's), or prof (kernel times of plumb and PyTorch
-# through build/libplumb-kprof.so).
+# through build/libplumb-kprof.so), or accept (plumb accept's train-ctr check
+# on cuda: golden digest = cpu's, fast AUC within the cpu's seed spread).
 # Writes logs and JSON under $OUT. NVLink multicast stays off.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -87,6 +88,23 @@ elif [ "$STAGE" = train ]; then
     [ -n "$a" ] && [ "$a" != null ] && [ "$a" = "$b" ] && log "VERDICT train np2: PASS nccl = mpi ($a)" || log "VERDICT train np2: FAIL nccl $a mpi $b"
   fi
   grep -h "comm:" "$LOG" | sort -u | tee -a "$OUT/comm-lines.txt"
+elif [ "$STAGE" = accept ]; then
+  # issue 5 item 4: ctr-tiny fast on cuda (seed 1) and on the cpu (seeds 1..3);
+  # pass when |AUC_cuda - AUC_cpu(seed 1)| <= max(cpu spread, 0.002), the AUC
+  # clears 0.75 and the 60-step golden digests are equal
+  step accept_train 300 build/plumb accept --device cuda --checks train-ctr --out $W/acc_train
+  cp "$W/acc_train/results.json" "$OUT/accept_train.json" 2>/dev/null
+  python3 - "$W/acc_train/results.json" <<'PY' 2>&1 | tee -a "$LOG"
+import json, sys
+for c in json.load(open(sys.argv[1]))["checks"]:
+    if c["name"] != "train-ctr": continue
+    m = {x["name"]: x["value"] for x in c["metrics"]}
+    d = c["details"].get("fast_auc_vs_cpu", {})
+    print(f"VERDICT accept train-ctr {c['device']}: {c['status'].upper()} {c.get('reason', '')}")
+    print(f"  auc {m.get('auc')} cpu {d.get('auc_cpu')} (seeds {d.get('seeds')}) spread {d.get('spread')} "
+          f"tolerance {d.get('tolerance')} diff {d.get('diff')}; golden match {m.get('golden_digest_match')}; "
+          f"cuda {m.get('samples_per_s')} samples/s, cpu reference {m.get('cpu_reference_train_s')} s")
+PY
 elif [ "$STAGE" = 3 ]; then
   # stage 3: the chunked fast-mode sparse sums (hot rows); one short call
   P="--pool 262144"
