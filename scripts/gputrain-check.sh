@@ -60,32 +60,39 @@ if [ "$STAGE" = 1 ]; then
     --json "$OUT/auc.json"
   step nccl 60 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
 elif [ "$STAGE" = train ]; then
-  # plumb train ctr on the GPU, fast fp32 (loss scale 1): the local path, the
-  # NCCL path (4 MiB buckets: several, enqueued from the grad-ready hook) on
-  # 1 rank and under mpirun -np 1 must give one parameter digest
+  # plumb train ctr on the GPU, fast fp32 (loss scale 1): the local path and the
+  # NCCL path (0.5 MiB buckets: 3 for dlrm-kaggle's 1.9 MB of dense gradients,
+  # enqueued from the grad-ready hook during backward) on 1 rank and under
+  # mpirun -np 1 must give one parameter digest
   TR="build/plumb train ctr --preset dlrm-kaggle --rows 100000 --device cuda --precision fp32 --batch 2048 --steps 300
       --train-samples 2000000 --eval-samples 65536 --param-digest --health-interval 0"
+  XS=""; for v in PLUMB_NCCL_LIB PLUMB_BACKEND_PATH LD_LIBRARY_PATH; do [ -n "${!v:-}" ] && XS="$XS -x $v"; done
   step train_self 120 $TR --comm self --out $W/tr_self
-  step train_nccl 120 env PLUMB_NCCL_BUCKET_MB=4 $TR --comm nccl --out $W/tr_nccl
-  step train_mpi1 120 env PLUMB_NCCL_BUCKET_MB=4 mpirun -np 1 -x PLUMB_NCCL_LIB -x PLUMB_BACKEND_PATH -x PLUMB_NCCL_BUCKET_MB \
-    $TR --comm nccl --out $W/tr_mpi1
+  step train_nccl 120 env PLUMB_NCCL_BUCKET_MB=0.5 $TR --comm nccl --out $W/tr_nccl
+  step train_mpi1 120 env PLUMB_NCCL_BUCKET_MB=0.5 mpirun -np 1 $XS -x PLUMB_NCCL_BUCKET_MB $TR --comm nccl --out $W/tr_mpi1
   step train_auto_bf16 120 $TR --precision bf16 --batch 32768 --steps 100 --out $W/tr_bf16
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c GPU)
   if [ "${ngpu:-0}" -ge 2 ]; then
-    step train_np2_nccl 150 mpirun -np 2 -x PLUMB_NCCL_LIB -x PLUMB_BACKEND_PATH $TR --comm nccl --out $W/tr_np2n
-    step train_np2_mpi 150 mpirun -np 2 -x PLUMB_BACKEND_PATH $TR --comm mpi --out $W/tr_np2m
+    step train_np2_nccl 150 mpirun -np 2 $XS $TR --comm nccl --out $W/tr_np2n
+    step train_np2_mpi 150 mpirun -np 2 $XS $TR --comm mpi --out $W/tr_np2m
   fi
   step bench_ref 90 $B --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --json "$OUT/bench_fp32.json"
+  # results.json fields without jq (not on every GPU image)
+  jf() { python3 -c 'import json,sys
+try:
+    d = json.load(open(sys.argv[1]))
+    for k in sys.argv[2].split("."): d = d[k]
+    print(d)
+except Exception: print("")' "$W/$1/results.json" "$2"; }
   for r in tr_self tr_nccl tr_mpi1 tr_bf16 tr_np2n tr_np2m; do
-    [ -f "$W/$r/results.json" ] && log "$r: digest $(jq -r .param_digest "$W/$r/results.json") auc $(jq -r .auc "$W/$r/results.json") samples/s $(jq -r .train.samples_per_s "$W/$r/results.json")"
+    [ -f "$W/$r/results.json" ] && log "$r: digest $(jf $r param_digest) auc $(jf $r auc) samples/s $(jf $r train.samples_per_s) data wait $(jf $r train.data_wait_frac)"
   done
-  a=$(jq -r .param_digest "$W/tr_self/results.json" 2>/dev/null); b=$(jq -r .param_digest "$W/tr_nccl/results.json" 2>/dev/null)
-  c=$(jq -r .param_digest "$W/tr_mpi1/results.json" 2>/dev/null)
-  [ -n "$a" ] && [ "$a" != null ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && log "VERDICT train: PASS self = nccl = mpirun -np 1 nccl ($a)" \
+  a=$(jf tr_self param_digest); b=$(jf tr_nccl param_digest); c=$(jf tr_mpi1 param_digest)
+  [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && log "VERDICT train: PASS self = nccl = mpirun -np 1 nccl ($a)" \
     || log "VERDICT train: FAIL digests self $a nccl $b mpi1 $c"
   if [ "${ngpu:-0}" -ge 2 ]; then
-    a=$(jq -r .param_digest "$W/tr_np2n/results.json" 2>/dev/null); b=$(jq -r .param_digest "$W/tr_np2m/results.json" 2>/dev/null)
-    [ -n "$a" ] && [ "$a" != null ] && [ "$a" = "$b" ] && log "VERDICT train np2: PASS nccl = mpi ($a)" || log "VERDICT train np2: FAIL nccl $a mpi $b"
+    a=$(jf tr_np2n param_digest); b=$(jf tr_np2m param_digest)
+    [ -n "$a" ] && [ "$a" = "$b" ] && log "VERDICT train np2: PASS nccl = mpi ($a)" || log "VERDICT train np2: FAIL nccl $a mpi $b"
   fi
   grep -h "comm:" "$LOG" | sort -u | tee -a "$OUT/comm-lines.txt"
 elif [ "$STAGE" = accept ]; then

@@ -13,7 +13,14 @@
  *              order-free; fast: fp32 buckets), unscaled, found-inf checked,
  *              clipped by the global norm, optimizer step or skip.
  * Recovery tiers (OOM retry/split/skip, non-finite skip, rollback) hook in
- * between agree and commit on the status word (step_status below). */
+ * between agree and commit on the status word (step_status below).
+ * Fast numerics keep the gradients on the device (trainer.c, "the fast
+ * gradient path"): 1 rank exchanges nothing; with a device comm (--comm
+ * nccl/auto) the dense buckets are all-reduced during backward (ctr's
+ * grad-ready hook, before step 2: every rank enqueues every bucket) and the
+ * sparse lists gathered and coalesced on the device, the found-inf check
+ * taken on the global sums; the host comm path (cpu, or no NCCL) stages
+ * through host memory. */
 #ifndef PLUMB_TRAINER_H
 #define PLUMB_TRAINER_H
 #include <stdint.h>
