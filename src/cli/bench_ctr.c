@@ -65,6 +65,7 @@ struct timing {
     long leak_steps;
     double torch_eager, torch_compile; /* samples/s, 0 = not run */
     int fused;                         /* sparse SGD fused into the backward */
+    double enqueue_ms;                 /* host time to queue one step (device timing) */
     char torch_err[256];
 };
 
@@ -239,8 +240,10 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
     }
     /* steps are queued back to back (nothing in a step waits for the host,
      * as in the PyTorch reference, which times with events over all steps) */
+    double enq = now() - t0; /* the host's time to queue the steps */
     if (!rc) rc = dev_sync(d, e);
     double whole = now() - t0;
+    t->enqueue_ms = 1e3 * enq / (double)o->steps;
     t->step_dev_ms = 1e3 * whole / (double)o->steps;
     t->samples_s = (double)batch * (double)o->steps / whole;
     /* split: forward-only, forward+backward, comm, optimizer timed apart */
@@ -733,6 +736,7 @@ int bench_ctr(int argc, char **argv)
             json_object_set_new(r, "batch", json_integer(bs[bi]));
             json_object_set_new(r, "samples_per_s", json_real(t.samples_s));
             json_object_set_new(r, "sparse_sgd_fused", json_boolean(t.fused));
+            json_object_set_new(r, "host_enqueue_ms", json_real(t.enqueue_ms));
             json_object_set_new(r, "step_ms", json_real(t.step_dev_ms));
             json_object_set_new(r, "data_wait_ms", json_real(t.data_ms));
             json_object_set_new(r, "forward_ms", json_real(t.fwd_ms));
