@@ -29,8 +29,10 @@ __device__ static inline float tr_round(float x, int rt)
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 
 /* PLUMB_TRAIN_PROF=1: every train op (and the parts of the big ones) is
- * timed between stream synchronisations and a table goes to stderr at exit.
- * Off (the default) it costs one branch per op. */
+ * timed between stream synchronisations and a table goes to stderr at exit;
+ * PLUMB_TRAIN_PROF=host: the host's time to queue each op (no
+ * synchronisation: where a step is host-bound). Off (the default) it costs
+ * one branch per op. */
 enum tprof_id {
     TP_LINEAR_FWD, TP_LINEAR_BWD, TP_LBWD_MASK, TP_LBWD_DX, TP_LBWD_DW, TP_RELU, TP_EMB_FWD, TP_EMB_BWD,
     TP_SORT, TP_SEGSUM, TP_COALESCE, TP_INTER_FWD, TP_INTER_BWD, TP_BCE, TP_SIGMOID, TP_SGD, TP_SGD_SPARSE,
