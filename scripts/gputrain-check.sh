@@ -147,7 +147,7 @@ elif [ "$STAGE" = variants ]; then
   step v_unfused 40 $B $P --fuse-sgd no --json "$OUT/v_unfused.json"
   step v_long 60 $B --pool 262144 --precision bf16 --batch 32768 --steps 500 --warmup 50 --leak-steps 0 --json "$OUT/v_long.json"
   for v in default convert passive threads8 unfused long; do
-    [ -f "$OUT/v_$v.json" ] && log "v_$v: $(jq -c '.results[0] | {samples_per_s, step_ms, host_enqueue_ms, loader_over_device}' "$OUT/v_$v.json")"
+    [ -f "$OUT/v_$v.json" ] && log "v_$v: $(jq -c '.results[0] | {samples_per_s, step_ms, host_enqueue_ms, host_queue_fwd_bwd_ms, forward_ms, backward_ms, loader_over_device}' "$OUT/v_$v.json")"
   done
 elif [ "$STAGE" = prof ]; then
   # where the step's GPU time goes: CUPTI kernel times (bench/kprof.cc, no
