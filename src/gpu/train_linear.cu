@@ -99,6 +99,12 @@ __global__ void k_colsum_seq(const float *dy, float *db, int B, int N)
 /* ---------------- fast: shared pieces ---------------- */
 
 #define CS_ROWS 64
+/* Rows per chunk: 64 for wide layers; narrow ones (a few columns, down to
+ * the logit's one) get shorter chunks so that enough threads run (one
+ * column is otherwise 64 dependent-latency loads on a single thread per
+ * block). A function of the shape only (N, and B through the grid
+ * limit), so the order stays fixed for a shape. */
+static inline int cs_rows(int N) { return N >= 128 ? CS_ROWS : N >= 32 ? 16 : 4; }
 /* The fast dbias order: per-chunk column sums, part[c, n] = sum of rows
  * [64c, 64c+64) in ascending b, then the chunks summed by k_colsum_final.
  * One kernel serves the relu mask + dbias of linear_bwd and the fused dx
@@ -107,10 +113,10 @@ __global__ void k_colsum_seq(const float *dy, float *db, int B, int N)
  *   dst[b*N + n] = v; part[c, n] = sum of v over the chunk (part may be NULL).
  * src may be dst (lds = N); rt = DT_F32 does not round. */
 __global__ void k_mask_colsum(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
-                              float *part)
+                              float *part, int rows)
 {
     int c = blockIdx.y;
-    int b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
+    int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
         float s = 0.0f;
 #pragma unroll 4
@@ -127,10 +133,10 @@ __global__ void k_mask_colsum(const float *src, int lds, const float *mask, floa
  * rows): each column's chain is unchanged, so are the bits. */
 __device__ static inline float mask1(float g, float m) { return m > 0.0f ? g : 0.0f; }
 __global__ void k_mask_colsum4(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
-                               float *part)
+                               float *part, int rows)
 {
     int c = blockIdx.y;
-    int b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
+    int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
     const int N4 = N / 4;
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N4; q += gridDim.x * blockDim.x) {
         float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -171,7 +177,9 @@ __global__ void k_colsum_final(const float *part, int nc, int N, float *db)
 static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
                        int B, int N, int rt, float *dbias, plumb_err *e)
 {
-    int nc = (B + CS_ROWS - 1) / CS_ROWS, rc;
+    int rows = cs_rows(N);
+    if ((B + rows - 1) / rows > 65535) rows = (B + 65534) / 65535; /* the grid's y limit */
+    int nc = (B + rows - 1) / rows, rc;
     float *part = NULL;
     if (dbias) {
         void *ws;
@@ -184,10 +192,12 @@ static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, i
                     !((uintptr_t)mask % 16) && !((uintptr_t)part % 16);
     if (vec) {
         dim3 grd((unsigned)((N / 4 + 127) / 128), (unsigned)nc);
-        k_mask_colsum4<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part);
+        k_mask_colsum4<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows);
     } else {
-        dim3 grd((unsigned)((N + 127) / 128), (unsigned)nc);
-        k_mask_colsum<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part);
+        /* a block as wide as the row (whole warps), at most 128 threads */
+        const int tpb = N >= 128 ? 128 : (N + PLUMB_WARP - 1) / PLUMB_WARP * PLUMB_WARP;
+        dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
+        k_mask_colsum<<<grd, tpb, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows);
     }
     GPU_CHECK_LAUNCH(d, "k_mask_colsum", e);
     if (dbias) {
