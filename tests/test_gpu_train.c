@@ -202,6 +202,79 @@ static void relu_in_case(enum numerics mode, int B, int K, int N, int relu, dtyp
     pair_close(&p);
 }
 
+/* linear_fwd16 / linear_bwd16 (optional, 16-bit operand mirrors) against
+ * linear_fwd / linear_bwd_relu_in on the same device: fast mode sums in
+ * another order (tolerance); the mirrors written must be exactly the bf16 of
+ * the fp32 results; golden mode must give the same bits. */
+static void mirror_case(enum numerics mode, int B, int K, int N, dtype_t rt)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    const struct train_ops *G = p.g->ops->train, *C = p.c->ops->train;
+    if (!G->linear_fwd16 || !G->linear_bwd16) {
+        pair_close(&p);
+        return;
+    }
+    plumb_err e = {0};
+    const double tol = mode == NUMERICS_GOLDEN ? 0 : 3e-2;
+    size_t BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K;
+    float *x = rnd_f(BK, -1, 1), *w = rnd_f(NK, -0.5, 0.5), *bias = rnd_f(N, -0.3, 0.3), *dy = rnd_f(BN, -1, 1);
+    for (size_t i = 0; i < BK; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* a ReLU output (relu_in) */
+    REQUIRE(C->round_fp32(p.c, NULL, x, x, BK, rt, &e) == 0);
+    REQUIRE(C->round_fp32(p.c, NULL, w, w, NK, rt, &e) == 0);
+    REQUIRE(C->round_fp32(p.c, NULL, dy, dy, BN, rt, &e) == 0);
+    float *gx = up(p.g, x, BK * 4), *gw = up(p.g, w, NK * 4), *gb = up(p.g, bias, N * 4);
+    float *gy1 = up(p.g, NULL, BN * 4), *gy2 = up(p.g, NULL, BN * 4), *gdy1 = up(p.g, dy, BN * 4), *gdy2 = up(p.g, dy, BN * 4);
+    float *gdx1 = up(p.g, NULL, BK * 4), *gdx2 = up(p.g, NULL, BK * 4), *gdw1 = up(p.g, NULL, NK * 4), *gdw2 = up(p.g, NULL, NK * 4);
+    float *gdb1 = up(p.g, NULL, N * 4), *gdb2 = up(p.g, NULL, N * 4), *gdx_b1 = up(p.g, NULL, K * 4), *gdx_b2 = up(p.g, NULL, K * 4);
+    uint16_t *gy16 = up(p.g, NULL, BN * 2), *gdx16 = up(p.g, NULL, BK * 2);
+    REQUIRE(gx && gw && gb && gy1 && gy2 && gdy1 && gdy2 && gdx1 && gdx2 && gdw1 && gdw2 && gdb1 && gdb2 && gdx_b1 &&
+            gdx_b2 && gy16 && gdx16);
+    REQUIRE(G->linear_fwd(p.g, NULL, gx, gw, gb, gy1, B, K, N, 1, rt, &e) == 0);
+    REQUIRE(G->linear_fwd16(p.g, NULL, gx, NULL, gw, NULL, gb, gy2, gy16, B, K, N, 1, rt, &e) == 0);
+    REQUIRE(G->linear_bwd_relu_in(p.g, NULL, gx, gw, gy1, gdy1, gdx1, gdw1, gdb1, B, K, N, 1, rt, gdx_b1, &e) == 0);
+    REQUIRE(G->linear_bwd16(p.g, NULL, gx, NULL, gw, NULL, gy1, gdy2, NULL, gdx2, gdx16, gdw2, gdb2, B, K, N, 1, rt, 1,
+                            gdx_b2, &e) == 0);
+    char what[96];
+    snprintf(what, sizeof what, "mirrors %s B%d K%d N%d %s", mode == NUMERICS_GOLDEN ? "golden" : "fast", B, K, N,
+             dtype_name(rt));
+    struct { const float *a, *b; size_t n; double fl; const char *name; } cmp[] = {
+        {gy1, gy2, BN, sqrt((double)K), "y"}, {gdx1, gdx2, BK, sqrt((double)N), "dx"},
+        {gdw1, gdw2, NK, sqrt((double)B), "dw"}, {gdb1, gdb2, (size_t)N, sqrt((double)B), "dbias"},
+        {gdx_b1, gdx_b2, (size_t)K, sqrt((double)B), "dbias_x"}};
+    for (int i = 0; i < 5; i++) {
+        float *ha = down(p.g, cmp[i].a, cmp[i].n * 4), *hb = down(p.g, cmp[i].b, cmp[i].n * 4);
+        g_floor = 1e-2 * cmp[i].fl;
+        CHECK_MSG(ha && hb && cmp_f(cmp[i].name, ha, hb, cmp[i].n, i >= 2 ? tol * 4 : tol), "%s: %s differs", what,
+                  cmp[i].name);
+        free(ha);
+        free(hb);
+    }
+    g_floor = 1e-3;
+    /* the mirrors: exactly the 16-bit values of what was stored */
+    float *hy = down(p.g, gy2, BN * 4), *hdx = down(p.g, gdx2, BK * 4);
+    uint16_t *hy16 = down(p.g, gy16, BN * 2), *hdx16 = down(p.g, gdx16, BK * 2);
+    REQUIRE(hy && hdx && hy16 && hdx16);
+    size_t bad = 0;
+    for (size_t i = 0; i < BN; i++) bad += (rt == DT_BF16 ? f32_to_bf16(hy[i]) : f32_to_f16(hy[i])) != hy16[i];
+    for (size_t i = 0; i < BK; i++) bad += (rt == DT_BF16 ? f32_to_bf16(hdx[i]) : f32_to_f16(hdx[i])) != hdx16[i];
+    CHECK_MSG(bad == 0, "%s: %zu mirror elements differ from the stored values", what, bad);
+    free(hy), free(hdx), free(hy16), free(hdx16);
+    void *all[] = {gx, gw, gb, gy1, gy2, gdy1, gdy2, gdx1, gdx2, gdw1, gdw2, gdb1, gdb2, gdx_b1, gdx_b2, gy16, gdx16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
+    free(x), free(w), free(bias), free(dy);
+    pair_close(&p);
+}
+
+TEST(gpu_train_linear_mirrors)
+{
+    mirror_case(NUMERICS_GOLDEN, 70, 24, 33, DT_BF16);
+    mirror_case(NUMERICS_FAST, 4096, 512, 256, DT_BF16);  /* aligned K, dw in batch slices */
+    mirror_case(NUMERICS_FAST, 4096, 367, 512, DT_BF16);  /* padded K */
+    mirror_case(NUMERICS_FAST, 2048, 13, 512, DT_F16);    /* the dense input's width, fp16 */
+    mirror_case(NUMERICS_FAST, 1024, 256, 1, DT_BF16);    /* N = 1 */
+}
+
 TEST(gpu_train_linear_relu_in)
 {
     relu_in_case(NUMERICS_GOLDEN, 70, 24, 33, 1, DT_F32);

@@ -259,6 +259,27 @@ struct train_ops {
                               const float *y, float *dy, float *dx, float *dw, float *dbias,
                               int B, int K, int N, int relu, dtype_t rt, float *dbias_x,
                               plumb_err *e);
+
+    /* 16-bit operand copies ("mirrors"), rt = DT_BF16 or DT_F16 only. A
+     * mirror holds a tensor's values in rt (exact: the tensor is rt-rounded),
+     * written by the op that writes the tensor, so the GEMMs read 16-bit
+     * operands. Results as linear_fwd / linear_bwd_relu_in (golden: the same
+     * bits; fast: the GEMM may sum in another order).
+     * linear_fwd16: linear_fwd; x16 [B,K] and w16 [N,K] the mirrors of x and
+     *   w (NULL: made by the op); y16 [B,N] (may be NULL) receives y's mirror.
+     * linear_bwd16: linear_bwd, or linear_bwd_relu_in when relu_in; dy16 the
+     *   mirror of dy as it arrives, needed only when relu == 0 and dbias ==
+     *   NULL (dy already masked; NULL: made by the op), otherwise the op
+     *   forms it with the mask; dx16 (may be NULL) receives dx's mirror as
+     *   stored (masked when relu_in). */
+    int (*linear_fwd16)(struct dev *d, dev_stream *s, const float *x, const uint16_t *x16,
+                        const float *w, const uint16_t *w16, const float *bias, float *y,
+                        uint16_t *y16, int B, int K, int N, int relu, dtype_t rt, plumb_err *e);
+    int (*linear_bwd16)(struct dev *d, dev_stream *s, const float *x, const uint16_t *x16,
+                        const float *w, const uint16_t *w16, const float *y, float *dy,
+                        const uint16_t *dy16, float *dx, uint16_t *dx16, float *dw, float *dbias,
+                        int B, int K, int N, int relu, dtype_t rt, int relu_in, float *dbias_x,
+                        plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -55,6 +55,13 @@ int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const fl
 int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *y,
                   float *dy, float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt,
                   int relu_in, float *dbias_x, plumb_err *e);
+int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,
+                    const uint16_t *w16, const float *bias, float *y, uint16_t *y16, int B, int K, int N, int relu,
+                    dtype_t rt, plumb_err *e);
+int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,
+                    const uint16_t *w16, const float *y, float *dy, const uint16_t *dy16, float *dx, uint16_t *dx16,
+                    float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt, int relu_in, float *dbias_x,
+                    plumb_err *e);
 /* Describes the fast GEMM path in use ("cublasLt fused epilogue, bf16 via ...") */
 void tr_linear_describe(char *buf, size_t n);
 

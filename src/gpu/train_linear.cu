@@ -112,8 +112,10 @@ static inline int cs_rows(int N) { return N >= 128 ? CS_ROWS : N >= 32 ? 16 : 4;
  *   v = round(src[b*lds + n]); if (mask) v = mask[b*N + n] > 0 ? v : 0;
  *   dst[b*N + n] = v; part[c, n] = sum of v over the chunk (part may be NULL).
  * src may be dst (lds = N); rt = DT_F32 does not round. */
+__device__ static inline uint16_t to16v(float v, int t16) { return t16 == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
+
 __global__ void k_mask_colsum(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
-                              float *part, int rows)
+                              float *part, int rows, uint16_t *dst16, int t16)
 {
     int c = blockIdx.y;
     int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
@@ -124,6 +126,7 @@ __global__ void k_mask_colsum(const float *src, int lds, const float *mask, floa
             float g = tr_round(src[(size_t)b * lds + n], rt);
             if (mask) g = mask[(size_t)b * N + n] > 0.0f ? g : 0.0f;
             dst[(size_t)b * N + n] = g;
+            if (dst16) dst16[(size_t)b * N + n] = to16v(g, t16); /* exact when g is t16-rounded */
             s = s + g;
         }
         if (part) part[(size_t)c * N + n] = s;
@@ -174,8 +177,8 @@ __global__ void k_colsum_final(const float *part, int nc, int N, float *db)
 }
 
 /* masked/rounded copy + dbias of the chunk sums (part from workspace slot 0) */
-static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
-                       int B, int N, int rt, float *dbias, plumb_err *e)
+static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
+                         int B, int N, int rt, float *dbias, uint16_t *dst16, int t16, plumb_err *e)
 {
     int rows = cs_rows(N);
     if ((B + rows - 1) / rows > 65535) rows = (B + 65534) / 65535; /* the grid's y limit */
@@ -188,7 +191,7 @@ static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, i
     }
     /* float4 columns measured slower on an H200 (a quarter of the threads for
      * the same 64-row chains: less memory in flight), so only for wide rows */
-    const int vec = N % 4 == 0 && N >= 4096 && lds % 4 == 0 && !((uintptr_t)src % 16) && !((uintptr_t)dst % 16) &&
+    const int vec = !dst16 && N % 4 == 0 && N >= 4096 && lds % 4 == 0 && !((uintptr_t)src % 16) && !((uintptr_t)dst % 16) &&
                     !((uintptr_t)mask % 16) && !((uintptr_t)part % 16);
     if (vec) {
         dim3 grd((unsigned)((N / 4 + 127) / 128), (unsigned)nc);
@@ -197,7 +200,7 @@ static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, i
         /* a block as wide as the row (whole warps), at most 128 threads */
         const int tpb = N >= 128 ? 128 : (N + PLUMB_WARP - 1) / PLUMB_WARP * PLUMB_WARP;
         dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
-        k_mask_colsum<<<grd, tpb, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows);
+        k_mask_colsum<<<grd, tpb, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows, dst16, t16);
     }
     GPU_CHECK_LAUNCH(d, "k_mask_colsum", e);
     if (dbias) {
@@ -206,6 +209,12 @@ static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, i
         GPU_CHECK_LAUNCH(d, "k_colsum_final", e);
     }
     return PLUMB_OK;
+}
+
+static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
+                       int B, int N, int rt, float *dbias, plumb_err *e)
+{
+    return mask_colsum16(d, st, src, lds, mask, dst, B, N, rt, dbias, NULL, DT_BF16, e);
 }
 
 /* y = round(relu(y + bias)) in place, [B, N] */
@@ -218,6 +227,24 @@ __global__ void k_epilogue(float *y, const float *bias, size_t B, int N, int rel
         if (relu) v = v > 0.0f ? v : 0.0f;
         y[i] = tr_round(v, rt);
     }
+}
+
+/* y = round(y) in place and y16 = its 16-bit copy, [n] (fast 16-bit path) */
+__global__ void k_round16(float *y, uint16_t *y16, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = tr_round(y[i], rt);
+        y[i] = v;
+        if (y16) y16[i] = rt == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v);
+    }
+}
+
+/* x16[r, 0:K) = x[r, :] in 16 bits (x is rt-rounded: exact), x16[r, K:Kp) = 0 */
+__global__ void k_pad_cols16(const float *x, size_t R, int K, int Kp, uint16_t *x16, int rt)
+{
+    for (size_t r = blockIdx.y; r < R; r += gridDim.y)
+        for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < Kp; k += gridDim.x * blockDim.x)
+            x16[r * Kp + k] = k < K ? (rt == DT_F16 ? f32_to_f16(x[r * K + k]) : f32_to_bf16(x[r * K + k])) : (uint16_t)0;
 }
 
 /* out[j] = part[0][j] + part[1][j] + ... in slice order (fixed), [S, n] -> [n] */
@@ -773,4 +800,138 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
     }
     return gemm_rm(d, st, N, K, B, 1, 0, dy, N, x, K, dw, K, e);
 #endif
+}
+
+/* ---------------- fast 16-bit operands (linear_fwd16 / linear_bwd16) ----------------
+ *
+ * The caller keeps rt copies ("mirrors") of the activations next to the fp32
+ * tensors, written by the pass that writes the tensor, so the GEMMs read
+ * 16-bit operands (native bf16/fp16 tensor-core kernels, half the bytes)
+ * instead of fp32 ones under COMPUTE_32F_FAST_16BF, which cuBLASLt runs on
+ * tf32 kernels. Rows of K % 8 != 0 elements are padded as 16-bit copies made
+ * straight from the fp32 tensor. A missing mirror is made here. */
+
+static int round16(struct dev *d, struct dev_stream *st, float *y, uint16_t *y16, size_t n, int rt, plumb_err *e)
+{
+    k_round16<<<gpu_grid(n, 256), 256, 0, st->s>>>(y, y16, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_round16", e);
+    return PLUMB_OK;
+}
+
+static int pad16(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, int Kp, uint16_t *x16, int rt,
+                 plumb_err *e)
+{
+    unsigned gx = (unsigned)((Kp + 127) / 128);
+    k_pad_cols16<<<dim3(gx < 8 ? gx : 8, (unsigned)(R < 65535 ? R : 65535)), 128, 0, st->s>>>(x, R, K, Kp, x16, rt);
+    GPU_CHECK_LAUNCH(d, "k_pad_cols16", e);
+    return PLUMB_OK;
+}
+
+static size_t al256(size_t b) { return (b + 255) / 256 * 256; }
+
+int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,
+                    const uint16_t *w16, const float *bias, float *y, uint16_t *y16, int B, int K, int N, int relu,
+                    dtype_t rt, plumb_err *e)
+{
+    int rc;
+#if !defined(PLUMB_HIP)
+    if (d->numerics == NUMERICS_GOLDEN) goto plain; /* golden: the definition's kernels */
+    {
+    const int pad = K % 8 != 0, Ka = pad ? pad8(K) : K;
+    const int mkx = pad || !x16, mkw = pad || !w16;
+    void *ws;
+    size_t ox = 0, ow = al256(mkx ? (size_t)B * Ka * 2 : 0);
+    if ((rc = tws_get(d, 2, ow + (size_t)N * Ka * 2, &ws, e))) return rc;
+    uint16_t *xa = (uint16_t *)x16, *wa = (uint16_t *)w16;
+    if (mkx && (rc = pad16(d, st, x, (size_t)B, K, Ka, xa = (uint16_t *)((char *)ws + ox), (int)rt, e))) return rc;
+    if (mkw && (rc = pad16(d, st, w, (size_t)N, K, Ka, wa = (uint16_t *)((char *)ws + ow), (int)rt, e))) return rc;
+    int epi = bias ? (relu ? EPI_RELU_BIAS : EPI_BIAS) : (relu ? EPI_RELU : EPI_NONE);
+    rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
+    if (rc == PLUMB_OK) return round16(d, st, y, y16, (size_t)B * N, (int)rt, e);
+    if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+plain:
+#endif
+    /* golden, or no 16-bit algorithm: the fp32-operand path, then the mirror */
+    if ((rc = tr_linear_fwd(d, st, x, w, bias, y, B, K, N, relu, rt, e))) return rc;
+    return y16 ? round16(d, st, y, y16, (size_t)B * N, (int)rt, e) : PLUMB_OK;
+}
+
+int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,
+                    const uint16_t *w16, const float *y, float *dy, const uint16_t *dy16, float *dx, uint16_t *dx16,
+                    float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt, int relu_in, float *dbias_x,
+                    plumb_err *e)
+{
+    int rc;
+#if !defined(PLUMB_HIP)
+    if (d->numerics == NUMERICS_GOLDEN) goto plain; /* golden: the definition's kernels */
+    {
+    const int pad = K % 8 != 0, Ka = pad ? pad8(K) : K;
+    const size_t BN = (size_t)B * N;
+    /* workspace 2: dy16 | w16 padded | x16 padded | dxp (fp32, padded dx) */
+    const int mkdy = relu || dbias || !dy16, mkw = dx && (pad || !w16), mkx = pad || !x16;
+    size_t o_dy = 0, o_w = al256(mkdy ? BN * 2 : 0), o_x = o_w + al256(mkw ? (size_t)N * Ka * 2 : 0);
+    size_t o_dx = o_x + al256(mkx ? (size_t)B * Ka * 2 : 0), tot = o_dx + (dx && pad ? (size_t)B * Ka * 4 : 0);
+    void *ws;
+    if ((rc = tws_get(d, 2, tot, &ws, e))) return rc;
+    char *w2 = (char *)ws;
+    uint16_t *dya = (uint16_t *)dy16, *wa = (uint16_t *)w16, *xa = (uint16_t *)x16;
+    /* dy: masked (+ dbias) with its mirror in one pass, or the caller's mirror */
+    if (relu || dbias) {
+        tprof_scope pm(st, TP_LBWD_MASK);
+        dya = (uint16_t *)(w2 + o_dy);
+        if ((rc = mask_colsum16(d, st, dy, N, relu ? y : NULL, dy, B, N, DT_F32, dbias, dya, (int)rt, e))) return rc;
+    } else if (!dy16) {
+        dya = (uint16_t *)(w2 + o_dy);
+        if ((rc = pad16(d, st, dy, (size_t)B, N, N, dya, (int)rt, e))) return rc;
+    }
+    if (mkw && (rc = pad16(d, st, w, (size_t)N, K, Ka, wa = (uint16_t *)(w2 + o_w), (int)rt, e))) return rc;
+    if (mkx && (rc = pad16(d, st, x, (size_t)B, K, Ka, xa = (uint16_t *)(w2 + o_x), (int)rt, e))) return rc;
+    int ok = 1;
+    if (dx) {
+        /* dx^T [Ka x B] = (w16 viewed Ka x N) (dy16 viewed N x B) */
+        tprof_scope pdx(st, TP_LBWD_DX);
+        float *c = pad ? (float *)(w2 + o_dx) : dx;
+        rc = lt_gemm(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c, Ka, (int)rt, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
+        if (rc == PLUMB_OK) {
+            if (relu_in) rc = mask_colsum16(d, st, c, Ka, x, dx, B, K, (int)rt, dbias_x, dx16, (int)rt, e);
+            else if (pad && (rc = unpad_round(d, st, c, (size_t)B, K, Ka, dx, (int)rt, e)) == PLUMB_OK)
+                rc = dx16 ? round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
+            else if (!pad)
+                rc = round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e);
+            if (rc) return rc;
+        } else if (rc == PLUMB_EUNSUPPORTED) {
+            ok = 0;
+        } else {
+            return rc;
+        }
+    }
+    if (ok) {
+        /* dw^T [Ka x N] = (x16 viewed Ka x B)(dy16 viewed N x B)^T in batch slices + an ordered sum */
+        tprof_scope pdw(st, TP_LBWD_DW);
+        int S = 1;
+        for (int c2 = 32; c2 > 1 && S == 1; c2 >>= 1)
+            if (B % c2 == 0 && B / c2 >= 512) S = c2;
+        size_t kn = (size_t)Ka * N;
+        void *wp;
+        if ((rc = tws_get(d, 1, (size_t)S * kn * sizeof(float), &wp, e))) return rc;
+        float *part = (float *)wp;
+        int Bc = B / S;
+        rc = lt_gemm(d, st, 0, 1, Ka, N, Bc, xa, Ka, dya, N, part, Ka, (int)rt, 1, EPI_NONE, NULL, S, (long long)Bc * Ka,
+                     (long long)Bc * N, (long long)kn, e);
+        if (rc == PLUMB_OK) {
+            if (pad) k_sum_slices_unpad<<<gpu_grid((size_t)N * K, 256), 256, 0, st->s>>>(part, S, N, K, Ka, dw);
+            else k_sum_slices<<<gpu_grid(kn, 256), 256, 0, st->s>>>(part, S, kn, dw);
+            GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
+            return PLUMB_OK;
+        }
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+    }
+plain:
+    /* golden, or no 16-bit algorithm: the fp32 path (dy may be masked
+     * already: masking again changes nothing; dbias is formed again) */
+#endif
+    if ((rc = tr_linear_bwd(d, st, x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, relu_in, dbias_x, e))) return rc;
+    return dx && dx16 ? round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
 }

@@ -177,6 +177,34 @@ static int g_linear_bwd_relu_in(struct dev *d, dev_stream *s, const float *x, co
     return tr_linear_bwd(d, gpu_stream(d, s), x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, 1, dbias_x, e);
 }
 
+static int g_linear_fwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *x16, const float *w,
+                          const uint16_t *w16, const float *bias, float *y, uint16_t *y16, int B, int K, int N,
+                          int relu, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && y, "%s: linear_fwd16: NULL x, w or y", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: linear_fwd16: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    NEED(rt == DT_BF16 || rt == DT_F16, "%s: linear_fwd16: rounding type %d is not bf16 or fp16", d->label, (int)rt);
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_LINEAR_FWD);
+    return tr_linear_fwd16(d, gpu_stream(d, s), x, x16, w, w16, bias, y, y16, B, K, N, relu, rt, e);
+}
+
+static int g_linear_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *x16, const float *w,
+                          const uint16_t *w16, const float *y, float *dy, const uint16_t *dy16, float *dx,
+                          uint16_t *dx16, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt,
+                          int relu_in, float *dbias_x, plumb_err *e)
+{
+    NEED(x && w && dy && dw, "%s: linear_bwd16: NULL x, w, dy or dw", d->label);
+    NEED(!relu || y, "%s: linear_bwd16: relu needs the forward output y", d->label);
+    NEED(!relu_in || dx, "%s: linear_bwd16: relu_in needs dx", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: linear_bwd16: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    NEED(rt == DT_BF16 || rt == DT_F16, "%s: linear_bwd16: rounding type %d is not bf16 or fp16", d->label, (int)rt);
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_LINEAR_BWD);
+    return tr_linear_bwd16(d, gpu_stream(d, s), x, x16, w, w16, y, dy, dy16, dx, dx16, dw, dbias, B, K, N, relu, rt,
+                           relu_in, dbias_x, e);
+}
+
 __global__ void k_relu_fwd(const float *x, float *y, size_t n, int rt)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -636,6 +664,6 @@ const struct train_ops gpu_train_ops = {
     g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
     g_interact_fwd, g_interact_bwd, g_bce_logits, g_sigmoid,   g_sgd,           g_sgd_sparse,    g_adamw,
     g_adamw_sparse, g_sumsq,       g_scale_check, g_affine,    g_round_fp32,
-    g_embedding_interact_fwd, g_embedding_bwd_sgd, g_linear_bwd_relu_in,
+    g_embedding_interact_fwd, g_embedding_bwd_sgd, g_linear_bwd_relu_in, g_linear_fwd16, g_linear_bwd16,
 };
 #endif

@@ -44,6 +44,11 @@ struct ctr_model {
     float *rgrads;    /* [MB*26, D] */
     int64_t *d_nrows; /* [1] */
     size_t nrows;
+    /* 16-bit operand mirrors (train_ops linear_fwd16/bwd16), fast bf16/fp16
+     * only: act16_b/t[l] mirror act_b/t[l] (l >= 1), g16[0/1] mirror g0/g1,
+     * w16 the rounded weights wwork */
+    uint16_t *act16_b[CTR_MAX_LAYERS + 1], *act16_t[CTR_MAX_LAYERS + 1], *g16[2], *w16;
+    int has16;
     float fused_lr;
     size_t touched;   /* distinct rows of the last backward */   /* >= 0: the next backward applies sparse SGD (ctr_fuse_sparse_sgd) */
     float *adam_m, *adam_v; /* [n_params] or NULL */
@@ -174,7 +179,12 @@ void ctr_free(struct ctr_model *m)
     for (int l = 1; l <= CTR_MAX_LAYERS; l++) {
         if (m->act_b[l]) dev_free(d, m->act_b[l]);
         if (m->act_t[l]) dev_free(d, m->act_t[l]);
+        if (m->act16_b[l]) dev_free(d, m->act16_b[l]);
+        if (m->act16_t[l]) dev_free(d, m->act16_t[l]);
     }
+    if (m->g16[0]) dev_free(d, m->g16[0]);
+    if (m->g16[1]) dev_free(d, m->g16[1]);
+    if (m->w16) dev_free(d, m->w16);
     free(m);
 }
 
@@ -247,6 +257,17 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
     if (!rc) rc = zalloc(m, (void **)&m->emb, MB * CTR_N_TABLES * D * fs, e);
     if (!rc) rc = zalloc(m, (void **)&m->demb, MB * CTR_N_TABLES * D * fs, e);
     if (!rc) rc = zalloc(m, (void **)&m->g0, MB * maxw * fs, e);
+    /* mirrors where the backend reads 16-bit GEMM operands (PLUMB_TRAIN_MIRRORS=0: not used) */
+    const char *mv = getenv("PLUMB_TRAIN_MIRRORS");
+    if (!rc && precision != DT_F32 && m->T->linear_fwd16 && m->T->linear_bwd16 && d->ops->cast &&
+        !(mv && !strcmp(mv, "0"))) {
+        const size_t hs = sizeof(uint16_t);
+        for (int l = 1; l < c->n_bottom && !rc; l++) rc = zalloc(m, (void **)&m->act16_b[l], MB * c->bottom[l] * hs, e);
+        for (int l = 1; l < c->n_top && !rc; l++) rc = zalloc(m, (void **)&m->act16_t[l], MB * c->top[l] * hs, e);
+        for (int k = 0; k < 2 && !rc; k++) rc = zalloc(m, (void **)&m->g16[k], MB * maxw * hs, e);
+        if (!rc) rc = zalloc(m, (void **)&m->w16, m->n_dense * hs, e);
+        m->has16 = !rc;
+    }
     if (!rc) rc = zalloc(m, (void **)&m->g1, MB * maxw * fs, e);
     if (!rc) rc = zalloc(m, (void **)&m->dz, MB * fs, e);
     if (!rc) rc = zalloc(m, (void **)&m->sc, 2 * sizeof(double), e);
@@ -409,6 +430,9 @@ int ctr_check_batch(const struct ctr_model *m, const struct ctr_batch *b, plumb_
 /* upload + forward to logits (act_t[n_top], [B, 1]) */
 static int forward_compute(struct ctr_model *m, int B, plumb_err *e);
 
+/* the 16-bit operand path: mirrors allocated and the device in fast mode */
+static int use16(const struct ctr_model *m) { return m->has16 && m->d->numerics == NUMERICS_FAST; }
+
 static int forward(struct ctr_model *m, const struct ctr_batch *b, plumb_err *e)
 {
     struct dev *d = m->d;
@@ -454,10 +478,24 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
         if (rc) return rc;
         W = m->wwork;
     }
+    /* 16-bit GEMM operands (fast bf16/fp16 where the backend has them): the
+     * rounded weights' copy once per forward, activations' copies written
+     * by the layers that produce them */
+    const int m16 = use16(m);
+    const uint16_t *W16 = m->w16;
+    if (m16) rc = d->ops->cast(d, NULL, m->wwork, DT_F32, m->w16, m->prec, m->n_dense);
+    if (rc) return err_set(e, rc, "ctr: casting the weights to %s on %s failed", dtype_name(m->prec), d->label);
     int ti = 0;
-    for (int l = 0; l < c->n_bottom && !rc; l++, ti += 2)
-        rc = T->linear_fwd(d, NULL, m->act_b[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1], B,
-                           c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
+    for (int l = 0; l < c->n_bottom && !rc; l++, ti += 2) {
+        if (m16)
+            rc = T->linear_fwd16(d, NULL, m->act_b[l], l ? m->act16_b[l] : NULL, W + m->t[ti].offset,
+                                 W16 + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1],
+                                 l + 1 < c->n_bottom ? m->act16_b[l + 1] : NULL, B, /* the last feeds the interaction */
+                                 c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
+        else
+            rc = T->linear_fwd(d, NULL, m->act_b[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1], B,
+                               c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
+    }
     /* embeddings [B, 26, D] and the interaction [B, inter_w]: one fused op
      * where the backend has it (the same bits) */
     if (!rc && T->embedding_interact_fwd) {
@@ -469,9 +507,16 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
         if (!rc)
             rc = T->interact_fwd(d, NULL, m->act_b[c->n_bottom], m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
     }
-    for (int l = 0; l < c->n_top && !rc; l++, ti += 2)
-        rc = T->linear_fwd(d, NULL, m->act_t[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1], B,
-                           c->top[l], c->top[l + 1], l < c->n_top - 1, m->prec, e);
+    for (int l = 0; l < c->n_top && !rc; l++, ti += 2) {
+        if (m16) /* act_t[0] (the interaction) has no mirror: the op makes its padded copy */
+            rc = T->linear_fwd16(d, NULL, m->act_t[l], l ? m->act16_t[l] : NULL, W + m->t[ti].offset,
+                                 W16 + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1],
+                                 l + 1 < c->n_top ? m->act16_t[l + 1] : NULL, B, c->top[l], c->top[l + 1],
+                                 l < c->n_top - 1, m->prec, e);
+        else
+            rc = T->linear_fwd(d, NULL, m->act_t[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1], B,
+                               c->top[l], c->top[l + 1], l < c->n_top - 1, m->prec, e);
+    }
     return rc;
 }
 
@@ -521,10 +566,19 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     /* pre: cur is already masked by its layer's ReLU and that layer's dbias
      * done (linear_bwd_relu_in of the layer above, where the backend fuses) */
     int pre = 0;
+    /* with 16-bit operands, cur16/nxt16 are the mirrors of cur/nxt */
+    const int m16 = use16(m);
+    const uint16_t *W16 = m->w16;
+    uint16_t *cur16 = m->g16[0], *nxt16 = m->g16[1];
     for (int l = c->n_top - 1; l >= 0 && !rc; l--, ti -= 2) {
-        const int relu = l < c->n_top - 1 && !pre, fuse = T->linear_bwd_relu_in && l >= 1;
+        const int relu = l < c->n_top - 1 && !pre, fuse = (m16 || T->linear_bwd_relu_in) && l >= 1;
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
-        if (fuse) /* act_t[l], l >= 1, is the output of ReLU layer l-1 */
+        if (m16)
+            rc = T->linear_bwd16(d, NULL, m->act_t[l], l ? m->act16_t[l] : NULL, W + m->t[ti].offset,
+                                 W16 + m->t[ti].offset, m->act_t[l + 1], cur, pre ? cur16 : NULL, nxt,
+                                 fuse ? nxt16 : NULL, m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu,
+                                 m->prec, fuse, fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
+        else if (fuse) /* act_t[l], l >= 1, is the output of ReLU layer l-1 */
             rc = T->linear_bwd_relu_in(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
                                        m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec,
                                        m->grads + m->t[ti - 1].offset, e);
@@ -536,6 +590,9 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         float *s = cur;
         cur = nxt;
         nxt = s;
+        uint16_t *s16 = cur16;
+        cur16 = nxt16;
+        nxt16 = s16;
     }
     /* cur: d interaction output [B, inter_w] -> d bottom output (nxt), d emb */
     if (!rc) rc = T->interact_bwd(d, NULL, m->act_b[c->n_bottom], m->emb, cur, nxt, m->demb, B, CTR_N_TABLES, D, m->prec, e);
@@ -543,12 +600,21 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         float *s = cur;
         cur = nxt;
         nxt = s;
+        uint16_t *s16 = cur16;
+        cur16 = nxt16;
+        nxt16 = s16;
     }
     pre = 0;
     for (int l = c->n_bottom - 1; l >= 0 && !rc; l--, ti -= 2) {
-        const int fuse = T->linear_bwd_relu_in && l >= 1; /* act_b[l], l >= 1: a ReLU output */
+        const int fuse = (m16 || T->linear_bwd_relu_in) && l >= 1; /* act_b[l], l >= 1: a ReLU output */
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
-        if (fuse)
+        if (m16)
+            rc = T->linear_bwd16(d, NULL, m->act_b[l], l ? m->act16_b[l] : NULL, W + m->t[ti].offset,
+                                 W16 + m->t[ti].offset, m->act_b[l + 1], cur, pre ? cur16 : NULL, l > 0 ? nxt : NULL,
+                                 fuse ? nxt16 : NULL, m->grads + m->t[ti].offset, db, B, c->bottom[l],
+                                 c->bottom[l + 1], !pre, m->prec, fuse, fuse ? m->grads + m->t[ti - 1].offset : NULL,
+                                 e);
+        else if (fuse)
             rc = T->linear_bwd_relu_in(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, nxt,
                                        m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre,
                                        m->prec, m->grads + m->t[ti - 1].offset, e);
@@ -560,6 +626,9 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         float *s = cur;
         cur = nxt;
         nxt = s;
+        uint16_t *s16 = cur16;
+        cur16 = nxt16;
+        nxt16 = s16;
     }
     /* sparse gradient: the list (rows, rgrads), or applied to the table at once */
     const float flr = m->fused_lr;
