@@ -99,12 +99,9 @@ __global__ void k_colsum_seq(const float *dy, float *db, int B, int N)
 /* ---------------- fast: shared pieces ---------------- */
 
 #define CS_ROWS 64
-/* Rows per chunk: 64 for wide layers; narrow ones (a few columns, down to
- * the logit's one) get shorter chunks so that enough threads run (one
- * column is otherwise 64 dependent-latency loads on a single thread per
- * block). A function of the shape only (N, and B through the grid
- * limit), so the order stays fixed for a shape. */
-static inline int cs_rows(int N) { return N >= 128 ? CS_ROWS : N >= 32 ? 16 : 4; }
+/* Rows per chunk (64; more when the grid's y limit needs it). Shorter
+ * chunks for narrow layers were tried and measured slower on an H200 (the
+ * extra partial sums cost more than the serial loads they save). */
 /* The fast dbias order: per-chunk column sums, part[c, n] = sum of rows
  * [64c, 64c+64) in ascending b, then the chunks summed by k_colsum_final.
  * One kernel serves the relu mask + dbias of linear_bwd and the fused dx
@@ -180,7 +177,7 @@ __global__ void k_colsum_final(const float *part, int nc, int N, float *db)
 static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
                          int B, int N, int rt, float *dbias, uint16_t *dst16, int t16, plumb_err *e)
 {
-    int rows = cs_rows(N);
+    int rows = CS_ROWS;
     if ((B + rows - 1) / rows > 65535) rows = (B + 65534) / 65535; /* the grid's y limit */
     int nc = (B + rows - 1) / rows, rc;
     float *part = NULL;
@@ -197,8 +194,7 @@ static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src,
         dim3 grd((unsigned)((N / 4 + 127) / 128), (unsigned)nc);
         k_mask_colsum4<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows);
     } else {
-        /* a block as wide as the row (whole warps), at most 128 threads */
-        const int tpb = N >= 128 ? 128 : (N + PLUMB_WARP - 1) / PLUMB_WARP * PLUMB_WARP;
+        const int tpb = 128;
         dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
         k_mask_colsum<<<grd, tpb, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows, dst16, t16);
     }
