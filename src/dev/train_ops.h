@@ -267,12 +267,16 @@ struct train_ops {
      * bits; fast: the GEMM may sum in another order).
      * linear_fwd16: linear_fwd; x16 [B,K] and w16 [N,K] the mirrors of x and
      *   w (NULL: made by the op); y16 [B,N] (may be NULL) receives y's mirror.
+     *   When K % 8 != 0 (rows not 16-byte aligned) x16 is instead a padded
+     *   mirror [B, K rounded up to 8] that linear_fwd16 fills from x (zeros
+     *   after K) and linear_bwd16 reads: the backward of the same layer
+     *   reuses it (pass NULL to both to have each make its own).
      * linear_bwd16: linear_bwd, or linear_bwd_relu_in when relu_in; dy16 the
      *   mirror of dy as it arrives, needed only when relu == 0 and dbias ==
      *   NULL (dy already masked; NULL: made by the op), otherwise the op
      *   forms it with the mask; dx16 (may be NULL) receives dx's mirror as
      *   stored (masked when relu_in). */
-    int (*linear_fwd16)(struct dev *d, dev_stream *s, const float *x, const uint16_t *x16,
+    int (*linear_fwd16)(struct dev *d, dev_stream *s, const float *x, uint16_t *x16,
                         const float *w, const uint16_t *w16, const float *bias, float *y,
                         uint16_t *y16, int B, int K, int N, int relu, dtype_t rt, plumb_err *e);
     int (*linear_bwd16)(struct dev *d, dev_stream *s, const float *x, const uint16_t *x16,

@@ -55,7 +55,7 @@ int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const fl
 int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *y,
                   float *dy, float *dx, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt,
                   int relu_in, float *dbias_x, plumb_err *e);
-int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,
+int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16_t *x16, const float *w,
                     const uint16_t *w16, const float *bias, float *y, uint16_t *y16, int B, int K, int N, int relu,
                     dtype_t rt, plumb_err *e);
 int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,

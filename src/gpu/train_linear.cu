@@ -825,7 +825,7 @@ static int pad16(struct dev *d, struct dev_stream *st, const float *x, size_t R,
 
 static size_t al256(size_t b) { return (b + 255) / 256 * 256; }
 
-int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,
+int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16_t *x16, const float *w,
                     const uint16_t *w16, const float *bias, float *y, uint16_t *y16, int B, int K, int N, int relu,
                     dtype_t rt, plumb_err *e)
 {
@@ -834,12 +834,14 @@ int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, const 
     if (d->numerics == NUMERICS_GOLDEN) goto plain; /* golden: the definition's kernels */
     {
     const int pad = K % 8 != 0, Ka = pad ? pad8(K) : K;
+    /* x: the caller's mirror; or, padded, made here (into the caller's
+     * padded mirror when given, which the backward then reads) */
     const int mkx = pad || !x16, mkw = pad || !w16;
     void *ws;
-    size_t ox = 0, ow = al256(mkx ? (size_t)B * Ka * 2 : 0);
+    size_t ox = 0, ow = al256(mkx && !x16 ? (size_t)B * Ka * 2 : 0);
     if ((rc = tws_get(d, 2, ow + (size_t)N * Ka * 2, &ws, e))) return rc;
-    uint16_t *xa = (uint16_t *)x16, *wa = (uint16_t *)w16;
-    if (mkx && (rc = pad16(d, st, x, (size_t)B, K, Ka, xa = (uint16_t *)((char *)ws + ox), (int)rt, e))) return rc;
+    uint16_t *xa = x16 ? x16 : (uint16_t *)((char *)ws + ox), *wa = (uint16_t *)w16;
+    if (mkx && (rc = pad16(d, st, x, (size_t)B, K, Ka, xa, (int)rt, e))) return rc;
     if (mkw && (rc = pad16(d, st, w, (size_t)N, K, Ka, wa = (uint16_t *)((char *)ws + ow), (int)rt, e))) return rc;
     int epi = bias ? (relu ? EPI_RELU_BIAS : EPI_BIAS) : (relu ? EPI_RELU : EPI_NONE);
     rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
@@ -865,7 +867,8 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
     const int pad = K % 8 != 0, Ka = pad ? pad8(K) : K;
     const size_t BN = (size_t)B * N;
     /* workspace 2: dy16 | w16 padded | x16 padded | dxp (fp32, padded dx) */
-    const int mkdy = relu || dbias || !dy16, mkw = dx && (pad || !w16), mkx = pad || !x16;
+    /* x16: padded (K % 8 != 0) it is the one the forward filled */
+    const int mkdy = relu || dbias || !dy16, mkw = dx && (pad || !w16), mkx = !x16;
     size_t o_dy = 0, o_w = al256(mkdy ? BN * 2 : 0), o_x = o_w + al256(mkw ? (size_t)N * Ka * 2 : 0);
     size_t o_dx = o_x + al256(mkx ? (size_t)B * Ka * 2 : 0), tot = o_dx + (dx && pad ? (size_t)B * Ka * 4 : 0);
     void *ws;

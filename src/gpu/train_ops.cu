@@ -177,7 +177,7 @@ static int g_linear_bwd_relu_in(struct dev *d, dev_stream *s, const float *x, co
     return tr_linear_bwd(d, gpu_stream(d, s), x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, 1, dbias_x, e);
 }
 
-static int g_linear_fwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *x16, const float *w,
+static int g_linear_fwd16(struct dev *d, dev_stream *s, const float *x, uint16_t *x16, const float *w,
                           const uint16_t *w16, const float *bias, float *y, uint16_t *y16, int B, int K, int N,
                           int relu, dtype_t rt, plumb_err *e)
 {

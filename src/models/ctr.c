@@ -176,9 +176,9 @@ void ctr_free(struct ctr_model *m)
                   m->adam_m, m->adam_v, m->act_t[0]};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(d, ps[i]);
-    for (int l = 1; l <= CTR_MAX_LAYERS; l++) {
-        if (m->act_b[l]) dev_free(d, m->act_b[l]);
-        if (m->act_t[l]) dev_free(d, m->act_t[l]);
+    for (int l = 0; l <= CTR_MAX_LAYERS; l++) {
+        if (l && m->act_b[l]) dev_free(d, m->act_b[l]);
+        if (l && m->act_t[l]) dev_free(d, m->act_t[l]);
         if (m->act16_b[l]) dev_free(d, m->act16_b[l]);
         if (m->act16_t[l]) dev_free(d, m->act16_t[l]);
     }
@@ -262,8 +262,12 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
     if (!rc && precision != DT_F32 && m->T->linear_fwd16 && m->T->linear_bwd16 && d->ops->cast &&
         !(mv && !strcmp(mv, "0"))) {
         const size_t hs = sizeof(uint16_t);
-        for (int l = 1; l < c->n_bottom && !rc; l++) rc = zalloc(m, (void **)&m->act16_b[l], MB * c->bottom[l] * hs, e);
-        for (int l = 1; l < c->n_top && !rc; l++) rc = zalloc(m, (void **)&m->act16_t[l], MB * c->top[l] * hs, e);
+        /* l = 0: the padded mirrors of the dense input and the interaction
+         * (rows of K rounded up to 8; filled by the forward, read by the backward) */
+        for (int l = 0; l < c->n_bottom && !rc; l++)
+            rc = zalloc(m, (void **)&m->act16_b[l], MB * (size_t)(l ? c->bottom[l] : (c->bottom[0] + 7) / 8 * 8) * hs, e);
+        for (int l = 0; l < c->n_top && !rc; l++)
+            rc = zalloc(m, (void **)&m->act16_t[l], MB * (size_t)(l ? c->top[l] : (m->inter_w + 7) / 8 * 8) * hs, e);
         for (int k = 0; k < 2 && !rc; k++) rc = zalloc(m, (void **)&m->g16[k], MB * maxw * hs, e);
         if (!rc) rc = zalloc(m, (void **)&m->w16, m->n_dense * hs, e);
         m->has16 = !rc;
@@ -430,6 +434,12 @@ int ctr_check_batch(const struct ctr_model *m, const struct ctr_batch *b, plumb_
 /* upload + forward to logits (act_t[n_top], [B, 1]) */
 static int forward_compute(struct ctr_model *m, int B, plumb_err *e);
 
+/* The mirror of layer l's input: hidden layers' are written by the layer
+ * below; the first layer's input (dense features, the interaction) has a
+ * padded mirror the op fills, which only exists as such when its width is
+ * not a multiple of 8 (else the op makes its own copy: NULL). */
+static uint16_t *x16_of(uint16_t *mirror, int l, int width) { return l || width % 8 ? mirror : NULL; }
+
 /* the 16-bit operand path: mirrors allocated and the device in fast mode */
 static int use16(const struct ctr_model *m) { return m->has16 && m->d->numerics == NUMERICS_FAST; }
 
@@ -488,7 +498,7 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     int ti = 0;
     for (int l = 0; l < c->n_bottom && !rc; l++, ti += 2) {
         if (m16)
-            rc = T->linear_fwd16(d, NULL, m->act_b[l], l ? m->act16_b[l] : NULL, W + m->t[ti].offset,
+            rc = T->linear_fwd16(d, NULL, m->act_b[l], x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset,
                                  W16 + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1],
                                  l + 1 < c->n_bottom ? m->act16_b[l + 1] : NULL, B, /* the last feeds the interaction */
                                  c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
@@ -509,7 +519,7 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     }
     for (int l = 0; l < c->n_top && !rc; l++, ti += 2) {
         if (m16) /* act_t[0] (the interaction) has no mirror: the op makes its padded copy */
-            rc = T->linear_fwd16(d, NULL, m->act_t[l], l ? m->act16_t[l] : NULL, W + m->t[ti].offset,
+            rc = T->linear_fwd16(d, NULL, m->act_t[l], x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset,
                                  W16 + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1],
                                  l + 1 < c->n_top ? m->act16_t[l + 1] : NULL, B, c->top[l], c->top[l + 1],
                                  l < c->n_top - 1, m->prec, e);
@@ -574,7 +584,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         const int relu = l < c->n_top - 1 && !pre, fuse = (m16 || T->linear_bwd_relu_in) && l >= 1;
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
         if (m16)
-            rc = T->linear_bwd16(d, NULL, m->act_t[l], l ? m->act16_t[l] : NULL, W + m->t[ti].offset,
+            rc = T->linear_bwd16(d, NULL, m->act_t[l], x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset,
                                  W16 + m->t[ti].offset, m->act_t[l + 1], cur, pre ? cur16 : NULL, nxt,
                                  fuse ? nxt16 : NULL, m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu,
                                  m->prec, fuse, fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
@@ -609,7 +619,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         const int fuse = (m16 || T->linear_bwd_relu_in) && l >= 1; /* act_b[l], l >= 1: a ReLU output */
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
         if (m16)
-            rc = T->linear_bwd16(d, NULL, m->act_b[l], l ? m->act16_b[l] : NULL, W + m->t[ti].offset,
+            rc = T->linear_bwd16(d, NULL, m->act_b[l], x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset,
                                  W16 + m->t[ti].offset, m->act_b[l + 1], cur, pre ? cur16 : NULL, l > 0 ? nxt : NULL,
                                  fuse ? nxt16 : NULL, m->grads + m->t[ti].offset, db, B, c->bottom[l],
                                  c->bottom[l + 1], !pre, m->prec, fuse, fuse ? m->grads + m->t[ti - 1].offset : NULL,
