@@ -9,7 +9,8 @@
 # Usage: bash scripts/gputrain-check.sh [STAGE] where STAGE is 1 (the two
 # headline configurations), 2 (compact: dw GEMMs), 3 (compact: the
 # fast-mode sparse sums, tests + both headline ratios in one run), 4 (the
-# kernel rework: tests, golden, profile, both ratios), train (plumb train's
+# kernel rework: tests, golden, profile, both ratios), final (the issue 5
+# evidence in one call), train (plumb train's
 # device-resident fast step: --comm self vs nccl on 1 rank and under mpirun
 # -np 1 give one digest; -np 2 nccl = mpi when 2 GPUs are visible; samples/s
 # of train next to bench ctr's), or prof (kernel times of plumb and PyTorch
@@ -137,6 +138,24 @@ elif [ "$STAGE" = 4 ]; then
     --torch-modes compile --json "$OUT/bench_bf16.json"
   step bench_fp32 60 $B $P --precision fp32 --batch 2048 --steps 200 --leak-steps 0 --vs-pytorch \
     --torch-modes eager --json "$OUT/bench_fp32.json"
+elif [ "$STAGE" = final ]; then
+  # the issue 5 evidence in one call: bit checks, golden, both headline ratios
+  # (500 steps, the leak check over 1000 steps), the 16-bit mirrors on/off,
+  # fast-mode AUC (cuda, cpu, PyTorch from one init), NCCL with world 1
+  P="--pool 262144"
+  step tests 60 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_train
+  step tests_order 20 env PLUMB_TEST_DEVICE=cuda build/plumb-tests train_ops_sparse
+  step golden 60 $B --no-throughput --golden-steps 50 --golden-rows 1000 --golden-batch 2048 --pool 65536 \
+    --json "$OUT/golden.json"
+  step bench_bf16 150 $B $P --precision bf16 --batch 32768 --steps 500 --warmup 50 --leak-steps 1000 --vs-pytorch \
+    --torch-modes compile --json "$OUT/bench_bf16.json"
+  step bench_bf16_nomirror 30 env PLUMB_TRAIN_MIRRORS=0 $B $P --precision bf16 --batch 32768 --steps 500 --warmup 50 \
+    --leak-steps 0 --json "$OUT/bench_bf16_nomirror.json"
+  step bench_fp32 60 $B $P --precision fp32 --batch 2048 --steps 500 --leak-steps 1000 --vs-pytorch \
+    --torch-modes eager --json "$OUT/bench_fp32.json"
+  step auc 120 $B --rows 100000 --no-throughput --auc-steps 300 --auc-batch 2048 --auc-eval 65536 --vs-pytorch \
+    --torch-modes eager --json "$OUT/auc.json"
+  step nccl 40 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
 elif [ "$STAGE" = variants ]; then
   # the bf16 step under alternatives (one short run each, device batches and loader)
   P="--pool 262144 --precision bf16 --batch 32768 --steps 100 --warmup 20 --leak-steps 0"
