@@ -129,6 +129,33 @@ __global__ void k_mask_colsum(const float *src, int lds, const float *mask, floa
         if (part) part[(size_t)c * N + n] = s;
     }
 }
+/* With a 16-bit mirror: two columns per thread (float2 loads and stores, the
+ * two 16-bit values as one 32-bit store); each column's chain unchanged. */
+__global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
+                                float *part, int rows, uint32_t *dst16x2, int t16)
+{
+    int c = blockIdx.y;
+    int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
+    const int N2 = N / 2;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N2; q += gridDim.x * blockDim.x) {
+        float2 s = make_float2(0.0f, 0.0f);
+#pragma unroll 4
+        for (int b = b0; b < b1; b++) {
+            float2 g = reinterpret_cast<const float2 *>(src + (size_t)b * lds)[q];
+            g = make_float2(tr_round(g.x, rt), tr_round(g.y, rt));
+            if (mask) {
+                float2 m = reinterpret_cast<const float2 *>(mask + (size_t)b * N)[q];
+                g = make_float2(m.x > 0.0f ? g.x : 0.0f, m.y > 0.0f ? g.y : 0.0f);
+            }
+            reinterpret_cast<float2 *>(dst + (size_t)b * N)[q] = g;
+            dst16x2[(size_t)b * N2 + q] = (uint32_t)to16v(g.x, t16) | ((uint32_t)to16v(g.y, t16) << 16);
+            s.x = s.x + g.x;
+            s.y = s.y + g.y;
+        }
+        if (part) reinterpret_cast<float2 *>(part + (size_t)c * N)[q] = s;
+    }
+}
+
 /* The same with float4 columns (N, lds multiples of 4, 16-byte aligned
  * rows): each column's chain is unchanged, so are the bits. */
 __device__ static inline float mask1(float g, float m) { return m > 0.0f ? g : 0.0f; }
@@ -190,9 +217,14 @@ static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src,
      * the same 64-row chains: less memory in flight), so only for wide rows */
     const int vec = !dst16 && N % 4 == 0 && N >= 4096 && lds % 4 == 0 && !((uintptr_t)src % 16) && !((uintptr_t)dst % 16) &&
                     !((uintptr_t)mask % 16) && !((uintptr_t)part % 16);
+    const int vec2 = dst16 && N % 2 == 0 && lds % 2 == 0 && !((uintptr_t)src % 8) && !((uintptr_t)dst % 8) &&
+                     !((uintptr_t)mask % 8) && !((uintptr_t)part % 8) && !((uintptr_t)dst16 % 4);
     if (vec) {
         dim3 grd((unsigned)((N / 4 + 127) / 128), (unsigned)nc);
         k_mask_colsum4<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows);
+    } else if (vec2) {
+        dim3 grd((unsigned)((N / 2 + 127) / 128), (unsigned)nc);
+        k_mask_colsum2m<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows, (uint32_t *)dst16, t16);
     } else {
         const int tpb = 128;
         dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
