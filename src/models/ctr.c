@@ -558,6 +558,17 @@ int ctr_forward_dev(struct ctr_model *m, const struct ctr_dev_batch *b, plumb_er
     return rc;
 }
 
+/* the gradient ping-pong buffers and their 16-bit mirrors change roles */
+static void swap_grads(float **cur, float **nxt, uint16_t **cur16, uint16_t **nxt16)
+{
+    float *s = *cur;
+    *cur = *nxt;
+    *nxt = s;
+    uint16_t *s16 = *cur16;
+    *cur16 = *nxt16;
+    *nxt16 = s16;
+}
+
 static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float grad_scale, struct ctr_loss *loss,
                                   plumb_err *e)
 {
@@ -597,23 +608,11 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
                                m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top - 1 - l, ti, e);
         pre = fuse;
-        float *s = cur;
-        cur = nxt;
-        nxt = s;
-        uint16_t *s16 = cur16;
-        cur16 = nxt16;
-        nxt16 = s16;
+        swap_grads(&cur, &nxt, &cur16, &nxt16);
     }
     /* cur: d interaction output [B, inter_w] -> d bottom output (nxt), d emb */
     if (!rc) rc = T->interact_bwd(d, NULL, m->act_b[c->n_bottom], m->emb, cur, nxt, m->demb, B, CTR_N_TABLES, D, m->prec, e);
-    {
-        float *s = cur;
-        cur = nxt;
-        nxt = s;
-        uint16_t *s16 = cur16;
-        cur16 = nxt16;
-        nxt16 = s16;
-    }
+    swap_grads(&cur, &nxt, &cur16, &nxt16);
     pre = 0;
     for (int l = c->n_bottom - 1; l >= 0 && !rc; l--, ti -= 2) {
         const int fuse = (m16 || T->linear_bwd_relu_in) && l >= 1; /* act_b[l], l >= 1: a ReLU output */
@@ -633,12 +632,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
                                m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top + c->n_bottom - 1 - l, ti, e);
         pre = fuse;
-        float *s = cur;
-        cur = nxt;
-        nxt = s;
-        uint16_t *s16 = cur16;
-        cur16 = nxt16;
-        nxt16 = s16;
+        swap_grads(&cur, &nxt, &cur16, &nxt16);
     }
     /* sparse gradient: the list (rows, rgrads), or applied to the table at once */
     const float flr = m->fused_lr;
