@@ -998,9 +998,12 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         if ((rc = read_scratch(t, &sh, e))) return rc;
         t->ss = sh.sumsq;
         if (sh.found) si->flags[SF_NONFINITE] = 1;
+        si->compute_s = timer_now() - t0; /* the gradient checks and the norm count as compute */
         return PLUMB_OK;
     }
-    /* GP_HOST: the found flag now (it goes into the status word), then host views */
+    /* GP_HOST: the found flag now (it goes into the status word), then host
+     * views (the staging counts as comm) */
+    double ts = timer_now();
     int found = 0;
     if ((rc = to_host(t, &found, t->d_found, sizeof found, e))) return rc;
     if (found) si->flags[SF_NONFINITE] = 1;
@@ -1014,6 +1017,7 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         if (!rc) rc = to_host(t, t->h_sgrads, t->l_grads, t->l_n * D * sizeof(float), e);
         t->hd = t->h_dense, t->hr = t->h_rows, t->hg = t->h_sgrads, t->hn = t->l_n;
     }
+    si->comm_s += timer_now() - ts;
     return rc;
 }
 
@@ -1218,7 +1222,6 @@ static int device_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
         }
     }
     free(counts);
-    si->comm_s += timer_now() - t0;
     if (rc) return rc;
     float inv = (float)(1.0 / si->scale);
     float *grads = ctr_grads(t->m);
@@ -1236,6 +1239,7 @@ static int device_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
     }
     struct scratch_host sh;
     if (!rc) rc = read_scratch(t, &sh, e);
+    si->comm_s += timer_now() - t0; /* the exchange and the reduction of the global sums */
     if (rc) return rc;
     t->ss = sh.sumsq;
     t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = total ? (size_t)sh.n : 0;
