@@ -687,9 +687,12 @@ int bench_ctr(int argc, char **argv)
     json_object_set_new(root, "rows", json_integer(o.rows));
     json_object_set_new(root, "steps", json_integer(o.steps));
     json_object_set_new(root, "method",
-                        json_string("host timers around synchronised calls; device: batches already on the device; "
-                                    "loader: sampler -> pinned -> H2D copy stream; backward = forward_backward - "
-                                    "forward-only pass; memory from the caching allocator"));
+                        json_string("whole steps: --steps steps queued back to back, host time to the final "
+                                    "synchronisation (as the PyTorch reference times with events over all steps); "
+                                    "device: batches already on the device; loader: sampler -> pinned -> H2D copy "
+                                    "stream; split: host timers around calls each followed by a synchronisation, "
+                                    "backward = forward_backward - forward-only pass; memory from the caching "
+                                    "allocator"));
     if (o.golden_steps > 0) {
         rc = golden_check(&o, d, &ds, root, &e);
         if (rc == PLUMB_EFAIL) fail = 1, rc = 0;
