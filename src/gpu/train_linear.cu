@@ -156,35 +156,6 @@ __global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, fl
     }
 }
 
-/* The same with float4 columns (N, lds multiples of 4, 16-byte aligned
- * rows): each column's chain is unchanged, so are the bits. */
-__device__ static inline float mask1(float g, float m) { return m > 0.0f ? g : 0.0f; }
-__global__ void k_mask_colsum4(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
-                               float *part, int rows)
-{
-    int c = blockIdx.y;
-    int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
-    const int N4 = N / 4;
-    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N4; q += gridDim.x * blockDim.x) {
-        float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-        for (int b = b0; b < b1; b++) {
-            float4 g = reinterpret_cast<const float4 *>(src + (size_t)b * lds)[q];
-            g = make_float4(tr_round(g.x, rt), tr_round(g.y, rt), tr_round(g.z, rt), tr_round(g.w, rt));
-            if (mask) {
-                float4 m = reinterpret_cast<const float4 *>(mask + (size_t)b * N)[q];
-                g = make_float4(mask1(g.x, m.x), mask1(g.y, m.y), mask1(g.z, m.z), mask1(g.w, m.w));
-            }
-            reinterpret_cast<float4 *>(dst + (size_t)b * N)[q] = g;
-            s.x = s.x + g.x;
-            s.y = s.y + g.y;
-            s.z = s.z + g.z;
-            s.w = s.w + g.w;
-        }
-        if (part) reinterpret_cast<float4 *>(part + (size_t)c * N)[q] = s;
-    }
-}
-
 /* db[n] = the nc chunk sums of column n: lane L adds chunks L, L+W, ... in
  * ascending order, then the lanes' sums meet in the warp's fixed butterfly
  * (deterministic: the shape depends only on nc and the warp width). One warp
@@ -213,16 +184,11 @@ static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src,
         if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
         part = (float *)ws;
     }
-    /* float4 columns measured slower on an H200 (a quarter of the threads for
-     * the same 64-row chains: less memory in flight), so only for wide rows */
-    const int vec = !dst16 && N % 4 == 0 && N >= 4096 && lds % 4 == 0 && !((uintptr_t)src % 16) && !((uintptr_t)dst % 16) &&
-                    !((uintptr_t)mask % 16) && !((uintptr_t)part % 16);
+    /* (float4 columns without a mirror measured slower on an H200 at DLRM
+     * widths: a quarter of the threads for the same 64-row chains) */
     const int vec2 = dst16 && N % 2 == 0 && lds % 2 == 0 && !((uintptr_t)src % 8) && !((uintptr_t)dst % 8) &&
                      !((uintptr_t)mask % 8) && !((uintptr_t)part % 8) && !((uintptr_t)dst16 % 4);
-    if (vec) {
-        dim3 grd((unsigned)((N / 4 + 127) / 128), (unsigned)nc);
-        k_mask_colsum4<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows);
-    } else if (vec2) {
+    if (vec2) {
         dim3 grd((unsigned)((N / 2 + 127) / 128), (unsigned)nc);
         k_mask_colsum2m<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows, (uint32_t *)dst16, t16);
     } else {
