@@ -225,6 +225,15 @@ if [ -f "$FAKE" ]; then
   FAKE_GPU_COUNT=1 PLUMB_BACKEND_PATH="$TMP/fplug" expect_exit "--comm nccl without RCCL: exit 3" 3 "$TMP/fbin/plumb" train ctr $FB --device hip --comm nccl --out "$TMP/fk4"
   grep -q "comm nccl: RCCL (librccl.so.1) not loadable" "$TMP/err" && ok "--comm nccl names the missing library" || fail "--comm nccl message" "$(cat "$TMP/err")"
 fi
+# synthetic data generated into memory at open (a run over a whole epoch, or
+# a GPU) gives the samples generated per access: the same digest
+SM="--preset ctr-tiny --steps 50 --train-samples 10000 --eval-samples 2000 --param-digest --health-interval 0 --threads 1"
+"$PLUMB" train ctr $SM --out "$TMP/sm1" >"$TMP/sm1.out" 2>&1
+PLUMB_SYNTH_MEM_MB=0 "$PLUMB" train ctr $SM --out "$TMP/sm2" >"$TMP/sm2.out" 2>&1
+grep -q "generated into memory" "$TMP/sm1.out" && grep -q "generated per access" "$TMP/sm2.out" \
+  && [ -n "$(dg "$TMP/sm1.out")" ] && [ "$(dg "$TMP/sm1.out")" = "$(dg "$TMP/sm2.out")" ] \
+  && ok "synthetic data in memory = per access (digest $(dg "$TMP/sm1.out" | cut -c1-16))" \
+  || fail "synthetic in memory" "$(grep -h "synthetic\|param_digest" "$TMP/sm1.out" "$TMP/sm2.out")"
 unset OPENBLAS_CORETYPE
 expect_exit "--comm nccl on the cpu device: exit 2" 2 "$PLUMB" train ctr --comm nccl --steps 2 --quiet --out "$TMP/nc"
 grep -q "comm nccl: device cpu is not a cuda or hip GPU" "$TMP/err" && ok "--comm nccl on cpu names the device" || fail "--comm nccl message" "$(cat "$TMP/err")"

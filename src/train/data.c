@@ -65,8 +65,31 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
         }
         d->n[0] = o->train_samples;
         d->n[1] = o->eval_samples;
-        snprintf(d->desc, sizeof d->desc, "synthetic teacher (data seed %llu): %ld train, %ld eval samples",
-                 (unsigned long long)o->seed, d->n[0], d->n[1]);
+        const char *where = "generated per access";
+        if (o->materialize) {
+            const char *mb = getenv("PLUMB_SYNTH_MEM_MB");
+            double cap = (mb && *mb ? atof(mb) : 4096.0) * 1048576.0;
+            double need = (double)(d->n[0] + d->n[1]) * (double)sizeof(struct criteo_sample);
+            if (need <= cap) {
+                for (int sp = 0; sp < 2; sp++) {
+                    d->mem[sp] = malloc((size_t)d->n[sp] * sizeof *d->mem[sp]);
+                    if (!d->mem[sp]) break;
+                    struct criteo_sample *m = d->mem[sp];
+                    const struct synth *syn = d->syn;
+                    const long n = d->n[sp];
+#pragma omp parallel for schedule(static)
+                    for (long i = 0; i < n; i++) synth_sample(syn, sp, (uint64_t)i, &m[i], NULL);
+                }
+                if (d->mem[0] && d->mem[1]) {
+                    where = "generated into memory";
+                } else { /* out of memory: stay on demand */
+                    free(d->mem[0]), free(d->mem[1]);
+                    d->mem[0] = d->mem[1] = NULL;
+                }
+            }
+        }
+        snprintf(d->desc, sizeof d->desc, "synthetic teacher (data seed %llu): %ld train, %ld eval samples, %s",
+                 (unsigned long long)o->seed, d->n[0], d->n[1], where);
         *out = d;
         return PLUMB_OK;
     }
@@ -123,8 +146,8 @@ void dataset_free(struct dataset *d)
 
 void dataset_get(const struct dataset *d, int split, uint64_t index, struct criteo_sample *s)
 {
-    if (d->synthetic) synth_sample(d->syn, split, index, s, NULL);
-    else *s = d->mem[split][index];
+    if (d->mem[split]) *s = d->mem[split][index];
+    else synth_sample(d->syn, split, index, s, NULL);
 }
 
 void data_fill(const struct dataset *d, int split, const uint32_t *idx, int count,

@@ -2,7 +2,9 @@
  *
  * A dataset has two splits (train, eval) with random access by sample index:
  *   - synthetic: samples generated on demand from the teacher (train/synth.h),
- *     n_train and n_eval chosen by the caller;
+ *     n_train and n_eval chosen by the caller; with data_opts.materialize
+ *     generated once at open into memory (the same samples: a feed that
+ *     must keep up with a GPU then copies instead of evaluating the teacher);
  *   - a Criteo TSV file (plain or gzip): parsed once by the streaming reader
  *     into memory (160 bytes per sample); the eval split is --eval-data FILE,
  *     or else the last eval_fraction of the file's lines (the later samples,
@@ -30,6 +32,9 @@ struct data_opts {
     double eval_fraction;   /* file data without eval_file */
     enum criteo_bad bad;
     long max_rows;          /* file data: stop after this many lines (0: all) */
+    int materialize;        /* synthetic: generate both splits into memory at open
+                             * (in parallel) instead of per access, when they fit in
+                             * PLUMB_SYNTH_MEM_MB (default 4096) MiB */
 };
 
 struct dataset {

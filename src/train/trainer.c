@@ -292,6 +292,11 @@ static int setup(struct trainer *t, plumb_err *e)
                             .eval_fraction = cfg->eval_fraction,
                             .bad = cfg->bad_lines_skip ? CRITEO_BAD_SKIP : CRITEO_BAD_ERROR,
                             .max_rows = cfg->max_rows};
+    /* synthetic samples into memory once when the feed must keep up with a
+     * GPU, or when the run goes over the train split at least once anyway
+     * (the teacher is then evaluated once per sample, not once per access) */
+    dop.materialize = (!is_cpu(t) && cfg->numerics != NUMERICS_GOLDEN) ||
+                      (double)cfg->steps * (double)cfg->batch >= (double)cfg->train_samples;
     if ((rc = dataset_open(cfg->data, &dop, &t->ds, e))) return rc;
     if ((rc = sampler_init(&t->smp, t->ds->n[0], cfg->batch, cfg->micro_shard, cfg->seed, 1, e))) return rc;
 
