@@ -664,6 +664,12 @@ const struct train_ops gpu_train_ops = {
     g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
     g_interact_fwd, g_interact_bwd, g_bce_logits, g_sigmoid,   g_sgd,           g_sgd_sparse,    g_adamw,
     g_adamw_sparse, g_sumsq,       g_scale_check, g_affine,    g_round_fp32,
-    g_embedding_interact_fwd, g_embedding_bwd_sgd, g_linear_bwd_relu_in, g_linear_fwd16, g_linear_bwd16,
+    g_embedding_interact_fwd, g_embedding_bwd_sgd, g_linear_bwd_relu_in,
+#if defined(PLUMB_HIP)
+    /* no 16-bit rocBLAS path yet: mirrors would only add passes */
+    NULL, NULL,
+#else
+    g_linear_fwd16, g_linear_bwd16,
+#endif
 };
 #endif
