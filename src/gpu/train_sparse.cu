@@ -75,6 +75,7 @@ __global__ void k_copy_keys(const int64_t *rows, size_t n, uint64_t *key, uint32
     }
 }
 
+#if defined(PLUMB_HIP) /* our LSD radix sort; CUDA sorts with CUB */
 /* meta[0] = largest key (integer max: the result does not depend on order) */
 __global__ void k_maxkey(const uint64_t *key, size_t n, unsigned long long *meta)
 {
@@ -88,11 +89,14 @@ __global__ void k_maxkey(const uint64_t *key, size_t n, unsigned long long *meta
     if (threadIdx.x % PLUMB_WARP == 0 && m) atomicMax(meta, m);
 }
 
+#endif
+
 __device__ static inline int pass_active(const unsigned long long *meta, int shift)
 {
     return shift == 0 ? meta[0] != 0 : (meta[0] >> shift) != 0;
 }
 
+#if defined(PLUMB_HIP)
 /* counts[dig * ntiles + tile] */
 __global__ void k_rs_hist(const uint64_t *key, size_t n, int shift, unsigned *counts, unsigned ntiles,
                           const unsigned long long *meta)
@@ -113,6 +117,8 @@ __global__ void k_rs_hist(const uint64_t *key, size_t n, int shift, unsigned *co
     __syncthreads();
     if (threadIdx.x < RS_DIG) counts[(size_t)threadIdx.x * ntiles + blockIdx.x] = c[threadIdx.x];
 }
+
+#endif
 
 /* Exclusive scan of a[0..n) in place, one block of TPB threads (n up to a few
  * million: each thread scans a contiguous strip). total (optional) = sum. */
@@ -140,6 +146,7 @@ __global__ void k_scan1(unsigned *a, size_t n, const unsigned long long *meta, i
     }
 }
 
+#if defined(PLUMB_HIP)
 __global__ void k_rs_scatter(const uint64_t *kin, const uint32_t *vin, uint64_t *kout, uint32_t *vout, size_t n,
                              int shift, const unsigned *counts, unsigned ntiles, const unsigned long long *meta)
 {
@@ -197,6 +204,8 @@ __global__ void k_rs_scatter(const uint64_t *kin, const uint32_t *vin, uint64_t 
         }
     }
 }
+
+#endif
 
 /* ---------------- segments ---------------- */
 

@@ -49,8 +49,7 @@ struct ctr_model {
      * w16 the rounded weights wwork */
     uint16_t *act16_b[CTR_MAX_LAYERS + 1], *act16_t[CTR_MAX_LAYERS + 1], *g16[2], *w16;
     int has16;
-    float fused_lr;
-    size_t touched;   /* distinct rows of the last backward */   /* >= 0: the next backward applies sparse SGD (ctr_fuse_sparse_sgd) */
+    float fused_lr;   /* >= 0: the next backward applies sparse SGD (ctr_fuse_sparse_sgd) */
     float *adam_m, *adam_v; /* [n_params] or NULL */
     ctr_grad_ready_fn ready;  /* backward hook (ctr_set_grad_ready_hook), or NULL */
     void *ready_ctx;
@@ -649,14 +648,12 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         /* fused and no loss asked for: nothing the host needs, so no
          * synchronisation here (the row count stays on the device) */
         m->nrows = 0;
-        m->touched = (size_t)-1;
         return PLUMB_OK;
     }
     if (!rc) rc = dev_download(d, &nr, m->d_nrows, sizeof nr, e);
     if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
     if (rc) return rc;
     m->nrows = flr >= 0.0f ? 0 : (size_t)nr; /* fused: the table is updated, no list left */
-    m->touched = (size_t)nr;
     if (loss) {
         loss->sum = sc[0];
         loss->count = (int64_t)sc[1];
@@ -700,7 +697,6 @@ int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e)
     return PLUMB_OK;
 }
 
-size_t ctr_touched_rows(const struct ctr_model *m) { return m->touched; }
 
 int ctr_opt_state_alloc(struct ctr_model *m, plumb_err *e)
 {

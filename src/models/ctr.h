@@ -206,10 +206,6 @@ void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t
  * loss-scale check, clipping or norm over it). PLUMB_EUNSUPPORTED when the
  * backend has no fused op. */
 int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e);
-/* Distinct table rows the last backward touched; (size_t)-1 after a fused
- * backward that was asked for no loss (then it synchronises with nothing and
- * the count stays on the device). */
-size_t ctr_touched_rows(const struct ctr_model *m);
 
 /* Eval forward: scores[b] = sigmoid(logit_b) for b < B written to host memory
  * (may be NULL), logits to host (may be NULL); *loss (may be NULL) over the
