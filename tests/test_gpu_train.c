@@ -285,6 +285,92 @@ static void mirror_case(enum numerics mode, int B, int K, int N, dtype_t rt)
     pair_close(&p);
 }
 
+/* Mirror only (train_ops.h): tensors given as their 16-bit mirrors alone
+ * (x, y, dy, dx NULL) give the results of the calls with fp32 tensors:
+ * golden the same bits, fast within tolerance (the GEMM may store 16 bits
+ * itself, with another kernel). dy arrives masked (relu 0, no dbias), as
+ * from the layer above's relu_in. */
+static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    const struct train_ops *G = p.g->ops->train, *C = p.c->ops->train;
+    if (!G->linear_fwd16 || !G->linear_bwd16) {
+        pair_close(&p);
+        return;
+    }
+    plumb_err e = {0};
+    const double tol = mode == NUMERICS_GOLDEN ? 0 : 3e-2;
+    const int padk = K % 8 != 0;
+    const size_t Kp = (size_t)(K + 7) / 8 * 8, BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K;
+    float *x = rnd_f(BK, -1, 1), *w = rnd_f(NK, -0.5, 0.5), *bias = rnd_f(N, -0.3, 0.3), *dy = rnd_f(BN, -1, 1);
+    for (size_t i = 0; i < BK; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* a ReLU output */
+    for (size_t i = 0; i < BN; i++) dy[i] = i % 3 == 0 ? 0.0f : dy[i];  /* as if masked above */
+    REQUIRE(C->round_fp32(p.c, NULL, x, x, BK, rt, &e) == 0);
+    REQUIRE(C->round_fp32(p.c, NULL, w, w, NK, rt, &e) == 0);
+    REQUIRE(C->round_fp32(p.c, NULL, dy, dy, BN, rt, &e) == 0);
+    uint16_t *x16h = malloc(BK * 2), *dy16h = malloc(BN * 2);
+    for (size_t i = 0; i < BK; i++) x16h[i] = rt == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+    for (size_t i = 0; i < BN; i++) dy16h[i] = rt == DT_BF16 ? f32_to_bf16(dy[i]) : f32_to_f16(dy[i]);
+    float *gx = up(p.g, x, BK * 4), *gw = up(p.g, w, NK * 4), *gb = up(p.g, bias, N * 4), *gdy = up(p.g, dy, BN * 4);
+    /* x16: the mirror of x, or (K % 8) the padded mirror the forward fills */
+    uint16_t *gx16 = padk ? up(p.g, NULL, (size_t)B * Kp * 2) : up(p.g, x16h, BK * 2), *gdy16 = up(p.g, dy16h, BN * 2);
+    float *gy = up(p.g, NULL, BN * 4), *gdx = up(p.g, NULL, BK * 4), *gdw1 = up(p.g, NULL, NK * 4),
+          *gdw2 = up(p.g, NULL, NK * 4), *gbx1 = up(p.g, NULL, K * 4), *gbx2 = up(p.g, NULL, K * 4);
+    uint16_t *gy16 = up(p.g, NULL, BN * 2), *gdx16 = up(p.g, NULL, BK * 2);
+    REQUIRE(gx && gw && gb && gdy && gx16 && gdy16 && gy && gdx && gdw1 && gdw2 && gbx1 && gbx2 && gy16 && gdx16);
+    /* the fp32 calls */
+    REQUIRE(G->linear_fwd(p.g, NULL, gx, gw, gb, gy, B, K, N, 1, rt, &e) == 0);
+    REQUIRE(G->linear_bwd_relu_in(p.g, NULL, gx, gw, NULL, gdy, gdx, gdw1, NULL, B, K, N, 0, rt, gbx1, &e) == 0);
+    /* mirror only: y16 alone; x as its mirror (unless padded); dy16 alone; dx16 alone */
+    const float *xin = padk ? gx : NULL;
+    REQUIRE(G->linear_fwd16(p.g, NULL, xin, gx16, gw, NULL, gb, NULL, gy16, B, K, N, 1, rt, &e) == 0);
+    REQUIRE(G->linear_bwd16(p.g, NULL, xin, gx16, gw, NULL, NULL, NULL, gdy16, NULL, gdx16, gdw2, NULL, B, K, N, 0, rt,
+                            1, gbx2, &e) == 0);
+    char what[96];
+    snprintf(what, sizeof what, "mirror only %s B%d K%d N%d %s", mode == NUMERICS_GOLDEN ? "golden" : "fast", B, K, N,
+             dtype_name(rt));
+    float *hy = down(p.g, gy, BN * 4), *hdx = down(p.g, gdx, BK * 4);
+    uint16_t *hy16 = down(p.g, gy16, BN * 2), *hdx16 = down(p.g, gdx16, BK * 2);
+    REQUIRE(hy && hdx && hy16 && hdx16);
+    float *wy = malloc(BN * 4), *wdx = malloc(BK * 4);
+    for (size_t i = 0; i < BN; i++) wy[i] = rt == DT_BF16 ? bf16_to_f32(hy16[i]) : f16_to_f32(hy16[i]);
+    for (size_t i = 0; i < BK; i++) wdx[i] = rt == DT_BF16 ? bf16_to_f32(hdx16[i]) : f16_to_f32(hdx16[i]);
+    g_floor = 1e-2 * sqrt((double)K);
+    CHECK_MSG(cmp_f("y16", hy, wy, BN, tol), "%s: y16 differs from y", what);
+    g_floor = 1e-2 * sqrt((double)N);
+    CHECK_MSG(cmp_f("dx16", hdx, wdx, BK, tol), "%s: dx16 differs from dx", what);
+    size_t neg = 0; /* the relu_in mask: dx16 is +0 wherever x is not positive */
+    for (size_t i = 0; i < BK; i++) neg += !(x[i] > 0.0f) && hdx16[i] != 0;
+    CHECK_MSG(neg == 0, "%s: %zu masked dx16 elements are not +0", what, neg);
+    struct { const float *a, *b; size_t n; const char *name; } cmp[] = {
+        {gdw1, gdw2, NK, "dw"}, {gbx1, gbx2, (size_t)K, "dbias_x"}};
+    for (int i = 0; i < 2; i++) {
+        float *ha = down(p.g, cmp[i].a, cmp[i].n * 4), *hb = down(p.g, cmp[i].b, cmp[i].n * 4);
+        g_floor = 1e-2 * sqrt((double)B);
+        CHECK_MSG(ha && hb && cmp_f(cmp[i].name, ha, hb, cmp[i].n, tol * 4), "%s: %s differs", what, cmp[i].name);
+        free(ha);
+        free(hb);
+    }
+    g_floor = 1e-3;
+    free(hy), free(hdx), free(hy16), free(hdx16), free(wy), free(wdx), free(x16h), free(dy16h);
+    void *all[] = {gx, gw, gb, gdy, gx16, gdy16, gy, gdx, gdw1, gdw2, gbx1, gbx2, gy16, gdx16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
+    free(x), free(w), free(bias), free(dy);
+    pair_close(&p);
+}
+
+TEST(gpu_train_linear_mirror_only)
+{
+    mirror_only_case(NUMERICS_GOLDEN, 70, 24, 33, DT_BF16);
+    mirror_only_case(NUMERICS_GOLDEN, 45, 13, 20, DT_F16);  /* padded K: x given, its padded mirror filled */
+    mirror_only_case(NUMERICS_FAST, 4096, 512, 256, DT_BF16);
+    mirror_only_case(NUMERICS_FAST, 4096, 64, 16, DT_BF16); /* the narrow bottom layers */
+    mirror_only_case(NUMERICS_FAST, 1000, 96, 40, DT_F16);  /* B not a multiple of 64: a short last chunk */
+    mirror_only_case(NUMERICS_FAST, 2048, 367, 512, DT_BF16);
+    mirror_only_case(NUMERICS_FAST, 512, 36, 20, DT_BF16);  /* K % 8 = 4: x given */
+}
+
 TEST(gpu_train_linear_mirrors)
 {
     mirror_case(NUMERICS_GOLDEN, 70, 24, 33, DT_BF16);
@@ -596,7 +682,20 @@ static int train_digest(struct dev *d, const struct run_cfg *rc_, const float *i
 {
     plumb_err e = {0};
     struct ctr_config c;
-    if (ctr_config_preset(rc_->preset, rc_->rows, &c, &e)) return 1;
+    if (!strcmp(rc_->preset, "odd-widths")) {
+        /* hidden widths that are not multiples of 8 (100, 36) next to ones that are (16) */
+        if (ctr_config_preset("dlrm-kaggle", rc_->rows, &c, &e)) return 1;
+        c.n_bottom = 2;
+        c.bottom[1] = 100;
+        c.bottom[2] = 16;
+        c.n_top = 3;
+        c.top[1] = 36;
+        c.top[2] = 16;
+        c.top[3] = 1;
+        if (ctr_config_validate(&c, &e)) return 1;
+    } else if (ctr_config_preset(rc_->preset, rc_->rows, &c, &e)) {
+        return 1;
+    }
     struct ctr_model *m = NULL;
     size_t np = 0;
     int irc = ctr_create(d, &c, rc_->B, rc_->prec, &m, &e);
@@ -683,6 +782,10 @@ TEST(gpu_train_ctr_fast)
     model_case(NUMERICS_FAST, &a);
     struct run_cfg b = {"dlrm-kaggle", 100, 512, 3, DT_BF16};
     model_case(NUMERICS_FAST, &b);
+    struct run_cfg c = {"odd-widths", 100, 256, 3, DT_BF16}; /* mirror-only and fp32 hidden layers mixed */
+    model_case(NUMERICS_FAST, &c);
+    struct run_cfg d = {"ctr-tiny", 100, 256, 3, DT_F16};
+    model_case(NUMERICS_FAST, &d);
 }
 
 /* The device-batch path (GPU data plane) gives the host-batch path's bits:

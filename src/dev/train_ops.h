@@ -275,7 +275,19 @@ struct train_ops {
      *   mirror of dy as it arrives, needed only when relu == 0 and dbias ==
      *   NULL (dy already masked; NULL: made by the op), otherwise the op
      *   forms it with the mask; dx16 (may be NULL) receives dx's mirror as
-     *   stored (masked when relu_in). */
+     *   stored (masked when relu_in).
+     * Mirror only: a tensor may be given as its mirror alone, and is then
+     *   neither read nor written in fp32 (the mirror holds the same values,
+     *   so the results are those of the fp32 call):
+     *   - y NULL (linear_fwd16, y16 given): only y16 is written;
+     *   - x NULL (both ops): x16 is read instead; needs K % 8 == 0 (a padded
+     *     mirror is filled from x, so then x is needed);
+     *   - dy NULL (linear_bwd16): dy16 is read; needs relu == 0 and dbias ==
+     *     NULL (nothing to mask in place);
+     *   - dx NULL with dx16 given (linear_bwd16): only dx16 is written (with
+     *     relu_in: masked, and dbias_x formed, from it).
+     *   So a model keeps hidden activations and their gradients in 16 bits
+     *   only, and the GEMMs store 16-bit results themselves. */
     int (*linear_fwd16)(struct dev *d, dev_stream *s, const float *x, uint16_t *x16,
                         const float *w, const uint16_t *w16, const float *bias, float *y,
                         uint16_t *y16, int B, int K, int N, int relu, dtype_t rt, plumb_err *e);

@@ -25,7 +25,8 @@ __device__ static inline float tr_round(float x, int rt)
 /* Per-device workspace that grows on demand (the old one is released after a
  * device synchronize, so growth costs a sync once; steady state never
  * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers,
- * slot 2: linear layers' padded copies (rows of K % 4 != 0 floats). */
+ * slot 2: linear layers' padded copies (rows of K % 4 != 0 floats), slot 3:
+ * the 16-bit linear ops' fp32 stand-ins for tensors given only as mirrors. */
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 
 /* PLUMB_TRAIN_PROF=1: every train op (and the parts of the big ones) is

@@ -156,6 +156,75 @@ __global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, fl
     }
 }
 
+/* 16-bit storage ("mirror only", linear_fwd16/bwd16 with the fp32 tensor
+ * NULL): the value of a 16-bit element, and one load of it as a float. */
+__device__ static inline float from16(uint16_t h, int t16) { return t16 == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
+__device__ static inline float ldv(const float *p, size_t i, int) { return p[i]; }
+__device__ static inline float ldv(const uint16_t *p, size_t i, int t16) { return from16(p[i], t16); }
+
+/* The same chunked pass for any mix of element types: S the source, M the
+ * mask (the ReLU output, its sign is all that is read; NULL: no mask). The
+ * values are rounded to rt (a 16-bit source is already rounded: no-op),
+ * stored to dst (fp32, may be NULL) and/or dst16 [B, N], summed into part. */
+template <typename S, typename M>
+__global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, float *dst, uint16_t *dst16, int B,
+                                int N, int rt, float *part, int rows, int t16)
+{
+    int c = blockIdx.y;
+    int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+#pragma unroll 4
+        for (int b = b0; b < b1; b++) {
+            float g = tr_round(ldv(src, (size_t)b * lds + n, t16), rt);
+            if (mask) g = ldv(mask, (size_t)b * ldm + n, t16) > 0.0f ? g : 0.0f;
+            if (dst) dst[(size_t)b * N + n] = g;
+            if (dst16) dst16[(size_t)b * N + n] = to16v(g, t16);
+            s = s + g;
+        }
+        if (part) part[(size_t)c * N + n] = s;
+    }
+}
+
+/* All 16-bit (source, mask, destination): eight columns per thread, one
+ * 16-byte load of each per row; each column's chain as above. A masked
+ * element becomes +0 (what to16v(0.0f) stores). In place allowed. */
+__global__ void k_mask16_colsum8(const uint16_t *src, int lds, const uint16_t *mask, int ldm, uint16_t *dst, int B,
+                                 int N, float *part, int rows, int t16)
+{
+    int c = blockIdx.y;
+    int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
+    const int N8 = N / 8;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N8; q += gridDim.x * blockDim.x) {
+        float s[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) s[j] = 0.0f;
+#pragma unroll 4
+        for (int b = b0; b < b1; b++) {
+            uint4 v = reinterpret_cast<const uint4 *>(src + (size_t)b * lds)[q];
+            uint4 mk = mask ? reinterpret_cast<const uint4 *>(mask + (size_t)b * ldm)[q] : make_uint4(0, 0, 0, 0);
+            uint32_t w[4] = {v.x, v.y, v.z, v.w}, mw[4] = {mk.x, mk.y, mk.z, mk.w};
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                uint32_t lo = w[h] & 0xffffu, hi = w[h] >> 16;
+                if (mask) {
+                    if (!(from16((uint16_t)(mw[h] & 0xffffu), t16) > 0.0f)) lo = 0;
+                    if (!(from16((uint16_t)(mw[h] >> 16), t16) > 0.0f)) hi = 0;
+                }
+                s[2 * h] = s[2 * h] + from16((uint16_t)lo, t16);
+                s[2 * h + 1] = s[2 * h + 1] + from16((uint16_t)hi, t16);
+                w[h] = lo | (hi << 16);
+            }
+            reinterpret_cast<uint4 *>(dst + (size_t)b * N)[q] = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+        if (part) {
+            float4 *pp = reinterpret_cast<float4 *>(part + (size_t)c * N + (size_t)q * 8);
+            pp[0] = make_float4(s[0], s[1], s[2], s[3]);
+            pp[1] = make_float4(s[4], s[5], s[6], s[7]);
+        }
+    }
+}
+
 /* db[n] = the nc chunk sums of column n: lane L adds chunks L, L+W, ... in
  * ascending order, then the lanes' sums meet in the warp's fixed butterfly
  * (deterministic: the shape depends only on nc and the warp width). One warp
@@ -209,6 +278,76 @@ static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, i
                        int B, int N, int rt, float *dbias, plumb_err *e)
 {
     return mask_colsum16(d, st, src, lds, mask, dst, B, N, rt, dbias, NULL, DT_BF16, e);
+}
+
+/* mask_colsum16 for any mix of storage: src fp32 or 16-bit (src16), mask
+ * fp32 or 16-bit (mask16, row stride ldm) or none, destinations dst (fp32,
+ * may be NULL) and dst16 [B, N]. Same chunks, so the same dbias bits as
+ * mask_colsum16 for the same values. */
+static int mask_colsum_any(struct dev *d, struct dev_stream *st, const float *src, const uint16_t *src16, int lds,
+                           const float *mask, const uint16_t *mask16, int ldm, float *dst, uint16_t *dst16, int B,
+                           int N, int rt, float *dbias, plumb_err *e)
+{
+    int rows = CS_ROWS;
+    if ((B + rows - 1) / rows > 65535) rows = (B + 65534) / 65535;
+    int nc = (B + rows - 1) / rows, rc;
+    float *part = NULL;
+    if (dbias) {
+        void *ws;
+        if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
+        part = (float *)ws;
+    }
+    const int t16 = rt == DT_F16 ? DT_F16 : DT_BF16;
+    const int vec8 = src16 && !dst && !mask && !mask16 && N % 8 == 0 && lds % 8 == 0 && !((uintptr_t)src16 % 16) && !((uintptr_t)dst16 % 16) &&
+                     !((uintptr_t)part % 16);
+    const int vec8m = src16 && !dst && mask16 && N % 8 == 0 && lds % 8 == 0 && ldm % 8 == 0 && !((uintptr_t)src16 % 16) &&
+                      !((uintptr_t)mask16 % 16) && !((uintptr_t)dst16 % 16) && !((uintptr_t)part % 16);
+    if (vec8 || vec8m) {
+        const int tpb = 64;
+        dim3 grd((unsigned)((N / 8 + tpb - 1) / tpb), (unsigned)nc);
+        k_mask16_colsum8<<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst16, B, N, part, rows, t16);
+    } else {
+        const int tpb = 128;
+        dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
+        if (src16 && mask16)
+            k_mask_colsum_t<uint16_t, uint16_t><<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst, dst16, B, N, rt,
+                                                                         part, rows, t16);
+        else if (src16)
+            k_mask_colsum_t<uint16_t, float><<<grd, tpb, 0, st->s>>>(src16, lds, mask, ldm, dst, dst16, B, N, rt, part,
+                                                                      rows, t16);
+        else if (mask16)
+            k_mask_colsum_t<float, uint16_t><<<grd, tpb, 0, st->s>>>(src, lds, mask16, ldm, dst, dst16, B, N, rt, part,
+                                                                      rows, t16);
+        else
+            k_mask_colsum_t<float, float><<<grd, tpb, 0, st->s>>>(src, lds, mask, ldm, dst, dst16, B, N, rt, part, rows,
+                                                                   t16);
+    }
+    GPU_CHECK_LAUNCH(d, "k_mask_colsum16", e);
+    if (dbias) {
+        const int wpb = 128 / PLUMB_WARP;
+        k_colsum_final<<<(N + wpb - 1) / wpb, 128, 0, st->s>>>(part, nc, N, dbias);
+        GPU_CHECK_LAUNCH(d, "k_colsum_final", e);
+    }
+    return PLUMB_OK;
+}
+
+/* x[r, 0:K) = the values of x16[r, 0:K) (row stride ld): a 16-bit tensor
+ * widened to fp32 (exact), for the fp32-operand path */
+__global__ void k_from16(const uint16_t *x16, size_t R, int K, int ld, float *x, int t16)
+{
+    size_t tot = R * (size_t)K;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / (size_t)K;
+        x[i] = from16(x16[r * ld + (i - r * (size_t)K)], t16);
+    }
+}
+
+static int widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t R, int K, int ld, float *x, int rt,
+                   plumb_err *e)
+{
+    k_from16<<<gpu_grid(R * (size_t)K, 256), 256, 0, st->s>>>(x16, R, K, ld, x, rt == DT_F16 ? DT_F16 : DT_BF16);
+    GPU_CHECK_LAUNCH(d, "k_from16", e);
+    return PLUMB_OK;
 }
 
 /* y = round(relu(y + bias)) in place, [B, N] */
@@ -369,7 +508,7 @@ static int gemm_rm(struct dev *d, struct dev_stream *st, int m, int n, int k, in
 enum { EPI_NONE = 0, EPI_BIAS = 1, EPI_RELU_BIAS = 2, EPI_RELU = 3 };
 
 struct lt_key {
-    int ta, tb, m, n, k, lda, ldb, ldc, compute, abtype, epi, align, batch, pad_;
+    int ta, tb, m, n, k, lda, ldb, ldc, compute, abtype, epi, align, batch, ctype; /* ctype: C/D's cudaDataType */
     long long sa, sb, sc; /* strided-batch offsets (elements) when batch > 1 */
 };
 struct lt_plan {
@@ -456,13 +595,13 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi))
         return;
     if (k->epi == EPI_BIAS || k->epi == EPI_RELU_BIAS) {
-        cudaDataType_t bt = CUDA_R_32F;
+        cudaDataType_t bt = CUDA_R_32F; /* fp32 bias, also under a 16-bit D */
         if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)) return;
     }
     /* column-major: A is (ta ? k x m : m x k), B is (tb ? n x k : k x n) */
     if (cublasLtMatrixLayoutCreate(&p->la, at, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda) ||
         cublasLtMatrixLayoutCreate(&p->lb, at, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb) ||
-        cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc))
+        cublasLtMatrixLayoutCreate(&p->lc, (cudaDataType_t)k->ctype, k->m, k->n, k->ldc))
         return;
     if (k->batch > 1) {
         int32_t bc = k->batch;
@@ -498,9 +637,9 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan
 
 /* Column-major C[m,n] = op(A) op(B) (+ epilogue). Returns PLUMB_EUNSUPPORTED
  * (no message) when cuBLASLt has no algorithm: the caller falls back. */
-static int lt_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
-                   const void *Bm, int ldb, float *C, int ldc, int rt, int abtype16, int epi, const float *bias,
-                   int batch, long long sa, long long sb, long long sc, plumb_err *e)
+static int lt_gemm_c(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
+                     const void *Bm, int ldb, void *C, int ldc, int rt, int abtype16, int c16, int epi,
+                     const float *bias, int batch, long long sa, long long sb, long long sc, plumb_err *e)
 {
     pthread_mutex_lock(&g_lt_lock);
     struct lt_state *s = lt_of(d, e);
@@ -512,6 +651,9 @@ static int lt_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
     memset(&key, 0, sizeof key);
     key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
     key.lda = lda; key.ldb = ldb; key.ldc = ldc; key.epi = epi;
+    /* C/D in 16 bits (c16): the library rounds its fp32 result (after the
+     * epilogue) to rt on the store, which is the contract's rounding */
+    key.ctype = c16 ? (rt == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F) : CUDA_R_32F;
     key.batch = batch > 1 ? batch : 1;
     if (batch > 1) {
         key.sa = sa;
@@ -564,6 +706,14 @@ static int lt_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
         return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul m=%d n=%d k=%d failed: %s", d->label, m, n, k,
                        cublasLtGetStatusString(rs));
     return PLUMB_OK;
+}
+
+/* lt_gemm_c with an fp32 C/D */
+static int lt_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
+                   const void *Bm, int ldb, float *C, int ldc, int rt, int abtype16, int epi, const float *bias,
+                   int batch, long long sa, long long sb, long long sc, plumb_err *e)
+{
+    return lt_gemm_c(d, st, ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, rt, abtype16, 0, epi, bias, batch, sa, sb, sc, e);
 }
 
 static int use_convert(void)
@@ -828,6 +978,7 @@ int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16
                     dtype_t rt, plumb_err *e)
 {
     int rc;
+    void *ws;
 #if !defined(PLUMB_HIP)
     if (d->numerics == NUMERICS_GOLDEN) goto plain; /* golden: the definition's kernels */
     {
@@ -835,22 +986,46 @@ int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16
     /* x: the caller's mirror; or, padded, made here (into the caller's
      * padded mirror when given, which the backward then reads) */
     const int mkx = pad || !x16, mkw = pad || !w16;
-    void *ws;
     size_t ox = 0, ow = al256(mkx && !x16 ? (size_t)B * Ka * 2 : 0);
     if ((rc = tws_get(d, 2, ow + (size_t)N * Ka * 2, &ws, e))) return rc;
     uint16_t *xa = x16 ? x16 : (uint16_t *)((char *)ws + ox), *wa = (uint16_t *)w16;
     if (mkx && (rc = pad16(d, st, x, (size_t)B, K, Ka, xa, (int)rt, e))) return rc;
     if (mkw && (rc = pad16(d, st, w, (size_t)N, K, Ka, wa = (uint16_t *)((char *)ws + ow), (int)rt, e))) return rc;
     int epi = bias ? (relu ? EPI_RELU_BIAS : EPI_BIAS) : (relu ? EPI_RELU : EPI_NONE);
-    rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
-    if (rc == PLUMB_OK) return round16(d, st, y, y16, (size_t)B * N, (int)rt, e);
-    if (rc != PLUMB_EUNSUPPORTED) return rc;
+    if (!y) {
+        /* mirror only: the GEMM stores y in 16 bits itself (rounded after
+         * bias and ReLU), no fp32 copy and no rounding pass */
+        rc = lt_gemm_c(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y16, N, (int)rt, 1, 1, epi, bias, 1, 0, 0, 0, e);
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+        void *w3; /* no 16-bit store for this shape: fp32 into a stand-in, then the mirror */
+        if ((rc = tws_get(d, 3, (size_t)B * N * sizeof(float), &w3, e))) return rc;
+        rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, (float *)w3, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
+        if (rc == PLUMB_OK) return round16(d, st, (float *)w3, y16, (size_t)B * N, (int)rt, e);
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    } else {
+        rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
+        if (rc == PLUMB_OK) return round16(d, st, y, y16, (size_t)B * N, (int)rt, e);
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
     }
 plain:
 #endif
-    /* golden, or no 16-bit algorithm: the fp32-operand path, then the mirror */
-    if ((rc = tr_linear_fwd(d, st, x, w, bias, y, B, K, N, relu, rt, e))) return rc;
-    return y16 ? round16(d, st, y, y16, (size_t)B * N, (int)rt, e) : PLUMB_OK;
+    /* golden, or no 16-bit algorithm: the fp32-operand path, then the
+     * mirror; fp32 stand-ins (workspace slot 3) for tensors given only as
+     * mirrors (x NULL: x16 is [B, K]) */
+    {
+    const float *xf = x;
+    float *yf = y;
+    const size_t ox = al256(x ? 0 : (size_t)B * K * sizeof(float));
+    if (!x || !y) {
+        if ((rc = tws_get(d, 3, ox + (y ? 0 : (size_t)B * N * sizeof(float)), &ws, e))) return rc;
+        if (!x && (rc = widen16(d, st, x16, (size_t)B, K, K, (float *)ws, (int)rt, e))) return rc;
+        if (!x) xf = (const float *)ws;
+        if (!y) yf = (float *)((char *)ws + ox);
+    }
+    if ((rc = tr_linear_fwd(d, st, xf, w, bias, yf, B, K, N, relu, rt, e))) return rc;
+    return y16 ? round16(d, st, yf, y16, (size_t)B * N, (int)rt, e) : PLUMB_OK;
+    }
 }
 
 int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const float *w,
@@ -859,17 +1034,20 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
                     plumb_err *e)
 {
     int rc;
+    void *ws;
 #if !defined(PLUMB_HIP)
     if (d->numerics == NUMERICS_GOLDEN) goto plain; /* golden: the definition's kernels */
     {
     const int pad = K % 8 != 0, Ka = pad ? pad8(K) : K;
     const size_t BN = (size_t)B * N;
-    /* workspace 2: dy16 | w16 padded | x16 padded | dxp (fp32, padded dx) */
+    /* workspace 2: dy16 | w16 padded | x16 padded | dxp (padded dx: fp32,
+     * or 16-bit when only the mirror is wanted) */
     /* x16: padded (K % 8 != 0) it is the one the forward filled */
-    const int mkdy = relu || dbias || !dy16, mkw = dx && (pad || !w16), mkx = !x16;
+    const int want_dx = dx || dx16;
+    const int mkdy = relu || dbias || !dy16, mkw = want_dx && (pad || !w16), mkx = !x16;
     size_t o_dy = 0, o_w = al256(mkdy ? BN * 2 : 0), o_x = o_w + al256(mkw ? (size_t)N * Ka * 2 : 0);
-    size_t o_dx = o_x + al256(mkx ? (size_t)B * Ka * 2 : 0), tot = o_dx + (dx && pad ? (size_t)B * Ka * 4 : 0);
-    void *ws;
+    size_t o_dx = o_x + al256(mkx ? (size_t)B * Ka * 2 : 0);
+    size_t tot = o_dx + (pad && want_dx ? (size_t)B * Ka * (dx ? 4 : 2) : 0);
     if ((rc = tws_get(d, 2, tot, &ws, e))) return rc;
     char *w2 = (char *)ws;
     uint16_t *dya = (uint16_t *)dy16, *wa = (uint16_t *)w16, *xa = (uint16_t *)x16;
@@ -884,6 +1062,7 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
     }
     if (mkw && (rc = pad16(d, st, w, (size_t)N, K, Ka, wa = (uint16_t *)(w2 + o_w), (int)rt, e))) return rc;
     if (mkx && (rc = pad16(d, st, x, (size_t)B, K, Ka, xa = (uint16_t *)(w2 + o_x), (int)rt, e))) return rc;
+    /* xa [B, Ka] is x's exact 16-bit copy: the relu_in mask reads its sign */
     int ok = 1;
     if (dx) {
         /* dx^T [Ka x B] = (w16 viewed Ka x N) (dy16 viewed N x B) */
@@ -891,7 +1070,10 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
         float *c = pad ? (float *)(w2 + o_dx) : dx;
         rc = lt_gemm(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c, Ka, (int)rt, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
         if (rc == PLUMB_OK) {
-            if (relu_in) rc = mask_colsum16(d, st, c, Ka, x, dx, B, K, (int)rt, dbias_x, dx16, (int)rt, e);
+            if (relu_in && x)
+                rc = mask_colsum16(d, st, c, Ka, x, dx, B, K, (int)rt, dbias_x, dx16, (int)rt, e);
+            else if (relu_in) /* x given as its mirror only */
+                rc = mask_colsum_any(d, st, c, NULL, Ka, NULL, xa, Ka, dx, dx16, B, K, (int)rt, dbias_x, e);
             else if (pad && (rc = unpad_round(d, st, c, (size_t)B, K, Ka, dx, (int)rt, e)) == PLUMB_OK)
                 rc = dx16 ? round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
             else if (!pad)
@@ -899,6 +1081,30 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
             if (rc) return rc;
         } else if (rc == PLUMB_EUNSUPPORTED) {
             ok = 0;
+        } else {
+            return rc;
+        }
+    } else if (dx16) {
+        /* mirror only: the GEMM stores dx in 16 bits (rounded on the store);
+         * the relu_in mask + dbias then run over 16-bit data in place */
+        tprof_scope pdx(st, TP_LBWD_DX);
+        uint16_t *c = pad ? (uint16_t *)(w2 + o_dx) : dx16;
+        rc = lt_gemm_c(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c, Ka, (int)rt, 1, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
+        if (rc == PLUMB_OK) {
+            if (relu_in || pad)
+                rc = mask_colsum_any(d, st, NULL, c, Ka, NULL, relu_in ? xa : NULL, Ka, NULL, dx16, B, K, (int)rt,
+                                     relu_in ? dbias_x : NULL, e);
+            if (rc) return rc;
+        } else if (rc == PLUMB_EUNSUPPORTED) {
+            void *w3; /* no 16-bit store for this shape: fp32 into a stand-in */
+            if ((rc = tws_get(d, 3, (size_t)B * Ka * sizeof(float), &w3, e))) return rc;
+            float *c32 = (float *)w3;
+            rc = lt_gemm(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c32, Ka, (int)rt, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
+            if (rc == PLUMB_OK)
+                rc = mask_colsum_any(d, st, c32, NULL, Ka, NULL, relu_in ? xa : NULL, Ka, NULL, dx16, B, K, (int)rt,
+                                     relu_in ? dbias_x : NULL, e);
+            if (rc == PLUMB_EUNSUPPORTED) ok = 0;
+            else if (rc) return rc;
         } else {
             return rc;
         }
@@ -926,9 +1132,25 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
     }
     }
 plain:
-    /* golden, or no 16-bit algorithm: the fp32 path (dy may be masked
-     * already: masking again changes nothing; dbias is formed again) */
 #endif
-    if ((rc = tr_linear_bwd(d, st, x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, relu_in, dbias_x, e))) return rc;
-    return dx && dx16 ? round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
+    /* golden, or no 16-bit algorithm: the fp32 path (dy may be masked
+     * already: masking again changes nothing; dbias is formed again), with
+     * fp32 stand-ins (workspace slot 3) for tensors given only as mirrors
+     * (x NULL: x16 is [B, K]; dy NULL: dy16 [B, N]; dx NULL: dx16 wanted) */
+    {
+    const float *xf = x;
+    float *dyf = dy, *dxf = dx;
+    const size_t ox = al256(x ? 0 : (size_t)B * K * sizeof(float));
+    const size_t ody = ox + al256(dy ? 0 : (size_t)B * N * sizeof(float));
+    if (!x || !dy || (!dx && dx16)) {
+        if ((rc = tws_get(d, 3, ody + (!dx && dx16 ? (size_t)B * K * sizeof(float) : 0), &ws, e))) return rc;
+        if (!x && (rc = widen16(d, st, x16, (size_t)B, K, K, (float *)ws, (int)rt, e))) return rc;
+        if (!dy && (rc = widen16(d, st, dy16, (size_t)B, N, N, (float *)((char *)ws + ox), (int)rt, e))) return rc;
+        if (!x) xf = (const float *)ws;
+        if (!dy) dyf = (float *)((char *)ws + ox);
+        if (!dx && dx16) dxf = (float *)((char *)ws + ody);
+    }
+    if ((rc = tr_linear_bwd(d, st, xf, w, y, dyf, dxf, dw, dbias, B, K, N, relu, rt, relu_in, dbias_x, e))) return rc;
+    return dxf && dx16 ? round16(d, st, dxf, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
+    }
 }

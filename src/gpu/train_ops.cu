@@ -20,8 +20,8 @@
 
 struct tws_slot {
     struct dev *d;
-    void *p[3];
-    size_t bytes[3];
+    void *p[4];
+    size_t bytes[4];
 };
 #define TWS_DEVS 64
 static struct tws_slot g_tws[TWS_DEVS];
@@ -181,7 +181,10 @@ static int g_linear_fwd16(struct dev *d, dev_stream *s, const float *x, uint16_t
                           const uint16_t *w16, const float *bias, float *y, uint16_t *y16, int B, int K, int N,
                           int relu, dtype_t rt, plumb_err *e)
 {
-    NEED(x && w && y, "%s: linear_fwd16: NULL x, w or y", d->label);
+    NEED(w && (y || y16), "%s: linear_fwd16: NULL w, or both y and y16", d->label);
+    NEED(x || (x16 && K % 8 == 0),
+         "%s: linear_fwd16: x NULL needs its mirror x16 and K %% 8 == 0 (K=%d: a padded mirror is filled from x)",
+         d->label, K);
     NEED(B > 0 && K > 0 && N > 0, "%s: linear_fwd16: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
     NEED(rt == DT_BF16 || rt == DT_F16, "%s: linear_fwd16: rounding type %d is not bf16 or fp16", d->label, (int)rt);
     ENTER();
@@ -194,9 +197,12 @@ static int g_linear_bwd16(struct dev *d, dev_stream *s, const float *x, const ui
                           uint16_t *dx16, float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt,
                           int relu_in, float *dbias_x, plumb_err *e)
 {
-    NEED(x && w && dy && dw, "%s: linear_bwd16: NULL x, w, dy or dw", d->label);
+    NEED(w && dw, "%s: linear_bwd16: NULL w or dw", d->label);
+    NEED(x || (x16 && K % 8 == 0), "%s: linear_bwd16: x NULL needs its mirror x16 and K %% 8 == 0 (K=%d)", d->label, K);
+    NEED(dy || (dy16 && !relu && !dbias),
+         "%s: linear_bwd16: dy NULL needs its mirror dy16, relu 0 and dbias NULL (dy is masked in place)", d->label);
     NEED(!relu || y, "%s: linear_bwd16: relu needs the forward output y", d->label);
-    NEED(!relu_in || dx, "%s: linear_bwd16: relu_in needs dx", d->label);
+    NEED(!relu_in || dx || dx16, "%s: linear_bwd16: relu_in needs dx or dx16", d->label);
     NEED(B > 0 && K > 0 && N > 0, "%s: linear_bwd16: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
     NEED(rt == DT_BF16 || rt == DT_F16, "%s: linear_bwd16: rounding type %d is not bf16 or fp16", d->label, (int)rt);
     ENTER();

@@ -264,9 +264,9 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
         /* l = 0: the padded mirrors of the dense input and the interaction
          * (rows of K rounded up to 8; filled by the forward, read by the backward) */
         for (int l = 0; l < c->n_bottom && !rc; l++)
-            rc = zalloc(m, (void **)&m->act16_b[l], MB * (size_t)(l ? c->bottom[l] : (c->bottom[0] + 7) / 8 * 8) * hs, e);
+            rc = zalloc(m, (void **)&m->act16_b[l], MB * (size_t)((c->bottom[l] + 7) / 8 * 8) * hs, e);
         for (int l = 0; l < c->n_top && !rc; l++)
-            rc = zalloc(m, (void **)&m->act16_t[l], MB * (size_t)(l ? c->top[l] : (m->inter_w + 7) / 8 * 8) * hs, e);
+            rc = zalloc(m, (void **)&m->act16_t[l], MB * (size_t)((c->top[l] + 7) / 8 * 8) * hs, e);
         for (int k = 0; k < 2 && !rc; k++) rc = zalloc(m, (void **)&m->g16[k], MB * maxw * hs, e);
         if (!rc) rc = zalloc(m, (void **)&m->w16, m->n_dense * hs, e);
         m->has16 = !rc;
@@ -433,11 +433,16 @@ int ctr_check_batch(const struct ctr_model *m, const struct ctr_batch *b, plumb_
 /* upload + forward to logits (act_t[n_top], [B, 1]) */
 static int forward_compute(struct ctr_model *m, int B, plumb_err *e);
 
-/* The mirror of layer l's input: hidden layers' are written by the layer
- * below; the first layer's input (dense features, the interaction) has a
- * padded mirror the op fills, which only exists as such when its width is
- * not a multiple of 8 (else the op makes its own copy: NULL). */
+/* With 16-bit operands, a hidden activation of a width that is a multiple
+ * of 8 lives in 16 bits only ("mirror only", train_ops.h): the layer below
+ * stores just its mirror, the backward reads just the mirror, and its
+ * gradient is 16-bit only too. Other widths keep the fp32 tensor, and the
+ * mirror buffer (allocated padded) is then the padded copy the op fills
+ * from it. The first layer's input (dense features, the interaction) is
+ * fp32; its padded mirror only exists as such when its width is not a
+ * multiple of 8 (else the op makes its own copy: NULL). */
 static uint16_t *x16_of(uint16_t *mirror, int l, int width) { return l || width % 8 ? mirror : NULL; }
+static int only16(int l, int width) { return l && width % 8 == 0; }
 
 /* the 16-bit operand path: mirrors allocated and the device in fast mode */
 static int use16(const struct ctr_model *m) { return m->has16 && m->d->numerics == NUMERICS_FAST; }
@@ -496,12 +501,13 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     if (rc) return err_set(e, rc, "ctr: casting the weights to %s on %s failed", dtype_name(m->prec), d->label);
     int ti = 0;
     for (int l = 0; l < c->n_bottom && !rc; l++, ti += 2) {
-        if (m16)
-            rc = T->linear_fwd16(d, NULL, m->act_b[l], x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset,
-                                 W16 + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1],
-                                 l + 1 < c->n_bottom ? m->act16_b[l + 1] : NULL, B, /* the last feeds the interaction */
-                                 c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
-        else
+        if (m16) { /* the last layer's output feeds the interaction in fp32 */
+            const int y16 = l + 1 < c->n_bottom && only16(l + 1, c->bottom[l + 1]);
+            rc = T->linear_fwd16(d, NULL, only16(l, c->bottom[l]) ? NULL : m->act_b[l],
+                                 x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset, W16 + m->t[ti].offset,
+                                 W + m->t[ti + 1].offset, y16 ? NULL : m->act_b[l + 1], y16 ? m->act16_b[l + 1] : NULL,
+                                 B, c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
+        } else
             rc = T->linear_fwd(d, NULL, m->act_b[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_b[l + 1], B,
                                c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
     }
@@ -517,12 +523,13 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
             rc = T->interact_fwd(d, NULL, m->act_b[c->n_bottom], m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
     }
     for (int l = 0; l < c->n_top && !rc; l++, ti += 2) {
-        if (m16) /* act_t[0] (the interaction) has no mirror: the op makes its padded copy */
-            rc = T->linear_fwd16(d, NULL, m->act_t[l], x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset,
-                                 W16 + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1],
-                                 l + 1 < c->n_top ? m->act16_t[l + 1] : NULL, B, c->top[l], c->top[l + 1],
-                                 l < c->n_top - 1, m->prec, e);
-        else
+        if (m16) { /* the logits are fp32 */
+            const int y16 = l + 1 < c->n_top && only16(l + 1, c->top[l + 1]);
+            rc = T->linear_fwd16(d, NULL, only16(l, c->top[l]) ? NULL : m->act_t[l], x16_of(m->act16_t[l], l, m->inter_w),
+                                 W + m->t[ti].offset, W16 + m->t[ti].offset, W + m->t[ti + 1].offset,
+                                 y16 ? NULL : m->act_t[l + 1], y16 ? m->act16_t[l + 1] : NULL, B, c->top[l],
+                                 c->top[l + 1], l < c->n_top - 1, m->prec, e);
+        } else
             rc = T->linear_fwd(d, NULL, m->act_t[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1], B,
                                c->top[l], c->top[l + 1], l < c->n_top - 1, m->prec, e);
     }
@@ -590,14 +597,17 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     const int m16 = use16(m);
     const uint16_t *W16 = m->w16;
     uint16_t *cur16 = m->g16[0], *nxt16 = m->g16[1];
+    int cur32 = 1; /* cur (fp32) holds the gradient; else only cur16 does */
     for (int l = c->n_top - 1; l >= 0 && !rc; l--, ti -= 2) {
         const int relu = l < c->n_top - 1 && !pre, fuse = (m16 || T->linear_bwd_relu_in) && l >= 1;
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
-        if (m16)
-            rc = T->linear_bwd16(d, NULL, m->act_t[l], x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset,
-                                 W16 + m->t[ti].offset, m->act_t[l + 1], cur, pre ? cur16 : NULL, nxt,
-                                 fuse ? nxt16 : NULL, m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu,
-                                 m->prec, fuse, fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
+        if (m16) /* the gradient of a 16-bit-only activation is 16-bit only (cur32 = 0) */
+            rc = T->linear_bwd16(d, NULL, only16(l, c->top[l]) ? NULL : m->act_t[l],
+                                 x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset, W16 + m->t[ti].offset,
+                                 relu ? m->act_t[l + 1] : NULL, cur32 ? cur : NULL, pre ? cur16 : NULL,
+                                 fuse && only16(l, c->top[l]) ? NULL : nxt, fuse ? nxt16 : NULL,
+                                 m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, fuse,
+                                 fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
         else if (fuse) /* act_t[l], l >= 1, is the output of ReLU layer l-1 */
             rc = T->linear_bwd_relu_in(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
                                        m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec,
@@ -607,21 +617,24 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
                                m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top - 1 - l, ti, e);
         pre = fuse;
+        cur32 = !(m16 && fuse && only16(l, c->top[l]));
         swap_grads(&cur, &nxt, &cur16, &nxt16);
     }
     /* cur: d interaction output [B, inter_w] -> d bottom output (nxt), d emb */
     if (!rc) rc = T->interact_bwd(d, NULL, m->act_b[c->n_bottom], m->emb, cur, nxt, m->demb, B, CTR_N_TABLES, D, m->prec, e);
     swap_grads(&cur, &nxt, &cur16, &nxt16);
     pre = 0;
+    cur32 = 1;
     for (int l = c->n_bottom - 1; l >= 0 && !rc; l--, ti -= 2) {
         const int fuse = (m16 || T->linear_bwd_relu_in) && l >= 1; /* act_b[l], l >= 1: a ReLU output */
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
-        if (m16)
-            rc = T->linear_bwd16(d, NULL, m->act_b[l], x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset,
-                                 W16 + m->t[ti].offset, m->act_b[l + 1], cur, pre ? cur16 : NULL, l > 0 ? nxt : NULL,
-                                 fuse ? nxt16 : NULL, m->grads + m->t[ti].offset, db, B, c->bottom[l],
-                                 c->bottom[l + 1], !pre, m->prec, fuse, fuse ? m->grads + m->t[ti - 1].offset : NULL,
-                                 e);
+        if (m16) /* !pre: the last layer, its y (fp32, it feeds the interaction) read for the ReLU mask */
+            rc = T->linear_bwd16(d, NULL, only16(l, c->bottom[l]) ? NULL : m->act_b[l],
+                                 x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset, W16 + m->t[ti].offset,
+                                 pre ? NULL : m->act_b[l + 1], cur32 ? cur : NULL, pre ? cur16 : NULL,
+                                 fuse && !only16(l, c->bottom[l]) ? nxt : NULL, fuse ? nxt16 : NULL,
+                                 m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre, m->prec, fuse,
+                                 fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
         else if (fuse)
             rc = T->linear_bwd_relu_in(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, nxt,
                                        m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre,
@@ -631,6 +644,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
                                m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top + c->n_bottom - 1 - l, ti, e);
         pre = fuse;
+        cur32 = !(m16 && fuse && only16(l, c->bottom[l]));
         swap_grads(&cur, &nxt, &cur16, &nxt16);
     }
     /* sparse gradient: the list (rows, rgrads), or applied to the table at once */
