@@ -301,7 +301,6 @@ static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt
     }
     plumb_err e = {0};
     const double tol = mode == NUMERICS_GOLDEN ? 0 : 3e-2;
-    const int padk = K % 8 != 0;
     const size_t Kp = (size_t)(K + 7) / 8 * 8, BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K;
     float *x = rnd_f(BK, -1, 1), *w = rnd_f(NK, -0.5, 0.5), *bias = rnd_f(N, -0.3, 0.3), *dy = rnd_f(BN, -1, 1);
     for (size_t i = 0; i < BK; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* a ReLU output */
@@ -313,26 +312,33 @@ static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt
     for (size_t i = 0; i < BK; i++) x16h[i] = rt == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
     for (size_t i = 0; i < BN; i++) dy16h[i] = rt == DT_BF16 ? f32_to_bf16(dy[i]) : f32_to_f16(dy[i]);
     float *gx = up(p.g, x, BK * 4), *gw = up(p.g, w, NK * 4), *gb = up(p.g, bias, N * 4), *gdy = up(p.g, dy, BN * 4);
-    /* x16: the mirror of x, or (K % 8) the padded mirror the forward fills */
-    uint16_t *gx16 = padk ? up(p.g, NULL, (size_t)B * Kp * 2) : up(p.g, x16h, BK * 2), *gdy16 = up(p.g, dy16h, BN * 2);
+    /* x16: x's padded mirror [B, Kp] (zeros after K), as a layer below or
+     * the interaction fills it; dx16 alone is [B, Kp] too */
+    uint16_t *x16p = calloc((size_t)B * Kp, 2);
+    for (int b = 0; b < B; b++) memcpy(x16p + (size_t)b * Kp, x16h + (size_t)b * K, (size_t)K * 2);
+    uint16_t *gx16 = up(p.g, x16p, (size_t)B * Kp * 2), *gdy16 = up(p.g, dy16h, BN * 2);
     float *gy = up(p.g, NULL, BN * 4), *gdx = up(p.g, NULL, BK * 4), *gdw1 = up(p.g, NULL, NK * 4),
           *gdw2 = up(p.g, NULL, NK * 4), *gbx1 = up(p.g, NULL, K * 4), *gbx2 = up(p.g, NULL, K * 4);
-    uint16_t *gy16 = up(p.g, NULL, BN * 2), *gdx16 = up(p.g, NULL, BK * 2);
+    uint16_t *gy16 = up(p.g, NULL, BN * 2), *gdx16 = up(p.g, NULL, (size_t)B * Kp * 2);
     REQUIRE(gx && gw && gb && gdy && gx16 && gdy16 && gy && gdx && gdw1 && gdw2 && gbx1 && gbx2 && gy16 && gdx16);
+    /* a 16-bit store reads the bias in rt: the contract wants it rounded */
+    float *hb = down(p.g, gb, (size_t)N * 4);
+    REQUIRE(hb && C->round_fp32(p.c, NULL, hb, hb, (size_t)N, rt, &e) == 0 && dev_upload(p.g, gb, hb, (size_t)N * 4, &e) == 0);
+    free(hb);
     /* the fp32 calls */
     REQUIRE(G->linear_fwd(p.g, NULL, gx, gw, gb, gy, B, K, N, 1, rt, &e) == 0);
     REQUIRE(G->linear_bwd_relu_in(p.g, NULL, gx, gw, NULL, gdy, gdx, gdw1, NULL, B, K, N, 0, rt, gbx1, &e) == 0);
-    /* mirror only: y16 alone; x as its mirror (unless padded); dy16 alone; dx16 alone */
-    const float *xin = padk ? gx : NULL;
-    REQUIRE(G->linear_fwd16(p.g, NULL, xin, gx16, gw, NULL, gb, NULL, gy16, B, K, N, 1, rt, &e) == 0);
-    REQUIRE(G->linear_bwd16(p.g, NULL, xin, gx16, gw, NULL, NULL, NULL, gdy16, NULL, gdx16, gdw2, NULL, B, K, N, 0, rt,
+    /* mirror only: y16 alone; x as its padded mirror; dy16 alone; dx16 alone */
+    REQUIRE(G->linear_fwd16(p.g, NULL, NULL, gx16, gw, NULL, gb, NULL, gy16, B, K, N, 1, rt, &e) == 0);
+    REQUIRE(G->linear_bwd16(p.g, NULL, NULL, gx16, gw, NULL, NULL, NULL, gdy16, NULL, gdx16, gdw2, NULL, B, K, N, 0, rt,
                             1, gbx2, &e) == 0);
     char what[96];
     snprintf(what, sizeof what, "mirror only %s B%d K%d N%d %s", mode == NUMERICS_GOLDEN ? "golden" : "fast", B, K, N,
              dtype_name(rt));
     float *hy = down(p.g, gy, BN * 4), *hdx = down(p.g, gdx, BK * 4);
-    uint16_t *hy16 = down(p.g, gy16, BN * 2), *hdx16 = down(p.g, gdx16, BK * 2);
-    REQUIRE(hy && hdx && hy16 && hdx16);
+    uint16_t *hy16 = down(p.g, gy16, BN * 2), *hdxp = down(p.g, gdx16, (size_t)B * Kp * 2), *hdx16 = malloc(BK * 2);
+    REQUIRE(hy && hdx && hy16 && hdxp && hdx16);
+    for (int b = 0; b < B; b++) memcpy(hdx16 + (size_t)b * K, hdxp + (size_t)b * Kp, (size_t)K * 2);
     float *wy = malloc(BN * 4), *wdx = malloc(BK * 4);
     for (size_t i = 0; i < BN; i++) wy[i] = rt == DT_BF16 ? bf16_to_f32(hy16[i]) : f16_to_f32(hy16[i]);
     for (size_t i = 0; i < BK; i++) wdx[i] = rt == DT_BF16 ? bf16_to_f32(hdx16[i]) : f16_to_f32(hdx16[i]);
@@ -353,7 +359,7 @@ static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt
         free(hb);
     }
     g_floor = 1e-3;
-    free(hy), free(hdx), free(hy16), free(hdx16), free(wy), free(wdx), free(x16h), free(dy16h);
+    free(hy), free(hdx), free(hy16), free(hdx16), free(hdxp), free(wy), free(wdx), free(x16h), free(x16p), free(dy16h);
     void *all[] = {gx, gw, gb, gdy, gx16, gdy16, gy, gdx, gdw1, gdw2, gbx1, gbx2, gy16, gdx16};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
     free(x), free(w), free(bias), free(dy);
@@ -363,12 +369,12 @@ static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt
 TEST(gpu_train_linear_mirror_only)
 {
     mirror_only_case(NUMERICS_GOLDEN, 70, 24, 33, DT_BF16);
-    mirror_only_case(NUMERICS_GOLDEN, 45, 13, 20, DT_F16);  /* padded K: x given, its padded mirror filled */
+    mirror_only_case(NUMERICS_GOLDEN, 45, 13, 20, DT_F16);  /* padded K */
     mirror_only_case(NUMERICS_FAST, 4096, 512, 256, DT_BF16);
     mirror_only_case(NUMERICS_FAST, 4096, 64, 16, DT_BF16); /* the narrow bottom layers */
     mirror_only_case(NUMERICS_FAST, 1000, 96, 40, DT_F16);  /* B not a multiple of 64: a short last chunk */
     mirror_only_case(NUMERICS_FAST, 2048, 367, 512, DT_BF16);
-    mirror_only_case(NUMERICS_FAST, 512, 36, 20, DT_BF16);  /* K % 8 = 4: x given */
+    mirror_only_case(NUMERICS_FAST, 512, 36, 20, DT_BF16);  /* K % 8 = 4 */
 }
 
 TEST(gpu_train_linear_mirrors)
@@ -586,6 +592,48 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot, i
         free(h);
         dev_free(p.g, gemb2);
         dev_free(p.g, gint2);
+    }
+    if (G->embedding_interact_fwd16 && G->interact_bwd16) {
+        /* the interaction's 16-bit output (padded rows, zeros after W) and
+         * gradient: exactly the fp32 ops' values, at the model's stride and
+         * at a wider one */
+        for (int ld = (W + 7) / 8 * 8; ld <= (W + 7) / 8 * 8 + 2; ld += 2) {
+            const size_t n16 = (size_t)B * ld;
+            uint16_t *fill = malloc(n16 * 2), *d16 = malloc(n16 * 2);
+            float *doutr = malloc((size_t)B * W * 4), *dbot_r = malloc((size_t)B * D * 4),
+                  *demb_r = malloc((size_t)B * T * D * 4);
+            REQUIRE(fill && d16 && doutr && dbot_r && demb_r);
+            for (size_t i = 0; i < n16; i++) fill[i] = 0xffff; /* NaN: what must be overwritten or not read */
+            for (int b = 0; b < B; b++)
+                for (int q = 0; q < ld; q++)
+                    d16[(size_t)b * ld + q] = q < W ? f32_to_bf16(dout[(size_t)b * W + q]) : 0xffff;
+            for (size_t i = 0; i < (size_t)B * W; i++) doutr[i] = bf16_to_f32(f32_to_bf16(dout[i]));
+            REQUIRE(C->interact_bwd(p.c, NULL, bottom, emb_c, doutr, dbot_r, demb_r, B, T, D, rt, &e) == 0);
+            uint16_t *gi16 = up(p.g, fill, n16 * 2), *gd16 = up(p.g, d16, n16 * 2);
+            float *gemb3 = up(p.g, NULL, (size_t)B * T * D * 4), *gdbot3 = up(p.g, NULL, (size_t)B * D * 4),
+                  *gdemb3 = up(p.g, NULL, (size_t)B * T * D * 4);
+            REQUIRE(gi16 && gd16 && gemb3 && gdbot3 && gdemb3);
+            REQUIRE(G->embedding_interact_fwd16(p.g, NULL, gtable, goff, gidx, gbottom, gemb3, NULL, gi16, ld, B, T, D,
+                                                rt, &e) == 0);
+            REQUIRE(G->interact_bwd16(p.g, NULL, gbottom, gemb3, gd16, ld, gdbot3, gdemb3, B, T, D, rt, &e) == 0);
+            uint16_t *h16 = down(p.g, gi16, n16 * 2);
+            size_t bad = 0;
+            for (int b = 0; h16 && b < B; b++)
+                for (int q = 0; q < ld; q++)
+                    bad += h16[(size_t)b * ld + q] != (q < W ? f32_to_bf16(int_c[(size_t)b * W + q]) : 0);
+            CHECK_MSG(h16 && bad == 0, "embedding_interact_fwd16 ld %d: %zu of %zu 16-bit outputs differ", ld, bad, n16);
+            free(h16);
+            CHECK((h = down(p.g, gemb3, (size_t)B * T * D * 4)) && cmp_f("fwd16 emb", emb_c, h, (size_t)B * T * D, 0));
+            free(h);
+            CHECK((h = down(p.g, gdbot3, (size_t)B * D * 4)) && cmp_f("interact_bwd16 dbottom", dbot_r, h, (size_t)B * D, 0));
+            free(h);
+            CHECK((h = down(p.g, gdemb3, (size_t)B * T * D * 4)) &&
+                  cmp_f("interact_bwd16 demb", demb_r, h, (size_t)B * T * D, 0));
+            free(h);
+            void *g3[] = {gi16, gd16, gemb3, gdbot3, gdemb3};
+            for (size_t i = 0; i < sizeof g3 / sizeof g3[0]; i++) dev_free(p.g, g3[i]);
+            free(fill), free(d16), free(doutr), free(dbot_r), free(demb_r);
+        }
     }
     if (G->embedding_bwd_sgd) {
         const float lr = 0.37f;

@@ -279,13 +279,16 @@ struct train_ops {
      * Mirror only: a tensor may be given as its mirror alone, and is then
      *   neither read nor written in fp32 (the mirror holds the same values,
      *   so the results are those of the fp32 call):
-     *   - y NULL (linear_fwd16, y16 given): only y16 is written;
-     *   - x NULL (both ops): x16 is read instead; needs K % 8 == 0 (a padded
-     *     mirror is filled from x, so then x is needed);
+     *   - y NULL (linear_fwd16, y16 given): only y16 [B,N] is written; the
+     *     bias is then read in rt, so it must be rt-rounded (a model's
+     *     rounded weights are);
+     *   - x NULL (both ops): x16 is read instead, as [B, K rounded up to 8]
+     *     with zeros after K (the padded mirror, already filled);
      *   - dy NULL (linear_bwd16): dy16 is read; needs relu == 0 and dbias ==
      *     NULL (nothing to mask in place);
-     *   - dx NULL with dx16 given (linear_bwd16): only dx16 is written (with
-     *     relu_in: masked, and dbias_x formed, from it).
+     *   - dx NULL with dx16 given (linear_bwd16): only dx16 is written, as
+     *     [B, K rounded up to 8] (the columns after K hold nothing to read;
+     *     with relu_in: masked, and dbias_x formed, from it).
      *   So a model keeps hidden activations and their gradients in 16 bits
      *   only, and the GEMMs store 16-bit results themselves. */
     int (*linear_fwd16)(struct dev *d, dev_stream *s, const float *x, uint16_t *x16,
@@ -296,6 +299,23 @@ struct train_ops {
                         const uint16_t *dy16, float *dx, uint16_t *dx16, float *dw, float *dbias,
                         int B, int K, int N, int relu, dtype_t rt, int relu_in, float *dbias_x,
                         plumb_err *e);
+
+    /* The interaction with a 16-bit output / gradient (rt = DT_BF16 or
+     * DT_F16; results those of the fp32 ops, in both modes):
+     * embedding_interact_fwd16: embedding_interact_fwd, also writing out16
+     *   [B, ld16] (ld16 >= W = D + F(F-1)/2), the 16-bit values of out with
+     *   zeros after W: the padded mirror the top MLP's first linear_fwd16 /
+     *   bwd16 read as x16 (x NULL). out may be NULL (not written).
+     * interact_bwd16: interact_bwd with dout given as its 16-bit values
+     *   dout16 [B, ldo] (columns 0..W read), e.g. a mirror-only dx16 of
+     *   linear_bwd16 with ldo = W rounded up to 8. */
+    int (*embedding_interact_fwd16)(struct dev *d, dev_stream *s, const float *table,
+                                    const int64_t *off, const uint32_t *idx, const float *bottom,
+                                    float *emb, float *out, uint16_t *out16, int ld16, int B, int T,
+                                    int D, dtype_t rt, plumb_err *e);
+    int (*interact_bwd16)(struct dev *d, dev_stream *s, const float *bottom, const float *emb,
+                          const uint16_t *dout16, int ldo, float *dbottom, float *demb, int B, int T,
+                          int D, dtype_t rt, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -22,6 +22,12 @@ __device__ static inline float tr_round(float x, int rt)
     return x;
 }
 
+/* The 16-bit bits of an rt-rounded value (rt DT_F16, else bf16): exact. */
+__device__ static inline uint32_t to16_rt(float x, int rt)
+{
+    return rt == DT_F16 ? (uint32_t)f32_to_f16(x) : (uint32_t)f32_to_bf16(x);
+}
+
 /* Per-device workspace that grows on demand (the old one is released after a
  * device synchronize, so growth costs a sync once; steady state never
  * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers,
@@ -87,6 +93,18 @@ int tr_interact_fwd(struct dev *d, struct dev_stream *st, const float *bottom, c
 int tr_interact_bwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb,
                     const float *dout, float *dbottom, float *demb, int B, int T, int D, dtype_t rt,
                     plumb_err *e);
+int tr_embedding_interact_fwd16(struct dev *d, struct dev_stream *st, const float *table, const int64_t *off,
+                                const uint32_t *idx, const float *bottom, float *emb, float *out, uint16_t *out16,
+                                int ld16, int B, int T, int D, dtype_t rt, plumb_err *e);
+int tr_interact_bwd16(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb,
+                      const uint16_t *dout16, int ldo, float *dbottom, float *demb, int B, int T, int D, dtype_t rt,
+                      plumb_err *e);
+/* train_linear.cu: 16-bit copies. x16 [R, ld] = x [R, K] (rt-rounded:
+ * exact), zeros after K; x [R, K] = the values of x16 [R, ld]. */
+int tr_pad16(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, int ld, uint16_t *x16, int rt,
+             plumb_err *e);
+int tr_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t R, int K, int ld, float *x, int rt,
+               plumb_err *e);
 
 /* The GPU training op table (train_ops.cu); dev_ops.train points here. */
 extern const struct train_ops gpu_train_ops;

@@ -147,9 +147,13 @@ __device__ static inline void row_load(const float *zr, float *r)
     }
 }
 
+/* out [B, W] fp32 (may be NULL) and/or out16 [B, ld16] (ld16 even, >= W;
+ * the 16-bit values of out, zeros after W: the padded mirror the next
+ * GEMM reads; NULL: none). */
 template <int D, bool GATHER>
 __global__ void k_inter_fwd_warp(const float *bottom, const float *emb_in, const float *table, const int64_t *off,
-                                 const uint32_t *idx, float *emb_out, float *out, int B, int T, int rt)
+                                 const uint32_t *idx, float *emb_out, float *out, uint16_t *out16, int ld16, int B,
+                                 int T, int rt)
 {
     extern __shared__ float4 sm4[];
     float *sm = reinterpret_cast<float *>(sm4);
@@ -175,15 +179,32 @@ __global__ void k_inter_fwd_warp(const float *bottom, const float *emb_in, const
             }
         }
         plumb_syncwarp();
-        float *orow = out + (size_t)b * W;
-        for (int q = lane; q < W; q += PLUMB_WARP) orow[q] = o[q];
+        if (out) {
+            float *orow = out + (size_t)b * W;
+            for (int q = lane; q < W; q += PLUMB_WARP) orow[q] = o[q];
+        }
+        if (out16) { /* o holds rt-rounded values: the 16-bit copies are exact */
+            uint32_t *r2 = reinterpret_cast<uint32_t *>(out16 + (size_t)b * ld16);
+            for (int q = lane; q < ld16 / 2; q += PLUMB_WARP) {
+                const uint32_t lo = 2 * q < W ? to16_rt(o[2 * q], rt) : 0u;
+                const uint32_t hi = 2 * q + 1 < W ? to16_rt(o[2 * q + 1], rt) : 0u;
+                r2[q] = lo | (hi << 16);
+            }
+        }
         plumb_syncwarp(); /* z and o are rewritten for the next sample */
     }
 }
 
-template <int D>
-__global__ void k_inter_bwd_warp(const float *bottom, const float *emb, const float *dout, float *dbottom, float *demb,
-                                 int B, int T, int rt)
+/* dout [B, ldo] of element type G: fp32, or the 16-bit mirror (rt) */
+__device__ static inline float ld_g(const float *p, int q, int) { return p[q]; }
+__device__ static inline float ld_g(const uint16_t *p, int q, int rt)
+{
+    return rt == DT_F16 ? f16_to_f32(p[q]) : bf16_to_f32(p[q]);
+}
+
+template <int D, typename G>
+__global__ void k_inter_bwd_warp(const float *bottom, const float *emb, const G *dout, int ldo, float *dbottom,
+                                 float *demb, int B, int T, int rt)
 {
     extern __shared__ float4 sm4[];
     float *sm = reinterpret_cast<float *>(sm4);
@@ -193,8 +214,8 @@ __global__ void k_inter_bwd_warp(const float *bottom, const float *emb, const fl
     float *g = z + F * (D + ZPAD);
     for (int b = blockIdx.x * wpb + wib; b < B; b += gridDim.x * wpb) {
         stage_z<D, false>(z, bottom, emb, NULL, NULL, NULL, NULL, b, T, rt, lane);
-        const float *grow = dout + (size_t)b * W;
-        for (int q = lane; q < W; q += PLUMB_WARP) g[q] = grow[q];
+        const G *grow = dout + (size_t)b * ldo;
+        for (int q = lane; q < W; q += PLUMB_WARP) g[q] = ld_g(grow, q, rt);
         plumb_syncwarp();
         float acc[D];
 #pragma unroll
@@ -247,15 +268,16 @@ static int warp_blocks(int T, int D, int B, unsigned *grid, size_t *smem)
 
 template <bool GATHER>
 static int fwd_warp(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb_in, const float *table,
-                    const int64_t *off, const uint32_t *idx, float *emb_out, float *out, int B, int T, int D, int rt,
-                    plumb_err *e)
+                    const int64_t *off, const uint32_t *idx, float *emb_out, float *out, uint16_t *out16, int ld16,
+                    int B, int T, int D, int rt, plumb_err *e)
 {
     unsigned grid;
     size_t sm;
     int tpb = warp_blocks(T, D, B, &grid, &sm);
 #define FWD_CASE(DD)                                                                                              \
     case DD:                                                                                                      \
-        k_inter_fwd_warp<DD, GATHER><<<grid, tpb, sm, st->s>>>(bottom, emb_in, table, off, idx, emb_out, out, B, T, rt); \
+        k_inter_fwd_warp<DD, GATHER><<<grid, tpb, sm, st->s>>>(bottom, emb_in, table, off, idx, emb_out, out, out16,  \
+                                                               ld16, B, T, rt);                                       \
         break
     switch (D) {
         FWD_CASE(4);
@@ -272,7 +294,7 @@ int tr_interact_fwd(struct dev *d, struct dev_stream *st, const float *bottom, c
                     int T, int D, dtype_t rt, plumb_err *e)
 {
     if (warp_path(T, D, bottom, emb, NULL))
-        return fwd_warp<false>(d, st, bottom, emb, NULL, NULL, NULL, NULL, out, B, T, D, (int)rt, e);
+        return fwd_warp<false>(d, st, bottom, emb, NULL, NULL, NULL, NULL, out, NULL, 0, B, T, D, (int)rt, e);
     size_t sm = (size_t)(T + 1) * (D + 1) * sizeof(float);
     if (sm > 48 * 1024)
         return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: interact_fwd: T=%d D=%d needs %zu bytes of shared memory (max 48 KiB)",
@@ -287,33 +309,40 @@ int tr_embedding_interact_fwd(struct dev *d, struct dev_stream *st, const float 
                               dtype_t rt, plumb_err *e)
 {
     if (warp_path(T, D, table, bottom, emb))
-        return fwd_warp<true>(d, st, bottom, NULL, table, off, idx, emb, out, B, T, D, (int)rt, e);
+        return fwd_warp<true>(d, st, bottom, NULL, table, off, idx, emb, out, NULL, 0, B, T, D, (int)rt, e);
     int rc = tr_embedding_fwd(d, st, table, off, idx, emb, B, T, D, rt, e);
     return rc ? rc : tr_interact_fwd(d, st, bottom, emb, out, B, T, D, rt, e);
+}
+
+/* the warp backward for dout of element type G, row stride ldo */
+template <typename G>
+static int bwd_warp(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, const G *dout, int ldo,
+                    float *dbottom, float *demb, int B, int T, int D, int rt, plumb_err *e)
+{
+    unsigned grid;
+    size_t sm;
+    int tpb = warp_blocks(T, D, B, &grid, &sm);
+#define BWD_CASE(DD)                                                                                               \
+    case DD:                                                                                                       \
+        k_inter_bwd_warp<DD, G><<<grid, tpb, sm, st->s>>>(bottom, emb, dout, ldo, dbottom, demb, B, T, rt);       \
+        break
+    switch (D) {
+        BWD_CASE(4);
+        BWD_CASE(8);
+        BWD_CASE(16);
+        BWD_CASE(32);
+    }
+#undef BWD_CASE
+    GPU_CHECK_LAUNCH(d, "k_inter_bwd_warp", e);
+    return PLUMB_OK;
 }
 
 int tr_interact_bwd(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb, const float *dout,
                     float *dbottom, float *demb, int B, int T, int D, dtype_t rt, plumb_err *e)
 {
-    if (warp_path(T, D, bottom, emb, demb) && !((uintptr_t)dbottom % 16)) {
-        unsigned grid;
-        size_t sm;
-        int tpb = warp_blocks(T, D, B, &grid, &sm);
-#define BWD_CASE(DD)                                                                                               \
-    case DD:                                                                                                       \
-        k_inter_bwd_warp<DD><<<grid, tpb, sm, st->s>>>(bottom, emb, dout, dbottom, demb, B, T, (int)rt);          \
-        break
-        switch (D) {
-            BWD_CASE(4);
-            BWD_CASE(8);
-            BWD_CASE(16);
-            BWD_CASE(32);
-        }
-#undef BWD_CASE
-        GPU_CHECK_LAUNCH(d, "k_inter_bwd_warp", e);
-        return PLUMB_OK;
-    }
     int F = T + 1, W = D + F * (F - 1) / 2;
+    if (warp_path(T, D, bottom, emb, demb) && !((uintptr_t)dbottom % 16))
+        return bwd_warp<float>(d, st, bottom, emb, dout, W, dbottom, demb, B, T, D, (int)rt, e);
     size_t sm = ((size_t)F * (D + 1) + W) * sizeof(float);
     if (sm > 48 * 1024)
         return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: interact_bwd: T=%d D=%d needs %zu bytes of shared memory (max 48 KiB)",
@@ -321,4 +350,43 @@ int tr_interact_bwd(struct dev *d, struct dev_stream *st, const float *bottom, c
     k_inter_bwd_any<<<sample_grid(B), 128, sm, st->s>>>(bottom, emb, dout, dbottom, demb, B, T, D, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_inter_bwd_any", e);
     return PLUMB_OK;
+}
+
+/* ---------------- 16-bit interaction output / gradient (mirror only) ---------------- */
+
+/* The fused forward writing the output's padded 16-bit mirror out16 [B,
+ * ld16] (zeros after W) and, when out is not NULL, the fp32 output too.
+ * Off the warp path: the fp32 output (out, or a stand-in in workspace slot
+ * 3) made by the parts, then its padded copy. */
+int tr_embedding_interact_fwd16(struct dev *d, struct dev_stream *st, const float *table, const int64_t *off,
+                                const uint32_t *idx, const float *bottom, float *emb, float *out, uint16_t *out16,
+                                int ld16, int B, int T, int D, dtype_t rt, plumb_err *e)
+{
+    const int F = T + 1, W = D + F * (F - 1) / 2;
+    if (warp_path(T, D, table, bottom, emb) && ld16 % 2 == 0 && !((uintptr_t)out16 % 4))
+        return fwd_warp<true>(d, st, bottom, NULL, table, off, idx, emb, out, out16, ld16, B, T, D, (int)rt, e);
+    float *o = out;
+    int rc;
+    if (!o) {
+        void *ws;
+        if ((rc = tws_get(d, 3, (size_t)B * W * sizeof(float), &ws, e))) return rc;
+        o = (float *)ws;
+    }
+    if ((rc = tr_embedding_interact_fwd(d, st, table, off, idx, bottom, emb, o, B, T, D, rt, e))) return rc;
+    return tr_pad16(d, st, o, (size_t)B, W, ld16, out16, (int)rt, e);
+}
+
+/* The backward from the gradient's 16-bit mirror dout16 [B, ldo] (columns
+ * 0..W used); off the warp path widened into workspace slot 3 first. */
+int tr_interact_bwd16(struct dev *d, struct dev_stream *st, const float *bottom, const float *emb,
+                      const uint16_t *dout16, int ldo, float *dbottom, float *demb, int B, int T, int D, dtype_t rt,
+                      plumb_err *e)
+{
+    const int F = T + 1, W = D + F * (F - 1) / 2;
+    if (warp_path(T, D, bottom, emb, demb) && !((uintptr_t)dbottom % 16))
+        return bwd_warp<uint16_t>(d, st, bottom, emb, dout16, ldo, dbottom, demb, B, T, D, (int)rt, e);
+    void *ws;
+    int rc = tws_get(d, 3, (size_t)B * W * sizeof(float), &ws, e);
+    if (!rc) rc = tr_widen16(d, st, dout16, (size_t)B, W, ldo, (float *)ws, (int)rt, e);
+    return rc ? rc : tr_interact_bwd(d, st, bottom, emb, (const float *)ws, dbottom, demb, B, T, D, rt, e);
 }

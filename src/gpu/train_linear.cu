@@ -167,8 +167,8 @@ __device__ static inline float ldv(const uint16_t *p, size_t i, int t16) { retur
  * values are rounded to rt (a 16-bit source is already rounded: no-op),
  * stored to dst (fp32, may be NULL) and/or dst16 [B, N], summed into part. */
 template <typename S, typename M>
-__global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, float *dst, uint16_t *dst16, int B,
-                                int N, int rt, float *part, int rows, int t16)
+__global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, float *dst, uint16_t *dst16, int ldd,
+                                int B, int N, int rt, float *part, int rows, int t16)
 {
     int c = blockIdx.y;
     int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
@@ -179,49 +179,40 @@ __global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, f
             float g = tr_round(ldv(src, (size_t)b * lds + n, t16), rt);
             if (mask) g = ldv(mask, (size_t)b * ldm + n, t16) > 0.0f ? g : 0.0f;
             if (dst) dst[(size_t)b * N + n] = g;
-            if (dst16) dst16[(size_t)b * N + n] = to16v(g, t16);
+            if (dst16) dst16[(size_t)b * ldd + n] = to16v(g, t16);
             s = s + g;
         }
         if (part) part[(size_t)c * N + n] = s;
     }
 }
 
-/* All 16-bit (source, mask, destination): eight columns per thread, one
- * 16-byte load of each per row; each column's chain as above. A masked
- * element becomes +0 (what to16v(0.0f) stores). In place allowed. */
-__global__ void k_mask16_colsum8(const uint16_t *src, int lds, const uint16_t *mask, int ldm, uint16_t *dst, int B,
-                                 int N, float *part, int rows, int t16)
+/* All 16-bit (source, mask, destination): two columns per thread, one
+ * 32-bit load of each per row (narrow, so that many threads keep many
+ * loads in flight: the chains are 64 rows long); each column's chain as
+ * above. A masked element becomes +0 (what to16v(0.0f) stores). In place
+ * allowed. */
+__global__ void k_mask16_colsum2(const uint16_t *src, int lds, const uint16_t *mask, int ldm, uint16_t *dst, int ldd,
+                                 int B, int N, float *part, int rows, int t16)
 {
     int c = blockIdx.y;
     int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
-    const int N8 = N / 8;
-    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N8; q += gridDim.x * blockDim.x) {
-        float s[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) s[j] = 0.0f;
-#pragma unroll 4
+    const int N2 = N / 2;
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N2; q += gridDim.x * blockDim.x) {
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll 8
         for (int b = b0; b < b1; b++) {
-            uint4 v = reinterpret_cast<const uint4 *>(src + (size_t)b * lds)[q];
-            uint4 mk = mask ? reinterpret_cast<const uint4 *>(mask + (size_t)b * ldm)[q] : make_uint4(0, 0, 0, 0);
-            uint32_t w[4] = {v.x, v.y, v.z, v.w}, mw[4] = {mk.x, mk.y, mk.z, mk.w};
-#pragma unroll
-            for (int h = 0; h < 4; h++) {
-                uint32_t lo = w[h] & 0xffffu, hi = w[h] >> 16;
-                if (mask) {
-                    if (!(from16((uint16_t)(mw[h] & 0xffffu), t16) > 0.0f)) lo = 0;
-                    if (!(from16((uint16_t)(mw[h] >> 16), t16) > 0.0f)) hi = 0;
-                }
-                s[2 * h] = s[2 * h] + from16((uint16_t)lo, t16);
-                s[2 * h + 1] = s[2 * h + 1] + from16((uint16_t)hi, t16);
-                w[h] = lo | (hi << 16);
+            uint32_t v = reinterpret_cast<const uint32_t *>(src + (size_t)b * lds)[q];
+            uint32_t lo = v & 0xffffu, hi = v >> 16;
+            if (mask) {
+                uint32_t mk = reinterpret_cast<const uint32_t *>(mask + (size_t)b * ldm)[q];
+                if (!(from16((uint16_t)(mk & 0xffffu), t16) > 0.0f)) lo = 0;
+                if (!(from16((uint16_t)(mk >> 16), t16) > 0.0f)) hi = 0;
             }
-            reinterpret_cast<uint4 *>(dst + (size_t)b * N)[q] = make_uint4(w[0], w[1], w[2], w[3]);
+            s0 = s0 + from16((uint16_t)lo, t16);
+            s1 = s1 + from16((uint16_t)hi, t16);
+            reinterpret_cast<uint32_t *>(dst + (size_t)b * ldd)[q] = lo | (hi << 16);
         }
-        if (part) {
-            float4 *pp = reinterpret_cast<float4 *>(part + (size_t)c * N + (size_t)q * 8);
-            pp[0] = make_float4(s[0], s[1], s[2], s[3]);
-            pp[1] = make_float4(s[4], s[5], s[6], s[7]);
-        }
+        if (part) reinterpret_cast<float2 *>(part + (size_t)c * N)[q] = make_float2(s0, s1);
     }
 }
 
@@ -285,8 +276,8 @@ static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, i
  * may be NULL) and dst16 [B, N]. Same chunks, so the same dbias bits as
  * mask_colsum16 for the same values. */
 static int mask_colsum_any(struct dev *d, struct dev_stream *st, const float *src, const uint16_t *src16, int lds,
-                           const float *mask, const uint16_t *mask16, int ldm, float *dst, uint16_t *dst16, int B,
-                           int N, int rt, float *dbias, plumb_err *e)
+                           const float *mask, const uint16_t *mask16, int ldm, float *dst, uint16_t *dst16, int ldd,
+                           int B, int N, int rt, float *dbias, plumb_err *e)
 {
     int rows = CS_ROWS;
     if ((B + rows - 1) / rows > 65535) rows = (B + 65534) / 65535;
@@ -298,28 +289,27 @@ static int mask_colsum_any(struct dev *d, struct dev_stream *st, const float *sr
         part = (float *)ws;
     }
     const int t16 = rt == DT_F16 ? DT_F16 : DT_BF16;
-    const int vec8 = src16 && !dst && !mask && !mask16 && N % 8 == 0 && lds % 8 == 0 && !((uintptr_t)src16 % 16) && !((uintptr_t)dst16 % 16) &&
-                     !((uintptr_t)part % 16);
-    const int vec8m = src16 && !dst && mask16 && N % 8 == 0 && lds % 8 == 0 && ldm % 8 == 0 && !((uintptr_t)src16 % 16) &&
-                      !((uintptr_t)mask16 % 16) && !((uintptr_t)dst16 % 16) && !((uintptr_t)part % 16);
-    if (vec8 || vec8m) {
-        const int tpb = 64;
-        dim3 grd((unsigned)((N / 8 + tpb - 1) / tpb), (unsigned)nc);
-        k_mask16_colsum8<<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst16, B, N, part, rows, t16);
+    const int vec2 = src16 && !dst && !mask && N % 2 == 0 && lds % 2 == 0 && ldd % 2 == 0 && (!mask16 || ldm % 2 == 0) &&
+                     !((uintptr_t)src16 % 4) && !((uintptr_t)mask16 % 4) && !((uintptr_t)dst16 % 4) &&
+                     !((uintptr_t)part % 8);
+    if (vec2) {
+        const int tpb = 128;
+        dim3 grd((unsigned)((N / 2 + tpb - 1) / tpb), (unsigned)nc);
+        k_mask16_colsum2<<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst16, ldd, B, N, part, rows, t16);
     } else {
         const int tpb = 128;
         dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
         if (src16 && mask16)
-            k_mask_colsum_t<uint16_t, uint16_t><<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst, dst16, B, N, rt,
+            k_mask_colsum_t<uint16_t, uint16_t><<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst, dst16, ldd, B, N, rt,
                                                                          part, rows, t16);
         else if (src16)
-            k_mask_colsum_t<uint16_t, float><<<grd, tpb, 0, st->s>>>(src16, lds, mask, ldm, dst, dst16, B, N, rt, part,
+            k_mask_colsum_t<uint16_t, float><<<grd, tpb, 0, st->s>>>(src16, lds, mask, ldm, dst, dst16, ldd, B, N, rt, part,
                                                                       rows, t16);
         else if (mask16)
-            k_mask_colsum_t<float, uint16_t><<<grd, tpb, 0, st->s>>>(src, lds, mask16, ldm, dst, dst16, B, N, rt, part,
+            k_mask_colsum_t<float, uint16_t><<<grd, tpb, 0, st->s>>>(src, lds, mask16, ldm, dst, dst16, ldd, B, N, rt, part,
                                                                       rows, t16);
         else
-            k_mask_colsum_t<float, float><<<grd, tpb, 0, st->s>>>(src, lds, mask, ldm, dst, dst16, B, N, rt, part, rows,
+            k_mask_colsum_t<float, float><<<grd, tpb, 0, st->s>>>(src, lds, mask, ldm, dst, dst16, ldd, B, N, rt, part, rows,
                                                                    t16);
     }
     GPU_CHECK_LAUNCH(d, "k_mask_colsum16", e);
@@ -372,12 +362,15 @@ __global__ void k_round16(float *y, uint16_t *y16, size_t n, int rt)
     }
 }
 
-/* x16[r, 0:K) = x[r, :] in 16 bits (x is rt-rounded: exact), x16[r, K:Kp) = 0 */
-__global__ void k_pad_cols16(const float *x, size_t R, int K, int Kp, uint16_t *x16, int rt)
+/* x16[r, 0:K) = x[r, :] in 16 bits (x is rt-rounded: exact), x16[r, K:Kp) = 0;
+ * one flat index over [R, Kp] (I: 32-bit where the tensor allows, cheap division) */
+template <typename I> __global__ void k_pad_cols16(const float *x, I R, I K, I Kp, uint16_t *x16, int rt)
 {
-    for (size_t r = blockIdx.y; r < R; r += gridDim.y)
-        for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < Kp; k += gridDim.x * blockDim.x)
-            x16[r * Kp + k] = k < K ? (rt == DT_F16 ? f32_to_f16(x[r * K + k]) : f32_to_bf16(x[r * K + k])) : (uint16_t)0;
+    const I tot = R * Kp;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < tot; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / Kp, k = i - r * Kp;
+        x16[i] = k < K ? (rt == DT_F16 ? f32_to_f16(x[r * K + k]) : f32_to_bf16(x[r * K + k])) : (uint16_t)0;
+    }
 }
 
 /* out[j] = part[0][j] + part[1][j] + ... in slice order (fixed), [S, n] -> [n] */
@@ -594,8 +587,10 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) ||
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi))
         return;
-    if (k->epi == EPI_BIAS || k->epi == EPI_RELU_BIAS) {
-        cudaDataType_t bt = CUDA_R_32F; /* fp32 bias, also under a 16-bit D */
+    if ((k->epi == EPI_BIAS || k->epi == EPI_RELU_BIAS) && k->ctype == CUDA_R_32F) {
+        /* fp32 bias for an fp32 D; a 16-bit D takes a bias of its own type
+         * (the default: cuBLASLt 13 has no fp32 bias with a 16-bit D) */
+        cudaDataType_t bt = CUDA_R_32F;
         if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)) return;
     }
     /* column-major: A is (ta ? k x m : m x k), B is (tb ? n x k : k x n) */
@@ -639,7 +634,7 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan
  * (no message) when cuBLASLt has no algorithm: the caller falls back. */
 static int lt_gemm_c(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
                      const void *Bm, int ldb, void *C, int ldc, int rt, int abtype16, int c16, int epi,
-                     const float *bias, int batch, long long sa, long long sb, long long sc, plumb_err *e)
+                     const void *bias, int batch, long long sa, long long sb, long long sc, plumb_err *e)
 {
     pthread_mutex_lock(&g_lt_lock);
     struct lt_state *s = lt_of(d, e);
@@ -965,8 +960,11 @@ static int round16(struct dev *d, struct dev_stream *st, float *y, uint16_t *y16
 static int pad16(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, int Kp, uint16_t *x16, int rt,
                  plumb_err *e)
 {
-    unsigned gx = (unsigned)((Kp + 127) / 128);
-    k_pad_cols16<<<dim3(gx < 8 ? gx : 8, (unsigned)(R < 65535 ? R : 65535)), 128, 0, st->s>>>(x, R, K, Kp, x16, rt);
+    const size_t tot = R * (size_t)Kp;
+    if (tot < ((size_t)1 << 31))
+        k_pad_cols16<unsigned><<<gpu_grid(tot, 256), 256, 0, st->s>>>(x, (unsigned)R, (unsigned)K, (unsigned)Kp, x16, rt);
+    else
+        k_pad_cols16<size_t><<<gpu_grid(tot, 256), 256, 0, st->s>>>(x, R, (size_t)K, (size_t)Kp, x16, rt);
     GPU_CHECK_LAUNCH(d, "k_pad_cols16", e);
     return PLUMB_OK;
 }
@@ -985,7 +983,7 @@ int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16
     const int pad = K % 8 != 0, Ka = pad ? pad8(K) : K;
     /* x: the caller's mirror; or, padded, made here (into the caller's
      * padded mirror when given, which the backward then reads) */
-    const int mkx = pad || !x16, mkw = pad || !w16;
+    const int mkx = x && (pad || !x16), mkw = pad || !w16; /* x NULL: x16 [B, Ka] is filled */
     size_t ox = 0, ow = al256(mkx && !x16 ? (size_t)B * Ka * 2 : 0);
     if ((rc = tws_get(d, 2, ow + (size_t)N * Ka * 2, &ws, e))) return rc;
     uint16_t *xa = x16 ? x16 : (uint16_t *)((char *)ws + ox), *wa = (uint16_t *)w16;
@@ -994,11 +992,18 @@ int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16
     int epi = bias ? (relu ? EPI_RELU_BIAS : EPI_BIAS) : (relu ? EPI_RELU : EPI_NONE);
     if (!y) {
         /* mirror only: the GEMM stores y in 16 bits itself (rounded after
-         * bias and ReLU), no fp32 copy and no rounding pass */
-        rc = lt_gemm_c(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y16, N, (int)rt, 1, 1, epi, bias, 1, 0, 0, 0, e);
+         * bias and ReLU), no fp32 copy and no rounding pass; its bias is
+         * then 16-bit too (the contract: rt-rounded, so the copy is exact) */
+        uint16_t *b16 = NULL;
+        if (bias) {
+            void *wb;
+            if ((rc = tws_get(d, 3, (size_t)N * 2, &wb, e))) return rc;
+            if ((rc = to16(d, st, bias, (size_t)N, b16 = (uint16_t *)wb, (int)rt, e))) return rc;
+        }
+        rc = lt_gemm_c(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y16, N, (int)rt, 1, 1, epi, b16, 1, 0, 0, 0, e);
         if (rc != PLUMB_EUNSUPPORTED) return rc;
         void *w3; /* no 16-bit store for this shape: fp32 into a stand-in, then the mirror */
-        if ((rc = tws_get(d, 3, (size_t)B * N * sizeof(float), &w3, e))) return rc;
+        if ((rc = tws_get(d, 1, (size_t)B * N * sizeof(float), &w3, e))) return rc;
         rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, (float *)w3, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
         if (rc == PLUMB_OK) return round16(d, st, (float *)w3, y16, (size_t)B * N, (int)rt, e);
         if (rc != PLUMB_EUNSUPPORTED) return rc;
@@ -1019,7 +1024,7 @@ plain:
     const size_t ox = al256(x ? 0 : (size_t)B * K * sizeof(float));
     if (!x || !y) {
         if ((rc = tws_get(d, 3, ox + (y ? 0 : (size_t)B * N * sizeof(float)), &ws, e))) return rc;
-        if (!x && (rc = widen16(d, st, x16, (size_t)B, K, K, (float *)ws, (int)rt, e))) return rc;
+        if (!x && (rc = widen16(d, st, x16, (size_t)B, K, pad8(K), (float *)ws, (int)rt, e))) return rc;
         if (!x) xf = (const float *)ws;
         if (!y) yf = (float *)((char *)ws + ox);
     }
@@ -1040,14 +1045,13 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
     {
     const int pad = K % 8 != 0, Ka = pad ? pad8(K) : K;
     const size_t BN = (size_t)B * N;
-    /* workspace 2: dy16 | w16 padded | x16 padded | dxp (padded dx: fp32,
-     * or 16-bit when only the mirror is wanted) */
+    /* workspace 2: dy16 | w16 padded | x16 padded | dxp (fp32 padded dx) */
     /* x16: padded (K % 8 != 0) it is the one the forward filled */
     const int want_dx = dx || dx16;
     const int mkdy = relu || dbias || !dy16, mkw = want_dx && (pad || !w16), mkx = !x16;
     size_t o_dy = 0, o_w = al256(mkdy ? BN * 2 : 0), o_x = o_w + al256(mkw ? (size_t)N * Ka * 2 : 0);
     size_t o_dx = o_x + al256(mkx ? (size_t)B * Ka * 2 : 0);
-    size_t tot = o_dx + (pad && want_dx ? (size_t)B * Ka * (dx ? 4 : 2) : 0);
+    size_t tot = o_dx + (pad && dx ? (size_t)B * Ka * 4 : 0);
     if ((rc = tws_get(d, 2, tot, &ws, e))) return rc;
     char *w2 = (char *)ws;
     uint16_t *dya = (uint16_t *)dy16, *wa = (uint16_t *)w16, *xa = (uint16_t *)x16;
@@ -1073,7 +1077,7 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
             if (relu_in && x)
                 rc = mask_colsum16(d, st, c, Ka, x, dx, B, K, (int)rt, dbias_x, dx16, (int)rt, e);
             else if (relu_in) /* x given as its mirror only */
-                rc = mask_colsum_any(d, st, c, NULL, Ka, NULL, xa, Ka, dx, dx16, B, K, (int)rt, dbias_x, e);
+                rc = mask_colsum_any(d, st, c, NULL, Ka, NULL, xa, Ka, dx, dx16, K, B, K, (int)rt, dbias_x, e);
             else if (pad && (rc = unpad_round(d, st, c, (size_t)B, K, Ka, dx, (int)rt, e)) == PLUMB_OK)
                 rc = dx16 ? round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
             else if (!pad)
@@ -1085,24 +1089,24 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
             return rc;
         }
     } else if (dx16) {
-        /* mirror only: the GEMM stores dx in 16 bits (rounded on the store);
-         * the relu_in mask + dbias then run over 16-bit data in place */
+        /* mirror only: the GEMM stores dx [B, Ka] in 16 bits itself
+         * (rounded on the store; the columns after K are the padded
+         * weights' zeros); the relu_in mask + dbias then run over the
+         * 16-bit data in place */
         tprof_scope pdx(st, TP_LBWD_DX);
-        uint16_t *c = pad ? (uint16_t *)(w2 + o_dx) : dx16;
-        rc = lt_gemm_c(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c, Ka, (int)rt, 1, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
+        rc = lt_gemm_c(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, dx16, Ka, (int)rt, 1, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
         if (rc == PLUMB_OK) {
-            if (relu_in || pad)
-                rc = mask_colsum_any(d, st, NULL, c, Ka, NULL, relu_in ? xa : NULL, Ka, NULL, dx16, B, K, (int)rt,
-                                     relu_in ? dbias_x : NULL, e);
-            if (rc) return rc;
+            if (relu_in &&
+                (rc = mask_colsum_any(d, st, NULL, dx16, Ka, NULL, xa, Ka, NULL, dx16, Ka, B, K, (int)rt, dbias_x, e)))
+                return rc;
         } else if (rc == PLUMB_EUNSUPPORTED) {
             void *w3; /* no 16-bit store for this shape: fp32 into a stand-in */
             if ((rc = tws_get(d, 3, (size_t)B * Ka * sizeof(float), &w3, e))) return rc;
             float *c32 = (float *)w3;
             rc = lt_gemm(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c32, Ka, (int)rt, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
             if (rc == PLUMB_OK)
-                rc = mask_colsum_any(d, st, c32, NULL, Ka, NULL, relu_in ? xa : NULL, Ka, NULL, dx16, B, K, (int)rt,
-                                     relu_in ? dbias_x : NULL, e);
+                rc = mask_colsum_any(d, st, c32, NULL, Ka, NULL, relu_in ? xa : NULL, Ka, NULL, dx16, Ka, B,
+                                     relu_in ? K : Ka, (int)rt, relu_in ? dbias_x : NULL, e);
             if (rc == PLUMB_EUNSUPPORTED) ok = 0;
             else if (rc) return rc;
         } else {
@@ -1144,13 +1148,27 @@ plain:
     const size_t ody = ox + al256(dy ? 0 : (size_t)B * N * sizeof(float));
     if (!x || !dy || (!dx && dx16)) {
         if ((rc = tws_get(d, 3, ody + (!dx && dx16 ? (size_t)B * K * sizeof(float) : 0), &ws, e))) return rc;
-        if (!x && (rc = widen16(d, st, x16, (size_t)B, K, K, (float *)ws, (int)rt, e))) return rc;
+        if (!x && (rc = widen16(d, st, x16, (size_t)B, K, pad8(K), (float *)ws, (int)rt, e))) return rc;
         if (!dy && (rc = widen16(d, st, dy16, (size_t)B, N, N, (float *)((char *)ws + ox), (int)rt, e))) return rc;
         if (!x) xf = (const float *)ws;
         if (!dy) dyf = (float *)((char *)ws + ox);
         if (!dx && dx16) dxf = (float *)((char *)ws + ody);
     }
     if ((rc = tr_linear_bwd(d, st, xf, w, y, dyf, dxf, dw, dbias, B, K, N, relu, rt, relu_in, dbias_x, e))) return rc;
-    return dxf && dx16 ? round16(d, st, dxf, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
+    if (!dxf || !dx16) return PLUMB_OK;
+    /* the mirror: [B, K] next to an fp32 dx, [B, pad8(K)] when alone */
+    return dx ? round16(d, st, dxf, dx16, (size_t)B * K, (int)rt, e) : pad16(d, st, dxf, (size_t)B, K, pad8(K), dx16, (int)rt, e);
     }
+}
+
+int tr_pad16(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, int ld, uint16_t *x16, int rt,
+             plumb_err *e)
+{
+    return pad16(d, st, x, R, K, ld, x16, rt, e);
+}
+
+int tr_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t R, int K, int ld, float *x, int rt,
+               plumb_err *e)
+{
+    return widen16(d, st, x16, R, K, ld, x, rt, e);
 }

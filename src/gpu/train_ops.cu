@@ -182,9 +182,7 @@ static int g_linear_fwd16(struct dev *d, dev_stream *s, const float *x, uint16_t
                           int relu, dtype_t rt, plumb_err *e)
 {
     NEED(w && (y || y16), "%s: linear_fwd16: NULL w, or both y and y16", d->label);
-    NEED(x || (x16 && K % 8 == 0),
-         "%s: linear_fwd16: x NULL needs its mirror x16 and K %% 8 == 0 (K=%d: a padded mirror is filled from x)",
-         d->label, K);
+    NEED(x || x16, "%s: linear_fwd16: NULL x and x16", d->label);
     NEED(B > 0 && K > 0 && N > 0, "%s: linear_fwd16: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
     NEED(rt == DT_BF16 || rt == DT_F16, "%s: linear_fwd16: rounding type %d is not bf16 or fp16", d->label, (int)rt);
     ENTER();
@@ -198,7 +196,7 @@ static int g_linear_bwd16(struct dev *d, dev_stream *s, const float *x, const ui
                           int relu_in, float *dbias_x, plumb_err *e)
 {
     NEED(w && dw, "%s: linear_bwd16: NULL w or dw", d->label);
-    NEED(x || (x16 && K % 8 == 0), "%s: linear_bwd16: x NULL needs its mirror x16 and K %% 8 == 0 (K=%d)", d->label, K);
+    NEED(x || x16, "%s: linear_bwd16: NULL x and x16", d->label);
     NEED(dy || (dy16 && !relu && !dbias),
          "%s: linear_bwd16: dy NULL needs its mirror dy16, relu 0 and dbias NULL (dy is masked in place)", d->label);
     NEED(!relu || y, "%s: linear_bwd16: relu needs the forward output y", d->label);
@@ -327,6 +325,36 @@ static int g_interact_bwd(struct dev *d, dev_stream *s, const float *bottom, con
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_INTER_BWD);
     return tr_interact_bwd(d, gpu_stream(d, s), bottom, emb, dout, dbottom, demb, B, T, D, rt, e);
+}
+
+static int g_embedding_interact_fwd16(struct dev *d, dev_stream *s, const float *table, const int64_t *off,
+                                      const uint32_t *idx, const float *bottom, float *emb, float *out,
+                                      uint16_t *out16, int ld16, int B, int T, int D, dtype_t rt, plumb_err *e)
+{
+    NEED(table && off && idx && bottom && emb && out16, "%s: embedding_interact_fwd16: NULL argument", d->label);
+    NEED(B > 0 && T > 0 && D > 0, "%s: embedding_interact_fwd16: bad shape B=%d T=%d D=%d", d->label, B, T, D);
+    NEED(rt == DT_BF16 || rt == DT_F16, "%s: embedding_interact_fwd16: rounding type %d is not bf16 or fp16", d->label,
+         (int)rt);
+    NEED(ld16 >= D + (T + 1) * T / 2, "%s: embedding_interact_fwd16: row stride %d < %d outputs", d->label, ld16,
+         D + (T + 1) * T / 2);
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_INTER_FWD);
+    return tr_embedding_interact_fwd16(d, gpu_stream(d, s), table, off, idx, bottom, emb, out, out16, ld16, B, T, D, rt,
+                                       e);
+}
+
+static int g_interact_bwd16(struct dev *d, dev_stream *s, const float *bottom, const float *emb,
+                            const uint16_t *dout16, int ldo, float *dbottom, float *demb, int B, int T, int D,
+                            dtype_t rt, plumb_err *e)
+{
+    NEED(bottom && emb && dout16 && dbottom && demb, "%s: interact_bwd16: NULL argument", d->label);
+    NEED(B > 0 && T > 0 && D > 0, "%s: interact_bwd16: bad shape B=%d T=%d D=%d", d->label, B, T, D);
+    NEED(rt == DT_BF16 || rt == DT_F16, "%s: interact_bwd16: rounding type %d is not bf16 or fp16", d->label, (int)rt);
+    NEED(ldo >= D + (T + 1) * T / 2, "%s: interact_bwd16: row stride %d < %d outputs", d->label, ldo,
+         D + (T + 1) * T / 2);
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_INTER_BWD);
+    return tr_interact_bwd16(d, gpu_stream(d, s), bottom, emb, dout16, ldo, dbottom, demb, B, T, D, rt, e);
 }
 
 /* ---------------- loss ---------------- */
@@ -673,9 +701,9 @@ const struct train_ops gpu_train_ops = {
     g_embedding_interact_fwd, g_embedding_bwd_sgd, g_linear_bwd_relu_in,
 #if defined(PLUMB_HIP)
     /* no 16-bit rocBLAS path yet: mirrors would only add passes */
-    NULL, NULL,
+    NULL, NULL, NULL, NULL,
 #else
-    g_linear_fwd16, g_linear_bwd16,
+    g_linear_fwd16, g_linear_bwd16, g_embedding_interact_fwd16, g_interact_bwd16,
 #endif
 };
 #endif

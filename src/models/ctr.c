@@ -267,7 +267,8 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
             rc = zalloc(m, (void **)&m->act16_b[l], MB * (size_t)((c->bottom[l] + 7) / 8 * 8) * hs, e);
         for (int l = 0; l < c->n_top && !rc; l++)
             rc = zalloc(m, (void **)&m->act16_t[l], MB * (size_t)((c->top[l] + 7) / 8 * 8) * hs, e);
-        for (int k = 0; k < 2 && !rc; k++) rc = zalloc(m, (void **)&m->g16[k], MB * maxw * hs, e);
+        /* gradient mirrors: rows up to the widest, padded to 8 (the interaction's) */
+        for (int k = 0; k < 2 && !rc; k++) rc = zalloc(m, (void **)&m->g16[k], MB * (size_t)((maxw + 7) / 8 * 8) * hs, e);
         if (!rc) rc = zalloc(m, (void **)&m->w16, m->n_dense * hs, e);
         m->has16 = !rc;
     }
@@ -446,6 +447,12 @@ static int only16(int l, int width) { return l && width % 8 == 0; }
 
 /* the 16-bit operand path: mirrors allocated and the device in fast mode */
 static int use16(const struct ctr_model *m) { return m->has16 && m->d->numerics == NUMERICS_FAST; }
+/* ... and the interaction's output and gradient in 16 bits only (its padded
+ * mirror act16_t[0], [B, inter_w rounded up to 8]) */
+static int inter16(const struct ctr_model *m)
+{
+    return use16(m) && m->T->embedding_interact_fwd16 && m->T->interact_bwd16;
+}
 
 static int forward(struct ctr_model *m, const struct ctr_batch *b, plumb_err *e)
 {
@@ -513,7 +520,11 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     }
     /* embeddings [B, 26, D] and the interaction [B, inter_w]: one fused op
      * where the backend has it (the same bits) */
-    if (!rc && T->embedding_interact_fwd) {
+    const int i16 = inter16(m), ldi = (m->inter_w + 7) / 8 * 8;
+    if (!rc && i16) {
+        rc = T->embedding_interact_fwd16(d, NULL, m->params + m->n_dense, m->d_off, m->in_idx, m->act_b[c->n_bottom],
+                                         m->emb, NULL, m->act16_t[0], ldi, B, CTR_N_TABLES, D, m->prec, e);
+    } else if (!rc && T->embedding_interact_fwd) {
         rc = T->embedding_interact_fwd(d, NULL, m->params + m->n_dense, m->d_off, m->in_idx, m->act_b[c->n_bottom],
                                        m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
     } else if (!rc) {
@@ -525,7 +536,8 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     for (int l = 0; l < c->n_top && !rc; l++, ti += 2) {
         if (m16) { /* the logits are fp32 */
             const int y16 = l + 1 < c->n_top && only16(l + 1, c->top[l + 1]);
-            rc = T->linear_fwd16(d, NULL, only16(l, c->top[l]) ? NULL : m->act_t[l], x16_of(m->act16_t[l], l, m->inter_w),
+            rc = T->linear_fwd16(d, NULL, only16(l, c->top[l]) || (!l && i16) ? NULL : m->act_t[l],
+                                 l || i16 ? m->act16_t[l] : x16_of(m->act16_t[l], l, m->inter_w),
                                  W + m->t[ti].offset, W16 + m->t[ti].offset, W + m->t[ti + 1].offset,
                                  y16 ? NULL : m->act_t[l + 1], y16 ? m->act16_t[l + 1] : NULL, B, c->top[l],
                                  c->top[l + 1], l < c->n_top - 1, m->prec, e);
@@ -598,14 +610,16 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     const uint16_t *W16 = m->w16;
     uint16_t *cur16 = m->g16[0], *nxt16 = m->g16[1];
     int cur32 = 1; /* cur (fp32) holds the gradient; else only cur16 does */
+    const int i16 = inter16(m), ldi = (m->inter_w + 7) / 8 * 8; /* the interaction's gradient 16-bit only */
     for (int l = c->n_top - 1; l >= 0 && !rc; l--, ti -= 2) {
         const int relu = l < c->n_top - 1 && !pre, fuse = (m16 || T->linear_bwd_relu_in) && l >= 1;
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
         if (m16) /* the gradient of a 16-bit-only activation is 16-bit only (cur32 = 0) */
-            rc = T->linear_bwd16(d, NULL, only16(l, c->top[l]) ? NULL : m->act_t[l],
-                                 x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset, W16 + m->t[ti].offset,
-                                 relu ? m->act_t[l + 1] : NULL, cur32 ? cur : NULL, pre ? cur16 : NULL,
-                                 fuse && only16(l, c->top[l]) ? NULL : nxt, fuse ? nxt16 : NULL,
+            rc = T->linear_bwd16(d, NULL, only16(l, c->top[l]) || (!l && i16) ? NULL : m->act_t[l],
+                                 l || i16 ? m->act16_t[l] : x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset,
+                                 W16 + m->t[ti].offset, relu ? m->act_t[l + 1] : NULL, cur32 ? cur : NULL,
+                                 pre ? cur16 : NULL, (fuse && only16(l, c->top[l])) || (!l && i16) ? NULL : nxt,
+                                 fuse || (!l && i16) ? nxt16 : NULL,
                                  m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, fuse,
                                  fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
         else if (fuse) /* act_t[l], l >= 1, is the output of ReLU layer l-1 */
@@ -620,8 +634,13 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         cur32 = !(m16 && fuse && only16(l, c->top[l]));
         swap_grads(&cur, &nxt, &cur16, &nxt16);
     }
-    /* cur: d interaction output [B, inter_w] -> d bottom output (nxt), d emb */
-    if (!rc) rc = T->interact_bwd(d, NULL, m->act_b[c->n_bottom], m->emb, cur, nxt, m->demb, B, CTR_N_TABLES, D, m->prec, e);
+    /* cur: d interaction output [B, inter_w] -> d bottom output (nxt), d emb;
+     * or from its 16-bit padded copy alone (cur16, rows of ldi) */
+    if (!rc && i16)
+        rc = T->interact_bwd16(d, NULL, m->act_b[c->n_bottom], m->emb, cur16, ldi, nxt, m->demb, B, CTR_N_TABLES, D,
+                               m->prec, e);
+    else if (!rc)
+        rc = T->interact_bwd(d, NULL, m->act_b[c->n_bottom], m->emb, cur, nxt, m->demb, B, CTR_N_TABLES, D, m->prec, e);
     swap_grads(&cur, &nxt, &cur16, &nxt16);
     pre = 0;
     cur32 = 1;
