@@ -99,6 +99,7 @@ __global__ void k_colsum_seq(const float *dy, float *db, int B, int N)
 /* ---------------- fast: shared pieces ---------------- */
 
 #define CS_ROWS 64
+#define MB 8 /* rows a mask/colsum thread loads before it stores */
 /* Rows per chunk (64; more when the grid's y limit needs it). Shorter
  * chunks for narrow layers were tried and measured slower on an H200 (the
  * extra partial sums cost more than the serial loads they save). */
@@ -118,18 +119,30 @@ __global__ void k_mask_colsum(const float *src, int lds, const float *mask, floa
     int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
         float s = 0.0f;
-#pragma unroll 4
-        for (int b = b0; b < b1; b++) {
-            float g = tr_round(src[(size_t)b * lds + n], rt);
-            if (mask) g = mask[(size_t)b * N + n] > 0.0f ? g : 0.0f;
-            dst[(size_t)b * N + n] = g;
-            if (dst16) dst16[(size_t)b * N + n] = to16v(g, t16); /* exact when g is t16-rounded */
-            s = s + g;
+        /* MB rows loaded before any is stored: src may be dst, and the
+         * compiler would otherwise order each load after the previous
+         * row's store (one memory round trip per row) */
+        for (int bb = b0; bb < b1; bb += MB) {
+            float g[MB], mk[MB];
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    g[j] = src[(size_t)(bb + j) * lds + n];
+                    mk[j] = mask ? mask[(size_t)(bb + j) * N + n] : 1.0f;
+                }
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    float v = tr_round(g[j], rt);
+                    if (mask) v = mk[j] > 0.0f ? v : 0.0f;
+                    dst[(size_t)(bb + j) * N + n] = v;
+                    if (dst16) dst16[(size_t)(bb + j) * N + n] = to16v(v, t16); /* exact when v is t16-rounded */
+                    s = s + v;
+                }
         }
         if (part) part[(size_t)c * N + n] = s;
     }
-}
-/* With a 16-bit mirror: two columns per thread (float2 loads and stores, the
+}/* With a 16-bit mirror: two columns per thread (float2 loads and stores, the
  * two 16-bit values as one 32-bit store); each column's chain unchanged. */
 __global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
                                 float *part, int rows, uint32_t *dst16x2, int t16)
@@ -139,23 +152,28 @@ __global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, fl
     const int N2 = N / 2;
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N2; q += gridDim.x * blockDim.x) {
         float2 s = make_float2(0.0f, 0.0f);
-#pragma unroll 4
-        for (int b = b0; b < b1; b++) {
-            float2 g = reinterpret_cast<const float2 *>(src + (size_t)b * lds)[q];
-            g = make_float2(tr_round(g.x, rt), tr_round(g.y, rt));
-            if (mask) {
-                float2 m = reinterpret_cast<const float2 *>(mask + (size_t)b * N)[q];
-                g = make_float2(m.x > 0.0f ? g.x : 0.0f, m.y > 0.0f ? g.y : 0.0f);
-            }
-            reinterpret_cast<float2 *>(dst + (size_t)b * N)[q] = g;
-            dst16x2[(size_t)b * N2 + q] = (uint32_t)to16v(g.x, t16) | ((uint32_t)to16v(g.y, t16) << 16);
-            s.x = s.x + g.x;
-            s.y = s.y + g.y;
+        for (int bb = b0; bb < b1; bb += MB) { /* MB rows loaded, then stored (see k_mask_colsum) */
+            float2 g[MB], mk[MB];
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    g[j] = reinterpret_cast<const float2 *>(src + (size_t)(bb + j) * lds)[q];
+                    mk[j] = mask ? reinterpret_cast<const float2 *>(mask + (size_t)(bb + j) * N)[q] : make_float2(1, 1);
+                }
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    float2 v = make_float2(tr_round(g[j].x, rt), tr_round(g[j].y, rt));
+                    if (mask) v = make_float2(mk[j].x > 0.0f ? v.x : 0.0f, mk[j].y > 0.0f ? v.y : 0.0f);
+                    reinterpret_cast<float2 *>(dst + (size_t)(bb + j) * N)[q] = v;
+                    dst16x2[(size_t)(bb + j) * N2 + q] = (uint32_t)to16v(v.x, t16) | ((uint32_t)to16v(v.y, t16) << 16);
+                    s.x = s.x + v.x;
+                    s.y = s.y + v.y;
+                }
         }
         if (part) reinterpret_cast<float2 *>(part + (size_t)c * N)[q] = s;
     }
 }
-
 /* 16-bit storage ("mirror only", linear_fwd16/bwd16 with the fp32 tensor
  * NULL): the value of a 16-bit element, and one load of it as a float. */
 __device__ static inline float from16(uint16_t h, int t16) { return t16 == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
@@ -174,18 +192,27 @@ __global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, f
     int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
         float s = 0.0f;
-#pragma unroll 4
-        for (int b = b0; b < b1; b++) {
-            float g = tr_round(ldv(src, (size_t)b * lds + n, t16), rt);
-            if (mask) g = ldv(mask, (size_t)b * ldm + n, t16) > 0.0f ? g : 0.0f;
-            if (dst) dst[(size_t)b * N + n] = g;
-            if (dst16) dst16[(size_t)b * ldd + n] = to16v(g, t16);
-            s = s + g;
+        for (int bb = b0; bb < b1; bb += MB) { /* MB rows loaded, then stored (see k_mask_colsum) */
+            float g[MB], mk[MB];
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    g[j] = ldv(src, (size_t)(bb + j) * lds + n, t16);
+                    mk[j] = mask ? ldv(mask, (size_t)(bb + j) * ldm + n, t16) : 1.0f;
+                }
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    float v = tr_round(g[j], rt);
+                    if (mask) v = mk[j] > 0.0f ? v : 0.0f;
+                    if (dst) dst[(size_t)(bb + j) * N + n] = v;
+                    if (dst16) dst16[(size_t)(bb + j) * ldd + n] = to16v(v, t16);
+                    s = s + v;
+                }
         }
         if (part) part[(size_t)c * N + n] = s;
     }
 }
-
 /* All 16-bit (source, mask, destination): two columns per thread, one
  * 32-bit load of each per row (narrow, so that many threads keep many
  * loads in flight: the chains are 64 rows long); each column's chain as
@@ -199,23 +226,30 @@ __global__ void k_mask16_colsum2(const uint16_t *src, int lds, const uint16_t *m
     const int N2 = N / 2;
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < N2; q += gridDim.x * blockDim.x) {
         float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll 8
-        for (int b = b0; b < b1; b++) {
-            uint32_t v = reinterpret_cast<const uint32_t *>(src + (size_t)b * lds)[q];
-            uint32_t lo = v & 0xffffu, hi = v >> 16;
-            if (mask) {
-                uint32_t mk = reinterpret_cast<const uint32_t *>(mask + (size_t)b * ldm)[q];
-                if (!(from16((uint16_t)(mk & 0xffffu), t16) > 0.0f)) lo = 0;
-                if (!(from16((uint16_t)(mk >> 16), t16) > 0.0f)) hi = 0;
-            }
-            s0 = s0 + from16((uint16_t)lo, t16);
-            s1 = s1 + from16((uint16_t)hi, t16);
-            reinterpret_cast<uint32_t *>(dst + (size_t)b * ldd)[q] = lo | (hi << 16);
+        for (int bb = b0; bb < b1; bb += MB) { /* MB rows loaded, then stored (in place: see k_mask_colsum) */
+            uint32_t v[MB], mk[MB];
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    v[j] = reinterpret_cast<const uint32_t *>(src + (size_t)(bb + j) * lds)[q];
+                    mk[j] = mask ? reinterpret_cast<const uint32_t *>(mask + (size_t)(bb + j) * ldm)[q] : 0u;
+                }
+#pragma unroll
+            for (int j = 0; j < MB; j++)
+                if (bb + j < b1) {
+                    uint32_t lo = v[j] & 0xffffu, hi = v[j] >> 16;
+                    if (mask) {
+                        if (!(from16((uint16_t)(mk[j] & 0xffffu), t16) > 0.0f)) lo = 0;
+                        if (!(from16((uint16_t)(mk[j] >> 16), t16) > 0.0f)) hi = 0;
+                    }
+                    s0 = s0 + from16((uint16_t)lo, t16);
+                    s1 = s1 + from16((uint16_t)hi, t16);
+                    reinterpret_cast<uint32_t *>(dst + (size_t)(bb + j) * ldd)[q] = lo | (hi << 16);
+                }
         }
         if (part) reinterpret_cast<float2 *>(part + (size_t)c * N)[q] = make_float2(s0, s1);
     }
 }
-
 /* db[n] = the nc chunk sums of column n: lane L adds chunks L, L+W, ... in
  * ascending order, then the lanes' sums meet in the warp's fixed butterfly
  * (deterministic: the shape depends only on nc and the warp width). One warp
