@@ -221,3 +221,45 @@ TEST(data_loader_matches_sampler)
     sampler_free(&ref);
     dataset_free(d);
 }
+
+/* data_fill's table rows (a division-free remainder) equal hash % rows for
+ * every edge: rows 1, 2, powers of two, primes, 2^32 - 1; hashes 0, 1,
+ * rows - 1, rows, 2^32 - 1 and random ones; from an in-memory dataset. */
+TEST(data_fill_rows_equal_hash_mod_rows)
+{
+    enum { N = 4096 };
+    struct criteo_sample *mem = calloc(N, sizeof *mem);
+    REQUIRE(mem != NULL);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    const uint32_t edge[] = {0u, 1u, 2u, 3u, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
+    for (int i = 0; i < N; i++)
+        for (int t = 0; t < CRITEO_CAT; t++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            mem[i].cat[t] = i < 8 ? edge[i] : (uint32_t)(s >> 32);
+        }
+    const int64_t choices[] = {1, 2, 3, 7, 1000, 1 << 20, 1000003, 10000000, 0x7fffffffLL, 0x80000000LL,
+                               0xfffffffeLL, 0xffffffffLL, 26, 65536, 999999937};
+    int64_t rows[CRITEO_CAT];
+    for (int t = 0; t < CRITEO_CAT; t++) rows[t] = choices[t % (sizeof choices / sizeof choices[0])];
+    /* hashes at each table's own edges: rows - 1, rows, rows + 1 */
+    for (int t = 0; t < CRITEO_CAT; t++) {
+        mem[8].cat[t] = (uint32_t)(rows[t] - 1);
+        mem[9].cat[t] = (uint32_t)rows[t];
+        mem[10].cat[t] = (uint32_t)(rows[t] + 1);
+    }
+    struct dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.mem[0] = mem;
+    ds.n[0] = N;
+    uint32_t *idx = malloc(N * sizeof *idx), *sparse = malloc((size_t)N * CRITEO_CAT * sizeof *sparse);
+    float *dense = malloc((size_t)N * CRITEO_DENSE * sizeof *dense), *lab = malloc(N * sizeof *lab);
+    REQUIRE(idx && sparse && dense && lab);
+    for (int i = 0; i < N; i++) idx[i] = (uint32_t)((i * 2654435761u) % N); /* a permutation: N is a power of 2 */
+    data_fill(&ds, 0, idx, N, rows, dense, sparse, lab);
+    long bad = 0;
+    for (int i = 0; i < N; i++)
+        for (int t = 0; t < CRITEO_CAT; t++)
+            bad += sparse[(size_t)i * CRITEO_CAT + t] != mem[idx[i]].cat[t] % (uint32_t)rows[t];
+    CHECK_MSG(bad == 0, "%ld of %d rows differ from hash %% rows", bad, N * CRITEO_CAT);
+    free(idx), free(sparse), free(dense), free(lab), free(mem);
+}

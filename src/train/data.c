@@ -150,15 +150,41 @@ void dataset_get(const struct dataset *d, int split, uint64_t index, struct crit
     else synth_sample(d->syn, split, index, s, NULL);
 }
 
+/* hash % rows without a division: Lemire's fastmod, exact for 32-bit
+ * operands (M = floor((2^64 - 1) / rows) + 1, hash % rows = hi64((M * hash
+ * mod 2^64) * rows)). A batch takes 26 remainders a sample; the divisions
+ * were a third of the build time of a GPU-sized batch. */
+static inline uint32_t fastmod_u32(uint32_t a, uint64_t M, uint32_t d)
+{
+    const uint64_t low = M * a;
+    return (uint32_t)(((unsigned __int128)low * d) >> 64);
+}
+
 void data_fill(const struct dataset *d, int split, const uint32_t *idx, int count,
                const int64_t *rows, float *dense, uint32_t *sparse, float *labels)
 {
+    uint64_t M[CRITEO_CAT];
+    uint32_t R[CRITEO_CAT];
+    for (int t = 0; t < CRITEO_CAT; t++) {
+        R[t] = (uint32_t)rows[t];
+        M[t] = UINT64_MAX / R[t] + 1;
+    }
+    const struct criteo_sample *mem = d->mem[split];
+    enum { AHEAD = 8 }; /* samples prefetched ahead: the pool is read at random */
     for (int i = 0; i < count; i++) {
         struct criteo_sample s;
-        dataset_get(d, split, idx[i], &s);
+        if (mem) {
+            if (i + AHEAD < count) {
+                const char *q = (const char *)&mem[idx[i + AHEAD]];
+                for (size_t o = 0; o < sizeof s; o += 64) __builtin_prefetch(q + o);
+                __builtin_prefetch(q + sizeof s - 1);
+            }
+            s = mem[idx[i]];
+        } else {
+            dataset_get(d, split, idx[i], &s);
+        }
         memcpy(dense + (size_t)i * CRITEO_DENSE, s.dense, sizeof s.dense);
-        for (int t = 0; t < CRITEO_CAT; t++)
-            sparse[(size_t)i * CRITEO_CAT + t] = criteo_row(s.cat[t], (uint32_t)rows[t]);
+        for (int t = 0; t < CRITEO_CAT; t++) sparse[(size_t)i * CRITEO_CAT + t] = fastmod_u32(s.cat[t], M[t], R[t]);
         labels[i] = s.label;
     }
 }

@@ -16,6 +16,7 @@ struct feed_slot {
     dev_event *ev;
     dev_event *used;  /* recorded on the default stream at release: the batch's consumers */
     int used_pending;
+    int copy_pending; /* ev recorded after this slot's copy, not yet waited for */
     int state, B, n_valid;
     long step;
     struct sampler_step st;
@@ -165,6 +166,13 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
     if (rc) return rc;
     int n = (int)st.local_valid, B = n;
     if (B < 1) B = 1; /* an empty rank still runs the step on one masked sample */
+    struct dev *d = f->d;
+    /* the pinned buffers are rewritten only after this slot's last copy
+     * from them has completed (long done: it was consumed since) */
+    if (sl->copy_pending) {
+        sl->copy_pending = 0;
+        if ((rc = d->be->event_sync(d, sl->ev, e))) return rc;
+    }
     double t0 = timer_now();
     pool_build(f, sl, n);
     if (n < B) { /* masked padding: zero features, row 0, label 0 */
@@ -173,7 +181,6 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
         sl->h_labels[0] = 0.0f;
     }
     double t1 = timer_now();
-    struct dev *d = f->d;
     /* the device buffers are overwritten only after the work that read them
      * (queued on the default stream before release) has run */
     if (sl->used_pending) {
@@ -187,9 +194,11 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
                                  MEMCPY_H2D, e);
     if (!rc) rc = d->be->memcpy_async(d, f->copy, sl->d_labels, sl->h_labels, (size_t)B * sizeof(float), MEMCPY_H2D, e);
     if (!rc) rc = d->be->event_record(d, sl->ev, f->copy, e);
-    /* the pinned slot is refilled only after release, but the producer waits
-     * for its copy here so copy time is measured and errors surface early */
-    if (!rc) rc = d->be->event_sync(d, sl->ev, e);
+    /* the producer does not wait for the copy: it builds the next batch
+     * while this one travels (the consumer's stream waits on ev; a copy
+     * error surfaces at the slot's next fill or the consumer's next sync).
+     * copy_s is the time to queue it. */
+    if (!rc) sl->copy_pending = 1;
     f->build_s += t1 - t0;
     f->copy_s += timer_now() - t1;
     sl->B = B;
@@ -346,7 +355,7 @@ int devfeed_next(struct devfeed *f, struct ctr_dev_batch *b, long *step, double 
     f->taken = 1;
     pthread_mutex_unlock(&f->mu);
     if (wait_s) *wait_s = timer_now() - t0;
-    /* the default stream sees the copy complete (already synced by the producer) */
+    /* the default stream waits for the batch's copy on the device */
     int rc = f->d->be->stream_wait_event(f->d, NULL, sl->ev, e);
     if (rc) return rc;
     b->B = sl->B;
