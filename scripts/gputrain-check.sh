@@ -10,7 +10,7 @@
 # headline configurations), 2 (compact: dw GEMMs), 3 (compact: the
 # fast-mode sparse sums, tests + both headline ratios in one run), 4 (the
 # kernel rework: tests, golden, profile, both ratios), final (the issue 5
-# evidence in one call), train (plumb train's
+# evidence in one call, AUC in fp32 and bf16), train (plumb train's
 # device-resident fast step: --comm self vs nccl on 1 rank and under mpirun
 # -np 1 give one digest; -np 2 nccl = mpi when 2 GPUs are visible; samples/s
 # of train next to bench ctr's), or prof (kernel times of plumb and PyTorch
@@ -155,6 +155,9 @@ elif [ "$STAGE" = final ]; then
     --torch-modes eager --json "$OUT/bench_fp32.json"
   step auc 120 $B --rows 100000 --no-throughput --auc-steps 300 --auc-batch 2048 --auc-eval 65536 --vs-pytorch \
     --torch-modes eager --json "$OUT/auc.json"
+  # the 16-bit path converges too: bf16 on cuda and on the cpu (which rounds as a bf16 GPU stores), PyTorch autocast
+  step auc_bf16 120 $B --rows 100000 --no-throughput --auc-steps 300 --auc-batch 2048 --auc-eval 65536 \
+    --auc-precision bf16 --vs-pytorch --torch-modes eager --json "$OUT/auc_bf16.json"
   step nccl 40 $B --comm nccl --precision fp32 --batch 2048 --steps 100 --leak-steps 0 --json "$OUT/nccl.json"
 elif [ "$STAGE" = variants ]; then
   # the bf16 step under alternatives (one short run each, device batches and loader)

@@ -50,7 +50,8 @@
 #define NB_DEV 8 /* batches kept on the device for the "device" timing */
 
 struct opts {
-    const char *device, *preset, *precisions, *batches, *json, *python, *script, *workdir, *comm, *torch_modes;
+    const char *device, *preset, *precisions, *batches, *json, *python, *script, *workdir, *comm, *torch_modes,
+        *auc_precision;
     long rows, steps, warmup, pool, threads, leak_steps, golden_steps, golden_batch, golden_rows, auc_steps,
         auc_batch, auc_eval;
     double lr;
@@ -479,7 +480,8 @@ static int auc_on(struct dev *d, const struct opts *o, const struct ctr_config *
     long B = o->auc_batch;
     struct ctr_model *m = NULL;
     int rc = dev_set_numerics(d, NUMERICS_FAST, 0, e);
-    if (!rc) rc = model_make(d, c, B, DT_F32, init, 21, init_out, &m, e);
+    const dtype_t prec = strcmp(o->auc_precision, "bf16") ? DT_F32 : DT_BF16;
+    if (!rc) rc = model_make(d, c, B, prec, init, 21, init_out, &m, e);
     if (!rc && params_path && init_out) rc = write_params(params_path, m, *init_out, e);
     struct sampler s;
     if (!rc) rc = sampler_init(&s, ds->n[0], B, (int)B, 13, 1, e);
@@ -548,16 +550,18 @@ static int auc_check(const struct opts *o, struct dev *d, const struct dataset *
         if (!rc) rc = write_batches(ev, ds, 1, c.rows, ds->n[1], 0, o->auc_batch, e);
         if (rc) return rc;
         snprintf(args, sizeof args, "--auc --train-file %s --eval-file %s --init-file %s --batch %ld --rows %ld --lr %g "
-                 "--warmup-lr-steps 100", tr, ev, pp, o->auc_batch, o->rows, o->lr);
+                 "--warmup-lr-steps 100 --precision %s", tr, ev, pp, o->auc_batch, o->rows, o->lr, o->auc_precision);
         if (run_torch(o, args, "auc", &a_torch, why, sizeof why)) log_warn("bench ctr: pytorch auc: %s", why);
     }
-    printf("\nfast fp32 AUC after %ld steps of batch %ld (lr %g, 100 warm-up steps), %ld eval samples:\n"
-           "  %-8s %.5f (%.1f s)\n  %-8s %.5f (%.1f s)   |diff| %.5f\n  (all from the same initial parameters)\n", o->auc_steps, o->auc_batch, o->lr, ds->n[1],
+    printf("\nfast %s AUC after %ld steps of batch %ld (lr %g, 100 warm-up steps), %ld eval samples:\n"
+           "  %-8s %.5f (%.1f s)\n  %-8s %.5f (%.1f s)   |diff| %.5f\n  (all from the same initial parameters)\n",
+           o->auc_precision, o->auc_steps, o->auc_batch, o->lr, ds->n[1],
            d->label, a_dev, t1 - t0, "cpu", a_cpu, t2 - t1, fabs(a_dev - a_cpu));
     if (o->vs_pytorch) printf("  %-8s %.5f   |diff| %.5f %s\n", "pytorch", a_torch, fabs(a_dev - a_torch), why);
     json_t *j = json_object();
     json_object_set_new(j, "steps", json_integer(o->auc_steps));
     json_object_set_new(j, "batch", json_integer(o->auc_batch));
+    json_object_set_new(j, "precision", json_string(o->auc_precision));
     json_object_set_new(j, "eval_samples", json_integer(ds->n[1]));
     json_object_set_new(j, "auc_device", json_real(a_dev));
     json_object_set_new(j, "auc_cpu", json_real(a_cpu));
@@ -597,6 +601,7 @@ int bench_ctr(int argc, char **argv)
         {"--golden-rows", OPT_INT, &o.golden_rows, "1000", "table rows of the golden digest check", "1..100000000", "N"},
         {"--auc-steps", OPT_INT, &o.auc_steps, "0", "fast-mode AUC check: training steps (0: skip)", "0..10000000", "N"},
         {"--auc-batch", OPT_INT, &o.auc_batch, "2048", "batch of the AUC check", "1..1000000", "N"},
+        {"--auc-precision", OPT_STR, &o.auc_precision, "fp32", "precision of the AUC check (fp32 or bf16; PyTorch: bf16 autocast)", NULL, "P"},
         {"--auc-eval", OPT_INT, &o.auc_eval, "131072", "eval samples of the AUC check", "1024..100000000", "N"},
         {"--json", OPT_STR, &o.json, NULL, "write the figures as JSON to this file", NULL, "FILE"},
         {0},
@@ -615,6 +620,10 @@ int bench_ctr(int argc, char **argv)
     int nbt = args_split_list(o.batches, bbuf, sizeof bbuf, blist, 16);
     if (np < 1 || nbt < 1) {
         err_set(&e, PLUMB_EUSAGE, "--precision/--batch: empty or too long a list (at most 4 and 16 entries)");
+        return cli_fail("bench ctr", &e);
+    }
+    if (strcmp(o.auc_precision, "fp32") && strcmp(o.auc_precision, "bf16")) {
+        err_set(&e, PLUMB_EUSAGE, "--auc-precision: '%s' (expected fp32 or bf16)", o.auc_precision);
         return cli_fail("bench ctr", &e);
     }
     dtype_t precs[4];
