@@ -293,10 +293,14 @@ static int gpu_event_create(struct dev *d, dev_event **ev, plumb_err *e)
     if ((rc = gpu_enter(d, e))) return rc;
     struct dev_event *x = (struct dev_event *)calloc(1, sizeof *x);
     if (!x) return gpu_err(e, PLUMB_ENOMEM, "%s: out of host memory", d->label);
-    cudaError_t r = cudaEventCreate(&x->ev);
+    /* blocking sync: a host thread waiting on an event sleeps instead of
+     * spinning (the data plane's producer waits on its slots' copies each
+     * step, and a spinning waiter takes a core, or a hyperthread's sibling,
+     * from the thread that launches the GPU work); timing stays on */
+    cudaError_t r = cudaEventCreateWithFlags(&x->ev, cudaEventBlockingSync);
     if (r != cudaSuccess) {
         free(x);
-        return gpu_check_(r, "cudaEventCreate", d->label, e);
+        return gpu_check_(r, "cudaEventCreateWithFlags", d->label, e);
     }
     *ev = x;
     return PLUMB_OK;

@@ -56,6 +56,8 @@ typedef unsigned long long plumb_lanemask_t;
 #define cudaStreamWaitEvent hipStreamWaitEvent
 #define cudaEvent_t hipEvent_t
 #define cudaEventCreate hipEventCreate
+#define cudaEventCreateWithFlags hipEventCreateWithFlags
+#define cudaEventBlockingSync hipEventBlockingSync
 #define cudaEventDestroy hipEventDestroy
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize

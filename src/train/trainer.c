@@ -448,7 +448,10 @@ static int setup_comm(struct trainer *t, plumb_err *e)
     t->use_feed = fast && (fv && *fv ? atoi(fv) != 0 : !is_cpu(t));
     if (t->use_feed) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        int th = cfg->threads > 0 ? cfg->threads : (int)(ncpu / (t->c->local_world > 0 ? t->c->local_world : 1));
+        /* default: this rank's share of the cores, less the launching and
+         * producer threads (the builders run a fraction of each step; more
+         * of them than cores slows the launching thread) */
+        int th = cfg->threads > 0 ? cfg->threads : (int)(ncpu / (t->c->local_world > 0 ? t->c->local_world : 1)) - 2;
         t->feed_threads = th < 1 ? 1 : th > 16 ? 16 : th;
         if (t->rank == 0 && !cfg->quiet)
             log_info("data: device feed (pinned buffers, %d build thread%s, H2D on a copy stream, %d deep)",
