@@ -4,9 +4,11 @@
  *
  * A producer thread takes steps start, start+1, ... < end: for each it asks
  * the sampler for this rank's sample indices, fills a pinned host slot with
- * data_fill split over `threads` OpenMP threads (rows already reduced mod
- * rows[t], so the batch is in range by construction), issues the H2D copies
- * on its own stream and records an event. devfeed_next hands the consumer the
+ * data_fill split over `threads` threads of its own pool (rows already
+ * reduced mod rows[t], so the batch is in range by construction), issues the
+ * H2D copies on its own stream and records an event, and goes on to the next
+ * step without waiting for the copy (it waits only before it rewrites a
+ * slot's pinned buffers, for that slot's previous copy). devfeed_next hands the consumer the
  * next step's device batch after making the device's default stream wait for
  * that event (no host block when the copy is done in time). `depth` slots
  * circulate; a slot is reused after devfeed_release, which the consumer calls
