@@ -206,11 +206,30 @@ static void relu_in_case(enum numerics mode, int B, int K, int N, int relu, dtyp
  * linear_fwd / linear_bwd_relu_in on the same device: fast mode sums in
  * another order (tolerance); the mirrors written must be exactly the bf16 of
  * the fp32 results; golden mode must give the same bits. */
+/* The inputs of a 16-bit linear case, on the host: x [B,K] a ReLU output
+ * (for relu_in), w [N,K], bias [N], dy [B,N], each rounded to rt as the
+ * contract wants GEMM inputs (bias too when round_bias; every third dy zero,
+ * as if masked above, when masked_dy). */
+static void lin16_inputs(struct dev *cpu, int B, int K, int N, dtype_t rt, int round_bias, int masked_dy, float **x,
+                         float **w, float **bias, float **dy)
+{
+    const struct train_ops *C = cpu->ops->train;
+    plumb_err e = {0};
+    const size_t BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K;
+    *x = rnd_f(BK, -1, 1), *w = rnd_f(NK, -0.5, 0.5), *bias = rnd_f(N, -0.3, 0.3), *dy = rnd_f(BN, -1, 1);
+    for (size_t i = 0; i < BK; i++) (*x)[i] = (*x)[i] > 0.0f ? (*x)[i] : 0.0f;
+    for (size_t i = 0; masked_dy && i < BN; i++) (*dy)[i] = i % 3 == 0 ? 0.0f : (*dy)[i];
+    REQUIRE(C->round_fp32(cpu, NULL, *x, *x, BK, rt, &e) == 0);
+    REQUIRE(C->round_fp32(cpu, NULL, *w, *w, NK, rt, &e) == 0);
+    REQUIRE(C->round_fp32(cpu, NULL, *dy, *dy, BN, rt, &e) == 0);
+    if (round_bias) REQUIRE(C->round_fp32(cpu, NULL, *bias, *bias, (size_t)N, rt, &e) == 0);
+}
+
 static void mirror_case(enum numerics mode, int B, int K, int N, dtype_t rt)
 {
     struct pair p;
     OPEN_PAIR_OR_SKIP(p, mode);
-    const struct train_ops *G = p.g->ops->train, *C = p.c->ops->train;
+    const struct train_ops *G = p.g->ops->train;
     if (!G->linear_fwd16 || !G->linear_bwd16) {
         pair_close(&p);
         return;
@@ -218,11 +237,8 @@ static void mirror_case(enum numerics mode, int B, int K, int N, dtype_t rt)
     plumb_err e = {0};
     const double tol = mode == NUMERICS_GOLDEN ? 0 : 3e-2;
     size_t BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K;
-    float *x = rnd_f(BK, -1, 1), *w = rnd_f(NK, -0.5, 0.5), *bias = rnd_f(N, -0.3, 0.3), *dy = rnd_f(BN, -1, 1);
-    for (size_t i = 0; i < BK; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* a ReLU output (relu_in) */
-    REQUIRE(C->round_fp32(p.c, NULL, x, x, BK, rt, &e) == 0);
-    REQUIRE(C->round_fp32(p.c, NULL, w, w, NK, rt, &e) == 0);
-    REQUIRE(C->round_fp32(p.c, NULL, dy, dy, BN, rt, &e) == 0);
+    float *x, *w, *bias, *dy;
+    lin16_inputs(p.c, B, K, N, rt, 0, 0, &x, &w, &bias, &dy);
     float *gx = up(p.g, x, BK * 4), *gw = up(p.g, w, NK * 4), *gb = up(p.g, bias, N * 4);
     float *gy1 = up(p.g, NULL, BN * 4), *gy2 = up(p.g, NULL, BN * 4), *gdy1 = up(p.g, dy, BN * 4), *gdy2 = up(p.g, dy, BN * 4);
     float *gdx1 = up(p.g, NULL, BK * 4), *gdx2 = up(p.g, NULL, BK * 4), *gdw1 = up(p.g, NULL, NK * 4), *gdw2 = up(p.g, NULL, NK * 4);
@@ -294,7 +310,7 @@ static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt
 {
     struct pair p;
     OPEN_PAIR_OR_SKIP(p, mode);
-    const struct train_ops *G = p.g->ops->train, *C = p.c->ops->train;
+    const struct train_ops *G = p.g->ops->train;
     if (!G->linear_fwd16 || !G->linear_bwd16) {
         pair_close(&p);
         return;
@@ -302,12 +318,9 @@ static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt
     plumb_err e = {0};
     const double tol = mode == NUMERICS_GOLDEN ? 0 : 3e-2;
     const size_t Kp = (size_t)(K + 7) / 8 * 8, BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K;
-    float *x = rnd_f(BK, -1, 1), *w = rnd_f(NK, -0.5, 0.5), *bias = rnd_f(N, -0.3, 0.3), *dy = rnd_f(BN, -1, 1);
-    for (size_t i = 0; i < BK; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* a ReLU output */
-    for (size_t i = 0; i < BN; i++) dy[i] = i % 3 == 0 ? 0.0f : dy[i];  /* as if masked above */
-    REQUIRE(C->round_fp32(p.c, NULL, x, x, BK, rt, &e) == 0);
-    REQUIRE(C->round_fp32(p.c, NULL, w, w, NK, rt, &e) == 0);
-    REQUIRE(C->round_fp32(p.c, NULL, dy, dy, BN, rt, &e) == 0);
+    /* a 16-bit store reads the bias in rt: the contract wants it rounded */
+    float *x, *w, *bias, *dy;
+    lin16_inputs(p.c, B, K, N, rt, 1, 1, &x, &w, &bias, &dy);
     uint16_t *x16h = malloc(BK * 2), *dy16h = malloc(BN * 2);
     for (size_t i = 0; i < BK; i++) x16h[i] = rt == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
     for (size_t i = 0; i < BN; i++) dy16h[i] = rt == DT_BF16 ? f32_to_bf16(dy[i]) : f32_to_f16(dy[i]);
@@ -321,10 +334,6 @@ static void mirror_only_case(enum numerics mode, int B, int K, int N, dtype_t rt
           *gdw2 = up(p.g, NULL, NK * 4), *gbx1 = up(p.g, NULL, K * 4), *gbx2 = up(p.g, NULL, K * 4);
     uint16_t *gy16 = up(p.g, NULL, BN * 2), *gdx16 = up(p.g, NULL, (size_t)B * Kp * 2);
     REQUIRE(gx && gw && gb && gdy && gx16 && gdy16 && gy && gdx && gdw1 && gdw2 && gbx1 && gbx2 && gy16 && gdx16);
-    /* a 16-bit store reads the bias in rt: the contract wants it rounded */
-    float *hb = down(p.g, gb, (size_t)N * 4);
-    REQUIRE(hb && C->round_fp32(p.c, NULL, hb, hb, (size_t)N, rt, &e) == 0 && dev_upload(p.g, gb, hb, (size_t)N * 4, &e) == 0);
-    free(hb);
     /* the fp32 calls */
     REQUIRE(G->linear_fwd(p.g, NULL, gx, gw, gb, gy, B, K, N, 1, rt, &e) == 0);
     REQUIRE(G->linear_bwd_relu_in(p.g, NULL, gx, gw, NULL, gdy, gdx, gdw1, NULL, B, K, N, 0, rt, gbx1, &e) == 0);

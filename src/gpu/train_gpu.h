@@ -22,11 +22,13 @@ __device__ static inline float tr_round(float x, int rt)
     return x;
 }
 
-/* The 16-bit bits of an rt-rounded value (rt DT_F16, else bf16): exact. */
-__device__ static inline uint32_t to16_rt(float x, int rt)
-{
-    return rt == DT_F16 ? (uint32_t)f32_to_f16(x) : (uint32_t)f32_to_bf16(x);
-}
+/* 16-bit storage (rt DT_F16, else bf16): the bits of an rt-rounded value
+ * (exact), a value from its bits, and one element of an fp32 or 16-bit
+ * tensor as a float (the same kernel source serves both storages). */
+__device__ static inline uint16_t to16_rt(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
+__device__ static inline float from16_rt(uint16_t h, int rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
+__device__ static inline float ld_rt(const float *p, size_t i, int) { return p[i]; }
+__device__ static inline float ld_rt(const uint16_t *p, size_t i, int rt) { return from16_rt(p[i], rt); }
 
 /* Per-device workspace that grows on demand (the old one is released after a
  * device synchronize, so growth costs a sync once; steady state never

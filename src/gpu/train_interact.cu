@@ -104,6 +104,14 @@ __host__ __device__ static inline int warp_slice(int F, int D)
     return F * (D + ZPAD) + (W + 3) / 4 * 4;
 }
 
+/* This warp's slice of the block's dynamic shared memory: its z rows,
+ * then its row of outputs (forward) or of dout (backward). */
+__device__ static inline float *warp_z(int F, int D)
+{
+    extern __shared__ float4 sm4[];
+    return reinterpret_cast<float *>(sm4) + (size_t)(threadIdx.x / PLUMB_WARP) * warp_slice(F, D);
+}
+
 /* Stages sample b's vectors into z (rows of D+ZPAD): z_0 = bottom[b], z_f =
  * emb[b, f-1] or, gathering, round(table[off[f-1] + idx[b, f-1]]) (then also
  * written to emb). float4 throughout (D % 4 == 0, rows 16-byte aligned). */
@@ -155,13 +163,10 @@ __global__ void k_inter_fwd_warp(const float *bottom, const float *emb_in, const
                                  const uint32_t *idx, float *emb_out, float *out, uint16_t *out16, int ld16, int B,
                                  int T, int rt)
 {
-    extern __shared__ float4 sm4[];
-    float *sm = reinterpret_cast<float *>(sm4);
-    const int F = T + 1, W = D + F * (F - 1) / 2, lane = threadIdx.x % PLUMB_WARP;
-    const int wib = threadIdx.x / PLUMB_WARP, wpb = blockDim.x / PLUMB_WARP;
-    float *z = sm + (size_t)wib * warp_slice(F, D);
+    const int F = T + 1, W = D + F * (F - 1) / 2, lane = threadIdx.x % PLUMB_WARP, wpb = blockDim.x / PLUMB_WARP;
+    float *z = warp_z(F, D);
     float *o = z + F * (D + ZPAD);
-    for (int b = blockIdx.x * wpb + wib; b < B; b += gridDim.x * wpb) {
+    for (int b = blockIdx.x * wpb + (int)threadIdx.x / PLUMB_WARP; b < B; b += gridDim.x * wpb) {
         stage_z<D, GATHER>(z, bottom, emb_in, table, off, idx, emb_out, b, T, rt, lane);
         plumb_syncwarp();
         float zi[D];
@@ -187,7 +192,7 @@ __global__ void k_inter_fwd_warp(const float *bottom, const float *emb_in, const
             uint32_t *r2 = reinterpret_cast<uint32_t *>(out16 + (size_t)b * ld16);
             for (int q = lane; q < ld16 / 2; q += PLUMB_WARP) {
                 const uint32_t lo = 2 * q < W ? to16_rt(o[2 * q], rt) : 0u;
-                const uint32_t hi = 2 * q + 1 < W ? to16_rt(o[2 * q + 1], rt) : 0u;
+                const uint32_t hi = 2 * q + 1 < W ? to16_rt(o[2 * q + 1], rt) : 0u; /* (as uint32: shifted below) */
                 r2[q] = lo | (hi << 16);
             }
         }
@@ -196,26 +201,17 @@ __global__ void k_inter_fwd_warp(const float *bottom, const float *emb_in, const
 }
 
 /* dout [B, ldo] of element type G: fp32, or the 16-bit mirror (rt) */
-__device__ static inline float ld_g(const float *p, int q, int) { return p[q]; }
-__device__ static inline float ld_g(const uint16_t *p, int q, int rt)
-{
-    return rt == DT_F16 ? f16_to_f32(p[q]) : bf16_to_f32(p[q]);
-}
-
 template <int D, typename G>
 __global__ void k_inter_bwd_warp(const float *bottom, const float *emb, const G *dout, int ldo, float *dbottom,
                                  float *demb, int B, int T, int rt)
 {
-    extern __shared__ float4 sm4[];
-    float *sm = reinterpret_cast<float *>(sm4);
-    const int F = T + 1, W = D + F * (F - 1) / 2, lane = threadIdx.x % PLUMB_WARP;
-    const int wib = threadIdx.x / PLUMB_WARP, wpb = blockDim.x / PLUMB_WARP;
-    float *z = sm + (size_t)wib * warp_slice(F, D);
+    const int F = T + 1, W = D + F * (F - 1) / 2, lane = threadIdx.x % PLUMB_WARP, wpb = blockDim.x / PLUMB_WARP;
+    float *z = warp_z(F, D);
     float *g = z + F * (D + ZPAD);
-    for (int b = blockIdx.x * wpb + wib; b < B; b += gridDim.x * wpb) {
+    for (int b = blockIdx.x * wpb + (int)threadIdx.x / PLUMB_WARP; b < B; b += gridDim.x * wpb) {
         stage_z<D, false>(z, bottom, emb, NULL, NULL, NULL, NULL, b, T, rt, lane);
         const G *grow = dout + (size_t)b * ldo;
-        for (int q = lane; q < W; q += PLUMB_WARP) g[q] = ld_g(grow, q, rt);
+        for (int q = lane; q < W; q += PLUMB_WARP) g[q] = ld_rt(grow, (size_t)q, rt);
         plumb_syncwarp();
         float acc[D];
 #pragma unroll

@@ -105,44 +105,14 @@ __global__ void k_colsum_seq(const float *dy, float *db, int B, int N)
  * extra partial sums cost more than the serial loads they save). */
 /* The fast dbias order: per-chunk column sums, part[c, n] = sum of rows
  * [64c, 64c+64) in ascending b, then the chunks summed by k_colsum_final.
- * One kernel serves the relu mask + dbias of linear_bwd and the fused dx
- * epilogue of linear_bwd_relu_in:
- *   v = round(src[b*lds + n]); if (mask) v = mask[b*N + n] > 0 ? v : 0;
+ * One pass (mask_colsum_any picks the kernel for the storage; every kernel
+ * runs these chains) serves the relu mask + dbias of linear_bwd and the
+ * fused dx epilogue of linear_bwd_relu_in:
+ *   v = round(src[b*lds + n]); if (mask) v = mask[b*ldm + n] > 0 ? v : 0;
  *   dst[b*N + n] = v; part[c, n] = sum of v over the chunk (part may be NULL).
- * src may be dst (lds = N); rt = DT_F32 does not round. */
-__device__ static inline uint16_t to16v(float v, int t16) { return t16 == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
+ * src may be dst; rt = DT_F32 does not round. */
 
-__global__ void k_mask_colsum(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
-                              float *part, int rows, uint16_t *dst16, int t16)
-{
-    int c = blockIdx.y;
-    int b0 = c * rows, b1 = b0 + rows < B ? b0 + rows : B;
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        /* MB rows loaded before any is stored: src may be dst, and the
-         * compiler would otherwise order each load after the previous
-         * row's store (one memory round trip per row) */
-        for (int bb = b0; bb < b1; bb += MB) {
-            float g[MB], mk[MB];
-#pragma unroll
-            for (int j = 0; j < MB; j++)
-                if (bb + j < b1) {
-                    g[j] = src[(size_t)(bb + j) * lds + n];
-                    mk[j] = mask ? mask[(size_t)(bb + j) * N + n] : 1.0f;
-                }
-#pragma unroll
-            for (int j = 0; j < MB; j++)
-                if (bb + j < b1) {
-                    float v = tr_round(g[j], rt);
-                    if (mask) v = mk[j] > 0.0f ? v : 0.0f;
-                    dst[(size_t)(bb + j) * N + n] = v;
-                    if (dst16) dst16[(size_t)(bb + j) * N + n] = to16v(v, t16); /* exact when v is t16-rounded */
-                    s = s + v;
-                }
-        }
-        if (part) part[(size_t)c * N + n] = s;
-    }
-}/* With a 16-bit mirror: two columns per thread (float2 loads and stores, the
+/* With a 16-bit mirror: two columns per thread (float2 loads and stores, the
  * two 16-bit values as one 32-bit store); each column's chain unchanged. */
 __global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, float *dst, int B, int N, int rt,
                                 float *part, int rows, uint32_t *dst16x2, int t16)
@@ -166,7 +136,7 @@ __global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, fl
                     float2 v = make_float2(tr_round(g[j].x, rt), tr_round(g[j].y, rt));
                     if (mask) v = make_float2(mk[j].x > 0.0f ? v.x : 0.0f, mk[j].y > 0.0f ? v.y : 0.0f);
                     reinterpret_cast<float2 *>(dst + (size_t)(bb + j) * N)[q] = v;
-                    dst16x2[(size_t)(bb + j) * N2 + q] = (uint32_t)to16v(v.x, t16) | ((uint32_t)to16v(v.y, t16) << 16);
+                    dst16x2[(size_t)(bb + j) * N2 + q] = (uint32_t)to16_rt(v.x, t16) | ((uint32_t)to16_rt(v.y, t16) << 16);
                     s.x = s.x + v.x;
                     s.y = s.y + v.y;
                 }
@@ -174,11 +144,6 @@ __global__ void k_mask_colsum2m(const float *src, int lds, const float *mask, fl
         if (part) reinterpret_cast<float2 *>(part + (size_t)c * N)[q] = s;
     }
 }
-/* 16-bit storage ("mirror only", linear_fwd16/bwd16 with the fp32 tensor
- * NULL): the value of a 16-bit element, and one load of it as a float. */
-__device__ static inline float from16(uint16_t h, int t16) { return t16 == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
-__device__ static inline float ldv(const float *p, size_t i, int) { return p[i]; }
-__device__ static inline float ldv(const uint16_t *p, size_t i, int t16) { return from16(p[i], t16); }
 
 /* The same chunked pass for any mix of element types: S the source, M the
  * mask (the ReLU output, its sign is all that is read; NULL: no mask). The
@@ -197,8 +162,8 @@ __global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, f
 #pragma unroll
             for (int j = 0; j < MB; j++)
                 if (bb + j < b1) {
-                    g[j] = ldv(src, (size_t)(bb + j) * lds + n, t16);
-                    mk[j] = mask ? ldv(mask, (size_t)(bb + j) * ldm + n, t16) : 1.0f;
+                    g[j] = ld_rt(src, (size_t)(bb + j) * lds + n, t16);
+                    mk[j] = mask ? ld_rt(mask, (size_t)(bb + j) * ldm + n, t16) : 1.0f;
                 }
 #pragma unroll
             for (int j = 0; j < MB; j++)
@@ -206,7 +171,7 @@ __global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, f
                     float v = tr_round(g[j], rt);
                     if (mask) v = mk[j] > 0.0f ? v : 0.0f;
                     if (dst) dst[(size_t)(bb + j) * N + n] = v;
-                    if (dst16) dst16[(size_t)(bb + j) * ldd + n] = to16v(v, t16);
+                    if (dst16) dst16[(size_t)(bb + j) * ldd + n] = to16_rt(v, t16);
                     s = s + v;
                 }
         }
@@ -216,7 +181,7 @@ __global__ void k_mask_colsum_t(const S *src, int lds, const M *mask, int ldm, f
 /* All 16-bit (source, mask, destination): two columns per thread, one
  * 32-bit load of each per row (narrow, so that many threads keep many
  * loads in flight: the chains are 64 rows long); each column's chain as
- * above. A masked element becomes +0 (what to16v(0.0f) stores). In place
+ * above. A masked element becomes +0 (what to16_rt(0.0f) stores). In place
  * allowed. */
 __global__ void k_mask16_colsum2(const uint16_t *src, int lds, const uint16_t *mask, int ldm, uint16_t *dst, int ldd,
                                  int B, int N, float *part, int rows, int t16)
@@ -239,11 +204,11 @@ __global__ void k_mask16_colsum2(const uint16_t *src, int lds, const uint16_t *m
                 if (bb + j < b1) {
                     uint32_t lo = v[j] & 0xffffu, hi = v[j] >> 16;
                     if (mask) {
-                        if (!(from16((uint16_t)(mk[j] & 0xffffu), t16) > 0.0f)) lo = 0;
-                        if (!(from16((uint16_t)(mk[j] >> 16), t16) > 0.0f)) hi = 0;
+                        if (!(from16_rt((uint16_t)(mk[j] & 0xffffu), t16) > 0.0f)) lo = 0;
+                        if (!(from16_rt((uint16_t)(mk[j] >> 16), t16) > 0.0f)) hi = 0;
                     }
-                    s0 = s0 + from16((uint16_t)lo, t16);
-                    s1 = s1 + from16((uint16_t)hi, t16);
+                    s0 = s0 + from16_rt((uint16_t)lo, t16);
+                    s1 = s1 + from16_rt((uint16_t)hi, t16);
                     reinterpret_cast<uint32_t *>(dst + (size_t)(bb + j) * ldd)[q] = lo | (hi << 16);
                 }
         }
@@ -265,9 +230,15 @@ __global__ void k_colsum_final(const float *part, int nc, int N, float *db)
     if (lane == 0) db[n] = s;
 }
 
-/* masked/rounded copy + dbias of the chunk sums (part from workspace slot 0) */
-static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
-                         int B, int N, int rt, float *dbias, uint16_t *dst16, int t16, plumb_err *e)
+/* The masked/rounded copy + dbias of the chunk sums (part from workspace
+ * slot 0), for any mix of storage: src fp32 or 16-bit (src16), the ReLU
+ * mask fp32 or 16-bit (mask16, row stride ldm) or none, destinations dst
+ * (fp32 [B, N], may be NULL) and dst16 (16-bit t16, row stride ldd, may be
+ * NULL). rt rounds the values (DT_F32: not). Every kernel below runs the
+ * same chains, so the dbias bits do not depend on the storage. */
+static int mask_colsum_any(struct dev *d, struct dev_stream *st, const float *src, const uint16_t *src16, int lds,
+                           const float *mask, const uint16_t *mask16, int ldm, float *dst, uint16_t *dst16, int ldd,
+                           int B, int N, int rt, int t16, float *dbias, plumb_err *e)
 {
     int rows = CS_ROWS;
     if ((B + rows - 1) / rows > 65535) rows = (B + 65534) / 65535; /* the grid's y limit */
@@ -278,17 +249,38 @@ static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src,
         if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
         part = (float *)ws;
     }
-    /* (float4 columns without a mirror measured slower on an H200 at DLRM
-     * widths: a quarter of the threads for the same 64-row chains) */
-    const int vec2 = dst16 && N % 2 == 0 && lds % 2 == 0 && !((uintptr_t)src % 8) && !((uintptr_t)dst % 8) &&
-                     !((uintptr_t)mask % 8) && !((uintptr_t)part % 8) && !((uintptr_t)dst16 % 4);
-    if (vec2) {
-        dim3 grd((unsigned)((N / 2 + 127) / 128), (unsigned)nc);
-        k_mask_colsum2m<<<grd, 128, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows, (uint32_t *)dst16, t16);
+    t16 = t16 == DT_F16 ? DT_F16 : DT_BF16;
+    const int tpb = 128;
+    /* all 16-bit: pairs of columns */
+    const int vec16 = src16 && !dst && !mask && N % 2 == 0 && lds % 2 == 0 && ldd % 2 == 0 &&
+                      (!mask16 || ldm % 2 == 0) && !((uintptr_t)src16 % 4) && !((uintptr_t)mask16 % 4) &&
+                      !((uintptr_t)dst16 % 4) && !((uintptr_t)part % 8);
+    /* fp32 with a 16-bit copy: pairs of columns (float4 columns measured
+     * slower on an H200 at DLRM widths: a quarter of the threads for the
+     * same 64-row chains) */
+    const int vec32 = src && !src16 && !mask16 && dst && dst16 && ldd == N && (!mask || ldm == N) && N % 2 == 0 &&
+                      lds % 2 == 0 && !((uintptr_t)src % 8) && !((uintptr_t)dst % 8) && !((uintptr_t)mask % 8) &&
+                      !((uintptr_t)part % 8) && !((uintptr_t)dst16 % 4);
+    if (vec16) {
+        dim3 grd((unsigned)((N / 2 + tpb - 1) / tpb), (unsigned)nc);
+        k_mask16_colsum2<<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst16, ldd, B, N, part, rows, t16);
+    } else if (vec32) {
+        dim3 grd((unsigned)((N / 2 + tpb - 1) / tpb), (unsigned)nc);
+        k_mask_colsum2m<<<grd, tpb, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows, (uint32_t *)dst16, t16);
     } else {
-        const int tpb = 128;
         dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
-        k_mask_colsum<<<grd, tpb, 0, st->s>>>(src, lds, mask, dst, B, N, rt, part, rows, dst16, t16);
+        if (src16 && mask16)
+            k_mask_colsum_t<uint16_t, uint16_t><<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst, dst16, ldd, B, N,
+                                                                         rt, part, rows, t16);
+        else if (src16)
+            k_mask_colsum_t<uint16_t, float><<<grd, tpb, 0, st->s>>>(src16, lds, mask, ldm, dst, dst16, ldd, B, N, rt,
+                                                                      part, rows, t16);
+        else if (mask16)
+            k_mask_colsum_t<float, uint16_t><<<grd, tpb, 0, st->s>>>(src, lds, mask16, ldm, dst, dst16, ldd, B, N, rt,
+                                                                      part, rows, t16);
+        else
+            k_mask_colsum_t<float, float><<<grd, tpb, 0, st->s>>>(src, lds, mask, ldm, dst, dst16, ldd, B, N, rt, part,
+                                                                   rows, t16);
     }
     GPU_CHECK_LAUNCH(d, "k_mask_colsum", e);
     if (dbias) {
@@ -299,60 +291,18 @@ static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src,
     return PLUMB_OK;
 }
 
+/* fp32 source, fp32 mask [B, N] (or none), fp32 destination [B, N] and
+ * optionally its 16-bit copy dst16 [B, N] of type t16 */
+static int mask_colsum16(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
+                         int B, int N, int rt, float *dbias, uint16_t *dst16, int t16, plumb_err *e)
+{
+    return mask_colsum_any(d, st, src, NULL, lds, mask, NULL, N, dst, dst16, N, B, N, rt, t16, dbias, e);
+}
+
 static int mask_colsum(struct dev *d, struct dev_stream *st, const float *src, int lds, const float *mask, float *dst,
                        int B, int N, int rt, float *dbias, plumb_err *e)
 {
     return mask_colsum16(d, st, src, lds, mask, dst, B, N, rt, dbias, NULL, DT_BF16, e);
-}
-
-/* mask_colsum16 for any mix of storage: src fp32 or 16-bit (src16), mask
- * fp32 or 16-bit (mask16, row stride ldm) or none, destinations dst (fp32,
- * may be NULL) and dst16 [B, N]. Same chunks, so the same dbias bits as
- * mask_colsum16 for the same values. */
-static int mask_colsum_any(struct dev *d, struct dev_stream *st, const float *src, const uint16_t *src16, int lds,
-                           const float *mask, const uint16_t *mask16, int ldm, float *dst, uint16_t *dst16, int ldd,
-                           int B, int N, int rt, float *dbias, plumb_err *e)
-{
-    int rows = CS_ROWS;
-    if ((B + rows - 1) / rows > 65535) rows = (B + 65534) / 65535;
-    int nc = (B + rows - 1) / rows, rc;
-    float *part = NULL;
-    if (dbias) {
-        void *ws;
-        if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
-        part = (float *)ws;
-    }
-    const int t16 = rt == DT_F16 ? DT_F16 : DT_BF16;
-    const int vec2 = src16 && !dst && !mask && N % 2 == 0 && lds % 2 == 0 && ldd % 2 == 0 && (!mask16 || ldm % 2 == 0) &&
-                     !((uintptr_t)src16 % 4) && !((uintptr_t)mask16 % 4) && !((uintptr_t)dst16 % 4) &&
-                     !((uintptr_t)part % 8);
-    if (vec2) {
-        const int tpb = 128;
-        dim3 grd((unsigned)((N / 2 + tpb - 1) / tpb), (unsigned)nc);
-        k_mask16_colsum2<<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst16, ldd, B, N, part, rows, t16);
-    } else {
-        const int tpb = 128;
-        dim3 grd((unsigned)((N + tpb - 1) / tpb), (unsigned)nc);
-        if (src16 && mask16)
-            k_mask_colsum_t<uint16_t, uint16_t><<<grd, tpb, 0, st->s>>>(src16, lds, mask16, ldm, dst, dst16, ldd, B, N, rt,
-                                                                         part, rows, t16);
-        else if (src16)
-            k_mask_colsum_t<uint16_t, float><<<grd, tpb, 0, st->s>>>(src16, lds, mask, ldm, dst, dst16, ldd, B, N, rt, part,
-                                                                      rows, t16);
-        else if (mask16)
-            k_mask_colsum_t<float, uint16_t><<<grd, tpb, 0, st->s>>>(src, lds, mask16, ldm, dst, dst16, ldd, B, N, rt, part,
-                                                                      rows, t16);
-        else
-            k_mask_colsum_t<float, float><<<grd, tpb, 0, st->s>>>(src, lds, mask, ldm, dst, dst16, ldd, B, N, rt, part, rows,
-                                                                   t16);
-    }
-    GPU_CHECK_LAUNCH(d, "k_mask_colsum16", e);
-    if (dbias) {
-        const int wpb = 128 / PLUMB_WARP;
-        k_colsum_final<<<(N + wpb - 1) / wpb, 128, 0, st->s>>>(part, nc, N, dbias);
-        GPU_CHECK_LAUNCH(d, "k_colsum_final", e);
-    }
-    return PLUMB_OK;
 }
 
 /* x[r, 0:K) = the values of x16[r, 0:K) (row stride ld): a 16-bit tensor
@@ -362,7 +312,7 @@ __global__ void k_from16(const uint16_t *x16, size_t R, int K, int ld, float *x,
     size_t tot = R * (size_t)K;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / (size_t)K;
-        x[i] = from16(x16[r * ld + (i - r * (size_t)K)], t16);
+        x[i] = from16_rt(x16[r * ld + (i - r * (size_t)K)], t16);
     }
 }
 
@@ -392,7 +342,7 @@ __global__ void k_round16(float *y, uint16_t *y16, size_t n, int rt)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float v = tr_round(y[i], rt);
         y[i] = v;
-        if (y16) y16[i] = rt == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v);
+        if (y16) y16[i] = to16_rt(v, rt);
     }
 }
 
@@ -403,7 +353,7 @@ template <typename I> __global__ void k_pad_cols16(const float *x, I R, I K, I K
     const I tot = R * Kp;
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < tot; i += (I)gridDim.x * blockDim.x) {
         const I r = i / Kp, k = i - r * Kp;
-        x16[i] = k < K ? (rt == DT_F16 ? f32_to_f16(x[r * K + k]) : f32_to_bf16(x[r * K + k])) : (uint16_t)0;
+        x16[i] = k < K ? to16_rt(x[r * K + k], rt) : (uint16_t)0;
     }
 }
 
@@ -502,7 +452,7 @@ static int pad_cols(struct dev *d, struct dev_stream *st, const float *x, size_t
 __global__ void k_to16(const float *x, uint16_t *y, size_t n, int rt)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = rt == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+        y[i] = to16_rt(x[i], rt);
 }
 
 static int launch_epilogue(struct dev *d, struct dev_stream *st, float *y, const float *bias, int B, int N, int relu,
@@ -1111,7 +1061,7 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
             if (relu_in && x)
                 rc = mask_colsum16(d, st, c, Ka, x, dx, B, K, (int)rt, dbias_x, dx16, (int)rt, e);
             else if (relu_in) /* x given as its mirror only */
-                rc = mask_colsum_any(d, st, c, NULL, Ka, NULL, xa, Ka, dx, dx16, K, B, K, (int)rt, dbias_x, e);
+                rc = mask_colsum_any(d, st, c, NULL, Ka, NULL, xa, Ka, dx, dx16, K, B, K, (int)rt, (int)rt, dbias_x, e);
             else if (pad && (rc = unpad_round(d, st, c, (size_t)B, K, Ka, dx, (int)rt, e)) == PLUMB_OK)
                 rc = dx16 ? round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
             else if (!pad)
@@ -1131,7 +1081,8 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
         rc = lt_gemm_c(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, dx16, Ka, (int)rt, 1, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
         if (rc == PLUMB_OK) {
             if (relu_in &&
-                (rc = mask_colsum_any(d, st, NULL, dx16, Ka, NULL, xa, Ka, NULL, dx16, Ka, B, K, (int)rt, dbias_x, e)))
+                (rc = mask_colsum_any(d, st, NULL, dx16, Ka, NULL, xa, Ka, NULL, dx16, Ka, B, K, (int)rt, (int)rt, dbias_x,
+                                      e)))
                 return rc;
         } else if (rc == PLUMB_EUNSUPPORTED) {
             void *w3; /* no 16-bit store for this shape: fp32 into a stand-in */
@@ -1140,7 +1091,7 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
             rc = lt_gemm(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c32, Ka, (int)rt, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
             if (rc == PLUMB_OK)
                 rc = mask_colsum_any(d, st, c32, NULL, Ka, NULL, relu_in ? xa : NULL, Ka, NULL, dx16, Ka, B,
-                                     relu_in ? K : Ka, (int)rt, relu_in ? dbias_x : NULL, e);
+                                     relu_in ? K : Ka, (int)rt, (int)rt, relu_in ? dbias_x : NULL, e);
             if (rc == PLUMB_EUNSUPPORTED) ok = 0;
             else if (rc) return rc;
         } else {
