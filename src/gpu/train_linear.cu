@@ -974,6 +974,7 @@ int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16
     if (mkx && (rc = pad16(d, st, x, (size_t)B, K, Ka, xa, (int)rt, e))) return rc;
     if (mkw && (rc = pad16(d, st, w, (size_t)N, K, Ka, wa = (uint16_t *)((char *)ws + ow), (int)rt, e))) return rc;
     int epi = bias ? (relu ? EPI_RELU_BIAS : EPI_BIAS) : (relu ? EPI_RELU : EPI_NONE);
+    float *yo = y;
     if (!y) {
         /* mirror only: the GEMM stores y in 16 bits itself (rounded after
          * bias and ReLU), no fp32 copy and no rounding pass; its bias is
@@ -986,22 +987,19 @@ int tr_linear_fwd16(struct dev *d, struct dev_stream *st, const float *x, uint16
         }
         rc = lt_gemm_c(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y16, N, (int)rt, 1, 1, epi, b16, 1, 0, 0, 0, e);
         if (rc != PLUMB_EUNSUPPORTED) return rc;
-        void *w3; /* no 16-bit store for this shape: fp32 into a stand-in, then the mirror */
-        if ((rc = tws_get(d, 1, (size_t)B * N * sizeof(float), &w3, e))) return rc;
-        rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, (float *)w3, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
-        if (rc == PLUMB_OK) return round16(d, st, (float *)w3, y16, (size_t)B * N, (int)rt, e);
-        if (rc != PLUMB_EUNSUPPORTED) return rc;
-    } else {
-        rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, y, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
-        if (rc == PLUMB_OK) return round16(d, st, y, y16, (size_t)B * N, (int)rt, e);
-        if (rc != PLUMB_EUNSUPPORTED) return rc;
+        void *w1; /* no 16-bit store for this shape: fp32 into a stand-in, then the mirror */
+        if ((rc = tws_get(d, 1, (size_t)B * N * sizeof(float), &w1, e))) return rc;
+        yo = (float *)w1;
     }
+    rc = lt_gemm(d, st, 1, 0, N, B, Ka, wa, Ka, xa, Ka, yo, N, (int)rt, 1, epi, bias, 1, 0, 0, 0, e);
+    if (rc == PLUMB_OK) return round16(d, st, yo, y16, (size_t)B * N, (int)rt, e);
+    if (rc != PLUMB_EUNSUPPORTED) return rc;
     }
 plain:
 #endif
     /* golden, or no 16-bit algorithm: the fp32-operand path, then the
      * mirror; fp32 stand-ins (workspace slot 3) for tensors given only as
-     * mirrors (x NULL: x16 is [B, K]) */
+     * mirrors (x NULL: x16 is [B, pad8(K)]) */
     {
     const float *xf = x;
     float *yf = y;
@@ -1058,10 +1056,9 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
         float *c = pad ? (float *)(w2 + o_dx) : dx;
         rc = lt_gemm(d, st, 0, 0, Ka, B, N, wa, Ka, dya, N, c, Ka, (int)rt, 1, EPI_NONE, NULL, 1, 0, 0, 0, e);
         if (rc == PLUMB_OK) {
-            if (relu_in && x)
-                rc = mask_colsum16(d, st, c, Ka, x, dx, B, K, (int)rt, dbias_x, dx16, (int)rt, e);
-            else if (relu_in) /* x given as its mirror only */
-                rc = mask_colsum_any(d, st, c, NULL, Ka, NULL, xa, Ka, dx, dx16, K, B, K, (int)rt, (int)rt, dbias_x, e);
+            if (relu_in) /* the mask from x, or from its mirror when x is given only as that */
+                rc = mask_colsum_any(d, st, c, NULL, Ka, x, x ? NULL : xa, x ? K : Ka, dx, dx16, K, B, K, (int)rt,
+                                     (int)rt, dbias_x, e);
             else if (pad && (rc = unpad_round(d, st, c, (size_t)B, K, Ka, dx, (int)rt, e)) == PLUMB_OK)
                 rc = dx16 ? round16(d, st, dx, dx16, (size_t)B * K, (int)rt, e) : PLUMB_OK;
             else if (!pad)
@@ -1125,7 +1122,7 @@ plain:
     /* golden, or no 16-bit algorithm: the fp32 path (dy may be masked
      * already: masking again changes nothing; dbias is formed again), with
      * fp32 stand-ins (workspace slot 3) for tensors given only as mirrors
-     * (x NULL: x16 is [B, K]; dy NULL: dy16 [B, N]; dx NULL: dx16 wanted) */
+     * (x NULL: x16 is [B, pad8(K)]; dy NULL: dy16 [B, N]; dx NULL: dx16 wanted) */
     {
     const float *xf = x;
     float *dyf = dy, *dxf = dx;

@@ -439,19 +439,33 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e);
  * stores just its mirror, the backward reads just the mirror, and its
  * gradient is 16-bit only too. Other widths keep the fp32 tensor, and the
  * mirror buffer (allocated padded) is then the padded copy the op fills
- * from it. The first layer's input (dense features, the interaction) is
- * fp32; its padded mirror only exists as such when its width is not a
- * multiple of 8 (else the op makes its own copy: NULL). */
-static uint16_t *x16_of(uint16_t *mirror, int l, int width) { return l || width % 8 ? mirror : NULL; }
+ * from it. The first layer's input is fp32: the dense features, and the
+ * interaction unless the backend has its 16-bit ops (inter16). */
 static int only16(int l, int width) { return l && width % 8 == 0; }
 
 /* the 16-bit operand path: mirrors allocated and the device in fast mode */
 static int use16(const struct ctr_model *m) { return m->has16 && m->d->numerics == NUMERICS_FAST; }
 /* ... and the interaction's output and gradient in 16 bits only (its padded
- * mirror act16_t[0], [B, inter_w rounded up to 8]) */
+ * mirror act16_t[0], [B, inter_w rounded up to 8]: rows of inter_ld) */
 static int inter16(const struct ctr_model *m)
 {
     return use16(m) && m->T->embedding_interact_fwd16 && m->T->interact_bwd16;
+}
+static int inter_ld(const struct ctr_model *m) { return (m->inter_w + 7) / 8 * 8; }
+
+/* With 16-bit operands, the input of bottom (top = 0) or top (top = 1)
+ * layer l: in32 its fp32 tensor, NULL when it lives in 16 bits only (and
+ * then so does its gradient); in16 its mirror, NULL when the op makes its
+ * own copy (an fp32 first input of a width that is a multiple of 8). */
+static float *in32(const struct ctr_model *m, int top, int l)
+{
+    if (top) return only16(l, m->c.top[l]) || (!l && inter16(m)) ? NULL : m->act_t[l];
+    return only16(l, m->c.bottom[l]) ? NULL : m->act_b[l];
+}
+static uint16_t *in16(const struct ctr_model *m, int top, int l)
+{
+    if (top) return l || inter16(m) || m->inter_w % 8 ? m->act16_t[l] : NULL;
+    return l || m->c.bottom[0] % 8 ? m->act16_b[l] : NULL;
 }
 
 static int forward(struct ctr_model *m, const struct ctr_batch *b, plumb_err *e)
@@ -509,9 +523,8 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     int ti = 0;
     for (int l = 0; l < c->n_bottom && !rc; l++, ti += 2) {
         if (m16) { /* the last layer's output feeds the interaction in fp32 */
-            const int y16 = l + 1 < c->n_bottom && only16(l + 1, c->bottom[l + 1]);
-            rc = T->linear_fwd16(d, NULL, only16(l, c->bottom[l]) ? NULL : m->act_b[l],
-                                 x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset, W16 + m->t[ti].offset,
+            const int y16 = l + 1 < c->n_bottom && !in32(m, 0, l + 1);
+            rc = T->linear_fwd16(d, NULL, in32(m, 0, l), in16(m, 0, l), W + m->t[ti].offset, W16 + m->t[ti].offset,
                                  W + m->t[ti + 1].offset, y16 ? NULL : m->act_b[l + 1], y16 ? m->act16_b[l + 1] : NULL,
                                  B, c->bottom[l], c->bottom[l + 1], 1, m->prec, e);
         } else
@@ -520,10 +533,9 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     }
     /* embeddings [B, 26, D] and the interaction [B, inter_w]: one fused op
      * where the backend has it (the same bits) */
-    const int i16 = inter16(m), ldi = (m->inter_w + 7) / 8 * 8;
-    if (!rc && i16) {
+    if (!rc && inter16(m)) {
         rc = T->embedding_interact_fwd16(d, NULL, m->params + m->n_dense, m->d_off, m->in_idx, m->act_b[c->n_bottom],
-                                         m->emb, NULL, m->act16_t[0], ldi, B, CTR_N_TABLES, D, m->prec, e);
+                                         m->emb, NULL, m->act16_t[0], inter_ld(m), B, CTR_N_TABLES, D, m->prec, e);
     } else if (!rc && T->embedding_interact_fwd) {
         rc = T->embedding_interact_fwd(d, NULL, m->params + m->n_dense, m->d_off, m->in_idx, m->act_b[c->n_bottom],
                                        m->emb, m->act_t[0], B, CTR_N_TABLES, D, m->prec, e);
@@ -535,12 +547,10 @@ static int forward_compute(struct ctr_model *m, int B, plumb_err *e)
     }
     for (int l = 0; l < c->n_top && !rc; l++, ti += 2) {
         if (m16) { /* the logits are fp32 */
-            const int y16 = l + 1 < c->n_top && only16(l + 1, c->top[l + 1]);
-            rc = T->linear_fwd16(d, NULL, only16(l, c->top[l]) || (!l && i16) ? NULL : m->act_t[l],
-                                 l || i16 ? m->act16_t[l] : x16_of(m->act16_t[l], l, m->inter_w),
-                                 W + m->t[ti].offset, W16 + m->t[ti].offset, W + m->t[ti + 1].offset,
-                                 y16 ? NULL : m->act_t[l + 1], y16 ? m->act16_t[l + 1] : NULL, B, c->top[l],
-                                 c->top[l + 1], l < c->n_top - 1, m->prec, e);
+            const int y16 = l + 1 < c->n_top && !in32(m, 1, l + 1);
+            rc = T->linear_fwd16(d, NULL, in32(m, 1, l), in16(m, 1, l), W + m->t[ti].offset, W16 + m->t[ti].offset,
+                                 W + m->t[ti + 1].offset, y16 ? NULL : m->act_t[l + 1], y16 ? m->act16_t[l + 1] : NULL,
+                                 B, c->top[l], c->top[l + 1], l < c->n_top - 1, m->prec, e);
         } else
             rc = T->linear_fwd(d, NULL, m->act_t[l], W + m->t[ti].offset, W + m->t[ti + 1].offset, m->act_t[l + 1], B,
                                c->top[l], c->top[l + 1], l < c->n_top - 1, m->prec, e);
@@ -610,16 +620,13 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     const uint16_t *W16 = m->w16;
     uint16_t *cur16 = m->g16[0], *nxt16 = m->g16[1];
     int cur32 = 1; /* cur (fp32) holds the gradient; else only cur16 does */
-    const int i16 = inter16(m), ldi = (m->inter_w + 7) / 8 * 8; /* the interaction's gradient 16-bit only */
     for (int l = c->n_top - 1; l >= 0 && !rc; l--, ti -= 2) {
         const int relu = l < c->n_top - 1 && !pre, fuse = (m16 || T->linear_bwd_relu_in) && l >= 1;
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
-        if (m16) /* the gradient of a 16-bit-only activation is 16-bit only (cur32 = 0) */
-            rc = T->linear_bwd16(d, NULL, only16(l, c->top[l]) || (!l && i16) ? NULL : m->act_t[l],
-                                 l || i16 ? m->act16_t[l] : x16_of(m->act16_t[l], l, m->inter_w), W + m->t[ti].offset,
-                                 W16 + m->t[ti].offset, relu ? m->act_t[l + 1] : NULL, cur32 ? cur : NULL,
-                                 pre ? cur16 : NULL, (fuse && only16(l, c->top[l])) || (!l && i16) ? NULL : nxt,
-                                 fuse || (!l && i16) ? nxt16 : NULL,
+        if (m16) /* dx as the input: fp32 and/or 16-bit (l = 0: the interaction's gradient) */
+            rc = T->linear_bwd16(d, NULL, in32(m, 1, l), in16(m, 1, l), W + m->t[ti].offset, W16 + m->t[ti].offset,
+                                 relu ? m->act_t[l + 1] : NULL, cur32 ? cur : NULL, pre ? cur16 : NULL,
+                                 in32(m, 1, l) ? nxt : NULL, l || inter16(m) ? nxt16 : NULL,
                                  m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, fuse,
                                  fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
         else if (fuse) /* act_t[l], l >= 1, is the output of ReLU layer l-1 */
@@ -631,14 +638,14 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
                                m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top - 1 - l, ti, e);
         pre = fuse;
-        cur32 = !(m16 && fuse && only16(l, c->top[l]));
+        cur32 = !m16 || in32(m, 1, l);
         swap_grads(&cur, &nxt, &cur16, &nxt16);
     }
     /* cur: d interaction output [B, inter_w] -> d bottom output (nxt), d emb;
-     * or from its 16-bit padded copy alone (cur16, rows of ldi) */
-    if (!rc && i16)
-        rc = T->interact_bwd16(d, NULL, m->act_b[c->n_bottom], m->emb, cur16, ldi, nxt, m->demb, B, CTR_N_TABLES, D,
-                               m->prec, e);
+     * or from its 16-bit padded copy alone (cur16, rows of inter_ld) */
+    if (!rc && inter16(m))
+        rc = T->interact_bwd16(d, NULL, m->act_b[c->n_bottom], m->emb, cur16, inter_ld(m), nxt, m->demb, B,
+                               CTR_N_TABLES, D, m->prec, e);
     else if (!rc)
         rc = T->interact_bwd(d, NULL, m->act_b[c->n_bottom], m->emb, cur, nxt, m->demb, B, CTR_N_TABLES, D, m->prec, e);
     swap_grads(&cur, &nxt, &cur16, &nxt16);
@@ -648,10 +655,9 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         const int fuse = (m16 || T->linear_bwd_relu_in) && l >= 1; /* act_b[l], l >= 1: a ReLU output */
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
         if (m16) /* !pre: the last layer, its y (fp32, it feeds the interaction) read for the ReLU mask */
-            rc = T->linear_bwd16(d, NULL, only16(l, c->bottom[l]) ? NULL : m->act_b[l],
-                                 x16_of(m->act16_b[l], l, c->bottom[0]), W + m->t[ti].offset, W16 + m->t[ti].offset,
+            rc = T->linear_bwd16(d, NULL, in32(m, 0, l), in16(m, 0, l), W + m->t[ti].offset, W16 + m->t[ti].offset,
                                  pre ? NULL : m->act_b[l + 1], cur32 ? cur : NULL, pre ? cur16 : NULL,
-                                 fuse && !only16(l, c->bottom[l]) ? nxt : NULL, fuse ? nxt16 : NULL,
+                                 l && in32(m, 0, l) ? nxt : NULL, l ? nxt16 : NULL,
                                  m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre, m->prec, fuse,
                                  fuse ? m->grads + m->t[ti - 1].offset : NULL, e);
         else if (fuse)
@@ -663,7 +669,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
                                m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre, m->prec, e);
         if (!rc) rc = grad_ready(m, c->n_top + c->n_bottom - 1 - l, ti, e);
         pre = fuse;
-        cur32 = !(m16 && fuse && only16(l, c->bottom[l]));
+        cur32 = !m16 || in32(m, 0, l);
         swap_grads(&cur, &nxt, &cur16, &nxt16);
     }
     /* sparse gradient: the list (rows, rgrads), or applied to the table at once */
