@@ -1,8 +1,14 @@
-# plumb build. `make` builds build/plumb; `make test` runs the whole suite;
-# `make asan` runs it under AddressSanitizer+UBSan; `make accept` runs
+# plumb build. `make` builds build/plumb, the test binary and its fakes;
+# `make test` runs the whole suite; `make asan` runs it under
+# AddressSanitizer+UBSan; `make accept` builds build/plumb alone and runs
 # `plumb accept --quick` on this host; `make cuda` / `make hip` build the GPU
-# plugins. Every target first makes sure the Debian packages are installed
-# (scripts/deps.sh), so a fresh Debian 12 machine needs nothing by hand.
+# plugins. Every target first makes sure the Debian packages it needs are
+# installed (scripts/deps.sh: the build set for accept, the test set for the
+# rest, the gpu set for hip), so a fresh Debian 12 machine needs nothing by
+# hand. The package step runs before anything is compiled (an order-only
+# prerequisite), and the flags that come from installed tools (mpicc) are read
+# when the first recipe needs them, i.e. after it: on a machine without Open
+# MPI, `make accept` installs it and builds in one go.
 
 BUILD   ?= build
 CC      ?= cc
@@ -11,14 +17,15 @@ CC      := gcc
 endif
 OPT     ?= -O2
 SAN     ?=
-MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
-MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+# Read once, on first use (not at parse time, before deps.sh has run).
+MPI_CFLAGS = $(eval MPI_CFLAGS := $$(shell mpicc --showme:compile 2>/dev/null))$(MPI_CFLAGS)
+MPI_LIBS   = $(eval MPI_LIBS := $$(shell mpicc --showme:link 2>/dev/null))$(MPI_LIBS)
 # -ffp-contract=off: golden arithmetic must not be fused behind our back
 # (DESIGN.md section 5); fast kernels that want fma call fmaf explicitly.
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -ffp-contract=off -fno-fast-math \
            -fopenmp -pthread -Isrc -MMD -MP $(MPI_CFLAGS) $(SAN)
-LDLIBS  := $(MPI_LIBS) -lopenblas -ljansson -lmicrohttpd -lcrypto -lz -lm -ldl -lpthread
+LDLIBS   = $(MPI_LIBS) -lopenblas -ljansson -lmicrohttpd -lcrypto -lz -lm -ldl -lpthread
 LDFLAGS += -fopenmp -pthread -rdynamic $(SAN)
 
 LIB_DIRS := core dev comm models train health report accept
@@ -33,12 +40,15 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all bench deps test asan accept cuda hip gpu-compile kprof clean
-all: deps $(BUILD)/plumb $(BUILD)/plumb-tests $(FAKE_LIBS) bench
+all: $(BUILD)/plumb $(BUILD)/plumb-tests $(FAKE_LIBS) bench
 
+# Which package set this make needs: `make accept` alone needs only the build
+# set (no browser, prometheus or node); any other goal the test set.
+DEPS_SET := $(if $(filter-out accept $(BUILD)/plumb,$(or $(MAKECMDGOALS),all)),test,build)
 deps:
-	@scripts/deps.sh test
+	@scripts/deps.sh $(DEPS_SET)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -52,7 +62,7 @@ $(BUILD)/plumb: $(CLI_OBJ) $(BUILD)/libplumb.a
 # -MMD: a fake that copies a struct from our headers (fake_gpu.c copies the
 # dev_ops and train_ops tables) is rebuilt when the header changes (and when
 # this Makefile does: older builds have no .d file for it yet).
-$(BUILD)/tests/libfake_%.so: tests/fake_%.c Makefile
+$(BUILD)/tests/libfake_%.so: tests/fake_%.c Makefile | deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -shared -Isrc -MMD -MP -MF $(@:.so=.d) -o $@ $< -lm
 
@@ -78,7 +88,7 @@ asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1 PLUMB_ASAN=1 tests/run.sh build-asan
 
-accept: all
+accept: $(BUILD)/plumb
 	$(BUILD)/plumb accept --quick
 
 # ---- GPU plugins: one source set (src/gpu), two vendors ----
@@ -96,8 +106,16 @@ HIP_FLAGS  ?= -O3 -std=c++17 --offload-arch=gfx90a -ffp-contract=off -fPIC -Wall
 cuda: $(BUILD)/libplumb-cuda.so
 hip: $(BUILD)/libplumb-hip.so
 gpu-compile: cuda hip
+# hipcc and the HIP/ROCm SMI headers come from Debian (the gpu set); nvcc is
+# the CUDA toolkit's (not a Debian package: where it is absent, `make cuda`
+# says so and stops).
+.PHONY: deps-gpu nvcc-present
+deps-gpu:
+	@scripts/deps.sh gpu
+nvcc-present:
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make cuda: no nvcc at $(NVCC) (install the CUDA toolkit, or NVCC=/path/to/nvcc)" >&2; exit 2; }
 
-$(BUILD)/cuda/%.o: src/gpu/%.cu $(GPU_HDR)
+$(BUILD)/cuda/%.o: src/gpu/%.cu $(GPU_HDR) | nvcc-present
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
@@ -110,7 +128,7 @@ $(BUILD)/libplumb-kprof.so: bench/kprof.cc
 	@mkdir -p $(dir $@)
 	g++ -O2 -std=c++17 -shared -fPIC -Wall -Werror -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib -L$(CUDA_HOME)/lib64 -lcupti
 
-$(BUILD)/hip/%.o: src/gpu/%.cu $(GPU_HDR)
+$(BUILD)/hip/%.o: src/gpu/%.cu $(GPU_HDR) | deps-gpu
 	@mkdir -p $(dir $@)
 	$(HIPCC) $(HIP_FLAGS) -x hip -c $< -o $@
 

@@ -2,13 +2,16 @@
 # Installs the Debian packages plumb needs to build and test, and nothing else.
 # As root it runs apt-get; otherwise it prints the exact command and exits 1.
 # Usage: scripts/deps.sh [build|test|gpu|bench|all]   (default: test)
-#   build: compile plumb itself        test: build + everything `make test` drives
-#   gpu:   hipcc and ROCm SMI headers for `make hip` and the rocm-smi provider
+#   build: compile and run plumb itself (`make accept`)
+#   test:  build + everything `make test` drives: the browser, promtool, clang
+#          (gcc and clang must give the same golden bits), and Debian's
+#          rocm_smi.h, against which the fake ROCm SMI checks our declarations
+#   gpu:   hipcc and the HIP headers for `make hip`
 #   bench: PyTorch for the reference side of bench/ctr_cpu (large: not in test)
 set -euo pipefail
 want=${1:-test}
 build_pkgs="build-essential pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev zlib1g-dev libssl-dev"
-test_pkgs="chromium prometheus python3 curl nodejs jq"
+test_pkgs="chromium prometheus python3 curl nodejs jq clang librocm-smi-dev"
 gpu_pkgs="hipcc libamdhip64-dev librocm-smi-dev"
 bench_pkgs="python3-torch"
 case "$want" in

@@ -4,7 +4,8 @@
 # GPU host has no -dev headers), builds nothing, and:
 #   1. records the machine (nvidia-smi, driver, ldd of every binary; carried
 #      fallback libraries are used only for what the host lacks);
-#   2. runs the test binary with PLUMB_TEST_DEVICE=cuda (the GPU tests run,
+#   2. runs the whole test binary with PLUMB_TEST_DEVICE=cuda first, unfiltered, and stops
+#      with a verdict when anything fails (scripts/gpu-suite.sh; the GPU tests run,
 #      the rest run as on the CPU);
 #   3. plumb accept --quick (cuda is included when the plugin loads);
 #   4. rng and golden-numerics digests on cuda vs cpu (plumb rng / numerics);
@@ -45,11 +46,11 @@ log ""; log "==== ldd"
 for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do echo "-- $f"; ldd "$f"; done 2>&1 | tee -a "$LOG" >"$OUT/ldd.txt"
 if grep -q "not found" "$OUT/ldd.txt"; then log "WARNING: unresolved libraries:"; grep "not found" "$OUT/ldd.txt" | tee -a "$LOG"; fi
 export PLUMB_BACKEND_PATH=$here/build
+# the whole GPU suite first, unfiltered: a red suite stops the script with a verdict
+. "$here/scripts/gpu-suite.sh"
 
 # ---- 2. tests on the cuda device ----
-step tests_gpu 120 env PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_
-step tests_train_ops 120 env PLUMB_TEST_DEVICE=cuda build/plumb-tests train_ops_
-step tests 300 env PLUMB_TEST_DEVICE=cuda build/plumb-tests
+# (the unfiltered suite ran first: scripts/gpu-suite.sh)
 step doctor 60 build/plumb doctor
 
 # ---- 3. accept --quick (cuda included when the plugin loads) ----

@@ -42,6 +42,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limi
 . "$here/scripts/gpu-libs.sh"
 for f in build/plumb build/plumb-tests build/libplumb-cuda.so; do ldd "$f" | grep "not found"; done | tee -a "$LOG"
 export PLUMB_BACKEND_PATH=$here/build
+# the whole GPU suite first, unfiltered: a red suite stops the script with a verdict
+. "$here/scripts/gpu-suite.sh"
 # NCCL: the image's PyTorch brings libnccl.so.2 in its pip package
 nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
 [ -n "$nccl" ] && [ -e "$nccl" ] && export PLUMB_NCCL_LIB=$nccl

@@ -128,6 +128,9 @@ grep -q "ckpt-0000000030.plumb unusable" "$TMP/c2.out" && [ "$(J "$TMP/c2/result
   && ok "synth-criteo writes and reports the teacher auc" || fail "synth-criteo" "$(cat "$TMP/d.out")"
 "$PLUMB" train ctr --data "$TMP/d.tsv.gz" --steps 20 --quiet --out "$TMP/df" >"$TMP/df.out" 2>&1 && grep -q "5400 train, 600 eval" "$TMP/df/results.json" \
   && ok "trains on a gzip'ed Criteo file (last 10% held out)" || fail "train on file" "$(tail -3 "$TMP/df.out")"
+"$PLUMB" train ctr --data "$TMP/d.tsv.gz" --steps 2 --out "$TMP/dn" >"$TMP/dn.out" 2>&1 && grep -q "ctr ctr-tiny" "$TMP/dn.out" \
+  && ! grep -qi "teacher" "$TMP/dn.out" && ! grep -rq "teacher" "$TMP/dn/results.json" "$TMP/dn/metrics.jsonl" \
+  && ok "file data (no teacher): no teacher AUC in the log, results.json or metrics.jsonl" || fail "teacher AUC on file data" "$(grep -i teacher "$TMP/dn.out" "$TMP/dn/results.json" | head -3)"
 zcat "$TMP/d.tsv.gz" | head -100 >"$TMP/bad.tsv"; printf '1\t1\tzz\n' >>"$TMP/bad.tsv"; zcat "$TMP/d.tsv.gz" | sed -n 101,200p >>"$TMP/bad.tsv"
 expect_exit "malformed line: exit 2" 2 "$PLUMB" train ctr --data "$TMP/bad.tsv" --steps 2 --quiet --out "$TMP/db"
 grep -q "bad.tsv: line 101: I2 (column 3): 'zz' is not an integer" "$TMP/err" && ok "error names file, line and field" || fail "bad line message" "$(cat "$TMP/err")"

@@ -310,6 +310,32 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
     return PLUMB_OK;
 }
 
+/* linear_bwd, then the input layer's ReLU backward on dx and its dbias
+ * (train_ops.h): the composition itself, so the bits are linear_bwd's plus
+ * relu_bwd's plus col_sum's by construction. x [B,K] (a ReLU output),
+ * dx [B,K] masked in place, dbias_x [K]. */
+static int cpu_linear_bwd_relu_in(struct dev *d, dev_stream *s, const float *x, const float *w, const float *y,
+                                  float *dy, float *dx, float *dw, float *dbias, int B, int K, int N, int relu,
+                                  dtype_t rt, float *dbias_x, plumb_err *e)
+{
+    NEED(dx, "linear_bwd_relu_in: dx must not be NULL");
+    int rc = cpu_linear_bwd(d, s, x, w, y, dy, dx, dw, dbias, B, K, N, relu, rt, e);
+    if (rc) return rc;
+    int nt = nthreads(d);
+    size_t BK = (size_t)B * K;
+#pragma omp parallel for num_threads(nt) schedule(static) if (BK > PAR_MIN)
+    for (size_t i = 0; i < BK; i++) dx[i] = x[i] > 0.0f ? dx[i] : 0.0f;
+    if (dbias_x) {
+#pragma omp parallel num_threads(nt) if (BK > PAR_MIN)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int k0 = (int)((long)K * t / T), k1 = (int)((long)K * (t + 1) / T);
+            col_sum(dx, dbias_x, k0, k1, B, K);
+        }
+    }
+    return PLUMB_OK;
+}
+
 static int cpu_relu_fwd(struct dev *d, dev_stream *s, const float *x, float *y, size_t n,
                         dtype_t rt, plumb_err *e)
 {
@@ -901,4 +927,5 @@ const struct train_ops cpu_train_ops = {
     .scale_check = cpu_scale_check,
     .affine = cpu_affine,
     .round_fp32 = cpu_round_fp32,
+    .linear_bwd_relu_in = cpu_linear_bwd_relu_in,
 };

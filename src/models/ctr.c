@@ -312,27 +312,49 @@ void ctr_set_grad_ready_hook(struct ctr_model *m, ctr_grad_ready_fn fn, void *ct
     m->ready_ctx = ctx;
 }
 
-/* Layer k of the backward order (top MLP last layer first, bottom layer 0
- * last) owns its weight and bias and the padding up to the next layer's
- * weight (or n_dense): ranges descend and tile [0, n_dense). */
+static int bwd_fuses(const struct ctr_model *m, int l);
+
+/* The range of ctr_grads() that backward layer j (tensor order: bottom
+ * layers 0..nb-1, then top layers; weight tensor 2j, bias 2j+1) writes, so
+ * that the ranges descend in backward order and tile [0, n_dense) exactly:
+ * - unfused: its weight, its bias and the padding up to the next layer;
+ * - fused (bwd_fuses: linear_bwd_relu_in or linear_bwd16 with relu_in, for
+ *   every layer above the first of its MLP): the layer writes its weight's
+ *   gradient and the bias gradient of the layer BELOW it (that layer's ReLU
+ *   backward is done here), while its own bias gradient came from the layer
+ *   above. Its range then starts at the lower layer's bias, which sits just
+ *   before its weight, and ends where the layer above's range starts.
+ * A layer is reported once everything in its range is final and nothing
+ * below the range has been written yet (tests/test_ctr.c
+ * ctr_grad_ready_hook). */
+static size_t layer_start(const struct ctr_model *m, int j)
+{
+    int l = j < m->c.n_bottom ? j : j - m->c.n_bottom;
+    return bwd_fuses(m, l) ? m->t[2 * j - 1].offset : m->t[2 * j].offset;
+}
+
+static void layer_range(const struct ctr_model *m, int j, size_t *off, size_t *len)
+{
+    const int nl = m->c.n_bottom + m->c.n_top;
+    size_t end = j + 1 < nl ? layer_start(m, j + 1) : m->n_dense;
+    *off = layer_start(m, j);
+    *len = end - *off;
+}
+
 int ctr_grad_layers(const struct ctr_model *m, size_t *off, size_t *len)
 {
     const int nl = m->c.n_bottom + m->c.n_top;
-    for (int k = 0; k < nl; k++) {
-        int ti = 2 * (nl - 1 - k);
-        size_t end = ti + 2 < 2 * nl ? m->t[ti + 2].offset : m->n_dense;
-        off[k] = m->t[ti].offset;
-        len[k] = end - off[k];
-    }
+    for (int k = 0; k < nl; k++) layer_range(m, nl - 1 - k, &off[k], &len[k]);
     return nl;
 }
 
-static int grad_ready(struct ctr_model *m, int k, int ti, plumb_err *e)
+/* backward layer k (tensor-order layer j = nl-1-k) is complete */
+static int grad_ready(struct ctr_model *m, int k, plumb_err *e)
 {
     if (!m->ready) return PLUMB_OK;
-    const int nl = m->c.n_bottom + m->c.n_top;
-    size_t end = ti + 2 < 2 * nl ? m->t[ti + 2].offset : m->n_dense;
-    return m->ready(m->ready_ctx, k, m->t[ti].offset, end - m->t[ti].offset, NULL, e);
+    size_t off, len;
+    layer_range(m, m->c.n_bottom + m->c.n_top - 1 - k, &off, &len);
+    return m->ready(m->ready_ctx, k, off, len, NULL, e);
 }
 
 void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t *n)
@@ -452,6 +474,14 @@ static int inter16(const struct ctr_model *m)
     return use16(m) && m->T->embedding_interact_fwd16 && m->T->interact_bwd16;
 }
 static int inter_ld(const struct ctr_model *m) { return (m->inter_w + 7) / 8 * 8; }
+/* Whether the backward of MLP layer l (within its MLP) also does the ReLU
+ * backward of the layer below it and that layer's bias gradient
+ * (linear_bwd_relu_in, or linear_bwd16 with relu_in): the first layer of an
+ * MLP has no ReLU layer below it. */
+static int bwd_fuses(const struct ctr_model *m, int l)
+{
+    return (use16(m) || m->T->linear_bwd_relu_in) && l >= 1;
+}
 
 /* With 16-bit operands, the input of bottom (top = 0) or top (top = 1)
  * layer l: in32 its fp32 tensor, NULL when it lives in 16 bits only (and
@@ -621,7 +651,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     uint16_t *cur16 = m->g16[0], *nxt16 = m->g16[1];
     int cur32 = 1; /* cur (fp32) holds the gradient; else only cur16 does */
     for (int l = c->n_top - 1; l >= 0 && !rc; l--, ti -= 2) {
-        const int relu = l < c->n_top - 1 && !pre, fuse = (m16 || T->linear_bwd_relu_in) && l >= 1;
+        const int relu = l < c->n_top - 1 && !pre, fuse = bwd_fuses(m, l);
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
         if (m16) /* dx as the input: fp32 and/or 16-bit (l = 0: the interaction's gradient) */
             rc = T->linear_bwd16(d, NULL, in32(m, 1, l), in16(m, 1, l), W + m->t[ti].offset, W16 + m->t[ti].offset,
@@ -636,7 +666,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         else
             rc = T->linear_bwd(d, NULL, m->act_t[l], W + m->t[ti].offset, m->act_t[l + 1], cur, nxt,
                                m->grads + m->t[ti].offset, db, B, c->top[l], c->top[l + 1], relu, m->prec, e);
-        if (!rc) rc = grad_ready(m, c->n_top - 1 - l, ti, e);
+        if (!rc) rc = grad_ready(m, c->n_top - 1 - l, e);
         pre = fuse;
         cur32 = !m16 || in32(m, 1, l);
         swap_grads(&cur, &nxt, &cur16, &nxt16);
@@ -652,7 +682,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     pre = 0;
     cur32 = 1;
     for (int l = c->n_bottom - 1; l >= 0 && !rc; l--, ti -= 2) {
-        const int fuse = (m16 || T->linear_bwd_relu_in) && l >= 1; /* act_b[l], l >= 1: a ReLU output */
+        const int fuse = bwd_fuses(m, l); /* act_b[l], l >= 1: a ReLU output */
         float *db = pre ? NULL : m->grads + m->t[ti + 1].offset;
         if (m16) /* !pre: the last layer, its y (fp32, it feeds the interaction) read for the ReLU mask */
             rc = T->linear_bwd16(d, NULL, in32(m, 0, l), in16(m, 0, l), W + m->t[ti].offset, W16 + m->t[ti].offset,
@@ -667,7 +697,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         else
             rc = T->linear_bwd(d, NULL, m->act_b[l], W + m->t[ti].offset, m->act_b[l + 1], cur, l > 0 ? nxt : NULL,
                                m->grads + m->t[ti].offset, db, B, c->bottom[l], c->bottom[l + 1], !pre, m->prec, e);
-        if (!rc) rc = grad_ready(m, c->n_top + c->n_bottom - 1 - l, ti, e);
+        if (!rc) rc = grad_ready(m, c->n_top + c->n_bottom - 1 - l, e);
         pre = fuse;
         cur32 = !m16 || in32(m, 0, l);
         swap_grads(&cur, &nxt, &cur16, &nxt16);

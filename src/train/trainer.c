@@ -1618,10 +1618,14 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     if (!rc && cfg->resume && !found && t->rank == 0 && !cfg->quiet)
         log_info("--resume: no checkpoint in %s; starting at step 0", cfg->ckpt_dir);
     res->start_step = t->step;
-    if (!rc && t->rank == 0 && !cfg->quiet)
-        log_info("ctr %s [%s] on %s x%d ranks, %s, %s, %s; %s; teacher AUC %.4f", cfg->preset, res->model_desc,
-                 t->d->label, t->world, cfg->numerics == NUMERICS_GOLDEN ? "golden" : "fast",
-                 prec_name(cfg->precision), cfg->optimizer, t->ds->desc, res->teacher_auc);
+    if (!rc && t->rank == 0 && !cfg->quiet) {
+        /* file data have no teacher: nothing to print then */
+        char teacher[48] = "";
+        if (isfinite(res->teacher_auc)) snprintf(teacher, sizeof teacher, "; teacher AUC %.4f", res->teacher_auc);
+        log_info("ctr %s [%s] on %s x%d ranks, %s, %s, %s; %s%s", cfg->preset, res->model_desc, t->d->label,
+                 t->world, cfg->numerics == NUMERICS_GOLDEN ? "golden" : "fast", prec_name(cfg->precision),
+                 cfg->optimizer, t->ds->desc, teacher);
+    }
     if (rc) {
         trainer_free(t);
         return rc;
