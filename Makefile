@@ -39,7 +39,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all bench deps test asan accept cuda hip gpu-compile kprof clean
+.PHONY: all bench deps test asan coverage mutants accept cuda hip gpu-compile kprof clean
 all: $(BUILD)/plumb $(BUILD)/plumb-tests $(FAKE_LIBS) bench
 
 # Which package set this make needs: `make accept` alone needs only the build
@@ -87,6 +87,12 @@ asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1 PLUMB_ASAN=1 tests/run.sh build-asan
+
+# Line and branch coverage per src/ folder (gcov + lcov): an instrumented
+# tree in build-cov, the suite run on it, the figures printed (tests/coverage.sh).
+coverage:
+	$(MAKE) BUILD=build-cov OPT=-O1 SAN="--coverage" all
+	tests/coverage.sh build-cov
 
 accept: $(BUILD)/plumb
 	$(BUILD)/plumb accept --quick
@@ -136,6 +142,6 @@ $(BUILD)/libplumb-hip.so: $(GPU_SRC:src/gpu/%.cu=$(BUILD)/hip/%.o)
 	$(HIPCC) -shared --offload-arch=gfx90a -o $@ $^ -ldl
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-cov
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -8,6 +8,7 @@
  * the vector width. Kernels are cloned for x86-64-v3 (AVX2+FMA) with a
  * default fallback; fmaf is correctly rounded in both, so the bits agree. */
 #include "dev/train_ops.h"
+#include "dev/cpu_train.h"
 #include "dev/dev.h"
 #include "dev/train_math.h"
 #include <cblas.h>
@@ -928,4 +929,11 @@ const struct train_ops cpu_train_ops = {
     .affine = cpu_affine,
     .round_fp32 = cpu_round_fp32,
     .linear_bwd_relu_in = cpu_linear_bwd_relu_in,
+    /* the other optional entries: compositions of the above (cpu_train_fused.c) */
+    .embedding_interact_fwd = cpu_embedding_interact_fwd,
+    .embedding_bwd_sgd = cpu_embedding_bwd_sgd,
+    .linear_fwd16 = cpu_linear_fwd16,
+    .linear_bwd16 = cpu_linear_bwd16,
+    .embedding_interact_fwd16 = cpu_embedding_interact_fwd16,
+    .interact_bwd16 = cpu_interact_bwd16,
 };
