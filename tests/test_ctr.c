@@ -668,3 +668,70 @@ TEST(ctr_grad_ready_hook)
     ctr_free(m);
     dev_close(d);
 }
+
+/* On the cpu the optional ops are the compositions of the fp32 ops
+ * (src/dev/cpu_train_fused.c), so the model's 16-bit-mirror path (fast
+ * bf16/fp16: hidden activations and their gradients held only as mirrors,
+ * the interaction's 16-bit output, the fused ReLU backward) and its fused
+ * sparse SGD must end with the bits of the plain path (PLUMB_TRAIN_MIRRORS=0,
+ * the sparse gradient listed and applied by ctr_opt_step). Widths 100 and 36
+ * (not multiples of 8: fp32 tensors with padded mirrors) next to 64 and 16
+ * (mirror only). */
+static int mirror_run(enum numerics mode, dtype_t prec, int mirrors, int fused, char hex[65])
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    if (dev_open("cpu", &d, &e) || dev_set_numerics(d, mode, 0, &e)) return 1;
+    struct ctr_config c = small_config(16, 100, 36, 30);
+    c.n_bottom = 3;
+    c.bottom[2] = 64;
+    c.bottom[3] = 16;
+    c.n_top = 3;
+    c.top[2] = 16;
+    c.top[3] = 1;
+    if (ctr_config_validate(&c, &e)) return 1;
+    if (mirrors) unsetenv("PLUMB_TRAIN_MIRRORS");
+    else setenv("PLUMB_TRAIN_MIRRORS", "0", 1);
+    struct ctr_model *m = NULL;
+    int rc = ctr_create(d, &c, 72, prec, &m, &e);
+    unsetenv("PLUMB_TRAIN_MIRRORS");
+    if (rc) return 1;
+    rs = 777;
+    host_init(m, 1.0);
+    float dense[72 * 13], lab[72];
+    uint32_t sp[72 * 26];
+    struct ctr_opt o = {CTR_OPT_SGD, 0.2f, 0.0f, 0.9f, 0.999f, 1e-8f};
+    for (int s = 1; s <= 4 && !rc; s++) {
+        make_batch(72, &c, dense, sp, lab);
+        struct ctr_batch b = {72, 65, dense, sp, lab};
+        if (fused) rc = ctr_fuse_sparse_sgd(m, o.lr, &e);
+        if (!rc) rc = ctr_forward_backward(m, &b, 1.0f / 65, NULL, &e);
+        int64_t *rows;
+        float *rg;
+        size_t nr;
+        ctr_sparse_grads(m, &rows, &rg, &nr);
+        if (!rc) rc = ctr_opt_step(m, &o, s, ctr_grads(m), rows, rg, nr, &e);
+    }
+    if (!rc) rc = ctr_param_digest(m, hex, &e);
+    if (rc) fprintf(stderr, "  mirror_run: %s\n", e.msg);
+    ctr_free(m);
+    dev_close(d);
+    return rc;
+}
+
+TEST(ctr_cpu_mirrors_and_fused_sgd_keep_the_bits)
+{
+    const dtype_t precs[] = {DT_BF16, DT_F16, DT_F32};
+    for (int mode = 0; mode < 2; mode++)
+        for (int p = 0; p < 3; p++) {
+            const enum numerics nm = mode ? NUMERICS_GOLDEN : NUMERICS_FAST;
+            char plain[65], mir[65], fus[65];
+            REQUIRE(mirror_run(nm, precs[p], 0, 0, plain) == 0);
+            REQUIRE(mirror_run(nm, precs[p], 1, 0, mir) == 0);
+            REQUIRE(mirror_run(nm, precs[p], 1, 1, fus) == 0);
+            fprintf(stderr, "  %s %s: plain %.16s mirrors %.16s fused sgd %.16s\n", mode ? "golden" : "fast",
+                    dtype_name(precs[p]), plain, mir, fus);
+            CHECK_STREQ(mir, plain);
+            CHECK_STREQ(fus, plain);
+        }
+}

@@ -7,6 +7,7 @@
 #include "dev/dev.h"
 #include "dev/train_ops.h"
 #include "dev/train_math.h"
+#include "models/ctr.h"
 #include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -527,10 +528,45 @@ static void check_interact(enum numerics mode)
 TEST(train_ops_interact_fd_fast) { check_interact(NUMERICS_FAST); }
 TEST(train_ops_interact_fd_golden) { check_interact(NUMERICS_GOLDEN); }
 
+/* The DLRM width: 27 vectors of 16 give 16 + 351 = 367 features per sample.
+ * interact_fwd on [B, 26, 16] writes exactly 367 columns per row (rows
+ * back to back, nothing after the last one), the last column is the dot of
+ * the last two tables' vectors, and the dlrm-kaggle preset's top MLP reads
+ * that width (a config that disagrees is refused naming 367). */
 TEST(train_ops_interact_dlrm_width)
 {
-    /* 27 vectors of 16: 16 + 351 = 367 features */
-    CHECK_EQ_INT(16 + 27 * 26 / 2, 367);
+    OPEN(d, NUMERICS_GOLDEN, 0);
+    enum { B = 3, T = 26, D = 16, W = 367, GUARD = 64 };
+    static float bot[B * D], emb[B * T * D], out[B * W + GUARD];
+    fill(bot, B * D, -1, 1);
+    fill(emb, B * T * D, -1, 1);
+    for (int i = 0; i < B * W + GUARD; i++) out[i] = -12345.0f;
+    float *pb = TO(d, bot, B * D), *pe = TO(d, emb, B * T * D), *po = TO(d, out, B * W + GUARD);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->interact_fwd(d, NULL, pb, pe, po, B, T, D, DT_F32, &e) == 0);
+    dget(d, out, po, sizeof out);
+    int untouched = 0, written = 0;
+    for (int i = B * W; i < B * W + GUARD; i++) untouched += out[i] == -12345.0f;
+    for (int i = 0; i < B * W; i++) written += out[i] != -12345.0f;
+    CHECK_EQ_INT(untouched, GUARD);
+    CHECK_EQ_INT(written, B * W);
+    for (int b = 0; b < B; b++) {
+        /* column 366 = pair (i = 26, j = 25): tables 25 and 24 */
+        float acc = 0;
+        for (int k = 0; k < D; k++) acc = fmaf(emb[(b * T + 25) * D + k], emb[(b * T + 24) * D + k], acc);
+        CHECK_MSG(f32_bits(out[b * W + W - 1]) == f32_bits(acc), "sample %d: column 366 %.9g, want %.9g", b,
+                  (double)out[b * W + W - 1], (double)acc);
+        CHECK(out[b * W] == bot[b * D]); /* column 0: the bottom output */
+    }
+    struct ctr_config c;
+    REQUIRE(ctr_config_preset("dlrm-kaggle", 0, &c, &e) == 0);
+    CHECK_EQ_INT(c.top[0], W);
+    CHECK_EQ_INT(c.emb_dim, D);
+    c.top[0] = W - 1;
+    CHECK(ctr_config_validate(&c, &e) == PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "367") != NULL, "message: %s", e.msg);
+    dev_free(d, pb); dev_free(d, pe); dev_free(d, po);
+    dev_close(d);
 }
 
 /* ================= BCE ================= */
@@ -856,4 +892,177 @@ TEST(train_ops_interact_golden_exact_order)
     CHECK_EQ_INT(bad, 0);
     dev_free(d, pb); dev_free(d, pe); dev_free(d, pg); dev_free(d, po); dev_free(d, pgb); dev_free(d, pge);
     dev_close(d);
+}
+
+/* ================= optional ops: fused and 16-bit mirrors ================= */
+
+static uint16_t to16(float v, dtype_t rt) { return rt == DT_BF16 ? f32_to_bf16(v) : f32_to_f16(v); }
+static float round_bf(float v, dtype_t rt) { return rt == DT_BF16 ? bf16_to_f32(f32_to_bf16(v)) : f16_to_f32(f32_to_f16(v)); }
+
+/* Each optional op of train_ops.h against the composition its definition
+ * names, on the same device, bit for bit in both modes: linear_fwd16 /
+ * linear_bwd16 with tensors given as their 16-bit mirrors alone (padding
+ * columns after K filled with NaN: they must not be read; written as zeros),
+ * the interaction's 16-bit output and gradient at a stride wider than the
+ * row, the fused gather + interaction, and the fused sparse SGD. A device
+ * without an op skips naming it. */
+static void optional_ops_case(enum numerics mode, dtype_t rt, int B, int K, int N)
+{
+    OPEN(d, mode, 0);
+    const struct train_ops *O = d->ops->train;
+    if (!O->linear_fwd16 || !O->linear_bwd16 || !O->linear_bwd_relu_in || !O->embedding_interact_fwd ||
+        !O->embedding_bwd_sgd || !O->embedding_interact_fwd16 || !O->interact_bwd16) {
+        dev_close(d);
+        TEST_SKIP("%s lacks an optional train op", d->label);
+    }
+    plumb_err e = {0};
+    const int Kp = (K + 7) / 8 * 8;
+    const size_t BK = (size_t)B * K, BN = (size_t)B * N, NK = (size_t)N * K, BKp = (size_t)B * Kp;
+    float *x = malloc(BK * 4), *w = malloc(NK * 4), *bias = malloc(N * 4), *dy = malloc(BN * 4);
+    fill(x, BK, -1, 1);
+    fill(w, NK, -0.5, 0.5);
+    fill(bias, N, -0.3, 0.3);
+    fill(dy, BN, -1, 1);
+    for (size_t i = 0; i < BK; i++) x[i] = round_bf(x[i] > 0 ? x[i] : 0, rt); /* a ReLU output, stored in rt */
+    for (size_t i = 0; i < NK; i++) w[i] = round_bf(w[i], rt);
+    for (int i = 0; i < N; i++) bias[i] = round_bf(bias[i], rt);
+    for (size_t i = 0; i < BN; i++) dy[i] = i % 5 == 0 ? 0.0f : round_bf(dy[i], rt); /* arrives masked */
+    uint16_t *x16 = malloc(BKp * 2), *dy16 = malloc(BN * 2);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < Kp; k++) x16[(size_t)b * Kp + k] = k < K ? to16(x[(size_t)b * K + k], rt) : 0xffff;
+    for (size_t i = 0; i < BN; i++) dy16[i] = to16(dy[i], rt);
+    float *px = TO(d, x, BK), *pw = TO(d, w, NK), *pb = TO(d, bias, N), *pdy = TO(d, dy, BN);
+    uint16_t *px16 = TO(d, x16, BKp), *pdy16 = TO(d, dy16, BN);
+    float *py = dput(d, NULL, BN * 4), *pdx = dput(d, NULL, BK * 4), *pdw1 = dput(d, NULL, NK * 4);
+    float *pdw2 = dput(d, NULL, NK * 4), *pbx1 = dput(d, NULL, K * 4), *pbx2 = dput(d, NULL, K * 4);
+    uint16_t *py16 = dput(d, NULL, BN * 2), *pdx16 = TO(d, x16, BKp), *pfill = dput(d, NULL, BKp * 2);
+    REQUIRE(px && pw && pb && pdy && px16 && pdy16 && py && pdx && pdw1 && pdw2 && pbx1 && pbx2 && py16 && pdx16 && pfill);
+    /* the fp32 ops */
+    REQUIRE(O->linear_fwd(d, NULL, px, pw, pb, py, B, K, N, 1, rt, &e) == 0);
+    REQUIRE(O->linear_bwd_relu_in(d, NULL, px, pw, NULL, pdy, pdx, pdw1, NULL, B, K, N, 0, rt, pbx1, &e) == 0);
+    /* mirror only: x as its padded mirror (NaN after K), y16 alone; dy16 alone, dx16 alone */
+    REQUIRE(O->linear_fwd16(d, NULL, NULL, px16, pw, NULL, pb, NULL, py16, B, K, N, 1, rt, &e) == 0);
+    REQUIRE(O->linear_bwd16(d, NULL, NULL, px16, pw, NULL, NULL, NULL, pdy16, NULL, pdx16, pdw2, NULL, B, K, N, 0, rt, 1,
+                            pbx2, &e) == 0);
+    /* x given in fp32 with a padded mirror to fill (K % 8 != 0; else x16 is
+     * the caller's mirror, read, so it gets x's) */
+    {
+        uint16_t *junk = malloc(BKp * 2);
+        for (size_t i = 0; i < BKp; i++) junk[i] = 0x7f7f;
+        dev_upload(d, pfill, K % 8 ? junk : x16, BKp * 2, &e);
+        free(junk);
+    }
+    REQUIRE(O->linear_fwd16(d, NULL, px, pfill, pw, NULL, pb, py, NULL, B, K, N, 1, rt, &e) == 0);
+    float *y = malloc(BN * 4), *dx = malloc(BK * 4), *dw1 = malloc(NK * 4), *dw2 = malloc(NK * 4), *bx1 = malloc(K * 4),
+          *bx2 = malloc(K * 4);
+    uint16_t *y16 = malloc(BN * 2), *dx16 = malloc(BKp * 2), *fl = malloc(BKp * 2);
+    dget(d, y, py, BN * 4), dget(d, dx, pdx, BK * 4), dget(d, dw1, pdw1, NK * 4), dget(d, dw2, pdw2, NK * 4);
+    dget(d, bx1, pbx1, K * 4), dget(d, bx2, pbx2, K * 4), dget(d, y16, py16, BN * 2), dget(d, dx16, pdx16, BKp * 2);
+    dget(d, fl, pfill, BKp * 2);
+    size_t by = 0, bdx = 0, bpad = 0, bfill = 0;
+    for (size_t i = 0; i < BN; i++) by += y16[i] != to16(y[i], rt);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < Kp; k++) {
+            const size_t o = (size_t)b * Kp + k;
+            if (k < K) {
+                bdx += dx16[o] != to16(dx[(size_t)b * K + k], rt);
+                bfill += fl[o] != x16[o];
+            } else {
+                bpad += dx16[o] != 0;
+                bfill += fl[o] != 0;
+            }
+        }
+    CHECK_MSG(by == 0, "linear_fwd16 y16: %zu of %zu differ from linear_fwd's y", by, BN);
+    CHECK_MSG(bdx == 0, "linear_bwd16 dx16: %zu of %zu differ from linear_bwd_relu_in's dx", bdx, BK);
+    CHECK_MSG(bpad == 0, "linear_bwd16 dx16: %zu padding columns are not 0", bpad);
+    CHECK_MSG(bfill == 0, "linear_fwd16: %zu elements of the padded x mirror it fills are wrong", bfill);
+    CHECK_MSG(!memcmp(dw1, dw2, NK * 4), "linear_bwd16 dw differs from linear_bwd_relu_in's");
+    CHECK_MSG(!memcmp(bx1, bx2, K * 4), "linear_bwd16 dbias_x differs from linear_bwd_relu_in's");
+    /* a 16-bit op asked for fp32 is a usage error naming the types */
+    CHECK(O->linear_fwd16(d, NULL, px, NULL, pw, NULL, pb, py, NULL, B, K, N, 1, DT_F32, &e) == PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "bf16 or fp16") != NULL, "message: %s", e.msg);
+
+    /* the interaction: fused gather + interaction, its 16-bit output at a
+     * wider stride, the backward from 16-bit gradients, the fused sparse SGD */
+    enum { T = 26, RT = 40 };
+    const int D = 8, F = T + 1, W = D + F * (F - 1) / 2, ld = W + 3;
+    const size_t BW = (size_t)B * W, BTD = (size_t)B * T * D, R = (size_t)T * RT;
+    int64_t off[T];
+    for (int t = 0; t < T; t++) off[t] = (int64_t)t * RT;
+    uint32_t *idx = malloc((size_t)B * T * 4);
+    for (int i = 0; i < B * T; i++) idx[i] = (uint32_t)(urand() * 3) * (uint32_t)(i % 7 == 0 ? 0 : 1) + (uint32_t)(urand() * (RT - 3));
+    float *table = malloc(R * D * 4), *bot = malloc((size_t)B * D * 4), *g = malloc(BW * 4);
+    fill(table, R * D, -0.3, 0.3);
+    fill(bot, (size_t)B * D, -1, 1);
+    fill(g, BW, -1, 1);
+    for (size_t i = 0; i < BW; i++) g[i] = round_bf(g[i], rt);
+    uint16_t *g16 = malloc((size_t)B * ld * 2);
+    for (int b = 0; b < B; b++)
+        for (int q = 0; q < ld; q++) g16[(size_t)b * ld + q] = q < W ? to16(g[(size_t)b * W + q], rt) : 0xffff;
+    float *ptab = TO(d, table, R * D), *pbot = TO(d, bot, (size_t)B * D), *pg = TO(d, g, BW);
+    int64_t *poff = TO(d, off, T);
+    uint32_t *pidx = TO(d, idx, (size_t)B * T);
+    uint16_t *pg16 = TO(d, g16, (size_t)B * ld), *po16 = TO(d, g16, (size_t)B * ld);
+    float *pe1 = dput(d, NULL, BTD * 4), *pe2 = dput(d, NULL, BTD * 4), *pe3 = dput(d, NULL, BTD * 4);
+    float *po1 = dput(d, NULL, BW * 4), *po2 = dput(d, NULL, BW * 4);
+    float *pgb1 = dput(d, NULL, (size_t)B * D * 4), *pgb2 = dput(d, NULL, (size_t)B * D * 4);
+    float *pge1 = dput(d, NULL, BTD * 4), *pge2 = dput(d, NULL, BTD * 4);
+    REQUIRE(ptab && pbot && pg && poff && pidx && pg16 && po16 && pe1 && pe2 && pe3 && po1 && po2 && pgb1 && pgb2 && pge1 &&
+            pge2);
+    REQUIRE(O->embedding_fwd(d, NULL, ptab, poff, pidx, pe1, B, T, D, rt, &e) == 0);
+    REQUIRE(O->interact_fwd(d, NULL, pbot, pe1, po1, B, T, D, rt, &e) == 0);
+    REQUIRE(O->embedding_interact_fwd(d, NULL, ptab, poff, pidx, pbot, pe2, po2, B, T, D, rt, &e) == 0);
+    REQUIRE(O->embedding_interact_fwd16(d, NULL, ptab, poff, pidx, pbot, pe3, NULL, po16, ld, B, T, D, rt, &e) == 0);
+    REQUIRE(O->interact_bwd(d, NULL, pbot, pe1, pg, pgb1, pge1, B, T, D, rt, &e) == 0);
+    REQUIRE(O->interact_bwd16(d, NULL, pbot, pe1, pg16, ld, pgb2, pge2, B, T, D, rt, &e) == 0);
+    float *e1 = malloc(BTD * 4), *e2 = malloc(BTD * 4), *o1 = malloc(BW * 4), *o2 = malloc(BW * 4);
+    uint16_t *o16 = malloc((size_t)B * ld * 2);
+    dget(d, e1, pe1, BTD * 4), dget(d, e2, pe2, BTD * 4), dget(d, o1, po1, BW * 4), dget(d, o2, po2, BW * 4);
+    dget(d, o16, po16, (size_t)B * ld * 2);
+    CHECK_MSG(!memcmp(e1, e2, BTD * 4) && !memcmp(o1, o2, BW * 4), "embedding_interact_fwd differs from its parts");
+    dget(d, e2, pe3, BTD * 4);
+    CHECK_MSG(!memcmp(e1, e2, BTD * 4), "embedding_interact_fwd16: emb differs from embedding_fwd's");
+    size_t bo = 0;
+    for (int b = 0; b < B; b++)
+        for (int q = 0; q < ld; q++) bo += o16[(size_t)b * ld + q] != (q < W ? to16(o1[(size_t)b * W + q], rt) : 0);
+    CHECK_MSG(bo == 0, "embedding_interact_fwd16: %zu of %d 16-bit outputs (zeros after %d) differ", bo, B * ld, W);
+    dget(d, e1, pge1, BTD * 4), dget(d, e2, pge2, BTD * 4), dget(d, o1, pgb1, (size_t)B * D * 4);
+    dget(d, o2, pgb2, (size_t)B * D * 4);
+    CHECK_MSG(!memcmp(e1, e2, BTD * 4) && !memcmp(o1, o2, (size_t)B * D * 4),
+              "interact_bwd16 differs from interact_bwd on the same values");
+    CHECK(O->embedding_interact_fwd16(d, NULL, ptab, poff, pidx, pbot, pe3, NULL, po16, W - 1, B, T, D, rt, &e) ==
+          PLUMB_EUSAGE);
+    /* fused sparse SGD = embedding_bwd then sgd_sparse, on the first B-1 samples */
+    const float lr = 0.37f;
+    int64_t *prows = dput(d, NULL, (size_t)B * T * 8), *pn1 = dput(d, NULL, 8), *pn2 = dput(d, NULL, 8);
+    float *prg = dput(d, NULL, BTD * 4), *ptab2 = TO(d, table, R * D);
+    REQUIRE(prows && pn1 && pn2 && prg && ptab2);
+    REQUIRE(O->embedding_bwd(d, NULL, poff, pidx, pge1, B, B - 1, T, D, prows, prg, pn1, &e) == 0);
+    int64_t n1 = 0, n2 = 0;
+    dget(d, &n1, pn1, 8);
+    REQUIRE(O->sgd_sparse(d, NULL, ptab, prows, prg, (size_t)n1, D, lr, &e) == 0);
+    REQUIRE(O->embedding_bwd_sgd(d, NULL, poff, pidx, pge1, B, B - 1, T, D, ptab2, lr, pn2, &e) == 0);
+    dget(d, &n2, pn2, 8);
+    float *t1 = malloc(R * D * 4), *t2 = malloc(R * D * 4);
+    dget(d, t1, ptab, R * D * 4), dget(d, t2, ptab2, R * D * 4);
+    CHECK_EQ_INT(n2, n1);
+    CHECK_MSG(!memcmp(t1, t2, R * D * 4), "embedding_bwd_sgd differs from embedding_bwd + sgd_sparse");
+    CHECK_MSG(memcmp(t1, table, R * D * 4) != 0, "the fused sparse SGD left the table as it was");
+    void *dv[] = {px, pw, pb, pdy, px16, pdy16, py, pdx, pdw1, pdw2, pbx1, pbx2, py16, pdx16, pfill, ptab, pbot, pg,
+                  poff, pidx, pg16, po16, pe1, pe2, pe3, po1, po2, pgb1, pgb2, pge1, pge2, prows, pn1, pn2, prg, ptab2};
+    for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) dev_free(d, dv[i]);
+    void *hv[] = {x, w, bias, dy, x16, dy16, y, dx, dw1, dw2, bx1, bx2, y16, dx16, fl, idx, table, bot, g, g16, e1, e2, o1,
+                  o2, o16, t1, t2};
+    for (size_t i = 0; i < sizeof hv / sizeof hv[0]; i++) free(hv[i]);
+    dev_close(d);
+}
+TEST(train_ops_optional_ops_golden)
+{
+    optional_ops_case(NUMERICS_GOLDEN, DT_BF16, 37, 13, 20); /* K % 8 = 5: a padded mirror */
+    optional_ops_case(NUMERICS_GOLDEN, DT_F16, 20, 24, 9);
+}
+TEST(train_ops_optional_ops_fast)
+{
+    optional_ops_case(NUMERICS_FAST, DT_BF16, 300, 36, 64);
+    optional_ops_case(NUMERICS_FAST, DT_F16, 64, 64, 1); /* N = 1: the logits layer */
 }
