@@ -1,14 +1,16 @@
 /* A fake libamd_smi for tests: the amdsmi functions plumb's amdsmi provider
  * dlopens, with the shapes it declares (src/health/amdsmi.c). One socket with
- * FAKE_AMDSMI_DEVICES processors (default 2). The energy accumulator advances
- * with the scripted power ("power_w") on CLOCK_MONOTONIC, 15.3 uJ per count,
- * so the provider's energy-delta power can be checked. NAN = not supported. */
+ * FAKE_AMDSMI_DEVICES processors (default 2). The energy accumulator runs on
+ * a scripted clock: each amdsmi_get_energy_count call advances the device's
+ * timestamp by exactly 100 ms and its energy by the scripted power
+ * ("power_w") times that, in counts of 15.3 uJ, so the provider's
+ * energy-delta power is known exactly, whatever the host's timing.
+ * NAN = not supported. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { K_EDGE, K_HOT, K_VRAM, K_POWER_W, K_CAP_UW, K_GFX, K_UMC, K_USED, K_TOTAL, K_SCLK, K_MCLK, K_ECC_C, K_ECC_U,
        K_REPLAY, NK };
@@ -17,16 +19,12 @@ static const char *knames[NK] = {"edge", "hotspot", "vram", "power_w", "cap_uw",
 #define FAKE_MAX 8
 #define RES_UJ 15.3f
 static double val[FAKE_MAX][NK];
-static double e_base[FAKE_MAX], t_base[FAKE_MAX];
+static double e_uj[FAKE_MAX];   /* energy at the last reading */
+static uint64_t t_ns[FAKE_MAX]; /* the scripted clock: the last reading's timestamp */
+#define TICK_NS 100000000ull
 static int ndev, have_defaults, inited;
 static int handles[FAKE_MAX], socket_tag;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void fake_amdsmi_reset(void)
 {
@@ -41,8 +39,8 @@ void fake_amdsmi_reset(void)
         v[K_USED] = 4096.0 * 1048576; v[K_TOTAL] = 196608.0 * 1048576;
         v[K_SCLK] = 2100; v[K_MCLK] = 1300;
         v[K_ECC_C] = 2; v[K_ECC_U] = 0; v[K_REPLAY] = 0;
-        e_base[i] = 1e9; /* uJ */
-        t_base[i] = now_s();
+        e_uj[i] = 1e9;
+        t_ns[i] = 5000000000ull;
     }
     have_defaults = 1;
 }
@@ -54,11 +52,6 @@ int fake_amdsmi_set(unsigned dev, const char *key, double value)
     if (dev >= FAKE_MAX) return -1;
     for (int k = 0; k < NK; k++)
         if (!strcmp(knames[k], key)) {
-            if (k == K_POWER_W) { /* keep the accumulator continuous */
-                double t = now_s();
-                e_base[dev] += val[dev][K_POWER_W] * 1e6 * (t - t_base[dev]);
-                t_base[dev] = t;
-            }
             val[dev][k] = value;
             return 0;
         }
@@ -107,10 +100,11 @@ int amdsmi_get_energy_count(void *h, uint64_t *acc, float *res, uint64_t *ts)
 {
     DEV(h);
     SUP(K_POWER_W);
-    double uj = e_base[i_] + val[i_][K_POWER_W] * 1e6 * (now_s() - t_base[i_]);
-    *acc = (uint64_t)(uj / RES_UJ);
+    t_ns[i_] += TICK_NS;
+    e_uj[i_] += val[i_][K_POWER_W] * 1e6 * (TICK_NS * 1e-9);
+    *acc = (uint64_t)(e_uj[i_] / RES_UJ);
     *res = RES_UJ;
-    *ts = 0;
+    *ts = t_ns[i_];
     return 0;
 }
 int amdsmi_get_power_cap_info(void *h, uint32_t sensor, void *info)

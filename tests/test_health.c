@@ -622,7 +622,50 @@ TEST(health_accept_check)
     CHECK_STREQ(jsonx_str(r.obj, "status"), "pass");
     char path[1024];
     snprintf(path, sizeof path, "%s/checks/health/samples.jsonl", run);
-    CHECK(file_exists(path));
+    /* what the file holds: one JSON line per round (quick: 3), each with
+     * both fake GPUs' values and the host, in time order; the samples metric
+     * counts the same lines */
+    char *txt = NULL;
+    size_t len = 0;
+    REQUIRE(file_read_all(path, &txt, &len, &e) == 0);
+    int lines = 0, gpus_ok = 0, host_ok = 0;
+    double t_prev = 0;
+    int ordered = 1;
+    for (char *ln = txt, *nl; ln && *ln; ln = nl ? nl + 1 : NULL) {
+        nl = strchr(ln, '\n');
+        if (nl) *nl = 0;
+        json_error_t je;
+        json_t *j = json_loads(ln, 0, &je);
+        CHECK_MSG(j != NULL, "samples.jsonl line %d is not JSON: %s", lines + 1, je.text);
+        if (!j) break;
+        lines++;
+        CHECK_STREQ(jsonx_str(j, "type"), "health");
+        double t = jsonx_num(j, "time");
+        ordered &= t >= t_prev;
+        t_prev = t;
+        size_t i;
+        json_t *dv;
+        int seen = 0;
+        json_array_foreach(json_object_get(j, "devices"), i, dv) {
+            const char *name = jsonx_str(dv, "device");
+            if (!strcmp(name, "nvidia0") && jsonx_num(dv, "temp_c") == 40 && jsonx_num(dv, "power_w") == 123.456) seen |= 1;
+            if (!strcmp(name, "nvidia1") && jsonx_num(dv, "temp_c") == 41) seen |= 2;
+            if (!strcmp(jsonx_str(dv, "kind"), "host")) host_ok++;
+        }
+        gpus_ok += seen == 3;
+        json_decref(j);
+    }
+    free(txt);
+    CHECK_EQ_INT(lines, 3);
+    CHECK_EQ_INT(gpus_ok, 3);
+    CHECK_EQ_INT(host_ok, 3);
+    CHECK(ordered);
+    json_t *ms = json_object_get(r.obj, "metrics");
+    size_t mi;
+    json_t *mv;
+    double nsamples = -1;
+    json_array_foreach(ms, mi, mv) if (!strcmp(jsonx_str(mv, "name"), "samples")) nsamples = jsonx_num(mv, "value");
+    CHECK_NEAR(nsamples, 3, 0);
     check_free(&r);
     /* a GPU at 86 C crosses the 85 C default: the check fails naming it */
     set(0, "temp", 86);
@@ -683,9 +726,12 @@ TEST(health_amdsmi_fake)
     CHECK_NEAR(s[1].v[HQ_TEMP], 58, 0);            /* no edge sensor: hotspot stands in */
     CHECK_NEAR(s[0].v[HQ_MEM_TEMP], 66, 0);
     CHECK_NEAR(s[0].v[HQ_POWER_LIMIT], 550, 0);    /* uW -> W */
-    /* power from two energy readings ~100 ms apart (counts of 15.3 uJ) */
-    CHECK_NEAR(s[0].v[HQ_POWER], 250, 2.5);
-    CHECK_NEAR(s[1].v[HQ_POWER], 260, 2.6);
+    /* power from two energy readings 100 ms apart on the fake's scripted
+     * clock (its timestamps, not the host's): each reading is floored to a
+     * count of 15.3 uJ, so the energy delta is off by less than one count,
+     * the power by less than 15.3 uJ / 0.1 s = 1.53e-4 W */
+    CHECK_NEAR(s[0].v[HQ_POWER], 250, 1.53e-4);
+    CHECK_NEAR(s[1].v[HQ_POWER], 260, 1.53e-4);
     CHECK_NEAR(s[0].v[HQ_UTIL_GPU], 99, 0);
     CHECK_NEAR(s[0].v[HQ_UTIL_MEM], 45, 0);
     CHECK_NEAR(s[0].v[HQ_MEM_USED], 4096, 0);

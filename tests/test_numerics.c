@@ -220,20 +220,88 @@ TEST(numerics_golden_thread_count_independent)
     double ref = 0, mag = 0;
     for (size_t i = 0; i < n; i++) ref += x[i], mag += fabs(x[i]);
     CHECK(fabs(want - ref) <= 22 * 0x1p-24 * mag);
-    /* fast sum: deterministic, accurate */
-    NOPEN(d, NUMERICS_FAST, 2);
+    free(x);
+}
+
+/* Fast sum (src/dev/cpu_op_reduce.c): the array is cut into 2^16-element
+ * chunks; chunk c's element i goes to fp32 lane i mod 16 (one chain per
+ * lane, the last n % 16 elements of a chunk through the tail loop), the 16
+ * lanes are added in double and rounded to fp32, the chunk sums added in
+ * double and the total rounded to fp32. Two bounds, from that analysis:
+ *  1. Exact data: every x_i a multiple of 1/2 with sum |x_i| < 2^23, so every
+ *     partial sum (in any order, lanes and chunks alike) is a multiple of 1/2
+ *     below 2^23 and representable in fp32: every addition is exact and the
+ *     result is the exact sum, bit for bit. Error bound 0, whatever the order,
+ *     so it holds for a GPU's fast sum too; one element lost or counted twice
+ *     (e.g. the tail loop skipped) shows.
+ *  2. Random data: to first order the error is E = sum_k d_k s_k + (rounding
+ *     of the chunk sums and the total), s_k running over every fp32 partial
+ *     sum of the lanes, |d_k| <= u = 2^-24. Deterministically |E| <= u sum|s_k|
+ *     (~90 here, useless); with the d_k independent and mean zero (the
+ *     probabilistic model of Higham & Mary, SIAM J. Sci. Comput. 2019),
+ *     Hoeffding gives |E| <= lambda u sqrt(sum s_k^2) except with probability
+ *     2 exp(-lambda^2 / 2): lambda = 8 (1e-14). Plus u |s_c| per chunk and
+ *     u |s| for the total (deterministic). s_k are taken as the exact partial
+ *     sums (first order). A device whose fast sum has shorter chains (a GPU's
+ *     grid-stride partials, then a tree) has smaller running sums, so the
+ *     bound is generous for it. */
+static void fast_sum_case(struct dev *d, const float *x, size_t n, int exact, double *err_out, double *bound_out)
+{
     float *dx = up(d, x, n * 4), *ds = up(d, NULL, 4);
-    float f1, f2;
-    d->ops->sum(d, NULL, dx, n, ds);
+    float f1 = 0, f2 = 0;
+    REQUIRE(d->ops->sum(d, NULL, dx, n, ds) == 0);
     down(d, &f1, ds, 4);
-    d->ops->sum(d, NULL, dx, n, ds);
+    REQUIRE(d->ops->sum(d, NULL, dx, n, ds) == 0);
     down(d, &f2, ds, 4);
-    CHECK(f32_bits(f1) == f32_bits(f2));
-    CHECK(fabs(f1 - ref) <= 1e-5 * mag);
+    CHECK_MSG(f32_bits(f1) == f32_bits(f2), "fast sum of %zu not deterministic: %a vs %a", n, f1, f2);
+    const size_t C = (size_t)1 << 16;
+    double ref = 0, ss = 0, chunks = 0;
+    for (size_t c0 = 0; c0 < n; c0 += C) {
+        const size_t c1 = n - c0 < C ? n : c0 + C;
+        double lane[16] = {0}, sc = 0;
+        for (size_t i = c0; i < c1; i++) {
+            double *l = &lane[(i - c0) % 16];
+            *l += x[i];
+            if (i - c0 >= 16) ss += *l * *l; /* the first element of a lane is no addition */
+            sc += x[i];
+        }
+        chunks += fabs(sc);
+        ref += sc;
+    }
+    const double u = 0x1p-24;
+    double bound = exact ? 0 : 8 * u * sqrt(ss) + u * chunks + u * fabs(ref);
+    double err = fabs((double)f1 - ref);
+    CHECK_MSG(err <= bound, "fast sum of %zu (%s data): error %.3g, bound %.3g (sum %.9g, got %.9g)", n,
+              exact ? "exact" : "random", err, bound, ref, (double)f1);
+    *err_out = err;
+    *bound_out = bound;
     dev_free(d, dx);
     dev_free(d, ds);
-    dev_close(d);
+}
+
+TEST(numerics_fast_sum_error_bound)
+{
+    NOPEN(d, NUMERICS_FAST, 2);
+    /* lengths: several chunks with a last chunk of n % 16 = 15 (3000015: 45
+     * chunks and 50895 elements) or 1 (3000017); one chunk, with a tail
+     * (4111 = 256 * 16 + 15), without (4096), shorter than a lane group (9) */
+    const size_t ns[] = {3000015, 3000017, 4111, 4096, 9};
+    size_t nmax = 3000017;
+    float *x = malloc(nmax * 4);
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const size_t n = ns[k];
+        double err, bound;
+        /* exact: x_i in {-1, -1/2, ..., 3/2} (sum |x_i| <= 1.5 n < 2^23); the
+         * last 15 elements large, so a lost tail cannot cancel out */
+        for (size_t i = 0; i < n; i++) x[i] = (float)((int)(philox_uniform_at(7, RNG_DATA, 1, 0, i) * 6.0f) - 2) * 0.5f;
+        for (size_t i = n > 15 ? n - 15 : 0; i < n; i++) x[i] = 1.5f;
+        fast_sum_case(d, x, n, 1, &err, &bound);
+        fill(x, n, 6, -1, 1.5f);
+        fast_sum_case(d, x, n, 0, &err, &bound);
+        fprintf(stderr, "  n=%zu: random data error %.3g, bound %.3g\n", n, err, bound);
+    }
     free(x);
+    dev_close(d);
 }
 
 TEST(numerics_softmax_layernorm)
@@ -392,20 +460,21 @@ TEST(numerics_check_golden_end_to_end)
     REQUIRE(check_numerics_run(&ctx, "golden", 0, &r, &e) == 0);
     CHECK_STREQ(json_string_value(json_object_get(r.obj, "status")), "pass");
     json_t *ops = json_object_get(json_object_get(r.obj, "details"), "ops");
-    CHECK(json_array_size(ops) == 25);
+    CHECK(json_array_size(ops) == 26);
     size_t i;
     json_t *o;
-    int have_sum = 0;
+    int have_sum = 0, have_short = 0;
     json_array_foreach(ops, i, o)
     {
         CHECK(strlen(json_string_value(json_object_get(o, "digest"))) == 64);
         CHECK(json_is_true(json_object_get(o, "deterministic")));
         if (!strcmp(json_string_value(json_object_get(o, "op")), "sum")) {
-            have_sum = 1;
-            CHECK_STREQ(json_string_value(json_object_get(o, "shape")), "10000000");
+            const char *sh = json_string_value(json_object_get(o, "shape"));
+            have_sum += !strcmp(sh, "10000015");
+            have_short += !strcmp(sh, "4111");
         }
     }
-    CHECK(have_sum);
+    CHECK(have_sum == 1 && have_short == 1);
     check_free(&r);
     CHECK(check_numerics_run(&ctx, "turbo", 0, &r, &e) == PLUMB_EUSAGE);
     CHECK(strstr(e.msg, "turbo") != NULL);

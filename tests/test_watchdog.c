@@ -48,20 +48,35 @@ static void hang_in_collective(void)
     _exit(0);
 }
 
+/* Quick blocks, then idle time (outside any block) of 3 timeouts, then a
+ * block held for 6 timeouts after watchdog_stop: a running watchdog would
+ * fire in both (it looks every timeout/20), so the child exits 0 only if
+ * idle time is not counted and the stop really stopped it. */
 static void quick_blocks(void)
 {
-    watchdog_start(1.0);
+    watchdog_start(0.25);
     for (int i = 0; i < 20; i++) {
         watchdog_enter("step");
         watchdog_enter("allreduce");
-        usleep(10000);
+        usleep(2000);
         watchdog_leave();
         watchdog_leave();
     }
-    usleep(1200000); /* idle time outside any block never fires */
+    usleep(750000); /* idle time outside any block never fires */
     watchdog_stop();
     watchdog_enter("after stop");
-    usleep(500000);
+    usleep(1500000);
+    watchdog_leave();
+    _exit(0);
+}
+
+/* The same block held for 6 timeouts without the stop: this one must fire
+ * (so the quiet child's exit 0 means something). */
+static void held_without_stop(void)
+{
+    watchdog_start(0.25);
+    watchdog_enter("held");
+    usleep(1500000);
     watchdog_leave();
     _exit(0);
 }
@@ -117,6 +132,13 @@ TEST(watchdog_quiet_when_blocks_finish_in_time)
     int st = in_child(quick_blocks, err);
     REQUIRE(WIFEXITED(st));
     CHECK_EQ_INT(WEXITSTATUS(st), 0);
+    char *txt = NULL;
+    size_t n;
+    if (WEXITSTATUS(st) && file_read_all(err, &txt, &n, &e) == 0) fprintf(stderr, "  child said: %s\n", txt);
+    free(txt);
+    st = in_child(held_without_stop, err);
+    REQUIRE(WIFEXITED(st));
+    CHECK_EQ_INT(WEXITSTATUS(st), WATCHDOG_EXIT_CODE);
     st = in_child(off_when_zero, err);
     REQUIRE(WIFEXITED(st));
     CHECK_EQ_INT(WEXITSTATUS(st), 0);

@@ -54,6 +54,7 @@ struct amdsmi_state {
     int ndev;
     amdsmi_handle_t_ dev[HEALTH_MAX_DEVICES];
     double e_uj[HEALTH_MAX_DEVICES], e_t[HEALTH_MAX_DEVICES];
+    uint64_t e_ts[HEALTH_MAX_DEVICES]; /* the counter's timestamp (ns), 0 when it gives none */
     int have_e[HEALTH_MAX_DEVICES];
 };
 
@@ -160,12 +161,14 @@ static int amdsmi_open(struct health_provider *p, plumb_err *e)
     return PLUMB_OK;
 }
 
-/* Energy in microjoules now; 0 when unsupported. */
-static int energy_uj(struct amdsmi_state *st, int i, double *uj)
+/* Energy in microjoules now and the counter's timestamp (ns, 0 when it
+ * gives none); returns 0 when unsupported. */
+static int energy_uj(struct amdsmi_state *st, int i, double *uj, uint64_t *ts)
 {
-    uint64_t acc = 0, ts = 0;
+    uint64_t acc = 0;
     float res = 0;
-    if (!st->f.energy_count || st->f.energy_count(st->dev[i], &acc, &res, &ts) != AMDSMI_OK) return 0;
+    *ts = 0;
+    if (!st->f.energy_count || st->f.energy_count(st->dev[i], &acc, &res, ts) != AMDSMI_OK) return 0;
     *uj = (double)acc * res;
     return 1;
 }
@@ -176,7 +179,7 @@ static int amdsmi_sample(struct health_provider *p, struct health_sample *out, i
     /* power needs two energy readings: on the first sample wait 100 ms once */
     int need_wait = 0;
     for (int i = 0; i < st->ndev; i++)
-        if (!st->have_e[i] && energy_uj(st, i, &st->e_uj[i])) {
+        if (!st->have_e[i] && energy_uj(st, i, &st->e_uj[i], &st->e_ts[i])) {
             st->e_t[i] = timer_now();
             st->have_e[i] = 1;
             need_wait = 1;
@@ -205,12 +208,19 @@ static int amdsmi_sample(struct health_provider *p, struct health_sample *out, i
         if (st->f.temp_metric(h, AMDSMI_TEMP_VRAM, AMDSMI_TEMP_CURRENT, &t) == AMDSMI_OK) hs_set(s, HQ_MEM_TEMP, (double)t);
         if (!s->ok[HQ_TEMP] && s->ok[HQ_TEMP_HOTSPOT]) hs_set(s, HQ_TEMP, s->v[HQ_TEMP_HOTSPOT]);
         double uj;
-        if (st->have_e[i] && energy_uj(st, i, &uj)) {
-            double now = timer_now(), dt = now - st->e_t[i];
+        uint64_t ts;
+        if (st->have_e[i] && energy_uj(st, i, &uj, &ts)) {
+            /* the time between the two readings: the counter's own
+             * timestamps when it gives them (the energy belongs to those
+             * instants; host time between the calls adds scheduling delay),
+             * else host time */
+            double now = timer_now();
+            double dt = ts && st->e_ts[i] && ts > st->e_ts[i] ? (double)(ts - st->e_ts[i]) * 1e-9 : now - st->e_t[i];
             if (dt > 0 && uj >= st->e_uj[i]) hs_set(s, HQ_POWER, (uj - st->e_uj[i]) / dt / 1e6);
             hs_set(s, HQ_ENERGY, uj / 1000.0);
             st->e_uj[i] = uj;
             st->e_t[i] = now;
+            st->e_ts[i] = ts;
         }
         uint64_t u64 = 0;
         memset(buf, 0, sizeof buf);
