@@ -154,6 +154,128 @@ TEST(data_criteo_gzip_equals_plain)
     synth_free(sy);
 }
 
+/* The bounds of a line: a 41st field is refused before it is stored (the
+ * struct is followed by a canary here: nothing may be written past cat[25]),
+ * and so is a line of 40 fields with a trailing tab. */
+TEST(data_criteo_41_fields_refused_in_bounds)
+{
+    char line[2048];
+    snprintf(line, sizeof line, "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13%s\textra", toks26);
+    struct {
+        struct criteo_sample s;
+        uint32_t canary[8];
+    } g;
+    memset(&g, 0xab, sizeof g);
+    plumb_err e = {0};
+    CHECK_EQ_INT(criteo_parse_line(line, strlen(line), &g.s, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "more than 40 tab-separated fields") != NULL, "%s", e.msg);
+    int intact = 1;
+    for (int i = 0; i < 8; i++) intact &= g.canary[i] == 0xabababab;
+    CHECK_MSG(intact, "a 41-field line wrote past the sample");
+    /* 40 fields and a trailing tab: a 41st (empty) field */
+    snprintf(line, sizeof line, "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13%s\t", toks26);
+    memset(&g, 0xab, sizeof g);
+    err_clear(&e);
+    CHECK_EQ_INT(criteo_parse_line(line, strlen(line), &g.s, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "more than 40") != NULL, "%s", e.msg);
+    intact = 1;
+    for (int i = 0; i < 8; i++) intact &= g.canary[i] == 0xabababab;
+    CHECK(intact);
+    /* exactly 40 parse, and fill cat[25] */
+    snprintf(line, sizeof line, "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13%s", toks26);
+    err_clear(&e);
+    REQUIRE(criteo_parse_line(line, strlen(line), &g.s, &e) == PLUMB_OK);
+    CHECK_EQ_INT(g.s.cat[25], criteo_hash(25, "9727dd16", 8));
+}
+
+/* Integer fields: the whole long long range, nothing beyond (no silent
+ * wrap-around), signs, and junk. */
+TEST(data_criteo_int_overflow)
+{
+    struct {
+        const char *tok;
+        int ok;
+        double dense0; /* log(1 + max(x, 0)) */
+    } cs[] = {
+        {"9223372036854775807", 1, log(9223372036854775807.0 + 1.0)}, /* LLONG_MAX */
+        {"9223372036854775808", 0, 0},                                 /* LLONG_MAX + 1 */
+        {"9223372036854775810", 0, 0},
+        {"99999999999999999999", 0, 0},
+        {"18446744073709551617", 0, 0}, /* 2^64 + 1: wraps to 1 in 64 bits */
+        {"-9223372036854775808", 1, 0}, /* LLONG_MIN */
+        {"-9223372036854775809", 0, 0},
+        {"+5", 1, log(6.0)},
+        {"0000000000000000000000000012", 1, log(13.0)}, /* leading zeros are not an overflow */
+        {"-", 0, 0},
+        {"1e3", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        char line[2048];
+        snprintf(line, sizeof line, "0\t%s\t1\t1\t1\t1\t1\t1\t1\t1\t1\t1\t1\t1%s", cs[i].tok, toks26);
+        struct criteo_sample s;
+        plumb_err e = {0};
+        int rc = criteo_parse_line(line, strlen(line), &s, &e);
+        CHECK_MSG(rc == (cs[i].ok ? PLUMB_OK : PLUMB_EUSAGE), "I1 = '%s': rc %d (%s)", cs[i].tok, rc, e.msg);
+        if (cs[i].ok && !rc)
+            CHECK_MSG(fabs(s.dense[0] - cs[i].dense0) <= 1e-6 * (1 + cs[i].dense0), "I1 = '%s': %.9g, want %.9g",
+                      cs[i].tok, (double)s.dense[0], cs[i].dense0);
+        if (!cs[i].ok) CHECK_MSG(strstr(e.msg, "I1") && strstr(e.msg, "not an integer"), "I1 = '%s': %s", cs[i].tok, e.msg);
+    }
+}
+
+/* A damaged gzip file is an error naming the file and the line reached,
+ * never a silent short read: a flipped byte inside the compressed data
+ * (the inflate stream or its CRC fails) and a file cut short. */
+TEST(data_criteo_gzip_read_errors)
+{
+    char gzp[512], bad[512];
+    plumb_err e = {0};
+    REQUIRE(!file_join(gzp, sizeof gzp, test_tmpdir(), "damaged.tsv.gz", &e));
+    REQUIRE(!file_join(bad, sizeof bad, test_tmpdir(), "damaged2.tsv.gz", &e));
+    gzFile g = gzopen(gzp, "wb");
+    REQUIRE(g);
+    struct synth *sy;
+    REQUIRE(synth_create(11, &sy, &e) == 0);
+    char line[1024];
+    const int N = 6000;
+    for (int i = 0; i < N; i++) {
+        struct synth_raw r;
+        synth_raw_sample(sy, 0, (uint64_t)i, &r);
+        const char *tk[26];
+        for (int t = 0; t < 26; t++) tk[t] = r.token[t];
+        int len = criteo_format_line(line, sizeof line, r.label, r.dense, r.missing, tk);
+        REQUIRE(len > 0);
+        gzwrite(g, line, (unsigned)len);
+    }
+    gzclose(g);
+    synth_free(sy);
+    char *buf = NULL;
+    size_t len = 0;
+    REQUIRE(file_read_all(gzp, &buf, &len, &e) == 0);
+    REQUIRE(len > 4096);
+    struct criteo_sample s[4];
+    int n = 0;
+    /* intact: every line */
+    REQUIRE(read_file_samples(gzp, CRITEO_BAD_ERROR, s, 4, &n, NULL, NULL, &e) == 0);
+    CHECK_EQ_INT(n, N);
+    /* one byte flipped two thirds of the way in */
+    buf[len * 2 / 3] ^= 0x55;
+    REQUIRE(file_write_atomic(bad, buf, len, &e) == 0);
+    err_clear(&e);
+    int rc = read_file_samples(bad, CRITEO_BAD_SKIP, s, 4, &n, NULL, NULL, &e);
+    CHECK_MSG(rc != PLUMB_OK, "a corrupted gzip file read as %d lines without an error", n);
+    CHECK_MSG(strstr(e.msg, "damaged2.tsv.gz") && strstr(e.msg, "line "), "message: %s", e.msg);
+    CHECK_MSG(n < N, "%d lines from a corrupted file", n);
+    /* cut short: the last third missing */
+    buf[len * 2 / 3] ^= 0x55;
+    REQUIRE(file_write_atomic(bad, buf, len * 2 / 3, &e) == 0);
+    err_clear(&e);
+    rc = read_file_samples(bad, CRITEO_BAD_SKIP, s, 4, &n, NULL, NULL, &e);
+    CHECK_MSG(rc != PLUMB_OK, "a truncated gzip file read as %d lines without an error", n);
+    CHECK_MSG(strstr(e.msg, "damaged2.tsv.gz") && strstr(e.msg, "read error"), "message: %s", e.msg);
+    free(buf);
+}
+
 TEST(data_synth_teacher_calibration)
 {
     plumb_err e = {0};

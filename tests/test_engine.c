@@ -217,12 +217,55 @@ TEST(ckpt_write_read_keep_corrupt_partial)
 
 /* Runs on 1 rank in the plain suite and on N ranks under mpirun
  * (tests/t_comm.sh runs `mpirun -np 3 plumb-tests mpi_`). */
+/* NaN scores rank below every number (as -inf; NaN ties with NaN) and
+ * the AUC stays the Mann-Whitney statistic of that order; a NaN logit is
+ * refused by the exact eval, naming the sample; no samples at all give
+ * count 0 and NaN metrics, not a crash. Against brute force over pairs. */
+TEST(eval_auc_nan_scores_and_empty)
+{
+    float s[] = {NAN, 0.1f, 0.9f, NAN, 0.3f, -INFINITY}, y[] = {1, 0, 1, 0, 1, 0};
+    /* NaN as -inf: pairs (pos, neg) = (NaN,.1) 0, (NaN,NaN) .5, (NaN,-inf) .5,
+     * (.9, *) 1 1 1, (.3,.1) 1, (.3,NaN) 1, (.3,-inf) 1: 7 of 9 */
+    CHECK_NEAR(eval_auc(s, y, 6), 7.0 / 9.0, 1e-15);
+    float sb[6];
+    for (int i = 0; i < 6; i++) sb[i] = isnan(s[i]) ? -INFINITY : s[i];
+    CHECK_NEAR(eval_auc(s, y, 6), auc_brute(sb, y, 6), 1e-15);
+    /* the same with the NaNs moved: the order of the input does not matter */
+    float s2[] = {0.9f, NAN, 0.3f, -INFINITY, NAN, 0.1f}, y2[] = {1, 0, 1, 0, 1, 0};
+    CHECK_NEAR(eval_auc(s2, y2, 6), 7.0 / 9.0, 1e-15);
+    /* one class absent, or nothing: NaN */
+    CHECK(isnan(eval_auc(s, (float[]){1, 1, 1, 1, 1, 1}, 6)));
+    CHECK(isnan(eval_auc(NULL, NULL, 0)));
+    struct comm *self;
+    plumb_err e = {0};
+    REQUIRE(comm_init("self", &self, &e) == 0);
+    struct eval_result r;
+    float *al = (float *)1, *ay = (float *)1;
+    REQUIRE(eval_exact(self, NULL, NULL, 0, &r, &al, &ay, &e) == 0);
+    CHECK_EQ_INT(r.count, 0);
+    CHECK_EQ_INT(r.positives, 0);
+    CHECK(isnan(r.auc) && isnan(r.logloss) && isnan(r.accuracy));
+    free(al), free(ay);
+    float lg[] = {0.5f, NAN, -1.0f}, lb[] = {1, 0, 0};
+    CHECK_EQ_INT(eval_exact(self, lg, lb, 3, &r, NULL, NULL, &e), PLUMB_EFAIL);
+    CHECK_MSG(strstr(e.msg, "sample 1") != NULL, "%s", e.msg);
+    comm_finalize(self);
+}
+
+/* Collectives and the exact eval on real ranks: tests/t_comm.sh runs this
+ * under mpirun -np 2 and 3. On one rank (the plain suite) every collective
+ * is the identity and the distributed eval is the one-rank eval, so there
+ * is nothing to compare: it skips. */
 TEST(mpi_collectives)
 {
     plumb_err e = {0};
     struct comm *c;
     REQUIRE(comm_init("auto", &c, &e) == 0);
     int W = c->world, R = c->rank;
+    if (W == 1) {
+        comm_finalize(c);
+        TEST_SKIP("one rank: tests/t_comm.sh runs it on 2 and 3 MPI ranks");
+    }
     double d[3] = {R + 0.5, 1.0, -R};
     REQUIRE(comm_allreduce(c, d, 3, DT_F64, COMM_SUM, "test f64", &e) == 0);
     CHECK_NEAR(d[0], W * (W - 1) / 2.0 + 0.5 * W, 0);
@@ -284,6 +327,17 @@ TEST(mpi_collectives)
     for (int i = 0; i < N; i++) ll += eval_bce(lg[i], lb[i]);
     CHECK_NEAR(one.logloss, ll / N, 1e-9);
     free(al), free(ay);
-    if (W > 1) fprintf(stderr, "  rank %d of %d: collectives and exact eval ok\n", R, W);
+    /* the last rank holds no eval sample (a short eval set on many ranks):
+     * rank r < W-1 holds [N r/(W-1), N (r+1)/(W-1)) */
+    lo = R < W - 1 ? (long)N * R / (W - 1) : N;
+    hi = R < W - 1 ? (long)N * (R + 1) / (W - 1) : N;
+    struct eval_result z;
+    REQUIRE(eval_exact(c, hi > lo ? lg + lo : NULL, hi > lo ? lb + lo : NULL, (size_t)(hi - lo), &z, &al, &ay, &e) == 0);
+    CHECK(z.auc == one.auc && z.logloss == one.logloss && z.accuracy == one.accuracy);
+    CHECK_EQ_INT(z.count, N);
+    CHECK_EQ_INT(z.positives, one.positives);
+    CHECK(!memcmp(al, lg, sizeof lg) && !memcmp(ay, lb, sizeof lb));
+    free(al), free(ay);
+    fprintf(stderr, "  rank %d of %d: collectives and exact eval ok\n", R, W);
     comm_finalize(c);
 }

@@ -376,6 +376,78 @@ TEST(health_thresholds_exact_limits)
     free(ev);
 }
 
+/* The thresholds that were parsed but never evaluated by a test: memory
+ * temperature, the host's cpu temperature (its own limit, not the GPU's),
+ * PCIe generation downgrade when switched on, and xid = off; each read from
+ * a thresholds file as a user writes it. */
+TEST(health_thresholds_mem_cpu_pcie_gen_xid)
+{
+    struct health_thresholds t;
+    health_thresholds_default(&t);
+    plumb_err e = {0};
+    REQUIRE(health_thresholds_parse(&t, "mem_temp_c = 70\ncpu_temp_c = 60\npcie_gen_downgrade = on\nxid = off\n",
+                                    "thr.conf", &e) == 0);
+    CHECK(t.mem_temp_c == 70 && t.cpu_temp_c == 60 && t.pcie_gen_downgrade == 1 && t.xid == 0);
+    struct health_eval *ev = calloc(1, sizeof *ev);
+    REQUIRE(ev);
+    health_eval_init(ev, &t);
+    struct health_sample s;
+    struct health_alert al[8];
+    /* GPU memory temperature: 69.9 nothing, 70 an alert at the limit */
+    gpu_sample(&s, "nvidia0", 1000);
+    hs_set(&s, HQ_MEM_TEMP, 69.9);
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    hs_set(&s, HQ_MEM_TEMP, 70);
+    REQUIRE(eval1(ev, &s, al) == 1);
+    CHECK_STREQ(al[0].quantity, "mem_temp_c");
+    CHECK(al[0].value == 70 && al[0].limit == 70);
+    /* the host: its temperature against cpu_temp_c (60), not gpu_temp_c (85) */
+    memset(&s, 0, sizeof s);
+    snprintf(s.device, sizeof s.device, "cpu");
+    snprintf(s.vendor, sizeof s.vendor, "linux");
+    s.kind = HEALTH_HOST;
+    s.time = 1000;
+    hs_set(&s, HQ_TEMP, 59.5);
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    hs_set(&s, HQ_TEMP, 61);
+    REQUIRE(eval1(ev, &s, al) == 1);
+    CHECK(!strcmp(al[0].device, "cpu") && !strcmp(al[0].quantity, "temp_c") && al[0].limit == 60 && !al[0].critical);
+    hs_set(&s, HQ_TEMP, 95); /* no critical rule for the host */
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    /* PCIe generation below the maximum: an alert once switched on */
+    gpu_sample(&s, "nvidia1", 1000);
+    hs_set(&s, HQ_PCIE_GEN, 5);
+    hs_set(&s, HQ_PCIE_GEN_MAX, 5);
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    hs_set(&s, HQ_PCIE_GEN, 3);
+    REQUIRE(eval1(ev, &s, al) == 1);
+    CHECK_STREQ(al[0].quantity, "pcie_gen");
+    CHECK(al[0].value == 3 && al[0].limit == 5);
+    CHECK_STREQ(al[0].detail, "gen 3 < max gen 5");
+    /* xid = off: new critical events raise nothing */
+    gpu_sample(&s, "nvidia2", 1000);
+    hs_set(&s, HQ_XID_COUNT, 0);
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    hs_set(&s, HQ_XID_COUNT, 3);
+    hs_set(&s, HQ_XID_LAST, 79);
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    /* ... and with the default (on) the same samples do */
+    health_thresholds_default(&t);
+    health_eval_init(ev, &t);
+    hs_set(&s, HQ_XID_COUNT, 0);
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    hs_set(&s, HQ_XID_COUNT, 3);
+    REQUIRE(eval1(ev, &s, al) == 1);
+    CHECK(!strcmp(al[0].quantity, "xid") && al[0].value == 79);
+    /* the defaults: memory 95, host 95 */
+    gpu_sample(&s, "nvidia3", 1000);
+    hs_set(&s, HQ_MEM_TEMP, 94.9);
+    CHECK_EQ_INT(eval1(ev, &s, al), 0);
+    hs_set(&s, HQ_MEM_TEMP, 95);
+    CHECK_EQ_INT(eval1(ev, &s, al), 1);
+    free(ev);
+}
+
 TEST(health_ecc_rate_window)
 {
     struct health_thresholds t;

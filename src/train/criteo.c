@@ -36,19 +36,23 @@ float criteo_dense_transform(long long x)
     return glogf((float)x + 1.0f);
 }
 
+/* A decimal integer in the long long range (LLONG_MIN..LLONG_MAX), with an
+ * optional sign; anything beyond is refused, never wrapped. */
 static int parse_int(const char *p, size_t n, long long *out)
 {
     size_t i = 0;
     int neg = 0;
     if (n && (p[0] == '-' || p[0] == '+')) neg = p[0] == '-', i = 1;
     if (i == n) return 0;
+    const unsigned long long lim = neg ? 9223372036854775808ull : 9223372036854775807ull; /* |LLONG_MIN|, LLONG_MAX */
     unsigned long long v = 0;
     for (; i < n; i++) {
         if (p[i] < '0' || p[i] > '9') return 0;
-        if (v > (9223372036854775807ull - 9) / 10) return 0;
-        v = v * 10 + (unsigned)(p[i] - '0');
+        const unsigned dgt = (unsigned)(p[i] - '0');
+        if (v > (lim - dgt) / 10) return 0; /* v * 10 + dgt > lim */
+        v = v * 10 + dgt;
     }
-    *out = neg ? -(long long)v : (long long)v;
+    *out = !neg ? (long long)v : v ? -(long long)(v - 1) - 1 : 0;
     return 1;
 }
 
@@ -184,6 +188,15 @@ static int read_line(struct criteo_reader *r, size_t *len, int *nl, plumb_err *e
                        -1;
             }
             if (got == 0) {
+                /* zlib reports a gzip stream that ends early (a file cut
+                 * short) as end of file with Z_BUF_ERROR: the data after the
+                 * cut is lost, so it is an error, not a short file */
+                int zerr = Z_OK;
+                const char *m = gzerror(r->gz, &zerr);
+                if (zerr == Z_BUF_ERROR)
+                    return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s (the gzip stream is cut short)", r->path,
+                                   r->lineno + 1, m),
+                           -1;
                 r->eof = 1;
                 break;
             }
