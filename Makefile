@@ -94,6 +94,11 @@ coverage:
 	$(MAKE) BUILD=build-cov OPT=-O1 SAN="--coverage" all
 	tests/coverage.sh build-cov
 
+# Mutation checks (tests/mutants.txt): each mutant applied in a scratch copy
+# (build-mut/), built, and its test must fail. MUTANTS_SAMPLE=5: CI's sample.
+mutants: all
+	tests/mutants.py
+
 accept: $(BUILD)/plumb
 	$(BUILD)/plumb accept --quick
 
@@ -142,6 +147,6 @@ $(BUILD)/libplumb-hip.so: $(GPU_SRC:src/gpu/%.cu=$(BUILD)/hip/%.o)
 	$(HIPCC) -shared --offload-arch=gfx90a -o $@ $^ -ldl
 
 clean:
-	rm -rf build build-asan build-cov
+	rm -rf build build-asan build-cov build-mut
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
