@@ -46,6 +46,13 @@ assert c["status"] == "fail" and d["verdict"] == "fail", c["status"]
 a = c["details"]["alerts"]
 assert len(a) == 1 and a[0]["device"] == "nvidia1" and a[0]["quantity"] == "temp_c" and a[0]["value"] == 41 and a[0]["limit"] == 41, a
 assert "checks/health/samples.jsonl" in c["artifacts"]
+# what the artifact holds: the samples the check counted, each with both fake GPUs
+lines = [json.loads(l) for l in open(sys.argv[1].rsplit("/", 1)[0] + "/checks/health/samples.jsonl")]
+m = {x["name"]: x["value"] for x in c["metrics"]}
+assert len(lines) >= 1 and len(lines) == m["samples"], (len(lines), m)
+for l in lines:
+    dv = {x["device"]: x for x in l["devices"]}
+    assert l["type"] == "health" and dv["nvidia0"]["temp_c"] == 40 and dv["nvidia1"]["temp_c"] == 41, l
 PY
 
 # --jsonl with --watch/--count
