@@ -433,6 +433,26 @@ TEST(train_ops_sparse_coalesce_order)
     CHECK(vo[0] == 2.5f);
     CHECK(vo[1] == 0.0f);
     CHECK(vo[2] == 5.0f);
+    /* rows spanning 35 bits, whose order in the low digits is the reverse of
+     * their order: every 11-bit radix digit (up to bits 33..43) decides */
+    {
+        int64_t wr[5] = {((int64_t)1 << 34), ((int64_t)1 << 23) + 7, 100, ((int64_t)1 << 33) + ((int64_t)1 << 21),
+                         ((int64_t)1 << 23) + 7};
+        float wv[5] = {1, 2, 3, 4, 5};
+        int64_t *pwr = TO(d, wr, 5), *pwo = dput(d, NULL, sizeof wr);
+        float *pwv = TO(d, wv, 5), *pwvo = dput(d, NULL, sizeof wv);
+        REQUIRE(d->ops->train->sparse_coalesce(d, NULL, pwr, pwv, 5, 1, pwo, pwvo, pn, &e) == 0);
+        int64_t wu = 0, wro[5];
+        float wvo[5];
+        dget(d, &wu, pn, 8);
+        REQUIRE(wu == 4);
+        dget(d, wro, pwo, sizeof wro);
+        dget(d, wvo, pwvo, sizeof wvo);
+        CHECK(wro[0] == 100 && wro[1] == ((int64_t)1 << 23) + 7 && wro[2] == ((int64_t)1 << 33) + ((int64_t)1 << 21) &&
+              wro[3] == ((int64_t)1 << 34));
+        CHECK(wvo[0] == 3 && wvo[1] == 7 && wvo[2] == 4 && wvo[3] == 1);
+        dev_free(d, pwr); dev_free(d, pwo); dev_free(d, pwv); dev_free(d, pwvo);
+    }
     /* a negative row is an error naming it */
     rows[2] = -4;
     dev_upload(d, pr, rows, sizeof rows, &e);
