@@ -21,17 +21,27 @@ lcov -q --rc lcov_branch_coverage=1 --capture --directory "$B" --base-directory 
 lcov -q --rc lcov_branch_coverage=1 --extract "$B/all.info" "$root/src/*" --output-file "$info" 2>>"$B/lcov.err" \
   || { cat "$B/lcov.err" >&2; exit 3; }
 # per folder: LF/LH (lines found/hit), BRF/BRH (branches found/hit) summed over its files
-awk -v root="$root/" '
-  /^SF:/ { f = substr($0, 4); sub(root, "", f); n = split(f, p, "/"); dir = p[1] "/" p[2]; dirs[dir] = 1 }
-  /^LF:/ { lf[dir] += substr($0, 4) } /^LH:/ { lh[dir] += substr($0, 4) }
-  /^BRF:/ { bf[dir] += substr($0, 5) } /^BRH:/ { bh[dir] += substr($0, 5) }
-  END {
-    printf "%-14s %8s %7s %10s %7s\n", "folder", "lines", "line%", "branches", "branch%"
-    n = asorti(dirs, ds)
-    for (i = 1; i <= n; i++) { d = ds[i]
-      printf "%-14s %8d %6.1f%% %10d %6.1f%%\n", d, lf[d], lf[d] ? 100 * lh[d] / lf[d] : 0, bf[d], bf[d] ? 100 * bh[d] / bf[d] : 0
-      LF += lf[d]; LH += lh[d]; BF += bf[d]; BH += bh[d] }
-    printf "%-14s %8d %6.1f%% %10d %6.1f%%\n", "total", LF, LF ? 100 * LH / LF : 0, BF, BF ? 100 * BH / BF : 0
-  }' "$info" | tee "$B/coverage.txt"
+python3 - "$info" "$root/" <<'PY' | tee "$B/coverage.txt"
+import sys
+info, root = sys.argv[1], sys.argv[2]
+agg, d = {}, None
+for line in open(info):
+    line = line.strip()
+    if line.startswith("SF:"):
+        f = line[3:].replace(root, "", 1).split("/")
+        d = "/".join(f[:2])
+        agg.setdefault(d, [0, 0, 0, 0])
+    for k, key in enumerate(("LF:", "LH:", "BRF:", "BRH:")):
+        if line.startswith(key):
+            agg[d][k] += int(line[len(key):])
+pct = lambda h, f: 100.0 * h / f if f else 0.0
+print("%-14s %8s %7s %10s %8s" % ("folder", "lines", "line%", "branches", "branch%"))
+tot = [0, 0, 0, 0]
+for d in sorted(agg):
+    lf, lh, bf, bh = agg[d]
+    tot = [a + b for a, b in zip(tot, agg[d])]
+    print("%-14s %8d %6.1f%% %10d %7.1f%%" % (d, lf, pct(lh, lf), bf, pct(bh, bf)))
+print("%-14s %8d %6.1f%% %10d %7.1f%%" % ("total", tot[0], pct(tot[1], tot[0]), tot[2], pct(tot[3], tot[2])))
+PY
 echo "coverage: per-file detail in $info (genhtml $info -o $B/html for pages)"
 exit $suite
