@@ -59,12 +59,14 @@ $(BUILD)/libplumb.a: $(LIB_OBJ)
 $(BUILD)/plumb: $(CLI_OBJ) $(BUILD)/libplumb.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libplumb.a $(LDLIBS)
 
+# MPI_CFLAGS: the fake NCCL (tests/fake_nccl.c) runs its collectives over the
+# MPI of the process that loads it (its MPI symbols resolve there).
 # -MMD: a fake that copies a struct from our headers (fake_gpu.c copies the
 # dev_ops and train_ops tables) is rebuilt when the header changes (and when
 # this Makefile does: older builds have no .d file for it yet).
 $(BUILD)/tests/libfake_%.so: tests/fake_%.c Makefile | deps
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -shared -Isrc -MMD -MP -MF $(@:.so=.d) -o $@ $< -lm
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -shared -Isrc $(MPI_CFLAGS) -MMD -MP -MF $(@:.so=.d) -o $@ $< -lm
 
 # The test binary links the library and the CLI (minus main) so tests can
 # call commands directly.

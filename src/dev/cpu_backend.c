@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-struct dev_stream { int unused; };
+/* No vendor stream: the field is NULL, in the place where a GPU plugin's
+ * dev_stream keeps its vendor stream (comm/comm_nccl.c reads it there). */
+struct dev_stream { void *native; };
 struct dev_event { double t; };
 static struct dev_stream g_cpu_stream;
 
