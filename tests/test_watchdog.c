@@ -48,13 +48,14 @@ static void hang_in_collective(void)
     _exit(0);
 }
 
-/* Quick blocks, then idle time (outside any block) of 3 timeouts, then a
- * block held for 6 timeouts after watchdog_stop: a running watchdog would
- * fire in both (it looks every timeout/20), so the child exits 0 only if
- * idle time is not counted and the stop really stopped it. */
+/* Quick blocks (2 ms under a 1 s timeout: 500x of margin on a loaded
+ * machine), then idle time outside any block of 2.5 timeouts, then a block
+ * held for 3 timeouts after watchdog_stop: a running watchdog would fire in
+ * both (it looks every timeout/20), so the child exits 0 only if idle time is
+ * not counted and the stop really stopped it. */
 static void quick_blocks(void)
 {
-    watchdog_start(0.25);
+    watchdog_start(1.0);
     for (int i = 0; i < 20; i++) {
         watchdog_enter("step");
         watchdog_enter("allreduce");
@@ -62,21 +63,21 @@ static void quick_blocks(void)
         watchdog_leave();
         watchdog_leave();
     }
-    usleep(750000); /* idle time outside any block never fires */
+    usleep(2500000); /* idle time outside any block never fires */
     watchdog_stop();
     watchdog_enter("after stop");
-    usleep(1500000);
+    usleep(3000000);
     watchdog_leave();
     _exit(0);
 }
 
-/* The same block held for 6 timeouts without the stop: this one must fire
+/* The same block held for 3 timeouts without the stop: this one must fire
  * (so the quiet child's exit 0 means something). */
 static void held_without_stop(void)
 {
-    watchdog_start(0.25);
+    watchdog_start(1.0);
     watchdog_enter("held");
-    usleep(1500000);
+    usleep(3000000);
     watchdog_leave();
     _exit(0);
 }
