@@ -103,11 +103,11 @@ TEST(nccl_fake_collectives)
     CHECK_EQ_INT(nccl_allreduce_async(w.nc, &u, 1, DT_U32, NULL, &e), PLUMB_EUNSUPPORTED);
     CHECK_MSG(strstr(e.msg, "u32") != NULL, "%s", e.msg);
     /* gather: every rank's bytes, by rank */
-    char mine[8], *all = malloc((size_t)W * 8);
+    char mine[8] = {0}, *all = malloc((size_t)W * 8);
     snprintf(mine, sizeof mine, "rank%02d", R);
     REQUIRE(nccl_allgather(w.nc, mine, 8, all, "test gather", &e) == 0);
     for (int r = 0; r < W; r++) {
-        char exp[8];
+        char exp[8] = {0};
         snprintf(exp, sizeof exp, "rank%02d", r);
         CHECK_MSG(!memcmp(all + r * 8, exp, 8), "slot %d holds %.8s", r, all + r * 8);
     }
