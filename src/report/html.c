@@ -760,6 +760,7 @@ static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *r
     if (json_is_array(ops)) put_ops(b, ops);
     put_histograms(b, c, run_dir);
     put_line_charts(b, c, run_dir);
+    html_put_training(b, c, run_dir);
     /* everything else in details, as data */
     int opened = 0;
     size_t nk;
@@ -835,9 +836,11 @@ char *html_render(const json_t *root, const char *run_dir)
     sb_puts(&b, "</style></head>\n<body><main>\n");
     put_header(&b, root);
     put_verdict_table(&b, checks);
+    html_put_signature(&b, run_dir);
     size_t i;
     json_t *c;
     json_array_foreach(checks, i, c) put_check(&b, c, i, run_dir);
+    html_put_throughput(&b, root);
     put_host(&b, root);
     sb_puts(&b, "<footer>Rendered by plumb ");
     sb_escape(&b, jsonx_str(json_object_get(root, "versions"), "plumb"));
