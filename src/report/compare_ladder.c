@@ -55,7 +55,7 @@ static int load_side(const json_t *check, const char *dir, const char *label, st
         x->r = r;
         const char *rel = jsonx_str(r, "seeds");
         long same = (long)jsonx_num(r, "same_as");
-        if (same > 0 && same < *nr && !rel) {
+        if (same > 0 && !rel) {
             /* the same runs as rung `same` */
             continue;
         }
@@ -66,11 +66,22 @@ static int load_side(const json_t *check, const char *dir, const char *label, st
     return PLUMB_OK;
 }
 
+/* The seeds of entry k, or of the entry its same_as names (by rung number:
+ * with --rungs some rungs are absent, so numbers are not indices). */
 static const struct seed_set *rung_seeds(const struct rung_side *rs, int k)
 {
     long same = (long)jsonx_num(rs[k].r, "same_as");
-    if (!rs[k].s.n && same > 0 && same <= k) return &rs[same - 1].s;
+    if (!rs[k].s.n && same > 0)
+        for (int j = 0; j < k; j++)
+            if ((long)jsonx_num(rs[j].r, "rung") == same) return &rs[j].s;
     return &rs[k].s;
+}
+
+/* Is entry k the same runs as the entry below it? */
+static int same_as_below(const struct rung_side *rs, int k)
+{
+    long same = (long)jsonx_num(rs[k].r, "same_as");
+    return k > 0 && same > 0 && (long)jsonx_num(rs[k - 1].r, "rung") == same;
 }
 
 static void stats_of(const struct seed_set *s, const char *metric, struct rung_side *x)
@@ -155,7 +166,7 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
     for (int k = 0; k < n && !rc; k++) {
         const json_t *r = ra[k].r;
         json_t *row = json_object();
-        json_object_set_new(row, "rung", json_integer(k + 1));
+        json_object_set_new(row, "rung", json_integer((json_int_t)jsonx_num(r, "rung")));
         json_object_set_new(row, "name", json_string(s_or(r, "name", "?")));
         json_object_set_new(row, "turns_on", json_string(s_or(r, "turns_on", "")));
         json_object_set_new(row, "setting_a", json_string(s_or(r, "setting", "")));
@@ -169,7 +180,7 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
         if (jsonx_str(r, "note")) json_object_set_new(row, "note_a", json_string(jsonx_str(r, "note")));
         stats_of(rung_seeds(ra, k), metric, &ra[k]);
         json_object_set_new(row, "a", side_stats_json(&ra[k]));
-        json_object_set_new(row, "shift_a", shift_json(ra, k, metric, same_a == k));
+        json_object_set_new(row, "shift_a", shift_json(ra, k, metric, same_as_below(ra, k)));
         const json_t *sh = json_object_get(row, "shift_a");
         if (json_is_true(json_object_get(sh, "significant")) && fabs(jsonx_num(sh, "sd_units")) > fabs(largest))
             largest = jsonx_num(sh, "sd_units"), largest_k = k + 1;
@@ -179,7 +190,7 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
             if (jsonx_str(rb[k].r, "note")) json_object_set_new(row, "note_b", json_string(jsonx_str(rb[k].r, "note")));
             stats_of(rung_seeds(rb, k), metric, &rb[k]);
             json_object_set_new(row, "b", side_stats_json(&rb[k]));
-            json_object_set_new(row, "shift_b", shift_json(rb, k, metric, same_b == k));
+            json_object_set_new(row, "shift_b", shift_json(rb, k, metric, same_as_below(rb, k)));
             const struct seed_set *sa = rung_seeds(ra, k), *sb = rung_seeds(rb, k);
             /* golden: per seed bit-equal parameters */
             int golden = !strcmp(s_or(r, "name", ""), "golden");
@@ -214,17 +225,23 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
             const char *v = pm ? s_or(pm, "verdict", "undecided") : "undecided";
             if (pm) json_object_set(row, "parity", pm);
             json_decref(g);
+            int rno = (int)jsonx_num(r, "rung");
             if (golden_bad && !parts_at) {
                 parts_at = k + 1;
                 snprintf(attributed, sizeof attributed,
                          "A and B part at rung %d (golden): golden parameters differ bit for bit, a hardware or driver "
-                         "fault (golden arithmetic is the same on every device), not a numerics setting", k + 1);
+                         "fault (golden arithmetic is the same on every device), not a numerics setting", rno);
             } else if (!strcmp(v, "different") && !parts_at) {
                 parts_at = k + 1;
-                snprintf(attributed, sizeof attributed,
-                         "A and B agree through rung %d and part at rung %d (%s): the divergence is attributed to what "
-                         "rung %d turns on: %s%s", k, k + 1, s_or(r, "name", "?"), k + 1, s_or(r, "turns_on", "?"),
-                         first_undecided ? " (an earlier rung was undecided: it may start there)" : "");
+                if (k > 0)
+                    snprintf(attributed, sizeof attributed,
+                             "A and B agree through rung %d and part at rung %d (%s): the divergence is attributed to "
+                             "what rung %d turns on: %s%s", (int)jsonx_num(ra[k - 1].r, "rung"), rno,
+                             s_or(r, "name", "?"), rno, s_or(r, "turns_on", "?"),
+                             first_undecided ? " (an earlier rung was undecided: it may start there)" : "");
+                else
+                    snprintf(attributed, sizeof attributed, "A and B part already at rung %d (%s), the first rung run",
+                             rno, s_or(r, "name", "?"));
             } else if (!strcmp(v, "undecided") && !first_undecided && !parts_at) {
                 first_undecided = k + 1;
             }
@@ -238,24 +255,26 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
     }
     json_object_set_new(lad, "rungs", rows);
     json_object_set_new(lad, "digest_rows", digest_rows);
+    /* parts_at: the position in rungs[] (1-based), parts_at_rung: that rung's number */
     json_object_set_new(lad, "parts_at", parts_at ? json_integer(parts_at) : json_null());
-    json_object_set_new(lad, "largest_shift_a", largest_k ? json_pack("{s:I, s:f}", "rung", (json_int_t)largest_k,
+    json_object_set_new(lad, "parts_at_rung", parts_at ? json_integer((json_int_t)jsonx_num(json_array_get(rows, (size_t)parts_at - 1), "rung")) : json_null());
+    json_object_set_new(lad, "largest_shift_a", largest_k ? json_pack("{s:I, s:f}", "rung", (json_int_t)jsonx_num(json_array_get(rows, (size_t)largest_k - 1), "rung"),
                                                                       "sd_units", largest)
                                                           : json_null());
     char text[768];
     if (cb) {
         if (parts_at) snprintf(text, sizeof text, "%s", attributed);
         else if (first_undecided)
-            snprintf(text, sizeof text, "A and B are not shown to part at any rung; rung %ld is undecided (more seeds "
-                     "per rung would settle it)", first_undecided);
+            snprintf(text, sizeof text, "A and B are not shown to part at any rung; rung %d is undecided (more seeds "
+                     "per rung would settle it)", (int)jsonx_num(json_array_get(rows, (size_t)first_undecided - 1), "rung"));
         else
             snprintf(text, sizeof text, "A and B agree at every rung (golden bit-equal, each fast rung equivalent)");
     } else if (largest_k) {
         const json_t *r = json_array_get(rows, (size_t)largest_k - 1);
         snprintf(text, sizeof text,
-                 "on %s the largest significant rung-to-rung shift of %s is at rung %ld (%s, turns on %s): %+.1f seed sd",
-                 s_or(ca, "device", "this device"), metric, largest_k, s_or(r, "name", "?"), s_or(r, "turns_on", "?"),
-                 largest);
+                 "on %s the largest significant rung-to-rung shift of %s is at rung %d (%s, turns on %s): %+.1f seed sd",
+                 s_or(ca, "device", "this device"), metric, (int)jsonx_num(r, "rung"), s_or(r, "name", "?"),
+                 s_or(r, "turns_on", "?"), largest);
     } else {
         snprintf(text, sizeof text, "on %s no rung moves %s by more than the seed spread (no shift significant at 0.05)",
                  s_or(ca, "device", "this device"), metric);
