@@ -398,11 +398,24 @@ static void finish_verdict(json_t *doc)
         v = worst_verdict(v, str_or(g, "verdict", "undecided"));
         n_metrics += json_array_size(json_object_get(g, "metrics"));
     }
+    /* a two-sided ladder: each fast rung's parity counts like a metric's */
+    const json_t *lad = json_object_get(doc, "ladder");
+    const char *lv = NULL;
+    if (json_is_object(lad) && json_object_get(lad, "device_b")) {
+        json_array_foreach(json_object_get(lad, "rungs"), i, g) if (json_object_get(g, "parity"))
+            lv = worst_verdict(lv, str_or(json_object_get(g, "parity"), "verdict", "undecided"));
+    }
     char summary[1024];
     size_t nd = json_array_size(json_object_get(doc, "digests"));
     int code;
     const char *verdict;
-    if (json_is_object(fault)) {
+    if (!json_is_object(fault) && lv && (!v || !strcmp(worst_verdict(v, lv), lv)) && strcmp(worst_verdict(v, lv), v ? v : "")) {
+        /* the ladder decides: it is worse than (or all there is besides) the parity groups */
+        verdict = worst_verdict(v, lv);
+        code = strcmp(verdict, "equivalent") ? 1 : 0;
+        snprintf(summary, sizeof summary, "%s (ladder; %zu digest rows%s)", str_or(lad, "text", ""), nd,
+                 nd ? ", all equal" : "");
+    } else if (json_is_object(fault)) {
         verdict = "different";
         code = 1;
         snprintf(summary, sizeof summary, "digest mismatch: %s", str_or(fault, "message", ""));

@@ -718,7 +718,9 @@ static void put_line_charts(struct sbuf *b, const json_t *c, const char *run_dir
     {
         const char *s = json_string_value(a);
         size_t L = s ? strlen(s) : 0;
-        if (L >= 6 && !strcmp(s + L - 6, ".jsonl") && safe_rel(s) && shown < 4) {
+        /* per-seed results (seeds.jsonl) are drawn by html_put_training, not as lines */
+        int seeds_file = L >= 11 && !strcmp(s + L - 11, "seeds.jsonl");
+        if (L >= 6 && !strcmp(s + L - 6, ".jsonl") && safe_rel(s) && shown < 4 && !seeds_file) {
             put_jsonl_charts(b, run_dir, s);
             shown++;
         }
