@@ -444,12 +444,12 @@ static void finish_verdict(json_t *doc)
         const json_t *ci = json_object_get(worst, "ci95");
         snprintf(summary, sizeof summary,
                  "%s: %s B-A = %+.4g (%+.3f%%%s), 95%% CI [%.4g, %.4g], TOST p %.3g at %s, Welch p %.3g, "
-                 "permutation p %.3g (%zu parity metrics, %zu digest rows equal)",
+                 "permutation p %.3g (%zu parity metrics; %zu digest rows%s)",
                  str_or(worst, "text", v), str_or(worst, "metric", "?"), jsonx_num(worst, "diff"),
                  100 * jsonx_num(worst, "rel_diff"), gap, json_number_value(json_array_get(ci, 0)),
                  json_number_value(json_array_get(ci, 1)), jsonx_num(json_object_get(worst, "tost"), "p"),
                  str_or(json_object_get(worst, "margin"), "text", "?"), jsonx_num(json_object_get(worst, "welch"), "p"),
-                 jsonx_num(json_object_get(worst, "permutation"), "p"), n_metrics, nd);
+                 jsonx_num(json_object_get(worst, "permutation"), "p"), n_metrics, nd, nd ? ", all equal" : "");
     }
     json_object_set_new(doc, "verdict", json_string(verdict));
     json_object_set_new(doc, "summary", json_string(summary));
