@@ -428,6 +428,14 @@ static void put_pairs(struct sbuf *b, const json_t *doc)
     }
     json_array_foreach(pairs, i, p)
     {
+        if (!json_array_size(json_object_get(p, "metrics")) && !json_array_size(json_object_get(p, "thresholds"))) {
+            sb_printf(b, "<p id=\"pair-%zu\" class=\"muted\">", i);
+            sb_escape(b, s_or(p, "name", ""));
+            sb_puts(b, " ");
+            sb_escape(b, s_or(p, "mode", ""));
+            sb_puts(b, ": no metrics or thresholds (its rows are in the sections above and below)</p>\n");
+            continue;
+        }
         sb_printf(b, "<h3 id=\"pair-%zu\">", i);
         sb_escape(b, s_or(p, "name", ""));
         sb_puts(b, " ");
