@@ -87,6 +87,34 @@ else
   skip "two devices in one folder" "no $FAKE"
 fi
 
+# ---- 2b. the ladder through the CLI: two short ladders on the cpu (2 and 1 threads, B planted from rung 3 on)
+"$PLUMB" attribute --seeds 2 --steps 20 --rungs golden,fast-strict,fast-vendor --out "$TMP/la" >"$TMP/la.out" 2>&1 &
+P1=$!
+OMP_NUM_THREADS=1 "$PLUMB" attribute --seeds 2 --steps 20 --threads 1 --rungs golden,fast-strict,fast-vendor --plant lr=3@3 \
+  --out "$TMP/lb" >"$TMP/lb.out" 2>&1
+rc_b=$?; wait $P1; rc_a=$?
+[ $rc_a -eq 0 ] && [ $rc_b -eq 0 ] && ok "attribute ran two ladders" || fail "attribute" "exit $rc_a/$rc_b: $(tail -3 "$TMP/la.out") $(tail -3 "$TMP/lb.out")"
+"$PLUMB" compare "$TMP/la" "$TMP/lb" --attribute --out "$TMP/cl" >"$TMP/cl.out" 2>&1
+python3 - "$TMP/cl/compare.json" "$TMP/la/results.json" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+lad = d["ladder"]
+r = {x["name"]: x for x in lad["rungs"]}
+assert list(r) == ["golden", "fast-strict", "fast-vendor"], list(r)
+# golden: the same bits with 2 threads and with 1, seed for seed
+assert r["golden"]["golden_equal"] is True, r["golden"]
+rows = [x for x in d["digests"] if x["kind"] == "ladder-golden"]
+assert len(rows) == 2 and all(x["equal"] for x in rows), rows
+# on the cpu rung 3 is rung 2 on A (said so); B's plant makes its rung 3 a run of its own
+assert r["fast-vendor"]["same_as_a"] == 2 and "same setting" in r["fast-vendor"]["note_a"], r["fast-vendor"]
+assert "same_as_b" not in r["fast-vendor"], r["fast-vendor"]
+assert r["fast-vendor"]["shift_a"]["diff"] == 0.0
+c = [x for x in json.load(open(sys.argv[2]))["checks"] if x["name"] == "ladder"][0]
+assert [x["rung"] for x in c["details"]["rungs"]] == [1, 2, 3] and "seeds" not in c["details"]["rungs"][2]
+PY
+[ $? -eq 0 ] && grep -q "attribution ladder" "$TMP/cl.out" && ok "compare --attribute: golden bit-equal across thread counts, the cpu's rung 3 is rung 2" \
+  || fail "compare --attribute" "$(cat "$TMP/py") $(tail -12 "$TMP/cl.out")"
+
 # ---- 3. hand-made folders: each verdict and exit code
 python3 - "$TMP" >"$TMP/py" 2>&1 <<'PY'
 import json, math, os, random, sys
@@ -171,7 +199,11 @@ echo '{"seed": 1, "auc": "high"}' >"$TMP/mbad.jsonl"
 expect_exit "compare --metrics: no numeric metric exits 2" 2 "$PLUMB" compare --metrics "$TMP/ma.jsonl" "$TMP/mbad.jsonl"
 grep -q "mbad.jsonl: no numeric metric" "$TMP/err" && ok "the message names the metrics file" || fail "metrics file named" "$(cat "$TMP/err")"
 
-# ---- 5. the browser: compare.html and report.html
+# ---- 5. report.html of a single run: per-seed strip plots, the loss band, throughput bars; then the browser
+"$PLUMB" report "$TMP/pa" >/dev/null 2>&1
+grep -q 'id="throughput"' "$TMP/pa/report.html" && grep -q 'auc over 3 seeds' "$TMP/pa/report.html" \
+  && grep -q 'training loss over 3 seeds' "$TMP/pa/report.html" && ok "report.html of a parity run: seeds, loss band, throughput" \
+  || fail "report.html seeds" "$(grep -c svg "$TMP/pa/report.html") svg"
 if [ $have_browser = 1 ]; then
   if browse "$OUTD/different/compare.html" "$OUTD/compare_different.png" 5 '#parity' '.margin-band' '.separate' '#throughput' \
        '#side-by-side' '#digests' '#numerics' >"$TMP/b1" 2>&1; then ok "compare.html (different) renders: strip plots, margin band, curves, bars, errors"
@@ -182,12 +214,9 @@ if [ $have_browser = 1 ]; then
   if [ -f "$TMP/ctwo/compare.html" ] && browse "$TMP/ctwo/compare.html" "$OUTD/compare_devices.png" 3 '#parity' >"$TMP/b3" 2>&1; then
     ok "compare.html of two real devices renders"
   elif [ -f "$TMP/ctwo/compare.html" ]; then fail "compare.html two devices" "$(cat "$TMP/b3")"; fi
-  # report.html of a single run: the per-seed strip plots and the loss band, throughput bars
-  "$PLUMB" report "$TMP/pa" >/dev/null 2>&1
-  if env -u LD_PRELOAD node "$PLUMB_ROOT/tests/browser/check_report.js" "$TMP/pa/report.html" "$OUTD/report_seeds.png" 5 >"$TMP/b4" 2>&1 \
-     && grep -q 'id="throughput"' "$TMP/pa/report.html" && grep -q 'over 3 seeds' "$TMP/pa/report.html"; then
-    ok "report.html of a parity run: seed strip plots, loss band, throughput"
-  else fail "report.html seeds" "$(cat "$TMP/b4")"; fi
+  if env -u LD_PRELOAD node "$PLUMB_ROOT/tests/browser/check_report.js" "$TMP/pa/report.html" "$OUTD/report_seeds.png" 5 >"$TMP/b4" 2>&1; then
+    ok "report.html of a parity run renders its charts"
+  else fail "report.html seeds in the browser" "$(cat "$TMP/b4")"; fi
 else
   skip "compare.html in the browser" "no chromium or playwright-core (scripts/deps.sh test)"
 fi
