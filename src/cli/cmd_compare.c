@@ -30,6 +30,7 @@ static void folder_of(const char *arg, char *dir, size_t n)
 int cmd_compare(int argc, char **argv)
 {
     const char *out = NULL, *dev_a = NULL, *dev_b = NULL, *margin = NULL, *pub = NULL, *pub_a = NULL, *pub_b = NULL;
+    const char *metric = NULL;
     double alpha = 0.05, power = 0.8;
     int metrics = 0, attribute = 0, json_out = 0;
     static const char *usage = "plumb compare A [B] [options]";
@@ -41,8 +42,9 @@ int cmd_compare(int argc, char **argv)
         "undecided with the seeds needed); loss curves with seed bands; the attribution ladder when both sides ran\n"
         "one ('plumb attribute'). One folder with --a DEV --b DEV compares two of its devices. With --metrics, A and\n"
         "B are per-seed metric files (JSON lines: seed, metrics, optional curve; docs/COMPARE.md) from any trainer.\n"
-        "Exit 0 when every parity metric is equivalent (or none was recorded) and every digest row is equal, 1 when\n"
-        "a metric is different or undecided or a digest differs, 2 on bad input (the message names the file).";
+        "The verdict is the primary metric's (--metric; auc by default); the other metrics are secondary. Exit 0 when\n"
+        "the primary metric is equivalent (or nothing was recorded) and every digest row is equal, 1 when it is\n"
+        "different or undecided or a digest differs, 2 on bad input (the message names the file).";
     const struct opt opts[] = {
         {"--out", OPT_STR, &out, NULL, "write compare.json and compare.html to this folder", NULL, "DIR"},
         {"--a", OPT_STR, &dev_a, NULL, "side A: only the checks that ran on this device (e.g. cuda:0)", NULL, "DEV"},
@@ -51,6 +53,8 @@ int cmd_compare(int argc, char **argv)
         {"--margin", OPT_STR, &margin, "0.15%",
          "equivalence margin: relative to A's mean (0.15%), absolute (0.001), or per metric (auc=0.15%,logloss=0.002)",
          NULL, "M"},
+        {"--metric", OPT_STR, &metric, NULL, "the primary metric, whose verdict decides (default: auc when both sides have "
+         "it, else the first shared metric); the others are secondary, shown with their own verdicts", NULL, "NAME"},
         {"--alpha", OPT_DOUBLE, &alpha, "0.05", "significance level of every test (TOST at 1 - 2 alpha)", NULL, "X"},
         {"--power", OPT_DOUBLE, &power, "0.8", "power for the seeds-needed estimate", NULL, "X"},
         {"--attribute", OPT_FLAG, &attribute, "off", "require the attribution ladder on both sides (plumb attribute)", NULL,
@@ -90,6 +94,7 @@ int cmd_compare(int argc, char **argv)
     compare_opts_defaults(&o);
     o.dev_a = dev_a, o.dev_b = dev_b, o.alpha = alpha, o.power = power, o.attribute = attribute;
     if (margin) o.margin = margin;
+    o.metric = metric;
     o.pub_a = pub_a ? pub_a : pub;
     o.pub_b = pub_b ? pub_b : pub;
     /* the margin text is checked before any work (per-metric entries on use) */

@@ -168,13 +168,28 @@ static const char *worst_verdict(const char *a, const char *b)
     return "equivalent";
 }
 
+/* The group's verdict is its primary metric's (--metric; default auc when
+ * both sides have it, else the first metric they share), so that testing
+ * several metrics does not raise the false-alarm rate several-fold: the
+ * other metrics are secondary, shown with their own verdicts at alpha. */
+static const json_t *primary_of(const json_t *ms, const char *want)
+{
+    size_t i;
+    json_t *x;
+    if (want) {
+        json_array_foreach(ms, i, x) if (!strcmp(str_or(x, "metric", ""), want)) return x;
+        return NULL;
+    }
+    json_array_foreach(ms, i, x) if (!strcmp(str_or(x, "metric", ""), "auc")) return x;
+    return json_array_get(ms, 0);
+}
+
 int compare_parity_group(const struct seed_set *a, const struct seed_set *b, const struct compare_opts *o,
                          json_t **out, plumb_err *e)
 {
     json_t *g = json_object(), *ms = json_array();
     json_object_set_new(g, "source_a", json_string(a->path));
     json_object_set_new(g, "source_b", json_string(b->path));
-    const char *v = NULL;
     json_t *only = json_array();
     for (size_t i = 0; i < a->nmetric; i++) {
         if (!seeds_has_metric(b, a->metric[i])) {
@@ -186,7 +201,6 @@ int compare_parity_group(const struct seed_set *a, const struct seed_set *b, con
             json_decref(g), json_decref(ms), json_decref(only);
             return e->code;
         }
-        v = worst_verdict(v, jsonx_str(m, "verdict"));
         json_array_append_new(ms, m);
     }
     for (size_t i = 0; i < b->nmetric; i++)
@@ -205,7 +219,16 @@ int compare_parity_group(const struct seed_set *a, const struct seed_set *b, con
         return e->code;
     }
     json_object_set_new(g, "curves", c);
-    json_object_set_new(g, "verdict", json_string(v));
+    const json_t *pm = primary_of(ms, o->metric);
+    if (!pm) {
+        json_decref(g);
+        return err_set(e, PLUMB_EUSAGE, "--metric %s: not a metric both %s and %s have", o->metric, a->path, b->path);
+    }
+    size_t k;
+    json_t *x;
+    json_array_foreach(ms, k, x) json_object_set_new(x, "primary", json_boolean(x == pm));
+    json_object_set_new(g, "primary", json_string(str_or(pm, "metric", "")));
+    json_object_set_new(g, "verdict", json_string(str_or(pm, "verdict", "undecided")));
     double ta = seeds_info_mean(a, "samples_per_s"), tb = seeds_info_mean(b, "samples_per_s");
     if (isfinite(ta) || isfinite(tb))
         json_object_set_new(g, "samples_per_s", json_pack("{s:o, s:o}", "a", jnum(ta), "b", jnum(tb)));
@@ -428,13 +451,14 @@ static void finish_verdict(json_t *doc)
     } else {
         verdict = v;
         code = strcmp(v, "equivalent") ? 1 : 0;
-        /* name the first metric with the group's verdict */
+        /* name the primary metric of the first group with the overall verdict */
         const json_t *worst = NULL;
         json_array_foreach(json_object_get(doc, "parity"), i, g)
         {
             size_t j;
             json_t *m;
-            json_array_foreach(json_object_get(g, "metrics"), j, m) if (!worst && !strcmp(str_or(m, "verdict", ""), v))
+            if (strcmp(str_or(g, "verdict", ""), v)) continue;
+            json_array_foreach(json_object_get(g, "metrics"), j, m) if (!worst && json_is_true(json_object_get(m, "primary")))
                 worst = m;
         }
         char gap[64] = "";
@@ -442,14 +466,32 @@ static void finish_verdict(json_t *doc)
         if (json_is_number(gs)) snprintf(gap, sizeof gap, ", %.1f seed sd", json_number_value(gs));
         else if (json_is_string(gs)) snprintf(gap, sizeof gap, ", %s seed sd", json_string_value(gs));
         const json_t *ci = json_object_get(worst, "ci95");
+        /* "undecided: ..." carries the seeds needed: the metric's own text when its verdict is the overall one */
+        const char *lead = str_or(worst, "text", v);
         snprintf(summary, sizeof summary,
                  "%s: %s B-A = %+.4g (%+.3f%%%s), 95%% CI [%.4g, %.4g], TOST p %.3g at %s, Welch p %.3g, "
-                 "permutation p %.3g (%zu parity metrics; %zu digest rows%s)",
-                 str_or(worst, "text", v), str_or(worst, "metric", "?"), jsonx_num(worst, "diff"),
+                 "permutation p %.3g (primary metric; %zu parity metrics; %zu digest rows%s)",
+                 lead, str_or(worst, "metric", "?"), jsonx_num(worst, "diff"),
                  100 * jsonx_num(worst, "rel_diff"), gap, json_number_value(json_array_get(ci, 0)),
                  json_number_value(json_array_get(ci, 1)), jsonx_num(json_object_get(worst, "tost"), "p"),
                  str_or(json_object_get(worst, "margin"), "text", "?"), jsonx_num(json_object_get(worst, "welch"), "p"),
                  jsonx_num(json_object_get(worst, "permutation"), "p"), n_metrics, nd, nd ? ", all equal" : "");
+    }
+    /* the secondary metrics' own verdicts, after the primary's */
+    int first = 1;
+    json_array_foreach(json_object_get(doc, "parity"), i, g)
+    {
+        size_t j;
+        json_t *m;
+        json_array_foreach(json_object_get(g, "metrics"), j, m)
+        {
+            if (json_is_true(json_object_get(m, "primary"))) continue;
+            size_t L = strlen(summary);
+            if (L + 64 < sizeof summary)
+                snprintf(summary + L, sizeof summary - L, "%s%s %s", first ? "; secondary: " : ", ", str_or(m, "metric", "?"),
+                         str_or(m, "verdict", "?"));
+            first = 0;
+        }
     }
     json_object_set_new(doc, "verdict", json_string(verdict));
     json_object_set_new(doc, "summary", json_string(summary));

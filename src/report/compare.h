@@ -15,7 +15,8 @@
  *    "ladder":   null or {...} (compare_ladder.c),
  *    "throughput": [{"check", "name", "unit", "a", "b"}],
  *    "numerics": [{"mode", "op", "dtype", "shape", "criterion", "a", "b", "threshold"}],
- *    "verdict":  "equivalent" | "different" | "undecided" | "digests equal",
+ *    "verdict":  "equivalent" | "different" | "undecided" | "digests equal" (a parity group's
+ *                verdict is its primary metric's: one test, so the false-alarm rate stays at alpha),
  *    "summary":  one sentence, "exit_code": 0 | 1}
  *
  * One metric's parity: {"metric", "n_a", "n_b", "seeds_a", "seeds_b", "values_a", "values_b",
@@ -39,6 +40,8 @@ struct compare_opts {
     const char *margin;        /* "0.15%" (relative to A's mean), "0.001" (absolute), or a list
                                   "auc=0.15%,logloss=0.002" with an optional default entry */
     double alpha, power;
+    const char *metric;        /* the primary metric, whose verdict is the group's (NULL: auc when both
+                                  sides have it, else the first metric they share); the rest are secondary */
     int attribute;             /* the ladder must be there on both sides (else PLUMB_EUSAGE) */
     const char *pub_a, *pub_b; /* trusted public keys to verify each side's signature (may be NULL) */
 };

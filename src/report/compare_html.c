@@ -107,6 +107,7 @@ static void put_verdict(struct sbuf *b, const json_t *doc)
         sb_escape(b, s_or(g, "check", ""));
         sb_puts(b, "</td><td>");
         sb_escape(b, s_or(m, "metric", ""));
+        if (json_is_true(json_object_get(m, "primary"))) sb_puts(b, " <b>(primary)</b>");
         sb_puts(b, "</td><td>");
         badge(b, mv, NULL);
         sb_puts(b, " ");
@@ -162,6 +163,7 @@ static void put_parity_table(struct sbuf *b, const json_t *g)
         const char *mv = s_or(m, "verdict", "?");
         sb_printf(b, "<tr%s><td>", !strcmp(mv, "different") ? " class=\"bad\"" : "");
         sb_escape(b, s_or(m, "metric", ""));
+        if (json_is_true(json_object_get(m, "primary"))) sb_puts(b, " <b>(primary)</b>");
         sb_puts(b, "</td><td class=\"num\">");
         put_num(b, jsonx_num(m, "mean_a"));
         sb_puts(b, " &plusmn; ");
@@ -231,7 +233,8 @@ static void put_parity(struct sbuf *b, const json_t *doc)
     sb_puts(b, "<section id=\"parity\"><h2>Training parity</h2>\n<p class=\"muted\">Per-seed final metrics, B &minus; A. "
                "Equivalent: the TOST (two one-sided Welch t-tests) shows the difference inside the margin. Different: it "
                "does not, and both the Welch test and the permutation test reject equal means. Otherwise undecided, with "
-               "the seeds per side that the observed spread needs.</p>\n");
+               "the seeds per side that the observed spread needs. The primary metric's verdict is the group's; the "
+               "others are secondary.</p>\n");
     size_t i, j;
     json_t *g, *m;
     json_array_foreach(par, i, g)

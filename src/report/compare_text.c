@@ -38,7 +38,9 @@ static void side_line(FILE *f, const char *label, const json_t *s)
 static void print_parity_metric(FILE *f, const json_t *m)
 {
     const json_t *ci = json_object_get(m, "ci95");
-    fprintf(f, "  %-12s A %.6g +- %.2g (n %d)   B %.6g +- %.2g (n %d)\n", s_or(m, "metric", "?"), jsonx_num(m, "mean_a"),
+    char name[48];
+    snprintf(name, sizeof name, "%s%s", s_or(m, "metric", "?"), json_is_true(json_object_get(m, "primary")) ? "*" : "");
+    fprintf(f, "  %-12s A %.6g +- %.2g (n %d)   B %.6g +- %.2g (n %d)\n", name, jsonx_num(m, "mean_a"),
             jsonx_num(m, "std_a"), (int)jsonx_num(m, "n_a"), jsonx_num(m, "mean_b"), jsonx_num(m, "std_b"),
             (int)jsonx_num(m, "n_b"));
     const json_t *gs = json_object_get(m, "gap_sd");
@@ -153,6 +155,7 @@ void compare_print(FILE *f, const json_t *doc)
         json_array_foreach(json_object_get(g, "metrics"), j, m) print_parity_metric(f, m);
         const json_t *c = json_object_get(g, "curves");
         if (c) fprintf(f, "  loss curves: %s\n", s_or(c, "text", ""));
+        fprintf(f, "  (* the primary metric: its verdict is the group's)\n");
     }
     const json_t *lad = json_object_get(doc, "ladder");
     if (json_is_object(lad)) print_ladder(f, lad);
