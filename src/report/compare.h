@@ -23,7 +23,7 @@
  *   "mean_a", "mean_b", "std_a", "std_b", "diff", "rel_diff", "ci95", "welch": {"t","df","p"},
  *   "tost": {"low","upp","p","ci90"}, "permutation": {"p","exact","splits"}, "ks": {"d","p"},
  *   "gap_sd", "margin": {"text","abs"}, "seeds_needed", "more_per_side", "verdict", "text"}
- * (differences are B - A). Exit code: 0 when every parity metric is
+ * (differences are B - A). Exit code: 0 when every group's primary metric is
  * equivalent (or there are none) and every digest row is equal, else 1. */
 #ifndef PLUMB_COMPARE_H
 #define PLUMB_COMPARE_H
