@@ -59,6 +59,8 @@ int compare_metric_files(const char *path_a, const char *path_b, const struct co
  * ladder. */
 int compare_parity_group(const struct seed_set *a, const struct seed_set *b, const struct compare_opts *o,
                          json_t **out, plumb_err *e);
+/* The worse of two verdicts: different > undecided > equivalent (a may be NULL). */
+const char *compare_worse_verdict(const char *a, const char *b);
 /* The margin for one metric from the --margin text; *abs the half-width. */
 int compare_margin_for(const char *spec, const char *metric, double ref, double *abs, char *text, size_t n,
                        plumb_err *e);
