@@ -188,7 +188,7 @@ static void finish_verdict(json_t *doc)
     const json_t *lad = json_object_get(doc, "ladder");
     const char *lv = NULL;
     if (json_is_object(lad) && json_object_get(lad, "device_b")) {
-        json_array_foreach(json_object_get(lad, "rungs"), i, g) if (json_object_get(g, "parity"))
+        json_array_foreach(json_object_get(lad, "rungs"), i, g) if (json_object_get(g, "parity") && !json_object_get(g, "decided_by"))
             lv = compare_worse_verdict(lv, str_or(json_object_get(g, "parity"), "verdict", "undecided"));
     }
     char summary[1024];

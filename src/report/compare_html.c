@@ -359,7 +359,11 @@ static void put_ladder(struct sbuf *b, const json_t *doc)
                 sb_puts(b, json_is_true(ge) ? " bit-equal " : " digests differ ");
             }
             const json_t *p = json_object_get(r, "parity");
-            if (p) {
+            if (json_object_get(r, "decided_by")) {
+                sb_puts(b, "<span class=\"muted\">");
+                sb_escape(b, s_or(r, "decided_by", ""));
+                sb_puts(b, "</span>");
+            } else if (p) {
                 badge(b, s_or(p, "verdict", "?"), NULL);
                 sb_puts(b, " <span class=\"muted\">TOST p ");
                 put_num(b, jsonx_num(json_object_get(p, "tost"), "p"));

@@ -83,7 +83,8 @@ static void print_ladder(FILE *f, const json_t *l)
             const json_t *p = json_object_get(r, "parity");
             if (json_object_get(r, "golden_equal"))
                 fprintf(f, " golden %s", json_is_true(json_object_get(r, "golden_equal")) ? "bit-equal" : "DIFFERS");
-            fprintf(f, " -> %s", p ? s_or(p, "text", "?") : "-");
+            if (json_object_get(r, "decided_by")) fprintf(f, " -> %s", s_or(r, "decided_by", ""));
+            else fprintf(f, " -> %s", p ? s_or(p, "text", "?") : "-");
         }
         fprintf(f, "\n");
         if (jsonx_str(r, "note_a")) fprintf(f, "      note (A): %s\n", jsonx_str(r, "note_a"));
