@@ -312,7 +312,7 @@ static void put_ladder(struct sbuf *b, const json_t *doc)
     snprintf(title, sizeof title, "%s per rung", s_or(l, "metric", "metric"));
     sb_puts(b, "<div class=\"hists\">\n");
     svg_ladder(b, title, names, am, al, ah, two ? bm : NULL, bl, bh, n, json_is_integer(pa) ? (int)json_integer_value(pa) : 0);
-    sb_puts(b, "</div>\n<table><tr><th>rung</th><th>turns on</th><th>A mean [95% CI]</th><th>A shift (seed sd)</th>");
+    sb_puts(b, "</div>\n<div class=\"wide\"><table><tr><th>rung</th><th>turns on</th><th>A mean [95% CI]</th><th>A shift (seed sd)</th>");
     if (two) sb_puts(b, "<th>B mean [95% CI]</th><th>B shift (seed sd)</th><th>A vs B</th>");
     sb_puts(b, "</tr>\n");
     json_array_foreach(rungs, i, r)
@@ -320,16 +320,8 @@ static void put_ladder(struct sbuf *b, const json_t *doc)
         int bad = json_is_integer(pa) && (size_t)json_integer_value(pa) == i + 1;
         sb_printf(b, "<tr%s><td>%d ", bad ? " class=\"bad\"" : "", (int)jsonx_num(r, "rung"));
         sb_escape(b, s_or(r, "name", ""));
-        sb_puts(b, "</td><td>");
+        sb_puts(b, "</td><td style=\"min-width:200px\">");
         sb_escape(b, s_or(r, "turns_on", ""));
-        for (int s = 0; s < 2; s++) {
-            const char *k = s ? "note_b" : "note_a";
-            if (jsonx_str(r, k)) {
-                sb_printf(b, "<br><span class=\"muted\">%s: ", s ? "B" : "A");
-                sb_escape(b, jsonx_str(r, k));
-                sb_puts(b, "</span>");
-            }
-        }
         sb_puts(b, "</td>");
         for (int s = 0; s < (two ? 2 : 1); s++) {
             const json_t *x = json_object_get(r, s ? "b" : "a"), *sh = json_object_get(r, s ? "shift_b" : "shift_a");
@@ -374,8 +366,18 @@ static void put_ladder(struct sbuf *b, const json_t *doc)
             sb_puts(b, "</td>");
         }
         sb_puts(b, "</tr>\n");
+        /* notes (the cpu's rung 3, no TF32) on a row of their own; once when both sides say the same */
+        const char *na = jsonx_str(r, "note_a"), *nb = jsonx_str(r, "note_b");
+        for (int s = 0; s < 2; s++) {
+            const char *n = s ? nb : na;
+            if (!n || (s && na && !strcmp(na, nb))) continue;
+            sb_printf(b, "<tr><td></td><td colspan=\"%d\" class=\"muted\">%s", two ? 6 : 3,
+                      na && nb && !strcmp(na, nb) ? "A and B: " : s ? "B: " : "A: ");
+            sb_escape(b, n);
+            sb_puts(b, "</td></tr>\n");
+        }
     }
-    sb_puts(b, "</table></section>\n");
+    sb_puts(b, "</table></div></section>\n");
 }
 
 /* ---------------------------------------------------------------- side by side */

@@ -115,7 +115,7 @@ static json_t *shift_json(const struct rung_side *rs, int k, const char *metric,
 {
     if (k == 0) return json_null();
     if (same_runs)
-        return json_pack("{s:f, s:s}", "diff", 0.0, "note", "the same runs as the rung below (the same setting here)");
+        return json_pack("{s:f, s:s}", "diff", 0.0, "note", "0: the same runs as the rung below");
     const struct seed_set *a = rung_seeds(rs, k - 1), *b = rung_seeds(rs, k);
     double *va = malloc((a->n + b->n + 1) * sizeof *va);
     if (!va) return json_null();
