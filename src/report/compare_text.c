@@ -81,14 +81,25 @@ static void print_ladder(FILE *f, const json_t *l)
                     json_number_value(json_array_get(json_object_get(b, "ci95"), 0)),
                     json_number_value(json_array_get(json_object_get(b, "ci95"), 1)));
             const json_t *p = json_object_get(r, "parity");
+            const json_t *sb = json_object_get(r, "shift_b");
+            if (json_is_object(sb) && json_is_number(json_object_get(sb, "sd_units")))
+                fprintf(f, " shift %+.5f (%+.1f sd%s)", jsonx_num(sb, "diff"), jsonx_num(sb, "sd_units"),
+                        json_is_true(json_object_get(sb, "significant")) ? ", p<0.05" : "");
+            if (p && !json_object_get(r, "decided_by"))
+                fprintf(f, " | TOST p %.3g, Welch p %.3g, perm p %.3g", jsonx_num(json_object_get(p, "tost"), "p"),
+                        jsonx_num(json_object_get(p, "welch"), "p"), jsonx_num(json_object_get(p, "permutation"), "p"));
             if (json_object_get(r, "golden_equal"))
                 fprintf(f, " golden %s", json_is_true(json_object_get(r, "golden_equal")) ? "bit-equal" : "DIFFERS");
             if (json_object_get(r, "decided_by")) fprintf(f, " -> %s", s_or(r, "decided_by", ""));
             else fprintf(f, " -> %s", p ? s_or(p, "text", "?") : "-");
         }
         fprintf(f, "\n");
-        if (jsonx_str(r, "note_a")) fprintf(f, "      note (A): %s\n", jsonx_str(r, "note_a"));
-        if (jsonx_str(r, "note_b")) fprintf(f, "      note (B): %s\n", jsonx_str(r, "note_b"));
+        const char *na = jsonx_str(r, "note_a"), *nb = jsonx_str(r, "note_b");
+        if (na && nb && !strcmp(na, nb)) fprintf(f, "      note (A and B): %s\n", na);
+        else {
+            if (na) fprintf(f, "      note (A): %s\n", na);
+            if (nb) fprintf(f, "      note (B): %s\n", nb);
+        }
     }
     fprintf(f, "  %s\n", s_or(l, "text", ""));
 }
