@@ -10,6 +10,7 @@
 #include "dev/train_ops.h"
 #include "dev/dev.h"
 #include "dev/train_math.h"
+#include "dev/cpu_train_vision.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -928,4 +929,23 @@ const struct train_ops cpu_train_ops = {
     .affine = cpu_affine,
     .round_fp32 = cpu_round_fp32,
     .linear_bwd_relu_in = cpu_linear_bwd_relu_in,
+    /* vision ops (resnet): dev/cpu_train_conv.c */
+    .conv2d_fwd = cpu_conv2d_fwd,
+    .conv2d_bwd_data = cpu_conv2d_bwd_data,
+    .conv2d_bwd_filter = cpu_conv2d_bwd_filter,
+    .bn_stats = cpu_bn_stats,
+    .bn_mean = cpu_bn_mean,
+    .bn_var = cpu_bn_var,
+    .bn_rstd = cpu_bn_rstd,
+    .bn_apply = cpu_bn_apply,
+    .bn_bwd_stats = cpu_bn_bwd_stats,
+    .bn_bwd_data = cpu_bn_bwd_data,
+    .bn_bwd_params = cpu_bn_bwd_params,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .avgpool_fwd = cpu_avgpool_fwd,
+    .avgpool_bwd = cpu_avgpool_bwd,
+    .add = cpu_add,
+    .cls_xent = cpu_cls_xent,
+    .sgd_momentum = cpu_sgd_momentum,
 };
