@@ -70,20 +70,15 @@ static void blas_restore(int prev)
     if (prev != 1) openblas_set_num_threads(prev);
 }
 
-int train_conv_check(const char *op, const struct train_conv *g, plumb_err *e)
+static int train_conv_check(const char *op, const struct train_conv *g, plumb_err *e)
 {
     if (!g) return err_set(e, PLUMB_EUSAGE, "%s: no geometry", op);
-    struct train_conv t;
-    if (train_conv_set(&t, g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad))
+    if (train_conv_valid(g))
         return err_set(e, PLUMB_EUSAGE,
-                       "%s: bad geometry N=%d H=%d W=%d C=%d K=%d window %dx%d stride %d pad %d (expected sizes >= 1, "
-                       "pad >= 0, the window inside the padded image)",
-                       op, g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad);
-    if (t.P != g->P || t.Q != g->Q)
-        return err_set(e, PLUMB_EUSAGE, "%s: output %dx%d (expected %dx%d for input %dx%d, window %dx%d, stride %d, pad %d)",
-                       op, g->P, g->Q, t.P, t.Q, g->H, g->W, g->R, g->S, g->stride, g->pad);
-    if ((double)g->N * g->H * g->W * g->C > 2e9 || (double)g->N * g->P * g->Q * g->K > 2e9)
-        return err_set(e, PLUMB_EUSAGE, "%s: tensor of more than 2e9 elements", op);
+                       "%s: bad geometry N=%d H=%d W=%d C=%d K=%d window %dx%d stride %d pad %d output %dx%d (expected "
+                       "sizes >= 1, pad >= 0, the window inside the padded image, the output train_conv_set gives, "
+                       "tensors below 2^31 elements)",
+                       op, g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad, g->P, g->Q);
     return PLUMB_OK;
 }
 

@@ -41,8 +41,4 @@ int cpu_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *la
 int cpu_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
                      float momentum, float wd, plumb_err *e);
 
-/* Shared with the GPU plugins' argument checks: 0 when g is consistent
- * (train_conv_set gives its P and Q), else an error naming op and field. */
-int train_conv_check(const char *op, const struct train_conv *g, plumb_err *e);
-
 #endif

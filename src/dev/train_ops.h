@@ -65,6 +65,18 @@ static inline int train_conv_set(struct train_conv *g, int N, int H, int W, int 
     g->Q = (W + 2 * pad - S) / stride + 1;
     return 0;
 }
+/* 0 when g is what train_conv_set makes of its fields (P and Q agree) and
+ * no tensor has more than 2^31 - 1 elements; else -1. */
+static inline int train_conv_valid(const struct train_conv *g)
+{
+    struct train_conv t;
+    if (!g || train_conv_set(&t, g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad)) return -1;
+    if (t.P != g->P || t.Q != g->Q) return -1;
+    if ((double)g->N * g->H * g->W * g->C > 2147483647.0 || (double)g->N * g->P * g->Q * g->K > 2147483647.0 ||
+        (double)g->K * g->R * g->S * g->C > 2147483647.0)
+        return -1;
+    return 0;
+}
 
 /* BatchNorm statistics in golden mode are sums in two-word 64-bit fixed
  * point, so that the partial sums of any split of the rows (micro-shards,
