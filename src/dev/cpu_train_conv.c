@@ -473,24 +473,58 @@ static int bn_fix_sums(struct dev *d, enum bn_val kind, const float *x, const fl
     return PLUMB_OK;
 }
 
-/* Fast: per-thread double partials added in thread order, stored as float. */
+/* Fast: rows in chunks of 256 summed in fp32 vectors across channels, the
+ * chunk sums added into per-thread double partials, those in thread order;
+ * stored as float. One loop per kind so each vectorises. */
+#define FAST_ROWS 256
+KERNEL static void fast_rows(enum bn_val kind, const float *restrict x, const float *restrict dy,
+                             const float *restrict mean, const float *restrict rstd, size_t m0, size_t m1, int C,
+                             float *restrict ch, double *restrict a)
+{
+    for (size_t r0 = m0; r0 < m1; r0 += FAST_ROWS) {
+        size_t r1 = r0 + FAST_ROWS < m1 ? r0 + FAST_ROWS : m1;
+        for (int c = 0; c < C; c++) ch[c] = 0.0f;
+        for (size_t m = r0; m < r1; m++) {
+            const float *xr = x ? x + m * C : NULL, *dr = dy ? dy + m * C : NULL;
+            if (kind == BV_X) {
+#pragma omp simd
+                for (int c = 0; c < C; c++) ch[c] += xr[c];
+            } else if (kind == BV_SQ) {
+#pragma omp simd
+                for (int c = 0; c < C; c++) {
+                    float dd = xr[c] - mean[c];
+                    ch[c] += dd * dd;
+                }
+            } else if (kind == BV_DY) {
+#pragma omp simd
+                for (int c = 0; c < C; c++) ch[c] += dr[c];
+            } else {
+#pragma omp simd
+                for (int c = 0; c < C; c++) ch[c] += dr[c] * ((xr[c] - mean[c]) * rstd[c]);
+            }
+        }
+        for (int c = 0; c < C; c++) a[c] += (double)ch[c];
+    }
+}
+
 static int bn_fast_sums(struct dev *d, enum bn_val kind, const float *x, const float *dy, const float *mean,
                         const float *rstd, size_t M, int C, float *out, plumb_err *e)
 {
     const int nt = (double)M * C > PAR_MIN ? nthreads(d) : 1;
     double *tp = scratch(VS_PART, (size_t)nt * C * sizeof(double));
     if (!tp) return err_set(e, PLUMB_ENOMEM, "bn: out of memory for partial sums");
-    int team = 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
+    int team = 1, fail = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : fail)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         if (t == 0) team = T;
         double *a = tp + (size_t)t * C;
+        float *ch = scratch(VS_ACC, (size_t)C * sizeof(float));
         for (int c = 0; c < C; c++) a[c] = 0.0;
-        size_t m0 = M * t / T, m1 = M * (t + 1) / T;
-        for (size_t m = m0; m < m1; m++)
-            for (int c = 0; c < C; c++) a[c] += (double)bn_value(kind, x, dy, mean, rstd, m, C, c);
+        if (!ch) fail = 1;
+        else fast_rows(kind, x, dy, mean, rstd, M * t / T, M * (t + 1) / T, C, ch, a);
     }
+    if (fail) return err_set(e, PLUMB_ENOMEM, "bn: out of memory for partial sums");
     for (int c = 0; c < C; c++) {
         double sum = 0.0;
         for (int t = 0; t < team; t++) sum += tp[(size_t)t * C + c];
@@ -580,16 +614,49 @@ int cpu_bn_rstd(struct dev *d, dev_stream *s, const float *var, int C, float eps
     return PLUMB_OK;
 }
 
-KERNEL static void bn_apply_rows(const float *restrict x, const float *restrict mean, const float *restrict rstd,
+/* rows [m0, m1): the definition (train_vision.h tv_bn_apply) in passes
+ * over each row that vectorise across channels (the same bits) */
+KERNEL static void bn_apply_rows(const float *x, const float *restrict mean, const float *restrict rstd,
                                  const float *restrict gamma, const float *restrict beta, const float *z, float *y,
                                  size_t m0, size_t m1, int C, int relu, dtype_t rt)
 {
     for (size_t m = m0; m < m1; m++) {
         const float *xr = x + m * C;
-        const float *zr = z ? z + m * C : NULL;
         float *yr = y + m * C;
-        for (int c = 0; c < C; c++) yr[c] = tv_round(tv_bn_apply(xr[c], mean[c], rstd[c], gamma[c], beta[c],
-                                                                 zr ? zr + c : NULL, relu), rt);
+        if (z) { /* y may alias x or z (not restrict): each element is read before it is written */
+            const float *zr = z + m * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) yr[c] = fmaf((xr[c] - mean[c]) * rstd[c], gamma[c], beta[c]) + zr[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < C; c++) yr[c] = fmaf((xr[c] - mean[c]) * rstd[c], gamma[c], beta[c]);
+        }
+        if (relu) {
+#pragma omp simd
+            for (int c = 0; c < C; c++) yr[c] = yr[c] > 0.0f ? yr[c] : 0.0f;
+        }
+        if (rt != DT_F32)
+            for (int c = 0; c < C; c++) yr[c] = tv_round(yr[c], rt);
+    }
+}
+
+/* rows [m0, m1) of bn_bwd_data (train_vision.h tv_bn_dx), vectorised */
+KERNEL static void bn_dx_rows(const float *restrict x, const float *dy, const float *restrict mean,
+                              const float *restrict rstd, const float *restrict gamma, const float *restrict mdy,
+                              float *dx, size_t m0, size_t m1, int C, dtype_t rt)
+{
+    for (size_t m = m0; m < m1; m++) {
+        const float *xr = x + m * C, *dr = dy + m * C;
+        float *o = dx + m * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) {
+            float xh = (xr[c] - mean[c]) * rstd[c];
+            float t = dr[c] - mdy[c];
+            t = fmaf(-xh, mdy[C + c], t);
+            o[c] = (gamma[c] * rstd[c]) * t;
+        }
+        if (rt != DT_F32)
+            for (int c = 0; c < C; c++) o[c] = tv_round(o[c], rt);
     }
 }
 
@@ -619,11 +686,11 @@ int cpu_bn_bwd_data(struct dev *d, dev_stream *s, const float *x, const float *d
     NEED(M > 0 && C > 0, "bn_bwd_data: bad shape M=%zu C=%d", M, C);
     RT_OK("bn_bwd_data");
     const int nt = nthreads(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((double)M * C > PAR_MIN)
-    for (size_t m = 0; m < M; m++)
-        for (int c = 0; c < C; c++)
-            dx[m * C + c] =
-                tv_round(tv_bn_dx(x[m * C + c], dy[m * C + c], mean[c], rstd[c], gamma[c], mdy[c], mdy[C + c]), rt);
+#pragma omp parallel num_threads(nt) if ((double)M * C > PAR_MIN)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        bn_dx_rows(x, dy, mean, rstd, gamma, mdy, dx, M * t / T, M * (t + 1) / T, C, rt);
+    }
     return PLUMB_OK;
 }
 
@@ -686,7 +753,7 @@ int cpu_bn_bwd_params(struct dev *d, dev_stream *s, const float *x, const float 
     int fail = 0, g = golden(d);
 #pragma omp parallel num_threads(nt) if ((double)M * C > PAR_MIN && nch > 1) reduction(| : fail)
     {
-        float *mem = scratch(VS_ACC, (size_t)(2 * 65 + 1) * C * sizeof(float));
+        float *mem = scratch(VS_ACC, (size_t)(2 * 65 + 7) * C * sizeof(float));
         if (!mem) fail = 1;
 #pragma omp for schedule(dynamic, 1)
         for (size_t ch = 0; ch < nch; ch++) {
@@ -706,13 +773,13 @@ int cpu_bn_bwd_params(struct dev *d, dev_stream *s, const float *x, const float 
                 vt_result(&tb, db);
                 vt_result(&tg, dg);
             } else {
-                for (int c = 0; c < C; c++) db[c] = dg[c] = 0.0f;
-                for (size_t m = m0; m < m1; m++) {
-                    const float *xr = x + m * C, *dr = dy + m * C;
-                    for (int c = 0; c < C; c++) {
-                        db[c] += dr[c];
-                        dg[c] += dr[c] * tv_bn_xhat(xr[c], mean[c], rstd[c]);
-                    }
+                double *acc = (double *)(mem + (size_t)132 * C); /* 2C doubles after prod (8-byte aligned) */
+                for (int c = 0; c < 2 * C; c++) acc[c] = 0.0;
+                fast_rows(BV_DY, x, dy, mean, rstd, m0, m1, C, prod, acc);
+                fast_rows(BV_DYXH, x, dy, mean, rstd, m0, m1, C, prod, acc + C);
+                for (int c = 0; c < C; c++) {
+                    db[c] = (float)acc[c];
+                    dg[c] = (float)acc[C + c];
                 }
             }
         }
