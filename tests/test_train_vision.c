@@ -1,5 +1,5 @@
 /* Vision training ops (dev/train_ops.h "vision ops"): convolution, batch
- * normalisation, pooling, add, softmax cross-entropy, SGD with momentum.
+ * normalisation, pooling, add, softmax cross-entropy.
  * Each op against a float64 reference written here, backward passes
  * against float64 adjoints and central finite differences of the float64
  * forward, golden results bit-identical to the scalar element definitions
@@ -682,38 +682,6 @@ static void xent_case(enum numerics mode)
 }
 TEST(train_vision_xent_golden) { xent_case(NUMERICS_GOLDEN); }
 TEST(train_vision_xent_fast) { xent_case(NUMERICS_FAST); }
-
-/* ================= SGD with momentum ================= */
-
-TEST(train_vision_sgd_momentum_matches_pytorch)
-{
-    OPEN(d, NUMERICS_FAST, 0);
-    enum { n = 33 };
-    float *w = rnd(n, -1, 1), *g = rnd(n, -1, 1), *g2 = rnd(n, -1, 1);
-    float *gw = PUT(d, w, n), *gg = PUT(d, g, n), *gg2 = PUT(d, g2, n), *gbuf = ZEROS(d, n);
-    plumb_err e = {0};
-    const float lr = 0.1f, mom = 0.9f, wd = 5e-4f;
-    REQUIRE(d->ops->train->sgd_momentum(d, NULL, gw, gg, gbuf, n, lr, mom, wd, &e) == 0);
-    REQUIRE(d->ops->train->sgd_momentum(d, NULL, gw, gg2, gbuf, n, lr, mom, wd, &e) == 0);
-    float w2[n], buf[n];
-    dget(d, w2, gw, sizeof w2), dget(d, buf, gbuf, sizeof buf);
-    for (int i = 0; i < n; i++) {
-        /* torch.optim.SGD(momentum=0.9, weight_decay=5e-4): step 1 buf = g + wd w */
-        double ww = w[i], b = g[i] + wd * ww;
-        ww -= lr * b;
-        b = mom * b + (g2[i] + wd * ww);
-        ww -= lr * b;
-        CHECK_NEAR(w2[i], ww, 1e-6);
-        CHECK_NEAR(buf[i], b, 1e-6);
-        /* and exactly the contract's fmaf lines */
-        float fw = w[i], fb = 0;
-        tv_sgd_momentum(&fw, g[i], &fb, lr, mom, wd);
-        tv_sgd_momentum(&fw, g2[i], &fb, lr, mom, wd);
-        CHECK(!memcmp(&fw, &w2[i], 4) && !memcmp(&fb, &buf[i], 4));
-    }
-    free(w), free(g), free(g2);
-    dev_close(d);
-}
 
 /* argument checks name the op and the bad value */
 TEST(train_vision_bad_geometry_is_an_error)

@@ -972,27 +972,3 @@ int cpu_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *la
     }
     return PLUMB_OK;
 }
-
-/* ======================= SGD with momentum ======================= */
-
-KERNEL static void sgdm_kernel(float *restrict w, const float *restrict g, float *restrict buf, size_t n, float lr,
-                               float mom, float wd)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) tv_sgd_momentum(&w[i], g[i], &buf[i], lr, mom, wd);
-}
-
-int cpu_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
-                     float momentum, float wd, plumb_err *e)
-{
-    (void)s;
-    NEED((w && g && buf) || n == 0, "sgd_momentum: NULL w, g or buf");
-    const int nt = nthreads(d);
-#pragma omp parallel num_threads(nt) if (n > PAR_MIN)
-    {
-        int t = omp_get_thread_num(), T = omp_get_num_threads();
-        size_t i0 = n * t / T, i1 = n * (t + 1) / T;
-        sgdm_kernel(w + i0, g + i0, buf + i0, i1 - i0, lr, momentum, wd);
-    }
-    return PLUMB_OK;
-}

@@ -947,5 +947,4 @@ const struct train_ops cpu_train_ops = {
     .avgpool_bwd = cpu_avgpool_bwd,
     .add = cpu_add,
     .cls_xent = cpu_cls_xent,
-    .sgd_momentum = cpu_sgd_momentum,
 };

@@ -38,7 +38,5 @@ int cpu_add(struct dev *d, dev_stream *s, const float *a, const float *b, float 
             dtype_t rt, plumb_err *e);
 int cpu_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V, int n_valid,
                  float grad_scale, float *loss_ps, double *sum_count, int32_t *pred, float *dz, plumb_err *e);
-int cpu_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
-                     float momentum, float wd, plumb_err *e);
 
 #endif

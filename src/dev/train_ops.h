@@ -502,18 +502,10 @@ struct train_ops {
      *   the top-1 class, for every row), dz [B, V]: each may be NULL.
      * Golden: exp / log from core/gmath.h (gexpf, glogf), S the pairwise
      * tree over i ascending, IEEE division; fast: libm / vendor expf, logf,
-     * any order for S, a tree for the loss sum. */
+     * any fixed order for S. */
     int (*cls_xent)(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V,
                     int n_valid, float grad_scale, float *loss_ps, double *sum_count, int32_t *pred,
                     float *dz, plumb_err *e);
-
-    /* SGD with momentum and L2 weight decay (PyTorch's SGD, dampening 0, not
-     * Nesterov; buf zero before the first step gives PyTorch's first step,
-     * buf = g), both modes, per i:
-     *   g' = wd == 0 ? g[i] : fmaf(wd, w[i], g[i]); buf[i] = fmaf(momentum,
-     *   buf[i], g'); w[i] = fmaf(-lr, buf[i], w[i]).   w, g, buf: [n] */
-    int (*sgd_momentum)(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n,
-                        float lr, float momentum, float wd, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

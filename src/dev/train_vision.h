@@ -247,14 +247,4 @@ PLUMB_HD float tv_xent_row(const float *z, int V, int y, float gs, float *dz, in
     return glogf(S) - (z[y] - m);
 }
 
-/* ---------------------------------------------------------------- SGD with momentum */
-
-PLUMB_HD void tv_sgd_momentum(float *w, float g, float *buf, float lr, float momentum, float wd)
-{
-    float gg = wd == 0.0f ? g : fmaf(wd, *w, g);
-    float b = fmaf(momentum, *buf, gg);
-    *buf = b;
-    *w = fmaf(-lr, b, *w);
-}
-
 #endif

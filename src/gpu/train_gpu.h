@@ -159,8 +159,6 @@ int g_add(struct dev *d, dev_stream *s, const float *a, const float *b, float *y
           plumb_err *e);
 int g_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V, int n_valid,
                float grad_scale, float *loss_ps, double *sum_count, int32_t *pred, float *dz, plumb_err *e);
-int g_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
-                   float momentum, float wd, plumb_err *e);
 
 /* The GPU training op table (train_ops.cu); dev_ops.train points here. */
 extern const struct train_ops gpu_train_ops;

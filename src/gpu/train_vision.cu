@@ -1,5 +1,5 @@
 /* The GPU vision ops other than convolution (dev/train_ops.h "vision
- * ops"): BatchNorm, pooling, add, softmax cross-entropy, SGD with momentum.
+ * ops"): BatchNorm, pooling, add, softmax cross-entropy.
  *
  * Golden: each kernel evaluates dev/train_vision.h's element functions, so
  * the bits are the cpu backend's. BatchNorm's golden statistics are
@@ -532,24 +532,5 @@ int g_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labe
         k_xent_sum<<<1, 1, 0, st->s>>>((const float *)ws, n_valid, sum_count);
         GPU_CHECK_LAUNCH(d, "k_xent_sum", e);
     }
-    return PLUMB_OK;
-}
-
-/* ---------------- SGD with momentum ---------------- */
-
-__global__ void k_sgd_momentum(float *w, const float *g, float *buf, size_t n, float lr, float mom, float wd)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        tv_sgd_momentum(&w[i], g[i], &buf[i], lr, mom, wd);
-}
-
-int g_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
-                   float momentum, float wd, plumb_err *e)
-{
-    NEED((w && g && buf) || n == 0, "%s: sgd_momentum: NULL w, g or buf", d->label);
-    if (!n) return PLUMB_OK;
-    ENTER();
-    k_sgd_momentum<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, buf, n, lr, momentum, wd);
-    GPU_CHECK_LAUNCH(d, "k_sgd_momentum", e);
     return PLUMB_OK;
 }

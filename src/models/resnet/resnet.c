@@ -156,6 +156,8 @@ struct resnet_model {
     double *sc;             /* device [2] */
     float *loss_ps;         /* device [MB] */
     int32_t *pred;          /* device [MB] */
+    float *gshard;          /* golden folding: [nshards, n_params] per-shard gradients */
+    int gshard_cap;         /* shards it holds */
     resnet_grad_ready_fn ready;
     void *ready_ctx;
 };
@@ -234,7 +236,7 @@ void resnet_free(struct resnet_model *m)
     struct dev *d = m->d;
     void *ps[] = {m->params, m->grads, m->wwork, m->bufs, m->in_x, m->labels, m->stem_c, m->stem_a, m->pool_y,
                   m->pool_idx, m->stem_bn.mean, m->stem_bn.rstd, m->pooled, m->dpooled, m->logits, m->dlogits,
-                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred};
+                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred, m->gshard};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(d, ps[i]);
     for (int i = 0; i < N_SLOTS; i++)
@@ -547,6 +549,9 @@ struct step {
     int train;
     int synced;         /* BN statistics all-reduced */
     const float *W;     /* conv / fc weights as the ops read them (rounded copy) */
+    int folding;        /* golden whole-batch folding: weight gradients per shard */
+    int ns;             /* shards (folding) or 1 */
+    int s0[1024];       /* first row of each shard */
 };
 
 static int golden(const struct resnet_model *m) { return m->d->numerics == NUMERICS_GOLDEN; }
@@ -682,26 +687,13 @@ static void slot_give(struct resnet_model *m, const float *p)
         if (m->slot[i] == p) m->slot_used[i] = 0;
 }
 
-/* shards of the local batch: [s0, s0 + n) for each micro-shard with rows */
-static int n_shards(const struct step *st)
+/* Weight gradients go per shard (folding) or once over the local batch:
+ * shard j is rows [s0[j], s0[j] + shard_n(j)), its gradient buffer
+ * gdst(j). */
+static int shard_n(const struct step *st, int j) { return st->folding ? st->sy->shard_valid[j] : st->B; }
+static float *gdst(const struct step *st, int j)
 {
-    if (!st->sy || !st->sy->fold || st->sy->shard < 1) return st->B ? 1 : 0;
-    return (st->B + st->sy->shard - 1) / st->sy->shard;
-}
-static void shard_rows(const struct step *st, int s, int *s0, int *n)
-{
-    if (!st->sy || !st->sy->fold || st->sy->shard < 1) {
-        *s0 = 0;
-        *n = st->B;
-        return;
-    }
-    *s0 = s * st->sy->shard;
-    *n = st->B - *s0 < st->sy->shard ? st->B - *s0 : st->sy->shard;
-}
-static int fold(struct step *st, size_t off, size_t len, plumb_err *e)
-{
-    if (!st->sy || !st->sy->fold) return PLUMB_OK;
-    return st->sy->fold(st->sy->fold_ctx, off, len, e);
+    return st->folding ? st->m->gshard + (size_t)j * st->m->n_params : st->m->grads;
 }
 
 /* weight gradient of conv cv from its input x and output gradient dy */
@@ -709,16 +701,14 @@ static int conv_wgrad(struct step *st, const struct rconv *cv, const float *x, c
 {
     struct resnet_model *m = st->m;
     const size_t in_px = (size_t)cv->g.H * cv->g.W * cv->g.C, out_px = (size_t)cv->g.P * cv->g.Q * cv->g.K;
-    const size_t numel = (size_t)cv->g.K * cv->g.R * cv->g.S * cv->g.C;
     int rc = PLUMB_OK;
-    for (int s = 0; s < n_shards(st) && !rc; s++) {
-        int s0, n;
-        shard_rows(st, s, &s0, &n);
+    for (int j = 0; j < st->ns && !rc; j++) {
+        const int n = shard_n(st, j);
+        if (!n) continue;
         struct train_conv g = cv->g;
         g.N = n;
-        rc = m->T->conv2d_bwd_filter(m->d, NULL, &g, x + (size_t)s0 * in_px, dy + (size_t)s0 * out_px,
-                                     m->grads + cv->w, m->prec, e);
-        if (!rc) rc = fold(st, cv->w, numel, e);
+        rc = m->T->conv2d_bwd_filter(m->d, NULL, &g, x + (size_t)st->s0[j] * in_px, dy + (size_t)st->s0[j] * out_px,
+                                     gdst(st, j) + cv->w, m->prec, e);
     }
     return rc;
 }
@@ -744,13 +734,12 @@ static int bn_backward(struct step *st, struct rbn *bn, const float *x, const fl
     int rc = M ? T->bn_bwd_stats(d, NULL, x, dy, bn->mean, bn->rstd, M, bn->C, m->part, e) : zero_part(st, 2 * bn->C, e);
     if (!rc) rc = sync_part(st, 2 * bn->C, e);
     if (!rc) rc = T->bn_mean(d, NULL, m->part, 2 * bn->C, count, m->mdy, e);
-    for (int s = 0; s < n_shards(st) && !rc; s++) {
-        int s0, n;
-        shard_rows(st, s, &s0, &n);
-        const size_t r0 = (size_t)s0 * HW, rn = (size_t)n * HW;
+    for (int j = 0; j < st->ns && !rc; j++) {
+        const int n = shard_n(st, j);
+        if (!n) continue;
+        const size_t r0 = (size_t)st->s0[j] * HW, rn = (size_t)n * HW;
         rc = T->bn_bwd_params(d, NULL, x + r0 * bn->C, dy + r0 * bn->C, bn->mean, bn->rstd, rn, bn->C,
-                              m->grads + bn->gamma, m->grads + bn->beta, e);
-        if (!rc) rc = fold(st, bn->gamma, bn->beta + (size_t)bn->C - bn->gamma, e);
+                              gdst(st, j) + bn->gamma, gdst(st, j) + bn->beta, e);
     }
     if (!rc && M)
         rc = T->bn_bwd_data(d, NULL, x, dy, bn->mean, bn->rstd, m->params + bn->gamma, m->mdy, dx, M, bn->C, m->prec, e);
@@ -760,7 +749,7 @@ static int bn_backward(struct step *st, struct rbn *bn, const float *x, const fl
 static int grad_ready(struct step *st, int k, size_t off, size_t len, plumb_err *e)
 {
     struct resnet_model *m = st->m;
-    if (!m->ready || (st->sy && st->sy->fold)) return PLUMB_OK;
+    if (!m->ready || st->folding) return PLUMB_OK;
     return m->ready(m->ready_ctx, k, off, len, NULL, e);
 }
 
@@ -821,21 +810,22 @@ static int backward(struct step *st, float grad_scale, struct resnet_loss *loss,
     const int B = st->B, V = m->c.classes, F = m->feat;
     for (int i = 0; i < N_SLOTS; i++) m->slot_used[i] = 0;
     int rc = PLUMB_OK;
-    if (!B && !(st->sy && st->sy->fold)) /* no rows: a zero contribution */
+    if (!B && !st->folding) /* no rows: a zero contribution */
         rc = d->be->memset_async(d, NULL, m->grads, 0, m->n_params * sizeof(float), e);
     double sc[2] = {0, 0};
     if (!rc && B) {
-        rc = T->cls_xent(d, NULL, m->logits, m->labels, B, V, B, grad_scale, NULL, m->sc, NULL, m->dlogits, e);
+        rc = T->cls_xent(d, NULL, m->logits, m->labels, B, V, B, grad_scale, st->folding ? m->loss_ps : NULL, m->sc,
+                         NULL, m->dlogits, e);
         if (!rc && m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->dlogits, m->dlogits, (size_t)B * V, m->prec, e);
         if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
     }
     /* head: fc per shard (its dx rows per shard too), then the average pool */
-    for (int s = 0; s < n_shards(st) && !rc; s++) {
-        int s0, n;
-        shard_rows(st, s, &s0, &n);
+    for (int j = 0; j < st->ns && !rc; j++) {
+        const int n = shard_n(st, j), s0 = st->s0[j];
+        if (!n) continue;
         rc = T->linear_bwd(d, NULL, m->pooled + (size_t)s0 * F, st->W + m->fc_w, NULL, m->dlogits + (size_t)s0 * V,
-                           m->dpooled + (size_t)s0 * F, m->grads + m->fc_w, m->grads + m->fc_b, n, F, V, 0, m->prec, e);
-        if (!rc) rc = fold(st, m->fc_w, m->n_params - m->fc_w, e);
+                           m->dpooled + (size_t)s0 * F, gdst(st, j) + m->fc_w, gdst(st, j) + m->fc_b, n, F, V, 0,
+                           m->prec, e);
     }
     if (!rc) rc = grad_ready(st, 0, m->fc_w, m->n_params - m->fc_w, e);
     const struct rblock *lastb = &m->blk[m->nblocks - 1];
@@ -866,6 +856,21 @@ static int backward(struct step *st, float grad_scale, struct resnet_loss *loss,
     if (!rc) rc = conv_wgrad(st, &m->stem, m->in_x, g, e);
     if (!rc) rc = grad_ready(st, m->nblocks + 1, 0, m->stem_end, e);
     slot_give(m, g);
+    if (!rc && st->folding) { /* each shard's whole gradient, in shard order */
+        float *lps = B ? malloc((size_t)B * sizeof(float)) : NULL;
+        if (B && !lps) rc = err_set(e, PLUMB_ENOMEM, "resnet: out of host memory");
+        if (!rc && B) rc = dev_download(d, lps, m->loss_ps, (size_t)B * sizeof(float), e);
+        for (int j = 0; j < st->ns && !rc; j++) {
+            const int n = shard_n(st, j);
+            if (!n) continue;
+            struct resnet_loss lj = {0, n};
+            for (int i = 0; i < n; i++) lj.sum += (double)lps[st->s0[j] + i];
+            rc = d->be->memcpy_async(d, NULL, m->grads, gdst(st, j), m->n_params * sizeof(float), MEMCPY_D2D, e);
+            if (!rc) rc = dev_sync(d, e);
+            if (!rc) rc = st->sy->fold_shard(st->sy->fold_ctx, j, &lj, e);
+        }
+        free(lps);
+    }
     if (!rc && loss) {
         loss->sum = sc[0];
         loss->count = B;
@@ -888,9 +893,34 @@ int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b
     int rc = resnet_check_batch(m, b, e);
     if (rc) return rc;
     if (!b->labels && b->n_valid) return err_set(e, PLUMB_EUSAGE, "resnet forward_backward: batch has no labels");
-    if (sync && sync->fold && sync->shard < 1)
-        return err_set(e, PLUMB_EUSAGE, "resnet forward_backward: fold needs a micro-shard size (got %d)", sync->shard);
-    struct step st = {.m = m, .sy = sync, .B = b->n_valid, .train = 1};
+    struct step st = {.m = m, .sy = sync, .B = b->n_valid, .train = 1, .ns = b->n_valid ? 1 : 0};
+    if (sync && sync->fold_shard) {
+        if (sync->nshards < 0 || sync->nshards > (int)(sizeof st.s0 / sizeof st.s0[0]) ||
+            (sync->nshards && !sync->shard_valid))
+            return err_set(e, PLUMB_EUSAGE, "resnet forward_backward: %d shards (expected 0..%zu with their sizes)",
+                           sync->nshards, sizeof st.s0 / sizeof st.s0[0]);
+        int tot = 0;
+        for (int j = 0; j < sync->nshards; j++) {
+            if (sync->shard_valid[j] < 0)
+                return err_set(e, PLUMB_EUSAGE, "resnet forward_backward: shard %d has %d samples", j,
+                               sync->shard_valid[j]);
+            st.s0[j] = tot;
+            tot += sync->shard_valid[j];
+        }
+        if (tot != b->n_valid)
+            return err_set(e, PLUMB_EUSAGE, "resnet forward_backward: shards hold %d samples, the batch %d valid", tot,
+                           b->n_valid);
+        st.folding = 1;
+        st.ns = sync->nshards;
+        if (st.ns > m->gshard_cap) {
+            if (m->gshard) dev_free(m->d, m->gshard);
+            m->gshard = NULL;
+            m->gshard_cap = 0;
+            rc = zalloc(m, (void **)&m->gshard, (size_t)st.ns * m->n_params * sizeof(float), e);
+            if (rc) return rc;
+            m->gshard_cap = st.ns;
+        }
+    }
     st.synced = sync && sync->allreduce && !sync->local_bn;
     st.gvalid = b->global_valid > 0 ? b->global_valid : b->n_valid;
     rc = upload_batch(m, b, e);

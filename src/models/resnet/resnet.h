@@ -37,16 +37,16 @@
  * global statistics, so every rank holds the same buffers). Rows past
  * n_valid are never computed (an empty local batch still takes part in
  * every collective).
- * - golden data parallel: with sync.fold set, every weight gradient is
- *   computed micro-shard by micro-shard (shard rows [s * sync.shard, ...)),
- *   and after each shard's contribution to a parameter range [off, off +
- *   len) of resnet_grads() is written, fold(ctx, off, len) is called: the
- *   caller adds that range, converted to fixed point, to its accumulators.
+ * - golden data parallel: with sync.fold_shard set, the valid samples
+ *   are sync.nshards consecutive micro-shards of sync.shard_valid[j]
+ *   samples; every weight gradient is computed shard by shard, and for each
+ *   shard j in order the model leaves that shard's whole contribution in
+ *   resnet_grads() and calls fold_shard(ctx, j, loss of shard j): the
+ *   caller adds it, converted to fixed point, to its accumulators.
  *   Activations and their gradients are per sample and BN statistics exact
  *   (fixed point, dev/train_ops.h), so the folded sums have the same bits
- *   on any rank count. After the call, resnet_grads() holds the last
- *   shards' contributions only (the accumulators hold the sums).
- * - fast: fold NULL: each weight gradient over the whole local batch; the
+ *   on any rank count (train/model.h's whole-batch contract).
+ * - fast: fold_shard NULL: each weight gradient over the whole local batch; the
  *   caller all-reduces resnet_grads() (the grad-ready hook reports each
  *   block's range as backward finishes it).
  * sync.allreduce NULL, or sync.local_bn: per-rank statistics (plain DDP's
@@ -129,6 +129,11 @@ int resnet_max_batch(const struct resnet_model *m);
 struct dev *resnet_dev(struct resnet_model *m);
 
 /* One (local) batch in host memory. */
+struct resnet_loss {
+    double sum;              /* sum of the per-sample losses, double adds in ascending sample order */
+    int64_t count;
+};
+
 struct resnet_batch {
     int B, n_valid;          /* rows; the first n_valid are samples (the rest masked, not computed) */
     int64_t global_valid;    /* valid samples over all ranks (BN's count); 0: n_valid */
@@ -145,15 +150,11 @@ struct resnet_sync {
     int (*allreduce)(void *ctx, void *buf, int n, int golden, plumb_err *e);
     void *ctx;
     int local_bn;            /* 1: per-rank statistics even with allreduce (--bn local) */
-    /* golden data parallel: fold each micro-shard's contribution (see above) */
-    int (*fold)(void *ctx, size_t off, size_t len, plumb_err *e);
+    /* golden data parallel: the shards and the fold (see above) */
+    int nshards;
+    const int *shard_valid;  /* [nshards] valid samples per shard, summing to n_valid */
+    int (*fold_shard)(void *ctx, int j, const struct resnet_loss *l, plumb_err *e);
     void *fold_ctx;
-    int shard;               /* samples per micro-shard (fold only) */
-};
-
-struct resnet_loss {
-    double sum;              /* sum of the per-sample losses, double adds in ascending sample order */
-    int64_t count;
 };
 
 int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b, const struct resnet_sync *sync,
@@ -162,7 +163,7 @@ int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b
 /* Grad-ready hook (fast data parallel overlap): called as backward
  * completes the gradients of each block (then the stem), k = 0, 1, ... in
  * backward order, with [off, off + len) its range of resnet_grads(); the
- * ranges descend and cover [0, n_params) once. Not called with fold. */
+ * ranges descend and cover [0, n_params) once. Not called with fold_shard. */
 typedef int (*resnet_grad_ready_fn)(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e);
 void resnet_set_grad_ready_hook(struct resnet_model *m, resnet_grad_ready_fn fn, void *ctx);
 
