@@ -173,7 +173,8 @@ __global__ void __launch_bounds__(256) k_igemm(struct train_conv g, const float 
     __shared__ float As[IG_BK][IG_BM + 4];
     __shared__ float Bs[IG_BK][IG_BN + 4];
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-    const long m0 = (long)blockIdx.y * IG_BM, j0 = (long)blockIdx.x * IG_BN;
+    /* rows on x (up to 2^31 - 1 blocks), columns on y (<= 65535) */
+    const long m0 = (long)blockIdx.x * IG_BM, j0 = (long)blockIdx.y * IG_BN;
     float acc[4][4];
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++) acc[a][b] = 0.0f;
@@ -224,7 +225,7 @@ __global__ void k_tv_sum_slices(const float *part, int nsl, size_t n, float *dw)
 
 static dim3 ig_grid(long Mg, long Ng)
 {
-    return dim3((unsigned)((Ng + IG_BN - 1) / IG_BN), (unsigned)((Mg + IG_BM - 1) / IG_BM));
+    return dim3((unsigned)((Mg + IG_BM - 1) / IG_BM), (unsigned)((Ng + IG_BN - 1) / IG_BN));
 }
 
 static int ig_fwd(struct dev *d, struct dev_stream *st, const struct train_conv *g, const float *x, const float *w,

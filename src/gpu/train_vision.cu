@@ -29,11 +29,16 @@
 /* rows per chunk of the golden pairwise sums (aligned blocks of the tree) */
 #define TV_TREE_CHUNK 1024
 /* BN reductions: blocks of 32 channels x 8 row lanes; each block covers
- * BN_ROWS_PER_BLOCK rows (the grid, and so the fast sums, depend on the
- * shape only) */
+ * rpb rows, 2048 or more so that the grid's y extent stays <= 65535 (the
+ * grid, and so the fast sums, depend on the shape only) */
 #define BN_CX 32
 #define BN_RY 8
 #define BN_ROWS_PER_BLOCK 2048
+static size_t bn_rows_per_block(size_t M)
+{
+    size_t nb = (M + BN_ROWS_PER_BLOCK - 1) / BN_ROWS_PER_BLOCK, k = (nb + 65534) / 65535;
+    return BN_ROWS_PER_BLOCK * (k ? k : 1);
+}
 
 static inline int is_golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN; }
 
@@ -57,12 +62,12 @@ __device__ static inline float bn_value(int kind, const float *x, const float *d
  * blockIdx.x; hi[c] / lo[c] (int64, zeroed by the caller) get the block's
  * sums by integer atomics */
 __global__ void k_bn_fix(int kind, const float *x, const float *dy, const float *mean, const float *rstd, size_t M,
-                         int C, long long *hi, long long *lo)
+                         int C, size_t rpb, long long *hi, long long *lo)
 {
     __shared__ long long sh[2][BN_RY][BN_CX];
     const int c = blockIdx.x * BN_CX + threadIdx.x;
-    const size_t m0 = (size_t)blockIdx.y * BN_ROWS_PER_BLOCK;
-    const size_t m1 = m0 + BN_ROWS_PER_BLOCK < M ? m0 + BN_ROWS_PER_BLOCK : M;
+    const size_t m0 = (size_t)blockIdx.y * rpb;
+    const size_t m1 = m0 + rpb < M ? m0 + rpb : M;
     long long h = 0, l = 0;
     if (c < C)
         for (size_t m = m0 + threadIdx.y; m < m1; m += BN_RY) {
@@ -87,12 +92,12 @@ __global__ void k_bn_fix(int kind, const float *x, const float *dy, const float 
 /* fast: block partial sums part[blockIdx.y, c] (fp32, the row lanes in a
  * fixed order) */
 __global__ void k_bn_fast_part(int kind, const float *x, const float *dy, const float *mean, const float *rstd,
-                               size_t M, int C, float *part)
+                               size_t M, int C, size_t rpb, float *part)
 {
     __shared__ float sh[BN_RY][BN_CX];
     const int c = blockIdx.x * BN_CX + threadIdx.x;
-    const size_t m0 = (size_t)blockIdx.y * BN_ROWS_PER_BLOCK;
-    const size_t m1 = m0 + BN_ROWS_PER_BLOCK < M ? m0 + BN_ROWS_PER_BLOCK : M;
+    const size_t m0 = (size_t)blockIdx.y * rpb;
+    const size_t m1 = m0 + rpb < M ? m0 + rpb : M;
     float a = 0.0f;
     if (c < C)
         for (size_t m = m0 + threadIdx.y; m < m1; m += BN_RY) a += bn_value(kind, x, dy, mean, rstd, m, C, c);
@@ -117,19 +122,20 @@ __global__ void k_bn_fast_final(const float *part, int nb, int C, float *out)
 static int bn_sums(struct dev *d, struct dev_stream *st, int kind, const float *x, const float *dy, const float *mean,
                    const float *rstd, size_t M, int C, void *hi, void *lo, float *out, plumb_err *e)
 {
-    const unsigned nby = (unsigned)((M + BN_ROWS_PER_BLOCK - 1) / BN_ROWS_PER_BLOCK);
+    const size_t rpb = bn_rows_per_block(M);
+    const unsigned nby = (unsigned)((M + rpb - 1) / rpb);
     dim3 grid((unsigned)((C + BN_CX - 1) / BN_CX), nby), block(BN_CX, BN_RY);
     if (is_golden(d)) {
         GPU_CHECK(d, cudaMemsetAsync(hi, 0, (size_t)C * sizeof(long long), st->s), e);
         GPU_CHECK(d, cudaMemsetAsync(lo, 0, (size_t)C * sizeof(long long), st->s), e);
-        k_bn_fix<<<grid, block, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, (long long *)hi, (long long *)lo);
+        k_bn_fix<<<grid, block, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, rpb, (long long *)hi, (long long *)lo);
         GPU_CHECK_LAUNCH(d, "k_bn_fix", e);
         return PLUMB_OK;
     }
     void *ws;
     int rc = tvws_get(d, TVWS_RED, (size_t)nby * C * sizeof(float), &ws, e);
     if (rc) return rc;
-    k_bn_fast_part<<<grid, block, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, (float *)ws);
+    k_bn_fast_part<<<grid, block, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, rpb, (float *)ws);
     GPU_CHECK_LAUNCH(d, "k_bn_fast_part", e);
     k_bn_fast_final<<<(C + TPB - 1) / TPB, TPB, 0, st->s>>>((const float *)ws, (int)nby, C, out);
     GPU_CHECK_LAUNCH(d, "k_bn_fast_final", e);
