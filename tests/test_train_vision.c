@@ -392,7 +392,7 @@ static void bn_case(enum numerics mode, size_t M, int C, int relu, int residual)
     dget(d, dg, gdg, C * 4);
     dget(d, db, gdb, C * 4);
     /* float64 analytic gradients */
-    double *dx64 = malloc(n * 8), dg64[64], db64[64];
+    double *dx64 = calloc(n, 8), dg64[64], db64[64];
     for (int c = 0; c < C; c++) {
         double rstd64 = 1 / sqrt(var64[c] + eps), sdy = 0, sdyx = 0;
         for (size_t m = 0; m < M; m++) {

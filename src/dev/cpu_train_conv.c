@@ -15,6 +15,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,12 +50,27 @@ static int golden(struct dev *d) { return d && d->numerics == NUMERICS_GOLDEN; }
 enum { VS_WT, VS_COL, VS_ACC, VS_PART, VS_N };
 static __thread void *vs_ptr[VS_N];
 static __thread size_t vs_cap[VS_N];
+/* a thread's buffers are freed when it exits (a pthread key's destructor) */
+static pthread_key_t vs_key;
+static pthread_once_t vs_once = PTHREAD_ONCE_INIT;
+static void vs_free(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < VS_N; i++) {
+        free(vs_ptr[i]);
+        vs_ptr[i] = NULL;
+        vs_cap[i] = 0;
+    }
+}
+static void vs_key_make(void) { (void)pthread_key_create(&vs_key, vs_free); }
 static void *scratch(int slot, size_t bytes)
 {
     if (bytes > vs_cap[slot]) {
         free(vs_ptr[slot]);
         vs_ptr[slot] = malloc(bytes);
         vs_cap[slot] = vs_ptr[slot] ? bytes : 0;
+        (void)pthread_once(&vs_once, vs_key_make);
+        (void)pthread_setspecific(vs_key, (void *)1);
     }
     return vs_ptr[slot];
 }

@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,12 +63,27 @@ static void blas_restore(int prev)
 enum { SC_KEYS, SC_PERM, SC_SEG, SC_TMP, SC_INTER, SC_WT, SC_ACC, SC_PART, SC_N };
 static __thread void *sc_ptr[SC_N];
 static __thread size_t sc_cap[SC_N];
+/* a thread's buffers are freed when it exits (a pthread key's destructor) */
+static pthread_key_t sc_key;
+static pthread_once_t sc_once = PTHREAD_ONCE_INIT;
+static void sc_free(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < SC_N; i++) {
+        free(sc_ptr[i]);
+        sc_ptr[i] = NULL;
+        sc_cap[i] = 0;
+    }
+}
+static void sc_key_make(void) { (void)pthread_key_create(&sc_key, sc_free); }
 static void *scratch(int slot, size_t bytes)
 {
     if (bytes > sc_cap[slot]) {
         free(sc_ptr[slot]);
         sc_ptr[slot] = malloc(bytes);
         sc_cap[slot] = sc_ptr[slot] ? bytes : 0;
+        (void)pthread_once(&sc_once, sc_key_make);
+        (void)pthread_setspecific(sc_key, (void *)1);
     }
     return sc_ptr[slot];
 }
