@@ -107,6 +107,18 @@ static int cpu_stream_sync(struct dev *d, dev_stream *s, plumb_err *e)
     (void)d; (void)s; (void)e;
     return PLUMB_OK;
 }
+/* cpu "streams" are synchronous: no vendor handle, never anything pending */
+static void *cpu_stream_native(struct dev *d, dev_stream *s)
+{
+    (void)d; (void)s;
+    return NULL;
+}
+static int cpu_stream_query(struct dev *d, dev_stream *s, int *done, plumb_err *e)
+{
+    (void)d; (void)s; (void)e;
+    *done = 1;
+    return PLUMB_OK;
+}
 static int cpu_event_create(struct dev *d, dev_event **ev, plumb_err *e)
 {
     (void)d;
@@ -166,6 +178,8 @@ const struct dev_backend cpu_backend = {
     .stream_create = cpu_stream_create,
     .stream_destroy = cpu_stream_destroy,
     .stream_sync = cpu_stream_sync,
+    .stream_native = cpu_stream_native,
+    .stream_query = cpu_stream_query,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,

@@ -10,7 +10,7 @@
  * step ("step 41") and the inner ones are collectives; a step that is slow
  * although each collective is quick must fire as well as a single collective
  * that never returns, and the report names the innermost thing waited on. */
-#include "train/watchdog.h"
+#include "core/watchdog.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include <pthread.h>
