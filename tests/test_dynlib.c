@@ -77,3 +77,30 @@ TEST(dynlib_symbols_required_optional_alternative)
     CHECK(lib.handle == NULL);
     CHECK_EQ_INT(dynlib_resolve(&lib, "nvml", ok, 1, &a, &e), PLUMB_EINTERNAL);
 }
+
+/* The health providers load through dynlib: a missing library and a library
+ * without the provider's symbols are named in the provider's note. */
+#include "health/health.h"
+#include <stdlib.h>
+TEST(dynlib_health_providers_name_library_and_symbol)
+{
+    char nvml[PATH_MAX], rsmi[PATH_MAX];
+    if (!fake_lib(nvml, sizeof nvml, "nvml") || !fake_lib(rsmi, sizeof rsmi, "rsmi"))
+        TEST_SKIP("build/tests/libfake_{nvml,rsmi}.so not built");
+    setenv("PLUMB_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
+    setenv("PLUMB_RSMI_LIB", nvml, 1);   /* loads, but has no rsmi_* */
+    setenv("PLUMB_AMDSMI_LIB", rsmi, 1); /* loads, but has no amdsmi_* */
+    struct health_ctx ctx;
+    plumb_err e = {0};
+    int rc = health_open(&ctx, "nvml,rocm-smi,amdsmi", &e);
+    unsetenv("PLUMB_NVML_LIB"), unsetenv("PLUMB_RSMI_LIB"), unsetenv("PLUMB_AMDSMI_LIB");
+    REQUIRE(rc == 0);
+    CHECK_EQ_INT(ctx.nprov, 0);
+    char want[PATH_MAX + 64];
+    CHECK_MSG(strstr(ctx.notes[0], "nvml: cannot load /nonexistent/libnvidia-ml.so.1: ") == ctx.notes[0], "%s", ctx.notes[0]);
+    snprintf(want, sizeof want, "rocm-smi: %s has no symbol rsmi_init: ", nvml);
+    CHECK_MSG(strstr(ctx.notes[1], want) == ctx.notes[1], "%s", ctx.notes[1]);
+    snprintf(want, sizeof want, "amdsmi: %s has no symbol amdsmi_init: ", rsmi);
+    CHECK_MSG(strstr(ctx.notes[2], want) == ctx.notes[2], "%s", ctx.notes[2]);
+    health_close(&ctx);
+}
