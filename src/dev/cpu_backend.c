@@ -3,6 +3,7 @@
  * cpu_ops*.c and are parallelised with OpenMP over d->threads threads. */
 #include "dev/dev.h"
 #include "dev/cpu.h"
+#include "core/hostinfo.h"
 #include "core/timer.h"
 #include <omp.h>
 #include <stdio.h>
@@ -21,32 +22,12 @@ static int cpu_device_count(int *count, plumb_err *e)
     return PLUMB_OK;
 }
 
-static void read_cpu_model(char *buf, size_t n)
-{
-    snprintf(buf, n, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "model name", 10)) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ') c++;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, n, "%s", c);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static int cpu_open(struct dev *d, int ordinal, plumb_err *e)
 {
     (void)ordinal;
     (void)e;
-    read_cpu_model(d->info.name, sizeof d->info.name);
+    const char *model = hostinfo_cpu_model(hostinfo_this());
+    snprintf(d->info.name, sizeof d->info.name, "%s", *model ? model : "unknown CPU");
 #if defined(__x86_64__)
     snprintf(d->info.arch, sizeof d->info.arch, "x86_64");
 #elif defined(__aarch64__)
