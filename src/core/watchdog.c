@@ -1,4 +1,4 @@
-/* Watchdog (DESIGN.md section 7): one background thread per process that
+/* Watchdog (docs/FAULTS.md): one background thread per process that
  * turns a hang into a failure. watchdog_enter/leave keep a small stack of
  * (description, entry time); the thread wakes a few times per timeout and, if
  * any open entry is older than the timeout, logs the innermost description and

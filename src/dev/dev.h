@@ -1,4 +1,4 @@
-/* The device interface (DESIGN.md section 4).
+/* The device interface (docs/GPU.md).
  *
  * A `struct dev` is one opened device (cpu, or ordinal N of cuda/hip). It owns
  * a caching allocator (dev/alloc.c) over the backend's raw allocation, streams
@@ -33,7 +33,7 @@ struct dev;
 typedef struct dev_stream dev_stream; /* opaque, backend-defined */
 typedef struct dev_event dev_event;   /* opaque, backend-defined */
 
-/* Identifies one Philox stream (DESIGN.md section 6). Element `index` of the
+/* Identifies one Philox stream (docs/numerics.md). Element `index` of the
  * stream is a pure function of (seed, purpose, a, b, index). */
 struct rng_stream {
     uint64_t seed;
