@@ -2,8 +2,9 @@
  * whose memory is host memory, the host comm runs on the buffers directly;
  * for a GPU without NCCL/RCCL, each collective waits for the stream that
  * produced its input, copies the input into pinned host memory, runs on the
- * host comm and copies the result back (default stream, synchronous). Every
- * collective has completed when start returns, so wait is nothing. */
+ * host comm and copies the result back (default stream, synchronous); with
+ * one rank it copies on the device instead. Every collective has completed
+ * when start returns, so wait is nothing. */
 #include "comm/comm.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,14 @@ static int sg_start(struct comm *c, const struct comm_args *a, dev_stream *after
     if (st->direct) return run_host(st->host, a, e);
     size_t sn, rn, es = dtype_size(a->dtype);
     comm_args_sizes(c, a, &sn, &rn);
+    if (c->world == 1) {
+        /* one rank: every collective is a copy of send into recv, on the device
+         * (gradients of a 1-rank run never leave it) */
+        size_t bytes = (rn < sn ? rn : sn) * es;
+        if (!bytes || a->send == a->recv) return PLUMB_OK;
+        rc = d->be->memcpy_async(d, NULL, a->recv, a->send, bytes, MEMCPY_D2D, e);
+        return rc ? rc : d->be->stream_sync(d, NULL, e);
+    }
     if ((rc = grow(st, &st->hs, &st->cap_s, sn * es, e)) || (rc = grow(st, &st->hr, &st->cap_r, rn * es, e)))
         return rc;
     if (sn && (rc = d->be->memcpy_async(d, NULL, st->hs, a->send, sn * es, MEMCPY_D2H, e))) return rc;
