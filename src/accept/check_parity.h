@@ -9,7 +9,7 @@
 #ifndef PLUMB_CHECK_PARITY_H
 #define PLUMB_CHECK_PARITY_H
 #include <stdint.h>
-#include "accept/check.h"
+#include "report/check.h"
 #include "accept/seed_runs.h"
 
 struct parity_check_opts {
