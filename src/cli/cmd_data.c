@@ -4,8 +4,8 @@
  *     in .gz) and reports the teacher's own AUC on the rows written. */
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "train/evalm.h"
-#include "train/synth.h"
+#include "models/ctr/eval.h"
+#include "models/ctr/synth.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -21,7 +21,7 @@
 #define PLUMB_SYNTH_H
 #include <stdint.h>
 #include "core/err.h"
-#include "train/criteo.h"
+#include "models/ctr/criteo.h"
 
 #define SYNTH_BLOCKS 24 /* Philox blocks (4 words each) per sample */
 enum synth_split { SYNTH_TRAIN = 0, SYNTH_EVAL = 1 };

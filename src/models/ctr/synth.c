@@ -1,4 +1,4 @@
-#include "train/synth.h"
+#include "models/ctr/synth.h"
 #include "core/gmath.h"
 #include "core/philox.h"
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* Criteo TSV reader: streaming (a fixed read buffer over zlib's gzread, which
  * reads plain files unchanged), one line at a time, errors naming file, line
  * and field. */
-#include "train/criteo.h"
+#include "models/ctr/criteo.h"
 #include "core/log.h"
 #include <errno.h>
 #include "core/gmath.h"
