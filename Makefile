@@ -21,7 +21,7 @@ SAN     ?=
 MPI_CFLAGS = $(eval MPI_CFLAGS := $$(shell mpicc --showme:compile 2>/dev/null))$(MPI_CFLAGS)
 MPI_LIBS   = $(eval MPI_LIBS := $$(shell mpicc --showme:link 2>/dev/null))$(MPI_LIBS)
 # -ffp-contract=off: golden arithmetic must not be fused behind our back
-# (DESIGN.md section 5); fast kernels that want fma call fmaf explicitly.
+# (docs/numerics.md); fast kernels that want fma call fmaf explicitly.
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -ffp-contract=off -fno-fast-math \
            -fopenmp -pthread -Isrc -MMD -MP $(MPI_CFLAGS) $(SAN)

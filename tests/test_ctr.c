@@ -33,7 +33,7 @@ static struct dev *open_cpu(enum numerics mode, int threads)
     return d;
 }
 
-/* Host-side init with WORKLOADS.md scales (test only; ctr_init uses Philox). */
+/* Host-side init with the scales of ctr_init (models/ctr/ctr.h; test only: ctr_init uses Philox). */
 static void host_init(struct ctr_model *m, double scale)
 {
     size_t n = ctr_n_params(m);
@@ -400,7 +400,7 @@ TEST(ctr_param_digest_is_sha256_of_params)
     dev_close(d);
 }
 
-/* ctr_init follows WORKLOADS.md: the per-tensor spread, and every value is
+/* ctr_init follows models/ctr/ctr.h: the per-tensor spread, and every value is
  * the documented function of Philox (checked bit for bit against
  * core/philox.h evaluated here, whether the device or the host drew them). */
 TEST(ctr_init_scales)

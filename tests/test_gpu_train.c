@@ -1,4 +1,4 @@
-/* GPU training ops against the cpu backend (issue 5). With
+/* GPU training ops against the cpu backend (docs/GPU.md). With
  * PLUMB_TEST_DEVICE=cuda (or hip) every train_ops entry runs on the GPU and
  * on the cpu backend on the same inputs: golden results must be the same
  * bits; fast results must agree within fp32/bf16 tolerances and repeat

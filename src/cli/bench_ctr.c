@@ -1,4 +1,4 @@
-/* plumb bench ctr: DLRM (WORKLOADS.md ctr) training throughput per precision
+/* plumb bench ctr: DLRM (models/ctr/ctr.h) training throughput per precision
  * and batch, on any device, with the step time split into data / forward /
  * backward / communication / optimizer, device memory and a leak check; with
  * --vs-pytorch the PyTorch reference (bench/ctr_pytorch_gpu.py, one fused
@@ -221,19 +221,14 @@ static int bench_config(const struct opts *o, struct comm *hc, const struct data
     t->host_fb_ms = 1e3 * tq / ns;
     /* loader timing: the trainer's own data path (the device feed on a GPU) */
     if (!rc) {
-        double w = 0, bs_ = 0;
-        rc = trainer_steps(tr, step, o->warmup, NULL, NULL, e);
-        step += o->warmup;
-        double tl = now();
-        if (!rc) rc = trainer_steps(tr, step, o->steps, &w, &bs_, e);
-        step += o->steps;
-        if (!rc) rc = dev_sync(d, e);
+        struct trainer_steps_time tm;
+        rc = trainer_steps(tr, step, o->warmup, o->steps, &tm, e);
+        step += o->warmup + o->steps;
         if (!rc) {
-            double el = now() - tl;
-            t->step_loader_ms = 1e3 * el / ns;
-            t->samples_s_loader = (double)batch * ns / el;
-            t->data_ms = 1e3 * w / ns;
-            t->loader_build_ms = 1e3 * bs_ / ns;
+            t->step_loader_ms = 1e3 * tm.elapsed_s / ns;
+            t->samples_s_loader = (double)batch * ns / tm.elapsed_s;
+            t->data_ms = 1e3 * tm.wait_s / ns;
+            t->loader_build_ms = 1e3 * tm.build_s / ns;
         }
     }
     /* leak check: everything above has run at least once, so the cache is warm */

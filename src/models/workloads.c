@@ -1,11 +1,13 @@
 /* The workload table: see workloads.h. */
 #include "models/workloads.h"
 #include "models/ctr/workload.h"
+#include "models/toy/toy.h"
 #include <stdio.h>
 #include <string.h>
 
 static const struct workload *const table[] = {
     &ctr_workload,
+    &toy_workload,
 };
 
 const struct workload *workload_at(int i)

@@ -264,7 +264,7 @@ struct train_preset {
 struct train_option;
 
 struct workload {
-    const char *name;     /* "ctr" */
+    const char *name;     /* the name plumb train takes */
     const char *summary;
     const struct train_preset *presets;   /* ends with {0}; the first is the default */
     const struct train_option *options;   /* the workload's own options (values in

@@ -55,7 +55,7 @@ int train_config_finish(struct train_config *c, plumb_err *e);
 /* The option called name (generic or wl's own), NULL when none; *index its
  * position in train_config.given. */
 const struct train_option *train_option_find(const struct workload *wl, const char *name, int *index);
-/* "256", or "ctr-tiny 256, dlrm-kaggle 2048" when presets set it. */
+/* "256", or "<preset> 256, <preset> 2048" when presets set it. */
 void train_option_default_desc(const struct workload *wl, const struct train_option *o, char *buf, size_t n);
 /* The given options of c as command-line words ("--steps", "40", ...): at
  * most max words in argv, their text in buf. Returns the count or -1 when

@@ -838,7 +838,7 @@ static size_t merge_records(int64_t *rec, size_t n, int D)
     return u;
 }
 
-/* ---- the fast gradient path (DESIGN.md section 8; docs/TRAINING.md) ----
+/* ---- the fast gradient path (docs/TRAINING.md, "Where the gradients go") ----
  * GP_LOCAL  (1 rank, no device comm): the gradients never leave the device;
  *           the model's sparse list goes straight to the optimizer.
  * GP_DEVICE (a device comm: NCCL/RCCL, or the host comm standing in for it
@@ -1745,16 +1745,24 @@ int trainer_step_on(struct trainer *t, const struct batch *b, long step, long gl
     return rc;
 }
 
-int trainer_steps(struct trainer *t, long start, long n, double *wait_s, double *build_s, plumb_err *e)
+int trainer_steps(struct trainer *t, long start, long warm, long n, struct trainer_steps_time *tm, plumb_err *e)
 {
     struct loader *ld = NULL;
     struct devfeed *feed = NULL;
     long end = t->cfg->steps;
     t->step = start;
-    if (start + n > end) return err_set(e, PLUMB_EUSAGE, "trainer_steps: [%ld, %ld) past --steps %ld", start, start + n, end);
+    if (start + warm + n > end)
+        return err_set(e, PLUMB_EUSAGE, "trainer_steps: [%ld, %ld) past --steps %ld", start, start + warm + n, end);
     int rc = data_start(t, &ld, &feed, e);
-    double wait = 0, build = 0;
-    for (long i = 0; i < n && !rc; i++) {
+    double wait = 0, build = 0, t0 = timer_now();
+    for (long i = 0; i < warm + n && !rc; i++) {
+        if (i == warm) {
+            /* the timed part starts once the warm-up steps have run */
+            rc = dev_sync(t->d, e);
+            t0 = timer_now();
+            wait = build = 0;
+            if (rc) break;
+        }
         struct host_batch *b, fb;
         double w = 0;
         if (feed) {
@@ -1766,7 +1774,7 @@ int trainer_steps(struct trainer *t, long start, long n, double *wait_s, double 
             b = &fb;
         } else {
             rc = loader_next(ld, &b, &w, e);
-            if (!rc) build += b->build_s;
+            if (!rc && i >= warm) build += b->build_s;
         }
         if (rc) break;
         wait += w;
@@ -1775,10 +1783,15 @@ int trainer_steps(struct trainer *t, long start, long n, double *wait_s, double 
         if (feed) devfeed_release(feed);
         else loader_release(ld, b);
     }
-    if (feed) devfeed_times(feed, &build, NULL);
+    if (!rc) rc = dev_sync(t->d, e);
+    double el = timer_now() - t0;
+    if (feed) {
+        double b0 = 0;
+        devfeed_times(feed, &b0, NULL);
+        build = b0 * (double)n / (double)(warm + n); /* the feed counts all its batches */
+    }
     data_stop(&ld, &feed);
-    if (wait_s) *wait_s = wait;
-    if (build_s) *build_s = build;
+    if (tm) tm->wait_s = wait, tm->build_s = build, tm->elapsed_s = el;
     return rc;
 }
 

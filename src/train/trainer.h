@@ -145,10 +145,11 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
  * trainer_open sets everything up (collective, like trainer_run);
  * trainer_step_on runs one global step on a batch the caller built (this
  * rank's samples of global step `step`, global_valid samples in the global
- * batch; host or device fields, see train/model.h); trainer_steps runs n
- * steps from step `start` on the trainer's own data path (loader or device
- * feed), *wait_s the host's wait for data, *build_s the time spent building
- * the batches (may be NULL). Steps are queued on the device
+ * batch; host or device fields, see train/model.h); trainer_steps runs
+ * warm + n steps from step `start` on the trainer's own data path (loader
+ * or device feed) and times the last n: the host's wait for data, the time
+ * spent building batches, the elapsed time to a synchronisation (tm may be
+ * NULL). Steps are queued on the device
  * as trainer_run queues them (dev_sync(trainer_dev(t)) waits for them). */
 struct trainer;
 struct trainer_step_stats {
@@ -160,7 +161,10 @@ int trainer_open(const struct train_config *cfg, struct comm *c, struct trainer 
 void trainer_close(struct trainer *t);
 int trainer_step_on(struct trainer *t, const struct batch *b, long step, long global_valid,
                     struct trainer_step_stats *st, plumb_err *e);
-int trainer_steps(struct trainer *t, long start, long n, double *wait_s, double *build_s, plumb_err *e);
+struct trainer_steps_time {
+    double wait_s, build_s, elapsed_s;  /* of the n timed steps */
+};
+int trainer_steps(struct trainer *t, long start, long warm, long n, struct trainer_steps_time *tm, plumb_err *e);
 const struct model_ops *trainer_model(struct trainer *t, struct model **m);
 struct dev *trainer_dev(struct trainer *t);
 int trainer_digest(struct trainer *t, char hex[65], plumb_err *e);

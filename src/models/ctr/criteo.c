@@ -251,7 +251,6 @@ int criteo_next(struct criteo_reader *r, struct criteo_sample *s, int *got, plum
     }
 }
 
-long criteo_lines(const struct criteo_reader *r) { return r->lineno; }
 long criteo_skipped(const struct criteo_reader *r) { return r->skipped; }
 long criteo_truncated(const struct criteo_reader *r) { return r->truncated; }
 
