@@ -46,5 +46,26 @@ grep -q -- "--hidden N" "$TMP/thelp" && ! grep -q -- "--rows" "$TMP/thelp" && ok
   --health-interval 0 --out "$TMP/k" >"$TMP/k.out" 2>&1
 [ "$(jq -r .train.steps "$TMP/k/results.json")" = 1 ] && [ "$(jq -r '.checks[0].name' "$TMP/k/results.json")" = train-ctr ] \
   && ok "dlrm-kaggle with --steps 1: the given value wins; the check is train-ctr" || fail "dlrm-kaggle run" "$(tail -3 "$TMP/k.out")"
+# learning-rate schedules (the lr column of metrics.jsonl): linear warmup then cosine to --lr-min, or step decay
+S="--preset toy-mlp --steps 30 --warmup 5 --lr 0.1 --quiet --health-interval 0"
+"$PLUMB" train toy $S --schedule cosine --lr-min 0.01 --out "$TMP/cos" >"$TMP/cos.out" 2>&1
+"$PLUMB" train toy $S --schedule step --lr-step-every 10 --lr-step-gamma 0.5 --out "$TMP/stp" >"$TMP/stp.out" 2>&1
+python3 - "$TMP/cos/metrics.jsonl" "$TMP/stp/metrics.jsonl" >"$TMP/lr" 2>&1 <<'PY'
+import json, math, sys
+def lrs(p): return [json.loads(l)["lr"] for l in open(p) if '"type":"step"' in l]
+W, N, lr, lo = 5, 30, 0.1, 0.01
+def cos(s):
+    if s < W: return lr * (s + 1) / W
+    f = min(1.0, (s - W) / (N - W - 1))
+    return lo + 0.5 * (lr - lo) * (1 + math.cos(math.pi * f))
+def step(s): return lr * (s + 1) / W if s < W else lr * 0.5 ** ((s - W) // 10)
+a, b = lrs(sys.argv[1]), lrs(sys.argv[2])
+assert len(a) == N and len(b) == N, (len(a), len(b))
+assert all(abs(x - cos(s)) < 1e-9 for s, x in enumerate(a)), a
+assert all(abs(x - step(s)) < 1e-9 for s, x in enumerate(b)), b
+assert abs(a[-1] - lo) < 1e-9 and abs(b[-1] - 0.025) < 1e-9
+print(a[W], a[-1], b[-1])
+PY
+[ $? -eq 0 ] && ok "--schedule cosine and step: the lr of every step ($(cat "$TMP/lr"))" || fail "lr schedules" "$(tail -3 "$TMP/lr")"
 "$PLUMB_BUILD/plumb-tests" train_options >"$TMP/unit" 2>&1 && ok "option table unit tests" || fail "option table unit tests" "$(tail -5 "$TMP/unit")"
 finish
