@@ -37,6 +37,11 @@ for p in toy-mlp toy-bn; do
     && ok "$p: checkpoint on 3 ranks at step 30, resumed on 1 and on 2 ranks: the uninterrupted digest" \
     || fail "$p resume" "start $(J "$TMP/r1-$p/results.json" .train.start_step); $a / $b vs $want; $(tail -2 "$TMP/r1-$p.out")"
 done
+# an injected OOM on one rank of a whole-batch model: every rank still runs the model (its
+# statistics all-reduces match), the step is retried, the bits are the uninterrupted run's
+$MPI -np 3 "$PLUMB" train toy --preset toy-bn $G --inject oom@7:1x2 --out "$TMP/oom" >"$TMP/oom.out" 2>&1
+[ "$(dg "$TMP/oom.out")" = "$(dg "$TMP/toy-bn-1.out")" ] && ok "toy-bn: OOM injected twice on rank 1 of 3: retried, the same digest" \
+  || fail "toy-bn OOM retry" "$(dg "$TMP/oom.out"); $(tail -3 "$TMP/oom.out")"
 # fast numerics, 2 ranks, a model without a sparse region: the host gradient path = the device-collective path
 F="--preset toy-bn --steps 40 --quiet --param-digest --health-interval 0"
 $MPI -np 2 "$PLUMB" train toy $F --out "$TMP/fh" >"$TMP/fh.out" 2>&1

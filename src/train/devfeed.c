@@ -66,7 +66,7 @@ static void build_part(struct devfeed *f, struct feed_slot *sl, int count, int w
         int cnt = count - i0 < BUILD_CHUNK ? count - i0 : BUILD_CHUNK;
         void *dst[MODEL_MAX_FIELDS];
         for (int k = 0; k < f->fs.n_fields; k++) dst[k] = (char *)sl->h[k] + (size_t)i0 * feed_field_bytes(&f->fs, k);
-        f->fs.ops->fill(f->fs.src, f->split, sl->idx + i0, cnt, dst);
+        f->fs.ops->fill(f->fs.src, f->split, sl->st.epoch, sl->idx + i0, cnt, dst);
     }
 }
 
@@ -163,6 +163,7 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
     struct sampler_step st;
     int rc = sampler_get(f->s, step, f->rank, f->world, &st, sl->idx, sl->shard_valid, e);
     if (rc) return rc;
+    sl->st = st; /* the build threads read the epoch */
     int n = (int)st.local_valid, B = n;
     if (B < 1) B = 1; /* an empty rank still runs the step on one masked sample */
     struct dev *d = f->d;

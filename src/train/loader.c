@@ -82,7 +82,7 @@ static void *loader_main(void *arg)
         int rc = sampler_get(l->s, step, l->rank, l->world, &b->st, b->idx, b->shard_valid, &e);
         if (!rc) {
             b->n = (int)b->st.local_valid;
-            l->fs.ops->fill(l->fs.src, SPLIT_TRAIN, b->idx, b->n, b->field);
+            l->fs.ops->fill(l->fs.src, SPLIT_TRAIN, b->st.epoch, b->idx, b->n, b->field);
             /* zero padding (in range for any index field), masked by n_valid */
             size_t pad = (size_t)(b->cap - b->n);
             for (int k = 0; k < l->fs.n_fields; k++) {

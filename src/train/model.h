@@ -186,7 +186,10 @@ struct model_ops {
     /* Optional (NULL: 0): 1 when the model with this spec couples the samples
      * of a batch (see the gradient contract). Such a model is called on
      * every rank every step, also with no local samples (B = 0), so the
-     * collectives inside match; the OOM split tier does not apply to it. */
+     * collectives inside match; the OOM split tier does not apply to it (an
+     * injected OOM still runs it, then retries). A real allocation failure
+     * inside it on one rank leaves the others in its collectives: the
+     * watchdog ends the job. */
     int (*whole_batch)(const void *spec);
 };
 
@@ -210,8 +213,11 @@ struct data_ops {
     long (*count)(const struct data_source *s, int split);
     const struct batch_field *(*fields)(const struct data_source *s, int *n);
     /* Fills samples idx[0..count) of split into field[k] + i * width_k:
-     * thread-safe (several build threads fill parts of one batch). */
-    void (*fill)(const struct data_source *s, int split, const uint32_t *idx, int count, void *const *field);
+     * thread-safe (several build threads fill parts of one batch). epoch:
+     * the sampler's epoch of the step (train split; 0 for eval), so an
+     * augmentation can be a function of (seed, epoch, sample). */
+    void (*fill)(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                 void *const *field);
     void (*info)(const struct data_source *s, struct data_info *out);
     /* Optional: the outputs the data's own generating model gives samples
      * idx (the form predict writes), e.g. a synthetic teacher. */

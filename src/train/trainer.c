@@ -133,6 +133,7 @@ struct trainer {
     int g_engine_err;         /* fold_shard failed in the engine (not the model) */
     int whole;                /* the model couples a batch's samples (model_ops.whole_batch) */
     int fuse;                 /* the sparse SGD runs inside the backward (--fuse-sparse-sgd) */
+    float *buf_snap;          /* the model's buffers at the start of a step (device) */
     /* metrics */
     FILE *metrics;
     char cfg_str[1024];
@@ -217,6 +218,7 @@ static void trainer_free(struct trainer *t)
         if (t->nc) nccl_comm_free(t->nc);
         dev_free(t->d, t->d_rows_in), dev_free(t->d, t->d_rows), dev_free(t->d, t->d_sg_in);
         dev_free(t->d, t->d_sg), dev_free(t->d, t->d_scratch);
+        if (t->buf_snap) dev_free(t->d, t->buf_snap);
         if (t->d_send) dev_free(t->d, t->d_send);
         if (t->d_recv) dev_free(t->d, t->d_recv);
     }
@@ -324,6 +326,7 @@ static int setup(struct trainer *t, plumb_err *e)
     if ((rc = t->mo->create(t->d, t->spec, t->max_batch, cfg->precision, &t->m, e))) return rc;
     if ((rc = t->mo->init(t->m, cfg->seed, e))) return rc;
     t->L = t->mo->layout(t->m);
+    if (t->L->n_buffers && (rc = dev_alloc(t->d, t->L->n_buffers * sizeof(float), (void **)&t->buf_snap, e))) return rc;
     t->n_dense = t->L->n_dense;
     t->n_params = t->L->n_params;
     t->D = t->L->sparse_dim;
@@ -374,7 +377,7 @@ static int setup(struct trainer *t, plumb_err *e)
     if (!ok || !t->ev.idx || !t->ev_out) return err_set(e, PLUMB_ENOMEM, "trainer: cannot hold %ld eval samples", t->ev_n);
     t->ev.cap = t->ev.n = (int)t->ev_n;
     for (long i = 0; i < t->ev_n; i++) t->ev.idx[i] = (uint32_t)(t->ev_lo + i);
-    t->wl->data->fill(t->ds, SPLIT_EVAL, t->ev.idx, (int)t->ev_n, t->ev.field);
+    t->wl->data->fill(t->ds, SPLIT_EVAL, 0, t->ev.idx, (int)t->ev_n, t->ev.field);
     if ((rc = t->wl->eval->create(t->spec, t->ev_n, &t->acc, e))) return rc;
     config_string(t);
     return PLUMB_OK;
@@ -992,7 +995,7 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
     t->hd = NULL;
     int ok = 0;
     int rc = d->be->memset_async(d, NULL, t->d_scratch, 0, SCR_BYTES, e);
-    if (!rc && !skip && (b->n > 0 || t->whole) && k == 1) {
+    if (!rc && (!skip || t->whole) && (b->n > 0 || t->whole) && k == 1) {
         /* one pass over the local batch */
         struct model_loss l;
         plumb_err me = {0};
@@ -1114,7 +1117,8 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
     }
     int rc = PLUMB_OK;
     if (cfg->numerics == NUMERICS_GOLDEN) {
-        if (skip) return PLUMB_OK;
+        /* a whole-batch model still runs: its collectives must match the other ranks' */
+        if (skip && !t->whole) return PLUMB_OK;
         memset(t->q_dense, 0, t->n_dense * sizeof(int64_t));
         t->q_n = 0;
         t->q_mul = ldexp(1.0, FIX_BITS) / si->scale;
@@ -1465,8 +1469,16 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     int n_oom = inject_take(INJECT_OOM, b->st.step, t->rank);
     if (n_oom > 0) t->oom_inject_left = n_oom;
     int splits = 0;
+    /* buffers a forward updates (BatchNorm running statistics): a retried
+     * step starts again from their values before its first attempt */
+    float *bufs = t->mo->buffers(t->m);
+    size_t nb = t->L->n_buffers * sizeof(float);
+    if (bufs && nb && (rc = t->d->be->memcpy_async(t->d, NULL, t->buf_snap, bufs, nb, MEMCPY_D2D, e))) return rc;
     for (int attempt = 0;; attempt++) {
         memset(si->flags, 0, sizeof si->flags);
+        if (attempt > 0 && bufs && nb &&
+            (rc = t->d->be->memcpy_async(t->d, NULL, bufs, t->buf_snap, nb, MEMCPY_D2D, e)))
+            return rc;
         if ((rc = step_local(t, b, si, &loss_fix, &count, e))) return rc;
         if ((rc = step_agree(t, b->st.step, si, &loss_fix, &count, e))) return rc;
         if (si->flags[SF_ERROR]) {

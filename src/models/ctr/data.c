@@ -256,8 +256,10 @@ static const struct batch_field *d_fields(const struct data_source *s, int *n)
     return ctr_fields;
 }
 
-static void d_fill(const struct data_source *s, int split, const uint32_t *idx, int count, void *const *field)
+static void d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                   void *const *field)
 {
+    (void)epoch; /* no augmentation */
     data_fill(s->ds, split, idx, count, s->rows, field[CTR_F_DENSE], field[CTR_F_SPARSE], field[CTR_F_LABEL]);
 }
 

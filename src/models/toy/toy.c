@@ -419,8 +419,10 @@ static const struct batch_field *d_fields(const struct data_source *s, int *n)
     return toy_fields;
 }
 
-static void d_fill(const struct data_source *s, int split, const uint32_t *idx, int count, void *const *field)
+static void d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                   void *const *field)
 {
+    (void)epoch; /* no augmentation */
     float *x = field[0], *y = field[1];
     for (int i = 0; i < count; i++) {
         float *xi = x + (size_t)i * TOY_IN;
