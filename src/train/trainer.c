@@ -506,7 +506,6 @@ static int reference_eval(struct trainer *t, struct eval_metrics *ref, plumb_err
     memset(ref, 0, sizeof *ref);
     const struct eval_ops *ev = t->wl->eval;
     if (!t->di.has_reference || !t->wl->data->reference_outputs || !ev->reference_metric) return PLUMB_OK;
-    int W = t->L->out_width > 0 ? t->L->out_width : 1;
     int rc = t->wl->data->reference_outputs(t->ds, SPLIT_EVAL, t->ev.idx, (int)t->ev_n, t->ev_out, e);
     ev->reset(t->acc);
     struct batch hb;
@@ -514,7 +513,6 @@ static int reference_eval(struct trainer *t, struct eval_metrics *ref, plumb_err
     if (!rc) rc = ev->add(t->acc, &hb, t->ev_out, (int)t->ev_n, e);
     struct eval_metrics m;
     if (!rc) rc = ev->reduce(t->acc, &t->mcomm, &m, e);
-    (void)W;
     if (rc) return err_wrap(e, "evaluating the data's reference model");
     ref->n = 1;
     ref->count = m.count;
