@@ -74,7 +74,8 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
     int rc = args_parse(usage, summary, p->opts, argc, argv, pos, 2, &npos, e);
     if (rc) return rc;
     if (npos != 1 || strcmp(pos[0], wl->name))
-        return err_set(e, PLUMB_EUSAGE, "expected one WORKLOAD (%s) first, got %d", names, npos);
+        return err_set(e, PLUMB_EUSAGE, "expected one WORKLOAD (%s), got %d words that are not options%s%s", names, npos,
+                       npos > 1 ? ", e.g. " : "", npos > 1 ? pos[1] : "");
     train_config_defaults(cfg, wl);
     for (int i = 0; i < n; i++) {
         const struct train_option *o = train_option_at(wl, i);
@@ -89,16 +90,39 @@ int cmd_train(int argc, char **argv)
     plumb_err e = {0};
     char names[256];
     workload_names(names, sizeof names);
-    const char *wname = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
+    /* the WORKLOAD: the first word that is neither an option nor an
+     * option's value (options of any workload count); an unknown option
+     * before it is named */
+    const char *wname = NULL;
+    int help = 0;
+    for (int i = 1; i < argc && !wname; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help = 1;
+            continue;
+        }
+        if (a[0] != '-' || !a[1]) {
+            wname = a;
+            break;
+        }
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(a, "="), a);
+        const struct train_option *o = train_option_find(NULL, name, NULL);
+        for (int w = 0; !o && workload_at(w); w++) o = train_option_find(workload_at(w), name, NULL);
+        if (!o) {
+            err_set(&e, PLUMB_EUSAGE, "unknown option '%s' (see plumb train WORKLOAD --help)", name);
+            return cli_fail("train", &e);
+        }
+        if (o->kind != TOPT_FLAG && !strchr(a, '=')) i++; /* its value */
+    }
     if (!wname) {
-        int help = argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
         if (help) {
             printf("usage: plumb train WORKLOAD [options]\n\nTrain a reference workload. WORKLOAD: %s.\n"
                    "plumb train WORKLOAD --help lists its options with their defaults.\n", names);
             for (int i = 0; workload_at(i); i++) printf("  %-10s %s\n", workload_at(i)->name, workload_at(i)->summary);
             return 0;
         }
-        err_set(&e, PLUMB_EUSAGE, "expected a WORKLOAD first (%s)", names);
+        err_set(&e, PLUMB_EUSAGE, "expected a WORKLOAD (%s)", names);
         return cli_fail("train", &e);
     }
     const struct workload *wl = workload_find(wname);
