@@ -43,10 +43,11 @@
  *     0) is called once per shard. A model that couples the samples of a
  *     batch (synchronised BatchNorm) sets whole_batch: it is called once
  *     with the whole local batch and its shard layout (batch.nshards,
- *     batch.shard_valid) and, for each shard j in order, leaves that shard's
- *     gradient contribution in grads / the sparse list and calls
- *     step_ctx.fold_shard(ctx, j, loss_j); statistics that couple the
- *     shards come from step_ctx.comm (exact sums across ranks);
+ *     batch.shard_valid) and, for each non-empty shard j in order, leaves
+ *     that shard's gradient contribution (the sum over its samples) in grads
+ *     / the sparse list and calls step_ctx.fold_shard(ctx, j, loss_j);
+ *     statistics that couple the shards come from step_ctx.comm (exact sums
+ *     across ranks, so they do not depend on the rank count either);
  *   - fast numerics: one call over the rank's local batch, the gradients
  *     summed across ranks in fp32.
  * With golden numerics (dev_set_numerics) a call's result is bit-identical

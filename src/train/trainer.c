@@ -1732,6 +1732,8 @@ int trainer_step_on(struct trainer *t, const struct batch *b, long step, long gl
     hb.st.local_valid = b->n_valid;
     hb.n = b->n_valid;
     hb.cap = b->B;
+    if (b->on_device && t->cfg->numerics == NUMERICS_GOLDEN)
+        return err_set(e, PLUMB_EUSAGE, "trainer_step_on: golden numerics sum micro-shards of a host batch (got a device batch)");
     if (b->on_device) {
         t->db = *b;
     } else {
