@@ -727,6 +727,10 @@ const struct train_ops gpu_train_ops = {
 #else
     g_linear_fwd16, g_linear_bwd16, g_embedding_interact_fwd16, g_interact_bwd16,
 #endif
+    /* vision ops (resnet): train_conv.cu, train_vision.cu */
+    g_conv2d_fwd, g_conv2d_bwd_data, g_conv2d_bwd_filter, g_bn_stats, g_bn_mean, g_bn_var, g_bn_rstd, g_bn_apply,
+    g_bn_bwd_stats, g_bn_bwd_data, g_bn_bwd_params, g_maxpool_fwd, g_maxpool_bwd, g_avgpool_fwd, g_avgpool_bwd, g_add,
+    g_cls_xent,
     g_sgd_momentum,
 };
 #endif

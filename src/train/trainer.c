@@ -16,7 +16,7 @@
 #include "train/optim.h"
 #include "train/sampler.h"
 #include "train/scaler.h"
-#include "train/watchdog.h"
+#include "core/watchdog.h"
 #include "health/monitor.h"
 #include <math.h>
 #include <signal.h>
