@@ -932,12 +932,12 @@ TEST(ctr_dev_batch_matches_host_batch)
 /* comm/nccl without an NCCL library (CI) fails cleanly with a message naming
  * the library and the override; with one (GPU host) it loads and reports its
  * version. The rank mapping refuses more local ranks than visible GPUs. */
-#include "comm/comm_nccl.h"
+#include "comm/comm.h"
 TEST(nccl_load_clean_error_or_version)
 {
     plumb_err e = {0};
     char desc[600] = "";
-    int rc = nccl_load("cuda", desc, sizeof desc, &e);
+    int rc = comm_nccl_load("cuda", desc, sizeof desc, &e);
     if (rc == PLUMB_OK) {
         CHECK_MSG(strstr(desc, "NCCL ") != NULL, "description '%s'", desc);
     } else {
@@ -946,7 +946,7 @@ TEST(nccl_load_clean_error_or_version)
     }
     char spec[32];
     plumb_err e2 = {0};
-    rc = nccl_device_for_rank("cuda", 0, 1000, spec, &e2);
+    rc = dev_spec_for_local_rank("cuda", 0, 1000, spec, &e2);
     CHECK(rc != PLUMB_OK);
     CHECK_MSG(e2.msg[0] != '\0', "no message for 1000 local ranks");
 }

@@ -6,7 +6,6 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "comm/comm_nccl.h"
 #include "dev/train_ops.h"
 #include "train/ckpt.h"
 #include "train/devfeed.h"
@@ -38,7 +37,6 @@
 #define SCR_N 16    /* int64 distinct sparse rows */
 #define SCR_BYTES 24
 #define MAX_BUCKETS 64 /* grad-ready buckets of a model */
-enum { GP_LOCAL = 0, GP_HOST = 1, GP_DEVICE = 2 };
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig)
@@ -101,8 +99,8 @@ struct trainer {
     double *d_sumsq;          /* -> d_scratch + SCR_SUMSQ */
     void *d_scratch;          /* the step's status block, read back in one piece */
     /* fast gradient path (see "the fast gradient path" below) */
-    int gp;                   /* GP_LOCAL, GP_HOST, GP_DEVICE */
-    struct nccl_comm *nc;     /* GP_DEVICE over NCCL/RCCL; NULL: the host comm stands in (cpu device) */
+    int exch;                 /* fast numerics exchange gradients (over dc) */
+    struct comm *dc;          /* the gradients' device comm (comm_open_device), NULL: none */
     int n_layers, nb, launched;
     int close_at[MAX_BUCKETS];                 /* model bucket k closes comm bucket close_at[k] (-1: none) */
     size_t b_lo[MAX_BUCKETS], b_hi[MAX_BUCKETS]; /* dense comm buckets, in launch order */
@@ -112,17 +110,13 @@ struct trainer {
     const int64_t *s_rows;    /* the step's reduced sparse list for the optimizer (device) */
     const float *s_grads;
     size_t s_n;
-    void *d_send, *d_recv;    /* GP_DEVICE sparse exchange */
+    void *d_send, *d_recv;    /* the sparse exchange */
     size_t send_cap, recv_cap;
     double ss;                /* squared global norm when have_ss */
     int have_ss;
     int use_feed;             /* fast numerics fed by train/devfeed (GPU; PLUMB_TRAIN_DEVFEED=1 on any device) */
     int feed_threads;
     struct batch db;          /* the step's device batch when use_feed */
-    float *hd;                /* GP_HOST host views of the dense grads and the sparse list */
-    const int64_t *hr;
-    const float *hg;
-    size_t hn;
     /* eval (this rank's contiguous share of the eval split) */
     long ev_lo, ev_n;
     struct host_batch ev;     /* its samples, field by field */
@@ -215,7 +209,7 @@ static void trainer_free(struct trainer *t)
 {
     if (t->metrics) fclose(t->metrics);
     if (t->d) {
-        if (t->nc) nccl_comm_free(t->nc);
+        if (t->dc) comm_finalize(t->dc);
         dev_free(t->d, t->d_rows_in), dev_free(t->d, t->d_rows), dev_free(t->d, t->d_sg_in);
         dev_free(t->d, t->d_sg), dev_free(t->d, t->d_scratch);
         if (t->buf_snap) dev_free(t->d, t->buf_snap);
@@ -245,7 +239,7 @@ static int open_device(struct trainer *t, plumb_err *e)
     if ((!strcmp(cfg->device, "cuda") || !strcmp(cfg->device, "hip")) && t->c->local_world > 1) {
         char s32[32];
         plumb_err me = {0};
-        rc = nccl_device_for_rank(cfg->device, t->c->local_rank, t->c->local_world, s32, &me);
+        rc = dev_spec_for_local_rank(cfg->device, t->c->local_rank, t->c->local_world, s32, &me);
         if (rc == PLUMB_EUSAGE) {
             if (e) *e = me;
             return rc;
@@ -410,7 +404,7 @@ static int setup_comm(struct trainer *t, plumb_err *e)
         else if (t->world == 1) snprintf(why, sizeof why, "auto: 1 rank, nothing to exchange");
         else {
             plumb_err le = {0};
-            use_nccl = nccl_load(be, NULL, 0, &le) == PLUMB_OK;
+            use_nccl = comm_nccl_load(be, NULL, 0, &le) == PLUMB_OK;
             if (!use_nccl) snprintf(why, sizeof why, "auto: %s", le.msg);
             /* every rank must take the same path */
             uint32_t v = (uint32_t)use_nccl;
@@ -422,28 +416,28 @@ static int setup_comm(struct trainer *t, plumb_err *e)
     } else {
         snprintf(why, sizeof why, "--comm %s", kind);
     }
-    if (use_nccl) {
+    /* the gradients' comm (fast numerics): a device comm over the host comm,
+     * NCCL/RCCL or the host comm itself serving the device (directly on
+     * the cpu device, staged through pinned memory on a GPU); one path for
+     * every case, with nothing to exchange on 1 rank unless asked for */
+    int forced = fast && stand && !strcmp(stand, "host");
+    if (forced && !is_cpu(t))
+        return err_set(e, PLUMB_EUSAGE, "PLUMB_TRAIN_DEVICE_COMM=host needs the cpu device (not %s)", t->d->label);
+    if (forced) snprintf(why + strlen(why), sizeof why - strlen(why), "; PLUMB_TRAIN_DEVICE_COMM=host");
+    t->exch = fast && (t->world > 1 || use_nccl || forced);
+    if (t->exch) {
         double to = cfg->watchdog_s > 0 ? cfg->watchdog_s : 300;
-        if ((rc = nccl_comm_init(t->c, t->d, to, &t->nc, e))) return err_wrap(e, "--comm %s", kind);
-        t->gp = GP_DEVICE;
-    } else if (fast && stand && !strcmp(stand, "host")) {
-        /* test hook: the device-collective path with the host comm standing
-         * in for NCCL, possible on the cpu device only (its memory is host memory) */
-        if (!is_cpu(t))
-            return err_set(e, PLUMB_EUSAGE, "PLUMB_TRAIN_DEVICE_COMM=host needs the cpu device (not %s)", t->d->label);
-        t->gp = GP_DEVICE;
-        snprintf(why + strlen(why), sizeof why - strlen(why), "; PLUMB_TRAIN_DEVICE_COMM=host");
-    } else {
-        t->gp = t->world > 1 ? GP_HOST : GP_LOCAL;
+        if ((rc = comm_open_device(t->c, t->d, use_nccl ? "nccl" : "host", to, &t->dc, e)))
+            return err_wrap(e, "--comm %s", kind);
     }
     /* --fuse-sparse-sgd auto: only where nothing must see the sparse
      * gradient before it is applied (one rank, nothing exchanged, plain SGD,
      * no dynamic loss scale to check, no clipping; the norm for
      * metrics.jsonl also needs it, checked per step) */
-    t->fuse = cfg->fuse_sparse_sgd && !strcmp(cfg->fuse_sparse_sgd, "auto") && fast && t->gp == GP_LOCAL &&
+    t->fuse = cfg->fuse_sparse_sgd && !strcmp(cfg->fuse_sparse_sgd, "auto") && fast && !t->exch &&
               t->world == 1 && !strcmp(cfg->optimizer, "sgd") && !(cfg->momentum > 0) && !t->sc.enabled &&
               !(cfg->clip_grad_norm > 0) && t->mo->fuse_sparse_sgd && t->D > 0;
-    if (t->gp == GP_DEVICE) {
+    if (t->exch) {
         /* dense buckets: layers in backward order merged up to PLUMB_NCCL_BUCKET_MB (default 25; 0 = one bucket) */
         size_t off[MAX_BUCKETS], len[MAX_BUCKETS];
         t->n_layers = t->mo->grad_buckets(t->m, off, len, MAX_BUCKETS);
@@ -483,13 +477,13 @@ static int setup_comm(struct trainer *t, plumb_err *e)
         const char *hc = t->c->ops->name;
         if (cfg->numerics == NUMERICS_GOLDEN)
             log_info("comm: %s (golden: int64 fixed-point sums, staged through host memory) [%s]", hc, why);
-        else if (t->gp == GP_DEVICE && t->nc)
-            log_info("comm: gradients on the device over %s, %d bucket%s, control over %s [%s]", nccl_describe(t->nc),
-                     t->nb, t->nb == 1 ? "" : "s", hc, why);
-        else if (t->gp == GP_DEVICE)
+        else if (t->exch && use_nccl)
+            log_info("comm: gradients on the device over %s, %d bucket%s, control over %s [%s]", t->dc->desc, t->nb,
+                     t->nb == 1 ? "" : "s", hc, why);
+        else if (forced)
             log_info("comm: device-collective path with the host comm %s standing in for NCCL, %d bucket%s [%s]", hc,
                      t->nb, t->nb == 1 ? "" : "s", why);
-        else if (t->gp == GP_HOST)
+        else if (t->exch)
             log_info("comm: %s, gradients staged through host memory%s [%s]", hc,
                      is_cpu(t) ? " (the cpu device's own)" : "", why);
         else
@@ -840,19 +834,16 @@ static size_t merge_records(int64_t *rec, size_t n, int D)
 }
 
 /* ---- the fast gradient path (docs/TRAINING.md, "Where the gradients go") ----
- * GP_LOCAL  (1 rank, no device comm): the gradients never leave the device;
- *           the model's sparse list goes straight to the optimizer.
- * GP_DEVICE (a device comm: NCCL/RCCL, or the host comm standing in for it
- *           on the cpu device): dense buckets all-reduced on the device as
- *           backward completes them (the model's grad-ready hook), sparse lists
- *           gathered on the device (padded to the largest) and coalesced
- *           there; unscale + inf check after the reduction (every rank sees
- *           the same sums, so the same decision).
- * GP_HOST   (ranks over the host comm: cpu device, or a GPU without NCCL):
- *           staged through host memory (no copies on the cpu device, whose
- *           memory is host memory), reduced with MPI, coalesced on the device.
- * Each path reads back one small status block per step where it can
- * (scratch: sumsq, found-inf, sparse count). */
+ * One path over the gradients' device comm (t->dc, comm/comm.h: NCCL/RCCL,
+ * or the host comm serving the device: directly on the cpu device, staged
+ * through pinned memory on a GPU without NCCL): dense buckets all-reduced
+ * as backward completes them (the model's grad-ready hook), sparse lists
+ * gathered on the device (padded to the largest) and coalesced there;
+ * unscale + inf check after the reduction (every rank sees the same sums,
+ * so the same decision). With nothing to exchange (1 rank, t->exch 0) the
+ * gradients stay where the model left them: its sparse list goes straight
+ * to the optimizer. Each step reads back one small status block (scratch:
+ * sumsq, found-inf, sparse count). */
 struct scratch_host {
     double sumsq;
     int found, pad;
@@ -881,14 +872,9 @@ static int launch_upto(struct trainer *t, int j, dev_stream *s, plumb_err *e)
         int k = t->launched;
         float *g = t->mo->grads(t->m) + t->b_lo[k];
         size_t n = t->b_hi[k] - t->b_lo[k];
-        int rc;
-        if (t->nc) {
-            rc = nccl_allreduce_async(t->nc, g, n, DT_F32, s, e);
-        } else {
-            char what[64];
-            snprintf(what, sizeof what, "allreduce grads bucket %d", k);
-            rc = comm_allreduce(t->c, g, n, DT_F32, COMM_SUM, what, e);
-        }
+        char what[64];
+        snprintf(what, sizeof what, "allreduce grads bucket %d", k);
+        int rc = comm_allreduce_start(t->dc, g, n, DT_F32, COMM_SUM, s, what, e);
         if (rc) return err_wrap(e, "all-reduce of gradient bucket %d [%zu, %zu)", k, t->b_lo[k], t->b_hi[k]);
         t->launched++;
     }
@@ -928,13 +914,13 @@ static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off,
 /* OOM split (rare): micro-batch by micro-batch, the dense gradients summed on
  * the host (t->h_acc) and the sparse lists appended (h_rows/h_sgrads); each
  * unscaled and inf-checked on the device first unless the reduction does it
- * (GP_DEVICE). *ok = 1 when every micro-batch ran. */
+ * (an exchange: after it). *ok = 1 when every micro-batch ran. */
 static int split_accumulate(struct trainer *t, struct host_batch *b, struct step_info *si, int k, double gscale,
                             int64_t *loss_fix, int64_t *count, int *ok, plumb_err *e)
 {
     size_t D = (size_t)t->D;
     float inv = (float)(1.0 / si->scale);
-    int unscale = t->gp != GP_DEVICE;
+    int unscale = !t->exch;
     int rc = PLUMB_OK;
     *ok = 0;
     memset(t->h_acc, 0, t->n_dense * sizeof(float));
@@ -990,14 +976,13 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
     t->l_n = 0;
     t->h_n = 0;
     t->have_ss = 0;
-    t->hd = NULL;
     int ok = 0;
     int rc = d->be->memset_async(d, NULL, t->d_scratch, 0, SCR_BYTES, e);
     if (!rc && (!skip || t->whole) && (b->n > 0 || t->whole) && k == 1) {
         /* one pass over the local batch */
         struct model_loss l;
         plumb_err me = {0};
-        struct step_ctx sc = {.ctx = t, .grad_ready = t->gp == GP_DEVICE ? grad_ready : NULL, .comm = &t->mcomm};
+        struct step_ctx sc = {.ctx = t, .grad_ready = t->exch ? grad_ready : NULL, .comm = &t->mcomm};
         int mrc = PLUMB_OK;
         if (t->fuse && !want_norm(t)) {
             /* the sparse rows' SGD inside the backward (--fuse-sparse-sgd) */
@@ -1015,7 +1000,7 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
             *count += l.count;
             t->mo->sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
             ok = 1;
-            if (t->gp != GP_DEVICE) {
+            if (!t->exch) {
                 /* unscale + inf check of the local gradients, on the device */
                 rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
                 if (!rc) rc = t->to->scale_check(d, NULL, t->l_grads, t->l_n * D, inv, t->d_found, e);
@@ -1023,7 +1008,7 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         }
     } else if (!rc && !skip && b->n > 0) {
         rc = split_accumulate(t, b, si, k, gscale, loss_fix, count, &ok, e);
-        if (!rc && ok && t->gp != GP_HOST) {
+        if (!rc && ok) {
             /* the sums back to the device: dense into the model's grads, the list into d_rows/d_sg */
             rc = to_dev(t, grads, t->h_acc, t->n_dense * sizeof(float), e);
             if (!rc) rc = to_dev(t, t->d_rows, t->h_rows, t->h_n * sizeof(int64_t), e);
@@ -1038,17 +1023,17 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
     }
     si->compute_s = timer_now() - t0;
     if (rc) return rc;
-    if (t->gp == GP_DEVICE) {
+    if (t->exch) {
         /* every rank enqueues every bucket, also after a local failure (the
          * status word then discards the step): no rank waits alone */
         double t1 = timer_now();
         rc = launch_upto(t, t->nb - 1, NULL, e);
-        if (!rc && t->nc) rc = nccl_wait(t->nc, "allreduce grads (nccl)", e);
+        if (!rc) rc = comm_wait(t->dc, "allreduce grads", e);
         si->comm_s += timer_now() - t1;
         return rc;
     }
     if (!ok) return PLUMB_OK;
-    if (t->gp == GP_LOCAL) {
+    {
         /* 1 rank: the list for the optimizer; the norm and the found flag in one read */
         t->s_rows = t->l_rows, t->s_grads = t->l_grads, t->s_n = t->l_n;
         if (k > 1 && t->D > 0) {
@@ -1075,24 +1060,6 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         si->compute_s = timer_now() - t0; /* the gradient checks and the norm count as compute */
         return PLUMB_OK;
     }
-    /* GP_HOST: the found flag now (it goes into the status word), then host
-     * views (the staging counts as comm) */
-    double ts = timer_now();
-    int found = 0;
-    if ((rc = to_host(t, &found, t->d_found, sizeof found, e))) return rc;
-    if (found) si->flags[SF_NONFINITE] = 1;
-    if (k > 1) {
-        t->hd = t->h_acc, t->hr = t->h_rows, t->hg = t->h_sgrads, t->hn = t->h_n;
-    } else if (is_cpu(t)) {
-        t->hd = grads, t->hr = t->l_rows, t->hg = t->l_grads, t->hn = t->l_n;
-    } else {
-        rc = to_host(t, t->h_dense, grads, t->n_dense * sizeof(float), e);
-        if (!rc) rc = to_host(t, t->h_rows, t->l_rows, t->l_n * sizeof(int64_t), e);
-        if (!rc) rc = to_host(t, t->h_sgrads, t->l_grads, t->l_n * D * sizeof(float), e);
-        t->hd = t->h_dense, t->hr = t->h_rows, t->hg = t->h_sgrads, t->hn = t->l_n;
-    }
-    si->comm_s += timer_now() - ts;
-    return rc;
 }
 
 /* Phase 1: this rank's forward/backward. Sets flags; never returns an error
@@ -1201,64 +1168,6 @@ static int step_agree(struct trainer *t, long step, struct step_info *si, int64_
     return PLUMB_OK;
 }
 
-/* Fast GP_HOST: dense sums over the host comm in buckets, the sparse lists
- * gathered (by rank) and coalesced on the device. */
-static int host_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
-{
-    int rc;
-    size_t D = (size_t)t->D;
-    double t0 = timer_now();
-    char what[64];
-    for (size_t off = 0, k = 0; off < t->n_dense; off += BUCKET, k++) {
-        size_t n = t->n_dense - off < BUCKET ? t->n_dense - off : BUCKET;
-        snprintf(what, sizeof what, "allreduce grads bucket %zu", k);
-        if ((rc = comm_allreduce(t->c, t->hd + off, n, DT_F32, COMM_SUM, what, e))) return rc;
-    }
-    size_t w = sizeof(int64_t) + D * sizeof(float);
-    char *rec = malloc((t->hn ? t->hn : 1) * w);
-    if (!rec) return err_set(e, PLUMB_ENOMEM, "out of memory");
-    for (size_t u = 0; u < t->hn; u++) {
-        memcpy(rec + u * w, &t->hr[u], sizeof(int64_t));
-        memcpy(rec + u * w + sizeof(int64_t), t->hg + u * D, D * sizeof(float));
-    }
-    void *all;
-    size_t total;
-    rc = comm_allgatherv_alloc(t->c, rec, t->hn * w, &all, &total, NULL, "allgather sparse grads", e);
-    free(rec);
-    if (rc) return rc;
-    si->comm_s += timer_now() - t0;
-    size_t an = total / w;
-    if (an > (size_t)t->sparse_cap) {
-        free(all);
-        return err_set(e, PLUMB_EINTERNAL, "sparse rows %zu exceed capacity %ld", an, t->sparse_cap);
-    }
-    /* unpacked straight into the device buffers on the cpu device */
-    int64_t *ur = is_cpu(t) ? t->d_rows_in : t->h_rows;
-    float *ug = is_cpu(t) ? t->d_sg_in : t->h_sgrads;
-    const char *a = all;
-    for (size_t u = 0; u < an; u++) {
-        memcpy(&ur[u], a + u * w, sizeof(int64_t));
-        memcpy(ug + u * D, a + u * w + sizeof(int64_t), D * sizeof(float));
-    }
-    free(all);
-    float *grads = t->mo->grads(t->m);
-    if (t->hd != grads && (rc = to_dev(t, grads, t->hd, t->n_dense * sizeof(float), e))) return rc;
-    if (!is_cpu(t)) {
-        if ((rc = to_dev(t, t->d_rows_in, ur, an * sizeof(int64_t), e))) return rc;
-        if ((rc = to_dev(t, t->d_sg_in, ug, an * D * sizeof(float), e))) return rc;
-    }
-    if (t->D == 0) { /* a model without a sparse region */
-        t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = 0;
-        return PLUMB_OK;
-    }
-    if ((rc = t->to->sparse_coalesce(t->d, NULL, t->d_rows_in, t->d_sg_in, an, t->D, t->d_rows, t->d_sg, t->d_n, e)))
-        return rc;
-    int64_t un;
-    if ((rc = to_host(t, &un, t->d_n, sizeof un, e))) return rc;
-    t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = (size_t)un;
-    return PLUMB_OK;
-}
-
 /* device buffer of at least `need` bytes (grown by a quarter; all ranks grow alike) */
 static int ensure_dev(struct trainer *t, void **p, size_t *cap, size_t need, plumb_err *e)
 {
@@ -1273,7 +1182,7 @@ static int ensure_dev(struct trainer *t, void **p, size_t *cap, size_t need, plu
     return PLUMB_OK;
 }
 
-/* Fast GP_DEVICE, after the dense all-reduce (phase 1): the sparse lists
+/* Fast numerics with an exchange, after the dense all-reduce (phase 1): the sparse lists
  * gathered on the device, padded to the longest (counts over the host comm),
  * compacted in rank order and coalesced; unscale + inf check of the global
  * sums; the norm; one read of {sumsq, found, distinct rows}. */
@@ -1304,8 +1213,7 @@ static int device_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
         if (!rc && t->l_n)
             rc = d->be->memcpy_async(d, NULL, snd + rb, t->l_grads, t->l_n * D * sizeof(float), MEMCPY_D2D, e);
         if (!rc)
-            rc = t->nc ? nccl_allgather(t->nc, snd, blk, rcv, "allgather sparse grads (nccl)", e)
-                       : comm_allgather(t->c, snd, blk, rcv, "allgather sparse grads", e);
+            rc = comm_allgather(t->dc, snd, blk, rcv, "allgather sparse grads", e);
         /* compact by rank: the order of the gathered list is the rank order, never timing */
         size_t off = 0;
         for (size_t r = 0; r < W && !rc; r++) {
@@ -1354,8 +1262,7 @@ static int step_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
     double t0 = timer_now();
     char what[64];
     if (t->cfg->numerics != NUMERICS_GOLDEN) {
-        if (t->gp == GP_LOCAL) return PLUMB_OK; /* nothing to exchange */
-        return t->gp == GP_DEVICE ? device_reduce(t, si, e) : host_reduce(t, si, e);
+        return t->exch ? device_reduce(t, si, e) : PLUMB_OK; /* 1 rank: nothing to exchange */
     }
     {
         for (size_t off = 0, k = 0; off < t->n_dense; off += BUCKET, k++) {
@@ -1532,7 +1439,7 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
     if (!si->flags[SF_NONFINITE]) {
         if ((rc = step_reduce(t, si, e))) return rc;
-        /* GP_DEVICE learns of non-finite sums only here (the same on every rank) */
+        /* an exchange learns of non-finite sums only here (the same on every rank) */
         if (!si->flags[SF_NONFINITE] && (rc = step_apply(t, si, e))) return rc;
     }
     /* the scaler (all ranks decide the same: the flags are global) */

@@ -16,12 +16,13 @@
  * Recovery tiers (OOM retry/split/skip, non-finite skip, rollback) hook in
  * between agree and commit on the status word (step_status below).
  * Fast numerics keep the gradients on the device (trainer.c, "the fast
- * gradient path"): 1 rank exchanges nothing; with a device comm (--comm
- * nccl/auto) the dense buckets are all-reduced during backward (the model's
+ * gradient path"): 1 rank exchanges nothing; otherwise one path over the
+ * gradients' device comm (comm/comm.h comm_open_device: NCCL/RCCL, or the
+ * host comm serving the device, staged through pinned memory on a GPU):
+ * the dense buckets are all-reduced during backward (the model's
  * grad-ready hook, before step 2: every rank enqueues every bucket) and the
  * sparse lists gathered and coalesced on the device, the found-inf check
- * taken on the global sums; the host comm path (cpu, or no NCCL) stages
- * through host memory. */
+ * taken on the global sums. */
 #ifndef PLUMB_TRAINER_H
 #define PLUMB_TRAINER_H
 #include <stdint.h>
