@@ -21,15 +21,15 @@ SAN     ?=
 MPI_CFLAGS = $(eval MPI_CFLAGS := $$(shell mpicc --showme:compile 2>/dev/null))$(MPI_CFLAGS)
 MPI_LIBS   = $(eval MPI_LIBS := $$(shell mpicc --showme:link 2>/dev/null))$(MPI_LIBS)
 # -ffp-contract=off: golden arithmetic must not be fused behind our back
-# (DESIGN.md section 5); fast kernels that want fma call fmaf explicitly.
+# (docs/numerics.md); fast kernels that want fma call fmaf explicitly.
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -ffp-contract=off -fno-fast-math \
            -fopenmp -pthread -Isrc -MMD -MP $(MPI_CFLAGS) $(SAN)
-LDLIBS   = $(MPI_LIBS) -lopenblas -ljansson -lmicrohttpd -lcrypto -lz -lm -ldl -lpthread
+LDLIBS   = $(MPI_LIBS) -lgsl -lopenblas -ljansson -lmicrohttpd -lhwloc -lcrypto -lz -lm -ldl -lpthread
 LDFLAGS += -fopenmp -pthread -rdynamic $(SAN)
 
-LIB_DIRS := core dev comm models train health report accept
-LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
+LIB_DIRS := core dev comm models train faults health report accept
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) $(wildcard src/models/*/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 # tests/fake_*.c are not part of the test binary: each becomes a small shared
 # library (build/tests/libfake_*.so) that stands in for a vendor library.
@@ -59,14 +59,12 @@ $(BUILD)/libplumb.a: $(LIB_OBJ)
 $(BUILD)/plumb: $(CLI_OBJ) $(BUILD)/libplumb.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libplumb.a $(LDLIBS)
 
-# MPI_CFLAGS: the fake NCCL (tests/fake_nccl.c) runs its collectives over the
-# MPI of the process that loads it (its MPI symbols resolve there).
 # -MMD: a fake that copies a struct from our headers (fake_gpu.c copies the
 # dev_ops and train_ops tables) is rebuilt when the header changes (and when
 # this Makefile does: older builds have no .d file for it yet).
 $(BUILD)/tests/libfake_%.so: tests/fake_%.c Makefile | deps
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -shared -Isrc $(MPI_CFLAGS) -MMD -MP -MF $(@:.so=.d) -o $@ $< -lm
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fPIC -shared -Isrc -MMD -MP -MF $(@:.so=.d) -o $@ $< -lm
 
 # The test binary links the library and the CLI (minus main) so tests can
 # call commands directly.

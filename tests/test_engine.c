@@ -4,7 +4,8 @@
 #include "comm/comm.h"
 #include "core/file.h"
 #include "train/ckpt.h"
-#include "train/evalm.h"
+#include "models/ctr/eval.h"
+#include "train/mcomm.h"
 #include "train/sampler.h"
 #include "core/philox.h"
 #include "train/scaler.h"
@@ -239,15 +240,18 @@ TEST(eval_auc_nan_scores_and_empty)
     struct comm *self;
     plumb_err e = {0};
     REQUIRE(comm_init("self", &self, &e) == 0);
+    struct mcomm_ctx sx = {self, NULL};
+    struct model_comm ms;
+    mcomm_bind(&sx, &ms);
     struct eval_result r;
     float *al = (float *)1, *ay = (float *)1;
-    REQUIRE(eval_exact(self, NULL, NULL, 0, &r, &al, &ay, &e) == 0);
+    REQUIRE(eval_exact(&ms, NULL, NULL, 0, &r, &al, &ay, &e) == 0);
     CHECK_EQ_INT(r.count, 0);
     CHECK_EQ_INT(r.positives, 0);
     CHECK(isnan(r.auc) && isnan(r.logloss) && isnan(r.accuracy));
     free(al), free(ay);
     float lg[] = {0.5f, NAN, -1.0f}, lb[] = {1, 0, 0};
-    CHECK_EQ_INT(eval_exact(self, lg, lb, 3, &r, NULL, NULL, &e), PLUMB_EFAIL);
+    CHECK_EQ_INT(eval_exact(&ms, lg, lb, 3, &r, NULL, NULL, &e), PLUMB_EFAIL);
     CHECK_MSG(strstr(e.msg, "sample 1") != NULL, "%s", e.msg);
     comm_finalize(self);
 }
@@ -314,10 +318,15 @@ TEST(mpi_collectives)
     long lo = (long)N * R / W, hi = (long)N * (R + 1) / W;
     struct eval_result mine_r, one;
     float *al, *ay;
-    REQUIRE(eval_exact(c, lg + lo, lb + lo, (size_t)(hi - lo), &mine_r, &al, &ay, &e) == 0);
+    struct mcomm_ctx mx = {c, NULL}, sx;
+    struct model_comm mc, ms;
+    mcomm_bind(&mx, &mc);
+    REQUIRE(eval_exact(&mc, lg + lo, lb + lo, (size_t)(hi - lo), &mine_r, &al, &ay, &e) == 0);
     struct comm *self;
     REQUIRE(comm_init("self", &self, &e) == 0);
-    REQUIRE(eval_exact(self, lg, lb, N, &one, NULL, NULL, &e) == 0);
+    sx.c = self, sx.d = NULL;
+    mcomm_bind(&sx, &ms);
+    REQUIRE(eval_exact(&ms, lg, lb, N, &one, NULL, NULL, &e) == 0);
     comm_finalize(self);
     CHECK(mine_r.auc == one.auc && mine_r.logloss == one.logloss && mine_r.accuracy == one.accuracy);
     CHECK_EQ_INT(mine_r.count, N);
@@ -332,7 +341,7 @@ TEST(mpi_collectives)
     lo = R < W - 1 ? (long)N * R / (W - 1) : N;
     hi = R < W - 1 ? (long)N * (R + 1) / (W - 1) : N;
     struct eval_result z;
-    REQUIRE(eval_exact(c, hi > lo ? lg + lo : NULL, hi > lo ? lb + lo : NULL, (size_t)(hi - lo), &z, &al, &ay, &e) == 0);
+    REQUIRE(eval_exact(&mc, hi > lo ? lg + lo : NULL, hi > lo ? lb + lo : NULL, (size_t)(hi - lo), &z, &al, &ay, &e) == 0);
     CHECK(z.auc == one.auc && z.logloss == one.logloss && z.accuracy == one.accuracy);
     CHECK_EQ_INT(z.count, N);
     CHECK_EQ_INT(z.positives, one.positives);

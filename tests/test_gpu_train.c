@@ -1,4 +1,4 @@
-/* GPU training ops against the cpu backend. With PLUMB_TEST_DEVICE=cuda (or
+/* GPU training ops against the cpu backend (docs/GPU.md). With PLUMB_TEST_DEVICE=cuda (or
  * hip) every train_ops entry runs on the GPU and on the cpu backend on the
  * same inputs: golden results must be the same bits; fast results must agree
  * within fp32/bf16 tolerances and repeat bit-for-bit run to run. The whole
@@ -12,10 +12,11 @@
 #include "dev/dev.h"
 #include "dev/train_ops.h"
 #include "core/hash.h"
-#include "models/ctr.h"
-#include "train/data.h"
+#include "models/ctr/ctr.h"
+#include "train/optim.h"
+#include "models/ctr/data.h"
 #include "train/sampler.h"
-#include "train/synth.h"
+#include "models/ctr/synth.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -758,7 +759,7 @@ struct run_out {
     float *init, *final;
     size_t np;
     int nt;
-    struct ctr_tensor t[2 * 2 * CTR_MAX_LAYERS + CTR_N_TABLES];
+    struct model_tensor t[2 * 2 * CTR_MAX_LAYERS + CTR_N_TABLES];
     int n_bottom, n_top, kmax;
     char hex[65];
     double loss;
@@ -823,8 +824,8 @@ static int train_run(struct dev *d, const struct run_cfg *rc_, struct run_out *o
     float *dense = malloc((size_t)B * 13 * 4), *lab = malloc((size_t)B * 4);
     uint32_t *sp = malloc((size_t)B * 26 * 4);
     uint64_t s = 99;
-    struct ctr_opt opt = {CTR_OPT_SGD, 0.1f, 0.0f, 0.9f, 0.999f, 1e-8f};
-    int rc = 0;
+    struct optim opt;
+    int rc = optim_init(&opt, d, ctr_layout(m), "sgd", 0.0, 0.0, 0.9, 0.999, 1e-8, &e);
     for (int st = 1; st <= rc_->steps && !rc; st++) {
         for (int i = 0; i < B * 13; i++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -843,9 +844,10 @@ static int train_run(struct dev *d, const struct run_cfg *rc_, struct run_out *o
         float *rg;
         size_t nr;
         ctr_sparse_grads(m, &rows, &rg, &nr);
-        if (!rc) rc = ctr_opt_step(m, &opt, st, ctr_grads(m), rows, rg, nr, &e);
+        if (!rc) rc = optim_step(&opt, ctr_params(m), ctr_grads(m), rows, rg, nr, 0.1f, st, &e);
         o->loss = l.sum / (double)l.count;
     }
+    optim_free(&opt);
     if (!rc) rc = dev_download(d, o->final, ctr_params(m), o->np * 4, &e);
     if (!rc) rc = ctr_param_digest(m, o->hex, &e);
     if (rc) fprintf(stderr, "  %s: %s\n", d->label, e.msg);
@@ -898,7 +900,7 @@ static void fast_deltas_case(struct pair *p, const struct run_cfg *cfg)
     const char *worst_t = "";
     int bad = 0;
     for (int i = 0; i < c.nt; i++) {
-        const struct ctr_tensor *t = &c.t[i];
+        const struct model_tensor *t = &c.t[i];
         double dd = 0, dc = 0;
         size_t moved_c = 0, rows_differ = 0;
         for (size_t k = 0; k < t->numel; k++) {
@@ -908,7 +910,7 @@ static void fast_deltas_case(struct pair *p, const struct run_cfg *cfg)
             dc += b * b;
             moved_c += b != 0;
         }
-        if (t->is_table) /* a row moves on one device exactly when it moves on the other */
+        if (t->flags & TENSOR_SPARSE) /* a row moves on one device exactly when it moves on the other */
             for (int r = 0; r < t->rows; r++) {
                 int mg = 0, mc = 0;
                 for (int k = 0; k < t->cols; k++) {
@@ -1007,20 +1009,27 @@ TEST(ctr_dev_batch_matches_host_batch)
     struct sampler s1, *s2 = calloc(1, sizeof *s2);
     REQUIRE(sampler_init(&s1, ds.n[0], B, B, 9, 1, &e) == 0 && sampler_init(s2, ds.n[0], B, B, 9, 1, &e) == 0);
     struct devfeed *f = NULL;
-    REQUIRE(devfeed_start(d, &ds, 0, s2, c.rows, 0, 1, 0, STEPS, 3, 2, &f, &e) == 0);
+    struct data_source src;
+    struct feed_source fs;
+    ctr_source_wrap(&src, &ds, c.rows);
+    ctr_feed_source(&src, &fs);
+    REQUIRE(devfeed_start(d, &fs, 0, s2, 0, 1, 0, STEPS, 3, 2, &f, &e) == 0);
     uint32_t idx[B];
     int shv[4];
     float dense[B * 13], lab[B];
     uint32_t sp[B * 26];
-    struct ctr_opt o = {CTR_OPT_SGD, 0.2f, 0.0f, 0.9f, 0.999f, 1e-8f};
+    struct optim o[2];
+    for (int k = 0; k < 2; k++)
+        REQUIRE(optim_init(&o[k], d, ctr_layout(m[k]), "sgd", 0.0, 0.0, 0.9, 0.999, 1e-8, &e) == 0);
     for (long st = 0; st < STEPS; st++) {
         struct sampler_step ss;
         REQUIRE(sampler_get(&s1, st, 0, 1, &ss, idx, shv, &e) == 0);
         data_fill(&ds, 0, idx, (int)ss.local_valid, c.rows, dense, sp, lab);
         struct ctr_batch hb = {B, (int)ss.local_valid, dense, sp, lab};
-        struct ctr_dev_batch db;
+        struct batch fb;
         long fst = -1;
-        REQUIRE(devfeed_next(f, &db, &fst, NULL, &e) == 0);
+        REQUIRE(devfeed_next(f, &fb, &fst, NULL, &e) == 0);
+        struct ctr_dev_batch db = {fb.B, fb.n_valid, fb.field[CTR_F_DENSE], fb.field[CTR_F_SPARSE], fb.field[CTR_F_LABEL]};
         CHECK_EQ_INT(fst, st);
         CHECK_EQ_INT(db.n_valid, ss.local_valid);
         struct ctr_loss l1, l2;
@@ -1033,10 +1042,11 @@ TEST(ctr_dev_batch_matches_host_batch)
             float *rg;
             size_t nr;
             ctr_sparse_grads(m[k], &rows, &rg, &nr);
-            REQUIRE(ctr_opt_step(m[k], &o, st + 1, ctr_grads(m[k]), rows, rg, nr, &e) == 0);
+            REQUIRE(optim_step(&o[k], ctr_params(m[k]), ctr_grads(m[k]), rows, rg, nr, 0.2f, st + 1, &e) == 0);
         }
     }
     devfeed_stop(f);
+    optim_free(&o[0]), optim_free(&o[1]);
     sampler_free(s2);
     free(s2);
     sampler_free(&s1);
@@ -1055,12 +1065,12 @@ TEST(ctr_dev_batch_matches_host_batch)
 /* comm/nccl without an NCCL library (CI) fails cleanly with a message naming
  * the library and the override; with one (GPU host) it loads and reports its
  * version. The rank mapping refuses more local ranks than visible GPUs. */
-#include "comm/comm_nccl.h"
+#include "comm/comm.h"
 TEST(nccl_load_clean_error_or_version)
 {
     plumb_err e = {0};
     char desc[600] = "";
-    int rc = nccl_load("cuda", desc, sizeof desc, &e);
+    int rc = comm_nccl_load("cuda", desc, sizeof desc, &e);
     if (rc == PLUMB_OK) {
         CHECK_MSG(strstr(desc, "NCCL ") != NULL, "description '%s'", desc);
     } else {
@@ -1069,7 +1079,7 @@ TEST(nccl_load_clean_error_or_version)
     }
     char spec[32];
     plumb_err e2 = {0};
-    rc = nccl_device_for_rank("cuda", 0, 1000, spec, &e2);
+    rc = dev_spec_for_local_rank("cuda", 0, 1000, spec, &e2);
     CHECK(rc != PLUMB_OK);
     CHECK_MSG(e2.msg[0] != '\0', "no message for 1000 local ranks");
 }

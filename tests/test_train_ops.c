@@ -7,7 +7,7 @@
 #include "dev/dev.h"
 #include "dev/train_ops.h"
 #include "dev/train_math.h"
-#include "models/ctr.h"
+#include "models/ctr/ctr.h"
 #include <float.h>
 #include <stdint.h>
 #include <stdlib.h>

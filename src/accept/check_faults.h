@@ -1,9 +1,9 @@
 /* The faults check (plumb faults, plumb accept --standard): runs the fault
- * drills of train/drills.h into checks/faults[-device]/ and turns their
+ * drills of faults/drills.h into checks/faults[-device]/ and turns their
  * results into a checks[] entry. */
 #ifndef PLUMB_CHECK_FAULTS_H
 #define PLUMB_CHECK_FAULTS_H
-#include "accept/check.h"
+#include "report/check.h"
 
 /* plumb: the binary the drills run (NULL: this process's own binary, or the
  * plumb next to it when this is not plumb, e.g. plumb-tests); drills: comma

@@ -1,6 +1,6 @@
 /* Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
- * 3", SC'11; the Random123 library) and plumb's stream mapping (DESIGN.md
- * section 6). Header-only, PLUMB_HD: the cpu backend and the CUDA/HIP
+ * 3", SC'11; the Random123 library) and plumb's stream mapping
+ * (docs/numerics.md). Header-only, PLUMB_HD: the cpu backend and the CUDA/HIP
  * kernels include this file, so every device draws the same numbers.
  *
  * Generator: a 4x32-bit counter and a 2x32-bit key; 10 rounds; round:
@@ -41,6 +41,8 @@ enum rng_purpose {
     RNG_DROPOUT = 3,  /* dropout masks; a = step, b = layer           */
     RNG_AUGMENT = 4,  /* data augmentation; a = epoch, b = sample     */
     RNG_DATA = 5,     /* synthetic data; a = dataset id, b = split    */
+    RNG_STATS = 6,    /* resampling tests (report/parity.c); a, b = the
+                         resample number's low and high words         */
 };
 
 #define PHILOX_M0 0xD2511F53u

@@ -15,6 +15,7 @@
 #include "dev/cpu_train.h"
 #include "dev/dev.h"
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,16 +30,30 @@ static int nthreads(struct dev *d) { return d && d->threads > 0 ? d->threads : o
 static size_t pad8(int k) { return ((size_t)k + 7) / 8 * 8; }
 
 /* Grow-only scratch per calling thread, as in cpu_train_ops.c (one slot per
- * role, so a call holds several at once). */
+ * role, so a call holds several at once), freed when the thread exits. */
 enum { FS_X, FS_DY, FS_DX, FS_Y, FS_ROWS, FS_GRADS, FS_N };
 static __thread void *fs_ptr[FS_N];
 static __thread size_t fs_cap[FS_N];
+static pthread_key_t fs_key;
+static pthread_once_t fs_once = PTHREAD_ONCE_INIT;
+static void fs_free(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < FS_N; i++) {
+        free(fs_ptr[i]);
+        fs_ptr[i] = NULL;
+        fs_cap[i] = 0;
+    }
+}
+static void fs_key_make(void) { (void)pthread_key_create(&fs_key, fs_free); }
 static void *scratch(int slot, size_t bytes)
 {
     if (bytes > fs_cap[slot]) {
         free(fs_ptr[slot]);
         fs_ptr[slot] = malloc(bytes);
         fs_cap[slot] = fs_ptr[slot] ? bytes : 0;
+        (void)pthread_once(&fs_once, fs_key_make);
+        (void)pthread_setspecific(fs_key, (void *)1);
     }
     return fs_ptr[slot];
 }

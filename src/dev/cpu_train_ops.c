@@ -11,9 +11,11 @@
 #include "dev/cpu_train.h"
 #include "dev/dev.h"
 #include "dev/train_math.h"
+#include "dev/cpu_train_vision.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,12 +64,27 @@ static void blas_restore(int prev)
 enum { SC_KEYS, SC_PERM, SC_SEG, SC_TMP, SC_INTER, SC_WT, SC_ACC, SC_PART, SC_N };
 static __thread void *sc_ptr[SC_N];
 static __thread size_t sc_cap[SC_N];
+/* a thread's buffers are freed when it exits (a pthread key's destructor) */
+static pthread_key_t sc_key;
+static pthread_once_t sc_once = PTHREAD_ONCE_INIT;
+static void sc_free(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < SC_N; i++) {
+        free(sc_ptr[i]);
+        sc_ptr[i] = NULL;
+        sc_cap[i] = 0;
+    }
+}
+static void sc_key_make(void) { (void)pthread_key_create(&sc_key, sc_free); }
 static void *scratch(int slot, size_t bytes)
 {
     if (bytes > sc_cap[slot]) {
         free(sc_ptr[slot]);
         sc_ptr[slot] = malloc(bytes);
         sc_cap[slot] = sc_ptr[slot] ? bytes : 0;
+        (void)pthread_once(&sc_once, sc_key_make);
+        (void)pthread_setspecific(sc_key, (void *)1);
     }
     return sc_ptr[slot];
 }
@@ -760,6 +777,33 @@ static int cpu_sgd(struct dev *d, dev_stream *s, float *w, const float *g, size_
     return PLUMB_OK;
 }
 
+KERNEL static void sgd_momentum_kernel(float *restrict w, const float *restrict g, float *restrict buf, size_t n,
+                                       float lr, float wd, float mu, int first)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float dd = wd == 0.0f ? g[i] : fmaf(wd, w[i], g[i]);
+        float b = first ? dd : fmaf(mu, buf[i], dd);
+        buf[i] = b;
+        w[i] = fmaf(-lr, b, w[i]);
+    }
+}
+
+static int cpu_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
+                            float wd, float mu, int first, plumb_err *e)
+{
+    (void)s;
+    NEED(w && g && buf, "sgd_momentum: NULL w, g or buf");
+    int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t i0 = n * t / T, i1 = n * (t + 1) / T;
+        sgd_momentum_kernel(w + i0, g + i0, buf + i0, i1 - i0, lr, wd, mu, first);
+    }
+    return PLUMB_OK;
+}
+
 static int cpu_sgd_sparse(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
                           const float *grads, size_t n, int D, float lr, plumb_err *e)
 {
@@ -922,6 +966,7 @@ const struct train_ops cpu_train_ops = {
     .sigmoid = cpu_sigmoid,
     .sgd = cpu_sgd,
     .sgd_sparse = cpu_sgd_sparse,
+    .sgd_momentum = cpu_sgd_momentum,
     .adamw = cpu_adamw,
     .adamw_sparse = cpu_adamw_sparse,
     .sumsq = cpu_sumsq,
@@ -936,4 +981,22 @@ const struct train_ops cpu_train_ops = {
     .linear_bwd16 = cpu_linear_bwd16,
     .embedding_interact_fwd16 = cpu_embedding_interact_fwd16,
     .interact_bwd16 = cpu_interact_bwd16,
+    /* vision ops (resnet): dev/cpu_train_conv.c */
+    .conv2d_fwd = cpu_conv2d_fwd,
+    .conv2d_bwd_data = cpu_conv2d_bwd_data,
+    .conv2d_bwd_filter = cpu_conv2d_bwd_filter,
+    .bn_stats = cpu_bn_stats,
+    .bn_mean = cpu_bn_mean,
+    .bn_var = cpu_bn_var,
+    .bn_rstd = cpu_bn_rstd,
+    .bn_apply = cpu_bn_apply,
+    .bn_bwd_stats = cpu_bn_bwd_stats,
+    .bn_bwd_data = cpu_bn_bwd_data,
+    .bn_bwd_params = cpu_bn_bwd_params,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .avgpool_fwd = cpu_avgpool_fwd,
+    .avgpool_bwd = cpu_avgpool_bwd,
+    .add = cpu_add,
+    .cls_xent = cpu_cls_xent,
 };
