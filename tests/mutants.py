@@ -105,6 +105,18 @@ def sync_tree():
                     continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy2(src, dst)
+    # files gone from the tree (removed or moved since the last run) go from the copy too
+    keep = set(files)
+    for dirpath, dirnames, filenames in os.walk(TREE):
+        rel = os.path.relpath(dirpath, TREE)
+        if rel == "build" or rel.startswith("build" + os.sep) or "node_modules" in rel.split(os.sep):
+            dirnames[:] = []
+            continue
+        dirnames[:] = [d for d in dirnames if not (rel == "." and d == "build") and d != "node_modules"]
+        for fn in filenames:
+            f = os.path.normpath(os.path.join(rel, fn))
+            if f not in keep:
+                os.remove(os.path.join(TREE, f))
     # the browser test's node packages (ignored, installed by scripts/deps.sh): shared, not copied
     nm_src, nm_dst = os.path.join(ROOT, "tests/browser/node_modules"), os.path.join(TREE, "tests/browser/node_modules")
     if os.path.isdir(nm_src) and not os.path.lexists(nm_dst):
