@@ -107,6 +107,7 @@ def sync_tree():
         shutil.copy2(src, dst)
     # files gone from the tree (removed or moved since the last run) go from the copy too
     keep = set(files)
+    removed = 0
     for dirpath, dirnames, filenames in os.walk(TREE):
         rel = os.path.relpath(dirpath, TREE)
         if rel == "build" or rel.startswith("build" + os.sep) or "node_modules" in rel.split(os.sep):
@@ -117,6 +118,11 @@ def sync_tree():
             f = os.path.normpath(os.path.join(rel, fn))
             if f not in keep:
                 os.remove(os.path.join(TREE, f))
+                removed += 1
+    if removed:  # the archive keeps members of removed sources until it is made again
+        for lib in ("build/libplumb.a",):
+            if os.path.exists(os.path.join(TREE, lib)):
+                os.remove(os.path.join(TREE, lib))
     # the browser test's node packages (ignored, installed by scripts/deps.sh): shared, not copied
     nm_src, nm_dst = os.path.join(ROOT, "tests/browser/node_modules"), os.path.join(TREE, "tests/browser/node_modules")
     if os.path.isdir(nm_src) and not os.path.lexists(nm_dst):
