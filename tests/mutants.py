@@ -104,7 +104,13 @@ def sync_tree():
                 if a.read() == b.read():
                     continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst)
+        if os.path.exists(dst):
+            # changed since the last run, or left mutated by a run that was
+            # stopped: a fresh time, so what was built from the old text
+            # (perhaps a mutant) is built again
+            shutil.copy(src, dst)
+        else:
+            shutil.copy2(src, dst)
     # files gone from the tree (removed or moved since the last run) go from the copy too
     keep = set(files)
     removed = 0
@@ -129,12 +135,20 @@ def sync_tree():
         os.symlink(nm_src, nm_dst)
     if fresh and os.path.isdir(os.path.join(ROOT, "build")):
         shutil.copytree(os.path.join(ROOT, "build"), os.path.join(TREE, "build"), symlinks=True, dirs_exist_ok=True)
+    # the linked outputs are linked again: a link stopped part way (a run
+    # killed) leaves a newer but broken file that make takes as up to date
+    for out in ["build/plumb", "build/plumb-tests"] + fake_libs():
+        if os.path.lexists(os.path.join(TREE, out)):
+            os.remove(os.path.join(TREE, out))
+
+
+def fake_libs():
+    return ["build/tests/libfake_%s.so" % f[5:-2] for f in os.listdir(os.path.join(TREE, "tests"))
+            if f.startswith("fake_") and f.endswith(".c")]
 
 
 def build():
-    fakes = ["build/tests/libfake_%s.so" % f[5:-2] for f in os.listdir(os.path.join(TREE, "tests"))
-             if f.startswith("fake_") and f.endswith(".c")]
-    r = subprocess.run(["make", "-s", "-j2", "BUILD=build", "build/plumb", "build/plumb-tests"] + fakes, cwd=TREE,
+    r = subprocess.run(["make", "-s", "-j2", "BUILD=build", "build/plumb", "build/plumb-tests"] + fake_libs(), cwd=TREE,
                        capture_output=True, text=True)
     return r.returncode == 0, (r.stdout + r.stderr)[-2000:]
 
