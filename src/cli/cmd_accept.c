@@ -400,14 +400,17 @@ int cmd_accept(int argc, char **argv)
     int total = 0;
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
         const struct accept_entry *a = &accept_table[t];
+        if (!entry_at_level(a, lv) || !entry_selected(a, names, nnames)) continue;
         const struct workload *wls[MAX_WL];
         int nwl = a->per_workload ? entry_workloads(a, names, nnames, sel, nsel, wls) : 1;
-        if (entry_at_level(a, lv) && entry_selected(a, names, nnames)) total += (a->per_device ? ndev : 1) * nwl;
-    }
-    if (nsel) {
-        char list[256] = "";
-        for (int i = 0; i < nsel; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", sel[i]->name);
-        json_object_set_new(res.root, "workloads", json_string(list));
+        total += (a->per_device ? ndev : 1) * nwl;
+        if (a->per_workload) {
+            /* the record: which workloads the train checks ran */
+            char list[256] = "";
+            for (int i = 0; i < nwl; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", wls[i]->name);
+            json_object_set_new(res.root, "workloads", json_string(list));
+        }
     }
     double t0 = timer_now();
     int had_internal = 0, step = 0;
