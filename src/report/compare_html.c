@@ -382,6 +382,15 @@ static void put_ladder(struct sbuf *b, const json_t *doc)
             sb_puts(b, "</td></tr>\n");
         }
     }
+    /* rungs the workload could not run (a precision it lacks) */
+    json_array_foreach(json_object_get(l, "skipped"), i, r)
+    {
+        sb_printf(b, "<tr><td>%d ", (int)jsonx_num(r, "rung"));
+        sb_escape(b, s_or(r, "name", "?"));
+        sb_printf(b, "</td><td colspan=\"%d\" class=\"muted\">", two ? 6 : 3);
+        sb_escape(b, s_or(r, "why", ""));
+        sb_puts(b, "</td></tr>\n");
+    }
     sb_puts(b, "</table></div></section>\n");
 }
 
