@@ -421,11 +421,13 @@ int cmd_accept(int argc, char **argv)
         if (!entry_at_level(a, lv) || !entry_selected(a, names, nnames)) continue;
         const struct workload *wls[MAX_WL] = {NULL};
         int nwl = a->per_workload ? entry_workloads(a, names, nnames, sel, nsel, wls) : 1;
-        for (int wi = 0; wi < nwl; wi++)
-        for (int di = 0; di < (a->per_device ? ndev : 1); di++) {
+        const int nd = a->per_device ? ndev : 1;
+        for (int k = 0; k < nwl * nd; k++) {
+            const int wi = k / nd, di = k % nd; /* workload-major: a workload's cpu reference serves every GPU */
             const struct workload *wl = a->per_workload ? wls[wi] : NULL;
             char label[96];
             if (wl) snprintf(label, sizeof label, "%s-%s", a->label, wl->name);
+            else if (a->run == run_parity) accept_check_name("parity", g_parity.wl, label, sizeof label);
             else snprintf(label, sizeof label, "%s", a->label);
             struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? specs[di] : "cpu",
                                     .level = level_names[lv], .threads = (int)threads, .tty = tty};
