@@ -1811,6 +1811,7 @@ struct run_state {
     long n_first, n_last;
     double wait_total, step_total, samples_total;
     int tty;
+    double *ring;          /* [win] the losses of the last win steps recorded */
 };
 
 /* One finished step of trainer_run: metrics.jsonl, the non-finite run
@@ -1839,10 +1840,9 @@ static int record_step(struct trainer *t, struct run_state *rs, const struct ste
         *back = 1;
         return PLUMB_OK;
     }
-    if (isfinite(si->loss)) {
-        if (rs->k < rs->win) rs->loss_first += si->loss, rs->n_first++;
-        if (rs->k >= rs->nrun - rs->win) rs->loss_last += si->loss, rs->n_last++;
-    }
+    if (isfinite(si->loss) && rs->k < rs->win) rs->loss_first += si->loss, rs->n_first++;
+    /* the last window of the steps run (a run may stop early: --stop-at) */
+    if (rs->ring) rs->ring[rs->k % rs->win] = si->loss;
     rs->k++;
     if (rs->tty)
         fprintf(stderr, "\rstep %ld/%ld  loss %.4f  lr %.3g  scale %g  %.0f samples/s  data wait %2.0f%%   ",
@@ -2073,6 +2073,30 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     sigaction(SIGINT, &sa, &old_int);
     if (cfg->watchdog_s > 0) watchdog_start(cfg->watchdog_s);
 
+    /* --stop-at: the workload's deciding metric and its direction */
+    double target = NAN;
+    const char *tmetric = NULL;
+    int thigher = 1;
+    if (cfg->stop_at && *cfg->stop_at) {
+        char *end;
+        target = strtod(cfg->stop_at, &end);
+        if (end == cfg->stop_at || *end || !isfinite(target)) {
+            rc = err_set(e, PLUMB_EUSAGE, "--stop-at: '%s' (expected a number)", cfg->stop_at);
+        } else if (!t->wl->accept || !t->wl->accept->metric) {
+            rc = err_set(e, PLUMB_EUSAGE, "--stop-at: workload %s names no deciding metric", t->wl->name);
+        } else if (cfg->eval_every <= 0) {
+            rc = err_set(e, PLUMB_EUSAGE, "--stop-at needs --eval-every N (the evals that test it)");
+        } else {
+            tmetric = t->wl->accept->metric;
+            thigher = t->wl->accept->higher_is_better;
+        }
+        if (rc) {
+            trainer_close(t);
+            return rc;
+        }
+    }
+    res->setup_s = timer_now() - t_start;
+    double t_loop = timer_now();
     struct loader *ld = NULL;
     struct devfeed *feed = NULL;
     if (t->step < cfg->steps) rc = data_start(t, &ld, &feed, e);
@@ -2081,6 +2105,8 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     rs.nrun = cfg->steps - t->step;
     rs.win = rs.nrun / 10 > 0 ? rs.nrun / 10 : 1;
     rs.tty = cfg->progress && t->rank == 0 && isatty(2);
+    rs.ring = malloc((size_t)rs.win * sizeof *rs.ring);
+    if (!rs.ring) rc = err_set(e, PLUMB_ENOMEM, "trainer: out of memory for %ld losses", rs.win);
     int tty = rs.tty;
     struct eval_metrics last_eval;
     memset(&last_eval, 0, sizeof last_eval);
@@ -2132,7 +2158,9 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
             if ((rc = settle_record(t, &rs, 0, &back, e)) || back) goto rolled;
         }
         if (do_eval && !stop) {
+            double te = timer_now();
             if ((rc = run_eval(t, &last_eval, e))) break;
+            res->eval_s += timer_now() - te;
             last_eval_step = t->step;
             metrics_eval(t, &last_eval, &res->reference);
             if (t->rank == 0 && !cfg->quiet) {
@@ -2140,6 +2168,20 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
                 metrics_line(&last_eval, line, sizeof line);
                 if (tty) fprintf(stderr, "\n");
                 log_info("eval at step %ld: %s", t->step, line);
+            }
+            double v = tmetric ? eval_metric(&last_eval, tmetric) : NAN;
+            if (tmetric && isfinite(v) && (thigher ? v >= target : v <= target)) {
+                /* time to quality: every rank sees the same exact metrics, so all stop here */
+                res->reached = 1;
+                res->reached_step = t->step;
+                res->reached_s = timer_now() - t_loop;
+                res->reached_value = v;
+                if (t->rank == 0 && !cfg->quiet)
+                    log_info("--stop-at %s: %s %.5f %s %s at step %ld, %.0f samples, %.2f s (evals %.2f s of it)",
+                             cfg->stop_at, tmetric, v, thigher ? ">=" : "<=", cfg->stop_at, t->step,
+                             (double)t->step * (double)cfg->batch, res->reached_s, res->eval_s);
+                if (do_ckpt && (rc = ckpt_save(t, res->ckpt_path, e))) break;
+                break;
             }
         }
         if (do_ckpt && (rc = ckpt_save(t, res->ckpt_path, e))) break;
@@ -2171,6 +2213,9 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         rc = settle_record(t, &rs, 0, &back, e);
     }
     queue_drop(t);
+    for (long i = rs.k - rs.win > 0 ? rs.k - rs.win : 0; rs.ring && i < rs.k; i++)
+        if (isfinite(rs.ring[i % rs.win])) rs.loss_last += rs.ring[i % rs.win], rs.n_last++;
+    free(rs.ring);
     double loss_first = rs.loss_first, loss_last = rs.loss_last;
     long n_first = rs.n_first, n_last = rs.n_last;
     double wait_total = rs.wait_total, step_total = rs.step_total, samples_total = rs.samples_total;
@@ -2188,8 +2233,18 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (last_eval_step == t->step && !cfg->predictions) {
             res->eval = last_eval;
         } else {
+            double te = timer_now();
             rc = run_eval(t, &res->eval, e);
             if (!rc) metrics_eval(t, &res->eval, &res->reference);
+            double v = !rc && tmetric ? eval_metric(&res->eval, tmetric) : NAN;
+            if (!res->reached && isfinite(v) && (thigher ? v >= target : v <= target)) {
+                /* the final eval is an eval of the run too */
+                res->eval_s += timer_now() - te;
+                res->reached = 1;
+                res->reached_step = t->step;
+                res->reached_s = timer_now() - t_loop;
+                res->reached_value = v;
+            }
         }
         res->has_eval = !rc;
         if (!rc && want) rc = t->wl->eval->write_predictions(t->acc, cfg->predictions, e);

@@ -65,6 +65,7 @@ struct train_config {
     double momentum;           /* SGD */
     double beta1, beta2, adam_eps; /* AdamW */
     long eval_every;           /* 0: only at the end */
+    const char *stop_at;       /* NULL, or the value of the workload's accept metric that ends the run (time to quality) */
     long eval_batch;
     const char *ckpt_dir;      /* NULL: no checkpoints */
     long ckpt_every;           /* 0: only at the end / on a signal */
@@ -133,6 +134,13 @@ struct train_result {
     long bad_lines_skipped;    /* file data with --bad-lines skip */
     long truncated_lines;      /* incomplete last lines dropped */
     char model_desc[256];
+    /* --stop-at: the eval that reached the target (reached = 0: none did) */
+    int reached;
+    long reached_step;
+    double reached_s;          /* from the first step to the end of that eval, evals included */
+    double reached_value;
+    double eval_s;             /* seconds spent in the evals during training */
+    double setup_s;            /* trainer_open and the data's open, before the first step */
 };
 
 /* Status word flags, all-reduced each step (step 2 above). */
