@@ -58,6 +58,9 @@ const struct train_option train_options[] = {
     {"--comm", TOPT_CHOICE, F(comm), "auto",
      "gradient comm: auto (nccl/rccl for a GPU with fast numerics on >1 rank, else the host comm), mpi, self (1 rank "
      "per process), nccl (also on 1 rank)", "auto|mpi|self|nccl", NULL},
+    {"--graph", TOPT_CHOICE, F(graph), "on",
+     "CUDA/HIP graph of the queued step, captured once per batch buffer and shape and replayed (off: launched op by "
+     "op; the cpu has none)", "on|off", NULL},
     {"--fuse-sparse-sgd", TOPT_CHOICE, F(fuse_sparse_sgd), "no",
      "auto: the sparse rows' SGD inside the embedding backward where nothing must see their gradient first (1 rank, "
      "plain SGD, no dynamic loss scale, clipping or metrics norm); a non-finite sparse gradient is then applied, not caught",

@@ -37,6 +37,7 @@
 #define SCR_N 16    /* int64 distinct sparse rows */
 #define SCR_BYTES 24
 #define MAX_BUCKETS 64 /* grad-ready buckets of a model */
+#define GRAPHS 8       /* step graphs kept (feed slots x shapes) */
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig)
@@ -63,6 +64,7 @@ struct step_info {
     int64_t flags[SF_N];
     double compute_s, comm_s, opt_s;
     int queued;            /* the device's outcome is still to be read (the queued step) */
+    int graphed;           /* the queued step ran as a graph (its update included) */
 };
 
 /* What a queued step leaves for the host (pinned, one slot per step in
@@ -183,6 +185,15 @@ struct trainer {
     struct queued q[2];       /* queued steps, oldest first */
     int n_q;
     long q_seq;
+    /* graphs of the queued step: one per batch buffer and shape (key) */
+    int graph_on;
+    struct step_graph {
+        uint64_t key[MODEL_MAX_FIELDS + 5];
+        dev_graph *g;       /* NULL: seen once (the next step with this key captures) */
+        unsigned used;      /* LRU clock */
+    } sg[GRAPHS];
+    unsigned sg_clock;
+    long graphed, captures;
 };
 
 /* ------------------------------------------------------------------ utils */
@@ -261,6 +272,8 @@ static void trainer_free(struct trainer *t)
         if (t->d_recv) dev_free(t->d, t->d_recv);
         for (int i = 0; i < 2; i++)
             if (t->q_ev[i]) t->d->be->event_destroy(t->d, t->q_ev[i]);
+        for (int i = 0; i < GRAPHS; i++)
+            if (t->sg[i].g) t->d->be->graph_destroy(t->d, t->sg[i].g);
         if (t->h_out) t->d->be->host_free(t->d, t->h_out);
     }
     optim_free(&t->opt);
@@ -463,6 +476,14 @@ static int setup_queue(struct trainer *t, plumb_err *e)
         log_info("step: %s%s%s", t->queue ? "queued (outcomes read one step behind, the update gated on the device)"
                                           : "synchronous (", t->queue ? "" : why, t->queue ? "" : ")");
     if (!t->queue) return PLUMB_OK;
+    const char *gwhy = cfg->graph && !strcmp(cfg->graph, "off") ? "--graph off"
+                       : !t->d->be->graph_begin                 ? "the device has no graphs"
+                       : cfg->inject && *cfg->inject            ? "--inject (host-side faults inside the step)"
+                                                                : NULL;
+    t->graph_on = gwhy == NULL;
+    if (t->rank == 0 && !cfg->quiet)
+        log_info("graph: %s%s%s", t->graph_on ? "the queued step captured once per batch buffer and shape, then replayed"
+                                              : "none (", t->graph_on ? "" : gwhy, t->graph_on ? "" : ")");
     struct dev *d = t->d;
     int rc = d->be->host_alloc(d, 2 * sizeof(struct step_out), (void **)&t->h_out, e);
     for (int i = 0; i < 2 && !rc; i++) rc = d->be->event_create(d, &t->q_ev[i], e);
@@ -1183,6 +1204,95 @@ static void queue_drop(struct trainer *t)
     t->n_q = 0;
 }
 
+/* Forgets the step graphs (their device addresses may go stale: an eval or
+ * a restore can regrow a workspace the graphs point into). */
+static void graphs_drop(struct trainer *t)
+{
+    for (int i = 0; i < GRAPHS; i++) {
+        if (t->sg[i].g) t->d->be->graph_destroy(t->d, t->sg[i].g);
+        memset(&t->sg[i], 0, sizeof t->sg[i]);
+    }
+}
+
+/* What a step graph depends on: the batch's device buffers, its shape, the
+ * scalars baked into the launches (lr, gradient scale) and the path taken. */
+static void graph_key(const struct trainer *t, const struct host_batch *b, const struct step_info *si, uint64_t *k)
+{
+    memset(k, 0, sizeof(uint64_t) * (MODEL_MAX_FIELDS + 5));
+    for (int f = 0; f < t->fs.n_fields; f++) k[f] = (uint64_t)(uintptr_t)t->db.field[f];
+    float lr = (float)si->lr, gs = (float)(si->scale / (double)b->st.global_valid);
+    uint32_t lb, gb;
+    memcpy(&lb, &lr, 4);
+    memcpy(&gb, &gs, 4);
+    k[MODEL_MAX_FIELDS] = (uint64_t)t->db.B << 32 | (uint32_t)t->db.n_valid;
+    k[MODEL_MAX_FIELDS + 1] = (uint64_t)lb << 32 | gb;
+    k[MODEL_MAX_FIELDS + 2] = (uint64_t)want_norm(t) << 1 | (uint64_t)(t->fuse != 0);
+    k[MODEL_MAX_FIELDS + 3] = 1; /* a used slot */
+}
+
+/* A queued step (fast_queue, then queue_apply) as a graph where it can be:
+ * the first step with a key runs op by op (it also settles workspace sizes
+ * and cached allocations), the second is captured, later ones replay it. A
+ * capture that fails turns graphs off for the run (logged) and the step
+ * runs op by op. A partial last batch is another key: op by op the first
+ * time it is seen. */
+static int queue_local(struct trainer *t, struct host_batch *b, struct step_info *si, plumb_err *e)
+{
+    if (!t->graph_on || !t->use_feed) return fast_queue(t, b, si, e);
+    struct dev *d = t->d;
+    uint64_t key[MODEL_MAX_FIELDS + 5];
+    graph_key(t, b, si, key);
+    struct step_graph *g = NULL, *lru = &t->sg[0];
+    for (int i = 0; i < GRAPHS; i++) {
+        if (!memcmp(t->sg[i].key, key, sizeof key)) g = &t->sg[i];
+        if (t->sg[i].used < lru->used) lru = &t->sg[i];
+    }
+    if (!g) {
+        /* seen once: op by op, remembered */
+        if (lru->g) d->be->graph_destroy(d, lru->g);
+        memset(lru, 0, sizeof *lru);
+        memcpy(lru->key, key, sizeof key);
+        lru->used = ++t->sg_clock;
+        return fast_queue(t, b, si, e);
+    }
+    g->used = ++t->sg_clock;
+    if (!g->g) {
+        int rc = d->be->graph_begin(d, NULL, e);
+        if (rc) return rc;
+        plumb_err ce = {0};
+        int qrc = fast_queue(t, b, si, &ce);
+        if (!qrc && si->queued && !si->flags[SF_OOM] && !si->flags[SF_ERROR]) qrc = queue_apply(t, si, &ce);
+        plumb_err ge = {0};
+        int grc = d->be->graph_end(d, NULL, &g->g, &ge);
+        if (qrc || grc || !si->queued) {
+            /* nothing of the captured work ran: turn graphs off and run the step op by op */
+            if (t->rank == 0)
+                log_warn("graph: capture of step %ld failed (%s); graphs off for this run", b->st.step,
+                         qrc ? ce.msg : grc ? ge.msg : "the step did not queue");
+            if (g->g) d->be->graph_destroy(d, g->g);
+            g->g = NULL;
+            t->graph_on = 0;
+            graphs_drop(t);
+            struct step_info keep = *si;
+            memset(si, 0, sizeof *si);
+            si->lr = keep.lr, si->scale = keep.scale;
+            return fast_queue(t, b, si, e);
+        }
+        t->captures++;
+    } else {
+        /* the host state a capture leaves (the sparse list's pointers) is the same every replay */
+        si->queued = want_norm(t) ? 2 : 1;
+        t->have_ss = want_norm(t);
+    }
+    double t0 = timer_now();
+    int rc = d->be->graph_launch(d, g->g, NULL, e);
+    si->compute_s = timer_now() - t0;
+    if (rc) return rc;
+    si->graphed = 1;
+    t->graphed++;
+    return PLUMB_OK;
+}
+
 /* Phase 1, fast numerics. */
 static int fast_local(struct trainer *t, struct host_batch *b, struct step_info *si, int skip, int64_t *loss_fix,
                       int64_t *count, plumb_err *e)
@@ -1356,7 +1466,7 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
         }
         si->compute_s = timer_now() - t0;
     } else if (t->queue && t->split <= 1 && !skip && b->n > 0) {
-        rc = fast_queue(t, b, si, e); /* the loss stays on the device: agreed as 0 (1 rank) */
+        rc = queue_local(t, b, si, e); /* the loss stays on the device: agreed as 0 (1 rank) */
     } else {
         if (!(rc = model_defer(t, 0, e))) rc = fast_local(t, b, si, skip, loss_fix, count, e);
     }
@@ -1662,7 +1772,7 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     }
     if (si->queued) {
         /* the host's part waits for settle_one; the update is gated on the device */
-        if (!si->flags[SF_NONFINITE] && (rc = queue_apply(t, si, e))) return rc;
+        if (!si->graphed && !si->flags[SF_NONFINITE] && (rc = queue_apply(t, si, e))) return rc;
         if ((rc = queue_finish(t, si, b->st.step, e))) return rc;
         t->step = b->st.step + 1;
         return PLUMB_OK;
@@ -2159,6 +2269,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         }
         if (do_eval && !stop) {
             double te = timer_now();
+            graphs_drop(t);
             if ((rc = run_eval(t, &last_eval, e))) break;
             res->eval_s += timer_now() - te;
             last_eval_step = t->step;
@@ -2206,6 +2317,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
          * queued behind the last one are dropped (the checkpoint overwrites
          * them), then back to the checkpoint */
         queue_drop(t);
+        graphs_drop(t);
         rc = rollback(t, &ld, &feed, e);
     }
     if (!rc && t->n_q) {
