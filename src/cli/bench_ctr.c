@@ -179,7 +179,7 @@ static int bench_config(const struct opts *o, struct comm *hc, const struct data
     /* warm-up */
     for (long i = 0; i < o->warmup && !rc; i++, step++) {
         struct batch b = DB(step);
-        rc = trainer_step_on(tr, &b, step, batch, &ss, e);
+        rc = trainer_step_on(tr, &b, step, batch, NULL, e);
     }
     t->fused = cfg.fuse_sparse_sgd && !strcmp(cfg.fuse_sparse_sgd, "auto") && mo->fuse_sparse_sgd &&
                d->ops->train && d->ops->train->embedding_bwd_sgd && hc->world == 1;
@@ -190,7 +190,7 @@ static int bench_config(const struct opts *o, struct comm *hc, const struct data
     double t0 = now();
     for (long i = 0; i < o->steps && !rc; i++, step++) {
         struct batch b = DB(step);
-        rc = trainer_step_on(tr, &b, step, batch, &ss, e);
+        rc = trainer_step_on(tr, &b, step, batch, NULL, e); /* queued: read one step behind */
     }
     double enq = now() - t0; /* the host's time in the steps */
     if (!rc) rc = dev_sync(d, e);
@@ -739,8 +739,8 @@ int bench_ctr(int argc, char **argv)
                         json_string("whole steps: --steps steps of the trainer's step (train/trainer.h, the "
                                     "one training loop: forward+backward, the status all-reduce, gradient checks, "
                                     "optimizer) back to back, host time to the final synchronisation (as the PyTorch "
-                                    "reference times with events over all steps; each step reads its small status "
-                                    "block back); device: batches already on the device; loader: the trainer's own "
+                                    "reference times with events over all steps; a queued step's outcome is read "
+                                    "one step behind, graphs replayed where the device has them); device: batches already on the device; loader: the trainer's own "
                                     "data path (sampler -> pinned -> H2D copy stream); split: a forward-only pass "
                                     "then the step, each followed by a synchronisation, backward = the step's "
                                     "forward+backward phase - forward-only pass, optimizer = the rest of the step "

@@ -2021,7 +2021,16 @@ const struct model_ops *trainer_model(struct trainer *t, struct model **m)
 }
 
 struct dev *trainer_dev(struct trainer *t) { return t->d; }
-int trainer_digest(struct trainer *t, char hex[65], plumb_err *e) { return param_digest(t, hex, e); }
+int trainer_digest(struct trainer *t, char hex[65], plumb_err *e)
+{
+    while (t->n_q > 0) {
+        struct step_info si;
+        long sn;
+        int rc = settle_one(t, &si, &sn, e);
+        if (rc) return rc;
+    }
+    return param_digest(t, hex, e);
+}
 
 /* The public view of one step. */
 static void stats_of(const struct step_info *si, struct trainer_step_stats *st)
@@ -2064,8 +2073,9 @@ int trainer_step_on(struct trainer *t, const struct batch *b, long step, long gl
     struct step_info si;
     int rc = trainer_step(t, &hb, &si, e);
     t->use_feed = feed;
-    /* the caller reads the step's figures: settle it (and any before it) */
-    while (!rc && t->n_q > 0) {
+    /* st: the caller reads the step's figures, so it is settled now (and
+     * any before it); NULL: settled one step behind, as trainer_steps does */
+    while (!rc && t->n_q > (st ? 0 : 1)) {
         long sn;
         rc = settle_one(t, &si, &sn, e);
     }

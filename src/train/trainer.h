@@ -157,7 +157,8 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
  * trainer_open sets everything up (collective, like trainer_run);
  * trainer_step_on runs one global step on a batch the caller built (this
  * rank's samples of global step `step`, global_valid samples in the global
- * batch; host or device fields, see train/model.h); trainer_steps runs
+ * batch; host or device fields, see train/model.h; st NULL: a queued step's
+ * outcome is read one step behind, st given: at once); trainer_steps runs
  * warm + n steps from step `start` on the trainer's own data path (loader
  * or device feed) and times the last n: the host's wait for data, the time
  * spent building batches, the elapsed time to a synchronisation (tm may be
