@@ -5,6 +5,7 @@
 const struct command plumb_commands[] = {
     {"accept", "accept this platform: run the checks at a level, write a run folder and report", cmd_accept},
     {"bench", "throughput: device ceilings (copy bandwidth, GEMM TFLOP/s per precision)", cmd_bench},
+    {"comm", "collective bandwidth (nccl-tests' algbw/busbw) and exact correctness over MPI or NCCL/RCCL; --topology", cmd_comm},
     {"data", "dataset utilities: synth-criteo writes the synthetic teacher's data as Criteo TSV", cmd_data},
     {"doctor", "preflight checklist: host, libraries, GPU plugins, risky environment variables", cmd_doctor},
     {"faults", "fault drills: rank kill, hang, OOM, NaN, corrupt checkpoint, SIGTERM under plumb launch + mpirun", cmd_faults},
