@@ -81,10 +81,11 @@ double comm_check_exact_limit(dtype_t t)
 double comm_check_input(unsigned long long seed, unsigned case_id, enum comm_coll coll, dtype_t t, enum comm_op op,
                         int n, int r, size_t j)
 {
-    /* two words per element: 64 random bits, enough for the 2^53 ranges */
-    uint64_t lo = philox_u32_at(seed, RNG_COMM_CHECK, (uint32_t)r, case_id, 2 * (uint64_t)j);
-    uint64_t hi = philox_u32_at(seed, RNG_COMM_CHECK, (uint32_t)r, case_id, 2 * (uint64_t)j + 1);
-    uint64_t u = hi << 32 | lo;
+    /* two words per element (stream elements 2j and 2j + 1, one Philox
+     * block for two elements): 64 random bits, enough for the 2^53 ranges */
+    uint32_t w[4];
+    philox_block(seed, RNG_COMM_CHECK, (uint32_t)r, case_id, (uint64_t)j >> 1, w);
+    uint64_t u = (uint64_t)w[(j & 1) * 2 + 1] << 32 | w[(j & 1) * 2];
     double L = comm_check_exact_limit(t);
     if (is_reduction(coll) && op == COMM_SUM) {
         uint64_t m = (uint64_t)floor(L / (n > 0 ? n : 1));
@@ -258,6 +259,19 @@ static int batch_init(const struct batch *bt, struct bufs *b, unsigned long long
     return rc ? rc : to_buf(b, b->recv, b->hr, rn * es, e);
 }
 
+/* Timing inputs: ones wherever the batch reads or writes (normal numbers,
+ * so no denormal slows a host reduction; the values do not matter there). */
+static int batch_fill_ones(const struct batch *bt, struct bufs *b, int W, int R, plumb_err *e)
+{
+    size_t sn, rn, blen, at, es = dtype_size(bt->t);
+    batch_layout(bt, W, R, &sn, &rn, &blen, &at);
+    size_t n = sn > rn ? sn : rn;
+    if (blen > n) n = blen;
+    for (size_t i = 0; i < n; i++) put(b->hs, bt->t, i, 1.0);
+    int rc = to_buf(b, b->send, b->hs, (bt->in_place ? 0 : sn) * es, e);
+    return rc ? rc : to_buf(b, b->recv, b->hs, (bt->in_place ? blen : rn) * es, e);
+}
+
 /* the exact value of element i of what rank R receives */
 static double expected(const struct batch *bt, unsigned long long seed, int W, int R, size_t i)
 {
@@ -357,7 +371,7 @@ static int run_batch(struct sweep_ctx *s, struct batch *bt, struct rank_rec *all
     batch_args(bt, &s->b, s->R, &a);
     struct rank_rec me = {0, 0, -1, 0, 0};
     /* timing */
-    if ((rc = batch_init(bt, &s->b, o->seed, s->W, s->R, e))) return rc;
+    if ((rc = batch_fill_ones(bt, &s->b, s->W, s->R, e))) return rc;
     for (int i = 0; i < o->warmup && !rc; i++) rc = comm_run(s->c, &a, bt->what, e);
     if (rc) return rc;
     double t0 = timer_now();
