@@ -331,6 +331,7 @@ struct sweep_ctx {
     long long total_wrong;
     int injected_note;
     char broken[1024];    /* why the sweep stopped (an arrival timeout, a failed collective) */
+    int failed;           /* a collective failed on this rank (the others fail theirs, or the watchdog ends them) */
 };
 
 static void hang_forever(const struct sweep_ctx *s, const char *what)
@@ -568,10 +569,10 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
     struct rank_rec *all = calloc((size_t)s.W, sizeof *all);
     if (!all) rc = err_set(e, PLUMB_ENOMEM, "out of memory");
     size_t largest_seen = 0;
-    for (int coll = 0; coll < COMM_COLL_N && !rc && !out->broken; coll++) {
+    for (int coll = 0; coll < COMM_COLL_N && !rc && !out->broken && !s.failed; coll++) {
         if (!(o->colls & (1u << coll))) continue;
         ncolls++;
-        for (int ti = 0; ti < o->ndtypes && !rc && !out->broken; ti++) {
+        for (int ti = 0; ti < o->ndtypes && !rc && !out->broken && !s.failed; ti++) {
             dtype_t t = o->dtypes[ti];
             json_t *sw = json_object();
             json_object_set_new(sw, "collective", json_string(comm_coll_name((enum comm_coll)coll)));
@@ -607,7 +608,7 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
             long long sw_wrong = 0;
             const json_t *last = NULL;
             double factor = comm_busbw_factor((enum comm_coll)coll, s.W);
-            for (size_t S = o->min_bytes; S <= o->max_bytes && !rc && !out->broken;) {
+            for (size_t S = o->min_bytes; S <= o->max_bytes && !rc && !out->broken && !s.failed;) {
                 struct batch bt = {.coll = (enum comm_coll)coll, .t = t, .op = o->op, .root = o->root};
                 comm_check_counts(bt.coll, t, s.W, S, &bt.p, &bt.bytes);
                 bt.case_id = (unsigned)(coll * 64 + (int)t * 4 + (int)o->op);
@@ -615,7 +616,7 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
                     json_t *row = json_object();
                     json_object_set_new(row, "bytes", json_integer((json_int_t)bt.bytes));
                     json_object_set_new(row, "count", json_integer((json_int_t)(bt.bytes / dtype_size(t))));
-                    for (int ip = 0; ip < 2 && !rc && !out->broken; ip++) {
+                    for (int ip = 0; ip < 2 && !rc && !out->broken && !s.failed; ip++) {
                         const char *key = ip ? "in" : "out";
                         if (ip && coll == COMM_ALLTOALL) {
                             json_object_set_new(row, key, json_null()); /* out of place only */
@@ -630,10 +631,10 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
                             /* the platform failed the collective (an NCCL timeout or error, the
                              * communicator aborted): a finding; the sweep cannot go on */
                             snprintf(s.broken, sizeof s.broken, "%s: %s", bt.what, e->msg);
-                            out->broken = 1;
+                            s.failed = 1;
                             rc = PLUMB_OK;
                         }
-                        if (rc || out->broken) break;
+                        if (rc || out->broken || s.failed) break;
                         double tsum = 0;
                         long long wr = 0;
                         for (int q = 0; q < s.W; q++) tsum += all[q].time_s, wr += all[q].wrong;
@@ -645,7 +646,7 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
                         json_object_set_new(row, key, pl);
                         if (wr) note_wrong(&s, &bt, all);
                     }
-                    if (rc || out->broken) {
+                    if (rc || out->broken || s.failed) {
                         json_decref(row);
                         break;
                     }
@@ -667,7 +668,7 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
                 if (next <= S) break;
                 S = next;
             }
-            if (rc || out->broken) break;
+            if (rc || out->broken || s.failed) break;
             double avg = bw_n ? bw_sum / bw_n : 0;
             json_object_set_new(sw, "avg_busbw_GBps", json_real(avg));
             json_object_set_new(sw, "wrong", o->check ? json_integer(sw_wrong) : json_null());
@@ -742,6 +743,7 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
             }
     check_metric(r, "wrong", (double)s.total_wrong, "elements");
     check_metric(r, "ranks", s.W, "");
+    if (s.failed) check_set_status(r, CHECK_FAIL, "%s", s.broken);
     if (out->broken) {
         check_set_status(r, CHECK_FAIL, "%s", s.broken);
         json_t *m = json_array();
@@ -770,7 +772,7 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
                     json_real_value(json_object_get(sw, "avg_busbw_GBps")), &worst_ratio);
     }
     if (isfinite(worst_ratio)) check_metric(r, "busbw_over_threshold_min", worst_ratio, "");
-    if (!out->broken && !nsweeps) check_set_status(r, CHECK_SKIP, "nothing to sweep: every collective and dtype asked for was skipped");
+    if (!out->broken && !s.failed && !nsweeps) check_set_status(r, CHECK_SKIP, "nothing to sweep: every collective and dtype asked for was skipped");
     char lo[32], hi[32];
     check_set_status(r, CHECK_PASS, "%d collective%s x %d dtype%s, %s..%s on %d rank%s (%s): %s%s%s", ncolls,
                      ncolls == 1 ? "" : "s", o->ndtypes, o->ndtypes == 1 ? "" : "s", human((double)o->min_bytes, lo, sizeof lo),

@@ -156,7 +156,8 @@ int cmd_comm(int argc, char **argv)
         {"--transport", OPT_CHOICE, &transport, "auto",
          "GPU buffers: nccl (NCCL/RCCL), host (staged through host memory), auto (nccl when it loads)", "auto|nccl|host", NULL},
         {"--timeout", OPT_DOUBLE, &timeout, "60",
-         "seconds: a collective that takes longer ends the job (watchdog, exit 124); a rank later than this is named", NULL, "S"},
+         "seconds: a rank later than this is named and the job fails; NCCL waits are aborted after 0.8 S; a collective "
+         "still blocked at S ends the process (watchdog, exit 124)", NULL, "S"},
         {"--min-busbw", OPT_DOUBLE, &min_busbw, "0",
          "fail when busbw at the largest size (out of place or in place) of any sweep is below X GB/s (0 = off)", NULL, "X"},
         {"--min-avg-busbw", OPT_DOUBLE, &min_avg, "0",
@@ -240,7 +241,10 @@ int cmd_comm(int argc, char **argv)
             return cli_fail("comm", &e);
         }
         if (dev_open(spec, &d, &e)) return cli_fail("comm", &e);
-        if (comm_open_device(host, d, transport, timeout, &c, &e)) return cli_fail("comm", &e);
+        /* NCCL's own deadline comes first, so a hang inside NCCL is a named,
+         * recorded failure (communicator aborted) before the watchdog ends
+         * the process */
+        if (comm_open_device(host, d, transport, 0.8 * timeout, &c, &e)) return cli_fail("comm", &e);
         snprintf(devdesc, sizeof devdesc, "%s [%s]", d->label, d->info.name);
         if (!skuname) skuname = d->info.name;
     } else {
