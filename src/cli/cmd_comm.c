@@ -4,6 +4,7 @@
  * it; rank 0 prints the table and writes the run folder. */
 #include "accept/comm_check.h"
 #include "accept/comm_thresholds.h"
+#include "accept/topology.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
@@ -179,8 +180,8 @@ int cmd_comm(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("comm", &e);
     if (topology || topo_xml) {
-        err_set(&e, PLUMB_EUNSUPPORTED, "--topology: TODO");
-        return cli_fail("comm", &e);
+        rc = topology_print(stdout, topo_xml, &e);
+        return rc ? cli_fail("comm", &e) : 0;
     }
     struct comm_check_opts o;
     comm_check_opts_default(&o);
