@@ -375,11 +375,24 @@ static int run_batch(struct sweep_ctx *s, struct batch *bt, struct rank_rec *all
     if ((rc = batch_fill_ones(bt, &s->b, s->W, s->R, e))) return rc;
     for (int i = 0; i < o->warmup && !rc; i++) rc = comm_run(s->c, &a, bt->what, e);
     if (rc) return rc;
-    double t0 = timer_now();
-    for (int i = 0; i < o->iters && !rc; i++) rc = comm_start(s->c, &a, NULL, bt->what, e);
-    if (!rc) rc = comm_wait(s->c, bt->what, e);
-    if (rc) return rc;
-    me.time_s = o->iters > 0 ? (timer_now() - t0) / o->iters : 0;
+    if (o->time_each) {
+        /* OSU's method: each call timed on its own, ranks lined up between calls */
+        double sum = 0;
+        for (int i = 0; i < o->iters && !rc; i++) {
+            double t0 = timer_now();
+            rc = comm_run(s->c, &a, bt->what, e);
+            sum += timer_now() - t0;
+            if (!rc) rc = comm_barrier(s->host, "comm check: between timed calls", e);
+        }
+        if (rc) return rc;
+        me.time_s = sum / o->iters;
+    } else {
+        double t0 = timer_now();
+        for (int i = 0; i < o->iters && !rc; i++) rc = comm_start(s->c, &a, NULL, bt->what, e);
+        if (!rc) rc = comm_wait(s->c, bt->what, e);
+        if (rc) return rc;
+        me.time_s = (timer_now() - t0) / o->iters;
+    }
     /* the check run */
     if (o->check) {
         if ((rc = batch_init(bt, &s->b, o->seed, s->W, s->R, e))) return rc;
@@ -717,6 +730,7 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
     json_object_set_new(det, "warmup_iters", json_integer(o->warmup));
     json_object_set_new(det, "iters", json_integer(o->iters));
     json_object_set_new(det, "check", json_boolean(o->check));
+    json_object_set_new(det, "timing", json_string(o->time_each ? "each call between barriers (OSU)" : "back-to-back loop (nccl-tests)"));
     json_object_set_new(det, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(det, "timeout_s", json_real(o->timeout_s));
     json_object_set_new(det, "size_rule", json_string("nccl-tests: size = the larger of a rank's send and receive "

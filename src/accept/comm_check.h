@@ -7,7 +7,8 @@
  *   1. all ranks meet (comm_arrive: a rank that does not arrive within the
  *      timeout is named, and the job fails);
  *   2. warmup + iters back-to-back collectives; time = wall time / iters,
- *      averaged over ranks; algbw = S / time (GB = 1e9 B); busbw = algbw x
+ *      averaged over ranks (time_each: each call timed alone, a barrier
+ *      between calls, the OSU micro-benchmarks' method); algbw = S / time (GB = 1e9 B); busbw = algbw x
  *      2(n-1)/n (allreduce), (n-1)/n (allgather, reduce-scatter, alltoall),
  *      1 (broadcast, reduce), nccl-tests' factors;
  *   3. with check on: fresh inputs, one more collective, every received
@@ -49,6 +50,8 @@ struct comm_check_opts {
     double step_factor;                   /* > 1: sizes multiply by it; else they grow by step_bytes */
     int warmup, iters;
     int check;                            /* verify the data */
+    int time_each;                        /* time every call between barriers (OSU's method) instead of the
+                                           * back-to-back loop (nccl-tests') */
     double timeout_s;                     /* arrival deadline before every batch (<= 0: plain barrier) */
     double min_busbw;                     /* --min-busbw: GB/s at the largest size, every collective (0 off) */
     double min_avg_busbw;                 /* --min-avg-busbw: nccl-tests' NCCL_TESTS_MIN_BW (0 off) */

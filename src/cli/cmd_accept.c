@@ -24,8 +24,10 @@ struct accept_entry;
 typedef int (*accept_run_fn)(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
                              struct check_result *r, plumb_err *e);
 
-/* One row of the acceptance table: `run` is called once (per_device = 0) or
- * once per device (per_device = 1) at every level >= min_level. */
+/* One row of the acceptance table: `run` is called once (per_device = 0),
+ * once per device (per_device = 1) or once per backend among the devices
+ * (per_device = 2, ctx->device the backend: "cpu", "cuda", "hip") at every
+ * level >= min_level. */
 struct accept_entry {
     const char *label;  /* progress text, e.g. "numerics golden" */
     enum level min_level;
@@ -73,6 +75,13 @@ static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a,
     return check_faults_run(ctx, r, e);
 }
 
+static int run_comm(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                    struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_comm_accept_run(ctx, r, e);
+}
+
 static int run_train_ctr(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
                          struct check_result *r, plumb_err *e)
 {
@@ -87,6 +96,7 @@ static const struct accept_entry accept_table[] = {
     {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
     {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
     {"train-ctr", LEVEL_STANDARD, 1, run_train_ctr},
+    {"comm", LEVEL_STANDARD, 2, run_comm},
     {"faults", LEVEL_STANDARD, 0, run_faults},
     /* health stays last: it reports the run-wide health monitor's alerts */
     {"health", LEVEL_QUICK, 0, run_health},
@@ -200,7 +210,9 @@ int cmd_accept(int argc, char **argv)
         "folder (results.json with schema plumb.results/1, checks/<name>[-<device>]/ artifacts, report.html)\n"
         "and print a verdict table. Levels: --quick: doctor, rng and numerics (golden and fast) on each device\n"
         "and the run-wide health monitor (seconds on a CPU host); --standard (the default): also train-ctr on\n"
-        "each device (ctr-tiny AUC floor, golden digest against the cpu) and the fault drills (minutes);\n"
+        "each device (ctr-tiny AUC floor, golden digest against the cpu), comm per backend (plumb comm on a rank\n"
+        "per GPU, or 2 MPI ranks on the cpu: every collective and dtype, 0 wrong, busbw thresholds per SKU) and\n"
+        "the fault drills (minutes);\n"
         "--full: also 10x larger RNG samples. Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
     const struct opt opts[] = {
         {"--quick", OPT_FLAG, &quick, "off", "quick level", NULL, NULL},
@@ -274,10 +286,24 @@ int cmd_accept(int argc, char **argv)
         }
     }
 
+    /* backends among the devices ("cuda:0" -> "cuda"), for per-backend checks */
+    char backends[64][32];
+    int backend_of[64], nbackends = 0;
+    for (int i = 0; i < ndev; i++) {
+        snprintf(backends[i], sizeof backends[i], "%.*s", (int)strcspn(specs[i], ":"), specs[i]);
+        backend_of[i] = i;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(backends[j], backends[i])) {
+                backend_of[i] = j;
+                break;
+            }
+        if (backend_of[i] == i) nbackends++;
+    }
     int tty = table_stderr_tty();
     int total = 0;
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++)
-        if (accept_table[t].min_level <= lv && entry_selected(&accept_table[t], names, nnames)) total += accept_table[t].per_device ? ndev : 1;
+        if (accept_table[t].min_level <= lv && entry_selected(&accept_table[t], names, nnames))
+            total += accept_table[t].per_device == 2 ? nbackends : accept_table[t].per_device ? ndev : 1;
     double t0 = timer_now();
     int had_internal = 0, step = 0;
     plumb_err he = {0};
@@ -286,18 +312,21 @@ int cmd_accept(int argc, char **argv)
         const struct accept_entry *a = &accept_table[t];
         if (a->min_level > lv || !entry_selected(a, names, nnames)) continue;
         for (int di = 0; di < (a->per_device ? ndev : 1); di++) {
-            struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? specs[di] : "cpu",
+            /* per backend: the first device of each backend stands for it */
+            if (a->per_device == 2 && backend_of[di] != di) continue;
+            const char *dspec = a->per_device == 2 ? backends[di] : specs[di];
+            struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? dspec : "cpu",
                                     .level = level_names[lv], .threads = (int)threads, .tty = tty};
             step++;
             if (tty) fprintf(stderr, "[%d/%d] %s%s%s ...", step, total, a->label, a->per_device ? " on " : "",
-                             a->per_device ? specs[di] : "");
+                             a->per_device ? dspec : "");
             struct check_result r = {0};
             plumb_err ce = {0};
             double c0 = timer_now();
             int crc = a->run(&ctx, a, lv, &r, &ce);
             if (crc != PLUMB_OK) {
                 /* it could not run: record that as a failed entry */
-                if (!r.obj && check_begin(&r, a->label, a->per_device ? specs[di] : NULL) != PLUMB_OK) {
+                if (!r.obj && check_begin(&r, a->label, a->per_device ? dspec : NULL) != PLUMB_OK) {
                     results_close(&res);
                     err_set(&e, PLUMB_ENOMEM, "out of memory");
                     return cli_fail("accept", &e);
@@ -308,7 +337,7 @@ int cmd_accept(int argc, char **argv)
             }
             results_add_check(&res, &r);
             if (tty) fprintf(stderr, "\r[%d/%d] %s%s%s: %s (%.1f s)\033[K\n", step, total, a->label,
-                             a->per_device ? " on " : "", a->per_device ? specs[di] : "", check_status_name(r.status),
+                             a->per_device ? " on " : "", a->per_device ? dspec : "", check_status_name(r.status),
                              timer_now() - c0);
             check_free(&r);
             /* results.json after every check: an interrupted run keeps what it has */

@@ -121,7 +121,7 @@ int cmd_comm(int argc, char **argv)
 {
     const char *minb = NULL, *maxb = NULL, *stepb = NULL, *ops = NULL, *dtypes = NULL, *redop = NULL, *device = NULL;
     const char *comm_kind = NULL, *transport = NULL, *thr_file = NULL, *sku = NULL, *inject = NULL, *out = NULL;
-    const char *topo_xml = NULL;
+    const char *topo_xml = NULL, *timing = NULL;
     long warmup = 5, iters = 20, check = 1, root = 0, seed = 20;
     double factor = 2, timeout = 60, min_busbw = 0, min_avg = 0;
     int topology = 0;
@@ -144,6 +144,9 @@ int cmd_comm(int argc, char **argv)
         {"-w", OPT_INT, &warmup, "5", "warm-up iterations before every timed batch", "0..100000", "N"},
         {"-n", OPT_INT, &iters, "20", "timed iterations per size and placement", "1..10000000", "N"},
         {"-c", OPT_INT, &check, "1", "check the data (1) or only time (0)", "0..1", "0|1"},
+        {"--timing", OPT_CHOICE, &timing, "loop",
+         "loop: -n calls back to back, time / n (nccl-tests); each: every call timed alone, a barrier between (OSU)",
+         "loop|each", NULL},
         {"--ops", OPT_STR, &ops, "allreduce", "collectives: allreduce, allgather, reduce-scatter, broadcast, reduce, alltoall, all",
          NULL, "LIST"},
         {"--dtype", OPT_STR, &dtypes, "fp32", "dtypes: fp32, bf16, fp16, int64 (also fp64, int32; all = the first four)", NULL,
@@ -206,6 +209,7 @@ int cmd_comm(int argc, char **argv)
     o.warmup = (int)warmup;
     o.iters = (int)iters;
     o.check = (int)check;
+    o.time_each = !strcmp(timing, "each");
     o.op = !strcmp(redop, "max") ? COMM_MAX : !strcmp(redop, "min") ? COMM_MIN : COMM_SUM;
     o.root = (int)root;
     o.seed = (unsigned long long)seed;

@@ -9,6 +9,7 @@
 #include "accept/checks.h"
 #include "health/monitor.h"
 #include "report/results.h"
+#include "train/bind.h"
 #include "train/inject.h"
 #include "train/trainer.h"
 #include <limits.h>
@@ -59,7 +60,7 @@ int cmd_train(int argc, char **argv)
     double eval_frac = 0.1, lr = -1, wd = 0, ls_init = 65536, ls_growth = 2, ls_backoff = 0.5, clip = 0;
     double watchdog = 600;
     double health_interval = 10;
-    const char *on_overheat = "stop", *health_thr = NULL, *comm = "auto";
+    const char *on_overheat = "stop", *health_thr = NULL, *comm = "auto", *bind = "none";
     int resume = 0, digest = 0, quiet = 0;
     const struct opt opts[] = {
         {"--preset", OPT_CHOICE, &preset, "ctr-tiny", "model preset", "ctr-tiny|dlrm-kaggle", NULL},
@@ -96,6 +97,9 @@ int cmd_train(int argc, char **argv)
         {"--loss-scale-interval", OPT_INT, &ls_interval, "2000", "clean steps before growing the scale", "1..", "N"},
         {"--clip-grad-norm", OPT_DOUBLE, &clip, "0", "clip the global gradient norm to X (0 = off)", NULL, "X"},
         {"--device", OPT_STR, &device, "cpu", "cpu, cuda, hip, cuda:N, hip:N (cuda/hip: one GPU per local rank)", NULL, "D"},
+        {"--bind", OPT_CHOICE, &bind, "none",
+         "pin each rank's threads and memory: numa = the NUMA node of its GPU (cpu ranks: local rank mod nodes); none = "
+         "the launcher's binding", "none|numa", NULL},
         {"--comm", OPT_CHOICE, &comm, "auto",
          "gradient comm: auto (nccl/rccl for a GPU with fast numerics on >1 rank, else the host comm), mpi, self (1 rank "
          "per process), nccl (also on 1 rank)", "auto|mpi|self|nccl", NULL},
@@ -220,6 +224,37 @@ int cmd_train(int argc, char **argv)
     /* the host comm (control, golden sums, the host gradient path); nccl rides on it */
     if (comm_init(!strcmp(comm, "self") || !strcmp(comm, "mpi") ? comm : "auto", &c, &e)) return cli_fail("train", &e);
 
+    /* binding first, so every thread started from here on inherits it and
+     * the buffers the trainer allocates land on the node */
+    struct bind_result bnd;
+    if (bind_apply(bind, device, c->local_rank, c->local_world, &bnd, &e)) {
+        int code = cli_fail("train", &e);
+        if (c->world > 1) comm_abort(c, code);
+        comm_finalize(c);
+        return code;
+    }
+    /* every rank's binding, for results.json */
+    json_t *bnd_all = NULL;
+    {
+        json_t *mine = bind_json(&bnd);
+        json_object_set_new(mine, "rank", json_integer(c->rank));
+        json_object_set_new(mine, "local_rank", json_integer(c->local_rank));
+        char *txt = json_dumps(mine, JSON_COMPACT);
+        json_decref(mine);
+        void *all = NULL;
+        size_t total = 0;
+        plumb_err ge = {0};
+        if (txt && comm_allgatherv_alloc(c, txt, strlen(txt) + 1, &all, &total, NULL, "rank bindings", &ge) == PLUMB_OK) {
+            bnd_all = json_array();
+            for (size_t off = 0; off < total; off += strlen((char *)all + off) + 1)
+                json_array_append_new(bnd_all, json_loads((char *)all + off, 0, NULL));
+            free(all);
+        } else {
+            log_warn("bind: the ranks' bindings could not be gathered: %s", ge.msg);
+        }
+        free(txt);
+    }
+
     /* rank 0 creates the run folder; everyone learns its path */
     struct results res;
     memset(&res, 0, sizeof res);
@@ -230,12 +265,14 @@ int cmd_train(int argc, char **argv)
         cmdline_join(argc, argv, cmdline, sizeof cmdline);
         if (results_open(&res, out, cmdline, &e)) st = e.code;
         else snprintf(dir, sizeof dir, "%s", res.dir);
+        if (!st && bnd_all) json_object_set(res.root, "binding", bnd_all);
     }
     plumb_err be = {0};
     if (comm_broadcast(c, &st, sizeof st, 0, "run folder", &be) || comm_broadcast(c, dir, sizeof dir, 0, "run folder", &be)) {
         if (!e.code) e = be;
         st = e.code ? e.code : PLUMB_EINTERNAL;
     }
+    json_decref(bnd_all);
     if (st) {
         if (c->rank != 0 && !e.code) err_set(&e, st, "rank 0 could not create the run folder");
         comm_finalize(c);

@@ -329,7 +329,9 @@ int hostinfo_bind_numa(const struct hostinfo *h, int node, plumb_err *e)
     if (hwloc_set_cpubind(h->topo, o->cpuset, HWLOC_CPUBIND_PROCESS))
         return err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: binding to the CPUs of NUMA node %d (%s) refused: %s", node, cpus,
                        strerror(errno));
-    if (hwloc_set_membind(h->topo, o->nodeset, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET))
+    /* Linux binds memory per thread (set_mempolicy); threads started later
+     * inherit the caller's policy, so the caller binds before it starts them */
+    if (hwloc_set_membind(h->topo, o->nodeset, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET))
         return err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: binding memory to NUMA node %d refused: %s", node, strerror(errno));
     return PLUMB_OK;
 }
@@ -343,7 +345,7 @@ int hostinfo_mem_binding(const struct hostinfo *h, int *node, char *policy, size
     if (!set) return err_set(e, PLUMB_ENOMEM, "hostinfo: out of memory");
     hwloc_membind_policy_t pol;
     int rc = PLUMB_OK;
-    if (hwloc_get_membind(h->topo, set, &pol, HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET)) {
+    if (hwloc_get_membind(h->topo, set, &pol, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET)) {
         rc = err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: hwloc_get_membind failed: %s", strerror(errno));
     } else {
         const char *pn = pol == HWLOC_MEMBIND_BIND ? "bind" : pol == HWLOC_MEMBIND_DEFAULT ? "default"

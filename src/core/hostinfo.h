@@ -79,13 +79,18 @@ struct hostinfo_pci_dev {
 int hostinfo_pci_list(const struct hostinfo *h, unsigned class_base, struct hostinfo_pci_dev *out, int max, int *n,
                       plumb_err *e);
 
-/* Binds this process (every thread, and memory it allocates from now on)
- * to NUMA node `node` (OS index) of this machine: hwloc_set_cpubind to the
- * node's CPUs and hwloc_set_membind to the node. h must be this machine.
+/* Binds this process to NUMA node `node` (OS index) of this machine: every
+ * thread to the node's CPUs (hwloc_set_cpubind, the whole process), and
+ * memory the calling thread, and threads it starts later, allocate from now
+ * on to the node (hwloc_set_membind: Linux keeps a memory policy per
+ * thread). So call it before starting threads. Not strict: hwloc maps it to
+ * MPOL_PREFERRED_MANY (Linux 5.15+; MPOL_PREFERRED before), so allocations
+ * go to the node and spill to others when it is full instead of failing
+ * (numactl --preferred, not --membind). h must be this machine.
  * PLUMB_EUSAGE when there is no such node, PLUMB_EUNSUPPORTED when the
  * system refuses (cpus says which CPUs were asked for). */
 int hostinfo_bind_numa(const struct hostinfo *h, int node, plumb_err *e);
-/* The memory binding of this process: *node the OS index of the one NUMA
+/* The memory binding of the calling thread: *node the OS index of the one NUMA
  * node it is bound to, -1 when memory is not bound to a single node;
  * policy "bind", "default", ... (hwloc_get_membind). */
 int hostinfo_mem_binding(const struct hostinfo *h, int *node, char *policy, size_t n, plumb_err *e);

@@ -23,7 +23,7 @@
 #include "core/err.h"
 
 /* 2: stream_native and stream_query joined the backend table. */
-#define PLUMB_BACKEND_ABI 2
+#define PLUMB_BACKEND_ABI 3
 #define PLUMB_BACKEND_SYMBOL "plumb_backend_register_v1"
 
 enum numerics { NUMERICS_FAST = 0, NUMERICS_GOLDEN = 1 };
@@ -154,6 +154,7 @@ struct dev_info {
     int warp_size;          /* 32, 64, or 1 for cpu */
     double peak_tflops_bf16, peak_tflops_fp32, peak_tflops_tf32, peak_tflops_fp16;
     double peak_mem_gbps;   /* datasheet, 0 if unknown */
+    char pci_bus_id[32];    /* "0000:3b:00.0" for a PCI device, "" otherwise (rank binding) */
 };
 
 /* Caching allocator counters, in bytes. */
