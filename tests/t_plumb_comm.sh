@@ -81,6 +81,19 @@ expect_exit "--help: exit 0" 0 "$PLUMB" comm --help
 grep -q "\-b SIZE .*(default: 8)" "$TMP/out" && grep -q "\-e SIZE .*(default: 64M)" "$TMP/out" && grep -q "\-\-timeout S .*(default: 60)" "$TMP/out" \
   && ok "--help lists -b, -e, --timeout with defaults" || fail "help" "$(head -20 "$TMP/out")"
 
+# plumb accept's comm check: 2 MPI ranks on the cpu (one rank: a skip)
+PLUMB_ACCEPT_COMM_RANKS=1 "$PLUMB" accept --checks comm --device cpu --out "$TMP/a1" >"$TMP/a1.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && js "$TMP/a1" "assert c['status']=='skip' and 'one rank on the cpu and no GPU' in c['reason'], c" \
+  && ok "accept on one cpu rank: comm is a skip, saying why" || fail "accept comm skip" "rc $rc; $(tail -3 "$TMP/a1.out")"
+"$PLUMB" accept --checks comm --device cpu --out "$TMP/a2" >"$TMP/a2.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && js "$TMP/a2" "assert c['status']=='pass', c['reason']; d=c['details']; assert d['ranks']==2 and len(d['sweeps'])==27, d['ranks']; \
+assert 'correctness: 6 collectives x 4 dtypes, 16 B..1 MiB on 2 ranks (mpi): 0 wrong' in c['reason'], c['reason']; \
+assert 'bandwidth: 3 collectives x 1 dtype, 64 MiB..64 MiB on 2 ranks (mpi): 0 wrong' in c['reason'], c['reason']; \
+m={x['name']:x['value'] for x in c['metrics']}; assert m['wrong']==0 and m['allreduce_fp32_busbw_GBps']>0, m; \
+assert all(a.startswith('checks/comm') for a in c['artifacts']) and len(c['artifacts'])==3, c['artifacts']" \
+  && ok "accept --checks comm on the cpu: 2 MPI ranks, every collective and dtype 0 wrong, busbw at 64 MiB recorded" \
+  || fail "accept comm cpu" "rc $rc; $(tail -4 "$TMP/a2.out")"
+
 # the NCCL path: device buffers over the fake NCCL (tests/fake_nccl.c) on the fake GPU plugin
 FAKE="$PLUMB_BUILD/tests/libfake_gpu.so" NCCL="$PLUMB_BUILD/tests/libfake_nccl.so"
 if [ ! -f "$FAKE" ] || [ ! -f "$NCCL" ]; then skip "plumb comm over nccl" "fake GPU plugin or fake NCCL not built"; finish; exit; fi
@@ -100,4 +113,10 @@ $MPI -np 2 $G -x FAKE_NCCL_HANG=1:3 timeout --preserve-status 120 "$TMP/bin/plum
   && js "$TMP/nh" "assert c['status']=='fail' and 'communicator aborted' in c['reason'], c['reason']" \
   && ok "a collective that hangs inside NCCL: the sweep fails (rc 1), communicator aborted, reason recorded" \
   || fail "nccl hang" "rc $rc; $(grep -iE 'nccl|comm:' "$TMP/nh.out" | head -4)"
+# accept on one (fake) GPU: NCCL world size 1, no mpirun
+env FAKE_GPU_COUNT=1 PLUMB_BACKEND_PATH="$TMP/plug" PLUMB_NCCL_LIB="$NCCL" PLUMB="$TMP/bin/plumb" "$TMP/bin/plumb" accept --checks comm \
+  --device hip --out "$TMP/ag" >"$TMP/ag.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && js "$TMP/ag" "assert c['status']=='pass' and c['device']=='hip', c['reason']; d=c['details']; assert d['ranks']==1; \
+assert 'RCCL' in d['runs']['bandwidth']['transport'] and 'mpirun' not in d['commands'][0], d; assert '0 wrong' in c['reason']" \
+  && ok "accept --checks comm on one GPU: NCCL world size 1 without mpirun, 0 wrong" || fail "accept comm hip" "rc $rc; $(tail -4 "$TMP/ag.out")"
 finish
