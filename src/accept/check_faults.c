@@ -1,9 +1,10 @@
-/* The faults check: fault drills (train/drills.h) as a checks[] entry. */
+/* The faults check: fault drills (faults/drills.h) as a checks[] entry. */
 #include "accept/check_faults.h"
 #include "accept/checks.h"
 #include "accept/child.h"
 #include "core/file.h"
-#include "train/drills.h"
+#include "faults/drills.h"
+#include "models/workloads.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,8 @@ int check_faults_drills(const struct check_ctx *ctx, const char *plumb, const ch
 {
     struct drill_opts o;
     drill_opts_defaults(&o);
+    o.wl = workload_find("ctr");
+    o.preset = "ctr-tiny";
     char bin[PATH_MAX];
     if (plumb) snprintf(bin, sizeof bin, "%s", plumb);
     else if (accept_find_plumb(bin, sizeof bin, e)) return err_wrap(e, "faults");

@@ -41,7 +41,9 @@ enum rng_purpose {
     RNG_DROPOUT = 3,  /* dropout masks; a = step, b = layer           */
     RNG_AUGMENT = 4,  /* data augmentation; a = epoch, b = sample     */
     RNG_DATA = 5,     /* synthetic data; a = dataset id, b = split    */
-    RNG_COMM_CHECK = 6, /* collective check inputs; a = rank, b = case */
+    RNG_STATS = 6,    /* resampling tests (report/parity.c); a, b = the
+                         resample number's low and high words         */
+    RNG_COMM_CHECK = 7, /* collective check inputs; a = rank, b = case */
 };
 
 #define PHILOX_M0 0xD2511F53u
