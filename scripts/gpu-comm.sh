@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# plumb comm on one GPU (docs/COMM.md), on the GPU host, from the folder
+# plumb comm on one GPU (docs/COMM.md), on the GPU host (scripts/gpu-round.sh
+# comm:60, or alone), from the folder
 # scripts/gpu-prep.sh filled (prebuilt build/ with libplumb-cuda.so, scripts/,
 # fallback/). The unfiltered GPU suite runs before this script; it is not
 # repeated here. At most about one GPU minute, every step under `timeout`:
