@@ -23,8 +23,9 @@
 #include "core/err.h"
 
 /* 2: stream_native and stream_query joined the backend table.
- * 3: graph_begin/end/launch/destroy (optional). */
-#define PLUMB_BACKEND_ABI 3
+ * 3: graph_begin/end/launch/destroy (optional).
+ * 4: dev_info.pci_bus_id (rank binding, train/bind.h). */
+#define PLUMB_BACKEND_ABI 4
 #define PLUMB_BACKEND_SYMBOL "plumb_backend_register_v1"
 
 enum numerics { NUMERICS_FAST = 0, NUMERICS_GOLDEN = 1 };
@@ -166,6 +167,7 @@ struct dev_info {
     int warp_size;          /* 32, 64, or 1 for cpu */
     double peak_tflops_bf16, peak_tflops_fp32, peak_tflops_tf32, peak_tflops_fp16;
     double peak_mem_gbps;   /* datasheet, 0 if unknown */
+    char pci_bus_id[32];    /* "0000:3b:00.0" for a PCI device, "" otherwise (rank binding) */
 };
 
 /* Caching allocator counters, in bytes. */

@@ -140,6 +140,8 @@ static int gpu_open(struct dev *d, int ordinal, plumb_err *e)
                  kmod, kmod[0] ? ", " : "", PLUMB_VENDOR, drv / 1000, drv % 1000 / 10, rt / 1000,
                  rt % 1000 / 10);
     }
+    snprintf(d->info.pci_bus_id, sizeof d->info.pci_bus_id, "%04x:%02x:%02x.0", (unsigned)p.pciDomainID,
+             (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
     d->info.mem_total = p.totalGlobalMem;
     d->info.compute_units = p.multiProcessorCount;
     d->info.warp_size = p.warpSize;

@@ -55,6 +55,9 @@ const struct train_option train_options[] = {
     {"--clip-grad-norm", TOPT_NUM, F(clip_grad_norm), "0", "clip the global gradient norm to X (0 = off)", "0..", "X"},
     {"--allow-tf32", TOPT_FLAG, F(allow_tf32), NULL, "fast fp32 GEMMs may use TF32 where the device has it (default: strict fp32)", NULL, NULL},
     {"--device", TOPT_STR, F(device), "cpu", "cpu, cuda, hip, cuda:N, hip:N (cuda/hip: one GPU per local rank)", NULL, "D"},
+    {"--bind", TOPT_CHOICE, F(bind), "none",
+     "pin each rank's threads and memory: numa = the NUMA node of its GPU (cpu ranks: local rank mod nodes); none = "
+     "the launcher's binding", "none|numa", NULL},
     {"--comm", TOPT_CHOICE, F(comm), "auto",
      "gradient comm: auto (nccl/rccl for a GPU with fast numerics on >1 rank, else the host comm), mpi, self (1 rank "
      "per process), nccl (also on 1 rank)", "auto|mpi|self|nccl", NULL},

@@ -84,6 +84,7 @@ struct train_config {
     double clip_grad_norm;     /* 0: no clipping */
     const char *device;        /* "cpu", "cuda:0"... (local rank picks the ordinal when none) */
     const char *fuse_sparse_sgd; /* "no" | "auto": the sparse rows' SGD inside the backward where allowed */
+    const char *bind;          /* rank binding: "none" or "numa" (train/bind.h; applied by cmd_train) */
     const char *graph;         /* "on" | "off": the queued step as a CUDA/HIP graph (trainer.c, "the queued step") */
     const char *comm;          /* gradient comm: "auto", "mpi", "self", "nccl" (the host comm
                                   itself is the caller's; see setup_comm in trainer.c) */
