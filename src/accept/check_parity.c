@@ -45,8 +45,11 @@ static void mean_sd(const json_t *recs, const char *key, double *m, double *sd)
 
 static void compare_with_cpu(const struct check_ctx *ctx, struct check_result *r, const char *mine)
 {
-    char cpu[PATH_MAX];
-    snprintf(cpu, sizeof cpu, "%s/checks/parity/seeds.jsonl", ctx->run_dir);
+    /* the cpu's parity check of this command (an earlier run's in the same
+     * folder is another run: README.md, "Run folders") */
+    char cpu[PATH_MAX], cdir[PATH_MAX];
+    if (!check_artifact_dir_find(ctx->run_dir, "parity", "cpu", cdir, sizeof cdir)) return;
+    snprintf(cpu, sizeof cpu, "%s/seeds.jsonl", cdir);
     if (!file_exists(cpu)) return;
     struct seed_set a, b;
     plumb_err e = {0};

@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int file_test_fail_before_rename = 0;
@@ -83,6 +87,9 @@ int file_write_atomic_iov(const char *path, const void *const *bufs, const size_
     if (w < 0 || (size_t)w >= sizeof tmp) return err_set(e, PLUMB_EUSAGE, "path too long: %s", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return err_set(e, PLUMB_EIO, "create %s: %s", tmp, strerror(errno));
+    /* held until close: file_remove_stale_temps leaves a temp file alone
+     * while its writer lives (a dead writer's lock is gone) */
+    (void)flock(fd, LOCK_EX | LOCK_NB);
     for (int i = 0; i < nbufs; i++) {
         if (write_full(fd, bufs[i], lens[i]) != 0) {
             int saved = errno;
@@ -155,5 +162,37 @@ int file_read_all(const char *path, char **out, size_t *len, plumb_err *e)
     buf[n] = '\0';
     *out = buf;
     if (len) *len = n;
+    return PLUMB_OK;
+}
+
+int file_remove_stale_temps(const char *dir, const char *prefix, int *removed, plumb_err *e)
+{
+    if (removed) *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? PLUMB_OK : err_set(e, PLUMB_EIO, "%s: %s", dir, strerror(errno));
+    size_t pl = strlen(prefix);
+    struct dirent *de;
+    time_t now = time(NULL);
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        const char *t = strstr(n, ".tmp.");
+        if (strncmp(n, prefix, pl) || !t) continue;
+        char *end;
+        long pid = strtol(t + 5, &end, 10);
+        if (end == t + 5 || *end || pid <= 0) continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, n) >= (int)sizeof path) continue;
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        /* the writer is gone when nobody holds its lock and either its pid is
+         * not alive here or the file has not changed for an hour (a pid of
+         * another host, or reused) */
+        int stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+                    ((kill((pid_t)pid, 0) != 0 && errno == ESRCH) || now - st.st_mtime > 3600);
+        if (stale && unlink(path) == 0 && removed) (*removed)++;
+        close(fd);
+    }
+    closedir(d);
     return PLUMB_OK;
 }

@@ -13,6 +13,12 @@ int file_write_atomic_iov(const char *path, const void *const *bufs, const size_
                           int nbufs, plumb_err *e);
 /* Reads the whole file; *out is malloc'ed and NUL-terminated (not counted in *len). */
 int file_read_all(const char *path, char **out, size_t *len, plumb_err *e);
+/* Removes the temp files file_write_atomic left in dir for files whose name
+ * starts with prefix ("<name>.tmp.<pid>") when their writer is gone (killed
+ * mid-write): nobody holds the file's lock and the pid is not alive on this
+ * host, or the file is over an hour old. *removed (may be NULL) gets the
+ * count. A missing dir is not an error. */
+int file_remove_stale_temps(const char *dir, const char *prefix, int *removed, plumb_err *e);
 /* mkdir -p with mode 0755. */
 int file_mkdirs(const char *path, plumb_err *e);
 /* fsync of a directory (after a rename into it). */
