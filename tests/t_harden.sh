@@ -58,4 +58,36 @@ run "--serve PORT binds 127.0.0.1:PORT" 0 "serving http://127.0.0.1:$P2/metrics"
 run "--serve :PORT binds 127.0.0.1:PORT" 0 "serving http://127.0.0.1:$P2/metrics" "$PLUMB" health --serve ":$P2" --duration 0.5
 run "--serve x: exit 2 naming --serve" 2 "--serve" "$PLUMB" health --serve x --duration 0.5
 
+# ---- 4. a GPU run that is not on a GPU: exit 2 as accept does; the cpu only when asked for
+run "--device cuda with no usable GPU: exit 2 naming --device" 2 "--device cuda: no usable device here" \
+  env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" train ctr $Q --steps 2 --device cuda --out "$TMP/dev1"
+[ "$(jq -r '.checks[0].status + " " + .runs[0].error' "$TMP/dev1/results.json" 2>/dev/null | grep -c "^fail --device cuda")" = 1 ] \
+  && ok "--device cuda refused: results.json records the failed check and why" || fail "dev1 results" "$(cat "$TMP/dev1/results.json" 2>&1 | head -c 300)"
+run "--device cuda:99: exit 2" 2 "--device cuda:99: no usable device" \
+  env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" train ctr $Q --steps 2 --device cuda:99 --out "$TMP/dev2"
+run "--allow-cpu-fallback trains on the cpu" 0 "falling back to the cpu" \
+  env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" train ctr $Q --steps 2 --device cuda --allow-cpu-fallback --out "$TMP/dev3"
+[ "$(jq -r '.checks[0].device' "$TMP/dev3/results.json" 2>/dev/null)" = cpu ] \
+  && [ "$(jq -r '.checks[0].details.device_requested' "$TMP/dev3/results.json")" = cuda ] \
+  && ok "the fallback run is recorded on the cpu (device requested: cuda)" || fail "fallback device" "$(jq -c '.checks[0]|{device,details}' "$TMP/dev3/results.json" 2>&1 | head -c 300)"
+
+# ---- 5. SIGTERM: say what happened; a run stopped before its steps is not a pass
+sigterm_run() { # DIR [args]: starts a long run, SIGTERMs it after 20 steps, sets RC
+  local d=$1; shift
+  "$PLUMB" train ctr --steps 100000 $Q --train-samples 20000 "$@" --out "$d" >"$d.out" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do [ "$(cat "$d"/checks/train-ctr/metrics.jsonl 2>/dev/null | grep -c '"type":"step"')" -ge 20 ] && break; sleep 0.1; done
+  kill -TERM $pid; wait $pid; RC=$?
+}
+sigterm_run "$TMP/st1"
+st=$(jq -r '.checks[0].status' "$TMP/st1/results.json" 2>/dev/null); rs=$(jq -r '.checks[0].reason' "$TMP/st1/results.json" 2>/dev/null)
+[ "$RC" -eq 1 ] && [ "$st" = fail ] && echo "$rs" | grep -q "stopped by SIGTERM at step [0-9]* of 100000 (not finished) with no checkpoint" \
+  && ! echo "$rs" | grep -q "checkpoint written" && ok "SIGTERM without --checkpoint-dir: exit 1, fail, 'no checkpoint' (not 'checkpoint written')" \
+  || fail "SIGTERM without a checkpoint dir" "exit $RC, $st: $rs"
+sigterm_run "$TMP/st2" --checkpoint-dir "$TMP/st2ck"
+st=$(jq -r '.checks[0].status' "$TMP/st2/results.json" 2>/dev/null); rs=$(jq -r '.checks[0].reason' "$TMP/st2/results.json" 2>/dev/null)
+[ "$RC" -eq 0 ] && [ "$st" = skip ] && echo "$rs" | grep -q "stopped by SIGTERM at step [0-9]* of 100000 (not finished): checkpoint ckpt-.*written" \
+  && [ "$(jq -r .verdict "$TMP/st2/results.json")" != fail ] \
+  && ok "SIGTERM with --checkpoint-dir: exit 0, skip (not pass), the checkpoint named" || fail "SIGTERM with a checkpoint" "exit $RC, $st: $rs"
+
 finish

@@ -386,7 +386,7 @@ int cmd_train(int argc, char **argv)
         results_close(&res);
         if (tr.interrupted) {
             if (tr.overheat) printf("stopped: critical GPU temperature (--on-overheat stop)\n");
-            printf("interrupted (%s) at step %ld of %ld; checkpoint %s\n", tr.stop_reason, tr.steps_done, tr.steps_target,
+            printf("interrupted at step %ld of %ld (%s); checkpoint %s\n", tr.steps_done, tr.steps_target, tr.stop_reason,
                    tr.ckpt_path[0] ? tr.ckpt_path : "(none: no --checkpoint-dir, the run cannot be resumed)");
         } else {
             printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
