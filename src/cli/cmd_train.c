@@ -17,7 +17,6 @@
 #include "train/trainer.h"
 #include <errno.h>
 #include <limits.h>
-#include <libgen.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <math.h>
@@ -112,30 +111,12 @@ static int output_dir_ok(const char *opt, const char *dir, plumb_err *e)
     return PLUMB_OK;
 }
 
-/* A file the run will write at its end (--predictions): not a directory,
- * its folder existing and writable. */
-static int output_file_ok(const char *opt, const char *path, plumb_err *e)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return err_set(e, PLUMB_EUSAGE, "%s %s: is a directory (expected a file name)", opt, path);
-    if (stat(path, &st) != 0 && errno == ELOOP) return err_set(e, PLUMB_EUSAGE, "%s %s: a symlink loop", opt, path);
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    const char *parent = dirname(buf);
-    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
-        return err_set(e, PLUMB_EUSAGE, "%s %s: its folder %s does not exist", opt, path, parent);
-    if (access(parent, W_OK | X_OK) != 0)
-        return err_set(e, PLUMB_EUSAGE, "%s %s: its folder %s is not writable: %s", opt, path, parent, strerror(errno));
-    return PLUMB_OK;
-}
-
 /* Every output path besides the run folder (results_open checks --out). */
 static int train_outputs_check(const struct train_config *cfg, plumb_err *e)
 {
     int rc;
     if (cfg->ckpt_dir && (rc = output_dir_ok("--checkpoint-dir", cfg->ckpt_dir, e))) return rc;
-    if (cfg->predictions && (rc = output_file_ok("--predictions", cfg->predictions, e))) return rc;
+    if (cfg->predictions && (rc = file_check_output("--predictions", cfg->predictions, e))) return rc;
     return PLUMB_OK;
 }
 
