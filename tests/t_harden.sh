@@ -90,4 +90,119 @@ st=$(jq -r '.checks[0].status' "$TMP/st2/results.json" 2>/dev/null); rs=$(jq -r 
   && [ "$(jq -r .verdict "$TMP/st2/results.json")" != fail ] \
   && ok "SIGTERM with --checkpoint-dir: exit 0, skip (not pass), the checkpoint named" || fail "SIGTERM with a checkpoint" "exit $RC, $st: $rs"
 
+# ---- 3. negative values are exit 2 naming the option (never the default)
+for ov in "--steps -1" "--lr -0.5" "--warmup -2" "--max-rows -2" "--eval-every -3" "--checkpoint-every -5"; do
+  set -- $ov
+  run "$ov: exit 2 naming $1" 2 "^plumb train: $1" "$PLUMB" train ctr $Q --steps 2 $ov --out "$TMP/neg"
+done
+
+# ---- 6. one run folder rule: append-only, per-run artifact folders, this command's exit code
+"$PLUMB" train ctr $Q --steps 3 --out "$TMP/rf" >/dev/null 2>&1
+n1=$(wc -l <"$TMP/rf/checks/train-ctr/metrics.jsonl" 2>/dev/null); h1=$(md5sum <"$TMP/rf/checks/train-ctr/metrics.jsonl" 2>/dev/null)
+"$PLUMB" train ctr $Q --steps 5 --out "$TMP/rf" >/dev/null 2>&1
+[ -n "$n1" ] && [ "$(md5sum <"$TMP/rf/checks/train-ctr/metrics.jsonl")" = "$h1" ] \
+  && [ "$(grep -c '"type":"step"' "$TMP/rf/checks/train-ctr-run2/metrics.jsonl" 2>/dev/null)" = 5 ] \
+  && [ "$(jq -r '[.checks[].artifacts[0]] | unique | length' "$TMP/rf/results.json")" = 2 ] \
+  && [ "$(jq -r '[.runs[].run] | join(",")' "$TMP/rf/results.json")" = "1,2" ] \
+  && ok "a second train --out D: the first metrics.jsonl kept, the second in checks/train-ctr-run2/, runs 1,2" \
+  || fail "second train into one folder" "$(ls -R "$TMP/rf/checks" | head -c 300); $(jq -c '[.checks[].artifacts]' "$TMP/rf/results.json" 2>&1)"
+"$PLUMB" rng --count 2000 --out "$TMP/rr" >/dev/null 2>&1
+h1=$(cat "$TMP"/rr/checks/rng*/histograms.json 2>/dev/null | md5sum)
+"$PLUMB" rng --count 3000 --out "$TMP/rr" >/dev/null 2>&1
+[ "$(cat "$TMP"/rr/checks/rng/histograms.json | md5sum)" = "$h1" ] && [ -s "$TMP/rr/checks/rng-run2/histograms.json" ] \
+  && [ "$(jq '.checks | length' "$TMP/rr/results.json")" = 2 ] \
+  && ok "a second command's checks never overwrite the first's artifacts (checks/rng-run2/)" \
+  || fail "artifacts overwritten" "$(ls "$TMP/rr/checks")"
+mkdir -p "$TMP/other"; echo "keep me" >"$TMP/other/report.html"
+run "a non-empty folder that is not a run folder: exit 2" 2 "not a plumb run folder" "$PLUMB" train ctr $Q --steps 2 --out "$TMP/other"
+[ "$(cat "$TMP/other/report.html")" = "keep me" ] && [ ! -e "$TMP/other/results.json" ] && ok "... and its files are untouched" \
+  || fail "foreign folder touched" "$(ls "$TMP/other")"
+env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" train ctr $Q --steps 2 --device cuda --out "$TMP/mixed" >/dev/null 2>&1
+run "an old failed check, a new all-pass run: exit 0" 0 "" "$PLUMB" train ctr $Q --steps 2 --out "$TMP/mixed"
+[ "$(jq -r '.verdict + " " + .runs[0].verdict + " " + .runs[1].verdict' "$TMP/mixed/results.json")" = "fail fail pass" ] \
+  && ok "... the folder verdict (fail) is kept apart from each run's (fail, pass)" || fail "folder verdict" "$(jq -c '{verdict, runs}' "$TMP/mixed/results.json")"
+
+# ---- 7. output paths checked before training; a failed train still writes results.json
+mkdir -p "$TMP/pdir"
+run "--predictions DIR: exit 2 before training" 2 "--predictions .*is a directory" "$PLUMB" train ctr $Q --steps 200 --predictions "$TMP/pdir" --out "$TMP/p1"
+[ ! -s "$TMP/p1/checks/train-ctr/metrics.jsonl" ] && [ "$(jq -r '.checks[0].status' "$TMP/p1/results.json" 2>/dev/null)" = fail ] \
+  && ok "... nothing trained, results.json says fail and why" || fail "predictions dir" "$(head -c 300 "$TMP/p1/results.json" 2>&1)"
+run "--predictions in a missing folder: exit 2" 2 "--predictions .*does not exist" "$PLUMB" train ctr $Q --steps 2 --predictions "$TMP/nope/p.tsv" --out "$TMP/p2"
+run "a diverging run: exit 1" 1 "non-finite" "$PLUMB" train ctr $Q --steps 6 --optimizer sgd --lr 1e30 --out "$TMP/nf"
+[ "$(jq -r '.checks[0].status' "$TMP/nf/results.json" 2>/dev/null)" = fail ] && jq -r '.checks[0].reason' "$TMP/nf/results.json" | grep -q "non-finite" \
+  && ok "... results.json written: status fail with the reason" || fail "failed train results" "$(head -c 300 "$TMP/nf/results.json" 2>&1)"
+
+# ---- 8. a failed metrics write stops the run and is reported (a file size limit: EFBIG, like a full disk)
+bash -c 'trap "" XFSZ; ulimit -f 24; exec "$0" "$@"' "$PLUMB" train ctr $Q --steps 400 --out "$TMP/full" >"$TMP/full.out" 2>&1; RC=$?
+steps=$(grep -c '"type":"step"' "$TMP/full/checks/train-ctr/metrics.jsonl" 2>/dev/null)
+[ "$RC" -eq 3 ] && grep -q "metrics.jsonl: write of a JSON line failed: File too large" "$TMP/full.out" && [ "${steps:-0}" -lt 400 ] \
+  && [ "$(jq -r '.checks[0].status' "$TMP/full/results.json")" = fail ] \
+  && jq -r '.checks[0].reason' "$TMP/full/results.json" | grep -q "not written" \
+  && ok "metrics.jsonl write fails: the run stops (exit 3), results.json says fail with the error and the lines lost" \
+  || fail "metrics write error" "exit $RC, $steps steps: $(tail -c 300 "$TMP/full.out")"
+
+# ---- 9. a dead writer's checkpoint temp file is removed by the next resume
+mkdir -p "$TMP/ck9"
+"$PLUMB" train ctr $Q --steps 4 --checkpoint-dir "$TMP/ck9" --out "$TMP/r9" >/dev/null 2>&1
+sh -c 'exit 0' & dpid=$!; wait $dpid
+head -c 100000 /dev/urandom >"$TMP/ck9/ckpt-0000000099.plumb.tmp.$dpid"
+"$PLUMB" train ctr $Q --steps 6 --checkpoint-dir "$TMP/ck9" --resume --out "$TMP/r9b" >"$TMP/r9.out" 2>&1
+[ ! -e "$TMP/ck9/ckpt-0000000099.plumb.tmp.$dpid" ] && ! ls "$TMP/ck9" | grep -q '\.tmp\.' \
+  && ok "--resume removes ckpt-*.tmp.PID of a dead writer" || fail "stale temp" "$(ls "$TMP/ck9")"
+
+# ---- 10. --resume: require (default) or auto; all checkpoints corrupt is never a fresh start
+mkdir -p "$TMP/ck10"
+run "--resume with no checkpoint: exit 2" 2 "--resume: no checkpoint in" "$PLUMB" train ctr $Q --steps 2 --checkpoint-dir "$TMP/ck10" --resume --out "$TMP/r10a"
+run "--resume auto with no checkpoint starts at step 0" 0 "" "$PLUMB" train ctr $Q --steps 2 --checkpoint-dir "$TMP/ck10" --resume auto --out "$TMP/r10b"
+for f in "$TMP"/ck10/ckpt-*.plumb; do printf 'garbage' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null; done
+n=$(ls "$TMP"/ck10/ckpt-*.plumb | wc -l)
+run "--resume, every checkpoint corrupt: exit 2, N found, none usable" 2 "$n checkpoints? found, none usable" \
+  "$PLUMB" train ctr $Q --steps 4 --checkpoint-dir "$TMP/ck10" --resume --out "$TMP/r10c"
+run "--resume auto, every checkpoint corrupt: exit 2 too" 2 "none usable" \
+  "$PLUMB" train ctr $Q --steps 4 --checkpoint-dir "$TMP/ck10" --resume auto --out "$TMP/r10d"
+
+# ---- 11. plumb report: no hang on a FIFO, no link out of the folder, no javascript: links
+"$PLUMB" train ctr $Q --steps 2 --out "$TMP/rep" >/dev/null 2>&1
+echo "HOST-SECRET-$$" >"$TMP/secret.txt"
+rm -f "$TMP/rep/checks/train-ctr/metrics.jsonl"; mkfifo "$TMP/rep/checks/train-ctr/metrics.jsonl"
+mkdir -p "$TMP/rep/checks/x"; ln -s /dev/zero "$TMP/rep/checks/x/zero.jsonl"; ln -s "$TMP/secret.txt" "$TMP/rep/checks/x/histograms.json"
+jq '.checks[0].artifacts += ["checks/x/zero.jsonl", "checks/x/histograms.json", "javascript:alert(1)"]' "$TMP/rep/results.json" >"$TMP/rj" && mv "$TMP/rj" "$TMP/rep/results.json"
+run "report with a FIFO and links out: exit 0 in bounded time and memory" 0 "report.html" \
+  timeout 30 bash -c "ulimit -v 2000000; exec \"\$0\" \"\$@\"" "$PLUMB" report "$TMP/rep"
+! grep -q "HOST-SECRET" "$TMP/rep/report.html" && ! grep -q 'href="javascript:' "$TMP/rep/report.html" \
+  && grep -q "not a regular file" "$TMP/rep/report.html" \
+  && ok "... no host bytes in the page, no javascript: link, the FIFO named as not read" || fail "report hostile artifacts" "$(grep -o 'unavailable[^<]*' "$TMP/rep/report.html" | head -3)"
+
+# ---- 13. fp16 loss scaling: back-offs from a too-high initial scale are not bad steps
+run "fp16 from --loss-scale-init 1e30: the scale backs off, the run finishes" 0 "check train-ctr: pass" \
+  "$PLUMB" train ctr $Q --precision fp16 --loss-scale-init 1e30 --steps 120 --out "$TMP/ls13"
+b=$(jq -r '.train.backoff_steps' "$TMP/ls13/results.json" 2>/dev/null)
+[ "${b:-0}" -gt 3 ] && ok "... $b back-off steps recorded (more than --max-bad-steps 3)" || fail "backoff steps" "$b"
+run "real non-finite steps at scale 1 still count: exit 1" 1 "more than --max-bad-steps" \
+  "$PLUMB" train ctr $Q --steps 8 --inject nan@1,nan@2,nan@3,nan@4 --out "$TMP/bad13"
+
+# ---- 14. checks that can fail
+run "every step skipped: the train check fails (exit 1)" 1 "check train-ctr: fail: all 2 steps were skipped" \
+  "$PLUMB" train ctr $Q --steps 2 --inject nan@0,nan@1 --out "$TMP/sk14"
+run "ctr-tiny's full run on the synthetic data below its AUC floor fails" 1 "misses the ctr-tiny floor" \
+  "$PLUMB" train ctr --quiet --health-interval 0 --train-samples 2000 --eval-samples 500 --steps 1500 --lr 1e-7 --out "$TMP/fl14"
+
+# ---- 15. wrong codes, vague messages
+touch "$TMP/afile"; ln -sf "$TMP/lp2" "$TMP/lp1"; ln -sf "$TMP/lp1" "$TMP/lp2"
+run "--out /proc/self: exit 2 naming --out" 2 "^plumb train: --out /proc/self" "$PLUMB" train ctr $Q --steps 2 --out /proc/self
+run "--out that cannot be created: exit 2" 2 "^plumb train: --out" "$PLUMB" train ctr $Q --steps 2 --out /proc/self/nope
+run "--checkpoint-dir a file: exit 2" 2 "--checkpoint-dir .*not a directory" "$PLUMB" train ctr $Q --steps 2 --checkpoint-dir "$TMP/afile" --out "$TMP/c15a"
+run "--checkpoint-dir a symlink loop: exit 2" 2 "--checkpoint-dir .*symlink loop" "$PLUMB" train ctr $Q --steps 2 --checkpoint-dir "$TMP/lp1" --out "$TMP/c15b"
+run "report --html DIR: exit 2" 2 "--html .*is a directory" "$PLUMB" report "$TMP/rf" --html "$TMP/pdir"
+run "synth-criteo --out DIR: exit 2" 2 "--out .*is a directory" "$PLUMB" data synth-criteo --rows 10 --out "$TMP/pdir"
+run "--rows 100000000: exit 2 saying how much it needs" 2 "needs [0-9.]+ GB" "$PLUMB" train ctr $Q --steps 2 --rows 100000000 --optimizer sgd --out "$TMP/big"
+"$PLUMB" train ctr $Q --steps 3 --batch 64 --checkpoint-dir "$TMP/ck15" --out "$TMP/m1" >/dev/null 2>&1
+run "resume with another batch: exit 2 naming the field" 2 "batch is 64 in the checkpoint, 32 here" \
+  "$PLUMB" train ctr $Q --steps 6 --batch 32 --checkpoint-dir "$TMP/ck15" --resume --out "$TMP/m2"
+"$PLUMB" data synth-criteo --rows 1200 --out "$TMP/d15.tsv" >/dev/null 2>&1; ln -sf "$TMP/d15.tsv" "$TMP/d15link.tsv"
+"$PLUMB" train ctr --quiet --health-interval 0 --steps 3 --data "$TMP/d15.tsv" --checkpoint-dir "$TMP/ck15d" --out "$TMP/m3" >/dev/null 2>&1
+run "resume naming the same data file by another path: resumes" 0 "" \
+  "$PLUMB" train ctr --quiet --health-interval 0 --steps 5 --data "$TMP/d15link.tsv" --checkpoint-dir "$TMP/ck15d" --resume --out "$TMP/m4"
+run "--preset --out X: exit 2 (--out is not the preset)" 2 "--preset needs a value" "$PLUMB" train ctr --preset --out "$TMP/X" $Q --steps 2
+
 finish

@@ -227,19 +227,23 @@ int cmd_train(int argc, char **argv)
     if (c->rank == 0) {
         char cmdline[2048];
         cmdline_join(argc, argv, cmdline, sizeof cmdline);
-        if (train_outputs_check(&cfg, &e) || results_open(&res, out, cmdline, &e)) {
+        struct check_ctx actx = {0};
+        char mpath[PATH_MAX + 32];
+        if (results_open(&res, out, cmdline, &e)) {
             st = e.code;
+        } else if (actx.run_dir = res.dir, actx.device = device, check_begin(&r, check_name, device)) {
+            st = err_set(&e, PLUMB_ENOMEM, "out of memory");
+        } else if (train_outputs_check(&cfg, &e)) {
+            /* the run folder records why nothing trained */
+            st = e.code;
+            check_set_status(&r, CHECK_FAIL, "could not run (%s): %s", err_code_name(st), e.msg);
+            results_add_check(&res, &r);
+        } else if (check_artifact_dir(&actx, &r, adir, sizeof adir, &e)) {
+            st = e.code ? e.code : PLUMB_EIO;
         } else {
-            struct check_ctx actx = {.run_dir = res.dir, .device = device};
-            char mpath[PATH_MAX + 32];
-            if (check_begin(&r, check_name, device) || check_artifact_dir(&actx, &r, adir, sizeof adir, &e)) {
-                st = e.code ? e.code : PLUMB_ENOMEM;
-                if (!e.code) err_set(&e, PLUMB_ENOMEM, "out of memory");
-            } else {
-                snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", adir);
-                check_artifact_rel(&actx, mpath, mrel, sizeof mrel);
-                check_artifact(&r, mrel);
-            }
+            snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", adir);
+            check_artifact_rel(&actx, mpath, mrel, sizeof mrel);
+            check_artifact(&r, mrel);
         }
     }
     plumb_err be = {0};

@@ -746,8 +746,8 @@ static int config_differs(const char *ck, const char *mine, char *out, size_t n)
         if (differs && (!strcmp(key, "data") || !strcmp(key, "eval_data")) && same_file(a, b)) differs = 0;
         if (differs) {
             if (ndiff < 4 && k < n)
-                k += (size_t)snprintf(out + k, n - k, "%s%s is %s%s%s in the checkpoint, %s here", ndiff ? "; " : "", key,
-                                      found ? "'" : "", found ? a : "absent", found ? "'" : "", b);
+                k += (size_t)snprintf(out + k, n - k, "%s%s is %s in the checkpoint, %s here", ndiff ? "; " : "", key,
+                                      found ? a : "absent", b);
             ndiff++;
         }
         p = semi ? semi + 1 : p + flen;
