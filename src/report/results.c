@@ -105,14 +105,17 @@ static json_t *run_entry(json_t *root, int run)
     return NULL;
 }
 
-/* 1 when dir has entries other than . and .. */
+/* 1 when dir has entries other than . and .. and plumb's own files
+ * (plumb launch --run-dir D -- plumb train --out D: launch.jsonl is there
+ * before the first results.json) */
 static int dir_nonempty(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d) return 0;
     struct dirent *de;
     int n = 0;
-    while (!n && (de = readdir(d))) n = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    while (!n && (de = readdir(d)))
+        n = strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "launch.jsonl");
     closedir(d);
     return n;
 }
