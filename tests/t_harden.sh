@@ -117,6 +117,8 @@ mkdir -p "$TMP/other"; echo "keep me" >"$TMP/other/report.html"
 run "a non-empty folder that is not a run folder: exit 2" 2 "not a plumb run folder" "$PLUMB" train ctr $Q --steps 2 --out "$TMP/other"
 [ "$(cat "$TMP/other/report.html")" = "keep me" ] && [ ! -e "$TMP/other/results.json" ] && ok "... and its files are untouched" \
   || fail "foreign folder touched" "$(ls "$TMP/other")"
+mkdir -p "$TMP/ld"; echo '{"attempt":0}' >"$TMP/ld/launch.jsonl"
+run "a folder holding only plumb launch's launch.jsonl is a run folder" 0 "" "$PLUMB" train ctr $Q --steps 2 --out "$TMP/ld"
 env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" train ctr $Q --steps 2 --device cuda --out "$TMP/mixed" >/dev/null 2>&1
 run "an old failed check, a new all-pass run: exit 0" 0 "" "$PLUMB" train ctr $Q --steps 2 --out "$TMP/mixed"
 [ "$(jq -r '.verdict + " " + .runs[0].verdict + " " + .runs[1].verdict' "$TMP/mixed/results.json")" = "fail fail pass" ] \
