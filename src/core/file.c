@@ -223,14 +223,15 @@ static int open_inside(const char *dir, const char *rel, size_t cap, int *fdp, s
     char path[PATH_MAX], real_dir[PATH_MAX], real[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", dir, rel) >= (int)sizeof path)
         return err_set(e, PLUMB_EUSAGE, "artifact path too long");
-    if (!realpath(dir, real_dir)) return err_set(e, PLUMB_EIO, "run folder: %s", strerror(errno));
-    if (!realpath(path, real)) return err_set(e, PLUMB_EIO, "%s: %s", rel, strerror(errno));
+    /* every failure is the folder's (the user's input): PLUMB_EUSAGE */
+    if (!realpath(dir, real_dir)) return err_set(e, PLUMB_EUSAGE, "run folder: %s", strerror(errno));
+    if (!realpath(path, real)) return err_set(e, PLUMB_EUSAGE, "%s: %s", rel, strerror(errno));
     size_t L = strlen(real_dir);
     if (strncmp(real, real_dir, L) || (real[L] != '/' && !(L == 1 && real_dir[0] == '/')))
         return err_set(e, PLUMB_EUSAGE, "%s: leads out of the run folder (a symlink): not read", rel);
     /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer */
     int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err_set(e, PLUMB_EIO, "%s: %s", rel, strerror(errno));
+    if (fd < 0) return err_set(e, PLUMB_EUSAGE, "%s: %s", rel, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

@@ -28,7 +28,7 @@ int file_check_output(const char *opt, const char *path, plumb_err *e);
  * followed) stays inside dir's, and it is a regular file (never a FIFO or a
  * device: opened non-blocking, checked by fstat) of at most cap bytes.
  * *out is malloc'ed and NUL-terminated. Errors say which rule failed and
- * never quote the file's bytes. */
+ * never quote the file's bytes; all are PLUMB_EUSAGE (a bad run folder is the user's input). */
 int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, size_t *len, plumb_err *e);
 /* The same rules without reading (for readers that open the file by name). */
 int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e);
