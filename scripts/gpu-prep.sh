@@ -38,6 +38,14 @@ while read -r lib; do
   cp -L "$lib" "$DEST/fallback/"
 done
 git rev-parse --short HEAD > "$DEST/COMMIT"
+# jq for the GPU scripts (the host may have none): bin/jq runs the carried one with its libraries
+mkdir -p "$DEST/bin/lib"
+cp -L /usr/bin/jq "$DEST/bin/jq.real"
+for l in $(ldd /usr/bin/jq | awk '/=>/{print $3}'); do
+  case "$(basename "$l")" in libc.so*|libm.so*|ld-linux*) ;; *) cp -L "$l" "$DEST/bin/lib/";; esac
+done
+printf '#!/bin/sh\nd=$(dirname "$0")\nLD_LIBRARY_PATH=$d/lib exec "$d/jq.real" "$@"\n' > "$DEST/bin/jq"
+chmod +x "$DEST/bin/jq"
 # OLD_BUILD=DIR: a build of an earlier commit (its plumb and libplumb-cuda.so) for a
 # same-call comparison (scripts/gpu-engine.sh); DIR/../ is its work tree
 if [ -n "${OLD_BUILD:-}" ]; then

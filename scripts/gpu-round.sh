@@ -21,6 +21,9 @@ log "gpu-round $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ): $
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit,persistence_mode,mig.mode.current \
   --format=csv 2>&1 | tee -a "$LOG"
 . "$here/scripts/gpu-libs.sh"
+# jq: the host's, else the one gpu-prep.sh carried
+command -v jq >/dev/null 2>&1 || export PATH=$here/bin:$PATH
+log "jq: $(command -v jq) $(jq --version 2>&1)"
 export PLUMB_BACKEND_PATH=$here/build
 . "$here/scripts/gpu-suite.sh"
 for spec in "$@"; do

@@ -60,7 +60,7 @@ K="--preset dlrm-kaggle --device cuda --train-samples 4194304 --eval-samples 655
 # steady-state samples/s of a run folder: the steps after the first 20% (capture, warm-up)
 steady() { jq -s '[.[] | select(.type == "step")] as $s | ($s | length) as $n |
   [$s[] | select(.step > ($n / 5 | floor))] | ((map(.samples_per_s * .step_s) | add) / (map(.step_s) | add))' \
-  "$1/metrics.jsonl" 2>/dev/null; }
+  "$1/checks/train-ctr/metrics.jsonl" 2>/dev/null; }
 dg() { awk '/^param_digest/{print $2}' "$1" 2>/dev/null; }
 setup_s() { jq -r '.train.setup_s' "$1/results.json" 2>/dev/null; }
 evals_s() { jq -r '.train.eval_s' "$1/results.json" 2>/dev/null; }

@@ -71,7 +71,7 @@ c = {x["name"]: x for x in r["checks"]}
 assert r["train"]["interrupted"] and r["train"]["steps"] < 40, r["train"]
 assert c["health"]["status"] == "fail"
 assert any(a["quantity"] == "temp_critical" and a["critical"] and a["value"] == 95 for a in c["health"]["details"]["alerts"])
-lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+lines = [json.loads(l) for l in open(d + "/checks/train-ctr/metrics.jsonl")]
 assert any(l.get("type") == "health" and l["devices"][0]["temp_c"] == 95 for l in lines)
 PY
 ls "$TMP/oh/ck"/ckpt-*.plumb >/dev/null 2>&1 && ok "overheat: checkpoint written" || fail "overheat checkpoint" "$(ls "$TMP/oh/ck" 2>&1)"

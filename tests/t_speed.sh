@@ -9,10 +9,10 @@ A="train ctr --preset ctr-tiny --rows 1000 --threads 1 --health-interval 0 --eva
 st=$(jq .train.reached_step "$TMP/s/results.json")
 [ "$(jq .train.reached "$TMP/s/results.json")" = true ] && [ "$st" -lt 1500 ] && [ $((st % 50)) = 0 ] \
   && ok "--stop-at 0.7: reached at step $st ($(jq .train.reached_s "$TMP/s/results.json") s)" || fail "--stop-at" "$(tail -3 "$TMP/s.out")"
-[ "$(jq -s '[.[] | select(.type == "step")] | length' "$TMP/s/metrics.jsonl")" = "$st" ] && ok "the run stopped there ($st step lines)" \
-  || fail "stop step" "$(jq -s '[.[] | select(.type == "step")] | length' "$TMP/s/metrics.jsonl") step lines"
-a=$(jq -s "[.[] | select(.type == \"eval\" and .step == $st)][0].auc" "$TMP/s/metrics.jsonl")
-b=$(jq -s "[.[] | select(.type == \"eval\" and .step < $st) | .auc] | max" "$TMP/s/metrics.jsonl")
+[ "$(jq -s '[.[] | select(.type == "step")] | length' "$TMP/s/checks/train-ctr/metrics.jsonl")" = "$st" ] && ok "the run stopped there ($st step lines)" \
+  || fail "stop step" "$(jq -s '[.[] | select(.type == "step")] | length' "$TMP/s/checks/train-ctr/metrics.jsonl") step lines"
+a=$(jq -s "[.[] | select(.type == \"eval\" and .step == $st)][0].auc" "$TMP/s/checks/train-ctr/metrics.jsonl")
+b=$(jq -s "[.[] | select(.type == \"eval\" and .step < $st) | .auc] | max" "$TMP/s/checks/train-ctr/metrics.jsonl")
 awk -v a="$a" -v b="$b" 'BEGIN { exit !(a >= 0.7 && b != "null" && b < 0.7) }' && ok "the first eval at or above the target: auc $a (before: max $b)" \
   || fail "first eval" "at $st: $a, before: $b"
 grep -q "^reached auc 0.7 at step $st" "$TMP/s.out" && ok "plumb train prints it" || fail "print" "$(tail -4 "$TMP/s.out")"

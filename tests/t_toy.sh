@@ -51,7 +51,7 @@ $MPI -np 2 -x PLUMB_TRAIN_DEVICE_COMM=host "$PLUMB" train toy $F --out "$TMP/fd"
 # it learns: the eval mse falls, far below the target's variance (fast, 2 ranks, eval every 100 steps)
 $MPI -np 2 "$PLUMB" train toy --preset toy-bn --steps 600 --eval-every 100 --quiet --health-interval 0 --out "$TMP/learn" >"$TMP/learn.out" 2>&1 \
   || fail "toy-bn fast -np 2" "$(tail -3 "$TMP/learn.out")"
-read -r first last < <(jq -s -r '[.[] | select(.type=="eval") | .mse] | "\(.[0]) \(.[-1])"' "$TMP/learn/metrics.jsonl")
+read -r first last < <(jq -s -r '[.[] | select(.type=="eval") | .mse] | "\(.[0]) \(.[-1])"' "$TMP/learn/checks/train-toy/metrics.jsonl")
 awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < 0.8 * a && b < 0.2)}' && ok "toy-bn learns: eval mse $first -> $last (the target's variance is ~0.7)" \
   || fail "toy-bn learns" "mse $first -> $last"
 finish

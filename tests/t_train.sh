@@ -17,12 +17,12 @@ if "$PLUMB" train ctr --preset ctr-tiny --data synthetic --quiet --out "$TMP/con
     || fail "ctr-tiny auc" "auc $auc teacher $tea"
   # loss falls: mean of the first 100 steps vs the last 100
   jq -s '[.[] | select(.type=="step") | .loss] | [(.[0:100] | add / length), (.[-100:] | add / length)]' \
-    "$TMP/conv/metrics.jsonl" >"$TMP/lf" && read -r a b < <(jq -r '"\(.[0]) \(.[1])"' "$TMP/lf")
+    "$TMP/conv/checks/train-ctr/metrics.jsonl" >"$TMP/lf" && read -r a b < <(jq -r '"\(.[0]) \(.[1])"' "$TMP/lf")
   awk -v a="$a" -v b="$b" 'BEGIN{exit !(b < a - 0.03)}' && ok "loss falls ($a -> $b)" || fail "loss falls" "$a -> $b"
   for k in param_digest auc logloss accuracy; do
     [ "$(J "$TMP/conv/results.json" ".$k | type")" != "null" ] || fail "results.json has $k"
   done
-  n=$(jq -s '[.[] | select(.type=="step" and .grad_norm != null and .loss_scale != null and .samples_per_s > 0 and .mem_peak > 0)] | length' "$TMP/conv/metrics.jsonl")
+  n=$(jq -s '[.[] | select(.type=="step" and .grad_norm != null and .loss_scale != null and .samples_per_s > 0 and .mem_peak > 0)] | length' "$TMP/conv/checks/train-ctr/metrics.jsonl")
   [ "$n" -eq 1500 ] && ok "metrics.jsonl: 1500 step rows with grad norm, scale, samples/s, memory" || fail "metrics rows" "$n"
 else fail "ctr-tiny trains" "$(tail -5 "$TMP/conv.out")"; fi
 
@@ -44,7 +44,7 @@ else fail "golden digests" "1:${d[1]} 2:${d[2]} 3:${d[3]} 4:${d[4]}"; fi
 setsid $MPI -np 2 "$PLUMB" train ctr $GOLD --checkpoint-dir "$TMP/ck" --checkpoint-every 20 --out "$TMP/k1" >"$TMP/k1.out" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do
-  n=$(grep -c '"type":"step"' "$TMP/k1/metrics.jsonl" 2>/dev/null || true)
+  n=$(grep -c '"type":"step"' "$TMP/k1/checks/train-ctr/metrics.jsonl" 2>/dev/null || true)
   [ "${n:-0}" -ge 121 ] && break; sleep 0.1
 done
 # SIGKILL the ranks (mpirun gives each its own process group) and mpirun itself
@@ -87,8 +87,8 @@ PY
 # 5. loss scaler: infs injected at steps 5 and 9 (0-based) skip exactly those, halve the scale; growth every 4
 "$PLUMB" train ctr --precision fp16 --steps 15 --train-samples 20000 --eval-samples 1000 --quiet \
   --loss-scale-init 1024 --loss-scale-interval 4 --inject nan@5,nan@9 --out "$TMP/ls" >"$TMP/ls.out" 2>&1 || fail "fp16 run" "$(tail -3 "$TMP/ls.out")"
-sk=$(jq -s -c '[.[] | select(.type=="step" and .skipped) | .step]' "$TMP/ls/metrics.jsonl")
-sc=$(jq -s -c '[.[] | select(.type=="step") | .loss_scale]' "$TMP/ls/metrics.jsonl")
+sk=$(jq -s -c '[.[] | select(.type=="step" and .skipped) | .step]' "$TMP/ls/checks/train-ctr/metrics.jsonl")
+sc=$(jq -s -c '[.[] | select(.type=="step") | .loss_scale]' "$TMP/ls/checks/train-ctr/metrics.jsonl")
 [ "$sk" = "[6,10]" ] && ok "injected infs skip exactly steps 6 and 10 (1-based)" || fail "skipped steps" "$sk"
 [ "$sc" = "[1024,1024,1024,1024,2048,2048,1024,1024,1024,1024,512,512,512,512,1024]" ] \
   && ok "loss scale halves on inf, doubles after 4 clean steps" || fail "scale sequence" "$sc"
@@ -104,7 +104,7 @@ grep -q "retrying (2/3)" "$TMP/o1.out" && [ "$(awk '/^param_digest/{print $2}' "
 "$PLUMB" train ctr --numerics golden --steps 400 --train-samples 100000 --eval-samples 1000 --quiet --checkpoint-dir "$TMP/tk" \
   --out "$TMP/t1" >"$TMP/t1.out" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do n=$(grep -c '"type":"step"' "$TMP/t1/metrics.jsonl" 2>/dev/null || true); [ "${n:-0}" -ge 30 ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do n=$(grep -c '"type":"step"' "$TMP/t1/checks/train-ctr/metrics.jsonl" 2>/dev/null || true); [ "${n:-0}" -ge 30 ] && break; sleep 0.1; done
 kill -TERM $pid; wait $pid; rc=$?
 ck=$(ls "$TMP/tk" 2>/dev/null | tail -1)
 [ $rc -eq 0 ] && grep -q "interrupted at step" "$TMP/t1.out" && [ -n "$ck" ] && ok "SIGTERM: checkpoint $ck and exit 0" || fail "SIGTERM" "rc $rc; $(tail -3 "$TMP/t1.out")"
@@ -129,7 +129,7 @@ grep -q "ckpt-0000000030.plumb unusable" "$TMP/c2.out" && [ "$(J "$TMP/c2/result
 "$PLUMB" train ctr --data "$TMP/d.tsv.gz" --steps 20 --quiet --out "$TMP/df" >"$TMP/df.out" 2>&1 && grep -q "5400 train, 600 eval" "$TMP/df/results.json" \
   && ok "trains on a gzip'ed Criteo file (last 10% held out)" || fail "train on file" "$(tail -3 "$TMP/df.out")"
 "$PLUMB" train ctr --data "$TMP/d.tsv.gz" --steps 2 --out "$TMP/dn" >"$TMP/dn.out" 2>&1 && grep -q "ctr ctr-tiny" "$TMP/dn.out" \
-  && ! grep -qi "teacher" "$TMP/dn.out" && ! grep -rq "teacher" "$TMP/dn/results.json" "$TMP/dn/metrics.jsonl" \
+  && ! grep -qi "teacher" "$TMP/dn.out" && ! grep -rq "teacher" "$TMP/dn/results.json" "$TMP/dn/checks/train-ctr/metrics.jsonl" \
   && ok "file data (no teacher): no teacher AUC in the log, results.json or metrics.jsonl" || fail "teacher AUC on file data" "$(grep -i teacher "$TMP/dn.out" "$TMP/dn/results.json" | head -3)"
 zcat "$TMP/d.tsv.gz" | head -100 >"$TMP/bad.tsv"; printf '1\t1\tzz\n' >>"$TMP/bad.tsv"; zcat "$TMP/d.tsv.gz" | sed -n 101,200p >>"$TMP/bad.tsv"
 expect_exit "malformed line: exit 2" 2 "$PLUMB" train ctr --data "$TMP/bad.tsv" --steps 2 --quiet --out "$TMP/db"
@@ -185,11 +185,11 @@ for i in 1 2; do
 done
 a=$(dg "$TMP/d31.out"); b=$(dg "$TMP/d32.out"); auc=$(J "$TMP/d31/results.json" .auc)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "-np 3 device-collective path: same digest twice" || fail "-np 3 device determinism" "$a vs $b"
-jq -s '[.[] | select(.type=="step") | .loss] | [(.[0:50] | add / length), (.[-50:] | add / length)]' "$TMP/d31/metrics.jsonl" >"$TMP/lf3" \
+jq -s '[.[] | select(.type=="step") | .loss] | [(.[0:50] | add / length), (.[-50:] | add / length)]' "$TMP/d31/checks/train-ctr/metrics.jsonl" >"$TMP/lf3" \
   && read -r l0 l1 < <(jq -r '"\(.[0]) \(.[1])"' "$TMP/lf3")
 awk -v a="$auc" -v x="$l0" -v y="$l1" 'BEGIN{exit !(a >= 0.7 && y < x - 0.02)}' && ok "-np 3 device path learns: auc $auc, loss $l0 -> $l1" \
   || fail "-np 3 device path learns" "auc $auc loss $l0 -> $l1"
-n=$(jq -s '[.[] | select(.type=="step" and .comm_s >= 0 and .compute_s > 0 and .opt_s >= 0 and .grad_norm != null)] | length' "$TMP/d31/metrics.jsonl")
+n=$(jq -s '[.[] | select(.type=="step" and .comm_s >= 0 and .compute_s > 0 and .opt_s >= 0 and .grad_norm != null)] | length' "$TMP/d31/checks/train-ctr/metrics.jsonl")
 [ "$n" -eq 300 ] && ok "metrics: compute/comm/opt timings and the grad norm on every step" || fail "metrics timings" "$n rows"
 # -np 3 host path twice (the other fast multi-rank path)
 for i in 1 2; do $MPI -np 3 "$PLUMB" train ctr $FB $FX --out "$TMP/h3$i" >"$TMP/h3$i.out" 2>&1; done

@@ -50,7 +50,7 @@ grep -q -- "--hidden N" "$TMP/thelp" && ! grep -q -- "--rows" "$TMP/thelp" && ok
 S="--preset toy-mlp --steps 30 --warmup 5 --lr 0.1 --quiet --health-interval 0"
 "$PLUMB" train toy $S --schedule cosine --lr-min 0.01 --out "$TMP/cos" >"$TMP/cos.out" 2>&1
 "$PLUMB" train toy $S --schedule step --lr-step-every 10 --lr-step-gamma 0.5 --out "$TMP/stp" >"$TMP/stp.out" 2>&1
-python3 - "$TMP/cos/metrics.jsonl" "$TMP/stp/metrics.jsonl" >"$TMP/lr" 2>&1 <<'PY'
+python3 - "$TMP/cos/checks/train-toy/metrics.jsonl" "$TMP/stp/checks/train-toy/metrics.jsonl" >"$TMP/lr" 2>&1 <<'PY'
 import json, math, sys
 def lrs(p): return [json.loads(l)["lr"] for l in open(p) if '"type":"step"' in l]
 W, N, lr, lo = 5, 30, 0.1, 0.01

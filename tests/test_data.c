@@ -423,3 +423,88 @@ TEST(data_fill_rows_equal_hash_mod_rows)
     CHECK_MSG(bad == 0, "%ld of %d rows differ from hash %% rows", bad, N * CRITEO_CAT);
     free(idx), free(sparse), free(dense), free(lab), free(mem);
 }
+
+/* A gzip file cut short: at a line boundary of the uncompressed text (a
+ * sync-flushed stream without its trailer) and in the middle of the
+ * compressed bytes. Both are errors naming the file and "truncated gzip
+ * stream", never a shorter dataset. */
+TEST(data_criteo_truncated_gzip_is_an_error)
+{
+    char full[512], cut[512], mid[512];
+    plumb_err e = {0};
+    REQUIRE(!file_join(full, sizeof full, test_tmpdir(), "tg-full.tsv.gz", &e));
+    REQUIRE(!file_join(cut, sizeof cut, test_tmpdir(), "tg-cut.tsv.gz", &e));
+    REQUIRE(!file_join(mid, sizeof mid, test_tmpdir(), "tg-mid.tsv.gz", &e));
+    char line[1024];
+    snprintf(line, sizeof line, "1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\t14%s\n", toks26);
+    /* the whole stream, and the same stream flushed after 500 lines with no trailer */
+    static unsigned char out[1 << 20];
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    REQUIRE(deflateInit2(&z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+    z.next_out = out;
+    z.avail_out = sizeof out;
+    for (int i = 0; i < 2000; i++) {
+        z.next_in = (unsigned char *)line;
+        z.avail_in = (unsigned)strlen(line);
+        REQUIRE(deflate(&z, i == 499 ? Z_SYNC_FLUSH : Z_NO_FLUSH) == Z_OK);
+        if (i == 499) {
+            FILE *f = fopen(cut, "wb");
+            REQUIRE(f);
+            fwrite(out, 1, sizeof out - z.avail_out, f);
+            fclose(f);
+        }
+    }
+    REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+    size_t total = sizeof out - z.avail_out;
+    deflateEnd(&z);
+    FILE *f = fopen(full, "wb");
+    REQUIRE(f);
+    fwrite(out, 1, total, f);
+    fclose(f);
+    f = fopen(mid, "wb");
+    REQUIRE(f);
+    fwrite(out, 1, total / 2, f);
+    fclose(f);
+    int n;
+    long skipped, trunc;
+    static struct criteo_sample s[4];
+    REQUIRE(read_file_samples(full, CRITEO_BAD_ERROR, s, 4, &n, &skipped, &trunc, &e) == 0);
+    CHECK_EQ_INT(n, 2000);
+    const char *bad[2] = {cut, mid};
+    for (int k = 0; k < 2; k++) {
+        err_clear(&e);
+        int rc = read_file_samples(bad[k], CRITEO_BAD_ERROR, s, 4, &n, &skipped, &trunc, &e);
+        CHECK_EQ_INT(rc, PLUMB_EUSAGE);
+        CHECK_MSG(strstr(e.msg, "truncated gzip stream") && strstr(e.msg, bad[k]), "%s", e.msg);
+        /* skipping bad lines does not skip a cut file */
+        err_clear(&e);
+        CHECK_EQ_INT(read_file_samples(bad[k], CRITEO_BAD_SKIP, s, 4, &n, &skipped, &trunc, &e), PLUMB_EUSAGE);
+    }
+}
+
+/* A line longer than CRITEO_MAX_LINE (a binary file, /dev/zero) is an error
+ * naming the file and the line, read with bounded memory. */
+TEST(data_criteo_line_length_is_capped)
+{
+    char path[512];
+    plumb_err e = {0};
+    REQUIRE(!file_join(path, sizeof path, test_tmpdir(), "long.tsv", &e));
+    char line[1024];
+    snprintf(line, sizeof line, "0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13%s\n", toks26);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f);
+    fputs(line, f);
+    for (long i = 0; i < CRITEO_MAX_LINE + 10; i++) fputc('7', f);
+    fputc('\n', f);
+    fclose(f);
+    struct criteo_sample s[4];
+    int n;
+    long skipped, trunc;
+    CHECK_EQ_INT(read_file_samples(path, CRITEO_BAD_SKIP, s, 4, &n, &skipped, &trunc, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "line 2 is longer than") && strstr(e.msg, path), "%s", e.msg);
+    /* /dev/zero: one endless line */
+    err_clear(&e);
+    CHECK_EQ_INT(read_file_samples("/dev/zero", CRITEO_BAD_ERROR, s, 4, &n, &skipped, &trunc, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "/dev/zero: line 1 is longer than"), "%s", e.msg);
+}

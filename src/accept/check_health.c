@@ -4,13 +4,16 @@
  * samples and alerts cover the whole run; otherwise the check samples for a
  * while itself (quick 3 rounds, standard 10, full 30, 0.5 s apart).
  * Thresholds: defaults, or the file named by PLUMB_HEALTH_THRESHOLDS.
- * Artifacts: checks/health/samples.jsonl, checks/health/alerts.json. */
+ * Artifacts: checks/health/samples.jsonl, checks/health/alerts.json (a write
+ * that fails fails the check). With no GPU and no host temperature or power
+ * sensor nothing the thresholds cover is measured: skip ("no sensors"). */
 #include "accept/checks.h"
 #include "core/file.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "health/health.h"
 #include "health/monitor.h"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +42,13 @@ void health_run_monitor_stop(void)
     g_run_monitor = NULL;
 }
 
-static void track_max(json_t *line, double *max_temp, double *max_power, int *ngpu)
+static void track_max(json_t *line, double *max_temp, double *max_power, int *ngpu, int *measured)
 {
     size_t i;
     json_t *d;
     int gpus = 0;
     json_array_foreach(json_object_get(line, "devices"), i, d) {
+        *measured |= json_is_number(json_object_get(d, "temp_c")) || json_is_number(json_object_get(d, "power_w"));
         const char *kind = jsonx_str(d, "kind");
         if (!kind || strcmp(kind, "gpu")) continue;
         gpus++;
@@ -94,10 +98,10 @@ int check_health_report(const struct check_ctx *ctx, json_t *lines, json_t *aler
     check_threshold(r, "power_w", t.power_w);
     check_threshold(r, "ecc_per_hour", t.ecc_per_hour);
     double max_temp = -INFINITY, max_power = -INFINITY;
-    int ngpu = 0;
+    int ngpu = 0, measured = 0;
     size_t i;
     json_t *line;
-    json_array_foreach(lines, i, line) track_max(line, &max_temp, &max_power, &ngpu);
+    json_array_foreach(lines, i, line) track_max(line, &max_temp, &max_power, &ngpu, &measured);
     check_metric(r, "samples", (double)json_array_size(lines), "");
     check_metric(r, "alerts", (double)json_array_size(alerts), "");
     check_metric(r, "gpus", ngpu, "");
@@ -106,18 +110,27 @@ int check_health_report(const struct check_ctx *ctx, json_t *lines, json_t *aler
     check_detail(r, "thresholds", sorted(health_thresholds_json(&t)));
     check_detail(r, "alerts", sorted(json_incref(alerts)));
     check_detail(r, "scope", json_string(scope));
+    /* the evidence: a write that fails is this check's failure, never silent */
+    char werr[1024] = "";
     if (ctx->run_dir) {
-        char dir[1024], path[1200];
-        if ((rc = check_artifact_dir(ctx, r, dir, sizeof dir, e)) == 0) {
+        char dir[1024], path[1200], rel[1200];
+        plumb_err we = {0};
+        if ((rc = check_artifact_dir(ctx, r, dir, sizeof dir, &we)) == 0) {
             snprintf(path, sizeof path, "%s/samples.jsonl", dir);
             FILE *f = fopen(path, "w");
-            if (f) {
-                json_array_foreach(lines, i, line) jsonx_append_line(f, line, e);
-                fclose(f);
-                check_artifact(r, "checks/health/samples.jsonl");
-            }
+            int ok = f != NULL;
+            json_array_foreach(lines, i, line) if (ok && jsonx_append_line(f, line, &we)) ok = 0;
+            if (f && fclose(f) != 0 && ok) ok = 0, err_set(&we, PLUMB_EIO, "close: %s", strerror(errno));
+            if (!f) err_set(&we, PLUMB_EIO, "%s", strerror(errno));
+            check_artifact_rel(ctx, path, rel, sizeof rel);
+            if (ok) check_artifact(r, rel);
+            else snprintf(werr, sizeof werr, "%s not written: %s", rel, we.msg);
             snprintf(path, sizeof path, "%s/alerts.json", dir);
-            if (jsonx_write_file(path, alerts, e) == 0) check_artifact(r, "checks/health/alerts.json");
+            check_artifact_rel(ctx, path, rel, sizeof rel);
+            if (jsonx_write_file(path, alerts, &we) == 0) check_artifact(r, rel);
+            else if (!werr[0]) snprintf(werr, sizeof werr, "%s not written: %s", rel, we.msg);
+        } else {
+            snprintf(werr, sizeof werr, "no artifact folder: %s", we.msg);
         }
         rc = PLUMB_OK;
     }
@@ -129,10 +142,15 @@ int check_health_report(const struct check_ctx *ctx, json_t *lines, json_t *aler
                          jsonx_num(a0, "limit"));
     } else if (!json_array_size(lines)) {
         check_set_status(r, CHECK_SKIP, "no health sample could be taken");
+    } else if (!ngpu && !measured) {
+        /* nothing the thresholds cover was read: not a pass */
+        check_set_status(r, CHECK_SKIP, "no sensors: 0 GPUs and no host temperature or power reading in %zu samples",
+                         json_array_size(lines));
     } else {
         check_set_status(r, CHECK_PASS, "no threshold crossed in %zu samples of %d GPU%s and the host",
                          json_array_size(lines), ngpu, ngpu == 1 ? "" : "s");
     }
+    if (werr[0]) check_set_status(r, CHECK_FAIL, "%s", werr);
     check_end(r);
     return PLUMB_OK;
 }

@@ -48,8 +48,11 @@ static void compare_with_cpu(const struct check_ctx *ctx, const struct workload 
                              struct check_result *r, const char *mine)
 {
     const struct workload_accept *a = wl->accept;
-    char cpu[PATH_MAX];
-    snprintf(cpu, sizeof cpu, "%s/checks/%s/seeds.jsonl", ctx->run_dir, name);
+    /* the cpu's parity check of this command (an earlier run's in the same
+     * folder is another run: README.md, "Run folders") */
+    char cpu[PATH_MAX], cdir[PATH_MAX];
+    if (!check_artifact_dir_find(ctx->run_dir, name, "cpu", cdir, sizeof cdir)) return;
+    snprintf(cpu, sizeof cpu, "%s/seeds.jsonl", cdir);
     if (!file_exists(cpu)) return;
     struct seed_set sa, sb;
     plumb_err e = {0};

@@ -25,6 +25,11 @@ static int set_value(const struct opt *o, const char *v, plumb_err *e)
     case OPT_STR:
         *(const char **)o->dst = v;
         return PLUMB_OK;
+    case OPT_OPTCHOICE:
+        if (*v && !choice_ok(o->choices, v))
+            return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not one of %s (or no value)", o->name, v, o->choices);
+        *(const char **)o->dst = v;
+        return PLUMB_OK;
     case OPT_CHOICE:
         if (!choice_ok(o->choices, v))
             return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not one of %s", o->name, v, o->choices);
@@ -71,9 +76,10 @@ void args_print_help(const char *usage, const char *summary, const struct opt *o
                          : o->kind == OPT_INT ? "N" : o->kind == OPT_DOUBLE ? "X"
                          : o->kind == OPT_CHOICE ? o->choices : "S";
         if (o->kind == OPT_FLAG) snprintf(left, sizeof left, "%s", o->name);
+        else if (o->kind == OPT_OPTCHOICE) snprintf(left, sizeof left, "%s [%s]", o->name, o->choices);
         else snprintf(left, sizeof left, "%s %s", o->name, mv);
         printf("  %-28s %s", left, o->help);
-        if (o->kind == OPT_FLAG) printf(" (default: off)");
+        if (o->kind == OPT_FLAG || o->kind == OPT_OPTCHOICE) printf(" (default: off)");
         else if (o->def) printf(" (default: %s)", o->def);
         printf("\n");
     }
@@ -87,6 +93,7 @@ int args_parse(const char *usage, const char *summary, const struct opt *opts, i
     if (npos) *npos = 0;
     for (const struct opt *o = opts; o && o->name; o++) {
         if (o->kind == OPT_FLAG) *(int *)o->dst = 0;
+        else if (o->kind == OPT_OPTCHOICE) *(const char **)o->dst = NULL;
         else if (o->def && (rc = set_value(o, o->def, e))) return err_wrap(e, "default of %s", o->name);
     }
     int only_pos = 0;
@@ -116,6 +123,9 @@ int args_parse(const char *usage, const char *summary, const struct opt *opts, i
         const char *v = NULL;
         if (o->kind == OPT_FLAG) {
             if (eq) return err_set(e, PLUMB_EUSAGE, "%s takes no value", o->name);
+        } else if (o->kind == OPT_OPTCHOICE) {
+            v = eq ? eq + 1 : i + 1 < argc && choice_ok(o->choices, argv[i + 1]) ? argv[++i] : "";
+            if (eq && !*v) return err_set(e, PLUMB_EUSAGE, "%s=: expected one of %s", o->name, o->choices);
         } else if (eq) {
             v = eq + 1;
         } else {

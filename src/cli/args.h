@@ -12,6 +12,9 @@ enum opt_kind {
     OPT_DOUBLE, /* double *dst                                         */
     OPT_FLAG,   /* int *dst, set to 1, takes no value                  */
     OPT_CHOICE, /* const char **dst, value must be one of `choices`    */
+    OPT_OPTCHOICE, /* const char **dst: alone ("--resume") sets "", with a value
+                      ("--resume auto", "--resume=auto") one of `choices`; the
+                      next word is its value only when it is one of them */
 };
 
 struct opt {

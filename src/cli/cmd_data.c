@@ -45,6 +45,7 @@ static int synth_criteo(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "synth-criteo: --out FILE is required");
         return cli_fail("data", &e);
     }
+    if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
     struct synth *s;
     if (synth_create((uint64_t)seed, &s, &e)) return cli_fail("data", &e);
     size_t n = strlen(out);

@@ -108,7 +108,7 @@ int cmd_health(int argc, char **argv)
         {"--count", OPT_INT, &count, "0", "with --watch or --serve: stop after N sample rounds (0: until interrupted)", "0..1000000000", NULL},
         {"--thresholds", OPT_STR, &thr_file, NULL, "threshold file (key = value; see docs/health.md). Defaults: gpu_temp_c 85, power_w 450, ecc_per_hour 10", NULL, "FILE"},
         {"--providers", OPT_STR, &providers, "all", "providers to use: all, or a comma list of nvml, rocm-smi, amdsmi, linux", NULL, "LIST"},
-        {"--serve", OPT_STR, &serve, NULL, "serve Prometheus text at http://ADDR:PORT/metrics (bind 127.0.0.1 unless told; port 0 picks one)", NULL, "ADDR:PORT"},
+        {"--serve", OPT_STR, &serve, NULL, "serve Prometheus text at http://ADDR:PORT/metrics; ':PORT' or 'PORT' bind 127.0.0.1; port 0 picks a free one (printed); a port in use is an error", NULL, "ADDR:PORT"},
         {"--request-timeout", OPT_DOUBLE, &req_timeout, "10", "with --serve: cut a connection whose request takes longer than SECONDS", NULL, "SECONDS"},
         {"--duration", OPT_DOUBLE, &duration, "0", "with --serve: stop after SECONDS (0: until SIGINT/SIGTERM)", NULL, "SECONDS"},
         {"--out", OPT_STR, &out_dir, NULL, "also record a 'health' check (samples, alerts) in run folder DIR (results.json, report.html)", NULL, "DIR"},
@@ -210,7 +210,9 @@ int cmd_health(int argc, char **argv)
             }
             health_exporter_publish(x, text);
             if (round == 0) {
-                printf("serving http://%s/metrics (port %d)\n", serve, health_exporter_port(x));
+                char url[160];
+                health_exporter_url(x, url, sizeof url);
+                printf("serving %s (port %d)\n", url, health_exporter_port(x));
                 fflush(stdout);
                 if (port_file) {
                     FILE *pf = fopen(port_file, "w");

@@ -40,6 +40,8 @@ int cmd_report(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "expected one run folder (DIR), got %d arguments; see 'plumb report --help'", npos);
         return cli_fail("report", &e);
     }
+    /* a bad output path is the user's to fix (exit 2), found before rendering */
+    if (out && file_check_output("--html", out, &e)) return cli_fail("report", &e);
     json_t *doc = NULL;
     if (results_read(pos[0], &doc, &e)) return cli_fail("report", &e);
     /* DIR may also be given as DIR/results.json: artifacts are beside it */

@@ -7,6 +7,8 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "accept/checks.h"
+#include "accept/train_verdict.h"
+#include "core/file.h"
 #include "health/monitor.h"
 #include "report/results.h"
 #include "models/workloads.h"
@@ -14,7 +16,10 @@
 #include "train/inject.h"
 #include "train/options.h"
 #include "train/trainer.h"
+#include <errno.h>
 #include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,12 +60,13 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
             for (const struct train_preset *q = wl->presets; q && q->name; q++)
                 k += (size_t)snprintf(p->help[i] + k, sizeof p->help[i] - k, " %s (%s);", q->name, q->summary);
         }
-        if (def[0] && o->kind != TOPT_FLAG) snprintf(p->help[i] + k, sizeof p->help[i] - k, " (default: %s)", def);
+        if (def[0] && o->kind != TOPT_FLAG && o->kind != TOPT_OPTCHOICE)
+            snprintf(p->help[i] + k, sizeof p->help[i] - k, " (default: %s)", def);
         p->text[i] = NULL;
         p->flag[i] = 0;
-        p->opts[i] = (struct opt){o->name, o->kind == TOPT_FLAG ? OPT_FLAG : OPT_STR,
+        p->opts[i] = (struct opt){o->name, o->kind == TOPT_FLAG ? OPT_FLAG : o->kind == TOPT_OPTCHOICE ? OPT_OPTCHOICE : OPT_STR,
                                   o->kind == TOPT_FLAG ? (void *)&p->flag[i] : (void *)&p->text[i], NULL, p->help[i],
-                                  NULL, o->metavar};
+                                  o->kind == TOPT_OPTCHOICE ? o->range : NULL, o->metavar};
     }
     char usage[128], summary[1024], names[256];
     workload_names(names, sizeof names);
@@ -84,6 +90,35 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
         if ((rc = train_option_set(cfg, o->name, o->kind == TOPT_FLAG ? NULL : p->text[i], e))) return rc;
     }
     return train_config_finish(cfg, e);
+}
+
+/* A directory the run will write into (--checkpoint-dir): created now when
+ * missing; not a directory, a symlink loop or not writable is a usage error
+ * naming the option, before anything trains. */
+static int output_dir_ok(const char *opt, const char *dir, plumb_err *e)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        int err = errno;
+        if (err != ENOENT)
+            return err_set(e, PLUMB_EUSAGE, "%s %s: %s", opt, dir, err == ELOOP ? "a symlink loop" : strerror(err));
+        plumb_err me = {0};
+        if (file_mkdirs(dir, &me)) return err_set(e, PLUMB_EUSAGE, "%s %s: cannot create it: %s", opt, dir, me.msg);
+    } else if (!S_ISDIR(st.st_mode)) {
+        return err_set(e, PLUMB_EUSAGE, "%s %s: exists and is not a directory", opt, dir);
+    }
+    if (access(dir, W_OK | X_OK) != 0)
+        return err_set(e, PLUMB_EUSAGE, "%s %s: not writable: %s", opt, dir, strerror(errno));
+    return PLUMB_OK;
+}
+
+/* Every output path besides the run folder (results_open checks --out). */
+static int train_outputs_check(const struct train_config *cfg, plumb_err *e)
+{
+    int rc;
+    if (cfg->ckpt_dir && (rc = output_dir_ok("--checkpoint-dir", cfg->ckpt_dir, e))) return rc;
+    if (cfg->predictions && (rc = file_check_output("--predictions", cfg->predictions, e))) return rc;
+    return PLUMB_OK;
 }
 
 int cmd_train(int argc, char **argv)
@@ -114,7 +149,22 @@ int cmd_train(int argc, char **argv)
             err_set(&e, PLUMB_EUSAGE, "unknown option '%s' (see plumb train WORKLOAD --help)", name);
             return cli_fail("train", &e);
         }
-        if (o->kind != TOPT_FLAG && !strchr(a, '=')) i++; /* its value */
+        /* its value: not an option (--preset --out X is an error parse_train names) */
+        if (o->kind == TOPT_FLAG || strchr(a, '=') || i + 1 >= argc) continue;
+        const char *nx = argv[i + 1];
+        if (o->kind == TOPT_OPTCHOICE) {
+            size_t L = strlen(nx);
+            const char *r = o->range;
+            int is_choice = 0;
+            for (const char *q = r; q && *q;) {
+                size_t n = strcspn(q, "|");
+                is_choice |= n == L && !strncmp(q, nx, L);
+                q = q[n] ? q + n + 1 : q + n;
+            }
+            if (is_choice) i++;
+        } else if (!(nx[0] == '-' && nx[1] == '-')) {
+            i++;
+        }
     }
     if (!wname) {
         if (help) {
@@ -197,30 +247,59 @@ int cmd_train(int argc, char **argv)
         free(txt);
     }
 
-    /* rank 0 creates the run folder; everyone learns its path */
+    /* rank 0 checks every output path, then creates the run folder and the
+     * train check's artifact folder (metrics.jsonl); everyone learns the
+     * outcome. Nothing trains before all of them are known to be writable. */
     struct results res;
     memset(&res, 0, sizeof res);
-    char dir[PATH_MAX] = "";
+    struct check_result r;
+    memset(&r, 0, sizeof r);
+    char check_name[64], adir[PATH_MAX] = "", mrel[PATH_MAX] = "";
+    snprintf(check_name, sizeof check_name, "train-%s", wl->name);
     int32_t st = 0;
     if (c->rank == 0) {
         char cmdline[2048];
         cmdline_join(argc, argv, cmdline, sizeof cmdline);
-        if (results_open(&res, out, cmdline, &e)) st = e.code;
-        else snprintf(dir, sizeof dir, "%s", res.dir);
-        if (!st && bnd_all) json_object_set(res.root, "binding", bnd_all);
+        struct check_ctx actx = {0};
+        char mpath[PATH_MAX + 32];
+        if (results_open(&res, out, cmdline, &e)) {
+            st = e.code;
+        } else if (actx.run_dir = res.dir, actx.device = device, check_begin(&r, check_name, device)) {
+            st = err_set(&e, PLUMB_ENOMEM, "out of memory");
+        } else if (train_outputs_check(&cfg, &e)) {
+            /* the run folder records why nothing trained */
+            st = e.code;
+            check_set_status(&r, CHECK_FAIL, "could not run (%s): %s", err_code_name(st), e.msg);
+            results_add_check(&res, &r);
+        } else if (check_artifact_dir(&actx, &r, adir, sizeof adir, &e)) {
+            st = e.code ? e.code : PLUMB_EIO;
+        } else {
+            snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", adir);
+            check_artifact_rel(&actx, mpath, mrel, sizeof mrel);
+            check_artifact(&r, mrel);
+        }
+        if (!st && bnd_all && res.root) json_object_set(res.root, "binding", bnd_all);
     }
     plumb_err be = {0};
-    if (comm_broadcast(c, &st, sizeof st, 0, "run folder", &be) || comm_broadcast(c, dir, sizeof dir, 0, "run folder", &be)) {
+    if (comm_broadcast(c, &st, sizeof st, 0, "run folder", &be) || comm_broadcast(c, adir, sizeof adir, 0, "run folder", &be)) {
         if (!e.code) e = be;
         st = e.code ? e.code : PLUMB_EINTERNAL;
     }
     json_decref(bnd_all);
     if (st) {
         if (c->rank != 0 && !e.code) err_set(&e, st, "rank 0 could not create the run folder");
+        check_free(&r);
+        if (res.root) {
+            results_note_error(&res, err_exit_code(st), e.msg);
+            plumb_err we = {0};
+            (void)results_write(&res, &we);
+            results_close(&res);
+        }
         comm_finalize(c);
+        free(pp);
         return cli_fail("train", &e);
     }
-    cfg.out_dir = dir;
+    cfg.out_dir = adir;
 
     /* health: one sampler per host (local rank 0) */
     struct health_monitor *hm = NULL;
@@ -236,8 +315,19 @@ int cmd_train(int argc, char **argv)
     if (rc) {
         free(pp);
         health_monitor_stop(hm);
-        int code = cli_fail("train", &e);
-        if (c->rank == 0) results_close(&res);
+        int code = err_exit_code(rc);
+        if (c->rank == 0) {
+            /* the run folder says what happened: the check failed, with its reason */
+            check_set_status(&r, CHECK_FAIL, "%s (%s): %s", tr.steps_done > 0 ? "failed" : "could not run",
+                             err_code_name(rc), e.msg);
+            results_add_check(&res, &r);
+            results_note_error(&res, code, e.msg);
+            plumb_err we = {0};
+            if (results_write(&res, &we)) fprintf(stderr, "plumb train: %s\n", we.msg);
+            results_close(&res);
+        }
+        check_free(&r);
+        code = cli_fail("train", &e);
         /* a usage error is seen by every rank alike; anything else may have
          * left other ranks inside a collective: end the whole job */
         if (c->world > 1 && rc != PLUMB_EUSAGE) comm_abort(c, code);
@@ -246,24 +336,49 @@ int cmd_train(int argc, char **argv)
     }
     int exit_code = 0;
     if (c->rank == 0) {
-        struct check_result r;
-        char check_name[64];
-        snprintf(check_name, sizeof check_name, "train-%s", wl->name);
-        check_begin(&r, check_name, device);
+        if (strcmp(tr.device, device)) {
+            json_object_set_new(r.obj, "device", json_string(tr.device));
+            check_detail(&r, "device_requested", json_string(device));
+        }
         for (int i = 0; i < tr.eval.n; i++) check_metric(&r, tr.eval.name[i], tr.eval.value[i], "");
         for (int i = 0; i < tr.reference.n; i++)
             if (isfinite(tr.reference.value[i])) check_metric(&r, tr.reference.name[i], tr.reference.value[i], "");
         check_metric(&r, "samples_per_s", tr.samples_per_s, "samples/s");
         check_metric(&r, "steps", (double)tr.steps_done, "");
         check_metric(&r, "skipped_steps", (double)tr.skipped_steps, "");
+        check_metric(&r, "backoff_steps", (double)tr.backoff_steps, "");
         check_metric(&r, "ranks", (double)c->world, "");
-        check_artifact(&r, "metrics.jsonl");
         check_detail(&r, "model", json_string(tr.model_desc));
         check_detail(&r, "data", json_string(tr.data_desc));
         check_detail(&r, "param_digest", json_string(tr.param_digest));
-        if (tr.interrupted) check_set_status(&r, CHECK_SKIP, "interrupted at step %ld (checkpoint written)", tr.steps_done);
+        if (tr.ckpt_path[0]) check_detail(&r, "checkpoint", json_string(tr.ckpt_path));
+        train_check_verdict(&r, &cfg, &tr);
+        json_t *summary = json_pack("{s:s, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:f, s:f, s:f, s:b, s:I, s:I}", "workload",
+                                    wl->name, "steps", (json_int_t)tr.steps_done, "start_step", (json_int_t)tr.start_step,
+                                    "skipped_steps", (json_int_t)tr.skipped_steps, "backoff_steps",
+                                    (json_int_t)tr.backoff_steps, "ranks", c->world, "numerics", cfg.numerics_name,
+                                    "precision", cfg.precision_name, "samples_per_s", tr.samples_per_s, "data_wait_frac",
+                                    tr.data_wait_frac, "wall_s", tr.wall_s, "interrupted", tr.interrupted,
+                                    "bad_lines_skipped", (json_int_t)tr.bad_lines_skipped, "truncated_lines",
+                                    (json_int_t)tr.truncated_lines);
+        if (tr.interrupted) json_object_set_new(summary, "stop_reason", json_string(tr.stop_reason));
+        json_object_set_new(summary, "setup_s", json_real(tr.setup_s));
+        json_object_set_new(summary, "eval_s", json_real(tr.eval_s));
+        if (cfg.stop_at) {
+            /* time to quality (--stop-at) */
+            json_object_set_new(summary, "stop_at", json_string(cfg.stop_at));
+            json_object_set_new(summary, "reached", json_boolean(tr.reached));
+            if (tr.reached) {
+                json_object_set_new(summary, "reached_step", json_integer(tr.reached_step));
+                json_object_set_new(summary, "reached_s", json_real(tr.reached_s));
+                json_object_set_new(summary, "reached_value", json_real(tr.reached_value));
+                json_object_set_new(summary, "reached_samples", json_integer((json_int_t)tr.reached_step * cfg.batch));
+            }
+        }
+        /* in the check (kept for every run of the folder) and, for the
+         * latest plumb train, at the top level */
+        check_detail(&r, "train", json_deep_copy(summary));
         results_add_check(&res, &r);
-        check_free(&r);
         if (hm) {
             /* the health entry: every alert of the run, the last sample (the
              * series is in metrics.jsonl) */
@@ -290,29 +405,13 @@ int cmd_train(int argc, char **argv)
         for (int i = 0; i < tr.reference.n; i++)
             if (isfinite(tr.reference.value[i]))
                 json_object_set_new(root, tr.reference.name[i], json_real(tr.reference.value[i]));
-        json_object_set_new(root, "train",
-                            json_pack("{s:s, s:I, s:I, s:I, s:i, s:s, s:s, s:f, s:f, s:f, s:b, s:I, s:I}", "workload", wl->name, "steps",
-                                      (json_int_t)tr.steps_done, "start_step", (json_int_t)tr.start_step,
-                                      "skipped_steps", (json_int_t)tr.skipped_steps, "ranks", c->world, "numerics",
-                                      cfg.numerics_name, "precision", cfg.precision_name, "samples_per_s", tr.samples_per_s, "data_wait_frac",
-                                      tr.data_wait_frac, "wall_s",
-                                      tr.wall_s, "interrupted", tr.interrupted, "bad_lines_skipped",
-                                      (json_int_t)tr.bad_lines_skipped, "truncated_lines", (json_int_t)tr.truncated_lines));
-        {
-            json_t *tj = json_object_get(root, "train");
-            json_object_set_new(tj, "setup_s", json_real(tr.setup_s));
-            json_object_set_new(tj, "eval_s", json_real(tr.eval_s));
-            if (cfg.stop_at) {
-                /* time to quality (--stop-at) */
-                json_object_set_new(tj, "stop_at", json_string(cfg.stop_at));
-                json_object_set_new(tj, "reached", json_boolean(tr.reached));
-                if (tr.reached) {
-                    json_object_set_new(tj, "reached_step", json_integer(tr.reached_step));
-                    json_object_set_new(tj, "reached_s", json_real(tr.reached_s));
-                    json_object_set_new(tj, "reached_value", json_real(tr.reached_value));
-                    json_object_set_new(tj, "reached_samples", json_integer((json_int_t)tr.reached_step * cfg.batch));
-                }
-            }
+        json_object_set_new(root, "train", summary);
+        exit_code = results_exit_code(&res);
+        if (tr.metrics_error[0]) {
+            /* the disk (or whatever refused the write) failed, not the training */
+            exit_code = 3;
+            results_note_error(&res, exit_code, tr.metrics_error);
+            fprintf(stderr, "plumb train: %s\n", tr.metrics_error);
         }
         if (results_write(&res, &e)) {
             exit_code = cli_fail("train", &e);
@@ -320,7 +419,8 @@ int cmd_train(int argc, char **argv)
         results_close(&res);
         if (tr.interrupted) {
             if (tr.overheat) printf("stopped: critical GPU temperature (--on-overheat stop)\n");
-            printf("interrupted at step %ld; checkpoint %s\n", tr.steps_done, tr.ckpt_path[0] ? tr.ckpt_path : "(none)");
+            printf("interrupted at step %ld of %ld (%s); checkpoint %s\n", tr.steps_done, tr.steps_target, tr.stop_reason,
+                   tr.ckpt_path[0] ? tr.ckpt_path : "(none: no --checkpoint-dir, the run cannot be resumed)");
         } else {
             printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
                    tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);
@@ -337,10 +437,13 @@ int cmd_train(int argc, char **argv)
                 if (isfinite(tr.reference.value[i])) printf(", %s %.6f", tr.reference.name[i], tr.reference.value[i]);
             printf(")\n");
         }
+        const char *rs = jsonx_str(r.obj, "reason");
+        printf("check %s: %s%s%s\n", check_name, check_status_name(r.status), rs ? ": " : "", rs ? rs : "");
         if (cfg.param_digest) printf("param_digest %s\n", tr.param_digest);
-        printf("run folder: %s\n", dir);
+        printf("run folder: %s\n", res.dir);
         fflush(stdout);
     }
+    check_free(&r);
     health_monitor_stop(hm);
     comm_finalize(c);
     free(pp);

@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int file_test_fail_before_rename = 0;
@@ -83,6 +87,9 @@ int file_write_atomic_iov(const char *path, const void *const *bufs, const size_
     if (w < 0 || (size_t)w >= sizeof tmp) return err_set(e, PLUMB_EUSAGE, "path too long: %s", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return err_set(e, PLUMB_EIO, "create %s: %s", tmp, strerror(errno));
+    /* held until close: file_remove_stale_temps leaves a temp file alone
+     * while its writer lives (a dead writer's lock is gone) */
+    (void)flock(fd, LOCK_EX | LOCK_NB);
     for (int i = 0; i < nbufs; i++) {
         if (write_full(fd, bufs[i], lens[i]) != 0) {
             int saved = errno;
@@ -153,6 +160,124 @@ int file_read_all(const char *path, char **out, size_t *len, plumb_err *e)
     }
     fclose(f);
     buf[n] = '\0';
+    *out = buf;
+    if (len) *len = n;
+    return PLUMB_OK;
+}
+
+int file_remove_stale_temps(const char *dir, const char *prefix, int *removed, plumb_err *e)
+{
+    if (removed) *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? PLUMB_OK : err_set(e, PLUMB_EIO, "%s: %s", dir, strerror(errno));
+    size_t pl = strlen(prefix);
+    struct dirent *de;
+    time_t now = time(NULL);
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        const char *t = strstr(n, ".tmp.");
+        if (strncmp(n, prefix, pl) || !t) continue;
+        char *end;
+        long pid = strtol(t + 5, &end, 10);
+        if (end == t + 5 || *end || pid <= 0) continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, n) >= (int)sizeof path) continue;
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        /* the writer is gone when nobody holds its lock and either its pid is
+         * not alive here or the file has not changed for an hour (a pid of
+         * another host, or reused) */
+        int stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+                    ((kill((pid_t)pid, 0) != 0 && errno == ESRCH) || now - st.st_mtime > 3600);
+        if (stale && unlink(path) == 0 && removed) (*removed)++;
+        close(fd);
+    }
+    closedir(d);
+    return PLUMB_OK;
+}
+
+int file_check_output(const char *opt, const char *path, plumb_err *e)
+{
+    struct stat st;
+    if (!path || !*path) return err_set(e, PLUMB_EUSAGE, "%s: expected a file name", opt);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return err_set(e, PLUMB_EUSAGE, "%s %s: is a directory (expected a file name)", opt, path);
+    if (stat(path, &st) != 0 && errno == ELOOP) return err_set(e, PLUMB_EUSAGE, "%s %s: a symlink loop", opt, path);
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return err_set(e, PLUMB_EUSAGE, "%s: path too long", opt);
+    const char *parent = dirname(buf);
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(e, PLUMB_EUSAGE, "%s %s: its folder %s does not exist", opt, path, parent);
+    if (access(parent, W_OK | X_OK) != 0)
+        return err_set(e, PLUMB_EUSAGE, "%s %s: its folder %s is not writable: %s", opt, path, parent, strerror(errno));
+    return PLUMB_OK;
+}
+
+static int open_inside(const char *dir, const char *rel, size_t cap, int *fdp, size_t *size, plumb_err *e)
+{
+    *fdp = -1;
+    if (!rel || !*rel || rel[0] == '/' || strstr(rel, ".."))
+        return err_set(e, PLUMB_EUSAGE, "artifact path is not relative to the run folder");
+    char path[PATH_MAX], real_dir[PATH_MAX], real[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, rel) >= (int)sizeof path)
+        return err_set(e, PLUMB_EUSAGE, "artifact path too long");
+    /* every failure is the folder's (the user's input): PLUMB_EUSAGE */
+    if (!realpath(dir, real_dir)) return err_set(e, PLUMB_EUSAGE, "run folder: %s", strerror(errno));
+    if (!realpath(path, real)) return err_set(e, PLUMB_EUSAGE, "%s: %s", rel, strerror(errno));
+    size_t L = strlen(real_dir);
+    if (strncmp(real, real_dir, L) || (real[L] != '/' && !(L == 1 && real_dir[0] == '/')))
+        return err_set(e, PLUMB_EUSAGE, "%s: leads out of the run folder (a symlink): not read", rel);
+    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer */
+    int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return err_set(e, PLUMB_EUSAGE, "%s: %s", rel, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file: not read", rel);
+    }
+    if ((size_t)st.st_size > cap) {
+        close(fd);
+        return err_set(e, PLUMB_EUSAGE, "%s: %lld bytes, more than the %zu read: not read", rel,
+                       (long long)st.st_size, cap);
+    }
+    *fdp = fd;
+    *size = (size_t)st.st_size;
+    return PLUMB_OK;
+}
+
+int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e)
+{
+    int fd;
+    size_t size;
+    int rc = open_inside(dir, rel, cap, &fd, &size, e);
+    if (!rc) close(fd);
+    return rc;
+}
+
+int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, size_t *len, plumb_err *e)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    int fd;
+    size_t size;
+    int rc = open_inside(dir, rel, cap, &fd, &size, e);
+    if (rc) return rc;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return err_set(e, PLUMB_ENOMEM, "%s: out of memory", rel);
+    }
+    size_t n = 0;
+    while (n < size) {
+        ssize_t r = read(fd, buf + n, size - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break; /* shrank meanwhile: what is there */
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
     *out = buf;
     if (len) *len = n;
     return PLUMB_OK;

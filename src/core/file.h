@@ -13,6 +13,25 @@ int file_write_atomic_iov(const char *path, const void *const *bufs, const size_
                           int nbufs, plumb_err *e);
 /* Reads the whole file; *out is malloc'ed and NUL-terminated (not counted in *len). */
 int file_read_all(const char *path, char **out, size_t *len, plumb_err *e);
+/* Removes the temp files file_write_atomic left in dir for files whose name
+ * starts with prefix ("<name>.tmp.<pid>") when their writer is gone (killed
+ * mid-write): nobody holds the file's lock and the pid is not alive on this
+ * host, or the file is over an hour old. *removed (may be NULL) gets the
+ * count. A missing dir is not an error. */
+int file_remove_stale_temps(const char *dir, const char *prefix, int *removed, plumb_err *e);
+/* An output file a command will write (opt names the option in the error,
+ * e.g. "--html"): not a directory or a symlink loop, its folder existing and
+ * writable. A bad one is PLUMB_EUSAGE (exit 2), said before any work. */
+int file_check_output(const char *opt, const char *path, plumb_err *e);
+/* Reads dir/rel, a file that must lie inside dir, for a reader of untrusted
+ * run folders: rel is relative without "..", the resolved path (symlinks
+ * followed) stays inside dir's, and it is a regular file (never a FIFO or a
+ * device: opened non-blocking, checked by fstat) of at most cap bytes.
+ * *out is malloc'ed and NUL-terminated. Errors say which rule failed and
+ * never quote the file's bytes; all are PLUMB_EUSAGE (a bad run folder is the user's input). */
+int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, size_t *len, plumb_err *e);
+/* The same rules without reading (for readers that open the file by name). */
+int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e);
 /* mkdir -p with mode 0755. */
 int file_mkdirs(const char *path, plumb_err *e);
 /* fsync of a directory (after a rename into it). */

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include "core/jsonx.h"
 #include "core/file.h"
 #include <math.h>
@@ -31,9 +32,11 @@ int jsonx_append_line(FILE *f, const json_t *j, plumb_err *e)
 {
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
     if (!s) return err_set(e, PLUMB_EINTERNAL, "cannot serialise JSON line");
+    errno = 0;
     int ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0;
+    int err = errno;
     free(s);
-    return ok ? PLUMB_OK : err_set(e, PLUMB_EIO, "write of a JSON line failed");
+    return ok ? PLUMB_OK : err_set(e, PLUMB_EIO, "write of a JSON line failed: %s", err ? strerror(err) : "I/O error");
 }
 
 double jsonx_num(const json_t *obj, const char *key)

@@ -57,7 +57,13 @@ struct job {
     int acted, timed_out;
     struct rec *recs;
     int nrec, cap;
-    size_t moff;              /* metrics.jsonl read offset */
+    /* the job's metrics.jsonl files (one per attempt: DIR/run/checks/train-<workload>[-runN]/,
+     * README.md "Run folders") and how far each was read */
+    struct {
+        char name[64];
+        size_t off;
+    } mf[32];
+    int nmf;
 };
 
 static void job_free(struct job *j)
@@ -75,25 +81,23 @@ static long max_step(const struct job *j)
     return m;
 }
 
-/* Reads the complete lines added to DIR/run/metrics.jsonl since the last
- * call and records each step record with the time it was seen. */
-static void poll_metrics(struct job *j)
+/* Reads the complete lines added to one metrics file since the last call
+ * and records each step record with the time it was seen. */
+static void poll_file(struct job *j, const char *path, size_t *moff)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/run/metrics.jsonl", j->dir);
     FILE *f = fopen(path, "rb");
     if (!f) return;
     if (fseek(f, 0, SEEK_END) == 0) {
         long size = ftell(f);
-        if (size >= 0 && (size_t)size < j->moff) j->moff = 0; /* rewritten */
+        if (size >= 0 && (size_t)size < *moff) *moff = 0; /* rewritten */
     }
-    fseek(f, (long)j->moff, SEEK_SET);
+    fseek(f, (long)*moff, SEEK_SET);
     char line[8192];
     double now = timer_wall();
     while (fgets(line, sizeof line, f)) {
         size_t len = strlen(line);
         if (!len || line[len - 1] != '\n') break; /* incomplete: read it next time */
-        j->moff += len;
+        *moff += len;
         json_t *o = json_loads(line, 0, NULL);
         if (!o) continue;
         const char *type = jsonx_str(o, "type");
@@ -115,6 +119,31 @@ static void poll_metrics(struct job *j)
         json_decref(o);
     }
     fclose(f);
+}
+
+/* Every attempt's metrics.jsonl in DIR/run/checks/train-<workload>[-runN] (each attempt
+ * under plumb launch is a run of the folder, with its own artifacts). */
+static void poll_metrics(struct job *j)
+{
+    char cdir[PATH_MAX], path[PATH_MAX + 80];
+    snprintf(cdir, sizeof cdir, "%s/run/checks", j->dir);
+    DIR *d = opendir(cdir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "train-", 6) || strlen(de->d_name) >= sizeof j->mf[0].name) continue;
+        int k = 0;
+        while (k < j->nmf && strcmp(j->mf[k].name, de->d_name)) k++;
+        if (k == j->nmf) {
+            if (j->nmf == (int)(sizeof j->mf / sizeof j->mf[0])) continue;
+            snprintf(j->mf[k].name, sizeof j->mf[k].name, "%s", de->d_name);
+            j->mf[k].off = 0;
+            j->nmf++;
+        }
+        snprintf(path, sizeof path, "%s/%s/metrics.jsonl", cdir, de->d_name);
+        poll_file(j, path, &j->mf[k].off);
+    }
+    closedir(d);
 }
 
 /* Reads /proc/<pid>/<what> (NUL-separated) into buf; returns its length. */
@@ -374,13 +403,13 @@ static int train_words(struct argv_buf *b, const struct drill_opts *o, const cha
         {"--preset", o->preset ? o->preset : o->wl->presets[0].name},
         {"--numerics", "golden"}, {"--steps", steps}, {"--batch", batch}, {"--warmup", "10"},
         {"--train-samples", "20000"}, {"--eval-samples", "2000"}, {"--checkpoint-dir", ck},
-        {"--checkpoint-every", every}, {"--checkpoint-keep", "3"}, {"--resume", NULL}, {"--out", out},
+        {"--checkpoint-every", every}, {"--checkpoint-keep", "3"}, {"--resume", "auto"}, {"--out", out},
         {"--param-digest", NULL}, {"--step-timeout", timeout}, {"--device", o->device}, {"--threads", "1"},
         {"--inject", inject}, {"--skip-batches", skip},
     };
     train_config_defaults(&c, o->wl);
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
-        int flag = !strcmp(set[i][0], "--resume") || !strcmp(set[i][0], "--param-digest");
+        int flag = !strcmp(set[i][0], "--param-digest");
         if (!flag && !set[i][1]) continue;
         int rc = train_option_set(&c, set[i][0], set[i][1], e);
         if (rc) return err_wrap(e, "drills: the training command");
@@ -729,7 +758,8 @@ int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, 
         memset(&j2, 0, sizeof j2);
         j2.dir = dir;
         j2.limit_s = 120 + 4 * o->step_timeout;
-        j2.moff = j.moff;
+        memcpy(j2.mf, j.mf, sizeof j2.mf);
+        j2.nmf = j.nmf;
         if ((rc = run_job(&j2, b.a, o, e))) return rc;
         if (j2.nrec > 0) {
             r->t_resume_s = j2.recs[0].t - j2.t_start;

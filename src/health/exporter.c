@@ -35,6 +35,7 @@ struct health_exporter {
     int reaper_started, stopping;
     pthread_cond_t cond;
     int port;
+    char url_host[80];        /* the address bound, as a URL host ("127.0.0.1", "[::1]") */
 };
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -154,21 +155,25 @@ static void *reaper_main(void *arg)
     return NULL;
 }
 
+/* ADDR:PORT, [IPv6]:PORT, :PORT or PORT (the last two bind 127.0.0.1). */
 static int parse_addr(const char *addr, struct sockaddr_storage *ss, int *v6, plumb_err *e)
 {
     memset(ss, 0, sizeof *ss);
     char host[128];
     const char *colon = strrchr(addr, ':');
-    if (!colon) return err_set(e, PLUMB_EUSAGE, "--serve: '%s' is not ADDR:PORT (e.g. 127.0.0.1:9400)", addr);
-    size_t hl = (size_t)(colon - addr);
+    const char *port_s = colon ? colon + 1 : addr;
+    size_t hl = colon ? (size_t)(colon - addr) : 0;
+    if (!colon && (!*addr || strspn(addr, "0123456789") != strlen(addr)))
+        return err_set(e, PLUMB_EUSAGE, "--serve: '%s' is not ADDR:PORT, :PORT or PORT (e.g. 127.0.0.1:9400)", addr);
     if (hl >= sizeof host) return err_set(e, PLUMB_EUSAGE, "--serve: address '%s' too long", addr);
     memcpy(host, addr, hl);
     host[hl] = 0;
+    if (!hl) snprintf(host, sizeof host, "127.0.0.1"), hl = strlen(host);
     char *end;
     errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (errno || end == colon + 1 || *end || port < 0 || port > 65535)
-        return err_set(e, PLUMB_EUSAGE, "--serve: port '%s' is not 0..65535", colon + 1);
+    long port = strtol(port_s, &end, 10);
+    if (errno || end == port_s || *end || port < 0 || port > 65535)
+        return err_set(e, PLUMB_EUSAGE, "--serve: port '%s' is not 0..65535", port_s);
     if (!strcmp(host, "localhost")) snprintf(host, sizeof host, "127.0.0.1");
     if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
         host[hl - 1] = 0;
@@ -187,6 +192,21 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, int *v6, pl
         return err_set(e, PLUMB_EUSAGE, "--serve: '%s' is not an IPv4 address (or [IPv6])", host);
     *v6 = 0;
     return PLUMB_OK;
+}
+
+/* Why the daemon could not listen: bind the address ourselves (no
+ * SO_REUSEPORT, as the daemon) and report errno. */
+static int bind_errno(const struct sockaddr_storage *ss, int v6)
+{
+    int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int rc = bind(fd, (const struct sockaddr *)ss, v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+    int err = rc ? errno : 0;
+    if (!rc && listen(fd, 1)) err = errno;
+    close(fd);
+    return err;
 }
 
 int health_exporter_start(struct health_exporter **out, const struct health_exporter_opts *o, plumb_err *e)
@@ -217,19 +237,28 @@ int health_exporter_start(struct health_exporter **out, const struct health_expo
                             MHD_OPTION_NOTIFY_CONNECTION, notify_conn, x,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, x,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, x,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                             MHD_OPTION_END);
     if (!x->d) {
-        int err = errno;
+        int err = bind_errno(&ss, v6);
         pthread_mutex_destroy(&x->lock);
         pthread_cond_destroy(&x->cond);
         free(x->conns);
         free(x);
-        return err_set(e, PLUMB_EIO, "--serve %s: cannot listen: %s", o->addr ? o->addr : "127.0.0.1:9400",
+        const char *a = o->addr ? o->addr : "127.0.0.1:9400";
+        if (err == EADDRINUSE)
+            return err_set(e, PLUMB_EUSAGE, "--serve %s: address in use (another process listens there; pick "
+                           "another port, or port 0 for a free one)", a);
+        if (err == EADDRNOTAVAIL || err == EACCES)
+            return err_set(e, PLUMB_EUSAGE, "--serve %s: cannot listen: %s", a, strerror(err));
+        return err_set(e, PLUMB_EIO, "--serve %s: cannot listen: %s", a,
                        err ? strerror(err) : "libmicrohttpd refused to start");
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(x->d, MHD_DAEMON_INFO_BIND_PORT);
     x->port = di ? di->port : 0;
+    char h[INET6_ADDRSTRLEN] = "?";
+    if (v6) inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, h, sizeof h);
+    else inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, h, sizeof h);
+    snprintf(x->url_host, sizeof x->url_host, v6 ? "[%s]" : "%s", h);
     if (pthread_create(&x->reaper, NULL, reaper_main, x) == 0) x->reaper_started = 1;
     else log_warn("exporter: no reaper thread: slow requests are only cut by the idle timeout");
     *out = x;
@@ -237,6 +266,11 @@ int health_exporter_start(struct health_exporter **out, const struct health_expo
 }
 
 int health_exporter_port(const struct health_exporter *x) { return x->port; }
+
+void health_exporter_url(const struct health_exporter *x, char *buf, size_t n)
+{
+    snprintf(buf, n, "http://%s:%d/metrics", x->url_host, x->port);
+}
 
 void health_exporter_publish(struct health_exporter *x, char *text)
 {

@@ -15,7 +15,9 @@
 #include "core/err.h"
 
 struct health_exporter_opts {
-    const char *addr;          /* "127.0.0.1:9400", "[::1]:9400"; port 0 picks one */
+    const char *addr;          /* "127.0.0.1:9400", "[::1]:9400", ":9400" or "9400" (127.0.0.1);
+                                  port 0 picks a free one. A port another socket listens on
+                                  is an error ("address in use"): never shared (no SO_REUSEPORT) */
     double request_timeout_s;  /* default 10 */
     unsigned idle_timeout_s;   /* default 10 */
     unsigned conn_limit;       /* default 512 */
@@ -24,7 +26,9 @@ struct health_exporter_opts {
 
 struct health_exporter;
 int health_exporter_start(struct health_exporter **x, const struct health_exporter_opts *o, plumb_err *e);
-int health_exporter_port(const struct health_exporter *x);
+int health_exporter_port(const struct health_exporter *x); /* the port bound (the real one for port 0) */
+/* "http://127.0.0.1:40123/metrics": the address and port bound. */
+void health_exporter_url(const struct health_exporter *x, char *buf, size_t n);
 /* Replaces the served text; takes ownership of the malloc'ed text. */
 void health_exporter_publish(struct health_exporter *x, char *text);
 /* Requests answered so far, connections cut by the reaper (for logs and tests). */

@@ -36,9 +36,21 @@ void check_threshold(struct check_result *r, const char *name, double value);
  * reason of the worst finding. */
 void check_set_status(struct check_result *r, enum check_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Artifact directory checks/<name>[-<device>]/ under the run folder (created). */
+/* Artifact directory of the check under the run folder (created):
+ * checks/<name>[-<device>]/ when no earlier command made that folder, else
+ * checks/<name>[-<device>]-run<N>/ (N: this command's run number, see
+ * check_register_run), so nothing an earlier run wrote is overwritten. The
+ * same (run folder, name, device) gets the same folder for the rest of this
+ * process. */
 int check_artifact_dir(const struct check_ctx *ctx, const struct check_result *r, char *out,
                        size_t n, plumb_err *e);
+/* The folder check_artifact_dir gave (name, device) in run_dir in this
+ * process; 0 and out "" when none. */
+int check_artifact_dir_find(const char *run_dir, const char *name, const char *device, char *out, size_t n);
+/* out gets the path of abs relative to the run folder ("checks/rng/x.json"). */
+void check_artifact_rel(const struct check_ctx *ctx, const char *abs, char *out, size_t n);
+/* results_open: run_dir is run N of its folder (the -run<N> suffix). */
+void check_register_run(const char *run_dir, int run);
 /* Records an artifact path relative to the run folder. */
 void check_artifact(struct check_result *r, const char *relpath);
 /* Free-form JSON detail, stolen reference. */

@@ -4,6 +4,7 @@
  * run folder's checks list. */
 #include "core/jsonx.h"
 #include "report/compare.h"
+#include "core/file.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -275,6 +276,9 @@ int compare_read_seeds_rel(const char *dir, const char *rel, struct seed_set *s,
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", dir, rel) >= (int)sizeof path)
         return err_set(e, PLUMB_EUSAGE, "%s/%s: path too long", dir, rel);
+    /* a regular file inside the folder of bounded size (never a FIFO, a
+     * device or a link out of it) */
+    if (file_check_inside(dir, rel, (size_t)256 << 20, e)) return e->code;
     return seeds_read(path, s, e);
 }
 

@@ -475,10 +475,29 @@ static void put_hist_svg(struct sbuf *b, const json_t *s)
     sb_puts(b, "</svg></figure>\n");
 }
 
-/* An artifact path is used only when it stays inside the run folder. */
+/* An artifact is linked and read only when its path is a plain relative
+ * checks/... path (every artifact plumb writes is one): no scheme
+ * ("javascript:"), no "..", no absolute path, no characters a URL or the
+ * page would read differently. Reading it also keeps to regular files
+ * inside the run folder, at most ARTIFACT_CAP bytes (file_read_inside). */
+#define ARTIFACT_CAP ((size_t)64 << 20)
 static int safe_rel(const char *p)
 {
-    return p && *p && p[0] != '/' && !strstr(p, "..");
+    if (!p || strncmp(p, "checks/", 7) || strstr(p, "..") || strstr(p, "//")) return 0;
+    for (const char *q = p; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || strchr("._-/+", *q)))
+            return 0;
+    return 1;
+}
+
+/* "not read: ..." in the page for an artifact that breaks those rules */
+static void put_unread(struct sbuf *b, const char *what, const plumb_err *e)
+{
+    sb_puts(b, "<p class=\"muted\">");
+    sb_escape(b, what);
+    sb_puts(b, " unavailable: ");
+    sb_escape(b, e->msg);
+    sb_puts(b, "</p>\n");
 }
 
 static void put_histograms(struct sbuf *b, const json_t *c, const char *run_dir)
@@ -494,15 +513,21 @@ static void put_histograms(struct sbuf *b, const json_t *c, const char *run_dir)
         if (L >= 15 && !strcmp(s + L - 15, "histograms.json") && safe_rel(s)) rel = s;
     }
     if (!rel) return;
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", run_dir, rel) >= (int)sizeof path) return;
-    json_t *h = NULL;
     plumb_err e = {0};
     sb_puts(b, "<h3>Histograms</h3>\n");
-    if (jsonx_read_file(path, &h, &e)) {
-        sb_puts(b, "<p class=\"muted\">histograms unavailable: ");
-        sb_escape(b, e.msg);
-        sb_puts(b, "</p>\n");
+    char *text = NULL;
+    size_t tlen = 0;
+    if (file_read_inside(run_dir, rel, ARTIFACT_CAP, &text, &tlen, &e)) {
+        put_unread(b, "histograms", &e);
+        return;
+    }
+    json_error_t je;
+    json_t *h = json_loadb(text, tlen, 0, &je);
+    free(text);
+    if (!h) {
+        /* the parser's message quotes the file's bytes: only where it broke */
+        err_set(&e, PLUMB_ECORRUPT, "%s: not valid JSON (line %d, column %d)", rel, je.line, je.column);
+        put_unread(b, "histograms", &e);
         return;
     }
     const json_t *streams = json_object_get(h, "streams");
@@ -647,23 +672,27 @@ static void add_fields(struct chart *charts, int *nc, const json_t *o, const cha
 
 static void put_jsonl_charts(struct sbuf *b, const char *run_dir, const char *rel)
 {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", run_dir, rel) >= (int)sizeof path) return;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
+    char *text = NULL;
+    size_t tlen = 0;
+    plumb_err e = {0};
+    if (file_read_inside(run_dir, rel, ARTIFACT_CAP, &text, &tlen, &e)) {
+        put_unread(b, rel, &e);
+        return;
+    }
     struct chart *charts = calloc(MAX_CHARTS, sizeof *charts);
     if (!charts) {
-        fclose(f);
+        free(text);
         return;
     }
     int nc = 0;
-    char *line = NULL;
-    size_t cap = 0;
     long lineno = 0, bad = 0;
     double t0 = NAN;
-    while (getline(&line, &cap, f) > 0 && lineno < MAX_POINTS) {
+    for (size_t pos = 0; pos < tlen && lineno < MAX_POINTS;) {
+        const char *nl = memchr(text + pos, '\n', tlen - pos);
+        size_t llen = nl ? (size_t)(nl - (text + pos)) : tlen - pos;
         json_error_t je;
-        json_t *o = json_loads(line, 0, &je);
+        json_t *o = json_loadb(text + pos, llen, 0, &je);
+        pos += llen + 1;
         lineno++;
         if (!json_is_object(o)) {
             bad++;
@@ -690,8 +719,7 @@ static void put_jsonl_charts(struct sbuf *b, const char *run_dir, const char *re
             add_fields(charts, &nc, dv, jsonx_str(dv, "device"), x);
         json_decref(o);
     }
-    free(line);
-    fclose(f);
+    free(text);
     if (nc) {
         sb_puts(b, "<h3>");
         sb_escape(b, rel);

@@ -5,8 +5,11 @@
 #include "dev/dev.h"
 #include "report/html.h"
 #include "report/sysinfo.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,12 +65,77 @@ static int new_doc(struct results *r, const char *command)
     return r->root ? PLUMB_OK : PLUMB_ENOMEM;
 }
 
+/* The folder's lock (flock on the directory itself: no lock file in the
+ * folder): held while results.json is read, merged and replaced, so two
+ * commands writing into one folder never drop each other's checks. */
+static int lock_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {}
+    return fd;
+}
+
+static void unlock_dir(int fd)
+{
+    if (fd >= 0) close(fd); /* releases the flock */
+}
+
+/* The run number a new command takes: one more than any run recorded (a
+ * folder written before runs[] existed counts as run 1 when it has checks). */
+static int next_run(const json_t *root)
+{
+    int n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(root, "runs"), i, v)
+    {
+        double k = jsonx_num(v, "run");
+        if (isfinite(k) && k > n && k < 1e9) n = (int)k;
+    }
+    if (!n && json_array_size(json_object_get(root, "checks"))) n = 1;
+    return n + 1;
+}
+
+static json_t *run_entry(json_t *root, int run)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(root, "runs"), i, v) if (jsonx_num(v, "run") == run) return v;
+    return NULL;
+}
+
+/* 1 when dir has entries other than . and .. and plumb's own files
+ * (plumb launch --run-dir D -- plumb train --out D: launch.jsonl is there
+ * before the first results.json) */
+static int dir_nonempty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *de;
+    int n = 0;
+    while (!n && (de = readdir(d)))
+        n = strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "launch.jsonl");
+    closedir(d);
+    return n;
+}
+
+/* Loads the folder's results.json (or starts a document), takes the next
+ * run number and records this command in runs[] as "running", all under the
+ * folder's lock; results.json is written at once, so a command killed later
+ * still left its entry. */
 static int open_dir(struct results *r, const char *command, plumb_err *e)
 {
     char path[PATH_MAX + 32];
     if (file_join(path, sizeof path, r->dir, "results.json", e)) return e->code;
+    int lk = lock_dir(r->dir);
+    int rc = PLUMB_OK;
     if (file_exists(path)) {
-        if (results_read(path, &r->root, e)) return err_wrap(e, "continuing run folder %s", r->dir);
+        if (results_read(path, &r->root, e)) {
+            unlock_dir(lk);
+            return err_wrap(e, "--out %s holds a results.json that is not a plumb run folder's (fix or move it, or "
+                            "use another folder)", r->dir);
+        }
         /* refresh what describes this process; keep started and checks */
         struct sysinfo_host h;
         sysinfo_host_get(&h);
@@ -91,10 +159,35 @@ static int open_dir(struct results *r, const char *command, plumb_err *e)
                 json_object_set_new(r->root, "command", json_string(command));
             }
         }
-        return PLUMB_OK;
+    } else if (dir_nonempty(r->dir)) {
+        unlock_dir(lk);
+        return err_set(e, PLUMB_EUSAGE,
+                       "--out %s: the folder is not empty and holds no results.json, so it is not a plumb run folder "
+                       "(its files would be mixed with this run's); use a new or empty folder",
+                       r->dir);
+    } else if (new_doc(r, command)) {
+        unlock_dir(lk);
+        return err_set(e, PLUMB_ENOMEM, "out of memory building results");
     }
-    if (new_doc(r, command)) return err_set(e, PLUMB_ENOMEM, "out of memory building results");
+    if (!json_is_array(json_object_get(r->root, "runs"))) json_object_set_new(r->root, "runs", json_array());
+    r->run = next_run(r->root);
+    char started[32];
+    sysinfo_utc_iso(timer_wall(), started, sizeof started);
+    json_array_append_new(json_object_get(r->root, "runs"),
+                          json_pack("{s:i, s:s, s:s, s:s, s:I}", "run", r->run, "command", command ? command : "",
+                                    "started", started, "status", "running", "pid", (json_int_t)getpid()));
+    rc = jsonx_write_file(path, r->root, e);
+    unlock_dir(lk);
+    if (rc) return err_set(e, PLUMB_EUSAGE, "--out %s: cannot write results.json there (%s)", r->dir, e->msg);
+    check_register_run(r->dir, r->run);
     return PLUMB_OK;
+}
+
+/* A bad --out is the user's input: exit 2 naming it (not an internal error). */
+static int out_error(const char *dir, const char *what, int err, plumb_err *e)
+{
+    return err_set(e, PLUMB_EUSAGE, "--out %s: %s: %s (expected a folder this user can create and write)", dir, what,
+                   strerror(err));
 }
 
 static int open_common(struct results *r, const char *dir, const char *parent, const char *command,
@@ -102,18 +195,38 @@ static int open_common(struct results *r, const char *dir, const char *parent, c
 {
     memset(r, 0, sizeof *r);
     r->write_html = 1;
+    r->mine = json_array();
+    if (!r->mine) return err_set(e, PLUMB_ENOMEM, "out of memory");
+    int rc;
     if (dir && *dir) {
-        if (strlen(dir) >= sizeof r->dir - 64)
-            return err_set(e, PLUMB_EUSAGE, "--out: path '%.80s...' is too long", dir);
+        if (strlen(dir) >= sizeof r->dir - 64) {
+            rc = err_set(e, PLUMB_EUSAGE, "--out: path '%.80s...' is too long", dir);
+            goto fail;
+        }
         struct stat st;
-        if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
-            return err_set(e, PLUMB_EUSAGE, "--out: '%s' exists and is not a directory", dir);
+        if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            rc = err_set(e, PLUMB_EUSAGE, "--out: '%s' exists and is not a directory", dir);
+            goto fail;
+        }
         snprintf(r->dir, sizeof r->dir, "%s", dir);
         size_t L = strlen(r->dir);
         while (L > 1 && r->dir[L - 1] == '/') r->dir[--L] = '\0';
-        if (file_mkdirs(r->dir, e)) return err_wrap(e, "creating run folder");
+        plumb_err me = {0};
+        if (file_mkdirs(r->dir, &me)) {
+            int err = errno;
+            rc = stat(r->dir, &st) == 0 && !S_ISDIR(st.st_mode) ? err_set(e, PLUMB_EUSAGE, "--out %s: %s", r->dir, me.msg)
+                                                                   : out_error(r->dir, "cannot create the folder", err, e);
+            goto fail;
+        }
+        if (access(r->dir, W_OK | X_OK) != 0) {
+            rc = out_error(r->dir, "cannot write into the folder", errno, e);
+            goto fail;
+        }
     } else {
-        if (file_mkdirs(parent, e)) return err_wrap(e, "creating %s", parent);
+        if (file_mkdirs(parent, e)) {
+            rc = err_wrap(e, "creating %s", parent);
+            goto fail;
+        }
         char host[256] = "", sh[64], t[32], id[8];
         if (gethostname(host, sizeof host - 1)) host[0] = '\0';
         safe_host(host, sh, sizeof sh);
@@ -122,15 +235,19 @@ static int open_common(struct results *r, const char *dir, const char *parent, c
             run_id(id, sizeof id);
             snprintf(r->dir, sizeof r->dir, "%s/%s-%s-%s", parent, t, sh, id);
             if (mkdir(r->dir, 0755) == 0) break;
-            if (errno != EEXIST || tries > 16)
-                return err_set(e, PLUMB_EIO, "cannot create run folder %s: %s", r->dir, strerror(errno));
+            if (errno != EEXIST || tries > 16) {
+                rc = err_set(e, errno == EACCES || errno == EROFS ? PLUMB_EUSAGE : PLUMB_EIO,
+                             "cannot create run folder %s: %s", r->dir, strerror(errno));
+                goto fail;
+            }
         }
     }
-    int rc = open_dir(r, command, e);
-    if (rc) {
-        json_decref(r->root);
-        r->root = NULL;
-    }
+    if ((rc = open_dir(r, command, e))) goto fail;
+    return PLUMB_OK;
+fail:
+    json_decref(r->root);
+    json_decref(r->mine);
+    r->root = r->mine = NULL;
     return rc;
 }
 
@@ -148,7 +265,9 @@ void results_add_check(struct results *r, struct check_result *c)
 {
     if (!r->root || !c->obj) return;
     if (!json_object_get(c->obj, "status")) check_end(c);
+    if (r->run > 0) json_object_set_new(c->obj, "run", json_integer(r->run));
     json_array_append(json_object_get(r->root, "checks"), c->obj);
+    if (r->mine) json_array_append(r->mine, c->obj);
 }
 
 void results_add_device(struct results *r, const struct dev *d)
@@ -182,12 +301,12 @@ void results_set_version(struct results *r, const char *key, const char *value)
     json_object_set_new(json_object_get(r->root, "versions"), key, json_string(value ? value : ""));
 }
 
-enum check_status results_doc_verdict(const json_t *root)
+static enum check_status verdict_of(const json_t *checks)
 {
     enum check_status worst = CHECK_PASS;
     size_t i;
     json_t *c;
-    json_array_foreach(json_object_get(root, "checks"), i, c)
+    json_array_foreach(checks, i, c)
     {
         int s = results_parse_status(jsonx_str(c, "status"));
         if (s == CHECK_FAIL) worst = CHECK_FAIL;
@@ -197,30 +316,90 @@ enum check_status results_doc_verdict(const json_t *root)
     return worst;
 }
 
+enum check_status results_doc_verdict(const json_t *root) { return verdict_of(json_object_get(root, "checks")); }
+
 enum check_status results_verdict(const struct results *r) { return results_doc_verdict(r->root); }
 
-int results_exit_code(const struct results *r) { return results_verdict(r) == CHECK_FAIL ? 1 : 0; }
+enum check_status results_run_verdict(const struct results *r) { return verdict_of(r->mine); }
+
+int results_exit_code(const struct results *r) { return results_run_verdict(r) == CHECK_FAIL ? 1 : 0; }
+
+void results_note_error(struct results *r, int exit_code, const char *msg)
+{
+    json_t *me = r->root ? run_entry(r->root, r->run) : NULL;
+    if (!me) return;
+    json_object_set_new(me, "exit_code", json_integer(exit_code));
+    if (msg && *msg) json_object_set_new(me, "error", json_string(msg));
+}
+
+/* Merges this command's part (its checks, its runs[] entry, the top-level
+ * fields it set) into the folder's results.json as it is on disk now, so
+ * another command's checks written meanwhile are kept. */
+static void merge_disk(struct results *r, const char *path)
+{
+    json_t *disk = NULL;
+    if (!file_exists(path) || results_read(path, &disk, NULL)) return;
+    json_t *checks = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(disk, "checks"), i, c) if (jsonx_num(c, "run") != r->run)
+        json_array_append(checks, c);
+    json_array_foreach(r->mine, i, c) json_array_append(checks, c);
+    json_t *runs = json_array();
+    json_array_foreach(json_object_get(disk, "runs"), i, c) if (jsonx_num(c, "run") != r->run)
+        json_array_append(runs, c);
+    json_t *me = run_entry(r->root, r->run);
+    if (me) json_array_append(runs, me);
+    /* devices: the union by label */
+    json_t *devs = json_object_get(json_object_get(r->root, "platform"), "devices");
+    json_array_foreach(json_object_get(json_object_get(disk, "platform"), "devices"), i, c)
+    {
+        const char *l = jsonx_str(c, "label");
+        int have = 0;
+        size_t j;
+        json_t *d;
+        json_array_foreach(devs, j, d) have |= l && jsonx_str(d, "label") && !strcmp(l, jsonx_str(d, "label"));
+        if (!have && json_is_array(devs)) json_array_append(devs, c);
+    }
+    const char *started = jsonx_str(disk, "started");
+    if (started) json_object_set_new(r->root, "started", json_string(started));
+    json_object_set_new(r->root, "checks", checks);
+    json_object_set_new(r->root, "runs", runs);
+    json_decref(disk);
+}
 
 int results_write(struct results *r, plumb_err *e)
 {
     if (!r->root) return err_set(e, PLUMB_EINTERNAL, "results_write on a closed run folder");
     char fin[32], path[PATH_MAX + 32];
     sysinfo_utc_iso(timer_wall(), fin, sizeof fin);
+    if (file_join(path, sizeof path, r->dir, "results.json", e)) return e->code;
+    int lk = lock_dir(r->dir);
+    merge_disk(r, path);
     json_object_set_new(r->root, "finished", json_string(fin));
     json_object_set_new(r->root, "verdict", json_string(check_status_name(results_verdict(r))));
-    if (file_join(path, sizeof path, r->dir, "results.json", e)) return e->code;
-    if (jsonx_write_file(path, r->root, e)) return err_wrap(e, "writing results");
-    if (r->write_html) {
-        if (file_join(path, sizeof path, r->dir, "report.html", e)) return e->code;
-        if (html_render_file(r->root, r->dir, path, e)) return err_wrap(e, "writing the report");
+    json_t *me = run_entry(r->root, r->run);
+    if (me) {
+        json_object_set_new(me, "finished", json_string(fin));
+        json_object_set_new(me, "status", json_string("finished"));
+        json_object_set_new(me, "checks", json_integer((json_int_t)json_array_size(r->mine)));
+        json_object_set_new(me, "verdict", json_string(check_status_name(results_run_verdict(r))));
     }
-    return PLUMB_OK;
+    int rc = jsonx_write_file(path, r->root, e);
+    if (rc) rc = err_wrap(e, "writing results");
+    if (!rc && r->write_html) {
+        if (file_join(path, sizeof path, r->dir, "report.html", e)) rc = e->code;
+        else if (html_render_file(r->root, r->dir, path, e)) rc = err_wrap(e, "writing the report");
+    }
+    unlock_dir(lk);
+    return rc;
 }
 
 void results_close(struct results *r)
 {
     json_decref(r->root);
-    r->root = NULL;
+    json_decref(r->mine);
+    r->root = r->mine = NULL;
 }
 
 int results_read(const char *dir_or_file, json_t **out, plumb_err *e)

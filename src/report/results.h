@@ -16,9 +16,20 @@
  *   results_write(&res, &e);           (results.json atomically, then report.html)
  *   rc = results_exit_code(&res);  results_close(&res);
  *
- * Opening a folder that already holds a results.json continues it: its checks
- * are kept and new ones appended (so `plumb rng --out D` then `plumb numerics
- * --out D` build one report). The verdict is recomputed from all checks. */
+ * The run folder rule (README.md, "Run folders"): a folder is append-only.
+ *   - Each command that opens it is a run: runs[] gets {"run": N, "command",
+ *     "started", "pid", "status": "running"} at once (results.json is written
+ *     at open), then "finished", "verdict" (of its own checks), "checks" and,
+ *     when it failed, "exit_code" and "error".
+ *   - Its checks are appended, each tagged "run": N; nothing an earlier run
+ *     wrote is replaced: results_write merges into results.json as it is on
+ *     disk (under a lock on the folder), so concurrent commands keep theirs.
+ *   - A check's artifacts go to checks/<name>[-<device>]/ when that folder is
+ *     new, else to checks/<name>[-<device>]-run<N>/ (report/check.h).
+ *   - The exit code reflects this command's checks (results_exit_code); the
+ *     folder's "verdict" (all checks of all runs) is reported separately.
+ *   - A folder that is not empty and has no results.json is not a run folder:
+ *     refused (PLUMB_EUSAGE), as is a results.json of another schema. */
 #ifndef PLUMB_RESULTS_H
 #define PLUMB_RESULTS_H
 #include <jansson.h>
@@ -34,12 +45,16 @@ struct results {
     char dir[PATH_MAX]; /* run folder, exists after results_open */
     json_t *root;       /* the whole document, owned */
     int write_html;     /* results_write also renders report.html (default 1) */
+    int run;            /* this command's run number in the folder (runs[]) */
+    json_t *mine;       /* this command's checks (shared with root's checks[]) */
 };
 
 /* Creates the run folder (dir, or runs/<UTC>-<host>-<id> under the current
  * directory when dir is NULL or ""), fills schema, host, versions, started.
  * command: the command line, recorded as is. An existing results.json in dir
- * is loaded and continued; an invalid one is an error (PLUMB_EUSAGE). */
+ * is loaded and continued; an invalid one, or a non-empty folder without one,
+ * is an error (PLUMB_EUSAGE), as is a --out that cannot be created or
+ * written. Records this command in runs[] and writes results.json. */
 int results_open(struct results *r, const char *dir, const char *command, plumb_err *e);
 /* Same, under a given parent folder instead of "runs" (tests). */
 int results_open_in(struct results *r, const char *parent, plumb_err *e);
@@ -50,12 +65,18 @@ void results_add_check(struct results *r, struct check_result *c);
 void results_add_device(struct results *r, const struct dev *d);
 /* Records a version string, e.g. ("cuda_runtime", "13.0"); replaces. */
 void results_set_version(struct results *r, const char *key, const char *value);
-/* Worst status over checks[] (skip counts as pass); pass when there are none. */
+/* Worst status over the folder's checks[] (skip counts as pass); pass when
+ * there are none. */
 enum check_status results_verdict(const struct results *r);
+/* The same over this command's checks only. */
+enum check_status results_run_verdict(const struct results *r);
+/* Records in this run's runs[] entry that the command failed (exit code and
+ * message); results_write still has to be called. */
+void results_note_error(struct results *r, int exit_code, const char *msg);
 /* Sets verdict and finished, writes results.json atomically (core/jsonx.h),
  * then report.html when r->write_html. */
 int results_write(struct results *r, plumb_err *e);
-/* 1 when the verdict is fail, else 0. */
+/* 1 when this command's verdict is fail, else 0. */
 int results_exit_code(const struct results *r);
 void results_close(struct results *r);
 

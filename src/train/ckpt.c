@@ -75,11 +75,22 @@ int ckpt_list(const char *dir, long **steps, int *n, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* Temp files of writers killed mid-write (SIGKILL, a lost node): they would
+ * pile up, one checkpoint's size each, under plumb launch's restarts. */
+static void remove_stale_temps(const char *dir)
+{
+    int n = 0;
+    plumb_err e = {0};
+    if (file_remove_stale_temps(dir, "ckpt-", &n, &e)) log_warn("checkpoint: %s", e.msg);
+    else if (n) log_info("checkpoint: removed %d temp file%s of writers that died in %s", n, n == 1 ? "" : "s", dir);
+}
+
 int ckpt_write(const char *dir, long step, const struct ckpt_section *sec, int nsec, int keep,
                char *path_out, plumb_err *e)
 {
     int rc = file_mkdirs(dir, e);
     if (rc) return rc;
+    remove_stale_temps(dir);
     char path[4096];
     if ((rc = ckpt_path(dir, step, path, sizeof path, e))) return rc;
     size_t hlen = HDR + (size_t)nsec * ENT + 4;
@@ -209,12 +220,23 @@ int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb
 
 int ckpt_load_latest(const char *dir, struct ckpt *out, int *found, plumb_err *e)
 {
+    return ckpt_load_newest(dir, out, found, NULL, NULL, 0, e);
+}
+
+int ckpt_load_newest(const char *dir, struct ckpt *out, int *found, int *nfiles, char *why, size_t why_n,
+                     plumb_err *e)
+{
     *found = 0;
+    if (nfiles) *nfiles = 0;
+    if (why && why_n) why[0] = 0;
     memset(out, 0, sizeof *out);
+    remove_stale_temps(dir);
     long *steps;
     int n;
     int rc = ckpt_list(dir, &steps, &n, e);
     if (rc) return rc;
+    if (nfiles) *nfiles = n;
+    size_t k = 0;
     for (int i = 0; i < n; i++) {
         char path[4096];
         if ((rc = ckpt_path(dir, steps[i], path, sizeof path, e))) break;
@@ -224,6 +246,7 @@ int ckpt_load_latest(const char *dir, struct ckpt *out, int *found, plumb_err *e
             break;
         }
         log_warn("checkpoint %s unusable (%s); trying the previous one", path, re.msg);
+        if (why && k + 1 < why_n) k += (size_t)snprintf(why + k, why_n - k, "%s%s", k ? "; " : "", re.msg);
     }
     free(steps);
     return rc;

@@ -13,7 +13,9 @@
  * rank-count independent: the trainer stores full (replicated) parameters
  * and optimizer state and a data position in global samples.
  * The newest `keep` checkpoints are kept; older ones are deleted after a
- * successful write. */
+ * successful write. Temp files left by a writer that died mid-write
+ * (<name>.tmp.<pid>) are removed by the next write or resume
+ * (core/file.h file_remove_stale_temps). */
 #ifndef PLUMB_CKPT_H
 #define PLUMB_CKPT_H
 #include <stddef.h>
@@ -47,8 +49,14 @@ int ckpt_read(const char *path, struct ckpt *out, plumb_err *e);
  * takes ownership of buf (malloc'ed) in every case. path names it in errors. */
 int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb_err *e);
 /* The newest checkpoint in dir that verifies; corrupt or partial ones are
- * logged (warn) and skipped. *found = 0 when the directory has none. */
+ * logged (warn) and skipped. *found = 0 when none verifies. Temp files of
+ * dead writers are removed first. */
 int ckpt_load_latest(const char *dir, struct ckpt *out, int *found, plumb_err *e);
+/* The same; *nfiles (may be NULL) gets the number of checkpoint files there,
+ * so a caller tells "none" from "none usable", and why (may be NULL) what
+ * was wrong with each, "; "-separated. */
+int ckpt_load_newest(const char *dir, struct ckpt *out, int *found, int *nfiles, char *why, size_t why_n,
+                     plumb_err *e);
 /* Steps of the checkpoint files in dir, newest first (malloc'ed array). */
 int ckpt_list(const char *dir, long **steps, int *n, plumb_err *e);
 const void *ckpt_find(const struct ckpt *c, const char *name, size_t *len);

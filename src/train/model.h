@@ -201,6 +201,10 @@ struct model_ops {
      * sparse_grads reports n = 0 (the list is rows/grads [0, U)). on = 0:
      * back to the contract above. The same bits either way. */
     int (*defer)(struct model *m, int on, const double **loss_dev, const int64_t **rows_n, plumb_err *e);
+    /* Optional (NULL: not checked): the parameters a model of this spec
+     * holds, [n_params] floats, known before create allocates them, so the
+     * trainer can say a configuration does not fit before trying. */
+    size_t (*param_count)(const void *spec);
 };
 
 struct data_source;
@@ -277,6 +281,16 @@ struct train_preset {
     const struct preset_default *defaults;  /* ends with {0} */
 };
 
+/* What a run of a preset must reach on the workload's own (synthetic) data
+ * with at least min_steps steps: eval metric >= min (or <= max; NAN: that
+ * side unchecked). plumb train's train-<workload> check fails below it. */
+struct train_floor {
+    const char *preset;
+    const char *metric;
+    double min, max;
+    long min_steps;
+};
+
 struct train_option;
 
 /* ---------------------------------------------------------------- accept */
@@ -328,6 +342,7 @@ struct workload {
     const struct train_preset *presets;   /* ends with {0}; the first is the default */
     const struct train_option *options;   /* the workload's own options (values in
                                              train_config.wl_opt[slot]), ends with {0} */
+    const struct train_floor *floors;     /* optional, ends with {0}: per preset */
     /* The model's configuration from the train config (preset, workload
      * options); desc gets a one-line description of the model. */
     int (*configure)(const struct train_config *cfg, void **spec, char *desc, size_t n, plumb_err *e);

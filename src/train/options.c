@@ -43,7 +43,12 @@ const struct train_option train_options[] = {
     {"--checkpoint-dir", TOPT_STR, F(ckpt_dir), NULL, "write checkpoints here (and read them with --resume)", NULL, "DIR"},
     {"--checkpoint-every", TOPT_INT, F(ckpt_every), "0", "checkpoint every N steps (0 = at the end and on SIGTERM/SIGINT)", "0..", "N"},
     {"--checkpoint-keep", TOPT_INT, F(ckpt_keep), "3", "newest checkpoints kept", "1..1000", "K"},
-    {"--resume", TOPT_FLAG, F(resume), NULL, "continue from the newest valid checkpoint in --checkpoint-dir", NULL, NULL},
+    {"--resume", TOPT_OPTCHOICE, F(resume_mode), "require",
+     "continue from the newest valid checkpoint in --checkpoint-dir: alone (require) one must exist; auto starts at "
+     "step 0 when the directory holds none; checkpoints that all fail to verify are an error either way",
+     "require|auto", NULL},
+    {"--allow-cpu-fallback", TOPT_FLAG, F(allow_cpu_fallback), NULL,
+     "train on the cpu when the --device GPU is unavailable (default: exit 2)", NULL, NULL},
     {"--numerics", TOPT_CHOICE, F(numerics_name), "fast", "fast, or golden (bit-identical on any device and rank count)", "fast|golden", NULL},
     {"--precision", TOPT_CHOICE, F(precision_name), "fp32", "compute precision (fp32 master weights)", "fp32|bf16|fp16", NULL},
     {"--micro-shard", TOPT_INT, F(micro_shard), "64", "samples per micro-shard (golden reduction unit; rank split unit)", "1..1000000", "N"},
@@ -213,6 +218,11 @@ static int store(struct train_config *c, const struct train_option *o, const cha
     case TOPT_FLAG:
         *(int *)dst = 1;
         return PLUMB_OK;
+    case TOPT_OPTCHOICE:
+        if (v && *v && !choice_ok(o->range, v))
+            return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not one of %s (or no value)", o->name, v, o->range);
+        *(const char **)dst = v && *v ? v : o->def;
+        return PLUMB_OK;
     case TOPT_INT:
     case TOPT_U64: {
         errno = 0;
@@ -255,7 +265,8 @@ void train_config_defaults(struct train_config *c, const struct workload *wl)
     for (int i = 0; i < n; i++) {
         const struct train_option *o = train_option_at(wl, i);
         plumb_err e = {0};
-        if (o->def && o->kind != TOPT_FLAG) (void)store(c, o, o->def, &e); /* the table's own defaults are valid */
+        if (o->def && o->kind != TOPT_FLAG && o->kind != TOPT_OPTCHOICE)
+            (void)store(c, o, o->def, &e); /* the table's own defaults are valid */
     }
     if (wl && wl->presets && wl->presets[0].name) c->preset = wl->presets[0].name;
     c->numerics = NUMERICS_FAST;
@@ -267,7 +278,8 @@ int train_option_set(struct train_config *c, const char *name, const char *value
     int idx;
     const struct train_option *o = train_option_find(c->wl, name, &idx);
     if (!o) return err_set(e, PLUMB_EUSAGE, "unknown option '%s'", name);
-    if (o->kind != TOPT_FLAG && !value) return err_set(e, PLUMB_EUSAGE, "%s needs a value", name);
+    if (o->kind != TOPT_FLAG && o->kind != TOPT_OPTCHOICE && !value)
+        return err_set(e, PLUMB_EUSAGE, "%s needs a value", name);
     if (o->kind == TOPT_FLAG && value && strcmp(value, "1")) return err_set(e, PLUMB_EUSAGE, "%s takes no value", name);
     int rc = store(c, o, value, e);
     if (rc) return rc;
@@ -330,6 +342,8 @@ int train_config_finish(struct train_config *c, plumb_err *e)
     const char *pr = c->precision_name ? c->precision_name : "fp32";
     c->precision = !strcmp(pr, "bf16") ? DT_BF16 : !strcmp(pr, "fp16") ? DT_F16 : DT_F32;
     c->stop_on_overheat = !c->on_overheat || !strcmp(c->on_overheat, "stop");
+    c->resume = c->resume_mode != NULL;
+    c->resume_auto = c->resume_mode && !strcmp(c->resume_mode, "auto");
     c->n_skip_batches = 0;
     if (c->skip_batches_list && *c->skip_batches_list) {
         const char *s = c->skip_batches_list;
@@ -390,9 +404,10 @@ int train_config_argv(const struct train_config *c, char **argv, int max, char *
         else if (o->kind == TOPT_INT) snprintf(val, sizeof val, "%ld", *(const long *)src);
         else if (o->kind == TOPT_U64) snprintf(val, sizeof val, "%llu", (unsigned long long)*(const uint64_t *)src);
         else if (o->kind == TOPT_NUM) snprintf(val, sizeof val, "%.17g", *(const double *)src);
-        else if (o->kind == TOPT_STR || o->kind == TOPT_CHOICE)
+        else if (o->kind == TOPT_STR || o->kind == TOPT_CHOICE || o->kind == TOPT_OPTCHOICE)
             snprintf(val, sizeof val, "%s", *(const char *const *)src ? *(const char *const *)src : "");
-        int words = o->kind == TOPT_FLAG ? 1 : 2;
+        /* an optional value equal to the implicit one travels as the option alone */
+        int words = o->kind == TOPT_FLAG || (o->kind == TOPT_OPTCHOICE && o->def && !strcmp(val, o->def)) ? 1 : 2;
         if (w + words > max) return -1;
         const char *parts[2] = {o->name, val};
         for (int j = 0; j < words; j++) {

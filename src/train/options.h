@@ -24,6 +24,8 @@ enum topt_kind {
     TOPT_STR,    /* const char * field (the caller's string, kept by pointer) */
     TOPT_CHOICE, /* const char * field, one of range "a|b|c" */
     TOPT_FLAG,   /* int field set to 1; takes no value */
+    TOPT_OPTCHOICE, /* const char * field: given alone, `def` (the implicit value);
+                       with a value, one of range "a|b"; NULL when not given */
 };
 
 /* Workload options (struct workload.options) store their validated text in

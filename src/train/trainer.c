@@ -17,12 +17,15 @@
 #include "train/scaler.h"
 #include "core/watchdog.h"
 #include "health/monitor.h"
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
 #include <unistd.h>
 
 /* Golden gradients in 64-bit fixed point: q = round(g / loss_scale * 2^40).
@@ -39,12 +42,8 @@
 #define MAX_BUCKETS 64 /* grad-ready buckets of a model */
 #define GRAPHS 8       /* step graphs kept (feed slots x shapes) */
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
+static volatile sig_atomic_t g_stop; /* the signal that asked for a stop, 0: none */
+static void on_signal(int sig) { g_stop = sig; }
 
 double eval_metric(const struct eval_metrics *m, const char *name)
 {
@@ -59,6 +58,8 @@ struct step_info {
     double lr;
     double scale;          /* loss scale used for this step */
     int skipped;
+    int backoff;           /* skipped for an overflow while the dynamic loss scale is above 1 and
+                              falling: the scaler's own recovery, not a bad step */
     int oom_skipped;       /* the batch was skipped by the OOM tiers */
     int deliberate;        /* --skip-batches */
     int64_t flags[SF_N];
@@ -166,7 +167,10 @@ struct trainer {
     float *buf_snap;          /* the model's buffers at the start of a step (device) */
     /* metrics */
     FILE *metrics;
-    char cfg_str[1024];
+    plumb_err metrics_err;    /* the first failed metrics.jsonl write (rank 0): the run stops */
+    long metrics_fail_step;
+    long metrics_failures;
+    char cfg_str[2 * PATH_MAX + 1024];
     char cfg_hash[65];
     int oom_inject_left;
     /* recovery tiers (fault tolerance) */
@@ -240,15 +244,28 @@ static double lr_at(const struct train_config *cfg, long step)
     return cfg->lr;
 }
 
+/* A data file by its canonical path (a relative or linked name of the same
+ * file resumes the same run); "synthetic" and names that do not resolve as
+ * they are. */
+static void data_name(const char *p, char *out, size_t n)
+{
+    char *r = p && strcmp(p, "synthetic") ? realpath(p, NULL) : NULL;
+    snprintf(out, n, "%s", r ? r : p ? p : "");
+    free(r);
+}
+
 static void config_string(struct trainer *t)
 {
     const struct train_config *c = t->cfg;
+    char data[PATH_MAX], eval_data[PATH_MAX];
+    data_name(c->data, data, sizeof data);
+    data_name(c->eval_data, eval_data, sizeof eval_data);
     snprintf(t->cfg_str, sizeof t->cfg_str,
              "workload=%s;preset=%s;model=%s;data=%s;eval_data=%s;data_seed=%llu;train_samples=%ld;"
              "batch=%ld;seed=%llu;lr=%.17g;warmup=%ld;schedule=%s/%.17g/%ld/%.17g;optimizer=%s;"
              "weight_decay=%.17g;momentum=%.17g;betas=%.17g/%.17g/%.17g;numerics=%s;"
              "precision=%s;micro_shard=%ld;loss_scale=%s;ls=%.17g/%.17g/%.17g/%ld;clip=%.17g",
-             t->wl->name, c->preset, t->model_desc, c->data, c->eval_data ? c->eval_data : "",
+             t->wl->name, c->preset, t->model_desc, data, eval_data,
              (unsigned long long)c->data_seed, t->n_split[0], c->batch, (unsigned long long)c->seed, c->lr,
              c->warmup, c->schedule, c->lr_min, c->lr_step_every, c->lr_step_gamma, c->optimizer,
              c->weight_decay, c->momentum, c->beta1, c->beta2, c->adam_eps,
@@ -310,8 +327,18 @@ static int open_device(struct trainer *t, plumb_err *e)
     } else {
         snprintf(spec, sizeof spec, "%s", cfg->device);
     }
-    rc = dev_open_or_cpu(spec, &t->d, e);
-    if (rc) return rc;
+    /* a GPU run is on the GPU asked for, or it does not start (a cpu run
+     * recorded as "cuda" would pass for a GPU result); --allow-cpu-fallback
+     * trains on the cpu instead, with a warning */
+    plumb_err de = {0};
+    rc = cfg->allow_cpu_fallback ? dev_open_or_cpu(spec, &t->d, &de) : dev_open(spec, &t->d, &de);
+    if (rc == PLUMB_EDEVICE)
+        return err_set(e, PLUMB_EUSAGE, "--device %s: no usable device here (%s); --allow-cpu-fallback trains on the cpu instead",
+                       spec, de.msg);
+    if (rc) {
+        if (e) *e = de;
+        return rc;
+    }
     if (!strcmp(t->d->be->name, "cpu")) {
         long th = cfg->threads;
         if (th <= 0) {
@@ -325,6 +352,37 @@ static int open_device(struct trainer *t, plumb_err *e)
     if (!t->d->ops->train) return err_set(e, PLUMB_EUNSUPPORTED, "device %s has no training ops", t->d->label);
     t->to = t->d->ops->train;
     return PLUMB_OK;
+}
+
+/* Bytes this host can still hand out (MemAvailable), 0 when unknown. */
+static double host_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024.0;
+}
+
+/* A model too large for the device is a usage error said up front, with
+ * what it needs: fp32 parameters [n_params], AdamW's two moments (the same
+ * size again, twice), the dense gradients; before anything is allocated. */
+static int check_fits(struct trainer *t, plumb_err *e)
+{
+    if (!t->mo->param_count) return PLUMB_OK;
+    double np = (double)t->mo->param_count(t->spec);
+    int adamw = !strcmp(t->cfg->optimizer, "adamw");
+    double need = np * sizeof(float) * (adamw ? 3.0 : 1.0);
+    double have = is_cpu(t) ? host_available() : (double)t->d->info.mem_total;
+    if (have <= 0 || need <= have) return PLUMB_OK;
+    return err_set(e, PLUMB_EUSAGE,
+                   "%s (%s) needs %.1f GB for %.0f fp32 parameters%s; %s has %.1f GB %s: use a smaller model (e.g. "
+                   "fewer --rows) or a larger device",
+                   t->wl->name, t->model_desc, need / 1e9, np, adamw ? " and their AdamW moments" : "", t->d->label,
+                   have / 1e9, is_cpu(t) ? "available" : "in all");
 }
 
 static int setup(struct trainer *t, plumb_err *e)
@@ -353,6 +411,7 @@ static int setup(struct trainer *t, plumb_err *e)
     t->mcx.c = t->c;
     t->mcx.d = t->d;
     mcomm_bind(&t->mcx, &t->mcomm);
+    if ((rc = check_fits(t, e))) return rc;
 
     /* samples into memory once when the feed must keep up with a GPU, or
      * when the run goes over the train split at least once anyway (a
@@ -772,8 +831,66 @@ static int ckpt_save(struct trainer *t, char *path_out, plumb_err *e)
     return rc;
 }
 
+/* The fields of two config strings (config_string: "key=value;...") that
+ * differ, named: "batch is 256 in the checkpoint, 128 here". Data files are
+ * compared as files: the same file under another name (a hard link, a
+ * moved mount) is the same data. Returns 0 when nothing differs. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return a && b && *a && *b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+static int config_differs(const char *ck, const char *mine, char *out, size_t n)
+{
+    if (!ck) {
+        snprintf(out, n, "the checkpoint records no configuration");
+        return 1;
+    }
+    int ndiff = 0;
+    size_t k = 0;
+    out[0] = 0;
+    /* walk this run's fields; look each up in the checkpoint's */
+    for (const char *p = mine; *p;) {
+        const char *semi = strchr(p, ';'), *eq = strchr(p, '=');
+        size_t flen = semi ? (size_t)(semi - p) : strlen(p);
+        if (!eq || eq > p + flen) break;
+        char key[64], a[512] = "", b[512];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+        snprintf(b, sizeof b, "%.*s", (int)(p + flen - eq - 1), eq + 1);
+        int found = 0;
+        for (const char *q = ck; *q && !found;) {
+            const char *s2 = strchr(q, ';'), *e2 = strchr(q, '=');
+            size_t l2 = s2 ? (size_t)(s2 - q) : strlen(q);
+            if (e2 && e2 < q + l2 && (size_t)(e2 - q) == strlen(key) && !strncmp(q, key, strlen(key))) {
+                snprintf(a, sizeof a, "%.*s", (int)(q + l2 - e2 - 1), e2 + 1);
+                found = 1;
+            }
+            q = s2 ? s2 + 1 : q + l2;
+        }
+        int differs = !found || strcmp(a, b);
+        if (differs && (!strcmp(key, "data") || !strcmp(key, "eval_data")) && same_file(a, b)) differs = 0;
+        if (differs) {
+            if (ndiff < 4 && k < n)
+                k += (size_t)snprintf(out + k, n - k, "%s%s is %s in the checkpoint, %s here", ndiff ? "; " : "", key,
+                                      found ? a : "absent", b);
+            ndiff++;
+        }
+        p = semi ? semi + 1 : p + flen;
+    }
+    if (ndiff > 4 && k < n) snprintf(out + k, n - k, "; and %d more", ndiff - 4);
+    if (!ndiff && strcmp(ck, mine)) {
+        /* the same fields, another layout (written by another plumb) */
+        snprintf(out, n, "the configuration records differ (another plumb version?)");
+        return 1;
+    }
+    return ndiff;
+}
+
 /* Rank 0 finds the newest valid checkpoint and broadcasts its image; every
- * rank verifies and applies it. *found = 0 when there is none. */
+ * rank verifies and applies it. *found = 0 when there is none; checkpoint
+ * files that all fail to verify are an error (PLUMB_EUSAGE). */
 static int ckpt_restore(struct trainer *t, int *found, plumb_err *e)
 {
     *found = 0;
@@ -782,9 +899,14 @@ static int ckpt_restore(struct trainer *t, int *found, plumb_err *e)
     uint64_t size = 0;
     int rc = PLUMB_OK;
     if (t->rank == 0) {
-        int f = 0;
-        rc = ckpt_load_latest(t->cfg->ckpt_dir, &ck, &f, e);
+        int f = 0, nfiles = 0;
+        char why[2048];
+        rc = ckpt_load_newest(t->cfg->ckpt_dir, &ck, &f, &nfiles, why, sizeof why, e);
         if (!rc && f) size = ck.size;
+        /* checkpoints that all fail to verify are never "no checkpoint" */
+        if (!rc && !f && nfiles > 0)
+            rc = err_set(e, PLUMB_EUSAGE, "%s: %d checkpoint%s found, none usable (%s)", t->cfg->ckpt_dir, nfiles,
+                         nfiles == 1 ? "" : "s", why);
     }
     int32_t st = rc;
     int brc = comm_broadcast(t->c, &st, sizeof st, 0, "resume status", e);
@@ -824,13 +946,12 @@ static int ckpt_restore(struct trainer *t, int *found, plumb_err *e)
         return err_set(e, PLUMB_ECORRUPT, "%s: no readable meta section", path);
     }
     const char *hash = jsonx_str(meta, "config_hash");
-    if (!hash || strcmp(hash, t->cfg_hash)) {
-        const char *cs = jsonx_str(meta, "config");
+    char diff[768] = "";
+    if ((!hash || strcmp(hash, t->cfg_hash)) && config_differs(jsonx_str(meta, "config"), t->cfg_str, diff, sizeof diff)) {
         rc = err_set(e, PLUMB_EUSAGE,
-                     "%s was written by a run with another configuration:\n  checkpoint: %s\n  this run:   %s\n"
-                     "(resume with the same preset, data, batch, seed, optimizer, numerics and precision, or use "
+                     "%s was written by a run with another configuration: %s (resume with the same settings, or use "
                      "another --checkpoint-dir)",
-                     path, cs ? cs : "?", t->cfg_str);
+                     path, diff);
         json_decref(meta);
         ckpt_free(&ck);
         return rc;
@@ -1483,7 +1604,7 @@ static int step_agree(struct trainer *t, long step, struct step_info *si, int64_
 {
     int64_t v[SF_N + 2];
     for (int i = 0; i < SF_N; i++) v[i] = si->flags[i];
-    if (g_stop) v[SF_STOP] = 1;
+    if (g_stop || t->metrics_err.code) v[SF_STOP] = 1;
     if (t->cfg->health && t->cfg->stop_on_overheat && health_monitor_critical(t->cfg->health)) v[SF_STOP] = 1;
     v[SF_N] = *loss_fix;
     v[SF_N + 1] = *count;
@@ -1786,14 +1907,40 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     /* the scaler (all ranks decide the same: the flags are global) */
     int applied = scaler_update(&t->sc, si->flags[SF_NONFINITE] > 0);
     si->skipped = !applied;
+    /* GradScaler's recovery: an overflow at a scale above 1 backs the scale
+     * off; only a non-finite step at a scale that no longer amplifies the
+     * gradients (<= 1, or no dynamic scaling) counts toward --max-bad-steps */
+    si->backoff = si->skipped && t->sc.enabled && si->scale > 1.0;
     if (si->skipped && t->rank == 0 && !t->cfg->quiet)
-        log_warn("step %ld: non-finite gradients on %lld rank(s): step skipped, loss scale now %g", b->st.step,
-                 (long long)si->flags[SF_NONFINITE], scaler_scale(&t->sc));
+        log_warn("step %ld: non-finite gradients on %lld rank(s): step skipped, loss scale now %g%s", b->st.step,
+                 (long long)si->flags[SF_NONFINITE], scaler_scale(&t->sc),
+                 si->backoff ? " (loss scale backing off: not a bad step)" : "");
     t->step = b->st.step + 1;
     return PLUMB_OK;
 }
 
 /* --------------------------------------------------------------- metrics */
+
+/* Every metrics.jsonl line goes through here: a failed write (a full disk)
+ * is recorded, logged once and stops the run at the next step's status word
+ * (with a checkpoint when --checkpoint-dir is set); no line is written after
+ * it (the file would have a hole). */
+static void metrics_put(struct trainer *t, const json_t *j)
+{
+    if (!t->metrics || !j) return;
+    if (t->metrics_err.code) {
+        t->metrics_failures++;
+        return;
+    }
+    plumb_err me = {0};
+    if (jsonx_append_line(t->metrics, j, &me) == PLUMB_OK) return;
+    t->metrics_failures++;
+    t->metrics_fail_step = t->step;
+    err_set(&t->metrics_err, PLUMB_EIO, "%s/metrics.jsonl: %s at step %ld", t->cfg->out_dir ? t->cfg->out_dir : ".",
+            me.msg, t->step);
+    log_error("%s: the run stops%s", t->metrics_err.msg,
+              t->cfg->ckpt_dir ? " after writing a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
+}
 
 static void metrics_step(struct trainer *t, const struct step_info *si, long epoch, double step_s,
                          double wait_s, double sps)
@@ -1811,10 +1958,10 @@ static void metrics_step(struct trainer *t, const struct step_info *si, long epo
                           (json_int_t)ms.reserved, "mem_peak", (json_int_t)ms.peak_allocated);
     if (!isfinite(si->loss)) json_object_set_new(j, "loss", json_null());
     if (!isfinite(si->grad_norm) || si->flags[SF_NONFINITE]) json_object_set_new(j, "grad_norm", json_null());
-    jsonx_append_line(t->metrics, j, NULL);
+    if (si->backoff) json_object_set_new(j, "backoff", json_true());
+    /* line by line (flushed), so a killed run leaves a readable file and watchers see progress */
+    metrics_put(t, j);
     json_decref(j);
-    /* line by line, so a killed run leaves a readable file and watchers see progress */
-    fflush(t->metrics);
 }
 
 /* Health samples taken since the last step, one line each (type "health"). */
@@ -1825,7 +1972,7 @@ static void metrics_health(struct trainer *t)
     json_t *l;
     json_array_foreach(lines, i, l) {
         json_object_set_new(l, "step", json_integer(t->step));
-        jsonx_append_line(t->metrics, l, NULL);
+        metrics_put(t, l);
     }
     json_decref(lines);
 }
@@ -1841,9 +1988,8 @@ static void metrics_eval(struct trainer *t, const struct eval_metrics *r, const 
     json_object_set_new(j, "count", json_integer(r->count));
     for (int i = 0; ref && i < ref->n; i++)
         if (isfinite(ref->value[i])) json_object_set_new(j, ref->name[i], json_real(ref->value[i]));
-    jsonx_append_line(t->metrics, j, NULL);
+    metrics_put(t, j);
     json_decref(j);
-    fflush(t->metrics);
 }
 
 /* "auc 0.7512  logloss 0.4983  accuracy 0.7701" */
@@ -1907,9 +2053,8 @@ static int rollback(struct trainer *t, struct loader **ld, struct devfeed **feed
     if (t->metrics) {
         json_t *j = json_pack("{s:s, s:I, s:I, s:I}", "type", "rollback", "from_step", (json_int_t)from, "to_step",
                               (json_int_t)t->step, "bad_steps", (json_int_t)bad);
-        jsonx_append_line(t->metrics, j, NULL);
+        metrics_put(t, j);
         json_decref(j);
-        fflush(t->metrics);
     }
     return data_start(t, ld, feed, e);
 }
@@ -1922,6 +2067,7 @@ struct run_state {
     double wait_total, step_total, samples_total;
     int tty;
     double *ring;          /* [win] the losses of the last win steps recorded */
+    long backoff_steps;    /* skips of the loss scaler backing off (not bad steps) */
 };
 
 /* One finished step of trainer_run: metrics.jsonl, the non-finite run
@@ -1942,8 +2088,10 @@ static int record_step(struct trainer *t, struct run_state *rs, const struct ste
     metrics_step(t, si, mt->epoch, mt->step_s, mt->wait_s, sps);
     t->step = now;
     if (cfg->health && t->metrics) metrics_health(t);
-    /* non-finite steps in a row (not OOM or deliberate skips) */
-    if (si->skipped && !si->oom_skipped && !si->deliberate) t->bad_run++;
+    /* non-finite steps in a row (not OOM or deliberate skips, nor the
+     * dynamic scaler's back-off while its scale is still falling) */
+    if (si->backoff) rs->backoff_steps++;
+    else if (si->skipped && !si->oom_skipped && !si->deliberate) t->bad_run++;
     else t->bad_run = 0;
     if (cfg->max_bad_steps > 0 && t->bad_run > cfg->max_bad_steps) {
         t->step = mt->step + 1; /* where the eager step would stand */
@@ -2153,6 +2301,8 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     int rc = trainer_open(cfg, c, &t, e);
     if (rc) return rc;
     snprintf(res->model_desc, sizeof res->model_desc, "%s", t->model_desc);
+    snprintf(res->device, sizeof res->device, "%s", t->d->label);
+    res->steps_target = cfg->steps;
     snprintf(res->data_desc, sizeof res->data_desc, "%s", t->di.desc);
     res->bad_lines_skipped = t->di.skipped;
     res->truncated_lines = t->di.truncated;
@@ -2161,14 +2311,21 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         char path[4096];
         if (!(rc = file_mkdirs(cfg->out_dir, e)) && !(rc = file_join(path, sizeof path, cfg->out_dir, "metrics.jsonl", e))) {
             t->metrics = fopen(path, cfg->resume ? "a" : "w");
-            if (!t->metrics) rc = err_set(e, PLUMB_EIO, "cannot write %s", path);
+            if (!t->metrics) rc = err_set(e, PLUMB_EIO, "cannot write %s: %s", path, strerror(errno));
         }
     }
     if (!rc) rc = reference_eval(t, &res->reference, e);
     int found = 0;
     if (!rc && cfg->resume) rc = ckpt_restore(t, &found, e);
-    if (!rc && cfg->resume && !found && t->rank == 0 && !cfg->quiet)
-        log_info("--resume: no checkpoint in %s; starting at step 0", cfg->ckpt_dir);
+    if (!rc && cfg->resume && !found) {
+        /* every rank learned the same (the image size was broadcast) */
+        if (!cfg->resume_auto)
+            rc = err_set(e, PLUMB_EUSAGE,
+                         "--resume: no checkpoint in %s (--resume auto starts at step 0 when the directory holds none)",
+                         cfg->ckpt_dir);
+        else if (t->rank == 0 && !cfg->quiet)
+            log_info("--resume auto: no checkpoint in %s; starting at step 0", cfg->ckpt_dir);
+    }
     res->start_step = t->step;
     if (!rc && t->rank == 0 && !cfg->quiet) {
         /* data without a reference model (file data: no teacher): nothing to print then */
@@ -2309,13 +2466,20 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (stop) {
             res->interrupted = 1;
             res->overheat = cfg->health && cfg->stop_on_overheat && health_monitor_critical(cfg->health);
+            int sig = g_stop;
+            snprintf(res->stop_reason, sizeof res->stop_reason, "%s",
+                     res->overheat ? "critical temperature"
+                     : t->metrics_err.code ? "metrics.jsonl write failed"
+                     : sig == SIGTERM ? "SIGTERM"
+                     : sig == SIGINT ? "SIGINT"
+                     : "a stop on another rank");
             if (res->overheat)
                 log_error("critical GPU temperature at step %ld: %s", t->step,
                           cfg->ckpt_dir ? "checkpoint written, stopping (--on-overheat stop)"
                                         : "stopping without a checkpoint (no --checkpoint-dir)");
             if (t->rank == 0) {
                 if (tty) fprintf(stderr, "\n");
-                log_warn("stop requested (SIGTERM/SIGINT or overheat) at step %ld: %s", t->step,
+                log_warn("stop requested (%s) at step %ld of %ld: %s", res->stop_reason, t->step, cfg->steps,
                          cfg->ckpt_dir ? "checkpoint written, exiting" : "no --checkpoint-dir, exiting without a checkpoint");
             }
             break;
@@ -2372,8 +2536,12 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (!rc && want) rc = t->wl->eval->write_predictions(t->acc, cfg->predictions, e);
     }
     if (!rc) rc = param_digest(t, res->param_digest, e);
+    if (t->metrics_err.code)
+        snprintf(res->metrics_error, sizeof res->metrics_error, "%s (%ld line%s not written)", t->metrics_err.msg,
+                 t->metrics_failures, t->metrics_failures == 1 ? "" : "s");
     res->steps_done = t->step;
     res->skipped_steps = t->sc.skipped_total;
+    res->backoff_steps = rs.backoff_steps;
     res->final_scale = scaler_scale(&t->sc);
     res->first_loss = n_first ? loss_first / (double)n_first : NAN;
     res->last_loss = n_last ? loss_last / (double)n_last : NAN;

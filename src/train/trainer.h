@@ -70,7 +70,9 @@ struct train_config {
     const char *ckpt_dir;      /* NULL: no checkpoints */
     long ckpt_every;           /* 0: only at the end / on a signal */
     long ckpt_keep;
-    int resume;                /* continue from the newest valid checkpoint */
+    int resume;                /* continue from the newest valid checkpoint (--resume given) */
+    const char *resume_mode;   /* --resume: "require" (alone) or "auto"; NULL: not given */
+    int resume_auto;           /* --resume auto: no checkpoint at all starts at step 0 */
     const char *numerics_name; /* "fast" | "golden" -> numerics */
     const char *precision_name;/* "fp32" | "bf16" | "fp16" -> precision */
     enum numerics numerics;
@@ -83,6 +85,7 @@ struct train_config {
     long ls_interval;
     double clip_grad_norm;     /* 0: no clipping */
     const char *device;        /* "cpu", "cuda:0"... (local rank picks the ordinal when none) */
+    int allow_cpu_fallback;    /* an unavailable GPU trains on the cpu (default: a usage error) */
     const char *fuse_sparse_sgd; /* "no" | "auto": the sparse rows' SGD inside the backward where allowed */
     const char *bind;          /* rank binding: "none" or "numa" (train/bind.h; applied by cmd_train) */
     const char *graph;         /* "on" | "off": the queued step as a CUDA/HIP graph (trainer.c, "the queued step") */
@@ -128,9 +131,15 @@ struct train_result {
     double samples_per_s;      /* training throughput, global */
     double data_wait_frac;     /* share of step time spent waiting for data */
     double wall_s;
-    int interrupted;           /* stopped by SIGTERM/SIGINT after writing a checkpoint */
+    int interrupted;           /* stopped before --steps (SIGTERM/SIGINT, overheat, a failed metrics write) */
     int overheat;              /* the stop came from a critical temperature alert on this rank */
+    char stop_reason[64];      /* when interrupted: "SIGTERM", "SIGINT", "critical temperature",
+                                  "metrics.jsonl write failed" */
     char ckpt_path[4096];      /* last checkpoint written ("" none) */
+    char device[64];           /* the device trained on (its label, e.g. "cuda:0") */
+    long backoff_steps;        /* steps skipped by the loss scaler backing off (not bad steps) */
+    long steps_target;         /* --steps */
+    char metrics_error[1024];  /* rank 0: metrics.jsonl could not be written completely ("" fine) */
     double final_scale;
     char data_desc[512];
     long bad_lines_skipped;    /* file data with --bad-lines skip */

@@ -171,8 +171,30 @@ int criteo_open(const char *path, enum criteo_bad bad, struct criteo_reader **ou
     return PLUMB_OK;
 }
 
+/* gzread ended (returned 0 or less): a clean end of file, or an error. A
+ * gzip member cut short (a copy or download that stopped early) reads as a
+ * short stream whose end zlib reports as Z_BUF_ERROR ("unexpected end of
+ * file"); without this check the rows before the cut train silently. */
+static int read_end(struct criteo_reader *r, int got, plumb_err *e)
+{
+    int zerr = Z_OK;
+    const char *m = gzerror(r->gz, &zerr);
+    if (got == 0 && (zerr == Z_OK || zerr == Z_STREAM_END)) return PLUMB_OK;
+    if (zerr == Z_BUF_ERROR)
+        return err_set(e, PLUMB_EUSAGE,
+                       "%s: truncated gzip stream after line %ld (read error: the file ends inside its compressed "
+                       "data: an incomplete copy or download?)",
+                       r->path, r->lineno);
+    if (zerr == Z_ERRNO)
+        return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", r->path, r->lineno + 1, strerror(errno));
+    return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", r->path, r->lineno + 1,
+                   m && *m ? m : "zlib error");
+}
+
 /* Reads the next line into r->line; *len its length; *nl whether it ended in
- * '\n'; returns 0 at end of file with nothing read, 1 when a line was read. */
+ * '\n'; returns 0 at end of file with nothing read, 1 when a line was read.
+ * A line longer than CRITEO_MAX_LINE is an error (a binary file or
+ * /dev/zero must not grow the buffer until memory runs out). */
 static int read_line(struct criteo_reader *r, size_t *len, int *nl, plumb_err *e)
 {
     size_t n = 0;
@@ -181,22 +203,8 @@ static int read_line(struct criteo_reader *r, size_t *len, int *nl, plumb_err *e
         if (r->rpos == r->rlen) {
             if (r->eof) break;
             int got = gzread(r->gz, r->rbuf, RBUF);
-            if (got < 0) {
-                int zerr;
-                const char *m = gzerror(r->gz, &zerr);
-                return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", r->path, r->lineno + 1, m),
-                       -1;
-            }
-            if (got == 0) {
-                /* zlib reports a gzip stream that ends early (a file cut
-                 * short) as end of file with Z_BUF_ERROR: the data after the
-                 * cut is lost, so it is an error, not a short file */
-                int zerr = Z_OK;
-                const char *m = gzerror(r->gz, &zerr);
-                if (zerr == Z_BUF_ERROR)
-                    return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s (the gzip stream is cut short)", r->path,
-                                   r->lineno + 1, m),
-                           -1;
+            if (got <= 0) {
+                if (read_end(r, got, e)) return -1;
                 r->eof = 1;
                 break;
             }
@@ -207,11 +215,17 @@ static int read_line(struct criteo_reader *r, size_t *len, int *nl, plumb_err *e
         size_t avail = r->rlen - r->rpos;
         char *nlp = memchr(s, '\n', avail);
         size_t take = nlp ? (size_t)(nlp - s) : avail;
+        if (n + take > CRITEO_MAX_LINE)
+            return err_set(e, PLUMB_EUSAGE,
+                           "%s: line %ld is longer than %d bytes (not a Criteo TSV file? a line has 40 "
+                           "tab-separated fields, ~200 bytes)",
+                           r->path, r->lineno + 1, CRITEO_MAX_LINE),
+                   -1;
         if (n + take + 1 > r->cap) {
             size_t nc = r->cap;
             while (n + take + 1 > nc) nc *= 2;
             char *nb = realloc(r->line, nc);
-            if (!nb) return err_set(e, PLUMB_ENOMEM, "%s: line %ld too long", r->path, r->lineno + 1), -1;
+            if (!nb) return err_set(e, PLUMB_ENOMEM, "%s: line %ld: out of memory", r->path, r->lineno + 1), -1;
             r->line = nb;
             r->cap = nc;
         }

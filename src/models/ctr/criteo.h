@@ -36,6 +36,10 @@ float criteo_dense_transform(long long x);
  * an integer"); the caller adds file and line. */
 int criteo_parse_line(const char *line, size_t len, struct criteo_sample *s, plumb_err *e);
 
+/* The longest line the reader accepts (bytes, without the newline): a real
+ * line is ~200 bytes; anything longer is not Criteo data. */
+#define CRITEO_MAX_LINE (1 << 20)
+
 enum criteo_bad { CRITEO_BAD_ERROR = 0, CRITEO_BAD_SKIP = 1 };
 
 struct criteo_reader;
@@ -44,7 +48,9 @@ int criteo_open(const char *path, enum criteo_bad bad, struct criteo_reader **ou
 /* Next sample: *got = 1 with s filled, or *got = 0 at the end. A malformed
  * line is an error naming file, line and field, or (CRITEO_BAD_SKIP) counted
  * and skipped. A last line with no newline that is incomplete (fewer fields)
- * is a truncated write: dropped with a warning and counted in truncated. */
+ * is a truncated write: dropped with a warning and counted in truncated. A
+ * gzip file whose compressed stream is cut short, a read error or a line
+ * longer than CRITEO_MAX_LINE are errors (PLUMB_EUSAGE) naming the file. */
 int criteo_next(struct criteo_reader *r, struct criteo_sample *s, int *got, plumb_err *e);
 long criteo_skipped(const struct criteo_reader *r);   /* malformed lines skipped */
 long criteo_truncated(const struct criteo_reader *r); /* 0 or 1 */
