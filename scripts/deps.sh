@@ -6,13 +6,14 @@
 #   test:  build + everything `make test` drives: the browser, promtool, clang
 #          (gcc and clang must give the same golden bits), and Debian's
 #          rocm_smi.h, against which the fake ROCm SMI checks our declarations,
-#          and lcov (`make coverage`)
+#          and lcov (`make coverage`); `make fuzz` (CI) needs clang's libFuzzer
+#          and sanitizer runtimes (libclang-rt-dev) and its OpenMP (libomp-dev)
 #   gpu:   hipcc and the HIP headers for `make hip`
 #   bench: PyTorch for the reference side of bench/ctr_cpu (large: not in test)
 set -euo pipefail
 want=${1:-test}
 build_pkgs="build-essential pkg-config libopenblas-dev libgsl-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev libhwloc-dev zlib1g-dev libssl-dev"
-test_pkgs="chromium prometheus python3 curl nodejs jq clang librocm-smi-dev lcov"
+test_pkgs="chromium prometheus python3 curl nodejs jq clang libclang-rt-dev libomp-dev librocm-smi-dev lcov"
 gpu_pkgs="hipcc libamdhip64-dev librocm-smi-dev"
 bench_pkgs="python3-torch"
 case "$want" in

@@ -243,6 +243,31 @@ TEST(compare_runs_pairs_digests_and_parity)
     json_decref(a), json_decref(b), json_decref(c), json_decref(d);
 }
 
+/* Found by tests/fuzz/fuzz_results_json.c: a results.json with no
+ * platform.devices (a minimal document, or one another tool wrote) leaked
+ * the empty list compare put in its place: it held two references, one of
+ * them nobody's. The side's "devices" must be owned by the document alone
+ * (refcount 1), and under make asan nothing may leak. */
+TEST(compare_runs_side_without_devices_owns_its_list)
+{
+    const char *A = tpath("run_nodev");
+    mkdir(A, 0755);
+    write_text(tpath("run_nodev/results.json"), "{\"schema\":\"plumb.results/1\",\"checks\":[]}");
+    json_t *a = read_doc(A);
+    REQUIRE(a);
+    struct compare_opts o;
+    compare_opts_defaults(&o);
+    json_t *doc = NULL;
+    plumb_err e = {0};
+    REQUIRE(compare_runs(a, A, a, A, &o, &doc, &e) == PLUMB_OK);
+    const json_t *devs = json_object_get(json_object_get(doc, "a"), "devices");
+    CHECK(json_is_array(devs) && json_array_size(devs) == 0);
+    CHECK_MSG(devs && devs->refcount == 1, "devices list has %zu references, expected 1 (the document's)",
+              devs ? devs->refcount : 0);
+    json_decref(doc);
+    json_decref(a);
+}
+
 TEST(compare_margin_spec)
 {
     double m;

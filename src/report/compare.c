@@ -167,9 +167,9 @@ static json_t *side_json(const struct side *s)
                           "verdict", str_or(s->doc, "verdict", ""), "plumb",
                           str_or(json_object_get(s->doc, "versions"), "plumb", ""));
     if (s->want_dev) json_object_set_new(o, "device", json_string(s->want_dev));
-    json_object_set(o, "devices", json_object_get(json_object_get(s->doc, "platform"), "devices")
-                                      ? json_object_get(json_object_get(s->doc, "platform"), "devices")
-                                      : json_array());
+    /* a results.json without platform.devices gets a fresh [] that o owns alone */
+    json_t *devs = json_object_get(json_object_get(s->doc, "platform"), "devices");
+    json_object_set_new(o, "devices", devs ? json_incref(devs) : json_array());
     return o;
 }
 
