@@ -48,6 +48,16 @@ if [ -n "$PY" ]; then
 else
   skip "--vs-pytorch" "no python3 with torch (apt-get install python3-torch)"
 fi
+# --torch-timeout: a PyTorch run that outlasts it costs its figure only (needs no torch)
+printf 'import time\ntime.sleep(30)\n' >"$TMP/slow.py"
+"$PLUMB" bench resnet --preset resnet-tiny --batch 16 --steps 2 --warmup 1 --leak-steps 0 --threads 1 --precision fp32 \
+  --vs-pytorch --torch-modes eager --python python3 --pytorch-script "$TMP/slow.py" --torch-timeout 1 \
+  --json "$TMP/slow.json" >"$TMP/slow.out" 2>&1 && ok "--torch-timeout 1 on a 30 s script: exit 0" \
+  || fail "--torch-timeout" "$(tail -5 "$TMP/slow.out")"
+r=$(jq -r '.results[0] | "\(.images_per_s > 0) \(.torch_eager_images_per_s) \(.torch_eager_error)"' "$TMP/slow.json" 2>&1)
+[ "$r" = "true null stopped by --torch-timeout after 1 s" ] && ok "--torch-timeout: plumb's figure kept, PyTorch's null with the reason" \
+  || fail "--torch-timeout JSON" "$r"
+expect_exit "--torch-timeout -1: exit 2" 2 "$PLUMB" bench resnet --torch-timeout -1
 expect_exit "--batch 1: exit 2 (BatchNorm needs 2)" 2 "$PLUMB" bench resnet --batch 1
 expect_exit "--preset resnet34: exit 2" 2 "$PLUMB" bench resnet --preset resnet34
 grep -q "resnet34" "$TMP/err" && ok "names the preset" || fail "preset message" "$(cat "$TMP/err")"

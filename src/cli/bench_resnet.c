@@ -40,12 +40,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #define NB_DEV 4 /* batches kept on the device for the "device" timing */
 
 struct opts {
     const char *device, *preset, *precisions, *batches, *json, *python, *script, *torch_modes, *golden_preset, *data;
-    long steps, warmup, pool, threads, leak_steps, golden_steps, golden_batch;
+    long steps, warmup, pool, threads, leak_steps, golden_steps, golden_batch, torch_timeout;
     double lr;
     int vs_pytorch;
 };
@@ -234,9 +235,12 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
 static int run_torch(const struct opts *o, const char *dev, const char *prec, const char *mode, long batch,
                      double *ips, double *mem, char *why, size_t wn)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s --model %s --batch %ld --precision %s --modes %s --steps %ld --warmup %ld "
-             "--device %s 2>&1", o->python, o->script, o->preset, batch, prec, mode, o->steps, o->warmup, dev);
+    char cmd[2048], lim[48] = "";
+    /* coreutils timeout: a torch.compile that outlasts --torch-timeout costs
+     * the PyTorch figure only, not plumb's (exit 124 is reported below) */
+    if (o->torch_timeout > 0) snprintf(lim, sizeof lim, "timeout %ld ", o->torch_timeout);
+    snprintf(cmd, sizeof cmd, "%s%s %s --model %s --batch %ld --precision %s --modes %s --steps %ld --warmup %ld "
+             "--device %s 2>&1", lim, o->python, o->script, o->preset, batch, prec, mode, o->steps, o->warmup, dev);
     *ips = 0, *mem = NAN;
     FILE *p = popen(cmd, "r");
     if (!p) {
@@ -258,9 +262,12 @@ static int run_torch(const struct opts *o, const char *dev, const char *prec, co
         json_t *pm = json_object_get(j, "peak_mem_mb");
         if (pm && json_is_number(pm)) *mem = json_number_value(pm);
     } else {
-        snprintf(why, wn, "%s", sk && json_is_string(sk) ? json_string_value(sk)
-                                : st != 0             ? "the script failed (its output is above)"
-                                                      : "no JSON line with images_per_s");
+        if (o->torch_timeout > 0 && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 124)
+            snprintf(why, wn, "stopped by --torch-timeout after %ld s", o->torch_timeout);
+        else
+            snprintf(why, wn, "%s", sk && json_is_string(sk) ? json_string_value(sk)
+                                    : st != 0             ? "the script failed (its output is above)"
+                                                          : "no JSON line with images_per_s");
         rc = -1;
     }
     if (j) json_decref(j);
@@ -378,6 +385,8 @@ int bench_resnet(int argc, char **argv)
         {"--vs-pytorch", OPT_FLAG, &o.vs_pytorch, NULL, "also run the PyTorch reference on the same device", NULL, NULL},
         {"--torch-modes", OPT_STR, &o.torch_modes, "eager,compile", "PyTorch modes to run with --vs-pytorch", NULL,
          "LIST"},
+        {"--torch-timeout", OPT_INT, &o.torch_timeout, "0",
+         "seconds each PyTorch run may take (coreutils timeout; 0: no limit)", "0..86400", "S"},
         {"--python", OPT_STR, &o.python, "python3", "python with torch for --vs-pytorch", NULL, "EXE"},
         {"--pytorch-script", OPT_STR, &o.script, "bench/resnet_torch.py", "the PyTorch reference script", NULL, "FILE"},
         {"--golden-steps", OPT_INT, &o.golden_steps, "0", "golden digest check: steps on the device and the cpu (0: skip)",
