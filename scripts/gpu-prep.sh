@@ -19,7 +19,8 @@ cp -L "$(dirname "$(command -v nvcc)")"/../lib/libcupti.so.13 "$DEST/fallback/" 
 # the test binary's fake vendor libraries (health, fake GPU plugin tests)
 mkdir -p "$DEST/build/tests" && cp build/tests/libfake_*.so "$DEST/build/tests/" 2>/dev/null || true
 cp -r scripts bench "$DEST/"
-[ -d tests ] && mkdir -p "$DEST/tests" && cp tests/*.sh "$DEST/tests/" 2>/dev/null || true
+# tests/: the shell tests and the fixtures the test binary reads (topology XML, browser pages...)
+[ -d tests ] && mkdir -p "$DEST/tests" && cp -r tests/*.sh tests/*.xml tests/*.py tests/*.supp "$DEST/tests/" 2>/dev/null || true
 # libmicrohttpd12 as a Debian package (not installed here by default for every build)
 tmp=$(mktemp -d)
 ( cd "$tmp" && apt-get download libmicrohttpd12 >/dev/null 2>&1 && dpkg -x libmicrohttpd12_*.deb x ) || true
