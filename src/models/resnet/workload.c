@@ -515,6 +515,34 @@ static const struct train_option resnet_options[] = {
     {0},
 };
 
+/* ---------------------------------------------------------------- accept */
+
+/* The train-resnet check, the parity seeds and the ladder (docs/COMPARE.md):
+ * resnet-tiny's own schedule (60 steps of 64 on 5000 synthetic CIFAR images,
+ * 1000 test images). Fast fp32 on 2 cores over seeds 1-4 gave test top-1
+ * 0.999, 0.958, 1.0, 0.94 (chance is 0.1; 30 steps gave 0.57-0.92, too
+ * wide a spread to judge a device by), hence the 0.85 floor, a 0.02 least
+ * tolerance and a 2% margin (about 0.7 seed sd, as ctr's). Golden: 8 steps
+ * scored on 250 test images (golden convolutions are direct: 8 steps of 64
+ * take ~25 s on 2 cores, one thread). */
+static const struct preset_default resnet_accept_golden[] = {
+    {"--steps", "8", NULL, NULL},
+    {"--eval-samples", "250", NULL, NULL},
+    {0},
+};
+static const struct workload_accept resnet_accept = {
+    .preset = "resnet-tiny",
+    .golden = resnet_accept_golden,
+    .metric = "top1",
+    .label = "top-1",
+    .higher_is_better = 1,
+    .lower_is_better = "loss",
+    .bound = 0.85,
+    .spread_floor = 0.02,
+    .margin = "2%",
+    .cpu_run_s = 21, /* plumb train resnet's defaults, fast fp32 on 2 cores (docs/RESNET.md) */
+};
+
 const struct workload resnet_workload = {
     .name = "resnet",
     .summary = "ResNets (torchvision's) on CIFAR-10 binary data, synthetic CIFAR or synthetic 224x224, "
@@ -526,4 +554,5 @@ const struct workload resnet_workload = {
     .model = &resnet_model_ops,
     .data = &resnet_data_ops,
     .eval = &resnet_eval_ops,
+    .accept = &resnet_accept,
 };
