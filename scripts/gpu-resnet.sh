@@ -11,6 +11,7 @@
 #   r50      resnet50 at 224x224, batch 256, bf16 against torch.compile
 #   r152     resnet152 at 224x224, batch 128, fp32 (strict: no TF32), bf16 and
 #            fp16: the source documents' single-GPU table shape (plumb only)
+#   accept   plumb accept --checks train-resnet --device cuda, if budget is left
 # Every measurement is a few warm-up steps (the cuDNN Find happens there)
 # and 20 timed steps through the trainer's own step. Figures go to
 # docs/BENCHMARKS.md's resnet section. Writes logs and JSON under
@@ -56,6 +57,9 @@ step cifar18 100 $B --preset resnet18 --batch 512 --precision bf16 --vs-pytorch 
 step r50 130 $B --preset resnet50 --batch 256 --precision bf16 --vs-pytorch --torch-modes compile \
   --torch-timeout 100 --pool 1024 --json "$OUT/r50.json"
 step r152 70 $B --preset resnet152 --batch 128 --precision fp32,bf16,fp16 --pool 512 --json "$OUT/r152.json"
+# plumb accept's train-resnet on cuda (golden digest = cpu's, fast top-1 within the cpu's
+# seed spread): only with the budget the measurements left
+step accept 90 build/plumb accept --checks train-resnet --device cuda --out "$OUT/accept"
 
 # summary from the JSON (python3: jq is not on every GPU image)
 python3 - "$OUT" <<'PY' 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
@@ -84,5 +88,12 @@ for n in ("cifar18", "r50", "r152"):
         elif r.get("torch_compile_error"):
             s += f" | torch.compile: {r['torch_compile_error']}"
         print(s)
+try:
+    for c in json.load(open(os.path.join(d, "accept", "results.json")))["checks"]:
+        m = {x["name"]: x["value"] for x in c.get("metrics", [])}
+        print(f"accept {c['name']} {c['device']}: {c['status'].upper()} top1 {m.get('top1')} cpu {m.get('top1_cpu')} "
+              f"golden match {m.get('golden_digest_match')} {c.get('reason', '')}")
+except Exception as ex:
+    print(f"accept: no results ({ex.__class__.__name__})")
 PY
 log "gpu-resnet: $((SECONDS - T_START)) s of the ${BUDGET} s budget"
