@@ -4,7 +4,8 @@
 # bench/). The unfiltered GPU suite (scripts/gpu-suite.sh, which holds
 # gpu_vision: every vision op cuda = cpu golden bits) runs before this and is
 # not repeated here. Steps, each under `timeout`, all within RESNET_BUDGET_S
-# (default 300 s: a step gets at most what is left):
+# (default 280 s, so the summary prints inside gpu-round.sh's resnet:300;
+# a step gets at most what is left):
 #   cifar18  plumb bench resnet --preset resnet18 (CIFAR stem) batch 512 bf16
 #            --vs-pytorch compile, and --golden-steps 10: resnet-tiny's golden
 #            digest on cuda = the cpu's (the trainer, batch 64, same seed)
@@ -14,7 +15,8 @@
 #   accept   plumb accept --checks train-resnet --device cuda, if budget is left
 # Every measurement is a few warm-up steps (the cuDNN Find happens there)
 # and 20 timed steps through the trainer's own step. Figures go to
-# docs/BENCHMARKS.md's resnet section. Writes logs and JSON under
+# BENCHMARKS.md (a resnet section). Run it as `bash scripts/gpu-round.sh
+# resnet:300` or alone. Writes logs and JSON under
 # $OUT/resnet/ and prints a summary. NVLink multicast stays off; clocks,
 # power and MIG are left alone.
 set -u
@@ -25,7 +27,7 @@ mkdir -p "$OUT"
 LOG=$OUT/gpu-resnet.log
 : >"$LOG"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-BUDGET=${RESNET_BUDGET_S:-300}
+BUDGET=${RESNET_BUDGET_S:-280}
 T_START=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
 step() { # step NAME TIMEOUT_S CMD...: the timeout shrinks to the budget left
@@ -52,11 +54,11 @@ log "PLUMB_CUDNN_LIB=${PLUMB_CUDNN_LIB:-unset (soname search)}; torch $(python3 
 B="build/plumb bench resnet --device cuda --warmup 3 --steps 20 --leak-steps 5 --threads 12"
 # torch.compile's first call compiles (tens of seconds): --torch-timeout caps it so
 # a slow compile costs the PyTorch figure, never plumb's
-step cifar18 100 $B --preset resnet18 --batch 512 --precision bf16 --vs-pytorch --torch-modes compile \
-  --torch-timeout 75 --golden-steps 10 --golden-batch 64 --json "$OUT/cifar18.json"
-step r50 130 $B --preset resnet50 --batch 256 --precision bf16 --vs-pytorch --torch-modes compile \
-  --torch-timeout 100 --pool 1024 --json "$OUT/r50.json"
-step r152 70 $B --preset resnet152 --batch 128 --precision fp32,bf16,fp16 --pool 512 --json "$OUT/r152.json"
+step cifar18 95 $B --preset resnet18 --batch 512 --precision bf16 --vs-pytorch --torch-modes compile \
+  --torch-timeout 70 --golden-steps 10 --golden-batch 64 --json "$OUT/cifar18.json"
+step r50 120 $B --preset resnet50 --batch 256 --precision bf16 --vs-pytorch --torch-modes compile \
+  --torch-timeout 90 --pool 1024 --json "$OUT/r50.json"
+step r152 65 $B --preset resnet152 --batch 128 --precision fp32,bf16,fp16 --pool 512 --json "$OUT/r152.json"
 # plumb accept's train-resnet on cuda (golden digest = cpu's, fast top-1 within the cpu's
 # seed spread): only with the budget the measurements left
 step accept 90 build/plumb accept --checks train-resnet --device cuda --out "$OUT/accept"
