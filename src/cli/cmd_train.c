@@ -263,6 +263,22 @@ int cmd_train(int argc, char **argv)
                                       tr.data_wait_frac, "wall_s",
                                       tr.wall_s, "interrupted", tr.interrupted, "bad_lines_skipped",
                                       (json_int_t)tr.bad_lines_skipped, "truncated_lines", (json_int_t)tr.truncated_lines));
+        {
+            json_t *tj = json_object_get(root, "train");
+            json_object_set_new(tj, "setup_s", json_real(tr.setup_s));
+            json_object_set_new(tj, "eval_s", json_real(tr.eval_s));
+            if (cfg.stop_at) {
+                /* time to quality (--stop-at) */
+                json_object_set_new(tj, "stop_at", json_string(cfg.stop_at));
+                json_object_set_new(tj, "reached", json_boolean(tr.reached));
+                if (tr.reached) {
+                    json_object_set_new(tj, "reached_step", json_integer(tr.reached_step));
+                    json_object_set_new(tj, "reached_s", json_real(tr.reached_s));
+                    json_object_set_new(tj, "reached_value", json_real(tr.reached_value));
+                    json_object_set_new(tj, "reached_samples", json_integer((json_int_t)tr.reached_step * cfg.batch));
+                }
+            }
+        }
         if (results_write(&res, &e)) {
             exit_code = cli_fail("train", &e);
         }
@@ -273,6 +289,12 @@ int cmd_train(int argc, char **argv)
         } else {
             printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
                    tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);
+            if (cfg.stop_at && tr.reached)
+                printf("reached %s %s at step %ld (%ld samples) in %.2f s (evals %.2f s; set-up %.2f s before)\n",
+                       wl->accept->metric, cfg.stop_at, tr.reached_step, tr.reached_step * cfg.batch, tr.reached_s,
+                       tr.eval_s, tr.setup_s);
+            else if (cfg.stop_at)
+                printf("did not reach %s %s in %ld steps\n", wl->accept->metric, cfg.stop_at, tr.steps_done);
             printf("eval:");
             for (int i = 0; i < tr.eval.n; i++) printf("%s %s %.6f", i ? " " : "", tr.eval.name[i], tr.eval.value[i]);
             printf("  (%ld samples", tr.eval.count);

@@ -37,6 +37,8 @@ const struct train_option train_options[] = {
     {"--adam-beta2", TOPT_NUM, F(beta2), "0.999", "AdamW beta2", "0..1)", "X"},
     {"--adam-eps", TOPT_NUM, F(adam_eps), "1e-8", "AdamW epsilon", "(0..", "X"},
     {"--eval-every", TOPT_INT, F(eval_every), "0", "evaluate every N steps (0 = only at the end)", "0..", "N"},
+    {"--stop-at", TOPT_STR, F(stop_at), NULL,
+     "stop at the first eval where the workload's deciding metric reaches X (ctr: auc >= X; with --eval-every)", NULL, "X"},
     {"--eval-batch", TOPT_INT, F(eval_batch), "4096", "eval chunk size (fixed, so any rank count scores alike)", "1..1000000", "N"},
     {"--checkpoint-dir", TOPT_STR, F(ckpt_dir), NULL, "write checkpoints here (and read them with --resume)", NULL, "DIR"},
     {"--checkpoint-every", TOPT_INT, F(ckpt_every), "0", "checkpoint every N steps (0 = at the end and on SIGTERM/SIGINT)", "0..", "N"},
@@ -56,6 +58,9 @@ const struct train_option train_options[] = {
     {"--comm", TOPT_CHOICE, F(comm), "auto",
      "gradient comm: auto (nccl/rccl for a GPU with fast numerics on >1 rank, else the host comm), mpi, self (1 rank "
      "per process), nccl (also on 1 rank)", "auto|mpi|self|nccl", NULL},
+    {"--graph", TOPT_CHOICE, F(graph), "on",
+     "CUDA/HIP graph of the queued step, captured once per batch buffer and shape and replayed (off: launched op by "
+     "op; the cpu has none)", "on|off", NULL},
     {"--fuse-sparse-sgd", TOPT_CHOICE, F(fuse_sparse_sgd), "no",
      "auto: the sparse rows' SGD inside the embedding backward where nothing must see their gradient first (1 rank, "
      "plain SGD, no dynamic loss scale, clipping or metrics norm); a non-finite sparse gradient is then applied, not caught",
