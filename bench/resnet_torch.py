@@ -141,7 +141,7 @@ def run(args, precision, mode, dev):
         loss = fn()
     sync()
     dt = (time.perf_counter() - t0) / args.steps
-    peak = torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else float("nan")
+    peak = torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else None  # JSON null, not NaN
     return {"impl": "pytorch", "torch": torch.__version__, "model": args.model, "batch": args.batch,
             "precision": precision, "mode": mode, "images_per_s": args.batch / dt, "step_ms": 1e3 * dt,
             "peak_mem_mb": peak, "loss": float(loss), "device": str(dev)}

@@ -146,6 +146,38 @@ TEST(workload_accept_ctr_keeps_todays_figures)
     CHECK(accept_train_config(ctr, 0, bad, 1, &c, &e) == PLUMB_EUSAGE && strstr(e.msg, "--steps"));
 }
 
+/* resnet's descriptor (src/models/resnet/workload.c): resnet-tiny's own
+ * schedule judged on top-1, golden 8 steps, in --standard's default set */
+TEST(workload_accept_resnet_descriptor)
+{
+    const struct workload *wl = workload_find("resnet");
+    REQUIRE(wl && wl->accept);
+    const struct workload_accept *a = wl->accept;
+    CHECK_STREQ(a->preset, "resnet-tiny");
+    CHECK_STREQ(a->metric, "top1");
+    CHECK(a->higher_is_better == 1 && a->bound == 0.85 && a->spread_floor == 0.02);
+    CHECK(accept_metric_higher(wl, "top1") == 1 && accept_metric_higher(wl, "loss") == 0);
+    CHECK(accept_precision_ok(wl, DT_BF16) && accept_precision_ok(wl, DT_F16));
+    CHECK(accept_bound_ok(a, 0.9) && !accept_bound_ok(a, 0.5));
+    char why[256] = "";
+    CHECK_MSG(accept_workload_standard(wl, why, sizeof why) == 1, "left out of --standard: %s", why);
+    char desc[512];
+    accept_standard_desc(desc, sizeof desc);
+    const char *semi = strchr(desc, ';'), *at = strstr(desc, "resnet");
+    CHECK_MSG(at && (!semi || at < semi), "--standard's default set: %s", desc);
+    struct train_config c;
+    plumb_err e = {0};
+    /* fast: plumb train resnet's defaults (60 steps of 64, 1000 test images, no augmentation) */
+    REQUIRE(accept_train_config(wl, 0, NULL, 0, &c, &e) == PLUMB_OK);
+    CHECK_STREQ(c.preset, "resnet-tiny");
+    CHECK(c.steps == 60 && c.batch == 64 && c.eval_samples == 1000 && c.numerics == NUMERICS_FAST);
+    REQUIRE(accept_train_config(wl, 1, NULL, 0, &c, &e) == PLUMB_OK);
+    CHECK(c.steps == 8 && c.eval_samples == 250 && c.numerics == NUMERICS_GOLDEN);
+    char name[64];
+    accept_check_name("parity", wl, name, sizeof name);
+    CHECK_STREQ(name, "parity-resnet");
+}
+
 TEST(workload_accept_names_and_directions)
 {
     const struct workload *ctr = workload_find("ctr"), *toy = workload_find("toy");
@@ -183,7 +215,9 @@ TEST(workload_accept_names_and_directions)
     CHECK(accept_workload_standard(&slow, why, sizeof why) == 0 && strstr(why, "more than 30 s"));
     char desc[512];
     accept_standard_desc(desc, sizeof desc);
-    CHECK_MSG(!strncmp(desc, "ctr; not toy: ", 14), "%s", desc);
+    /* the default set first (ctr, then the other workloads that qualify), then who is left out and why */
+    const char *semi = strchr(desc, ';');
+    CHECK_MSG(!strncmp(desc, "ctr", 3) && semi && !strncmp(semi, "; not toy: ", 11), "%s", desc);
 }
 
 TEST(workload_accept_validate_rejects_bad_literals)

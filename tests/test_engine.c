@@ -3,6 +3,7 @@
 #include "test.h"
 #include "comm/comm.h"
 #include "core/file.h"
+#include "core/hash.h"
 #include "train/ckpt.h"
 #include "models/ctr/eval.h"
 #include "train/mcomm.h"
@@ -349,4 +350,50 @@ TEST(mpi_collectives)
     free(al), free(ay);
     fprintf(stderr, "  rank %d of %d: collectives and exact eval ok\n", R, W);
     comm_finalize(c);
+}
+
+/* Section names up to 63 bytes (format version 2: "p:" + a torchvision tensor
+ * name); a version-1 file (32-byte names) is still read. */
+TEST(ckpt_long_names_and_version_1_files)
+{
+    plumb_err e = {0};
+    char dir[512];
+    REQUIRE(!file_join(dir, sizeof dir, test_tmpdir(), "ck-names", &e));
+    float v[3] = {1, 2, 3};
+    const char *longname = "b:layer4.35.downsample.1.running_mean_and_somewhat_more_text_xy"; /* 63 bytes */
+    REQUIRE(strlen(longname) == 63);
+    struct ckpt_section sec[2] = {{"meta", "{}", 2}, {"", v, sizeof v}};
+    snprintf(sec[1].name, sizeof sec[1].name, "%s", longname);
+    REQUIRE(ckpt_write(dir, 7, sec, 2, 0, NULL, &e) == 0);
+    struct ckpt c;
+    int found;
+    REQUIRE(ckpt_load_latest(dir, &c, &found, &e) == 0 && found);
+    size_t len;
+    const float *p = ckpt_find(&c, longname, &len);
+    CHECK(p && len == sizeof v && p[2] == 3.0f);
+    ckpt_free(&c);
+    /* a version-1 file by hand: header, 56-byte entries (name[32]), header CRC, data at 64 */
+    unsigned char f[128 + 12];
+    memset(f, 0, sizeof f);
+    memcpy(f, "PLUMBCK1", 8);
+    uint32_t ver = 1, nsec = 1, crc;
+    uint64_t step = 3, off = 128, ln = sizeof v;
+    memcpy(f + 8, &ver, 4), memcpy(f + 12, &nsec, 4), memcpy(f + 16, &step, 8);
+    memcpy(f + 24, "p:fc.weight", 11);
+    memcpy(f + 24 + 32, &off, 8), memcpy(f + 24 + 40, &ln, 8);
+    crc = hash_crc32(0, v, sizeof v);
+    memcpy(f + 24 + 48, &crc, 4);
+    crc = hash_crc32(0, f, 24 + 56);
+    memcpy(f + 24 + 56, &crc, 4);
+    memcpy(f + 128, v, sizeof v);
+    char path[600];
+    snprintf(path, sizeof path, "%s/v1.plumb", dir);
+    REQUIRE(file_write_atomic(path, f, sizeof f, &e) == 0);
+    int rc = ckpt_read(path, &c, &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    REQUIRE(rc == 0);
+    CHECK_EQ_INT(c.step, 3);
+    p = ckpt_find(&c, "p:fc.weight", &len);
+    CHECK(p && len == sizeof v && p[0] == 1.0f);
+    ckpt_free(&c);
 }

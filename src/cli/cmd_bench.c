@@ -10,6 +10,8 @@ static const struct bench_workload g_workloads[] = {
     {"ceilings", "device ceilings: D2D copy bandwidth and GEMM TFLOP/s per precision vs datasheet peaks",
      bench_ceilings},
     {"ctr", "DLRM training samples/s per precision and batch, step split, memory, leak check, vs PyTorch", bench_ctr},
+    {"resnet", "ResNet training images/s per precision and batch, step split, memory, leak check, vs PyTorch",
+     bench_resnet},
     {NULL, NULL, NULL},
 };
 

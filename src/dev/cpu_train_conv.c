@@ -196,16 +196,21 @@ static void im2col(const struct train_conv *g, const float *x, int n, int o0, in
     for (int i = 0; i < np; i++) {
         int o = o0 + i, p = o / g->Q, q = o % g->Q;
         float *cr = col + (size_t)i * RSC;
+        /* the window's columns s are consecutive input pixels (NHWC): the
+         * in-bounds span of a row is one contiguous copy */
+        const int w0 = q * g->stride - g->pad;
+        const int s_lo = w0 < 0 ? -w0 : 0, s_hi = w0 + g->S > g->W ? g->W - w0 : g->S;
         for (int r = 0; r < g->R; r++) {
             int h = p * g->stride - g->pad + r;
-            for (int s = 0; s < g->S; s++) {
-                int ww = q * g->stride - g->pad + s;
-                float *dst = cr + ((size_t)r * g->S + s) * C;
-                if (h < 0 || h >= g->H || ww < 0 || ww >= g->W)
-                    memset(dst, 0, (size_t)C * sizeof(float));
-                else
-                    memcpy(dst, x + (((size_t)n * g->H + h) * g->W + ww) * C, (size_t)C * sizeof(float));
+            float *dst = cr + (size_t)r * g->S * C;
+            if (h < 0 || h >= g->H || s_hi <= s_lo) {
+                memset(dst, 0, (size_t)g->S * C * sizeof(float));
+                continue;
             }
+            if (s_lo) memset(dst, 0, (size_t)s_lo * C * sizeof(float));
+            memcpy(dst + (size_t)s_lo * C, x + (((size_t)n * g->H + h) * g->W + w0 + s_lo) * C,
+                   (size_t)(s_hi - s_lo) * C * sizeof(float));
+            if (s_hi < g->S) memset(dst + (size_t)s_hi * C, 0, (size_t)(g->S - s_hi) * C * sizeof(float));
         }
     }
 }

@@ -1,6 +1,7 @@
 /* The workload table: see workloads.h. */
 #include "models/workloads.h"
 #include "models/ctr/workload.h"
+#include "models/resnet/workload.h"
 #include "models/toy/toy.h"
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 static const struct workload *const table[] = {
     &ctr_workload,
     &toy_workload,
+    &resnet_workload,
 };
 
 const struct workload *workload_at(int i)

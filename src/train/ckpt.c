@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #define MAGIC "PLUMBCK1"
-#define VERSION 1u
+#define VERSION 2u /* 2: 64-byte section names (tensor names like layer1.0.downsample.1.running_mean); 1: 32 */
 #define HDR 24   /* magic 8 + version 4 + nsec 4 + step 8 */
-#define ENT 56   /* name 32 + offset 8 + length 8 + crc 4 + pad 4 */
+#define ENT_OF(nm) ((nm) + 24) /* name + offset 8 + length 8 + crc 4 + pad 4 */
+#define NAME_V1 32
+#define ENT ENT_OF(CKPT_NAME_MAX) /* version 2: 88 */
 #define ALIGN 64 /* section data alignment in the file */
 
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -123,9 +125,9 @@ int ckpt_write(const char *dir, long step, const struct ckpt_section *sec, int n
         lens[nb++] = (size_t)pad;
         off += pad;
         memcpy(p, sec[i].name, nl);
-        put64(p + 32, off);
-        put64(p + 40, sec[i].len);
-        put32(p + 48, hash_crc32(0, sec[i].data, sec[i].len));
+        put64(p + CKPT_NAME_MAX, off);
+        put64(p + CKPT_NAME_MAX + 8, sec[i].len);
+        put32(p + CKPT_NAME_MAX + 16, hash_crc32(0, sec[i].data, sec[i].len));
         off += sec[i].len;
         bufs[nb] = sec[i].data;
         lens[nb++] = sec[i].len;
@@ -171,11 +173,13 @@ int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb
         return err_set(e, PLUMB_ECORRUPT, "%s: not a plumb checkpoint (bad magic or %zu bytes)", path, size);
     }
     uint32_t ver = get32(u + 8), nsec = get32(u + 12);
-    if (ver != VERSION || nsec > 4096 || size < HDR + (size_t)nsec * ENT + 4) {
+    /* version 1 (32-byte names) is read as well */
+    const size_t nm = ver == 1 ? NAME_V1 : CKPT_NAME_MAX, ent = ENT_OF(nm);
+    if ((ver != VERSION && ver != 1) || nsec > 4096 || size < HDR + (size_t)nsec * ent + 4) {
         free(buf);
         return err_set(e, PLUMB_ECORRUPT, "%s: bad header (version %u, %u sections, %zu bytes)", path, ver, nsec, size);
     }
-    size_t hlen = HDR + (size_t)nsec * ENT + 4;
+    size_t hlen = HDR + (size_t)nsec * ent + 4;
     if (hash_crc32(0, u, hlen - 4) != get32(u + hlen - 4)) {
         free(buf);
         return err_set(e, PLUMB_ECORRUPT, "%s: header checksum mismatch", path);
@@ -187,15 +191,15 @@ int ckpt_parse(const char *path, char *buf, size_t size, struct ckpt *out, plumb
     }
     uint64_t end = hlen;
     for (uint32_t i = 0; i < nsec; i++) {
-        const unsigned char *p = u + HDR + (size_t)i * ENT;
-        memcpy(sec[i].name, p, 32);
-        sec[i].name[CKPT_NAME_MAX - 1] = '\0';
-        uint64_t off = get64(p + 32), len = get64(p + 40);
+        const unsigned char *p = u + HDR + (size_t)i * ent;
+        memcpy(sec[i].name, p, nm);
+        sec[i].name[nm - 1] = '\0';
+        uint64_t off = get64(p + nm), len = get64(p + nm + 8);
         int bad = 0;
         if (off < hlen || off > size || len > size - off)
             bad = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' [%llu, +%llu) outside the file (%zu bytes): partial write?",
                           path, sec[i].name, (unsigned long long)off, (unsigned long long)len, size);
-        else if (hash_crc32(0, u + off, len) != get32(p + 48))
+        else if (hash_crc32(0, u + off, len) != get32(p + nm + 16))
             bad = err_set(e, PLUMB_ECORRUPT, "%s: section '%s' checksum mismatch", path, sec[i].name);
         if (bad) {
             free(sec), free(buf);

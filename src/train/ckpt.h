@@ -3,8 +3,9 @@
  * One file per checkpoint, <dir>/ckpt-<step, 10 digits>.plumb, written
  * atomically (core/file.h: temp file, fsync, rename, directory fsync), so a
  * crash leaves the previous checkpoint intact. Layout (little-endian):
- *   header  : magic "PLUMBCK1", u32 version (1), u32 nsec, u64 step
- *   table   : nsec x { char name[32], u64 offset, u64 length, u32 crc32, u32 0 }
+ *   header  : magic "PLUMBCK1", u32 version (2), u32 nsec, u64 step
+ *   table   : nsec x { char name[64], u64 offset, u64 length, u32 crc32, u32 0 }
+ *             (version 1, still read: char name[32])
  *   u32 crc32 of header + table
  *   data    : the sections at their offsets, each aligned to 64 bytes
  *             (zero padding between them)
@@ -22,7 +23,7 @@
 #include <stdint.h>
 #include "core/err.h"
 
-#define CKPT_NAME_MAX 32
+#define CKPT_NAME_MAX 64 /* "p:" + a tensor name (train/model.h) + NUL */
 
 struct ckpt_section {
     char name[CKPT_NAME_MAX]; /* NUL-terminated, unique within a file */

@@ -82,6 +82,11 @@ struct batch {
     int B;                          /* samples held, >= n_valid */
     int n_valid;                    /* the first n_valid count */
     int on_device;                  /* field pointers are device memory */
+    /* training steps: valid samples of the GLOBAL batch (every rank's; the
+     * sampler gives every rank this number without communication), the
+     * count of statistics over the global batch (synchronised BatchNorm)
+     * and the denominator of the trainer's grad_scale; 0 in eval batches */
+    long global_valid;
     void *field[MODEL_MAX_FIELDS];  /* field k: [B, width_k] */
     /* golden, whole_batch models: the valid samples are nshards consecutive
      * micro-shards of shard_valid[j] samples (0 otherwise) */
@@ -98,7 +103,8 @@ enum tensor_flag {
 };
 
 struct model_tensor {
-    char name[32];   /* "bottom.0.weight", "emb.7", "bn1.running_mean" */
+    char name[64];   /* "bottom.0.weight", "emb.7", "layer1.0.downsample.1.running_mean"
+                        (checkpoint sections are "p:" + name: train/ckpt.h) */
     size_t offset;   /* floats into params (or buffers for TENSOR_BUFFER) */
     size_t numel;
     int rows, cols;  /* shape as a matrix: a bias [1, out], a table [rows, D] */

@@ -24,11 +24,12 @@ int optim_init(struct optim *o, struct dev *d, const struct model_layout *L, con
     /* dense ranges: the dense tensors in offset order, a new range where
      * the decay flag changes; the first starts at 0, the last ends at n_dense */
     int nt = L->n_tensors, nd = 0;
-    const struct model_tensor *order[512];
+    const struct model_tensor *order[OPTIM_MAX_DENSE_TENSORS]; /* 16 KiB */
     for (int i = 0; i < nt; i++) {
         const struct model_tensor *t = &L->tensors[i];
         if (t->flags & (TENSOR_SPARSE | TENSOR_BUFFER)) continue;
-        if (nd >= 512) return err_set(e, PLUMB_EINTERNAL, "optimizer: more than 512 dense tensors");
+        if (nd >= OPTIM_MAX_DENSE_TENSORS)
+            return err_set(e, PLUMB_EINTERNAL, "optimizer: more than %d dense tensors", OPTIM_MAX_DENSE_TENSORS);
         int j = nd++;
         while (j > 0 && order[j - 1]->offset > t->offset) order[j] = order[j - 1], j--;
         order[j] = t;
@@ -38,7 +39,8 @@ int optim_init(struct optim *o, struct dev *d, const struct model_layout *L, con
     for (int i = 1; i < nd; i++) {
         int dec = (order[i]->flags & TENSOR_DECAY) != 0;
         if (dec == cur_dec) continue;
-        if (o->n_ranges >= 63) return err_set(e, PLUMB_EINTERNAL, "optimizer: more than 64 dense ranges");
+        if (o->n_ranges >= OPTIM_MAX_RANGES - 1)
+            return err_set(e, PLUMB_EINTERNAL, "optimizer: more than %d dense ranges", OPTIM_MAX_RANGES);
         o->lo[o->n_ranges] = cur_lo, o->hi[o->n_ranges] = order[i]->offset, o->dec[o->n_ranges++] = cur_dec;
         cur_lo = order[i]->offset;
         cur_dec = dec;

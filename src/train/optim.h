@@ -20,6 +20,8 @@
 #include "train/model.h"
 
 enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
+#define OPTIM_MAX_RANGES 256
+#define OPTIM_MAX_DENSE_TENSORS 2048
 
 struct optim {
     enum optim_kind kind;
@@ -33,10 +35,11 @@ struct optim {
     float *buf;                /* SGD momentum, device [n_dense] */
     size_t n_state;            /* floats in each state buffer (0: none yet) */
     int momentum_started;      /* buf holds a first step */
-    /* dense ranges of equal flags: [lo[i], hi[i]) decays when dec[i] */
+    /* dense ranges of equal flags: [lo[i], hi[i]) decays when dec[i]
+     * (resnet152: two per block, 104) */
     int n_ranges;
-    size_t lo[64], hi[64];
-    int dec[64];
+    size_t lo[OPTIM_MAX_RANGES], hi[OPTIM_MAX_RANGES];
+    int dec[OPTIM_MAX_RANGES];
 };
 
 /* kind "sgd" or "adamw". */

@@ -1143,6 +1143,7 @@ static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off,
     } else {
         host_batch_view(&t->fs, b, off, (int)cnt, &mb);
     }
+    mb.global_valid = b->st.global_valid;
     return t->mo->forward_backward(t->m, &mb, gscale, sc, l, e);
 }
 
@@ -1544,6 +1545,7 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
             /* the model takes the local batch whole and folds shard by shard */
             struct batch mb;
             host_batch_view(&t->fs, b, 0, b->n, &mb);
+            mb.global_valid = b->st.global_valid;
             mb.nshards = b->st.nshards;
             mb.shard_valid = b->shard_valid;
             t->g_flags = si->flags, t->g_loss_fix = loss_fix, t->g_count = count;
@@ -1566,6 +1568,7 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
                 if (cnt <= 0) continue;
                 struct batch mb;
                 host_batch_view(&t->fs, b, off, cnt, &mb);
+                mb.global_valid = b->st.global_valid;
                 struct model_loss l;
                 plumb_err me = {0};
                 int mrc = t->mo->forward_backward(t->m, &mb, (float)gscale, NULL, &l, &me);

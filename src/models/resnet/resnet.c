@@ -173,6 +173,8 @@ static int add_tensor(struct resnet_model *m, size_t *off, const char *name, siz
     snprintf(t->name, sizeof t->name, "%s", name);
     t->offset = *off;
     t->numel = numel;
+    t->rows = 1;
+    t->cols = (int)numel;
     t->kind = kind;
     *off = align_up(*off + numel);
     return PLUMB_OK;
@@ -186,7 +188,9 @@ static int add_conv(struct resnet_model *m, size_t *off, const char *name, struc
     cv->w = *off;
     char nm[48];
     snprintf(nm, sizeof nm, "%s.weight", name);
-    return add_tensor(m, off, nm, (size_t)K * RS * RS * C, RESNET_T_CONV, e);
+    int rc = add_tensor(m, off, nm, (size_t)K * RS * RS * C, RESNET_T_CONV, e);
+    if (!rc) m->t[m->n_t - 1].rows = K, m->t[m->n_t - 1].cols = RS * RS * C;
+    return rc;
 }
 
 static int add_bn(struct resnet_model *m, size_t *off, size_t *boff, const char *name, struct rbn *bn, int C,
@@ -286,37 +290,36 @@ static int layout(struct resnet_model *m, plumb_err *e)
             char nm[48];
             k->p0 = off;
             k->nconv = c->bottleneck ? 3 : 2;
+            /* a block's conv weights first (decayed), then its BN
+             * parameters (not): two optimizer ranges per block
+             * (train/optim.h), one grad-ready bucket */
             if (c->bottleneck) {
                 snprintf(nm, sizeof nm, "layer%d.%d.conv1", s + 1, j);
                 rc = add_conv(m, &off, nm, &k->conv[0], side, side, C, planes, 1, 1, 0, e);
-                snprintf(nm, sizeof nm, "layer%d.%d.bn1", s + 1, j);
-                if (!rc) rc = add_bn(m, &off, &boff, nm, &k->bn[0], planes, e);
                 snprintf(nm, sizeof nm, "layer%d.%d.conv2", s + 1, j);
                 if (!rc) rc = add_conv(m, &off, nm, &k->conv[1], side, side, planes, planes, 3, stride, 1, e);
-                snprintf(nm, sizeof nm, "layer%d.%d.bn2", s + 1, j);
-                if (!rc) rc = add_bn(m, &off, &boff, nm, &k->bn[1], planes, e);
                 const int so = k->conv[1].g.P;
                 snprintf(nm, sizeof nm, "layer%d.%d.conv3", s + 1, j);
                 if (!rc) rc = add_conv(m, &off, nm, &k->conv[2], so, so, planes, Cout, 1, 1, 0, e);
-                snprintf(nm, sizeof nm, "layer%d.%d.bn3", s + 1, j);
-                if (!rc) rc = add_bn(m, &off, &boff, nm, &k->bn[2], Cout, e);
             } else {
                 snprintf(nm, sizeof nm, "layer%d.%d.conv1", s + 1, j);
                 rc = add_conv(m, &off, nm, &k->conv[0], side, side, C, planes, 3, stride, 1, e);
-                snprintf(nm, sizeof nm, "layer%d.%d.bn1", s + 1, j);
-                if (!rc) rc = add_bn(m, &off, &boff, nm, &k->bn[0], planes, e);
                 const int so = k->conv[0].g.P;
                 snprintf(nm, sizeof nm, "layer%d.%d.conv2", s + 1, j);
                 if (!rc) rc = add_conv(m, &off, nm, &k->conv[1], so, so, planes, planes, 3, 1, 1, e);
-                snprintf(nm, sizeof nm, "layer%d.%d.bn2", s + 1, j);
-                if (!rc) rc = add_bn(m, &off, &boff, nm, &k->bn[1], planes, e);
             }
             k->proj = stride != 1 || C != Cout;
             if (k->proj && !rc) {
                 snprintf(nm, sizeof nm, "layer%d.%d.downsample.0", s + 1, j);
                 rc = add_conv(m, &off, nm, &k->sc, side, side, C, Cout, 1, stride, 0, e);
+            }
+            for (int i = 0; i < k->nconv && !rc; i++) {
+                snprintf(nm, sizeof nm, "layer%d.%d.bn%d", s + 1, j, i + 1);
+                rc = add_bn(m, &off, &boff, nm, &k->bn[i], k->conv[i].g.K, e);
+            }
+            if (k->proj && !rc) {
                 snprintf(nm, sizeof nm, "layer%d.%d.downsample.1", s + 1, j);
-                if (!rc) rc = add_bn(m, &off, &boff, nm, &k->sbn, Cout, e);
+                rc = add_bn(m, &off, &boff, nm, &k->sbn, Cout, e);
             }
             k->p1 = off;
             side = k->conv[k->nconv - 1].g.P;
@@ -325,6 +328,7 @@ static int layout(struct resnet_model *m, plumb_err *e)
     m->feat = C;
     m->fc_w = off;
     if (!rc) rc = add_tensor(m, &off, "fc.weight", (size_t)c->classes * C, RESNET_T_FC_WEIGHT, e);
+    if (!rc) m->t[m->n_t - 1].rows = c->classes, m->t[m->n_t - 1].cols = C;
     m->fc_b = off;
     if (!rc) rc = add_tensor(m, &off, "fc.bias", (size_t)c->classes, RESNET_T_FC_BIAS, e);
     m->n_params = off;
@@ -451,6 +455,30 @@ const struct resnet_tensor *resnet_buffer_tensor(const struct resnet_model *m, i
 int resnet_max_batch(const struct resnet_model *m) { return m->max_batch; }
 struct dev *resnet_dev(struct resnet_model *m) { return m->d; }
 
+int resnet_grad_buckets(const struct resnet_model *m, size_t *off, size_t *len, int max)
+{
+    /* backward order: the head, the blocks last to first, the stem (the
+     * ranges the hook reports); more than max: neighbours merged, evenly */
+    const int n = m->nblocks + 2;
+    if (max < 1) return 0;
+    const int k = n < max ? n : max;
+    for (int g = 0; g < k; g++) {
+        const int first = g * n / k, last = (g + 1) * n / k - 1; /* bucket indices of group g */
+        size_t hi = 0, lo = 0;
+        for (int i = first; i <= last; i++) {
+            size_t a, b;
+            if (i == 0) a = m->fc_w, b = m->n_params;
+            else if (i == n - 1) a = 0, b = m->stem_end;
+            else a = m->blk[m->nblocks - i].p0, b = m->blk[m->nblocks - i].p1;
+            if (i == first) hi = b;
+            lo = a;
+        }
+        off[g] = lo;
+        len[g] = hi - lo;
+    }
+    return k;
+}
+
 void resnet_set_grad_ready_hook(struct resnet_model *m, resnet_grad_ready_fn fn, void *ctx)
 {
     m->ready = fn;
@@ -531,7 +559,7 @@ int resnet_check_batch(const struct resnet_model *m, const struct resnet_batch *
         return err_set(e, PLUMB_EUSAGE, "resnet batch: n_valid=%d (expected 0..%d)", b->n_valid, b->B);
     if (b->global_valid < 0) return err_set(e, PLUMB_EUSAGE, "resnet batch: global_valid %lld", (long long)b->global_valid);
     if (!b->x && b->n_valid) return err_set(e, PLUMB_EUSAGE, "resnet batch: no images");
-    if (b->labels)
+    if (b->labels && !b->on_device) /* a device batch's labels were checked where they were read */
         for (int i = 0; i < b->n_valid; i++)
             if (b->labels[i] < 0 || b->labels[i] >= m->c.classes)
                 return err_set(e, PLUMB_EUSAGE, "resnet batch: sample %d label %d (expected 0..%d)", i, (int)b->labels[i],
@@ -547,6 +575,7 @@ struct step {
     int B;              /* local valid samples: the rows computed */
     int64_t gvalid;     /* global valid samples (BN's count with sync) */
     int train;
+    int keep_running;   /* training forward that leaves the running statistics alone (timing) */
     int synced;         /* BN statistics all-reduced */
     const float *W;     /* conv / fc weights as the ops read them (rounded copy) */
     int folding;        /* golden whole-batch folding: weight gradients per shard */
@@ -604,7 +633,9 @@ static int bn_forward(struct step *st, struct rbn *bn, const float *x, float *y,
     if (!rc) rc = T->bn_mean(d, NULL, m->part, bn->C, count, bn->mean, e);
     if (!rc) rc = M ? T->bn_stats(d, NULL, x, M, bn->C, bn->mean, m->part, e) : zero_part(st, bn->C, e);
     if (!rc) rc = sync_part(st, bn->C, e);
-    if (!rc) rc = T->bn_var(d, NULL, m->part, bn->C, count, BN_EPS, BN_MOMENTUM, bn->mean, bn->rstd, rm, rv, e);
+    if (!rc)
+        rc = T->bn_var(d, NULL, m->part, bn->C, count, BN_EPS, BN_MOMENTUM, bn->mean, bn->rstd,
+                       st->keep_running ? NULL : rm, st->keep_running ? NULL : rv, e);
     if (!rc && M) rc = T->bn_apply(d, NULL, x, bn->mean, bn->rstd, gamma, beta, z, y, M, bn->C, relu, m->prec, e);
     return rc;
 }
@@ -880,10 +911,16 @@ static int backward(struct step *st, float grad_scale, struct resnet_loss *loss,
 
 static int upload_batch(struct resnet_model *m, const struct resnet_batch *b, plumb_err *e)
 {
-    const size_t px = (size_t)m->c.image * m->c.image * 3;
-    int rc = b->n_valid ? dev_upload(m->d, m->in_x, b->x, (size_t)b->n_valid * px * sizeof(float), e) : PLUMB_OK;
-    if (!rc && b->labels && b->n_valid)
-        rc = dev_upload(m->d, m->labels, b->labels, (size_t)b->n_valid * sizeof(int32_t), e);
+    const size_t px = (size_t)m->c.image * m->c.image * 3, xb = (size_t)b->n_valid * px * sizeof(float),
+                 lb = (size_t)b->n_valid * sizeof(int32_t);
+    if (!b->n_valid) return PLUMB_OK;
+    if (b->on_device) { /* a device batch (the trainer's device feed): copied on the default stream */
+        int rc = m->d->be->memcpy_async(m->d, NULL, m->in_x, b->x, xb, MEMCPY_D2D, e);
+        if (!rc && b->labels) rc = m->d->be->memcpy_async(m->d, NULL, m->labels, b->labels, lb, MEMCPY_D2D, e);
+        return rc;
+    }
+    int rc = dev_upload(m->d, m->in_x, b->x, xb, e);
+    if (!rc && b->labels) rc = dev_upload(m->d, m->labels, b->labels, lb, e);
     return rc;
 }
 
@@ -927,6 +964,20 @@ int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b
     if (!rc) rc = forward(&st, e);
     if (!rc) rc = backward(&st, grad_scale, loss, e);
     if (!rc) rc = dev_sync(m->d, e);
+    return rc;
+}
+
+int resnet_forward_train(struct resnet_model *m, const struct resnet_batch *b, plumb_err *e)
+{
+    int rc = resnet_check_batch(m, b, e);
+    if (rc) return rc;
+    struct step st = {.m = m, .B = b->n_valid, .train = 1, .keep_running = 1, .ns = b->n_valid ? 1 : 0};
+    st.gvalid = b->n_valid;
+    rc = upload_batch(m, b, e);
+    if (!rc) rc = forward(&st, e);
+    if (!rc && b->n_valid && b->labels)
+        rc = m->T->cls_xent(m->d, NULL, m->logits, m->labels, b->n_valid, m->c.classes, b->n_valid, 0.0f, NULL, m->sc,
+                            NULL, NULL, e);
     return rc;
 }
 

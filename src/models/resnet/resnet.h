@@ -18,10 +18,13 @@
  * No conv has a bias. BN: eps 1e-5, momentum 0.1 (PyTorch's).
  *
  * Memory (on the device d):
- * - ONE fp32 parameter buffer (resnet_params), tensors in forward order
- *   (resnet_tensor lists them with torchvision's names: conv1.weight,
- *   layer1.0.bn2.bias, fc.weight...), each 64-byte aligned (padding 0);
- *   conv weights [K, R, S, C], BN gamma then beta adjacent;
+ * - ONE fp32 parameter buffer (resnet_params), tensors in forward order of
+ *   the layers, within each layer (the stem, a block, the head) the conv or
+ *   linear weights first and the BN parameters after them, so the decayed
+ *   and the undecayed tensors form two ranges per layer (resnet_tensor lists
+ *   them with torchvision's names: conv1.weight, layer1.0.bn2.bias,
+ *   fc.weight...), each 64-byte aligned (padding 0); conv weights
+ *   [K, R, S, C], BN gamma then beta adjacent;
  * - ONE fp32 gradient buffer of the same layout (resnet_grads);
  * - ONE fp32 buffer of the non-trainable BN running statistics
  *   (resnet_buffers: running_mean, running_var per BN, listed by
@@ -95,6 +98,7 @@ const char *resnet_preset_names(void);
 struct resnet_tensor {
     char name[48];
     size_t offset, numel;   /* floats, into resnet_params / resnet_grads (or resnet_buffers) */
+    int rows, cols;         /* as a matrix: conv [K, R S C], fc.weight [classes, features], others [1, n] */
     int kind;               /* RESNET_T_CONV, _BN_WEIGHT, _BN_BIAS, _FC_WEIGHT, _FC_BIAS, _RUNNING_MEAN, _RUNNING_VAR */
 };
 enum { RESNET_T_CONV, RESNET_T_BN_WEIGHT, RESNET_T_BN_BIAS, RESNET_T_FC_WEIGHT, RESNET_T_FC_BIAS,
@@ -128,7 +132,7 @@ const struct resnet_tensor *resnet_buffer_tensor(const struct resnet_model *m, i
 int resnet_max_batch(const struct resnet_model *m);
 struct dev *resnet_dev(struct resnet_model *m);
 
-/* One (local) batch in host memory. */
+/* One (local) batch, in host memory unless on_device. */
 struct resnet_loss {
     double sum;              /* sum of the per-sample losses, double adds in ascending sample order */
     int64_t count;
@@ -136,6 +140,7 @@ struct resnet_loss {
 
 struct resnet_batch {
     int B, n_valid;          /* rows; the first n_valid are samples (the rest masked, not computed) */
+    int on_device;           /* x and labels are device memory (labels unchecked: the source checked them) */
     int64_t global_valid;    /* valid samples over all ranks (BN's count); 0: n_valid */
     const float *x;          /* [B, image, image, 3] NHWC, normalised (models/resnet/imgdata.h) */
     const int32_t *labels;   /* [B] in [0, classes) */
@@ -166,6 +171,14 @@ int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b
  * ranges descend and cover [0, n_params) once. Not called with fold_shard. */
 typedef int (*resnet_grad_ready_fn)(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e);
 void resnet_set_grad_ready_hook(struct resnet_model *m, resnet_grad_ready_fn fn, void *ctx);
+/* The hook's ranges in backward order (off[k], len[k] in floats, descending,
+ * covering [0, n_params) once; neighbours merged to at most max); the count. */
+int resnet_grad_buckets(const struct resnet_model *m, size_t *off, size_t *len, int max);
+
+/* The training forward of the local batch to the loss (batch statistics,
+ * local: no collectives), no backward, the running statistics untouched:
+ * bench resnet's forward-only timing. Queued, no synchronisation. */
+int resnet_forward_train(struct resnet_model *m, const struct resnet_batch *b, plumb_err *e);
 
 /* Eval forward with the running statistics (per sample: any batch split
  * scores a sample the same): per-sample loss and top-1 class into host
