@@ -8,6 +8,7 @@
  * the vector width. Kernels are cloned for x86-64-v3 (AVX2+FMA) with a
  * default fallback; fmaf is correctly rounded in both, so the bits agree. */
 #include "dev/train_ops.h"
+#include "dev/cpu_train_gpt.h"
 #include "dev/dev.h"
 #include "dev/train_math.h"
 #include <cblas.h>
@@ -928,4 +929,16 @@ const struct train_ops cpu_train_ops = {
     .affine = cpu_affine,
     .round_fp32 = cpu_round_fp32,
     .linear_bwd_relu_in = cpu_linear_bwd_relu_in,
+    /* transformer ops (gpt): cpu_train_gpt.c */
+    .encoder_fwd = cpu_encoder_fwd,
+    .encoder_bwd = cpu_encoder_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .matmul_fwd = cpu_matmul_fwd,
+    .matmul_bwd = cpu_matmul_bwd,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .residual_fwd = cpu_residual_fwd,
+    .classifier_fwd_bwd = cpu_classifier_fwd_bwd,
+    .adamw_masked = cpu_adamw_masked,
 };
