@@ -475,10 +475,12 @@ int cpu_attention_bwd(struct dev *d, dev_stream *s, const float *qkv, const floa
 
 /* ======================= classifier + cross-entropy ======================= */
 
-/* Rows per chunk: the chunk's fp32 logits [RC, V] stay within 64 MiB. */
+/* Rows per chunk: the chunk's fp32 logits [RC, V] stay within
+ * cpu_gpt_xent_chunk_bytes (64 MiB; tests shrink it to force many chunks). */
+size_t cpu_gpt_xent_chunk_bytes = (size_t)64 << 20;
 static int xent_chunk_rows(int R, int V)
 {
-    long rc = ((long)64 << 20) / 4 / (V > 0 ? V : 1);
+    long rc = (long)(cpu_gpt_xent_chunk_bytes / 4 / (size_t)(V > 0 ? V : 1));
     if (rc < 1) rc = 1;
     return rc < R ? (int)rc : R;
 }

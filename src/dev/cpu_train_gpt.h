@@ -4,6 +4,9 @@
 #define PLUMB_CPU_TRAIN_GPT_H
 #include "dev/train_ops.h"
 
+/* Test hook: the fp32 logits scratch of one classifier chunk (64 MiB). */
+extern size_t cpu_gpt_xent_chunk_bytes;
+
 int cpu_encoder_fwd(struct dev *d, dev_stream *s, const float *wte, const float *wpe, const int32_t *tok, float *out,
                     int B, int T, int C, dtype_t rt, plumb_err *e);
 int cpu_encoder_bwd(struct dev *d, dev_stream *s, const float *dout, const int32_t *tok, float *dwte, float *dwpe,
