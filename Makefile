@@ -28,7 +28,7 @@ CFLAGS  += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -
 LDLIBS   = $(MPI_LIBS) -lopenblas -ljansson -lmicrohttpd -lcrypto -lz -lm -ldl -lpthread
 LDFLAGS += -fopenmp -pthread -rdynamic $(SAN)
 
-LIB_DIRS := core dev comm models train health report accept
+LIB_DIRS := core dev comm models models/gpt train health report accept
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
 CLI_SRC  := $(wildcard src/cli/*.c)
 # tests/fake_*.c are not part of the test binary: each becomes a small shared
