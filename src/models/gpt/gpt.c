@@ -78,8 +78,8 @@ int gpt_config_validate(const struct gpt_config *c, plumb_err *e)
     if (c->n_head < 1 || c->n_embd < 1 || c->n_embd % c->n_head)
         return err_set(e, PLUMB_EUSAGE, "gpt config: width %d with %d heads (expected a positive multiple of the heads)",
                        c->n_embd, c->n_head);
-    if (c->n_embd / c->n_head > 256)
-        return err_set(e, PLUMB_EUSAGE, "gpt config: head width %d (expected at most 256)", c->n_embd / c->n_head);
+    if (c->n_embd / c->n_head > 128) /* the GPU flash tiles' limit */
+        return err_set(e, PLUMB_EUSAGE, "gpt config: head width %d (expected at most 128)", c->n_embd / c->n_head);
     if (c->n_embd > 65536) return err_set(e, PLUMB_EUSAGE, "gpt config: width %d (expected at most 65536)", c->n_embd);
     if (c->block_size < 1 || c->block_size > 1 << 20)
         return err_set(e, PLUMB_EUSAGE, "gpt config: context %d (expected 1..%d)", c->block_size, 1 << 20);
