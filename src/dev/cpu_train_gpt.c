@@ -6,9 +6,10 @@
  * bits do not depend on the thread count or the vector width.
  * Fast: OpenBLAS sgemm (single-threaded inside our OpenMP regions, over
  * fixed-size blocks so results do not depend on the thread count either),
- * libm expf/tanhf, vectorised sums.
+ * libm expf, vectorised sums.
  * The GEMM layers reuse the linear ops (their chains are matmul's by
- * definition) and add the GELU pass. */
+ * definition) and add the GELU pass; the GELU is gmath.h's in both modes
+ * (inline + * fma: several times faster than libm's tanhf, and as exact). */
 #include "dev/cpu_train_gpt.h"
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
@@ -64,6 +65,48 @@ static void *scratch(int slot, size_t bytes)
 #define RT_OK(op)                                                                                           \
     NEED(rt == DT_F32 || rt == DT_BF16 || rt == DT_F16, "%s: rounding type %d is not fp32, bf16 or fp16", op, \
          (int)rt)
+
+/* The shared golden rows compiled for x86-64-v3 too (KERNEL), so their
+ * fmaf is the instruction rather than libm's call; the same bits. */
+KERNEL static void k_ln_fwd_row(const float *x, const float *w, const float *b, float *y, int C, float eps, int rt,
+                                float *mu, float *rs)
+{
+    glayernorm_row(x, w, b, y, C, eps, mu, rs);
+    for (int i = 0; i < C; i++) y[i] = gg_round(y[i], rt);
+}
+KERNEL static void k_ln_bwd_row(const float *x, const float *w, float mean, float rstd, const float *dy,
+                                const float *dres, float *dx, int C, int rt)
+{
+    gpt_gold_ln_bwd_row(x, w, mean, rstd, dy, dres, dx, C, rt);
+}
+KERNEL static void k_attn_row(const float *q, const float *k0, const float *v0, size_t stride, int t, int HS,
+                              float scale, float *p, float *out, float *lse, int rt)
+{
+    gpt_gold_attn_row(q, k0, v0, stride, t, HS, scale, p, out, lse, rt);
+}
+KERNEL static void k_attn_bwd_bh(const float *Q, const float *dOb, const float *Ob, const float *L, float *dQ, int T,
+                                 int C, int HS, float scale, int rt, float *P, float *DS)
+{
+    const size_t C3 = 3 * (size_t)C;
+    for (int t = 0; t < T; t++)
+        gpt_gold_attn_bwd_row(Q + (size_t)t * C3, Q + C, Q + 2 * C, C3, dOb + (size_t)t * C, Ob + (size_t)t * C, t, HS,
+                              scale, L[t], P + (size_t)t * T, DS + (size_t)t * T, dQ + (size_t)t * C3, rt);
+    for (int j = 0; j < T; j++)
+        gpt_gold_attn_bwd_key(Q, C3, dOb, (size_t)C, P, DS, (size_t)T, j, T, HS, scale, dQ + C + (size_t)j * C3,
+                              dQ + 2 * C + (size_t)j * C3, rt);
+}
+KERNEL static float k_xent_row(float *z, int V, int tgt, float gs, int grad, int rt)
+{
+    return gpt_gold_xent_row(z, V, tgt, gs, grad ? z : NULL, rt);
+}
+KERNEL static void k_gelu(const float *pre, float *y, size_t n, int rt)
+{
+    for (size_t i = 0; i < n; i++) y[i] = gg_round(ggeluf(pre[i]), rt);
+}
+KERNEL static void k_dgelu(float *dx, const float *pre, size_t n, int rt)
+{
+    for (size_t i = 0; i < n; i++) dx[i] = gg_round(dx[i] * ggelu_gradf(pre[i]), rt);
+}
 
 /* ======================= embedding ======================= */
 
@@ -186,8 +229,7 @@ int cpu_layernorm_fwd(struct dev *d, dev_stream *s, const float *x, const float 
         const float *xr = x + (size_t)r * C;
         float *yr = y + (size_t)r * C, mu, rs;
         if (g) {
-            glayernorm_row(xr, w, b, yr, C, eps, &mu, &rs);
-            for (int i = 0; i < C; i++) yr[i] = gg_round(yr[i], rt);
+            k_ln_fwd_row(xr, w, b, yr, C, eps, (int)rt, &mu, &rs);
         } else {
             ln_fast_row(xr, w, b, yr, C, eps, (int)rt, &mu, &rs);
         }
@@ -258,7 +300,7 @@ int cpu_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float 
     for (int r = 0; r < R; r++) {
         const size_t o = (size_t)r * C;
         if (g)
-            gpt_gold_ln_bwd_row(x + o, w, mean[r], rstd[r], dy + o, dres ? dres + o : NULL, dx + o, C, (int)rt);
+            k_ln_bwd_row(x + o, w, mean[r], rstd[r], dy + o, dres ? dres + o : NULL, dx + o, C, (int)rt);
         else
             ln_bwd_fast_row(x + o, w, mean[r], rstd[r], dy + o, dres ? dres + o : NULL, dx + o, C, (int)rt);
     }
@@ -266,19 +308,6 @@ int cpu_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float 
 }
 
 /* ======================= GEMM + GELU ======================= */
-
-/* the tanh-GELU and its derivative in libm (fast mode) */
-static inline float fast_gelu(float x)
-{
-    const float k = 0.7978845608028654f;
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-static inline float fast_gelu_grad(float x)
-{
-    const float k = 0.7978845608028654f;
-    const float x2 = x * x, th = tanhf(k * (x + 0.044715f * x2 * x));
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * x2);
-}
 
 int cpu_matmul_fwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *bias, float *y,
                    float *pre, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e)
@@ -291,9 +320,13 @@ int cpu_matmul_fwd(struct dev *d, dev_stream *s, const float *x, const float *w,
     int rc = cpu_train_ops.linear_fwd(d, s, x, w, bias, gelu ? pre : y, B, K, N, 0, rt, e);
     if (rc || !gelu) return rc;
     const size_t n = (size_t)B * N;
-    const int nt = nthreads(d), g = golden(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > PAR_MIN / 8)
-    for (size_t i = 0; i < n; i++) y[i] = gg_round(g ? ggeluf(pre[i]) : fast_gelu(pre[i]), rt);
+    const int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN / 8)
+    {
+        const int t = omp_get_thread_num(), Tn = omp_get_num_threads();
+        const size_t i0 = n * t / Tn, i1 = n * (t + 1) / Tn;
+        k_gelu(pre + i0, y + i0, i1 - i0, (int)rt);
+    }
     return PLUMB_OK;
 }
 
@@ -308,10 +341,13 @@ int cpu_matmul_bwd(struct dev *d, dev_stream *s, const float *x, const float *w,
                                       pre_in && dx ? DT_F32 : rt, e);
     if (rc || !pre_in || !dx) return rc;
     const size_t n = (size_t)B * K;
-    const int nt = nthreads(d), g = golden(d);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > PAR_MIN / 8)
-    for (size_t i = 0; i < n; i++)
-        dx[i] = gg_round(dx[i] * (g ? ggelu_gradf(pre_in[i]) : fast_gelu_grad(pre_in[i])), rt);
+    const int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN / 8)
+    {
+        const int t = omp_get_thread_num(), Tn = omp_get_num_threads();
+        const size_t i0 = n * t / Tn, i1 = n * (t + 1) / Tn;
+        k_dgelu(dx + i0, pre_in + i0, i1 - i0, (int)rt);
+    }
     return PLUMB_OK;
 }
 
@@ -374,7 +410,7 @@ int cpu_attention_fwd(struct dev *d, dev_stream *s, const float *qkv, float *out
             for (long q = 0; q < rows; q++) {
                 const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((long)T * NH));
                 const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-                gpt_gold_attn_row(base + (size_t)t * C3, base + C, base + 2 * C, (size_t)C3, t, HS, scale, pt,
+                k_attn_row(base + (size_t)t * C3, base + C, base + 2 * C, (size_t)C3, t, HS, scale, pt,
                                   out + ((size_t)b * T + t) * C + (size_t)h * HS, lse + ((size_t)b * NH + h) * T + t,
                                   (int)rt);
             }
@@ -460,13 +496,7 @@ int cpu_attention_bwd(struct dev *d, dev_stream *s, const float *qkv, const floa
                                  DSt);
                 continue;
             }
-            for (int t = 0; t < T; t++)
-                gpt_gold_attn_bwd_row(Q + (size_t)t * C3, Q + C, Q + 2 * C, (size_t)C3, dOb + (size_t)t * C,
-                                      Ob + (size_t)t * C, t, HS, scale, L[t], Pt + (size_t)t * T, DSt + (size_t)t * T,
-                                      dQ + (size_t)t * C3, (int)rt);
-            for (int j = 0; j < T; j++)
-                gpt_gold_attn_bwd_key(Q, (size_t)C3, dOb, (size_t)C, Pt, DSt, (size_t)T, j, T, HS, scale,
-                                      dQ + C + (size_t)j * C3, dQ + 2 * C + (size_t)j * C3, (int)rt);
+            k_attn_bwd_bh(Q, dOb, Ob, L, dQ, T, C, HS, scale, (int)rt, Pt, DSt);
         }
     }
     if (!g) blas_restore(prev);
@@ -602,7 +632,7 @@ int cpu_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const f
                     if (grad) memset(zr, 0, (size_t)V * sizeof(float));
                     continue;
                 }
-                lr[r0 + r] = g ? gpt_gold_xent_row(zr, V, tg, grad_scale, grad ? zr : NULL, (int)rt)
+                lr[r0 + r] = g ? k_xent_row(zr, V, tg, grad_scale, grad, (int)rt)
                                : xent_fast_row(zr, V, tg, grad_scale, grad, (int)rt);
             }
             if (!grad) continue;
