@@ -29,7 +29,7 @@ __device__ static inline float fast_gelu_grad(float x)
 /* ---------------- LayerNorm ---------------- */
 
 /* fast: one warp per row, two passes (mean, then the centred squares) */
-__global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd, int R,
+static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd, int R,
                               int C, float eps, int rt)
 {
     const int lane = threadIdx.x % PLUMB_WARP;
@@ -54,7 +54,7 @@ __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, fl
 }
 
 /* fast dx: one warp per row */
-__global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
+static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
                               const float *dres, float *dx, int R, int C, int rt)
 {
     const int lane = threadIdx.x % PLUMB_WARP;
@@ -80,7 +80,7 @@ __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean,
 #define LN_ROWS 64
 /* fast dw/db partial sums: part[k][i] over rows [64k, 64k+64) ascending
  * (parts: [nc, 2C], w-part then b-part) */
-__global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy, float *part,
+static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy, float *part,
                                int R, int C)
 {
     const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
@@ -96,7 +96,7 @@ __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *r
     }
 }
 /* the chunks in ascending order */
-__global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *dw, float *db)
+static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *dw, float *db)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < 2 * C; i += gridDim.x * blockDim.x) {
         float s = 0.0f;
@@ -110,7 +110,7 @@ __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *dw, flo
 
 /* fast rows: one block per row; logits z (fp32, rounded to rt first), the
  * gradient stored in place (g16 NULL) or as its 16-bit copy g16 */
-__global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, float gs, int grad, float *loss,
+static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, float gs, int grad, float *loss,
                                  int rt)
 {
     __shared__ float red[PLUMB_WARP];
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(NT) k_flash_fwd(const float *qkv, float *out, 
 }
 
 /* D[bh, t] = dout_t . out_t over the head's HS columns */
-__global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS)
+static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS)
 {
     const size_t rows = (size_t)B * NH * T;
     const size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x;

@@ -1,4 +1,4 @@
-/* gpt: GPT-2 (docs/TRAINING.md, "gpt"), explicit forward and backward over the
+/* gpt: GPT-2 (docs/GPT.md), explicit forward and backward over the
  * device's transformer ops (dev/train_ops.h), llm.c style.
  *
  * Model: token + learned position embeddings -> L pre-LayerNorm blocks
