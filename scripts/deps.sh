@@ -28,7 +28,8 @@ for p in $pkgs; do
 done
 # Debian splits npm from nodejs; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
 case "$want" in test|all) command -v npm >/dev/null 2>&1 || missing="$missing npm" ;; esac
-# The browser test's node packages (tests/browser: playwright-core, pinned by package-lock.json).
+# The browser test's node packages (tests/browser: playwright-core, pinned by package-lock.json to
+# 1.60.0, the newest that runs on Debian 12's Node.js 18: later ones refuse to start there).
 browser_deps() {
   case "$want" in test|all) ;; *) return 0 ;; esac
   local d; d="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
