@@ -243,7 +243,7 @@ static void check_model_fd(enum numerics mode)
     }
     REQUIRE(dev_upload(d, gpt_params(m), p, n * 4, &e) == 0);
     int32_t tok[B * T] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, tgt[B * T] = {1, 4, 1, 5, -1, 2, 6, 5, 3, 10};
-    struct gpt_batch bt = {B, T, tok, tgt};
+    struct gpt_batch bt = {B, B, T, tok, tgt};
     struct gpt_loss loss;
     REQUIRE(gpt_forward_backward(m, &bt, 1.0f / 9.0f, &loss, &e) == 0);
     CHECK_EQ_INT(loss.count, 9);
@@ -291,12 +291,27 @@ static void check_model_fd(enum numerics mode)
     double s = 0;
     for (int i = 0; i < B * T; i++) s += ls[i];
     CHECK_NEAR(s, loss.sum, 1e-9);
+    /* padding: sequence 1 masked (n_valid 1) gives the gradient of sequence 0
+     * alone; golden chains add exact zeros for it, so the values are equal */
+    if (mode == NUMERICS_GOLDEN) {
+        struct gpt_batch pad = {B, 1, T, tok, tgt}, one = {1, 1, T, tok, tgt};
+        struct gpt_loss lp, lo;
+        REQUIRE(gpt_forward_backward(m, &pad, 0.25f, &lp, &e) == 0);
+        REQUIRE(dev_download(d, g, gpt_grads(m), n * 4, &e) == 0);
+        REQUIRE(gpt_forward_backward(m, &one, 0.25f, &lo, &e) == 0);
+        REQUIRE(dev_download(d, g2, gpt_grads(m), n * 4, &e) == 0);
+        CHECK_EQ_INT(lp.count, 4);
+        CHECK(lp.count == lo.count && lp.sum == lo.sum);
+        size_t diff = 0;
+        for (size_t i = 0; i < n; i++) diff += g[i] != g2[i];
+        CHECK_EQ_INT(diff, 0);
+    }
     /* bad batches are named */
     tok[3] = 11;
     CHECK(gpt_forward_backward(m, &bt, 1.0f, NULL, &e) == PLUMB_EUSAGE);
     CHECK(strstr(e.msg, "sequence 0, position 3: token 11") != NULL);
     tok[3] = 1;
-    struct gpt_batch longb = {1, 8, tok, tgt};
+    struct gpt_batch longb = {1, 1, 8, tok, tgt};
     CHECK(gpt_forward_backward(m, &longb, 1.0f, NULL, &e) == PLUMB_EUSAGE);
     free(p), free(g), free(g2), free(r.p);
     gpt_free(m);
@@ -319,7 +334,7 @@ TEST(gpt_model_golden_threads_and_bf16)
         tok[i] = (int32_t)(philox_u32_at(5, RNG_DATA, 0, 0, i) % 256);
         tgt[i] = (int32_t)(philox_u32_at(5, RNG_DATA, 0, 1, i) % 256);
     }
-    struct gpt_batch bt = {B, T, tok, tgt};
+    struct gpt_batch bt = {B, B, T, tok, tgt};
     double lossv[2] = {0, 0};
     for (int prec = 0; prec < 2; prec++) {
         char dig[2][65];

@@ -74,7 +74,7 @@ static void check_reference(enum numerics mode)
     REQUIRE(dev_upload(d, gpt_params(m), p, n * sizeof(float), &e) == 0);
     int32_t *tok = malloc((size_t)B * T * 4), *tgt = malloc((size_t)B * T * 4);
     REQUIRE(gpt_ref_i32(&r, "tokens", tok, (size_t)B * T, &e) == 0 && gpt_ref_i32(&r, "targets", tgt, (size_t)B * T, &e) == 0);
-    struct gpt_batch bt = {B, T, tok, tgt};
+    struct gpt_batch bt = {B, B, T, tok, tgt};
     /* logits */
     float *lg = malloc((size_t)B * T * V * 4), *lr = malloc((size_t)B * T * V * 4);
     REQUIRE(gpt_logits(m, &bt, lg, &e) == 0);

@@ -33,7 +33,7 @@ static double val_loss(struct gpt_model *m, const struct gpt_data *data, int B, 
         const int cnt = n - i0 < B ? (int)(n - i0) : B;
         for (int k = 0; k < cnt; k++) idx[k] = (uint32_t)(i0 + k);
         gpt_data_fill(data, GPT_VAL, T, 0, 0, idx, cnt, cnt, tok, tgt);
-        struct gpt_batch bt = {cnt, T, tok, tgt};
+        struct gpt_batch bt = {cnt, cnt, T, tok, tgt};
         if (gpt_predict(m, &bt, ls, NULL, e)) break;
         gpt_eval_add(&acc, ls, tgt, (size_t)cnt * T);
     }
@@ -92,7 +92,7 @@ TEST(gpt_tiny_learns_text)
         struct sampler_step st;
         REQUIRE(sampler_get(&s, step, 0, 1, &st, idx, sv, &e) == 0);
         gpt_data_fill(data, GPT_TRAIN, T, 1, st.epoch, idx, (int)st.local_valid, B, tok, tgt);
-        struct gpt_batch bt = {B, T, tok, tgt};
+        struct gpt_batch bt = {B, B, T, tok, tgt};
         struct gpt_loss l;
         REQUIRE(gpt_forward_backward(m, &bt, 1.0f / (float)(st.local_valid * T), &l, &e) == 0);
         last = l.sum / (double)l.count;

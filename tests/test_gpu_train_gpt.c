@@ -212,7 +212,7 @@ static void model_steps(struct dev *d, dtype_t prec, char hex[65], double *losse
     int nr = 0;
     const int64_t *dec = gpt_decay_ranges(m, &nr);
     int64_t *ddec = put(d, dec, (size_t)nr * 16);
-    struct gpt_batch bt = {B, T, tok, tgt};
+    struct gpt_batch bt = {B, B, T, tok, tgt};
     for (int s = 1; s <= 3; s++) {
         struct gpt_loss l;
         REQUIRE(gpt_forward_backward(m, &bt, 1.0f / (B * T), &l, &e) == 0);

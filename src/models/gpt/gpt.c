@@ -391,15 +391,17 @@ int gpt_check_batch(const struct gpt_model *m, const struct gpt_batch *b, plumb_
 {
     if (b->B < 1 || b->B > m->max_batch)
         return err_set(e, PLUMB_EUSAGE, "gpt batch: B=%d (expected 1..%d)", b->B, m->max_batch);
+    if (b->n_valid < 0 || b->n_valid > b->B)
+        return err_set(e, PLUMB_EUSAGE, "gpt batch: n_valid=%d (expected 0..%d)", b->n_valid, b->B);
     if (b->T < 1 || b->T > m->c.block_size)
         return err_set(e, PLUMB_EUSAGE, "gpt batch: T=%d (expected 1..%d)", b->T, m->c.block_size);
     if (!b->tokens) return err_set(e, PLUMB_EUSAGE, "gpt batch: no tokens");
-    const size_t n = (size_t)b->B * b->T;
+    const size_t n = (size_t)b->B * b->T, nv = (size_t)b->n_valid * b->T;
     for (size_t i = 0; i < n; i++) {
         if (b->tokens[i] < 0 || b->tokens[i] >= m->c.vocab)
             return err_set(e, PLUMB_EUSAGE, "gpt batch: sequence %zu, position %zu: token %d (expected 0..%d)",
                            i / b->T, i % b->T, b->tokens[i], m->c.vocab - 1);
-        if (b->targets && (b->targets[i] < -1 || b->targets[i] >= m->c.vocab))
+        if (b->targets && i < nv && (b->targets[i] < -1 || b->targets[i] >= m->c.vocab))
             return err_set(e, PLUMB_EUSAGE, "gpt batch: sequence %zu, position %zu: target %d (expected -1..%d)",
                            i / b->T, i % b->T, b->targets[i], m->c.vocab - 1);
     }
@@ -448,6 +450,14 @@ static int forward_compute(struct gpt_model *m, int B, int T, plumb_err *e)
     return rc;
 }
 
+/* the padding rows' targets as -1 (all bytes 0xff): never scored */
+static int mask_padding(struct gpt_model *m, int B, int n_valid, int T, plumb_err *e)
+{
+    if (n_valid >= B) return PLUMB_OK;
+    return m->d->be->memset_async(m->d, NULL, m->tgt + (size_t)n_valid * T, 0xff,
+                                  (size_t)(B - n_valid) * T * sizeof(int32_t), e);
+}
+
 static int upload_batch(struct gpt_model *m, const struct gpt_batch *b, plumb_err *e)
 {
     int rc = gpt_check_batch(m, b, e);
@@ -455,17 +465,19 @@ static int upload_batch(struct gpt_model *m, const struct gpt_batch *b, plumb_er
     const size_t n = (size_t)b->B * b->T;
     rc = dev_upload(m->d, m->tok, b->tokens, n * sizeof(int32_t), e);
     if (!rc && b->targets) rc = dev_upload(m->d, m->tgt, b->targets, n * sizeof(int32_t), e);
+    if (!rc && b->targets) rc = mask_padding(m, b->B, b->n_valid, b->T, e);
     return rc;
 }
 
 static int copy_dev_batch(struct gpt_model *m, const struct gpt_dev_batch *b, plumb_err *e)
 {
-    if (b->B < 1 || b->B > m->max_batch || b->T < 1 || b->T > m->c.block_size)
-        return err_set(e, PLUMB_EUSAGE, "gpt device batch: B=%d T=%d (expected 1..%d, 1..%d)", b->B, b->T,
-                       m->max_batch, m->c.block_size);
+    if (b->B < 1 || b->B > m->max_batch || b->T < 1 || b->T > m->c.block_size || b->n_valid < 0 || b->n_valid > b->B)
+        return err_set(e, PLUMB_EUSAGE, "gpt device batch: B=%d n_valid=%d T=%d (expected 1..%d, 0..B, 1..%d)", b->B,
+                       b->n_valid, b->T, m->max_batch, m->c.block_size);
     const size_t n = (size_t)b->B * b->T * sizeof(int32_t);
     int rc = m->d->be->memcpy_async(m->d, NULL, m->tok, b->tokens, n, MEMCPY_D2D, e);
     if (!rc && b->targets) rc = m->d->be->memcpy_async(m->d, NULL, m->tgt, b->targets, n, MEMCPY_D2D, e);
+    if (!rc && b->targets) rc = mask_padding(m, b->B, b->n_valid, b->T, e);
     return rc;
 }
 

@@ -137,7 +137,10 @@ double gpt_flops_per_token(const struct gpt_model *m, int T);
 
 /* ---- one (micro-)batch ---- */
 struct gpt_batch {
-    int B, T;               /* 1 <= B <= max_batch, 1 <= T <= block_size */
+    int B;                  /* sequences held, 1 <= B <= max_batch */
+    int n_valid;            /* the first n_valid are real; rows n_valid..B-1 are masked padding:
+                               never scored (their targets are treated as -1), tokens in range */
+    int T;                  /* 1 <= T <= block_size */
     const int32_t *tokens;  /* host [B, T] */
     const int32_t *targets; /* host [B, T], -1 = not scored (may be NULL for predict without loss) */
 };
@@ -146,7 +149,7 @@ int gpt_check_batch(const struct gpt_model *m, const struct gpt_batch *b, plumb_
 /* The same on the device (tokens, targets: device pointers, already
  * validated by the producer: the device does no bounds check). */
 struct gpt_dev_batch {
-    int B, T;
+    int B, n_valid, T;
     const int32_t *tokens;
     const int32_t *targets;
 };
