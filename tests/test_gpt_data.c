@@ -82,6 +82,16 @@ TEST(gpt_data_token_files_across_shards)
     for (long ep = 1; ep < 8; ep++) shifts_differ |= gpt_data_shift(1, ep, T) != gpt_data_shift(1, 0, T);
     CHECK(shifts_differ);
     gpt_data_free(d);
+    /* fixed windows: sample i at i*T in every epoch */
+    o.fixed_windows = 1;
+    REQUIRE(gpt_data_open(spec, vspec, &o, &d, &e) == 0);
+    for (long ep = 0; ep < 3; ep++) {
+        gpt_data_sample(d, GPT_TRAIN, T, 1, ep, 7, tok, tgt);
+        for (int t = 0; t < T; t++) bad += tok[t] != 64 * 7 + t || tgt[t] != 64 * 7 + t + 1;
+    }
+    CHECK_EQ_INT(bad, 0);
+    gpt_data_free(d);
+    o.fixed_windows = 0;
     /* no match */
     snprintf(spec, sizeof spec, "%s/nothing_*.bin", dir);
     CHECK(gpt_data_open(spec, NULL, &o, &d, &e) == PLUMB_EUSAGE);

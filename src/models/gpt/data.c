@@ -41,6 +41,7 @@ struct gpt_data {
     uint8_t *text;
     uint64_t seed;
     int vocab;
+    int fixed;
     char desc[512];
 };
 
@@ -176,6 +177,7 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
     struct gpt_data *d = calloc(1, sizeof *d);
     if (!d) return err_set(e, PLUMB_ENOMEM, "out of memory");
     d->seed = o->seed;
+    d->fixed = o->fixed_windows;
     int rc = PLUMB_OK;
     char a[32], b[32];
     const int have_val = val_spec && *val_spec;
@@ -319,7 +321,7 @@ void gpt_data_sample(const struct gpt_data *d, int split, int T, uint64_t seed, 
 {
     if (split == GPT_TRAIN) {
         /* o + T <= shift + (n_train - 1) T + T <= (T - 1) + n - 2T + T < n */
-        const uint64_t o = (uint64_t)gpt_data_shift(seed, epoch, T) + (uint64_t)index * T;
+        const uint64_t o = (uint64_t)(d->fixed ? 0 : gpt_data_shift(seed, epoch, T)) + (uint64_t)index * T;
         int32_t buf[1 + 4096];
         int32_t *w = T + 1 <= 4097 ? buf : malloc(((size_t)T + 1) * sizeof(int32_t));
         gpt_data_read(d, split, o, (size_t)T + 1, w);

@@ -22,7 +22,8 @@
  * Samples (T = the sequence length):
  *   - train: n_train = floor(n / T) - 1 windows; sample i of epoch E covers
  *     tokens [o, o + T] with o = shift(E) + i*T and shift(E) = Philox(seed,
- *     RNG_AUGMENT, a = E, b = 0, index 0) mod T: tokens t = s[o..o+T-1],
+ *     RNG_AUGMENT, a = E, b = 0, index 0) mod T (0 with fixed_windows):
+ *     tokens t = s[o..o+T-1],
  *     targets s[o+1..o+T]. A pure function of (seed, epoch, index), so the
  *     sampler's permutation of the indices gives N ranks exactly the 1-rank
  *     sample set; the shift moves the window boundaries between epochs.
@@ -47,6 +48,7 @@ struct gpt_data_opts {
     uint64_t synth_train;   /* synthetic tokens per split (train, val) */
     uint64_t synth_val;
     double val_fraction;    /* hold-out share without --val-data (0.1) */
+    int fixed_windows;      /* 1: no per-epoch shift (train window i at i*T every epoch) */
 };
 
 struct gpt_data;
@@ -72,7 +74,7 @@ void gpt_data_sample(const struct gpt_data *d, int split, int T, uint64_t seed, 
  * rows count..cap-1 are masked (tokens 0, targets -1). */
 void gpt_data_fill(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, const uint32_t *idx,
                    int count, int cap, int32_t *tok, int32_t *tgt);
-/* The window shift of an epoch (0..T-1). */
+/* The window shift of an epoch (0..T-1; the data's: 0 with fixed_windows). */
 int gpt_data_shift(uint64_t seed, long epoch, int T);
 
 /* Writes an llm.c token file (header + uint16 tokens): tests and data
