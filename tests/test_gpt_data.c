@@ -50,7 +50,7 @@ TEST(gpt_data_token_files_across_shards)
     char spec[600], vspec[600];
     snprintf(spec, sizeof spec, "tokens:%s/fineweb_train_*.bin", dir);
     snprintf(vspec, sizeof vspec, "%s/fineweb_val_*.bin", dir);
-    struct gpt_data_opts o = {1, 50257, 0, 0, 0};
+    struct gpt_data_opts o = {1, 50257, 0, 0, 0, 0};
     struct gpt_data *d = NULL;
     REQUIRE(gpt_data_open(spec, vspec, &o, &d, &e) == 0);
     CHECK_EQ_INT(gpt_data_tokens(d, GPT_TRAIN), 3037);
@@ -103,7 +103,7 @@ TEST(gpt_data_token_file_errors_are_named)
     char p[600];
     plumb_err e = {0};
     struct gpt_data *d = NULL;
-    struct gpt_data_opts o = {1, 50257, 0, 0, 0};
+    struct gpt_data_opts o = {1, 50257, 0, 0, 0, 0};
     uint16_t tok[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     struct {
         const char *name;
@@ -159,7 +159,7 @@ TEST(gpt_data_token_offsets_past_4g)
     char spec[700], vspec[700];
     snprintf(spec, sizeof spec, "%s/big_*.bin", test_tmpdir());
     snprintf(vspec, sizeof vspec, "%s", p[2]);
-    struct gpt_data_opts o = {1, 50257, 0, 0, 0};
+    struct gpt_data_opts o = {1, 50257, 0, 0, 0, 0};
     struct gpt_data *d = NULL;
     plumb_err e = {0};
     REQUIRE(gpt_data_open(spec, vspec, &o, &d, &e) == 0);
@@ -189,7 +189,7 @@ TEST(gpt_data_text_and_val_coverage)
     fclose(f);
     char spec[700];
     snprintf(spec, sizeof spec, "text:%s", p);
-    struct gpt_data_opts o = {3, 0, 0, 0, 0.1};
+    struct gpt_data_opts o = {3, 0, 0, 0, 0.1, 0};
     struct gpt_data *d = NULL;
     plumb_err e = {0};
     REQUIRE(gpt_data_open(spec, NULL, &o, &d, &e) == 0);
@@ -226,7 +226,7 @@ TEST(gpt_data_text_and_val_coverage)
 
 TEST(gpt_data_synthetic_is_periodic_and_pure)
 {
-    struct gpt_data_opts o = {9, 1000, 1 << 16, 1 << 12, 0};
+    struct gpt_data_opts o = {9, 1000, 1 << 16, 1 << 12, 0, 0};
     struct gpt_data *d = NULL, *d2 = NULL;
     plumb_err e = {0};
     REQUIRE(gpt_data_open("synthetic", NULL, &o, &d, &e) == 0);
@@ -259,7 +259,7 @@ TEST(gpt_data_synthetic_is_periodic_and_pure)
  * windows, whatever the rank count. */
 TEST(gpt_data_ranks_see_the_one_rank_samples)
 {
-    struct gpt_data_opts o = {4, 300, 1 << 15, 1 << 11, 0};
+    struct gpt_data_opts o = {4, 300, 1 << 15, 1 << 11, 0, 0};
     struct gpt_data *d = NULL;
     plumb_err e = {0};
     REQUIRE(gpt_data_open("synthetic", NULL, &o, &d, &e) == 0);

@@ -60,7 +60,7 @@ TEST(gpt_tiny_learns_text)
     const char *envb = getenv("PLUMB_GPT_TEXT_BATCH");
     const int B = envb && atoi(envb) > 0 && atoi(envb) <= 64 ? atoi(envb) : 8;
     enum { T = 64 };
-    struct gpt_data_opts o = {1, 256, 0, 0, 0.1};
+    struct gpt_data_opts o = {1, 256, 0, 0, 0.1, 0};
     struct gpt_data *data = NULL;
     REQUIRE(gpt_data_open("text:" TEXT, NULL, &o, &data, &e) == 0);
     struct gpt_config c;
