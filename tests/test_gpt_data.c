@@ -55,6 +55,7 @@ TEST(gpt_data_token_files_across_shards)
     REQUIRE(gpt_data_open(spec, vspec, &o, &d, &e) == 0);
     CHECK_EQ_INT(gpt_data_tokens(d, GPT_TRAIN), 3037);
     CHECK_EQ_INT(gpt_data_tokens(d, GPT_VAL), 300);
+    CHECK_EQ_INT(gpt_data_vocab(d), 3037); /* the largest id (train: 3036; val: 2093), + 1 */
     CHECK(strstr(gpt_data_describe(d), "3 token files") != NULL);
     /* a read across both shard boundaries is the concatenation */
     int32_t buf[1100];

@@ -218,7 +218,19 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
         rc = shards_open(pat, &d->own[0], &d->nown[0], &n0, e);
         if (!rc && have_val) rc = shards_open(!strncmp(val_spec, "tokens:", 7) ? val_spec + 7 : val_spec, &d->own[1], &d->nown[1], &n1, e);
         if (!rc) {
-            d->vocab = 65536;
+            /* the largest token id of every file: a model must cover it (the
+             * device gathers rows without a bounds check); one pass over the
+             * mapped tokens at memory speed */
+            int mx = 0;
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < d->nown[k]; i++) {
+                    const struct shard *sh = &d->own[k][i];
+                    int m1 = 0;
+#pragma omp parallel for reduction(max : m1) schedule(static) if (sh->n > ((uint64_t)1 << 20))
+                    for (uint64_t j = 0; j < sh->n; j++) m1 = sh->tok[j] > m1 ? sh->tok[j] : m1;
+                    mx = m1 > mx ? m1 : mx;
+                }
+            d->vocab = mx + 1;
             struct stream full = {K_FILES, d->own[0], d->nown[0], NULL, 0, n0, 0};
             if (have_val) {
                 d->s[0] = full;

@@ -59,7 +59,8 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
 void gpt_data_free(struct gpt_data *d);
 /* tokens of a split */
 uint64_t gpt_data_tokens(const struct gpt_data *d, int split);
-/* the largest token id + 1 the source can produce (256 for text) */
+/* the largest token id + 1 the source holds (token files: read at open;
+ * text: 256; synthetic: its vocabulary) */
 int gpt_data_vocab(const struct gpt_data *d);
 /* "3 token files (1.2 G tokens), val: 1 file (100 M tokens)" */
 const char *gpt_data_describe(const struct gpt_data *d);
