@@ -1,7 +1,7 @@
 /* results.json (run folders, writer, reader, continuation) and report.html
  * (escaping of hostile strings, histograms, numerics table). */
 #include "test.h"
-#include "accept/check.h"
+#include "report/check.h"
 #include "core/file.h"
 #include "core/jsonx.h"
 #include "report/html.h"

@@ -3,7 +3,7 @@
  * hook; blocks that finish in time do not. Run in forked children because a
  * firing watchdog ends the process. */
 #include "test.h"
-#include "train/watchdog.h"
+#include "core/watchdog.h"
 #include "core/file.h"
 #include <fcntl.h>
 #include <stdlib.h>

@@ -323,11 +323,11 @@ int check_doctor_run(const struct check_ctx *ctx, struct check_result *r, plumb_
     if (h.numa_nodes > 0) {
         int w = snprintf(v, sizeof v, "%d node%s", h.numa_nodes, h.numa_nodes == 1 ? "" : "s");
         for (int i = 0; i < h.numa_nodes && i < 8 && w < (int)sizeof v - 40; i++)
-            w += snprintf(v + w, sizeof v - (size_t)w, "%s node%d: cpus %s", i ? ";" : ",", i, h.numa_cpus[i]);
+            w += snprintf(v + w, sizeof v - (size_t)w, "%s node%d: cpus %s", i ? ";" : ",", h.numa_os[i], h.numa_cpus[i]);
         row(&d, "numa", CHECK_PASS, v, "%s",
             h.numa_nodes > 1 ? "bind each rank to the NUMA node of its GPU (mpirun --bind-to numa)" : "one memory node");
     } else {
-        row(&d, "numa", CHECK_PASS, "unknown", "no /sys/devices/system/node: NUMA layout unknown");
+        row(&d, "numa", CHECK_PASS, "unknown", "hwloc could not read this host's topology: NUMA layout unknown");
     }
     double gib = 1024.0 * 1024 * 1024;
     snprintf(v, sizeof v, "%.1f GiB total, %.1f GiB available", (double)h.mem_total / gib, (double)h.mem_available / gib);

@@ -3,7 +3,7 @@
  * results into a checks[] entry. */
 #ifndef PLUMB_CHECK_FAULTS_H
 #define PLUMB_CHECK_FAULTS_H
-#include "accept/check.h"
+#include "report/check.h"
 
 /* plumb: the binary the drills run (NULL: this process's own binary, or the
  * plumb next to it when this is not plumb, e.g. plumb-tests); drills: comma

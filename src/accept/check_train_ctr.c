@@ -2,8 +2,8 @@
  *   1. fast, fp32, the preset's schedule on the synthetic teacher: pass when
  *      the eval AUC clears AUC_FLOOR (the teacher's own AUC is ~0.80 and
  *      ctr-tiny reaches ~0.76 on the cpu);
- *   2. the fast AUC compared with the cpu's (issue 5: "fast-mode AUC within
- *      the cpu's seed-to-seed spread"):
+ *   2. the fast AUC compared with the cpu's (README.md, the train-ctr check:
+ *      fast-mode AUC within the cpu's seed-to-seed spread):
  *      - device not the cpu: ctr-tiny fast on the cpu with K seeds s0..s0+K-1
  *        (s0 the device run's; the seed drives the model init and the
  *        shuffling, the data seed stays fixed so every run sees the same
@@ -30,8 +30,9 @@
 
 #define AUC_FLOOR 0.75
 #define GOLDEN_STEPS 60
-/* The least AUC tolerance, whatever the seed spread: issue 5's convergence
- * tolerance ("within 0.002 of the CPU fast run's"), so K seeds that happen
+/* The least AUC tolerance, whatever the seed spread: the convergence
+ * tolerance of README.md's train-ctr check ("within 0.002 of the CPU fast
+ * run's"), so K seeds that happen
  * to land close together cannot shrink the band to nothing. */
 #define SPREAD_FLOOR 0.002
 #define MAX_SEEDS 8

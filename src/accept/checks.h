@@ -4,7 +4,7 @@
  * run at each level (--quick, --standard, --full). */
 #ifndef PLUMB_CHECKS_H
 #define PLUMB_CHECKS_H
-#include "accept/check.h"
+#include "report/check.h"
 
 /* host, drivers, libraries, plugins, risky env vars (accept/check_doctor.c) */
 int check_doctor_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);

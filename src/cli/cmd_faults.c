@@ -1,6 +1,6 @@
 /* plumb faults: fault drills against a short ctr-tiny golden training under
  * plumb launch and mpirun (train/drills.h). */
-#include "accept/check.h"
+#include "report/check.h"
 #include "accept/check_faults.h"
 #include "cli/args.h"
 #include "cli/commands.h"

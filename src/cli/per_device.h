@@ -4,7 +4,7 @@
  * which differ only in the check they run and the table they print. */
 #ifndef PLUMB_PER_DEVICE_H
 #define PLUMB_PER_DEVICE_H
-#include "accept/check.h"
+#include "report/check.h"
 
 struct per_device_run {
     const char *cmd;    /* "rng": messages and the recorded command line */

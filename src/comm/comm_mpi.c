@@ -1,15 +1,19 @@
-/* MPI collectives over host buffers. MPI is initialised once per process
+/* MPI collectives over host memory. MPI is initialised once per process
  * (MPI_THREAD_FUNNELED: only the main thread calls MPI; the data loader
- * thread never does) and finalised at exit. */
+ * thread never does) and finalised at exit. bf16 and fp16 reductions use
+ * our own MPI operations (MPI has no such types); the rest map to MPI's. */
 #include "comm/comm.h"
 #include "core/log.h"
 #include <limits.h>
-#include <stdio.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int mpi_inited_here;
+/* user operations for [bf16, fp16][sum, max, min] (created at init) */
+static MPI_Op g_half_ops[2][COMM_OP_N];
+static int g_half_ops_made;
 
 static void mpi_at_exit(void)
 {
@@ -27,63 +31,123 @@ static int mpi_fail(plumb_err *e, const char *what, int rc)
     return err_set(e, PLUMB_EDEVICE, "MPI %s failed: %s", what, msg);
 }
 
-static int mpi_type(dtype_t t, MPI_Datatype *mt)
+/* MPI_Datatype of one element; bf16/fp16 travel as 16-bit words */
+static MPI_Datatype mpi_type(dtype_t t)
 {
     switch (t) {
-    case DT_F32: *mt = MPI_FLOAT; return 1;
-    case DT_F64: *mt = MPI_DOUBLE; return 1;
-    case DT_I64: *mt = MPI_INT64_T; return 1;
-    case DT_U32: *mt = MPI_UINT32_T; return 1;
-    case DT_I32: *mt = MPI_INT32_T; return 1;
-    default: return 0;
+    case DT_F32: return MPI_FLOAT;
+    case DT_F64: return MPI_DOUBLE;
+    case DT_I64: return MPI_INT64_T;
+    case DT_U32: return MPI_UINT32_T;
+    case DT_I32: return MPI_INT32_T;
+    case DT_U8: return MPI_UINT8_T;
+    case DT_BF16:
+    case DT_F16: return MPI_UINT16_T;
     }
+    return MPI_DATATYPE_NULL;
 }
 
-/* MPI counts are int: large buffers go in chunks of at most 2^30 elements. */
+#define HALF_FN(name, T, OP)                                                                                           \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *dt)                                                \
+    {                                                                                                                  \
+        (void)dt;                                                                                                      \
+        comm_host_reduce(inout, in, (size_t)*len, T, OP);                                                              \
+    }
+HALF_FN(bf16_sum, DT_BF16, COMM_SUM)
+HALF_FN(bf16_max, DT_BF16, COMM_MAX)
+HALF_FN(bf16_min, DT_BF16, COMM_MIN)
+HALF_FN(f16_sum, DT_F16, COMM_SUM)
+HALF_FN(f16_max, DT_F16, COMM_MAX)
+HALF_FN(f16_min, DT_F16, COMM_MIN)
+
+static MPI_Op mpi_op(dtype_t t, enum comm_op op)
+{
+    if (t == DT_BF16 || t == DT_F16) return g_half_ops_made ? g_half_ops[t == DT_F16][op] : MPI_OP_NULL;
+    return op == COMM_SUM ? MPI_SUM : op == COMM_MAX ? MPI_MAX : op == COMM_MIN ? MPI_MIN : MPI_OP_NULL;
+}
+
+static int m_supports(const struct comm *c, enum comm_coll coll, dtype_t t, enum comm_op op)
+{
+    (void)c;
+    if (mpi_type(t) == MPI_DATATYPE_NULL) return 0;
+    if (coll == COMM_ALLREDUCE || coll == COMM_REDUCE || coll == COMM_REDUCE_SCATTER)
+        return (unsigned)op < COMM_OP_N && mpi_op(t, op) != MPI_OP_NULL;
+    return 1;
+}
+
+/* MPI counts are int: reductions and broadcasts go in chunks of at most 2^30
+ * elements; the gathers and all-to-all must fit in one call. */
 #define CHUNK ((size_t)1 << 30)
 
-static int m_allreduce(struct comm *c, void *buf, size_t n, dtype_t t, enum comm_op op,
-                       plumb_err *e)
+static int fits_int(size_t n, const char *what, plumb_err *e)
 {
-    (void)c;
-    MPI_Datatype mt;
-    if (!mpi_type(t, &mt))
-        return err_set(e, PLUMB_EUNSUPPORTED, "allreduce: type %s not supported", dtype_name(t));
-    MPI_Op mo = op == COMM_SUM ? MPI_SUM : op == COMM_MAX ? MPI_MAX : op == COMM_MIN ? MPI_MIN : MPI_OP_NULL;
-    if (mo == MPI_OP_NULL) return err_set(e, PLUMB_EUNSUPPORTED, "allreduce: op %d not supported", (int)op);
-    char *p = buf;
-    size_t es = dtype_size(t);
-    for (size_t off = 0; off < n; off += CHUNK) {
-        size_t k = n - off < CHUNK ? n - off : CHUNK;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, p + off * es, (int)k, mt, mo, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail(e, "Allreduce", rc);
+    if (n <= INT_MAX) return PLUMB_OK;
+    return err_set(e, PLUMB_EUNSUPPORTED, "%s: %zu elements per call is more than MPI's int counts allow", what, n);
+}
+
+static int m_start(struct comm *c, const struct comm_args *a, dev_stream *after, plumb_err *e)
+{
+    (void)after;
+    MPI_Datatype mt = mpi_type(a->dtype);
+    MPI_Op mo = mpi_op(a->dtype, a->op);
+    size_t es = dtype_size(a->dtype), n = a->count, w = (size_t)c->world;
+    const char *s = a->send;
+    char *r = a->recv;
+    int rc = MPI_SUCCESS;
+    switch (a->coll) {
+    case COMM_ALLREDUCE:
+        for (size_t off = 0; off < n && rc == MPI_SUCCESS; off += CHUNK) {
+            int k = (int)(n - off < CHUNK ? n - off : CHUNK);
+            rc = MPI_Allreduce(s == r ? MPI_IN_PLACE : s + off * es, r + off * es, k, mt, mo, MPI_COMM_WORLD);
+        }
+        return rc == MPI_SUCCESS ? PLUMB_OK : mpi_fail(e, "Allreduce", rc);
+    case COMM_REDUCE:
+        for (size_t off = 0; off < n && rc == MPI_SUCCESS; off += CHUNK) {
+            int k = (int)(n - off < CHUNK ? n - off : CHUNK);
+            int inplace = c->rank == a->root && s == r;
+            rc = MPI_Reduce(inplace ? MPI_IN_PLACE : s + off * es, r ? r + off * es : NULL, k, mt, mo, a->root,
+                            MPI_COMM_WORLD);
+        }
+        return rc == MPI_SUCCESS ? PLUMB_OK : mpi_fail(e, "Reduce", rc);
+    case COMM_BROADCAST:
+        if (c->rank == a->root && s != r && n) memmove(r, s, n * es);
+        for (size_t off = 0; off < n * es && rc == MPI_SUCCESS; off += CHUNK) {
+            int k = (int)(n * es - off < CHUNK ? n * es - off : CHUNK);
+            rc = MPI_Bcast(r + off, k, MPI_BYTE, a->root, MPI_COMM_WORLD);
+        }
+        return rc == MPI_SUCCESS ? PLUMB_OK : mpi_fail(e, "Bcast", rc);
+    case COMM_ALLGATHER: {
+        if ((rc = fits_int(n * w * es, "allgather", e))) return rc;
+        int inplace = s == r + (size_t)c->rank * n * es;
+        rc = MPI_Allgather(inplace ? MPI_IN_PLACE : s, (int)(n * es), MPI_BYTE, r, (int)(n * es), MPI_BYTE,
+                           MPI_COMM_WORLD);
+        return rc == MPI_SUCCESS ? PLUMB_OK : mpi_fail(e, "Allgather", rc);
     }
-    return PLUMB_OK;
-}
-
-static int m_broadcast(struct comm *c, void *buf, size_t bytes, int root, plumb_err *e)
-{
-    (void)c;
-    char *p = buf;
-    for (size_t off = 0; off < bytes; off += CHUNK) {
-        size_t k = bytes - off < CHUNK ? bytes - off : CHUNK;
-        int rc = MPI_Bcast(p + off, (int)k, MPI_BYTE, root, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail(e, "Bcast", rc);
+    case COMM_REDUCE_SCATTER: {
+        if ((rc = fits_int(n * w, "reduce-scatter", e))) return rc;
+        /* MPI's in-place form keeps the result at the start of the buffer,
+         * NCCL's at block `rank`: an overlapping call reduces from a copy */
+        const char *src = s;
+        char *tmp = NULL;
+        if (n && r < s + n * w * es && s < r + n * es) {
+            if (!(tmp = malloc(n * w * es))) return err_set(e, PLUMB_ENOMEM, "reduce-scatter: out of memory");
+            memcpy(tmp, s, n * w * es);
+            src = tmp;
+        }
+        rc = MPI_Reduce_scatter_block(src, r, (int)n, mt, mo, MPI_COMM_WORLD);
+        free(tmp);
+        return rc == MPI_SUCCESS ? PLUMB_OK : mpi_fail(e, "Reduce_scatter_block", rc);
     }
-    return PLUMB_OK;
+    case COMM_ALLTOALL:
+        if ((rc = fits_int(n * w * es, "alltoall", e))) return rc;
+        rc = MPI_Alltoall(s, (int)(n * es), MPI_BYTE, r, (int)(n * es), MPI_BYTE, MPI_COMM_WORLD);
+        return rc == MPI_SUCCESS ? PLUMB_OK : mpi_fail(e, "Alltoall", rc);
+    default: return err_set(e, PLUMB_EINTERNAL, "mpi: collective %d unknown", (int)a->coll);
+    }
 }
 
-static int m_allgather(struct comm *c, const void *send, size_t bytes, void *recv, plumb_err *e)
-{
-    if (bytes * (size_t)c->world > INT_MAX)
-        return err_set(e, PLUMB_EUNSUPPORTED, "allgather: %zu bytes per rank is too large", bytes);
-    int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_fail(e, "Allgather", rc);
-    return PLUMB_OK;
-}
-
-static int m_allgatherv(struct comm *c, const void *send, size_t bytes, void *recv,
-                        const size_t *counts, plumb_err *e)
+static int m_allgatherv(struct comm *c, const void *send, size_t bytes, void *recv, const size_t *counts,
+                        plumb_err *e)
 {
     int *cnt = malloc((size_t)c->world * sizeof *cnt), *dis = malloc((size_t)c->world * sizeof *dis);
     if (!cnt || !dis) {
@@ -125,18 +189,26 @@ static void m_abort(struct comm *c, int code)
     _Exit(code);
 }
 
-static void m_finalize(struct comm *c) { (void)c; /* at exit, see mpi_at_exit */ }
-
 static const struct comm_ops mpi_ops = {
     .name = "mpi",
-    .allreduce = m_allreduce,
-    .broadcast = m_broadcast,
-    .allgather = m_allgather,
+    .supports = m_supports,
+    .start = m_start,
+    .wait = NULL,
     .allgatherv = m_allgatherv,
     .barrier = m_barrier,
     .abort = m_abort,
-    .finalize = m_finalize,
+    .finalize = NULL, /* at exit, see mpi_at_exit */
 };
+
+static void make_half_ops(void)
+{
+    if (g_half_ops_made) return;
+    MPI_User_function *fns[2][COMM_OP_N] = {{bf16_sum, bf16_max, bf16_min}, {f16_sum, f16_max, f16_min}};
+    for (int t = 0; t < 2; t++)
+        for (int o = 0; o < COMM_OP_N; o++)
+            if (MPI_Op_create(fns[t][o], 1, &g_half_ops[t][o]) != MPI_SUCCESS) return;
+    g_half_ops_made = 1;
+}
 
 int comm_mpi_init(struct comm *c, plumb_err *e)
 {
@@ -153,6 +225,7 @@ int comm_mpi_init(struct comm *c, plumb_err *e)
         /* errors come back as codes we turn into messages */
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     }
+    make_half_ops();
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -168,6 +241,12 @@ int comm_mpi_init(struct comm *c, plumb_err *e)
     } else {
         c->local_rank = rank;
         c->local_world = world;
+    }
+    char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(ver, &len) == MPI_SUCCESS) {
+        ver[strcspn(ver, ",\n")] = '\0'; /* "Open MPI v4.1.4" */
+        snprintf(c->desc, sizeof c->desc, "mpi (%s), rank %d of %d", ver, rank, world);
     }
     log_set_rank(rank, world);
     return PLUMB_OK;

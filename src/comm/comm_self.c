@@ -1,34 +1,32 @@
-/* The 1-rank communicator: reductions are identities, gathers are copies. */
+/* The 1-rank communicator over host memory: every collective is a copy of
+ * the send buffer into the receive buffer (or nothing, in place). */
 #include "comm/comm.h"
 #include <stdlib.h>
 #include <string.h>
 
-static int self_allreduce(struct comm *c, void *buf, size_t n, dtype_t t, enum comm_op op,
-                          plumb_err *e)
+static int self_supports(const struct comm *c, enum comm_coll coll, dtype_t t, enum comm_op op)
 {
-    (void)c, (void)buf, (void)n;
-    if (t != DT_F32 && t != DT_F64 && t != DT_I64 && t != DT_U32)
-        return err_set(e, PLUMB_EUNSUPPORTED, "allreduce: type %s not supported", dtype_name(t));
-    if (op != COMM_SUM && op != COMM_MAX && op != COMM_MIN)
-        return err_set(e, PLUMB_EUNSUPPORTED, "allreduce: op %d not supported", (int)op);
+    (void)c;
+    if (coll == COMM_ALLREDUCE || coll == COMM_REDUCE || coll == COMM_REDUCE_SCATTER) {
+        /* a reduction over one rank: the types a reduction may have */
+        unsigned char probe = 0;
+        return comm_host_reduce(&probe, &probe, 0, t, op);
+    }
+    return 1;
+}
+
+static int self_start(struct comm *c, const struct comm_args *a, dev_stream *after, plumb_err *e)
+{
+    (void)after, (void)e;
+    size_t sn, rn;
+    comm_args_sizes(c, a, &sn, &rn);
+    size_t bytes = (rn < sn ? rn : sn) * dtype_size(a->dtype);
+    if (bytes && a->recv != a->send) memmove(a->recv, a->send, bytes);
     return PLUMB_OK;
 }
 
-static int self_broadcast(struct comm *c, void *buf, size_t bytes, int root, plumb_err *e)
-{
-    (void)c, (void)buf, (void)bytes, (void)root, (void)e;
-    return PLUMB_OK;
-}
-
-static int self_allgather(struct comm *c, const void *send, size_t bytes, void *recv, plumb_err *e)
-{
-    (void)c, (void)e;
-    if (bytes && recv != send) memmove(recv, send, bytes);
-    return PLUMB_OK;
-}
-
-static int self_allgatherv(struct comm *c, const void *send, size_t bytes, void *recv,
-                           const size_t *counts, plumb_err *e)
+static int self_allgatherv(struct comm *c, const void *send, size_t bytes, void *recv, const size_t *counts,
+                           plumb_err *e)
 {
     (void)c;
     if (counts[0] != bytes)
@@ -49,17 +47,15 @@ static void self_abort(struct comm *c, int code)
     _Exit(code);
 }
 
-static void self_finalize(struct comm *c) { (void)c; }
-
 static const struct comm_ops self_ops = {
     .name = "self",
-    .allreduce = self_allreduce,
-    .broadcast = self_broadcast,
-    .allgather = self_allgather,
+    .supports = self_supports,
+    .start = self_start,
+    .wait = NULL,
     .allgatherv = self_allgatherv,
     .barrier = self_barrier,
     .abort = self_abort,
-    .finalize = self_finalize,
+    .finalize = NULL,
 };
 
 int comm_self_init(struct comm *c, plumb_err *e)

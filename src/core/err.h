@@ -32,7 +32,7 @@ int err_set(plumb_err *e, int code, const char *fmt, ...)
 int err_wrap(plumb_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void err_clear(plumb_err *e);
 const char *err_code_name(int code);
-/* Process exit code for a status: 0, 1, 2 or 3 as DESIGN.md section 2 says. */
+/* Process exit code for a status: 0, 1, 2 or 3 (README.md, "A tour of the commands"). */
 int err_exit_code(int code);
 
 #endif

@@ -1,4 +1,4 @@
-/* Golden arithmetic (DESIGN.md section 5): the one evaluation order that the
+/* Golden arithmetic (docs/numerics.md): the one evaluation order that the
  * cpu backend and the CUDA/HIP kernels share, so golden results have the same
  * bits on every device.
  *

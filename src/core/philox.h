@@ -1,6 +1,6 @@
 /* Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
- * 3", SC'11; the Random123 library) and plumb's stream mapping (DESIGN.md
- * section 6). Header-only, PLUMB_HD: the cpu backend and the CUDA/HIP
+ * 3", SC'11; the Random123 library) and plumb's stream mapping
+ * (docs/numerics.md). Header-only, PLUMB_HD: the cpu backend and the CUDA/HIP
  * kernels include this file, so every device draws the same numbers.
  *
  * Generator: a 4x32-bit counter and a 2x32-bit key; 10 rounds; round:

@@ -218,15 +218,6 @@ void dev_mem_stats(struct dev *d, struct dev_mem_stats *st)
     pthread_mutex_unlock(&a->lock);
 }
 
-void dev_mem_reset_peak(struct dev *d)
-{
-    struct dev_alloc *a = d->alloc;
-    pthread_mutex_lock(&a->lock);
-    a->st.peak_allocated = a->st.allocated;
-    a->st.peak_reserved = a->st.reserved;
-    pthread_mutex_unlock(&a->lock);
-}
-
 void dev_inject_alloc_failures(struct dev *d, int count)
 {
     struct dev_alloc *a = d->alloc;

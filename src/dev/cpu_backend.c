@@ -3,6 +3,7 @@
  * cpu_ops*.c and are parallelised with OpenMP over d->threads threads. */
 #include "dev/dev.h"
 #include "dev/cpu.h"
+#include "core/hostinfo.h"
 #include "core/timer.h"
 #include <omp.h>
 #include <stdio.h>
@@ -21,32 +22,12 @@ static int cpu_device_count(int *count, plumb_err *e)
     return PLUMB_OK;
 }
 
-static void read_cpu_model(char *buf, size_t n)
-{
-    snprintf(buf, n, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "model name", 10)) {
-            char *c = strchr(line, ':');
-            if (c) {
-                c++;
-                while (*c == ' ') c++;
-                c[strcspn(c, "\n")] = '\0';
-                snprintf(buf, n, "%s", c);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static int cpu_open(struct dev *d, int ordinal, plumb_err *e)
 {
     (void)ordinal;
     (void)e;
-    read_cpu_model(d->info.name, sizeof d->info.name);
+    const char *model = hostinfo_cpu_model(hostinfo_this());
+    snprintf(d->info.name, sizeof d->info.name, "%s", *model ? model : "unknown CPU");
 #if defined(__x86_64__)
     snprintf(d->info.arch, sizeof d->info.arch, "x86_64");
 #elif defined(__aarch64__)
@@ -105,6 +86,18 @@ static void cpu_stream_destroy(struct dev *d, dev_stream *s) { (void)d; (void)s;
 static int cpu_stream_sync(struct dev *d, dev_stream *s, plumb_err *e)
 {
     (void)d; (void)s; (void)e;
+    return PLUMB_OK;
+}
+/* cpu "streams" are synchronous: no vendor handle, never anything pending */
+static void *cpu_stream_native(struct dev *d, dev_stream *s)
+{
+    (void)d; (void)s;
+    return NULL;
+}
+static int cpu_stream_query(struct dev *d, dev_stream *s, int *done, plumb_err *e)
+{
+    (void)d; (void)s; (void)e;
+    *done = 1;
     return PLUMB_OK;
 }
 static int cpu_event_create(struct dev *d, dev_event **ev, plumb_err *e)
@@ -166,6 +159,8 @@ const struct dev_backend cpu_backend = {
     .stream_create = cpu_stream_create,
     .stream_destroy = cpu_stream_destroy,
     .stream_sync = cpu_stream_sync,
+    .stream_native = cpu_stream_native,
+    .stream_query = cpu_stream_query,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,

@@ -11,9 +11,11 @@
 #include "dev/cpu_train_gpt.h"
 #include "dev/dev.h"
 #include "dev/train_math.h"
+#include "dev/cpu_train_vision.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,12 +64,27 @@ static void blas_restore(int prev)
 enum { SC_KEYS, SC_PERM, SC_SEG, SC_TMP, SC_INTER, SC_WT, SC_ACC, SC_PART, SC_N };
 static __thread void *sc_ptr[SC_N];
 static __thread size_t sc_cap[SC_N];
+/* a thread's buffers are freed when it exits (a pthread key's destructor) */
+static pthread_key_t sc_key;
+static pthread_once_t sc_once = PTHREAD_ONCE_INIT;
+static void sc_free(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < SC_N; i++) {
+        free(sc_ptr[i]);
+        sc_ptr[i] = NULL;
+        sc_cap[i] = 0;
+    }
+}
+static void sc_key_make(void) { (void)pthread_key_create(&sc_key, sc_free); }
 static void *scratch(int slot, size_t bytes)
 {
     if (bytes > sc_cap[slot]) {
         free(sc_ptr[slot]);
         sc_ptr[slot] = malloc(bytes);
         sc_cap[slot] = sc_ptr[slot] ? bytes : 0;
+        (void)pthread_once(&sc_once, sc_key_make);
+        (void)pthread_setspecific(sc_key, (void *)1);
     }
     return sc_ptr[slot];
 }
@@ -941,4 +958,22 @@ const struct train_ops cpu_train_ops = {
     .residual_fwd = cpu_residual_fwd,
     .classifier_fwd_bwd = cpu_classifier_fwd_bwd,
     .adamw_masked = cpu_adamw_masked,
+    /* vision ops (resnet): dev/cpu_train_conv.c */
+    .conv2d_fwd = cpu_conv2d_fwd,
+    .conv2d_bwd_data = cpu_conv2d_bwd_data,
+    .conv2d_bwd_filter = cpu_conv2d_bwd_filter,
+    .bn_stats = cpu_bn_stats,
+    .bn_mean = cpu_bn_mean,
+    .bn_var = cpu_bn_var,
+    .bn_rstd = cpu_bn_rstd,
+    .bn_apply = cpu_bn_apply,
+    .bn_bwd_stats = cpu_bn_bwd_stats,
+    .bn_bwd_data = cpu_bn_bwd_data,
+    .bn_bwd_params = cpu_bn_bwd_params,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .avgpool_fwd = cpu_avgpool_fwd,
+    .avgpool_bwd = cpu_avgpool_bwd,
+    .add = cpu_add,
+    .cls_xent = cpu_cls_xent,
 };

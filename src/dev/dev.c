@@ -125,3 +125,32 @@ int dev_download(struct dev *d, void *dst, const void *src, size_t n, plumb_err 
 }
 
 int dev_sync(struct dev *d, plumb_err *e) { return d->be->stream_sync(d, NULL, e); }
+
+void *dev_stream_native(struct dev *d, dev_stream *s)
+{
+    return d->be->stream_native ? d->be->stream_native(d, s) : NULL;
+}
+
+int dev_stream_query(struct dev *d, dev_stream *s, int *done, plumb_err *e)
+{
+    if (!d->be->stream_query) return err_set(e, PLUMB_EUNSUPPORTED, "%s: the backend cannot query a stream", d->label);
+    return d->be->stream_query(d, s, done, e);
+}
+
+int dev_spec_for_local_rank(const char *backend, int local_rank, int local_world, char spec[32], plumb_err *e)
+{
+    const struct dev_backend *be = dev_backend_get(backend, e);
+    if (!be) return e ? e->code : PLUMB_EDEVICE;
+    int count = 0;
+    int rc = be->device_count(&count, e);
+    if (rc) return rc;
+    const char *var = !strcmp(backend, "cuda")          ? "CUDA_VISIBLE_DEVICES"
+                      : getenv("HIP_VISIBLE_DEVICES") ? "HIP_VISIBLE_DEVICES"
+                                                      : "ROCR_VISIBLE_DEVICES";
+    const char *vis = getenv(var);
+    if (local_rank < 0 || local_world < 1 || local_rank >= local_world || local_world > count)
+        return err_set(e, PLUMB_EUSAGE, "%d ranks on this host but %d visible %s device%s (%s=%s): one rank per GPU",
+                       local_world, count, backend, count == 1 ? "" : "s", var, vis ? vis : "(unset)");
+    snprintf(spec, 32, "%s:%d", backend, local_rank);
+    return PLUMB_OK;
+}

@@ -1,4 +1,4 @@
-/* The device interface (DESIGN.md section 4).
+/* The device interface (docs/GPU.md).
  *
  * A `struct dev` is one opened device (cpu, or ordinal N of cuda/hip). It owns
  * a caching allocator (dev/alloc.c) over the backend's raw allocation, streams
@@ -22,7 +22,8 @@
 #include "core/dtype.h"
 #include "core/err.h"
 
-#define PLUMB_BACKEND_ABI 1
+/* 2: stream_native and stream_query joined the backend table. */
+#define PLUMB_BACKEND_ABI 2
 #define PLUMB_BACKEND_SYMBOL "plumb_backend_register_v1"
 
 enum numerics { NUMERICS_FAST = 0, NUMERICS_GOLDEN = 1 };
@@ -32,7 +33,7 @@ struct dev;
 typedef struct dev_stream dev_stream; /* opaque, backend-defined */
 typedef struct dev_event dev_event;   /* opaque, backend-defined */
 
-/* Identifies one Philox stream (DESIGN.md section 6). Element `index` of the
+/* Identifies one Philox stream (docs/numerics.md). Element `index` of the
  * stream is a pure function of (seed, purpose, a, b, index). */
 struct rng_stream {
     uint64_t seed;
@@ -119,6 +120,13 @@ struct dev_backend {
     int (*stream_create)(struct dev *d, dev_stream **s, plumb_err *e);
     void (*stream_destroy)(struct dev *d, dev_stream *s);
     int (*stream_sync)(struct dev *d, dev_stream *s, plumb_err *e);
+    /* The vendor stream behind s (cudaStream_t / hipStream_t, the default
+     * stream's for NULL), for vendor libraries that enqueue work on it
+     * (NCCL/RCCL). NULL where there is none (the cpu backend). */
+    void *(*stream_native)(struct dev *d, dev_stream *s);
+    /* Without blocking: *done = 1 when everything queued on s has finished,
+     * 0 while work is pending; an error when the stream failed. */
+    int (*stream_query)(struct dev *d, dev_stream *s, int *done, plumb_err *e);
     int (*event_create)(struct dev *d, dev_event **ev, plumb_err *e);
     void (*event_destroy)(struct dev *d, dev_event *ev);
     int (*event_record)(struct dev *d, dev_event *ev, dev_stream *s, plumb_err *e);
@@ -199,7 +207,6 @@ void dev_free(struct dev *d, void *p);
 /* Returns cached blocks to the backend (OOM recovery tier 1). */
 void dev_empty_cache(struct dev *d);
 void dev_mem_stats(struct dev *d, struct dev_mem_stats *st);
-void dev_mem_reset_peak(struct dev *d);
 /* Test/drill hook: the next `count` dev_alloc calls fail with PLUMB_ENOMEM. */
 void dev_inject_alloc_failures(struct dev *d, int count);
 
@@ -207,6 +214,19 @@ void dev_inject_alloc_failures(struct dev *d, int count);
 int dev_upload(struct dev *d, void *dst, const void *src, size_t n, plumb_err *e);
 int dev_download(struct dev *d, void *dst, const void *src, size_t n, plumb_err *e);
 int dev_sync(struct dev *d, plumb_err *e);
+/* Streams and events through the backend table, for code outside dev/ (comm,
+ * the trainer): NULL stream = the default stream. dev_stream_native returns
+ * NULL on a backend without vendor streams (cpu). */
+void *dev_stream_native(struct dev *d, dev_stream *s);
+int dev_stream_query(struct dev *d, dev_stream *s, int *done, plumb_err *e);
+
+/* One process per GPU: the device spec ("cuda:1") local rank `local_rank` of
+ * `local_world` ranks on this host uses, i.e. ordinal local_rank of the
+ * devices the runtime shows after CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES /
+ * ROCR_VISIBLE_DEVICES (respected as set). PLUMB_EUSAGE, naming the
+ * visibility variable, when the host shows fewer devices than local ranks;
+ * the backend's error when it cannot count them. */
+int dev_spec_for_local_rank(const char *backend, int local_rank, int local_world, char spec[32], plumb_err *e);
 
 /* ---- plugins ---- */
 typedef int (*plumb_backend_register_fn)(int abi, const struct dev_backend **out, plumb_err *e);

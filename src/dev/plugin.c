@@ -3,7 +3,7 @@
  * PLUMB_BACKEND_SYMBOL; an ABI mismatch or a failed dlopen (missing driver
  * library, wrong version) is reported with the path and dlerror() text. */
 #include "dev/dev.h"
-#include <dlfcn.h>
+#include "core/dynlib.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,35 +28,40 @@ static struct plugin_slot *slot_for(const char *name)
     return NULL;
 }
 
+struct plugin_api {
+    plumb_backend_register_fn reg;
+};
+static const struct dynlib_sym g_plugin_syms[] = {
+    DYNLIB_SYM(struct plugin_api, reg, PLUMB_BACKEND_SYMBOL, NULL, 1),
+};
+
 /* Tries one path; on failure appends the reason to why. */
 static const struct dev_backend *try_path(const char *path, char *why, size_t n)
 {
     size_t used = strlen(why);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(why + used, n - used, "%s%s", used ? "; " : "", dlerror());
-        return NULL;
-    }
-    plumb_backend_register_fn reg = (plumb_backend_register_fn)dlsym(h, PLUMB_BACKEND_SYMBOL);
-    if (!reg) {
-        snprintf(why + used, n - used, "%s%s: no symbol %s", used ? "; " : "", path, PLUMB_BACKEND_SYMBOL);
-        dlclose(h);
+    struct dynlib lib;
+    struct plugin_api api;
+    plumb_err e = {0};
+    const char *cands[1] = {path};
+    if (dynlib_open(&lib, "backend plugin", NULL, cands, 1, &e) ||
+        dynlib_resolve(&lib, "backend plugin", g_plugin_syms, 1, &api, &e)) {
+        snprintf(why + used, n - used, "%s%s", used ? "; " : "", e.msg);
+        dynlib_close(&lib);
         return NULL;
     }
     const struct dev_backend *be = NULL;
-    plumb_err e = {0};
-    if (reg(PLUMB_BACKEND_ABI, &be, &e) != PLUMB_OK || !be) {
+    if (api.reg(PLUMB_BACKEND_ABI, &be, &e) != PLUMB_OK || !be) {
         snprintf(why + used, n - used, "%s%s: registration failed: %s", used ? "; " : "", path, e.msg);
-        dlclose(h);
+        dynlib_close(&lib);
         return NULL;
     }
     if (be->abi != PLUMB_BACKEND_ABI) {
-        snprintf(why + used, n - used, "%s%s: ABI %d, plumb expects %d", used ? "; " : "", path,
-                 be->abi, PLUMB_BACKEND_ABI);
-        dlclose(h);
+        snprintf(why + used, n - used, "%s%s: ABI %d, plumb expects %d", used ? "; " : "", path, be->abi,
+                 PLUMB_BACKEND_ABI);
+        dynlib_close(&lib);
         return NULL;
     }
-    return be; /* the handle stays open for the life of the process */
+    return be; /* the library stays open for the life of the process */
 }
 
 const struct dev_backend *plugin_load(const char *name, plumb_err *e)

@@ -41,6 +41,60 @@ typedef struct dev_stream dev_stream;
 /* Chunk length of the fast-mode sparse sum (embedding_bwd, sparse_coalesce). */
 #define TRAIN_SPARSE_CHUNK 128
 
+/* Geometry of a 2-D convolution or pooling window over NHWC images
+ * (vision ops below): input [N, H, W, C], window R x S, stride, zero padding
+ * pad on every side, output [N, P, Q, K] with P = (H + 2 pad - R) / stride
+ * + 1 and Q likewise (train_conv_set fills P, Q). A convolution's weight is
+ * [K, R, S, C] (cuDNN's NHWC filter layout, "KRSC"); pooling has K == C. */
+struct train_conv {
+    int N, H, W, C;   /* input */
+    int K, R, S;      /* output channels, window rows, columns */
+    int stride, pad;
+    int P, Q;         /* output rows, columns */
+};
+/* Fills g and returns 0, or -1 when a size is < 1 (pad < 0) or the window
+ * does not fit the padded input. */
+static inline int train_conv_set(struct train_conv *g, int N, int H, int W, int C, int K, int R, int S,
+                                 int stride, int pad)
+{
+    g->N = N, g->H = H, g->W = W, g->C = C, g->K = K, g->R = R, g->S = S, g->stride = stride, g->pad = pad;
+    g->P = g->Q = 0;
+    if (N < 1 || H < 1 || W < 1 || C < 1 || K < 1 || R < 1 || S < 1 || stride < 1 || pad < 0) return -1;
+    if (H + 2 * pad < R || W + 2 * pad < S) return -1;
+    g->P = (H + 2 * pad - R) / stride + 1;
+    g->Q = (W + 2 * pad - S) / stride + 1;
+    return 0;
+}
+/* 0 when g is what train_conv_set makes of its fields (P and Q agree) and
+ * no tensor has more than 2^31 - 1 elements; else -1. */
+static inline int train_conv_valid(const struct train_conv *g)
+{
+    struct train_conv t;
+    if (!g || train_conv_set(&t, g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad)) return -1;
+    if (t.P != g->P || t.Q != g->Q) return -1;
+    if ((double)g->N * g->H * g->W * g->C > 2147483647.0 || (double)g->N * g->P * g->Q * g->K > 2147483647.0 ||
+        (double)g->K * g->R * g->S * g->C > 2147483647.0)
+        return -1;
+    return 0;
+}
+
+/* BatchNorm statistics in golden mode are sums in two-word 64-bit fixed
+ * point, so that the partial sums of any split of the rows (micro-shards,
+ * ranks) add up, as integers, to the whole batch's bits. Each value v (an
+ * fp32) becomes q = rint(v * 2^TRAIN_BN_FIX_SHIFT) (|v| < 2^23: larger and
+ * infinite values saturate to +-(2^63 - 1), NaN counts as +2^63 - 1), split
+ * as q = hi * 2^32 + lo with lo in [0, 2^32); a part of K sums is int64
+ * [2, K]: the sums of hi (row 0) and of lo (row 1). Exact for up to 2^31
+ * values per sum. The value of a part is (double)sum_hi * 2^32 +
+ * (double)sum_lo (each int64 -> double conversion and the add correctly
+ * rounded), times 2^-SHIFT. Fast mode: a part is float [K], plain fp32 sums
+ * (any deterministic order). train_bn_part_bytes gives the size. */
+#define TRAIN_BN_FIX_SHIFT 40
+static inline size_t train_bn_part_bytes(int K, int golden)
+{
+    return golden ? 2 * (size_t)K * sizeof(int64_t) : (size_t)K * sizeof(float);
+}
+
 struct train_ops {
     /* ---------------- dense layers ---------------- */
 
@@ -480,6 +534,142 @@ struct train_ops {
                         float *v, size_t n, float lr, float b1, float b2, float eps, float wd,
                         float bc1, float bc2, float gscale, const int64_t *dec, int nr,
                         plumb_err *e);
+
+    /* ---------------- vision ops (resnet) ----------------
+     * Images are NHWC (channels last): x [N, H, W, C] row-major, pixel
+     * (n, h, w) is the C floats at ((n H + h) W + w) C; "rows" M = N H W
+     * when a per-channel op sees the image as [M, C]. Geometry in struct
+     * train_conv (above). Golden orders are written out once in
+     * dev/train_vision.h (PLUMB_HD), which the cpu and GPU kernels share. */
+
+    /* 2-D convolution, no bias: y [N,P,Q,K] = x [N,H,W,C] (*) w [K,R,S,C],
+     * rounded to rt. x and w hold rt-rounded values (the caller rounds them;
+     * fast mode may then compute with rt operands, which is exact).
+     * Golden: y[n,p,q,k] = one fmaf chain from +0 over r = 0..R-1 (input
+     *   row h = p stride - pad + r), s = 0..S-1 (column w = q stride - pad +
+     *   s), c = 0..C-1, in that nesting, skipping (h, w) outside the image:
+     *   acc = fmaf(x[n,h,w,c], w[k,r,s,c], acc); then rounded to rt. */
+    int (*conv2d_fwd)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                      const float *w, float *y, dtype_t rt, plumb_err *e);
+    /* Gradient of the input: dx [N,H,W,C] from dy [N,P,Q,K], rounded to rt.
+     * Golden: dx[n,h,w,c] = one fmaf chain from +0 over r = 0..R-1, s =
+     *   0..S-1, k = 0..K-1 (that nesting) of the (r, s) whose output
+     *   position exists (p = (h + pad - r) / stride exact and in [0, P), q
+     *   likewise): acc = fmaf(dy[n,p,q,k], w[k,r,s,c], acc). */
+    int (*conv2d_bwd_data)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
+                           const float *w, float *dx, dtype_t rt, plumb_err *e);
+    /* Gradient of the weight: dw [K,R,S,C] (fp32, overwritten) from x and
+     * dy over all g->N images. rt: the precision x and dy are stored in
+     * (fast mode may use rt operands and round dw to rt; golden ignores it).
+     * Golden: dw[k,r,s,c] = one fmaf chain from +0 over n = 0..N-1, p =
+     *   0..P-1, q = 0..Q-1 (that nesting), skipping positions whose input
+     *   (h, w) lies in the padding: acc = fmaf(dy[n,p,q,k], x[n,h,w,c], acc).
+     *   Golden data-parallel training calls it per micro-shard (g->N the
+     *   shard's images, x and dy offset to its first image). */
+    int (*conv2d_bwd_filter)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                             const float *dy, float *dw, dtype_t rt, plumb_err *e);
+
+    /* BatchNorm, training: statistics over the rows of x [M, C] that every
+     * rank holds, made global by the caller between the calls (all-reduce
+     * of the parts, TRAIN_BN_FIX_SHIFT above), so N ranks normalise with
+     * the 1-rank statistics:
+     *   bn_stats(x, mean NULL) -> part1 -> all-reduce -> bn_mean -> mean
+     *   bn_stats(x, mean)      -> part2 -> all-reduce -> bn_var -> rstd,
+     *   running statistics updated; then bn_apply.
+     * bn_stats: part [K = C] sums over m of v = x[m,c] (mean NULL) or of
+     *   v = d * d with d = x[m,c] - mean[c] (fp32 subtract, fp32 product).
+     *   Golden: fixed point, any order (integer sums); fast: fp32. */
+    int (*bn_stats)(struct dev *d, dev_stream *s, const float *x, size_t M, int C, const float *mean,
+                    void *part, plumb_err *e);
+    /* out[i] = value of sum i / count, i < K (count = global rows, >= 1).
+     * Golden: (float)(value_double * 2^-SHIFT / (double)count), IEEE double
+     * ops; fast: sum / (float)count. part: a part of K sums. */
+    int (*bn_mean)(struct dev *d, dev_stream *s, const void *part, int K, int64_t count, float *out,
+                   plumb_err *e);
+    /* From part2 (C sums of squared deviations, global) and count >= 2:
+     *   var = sum / count (biased, as bn_mean computes it), rstd[c] =
+     *   1 / sqrtf(var + eps); when run_mean / run_var are not NULL (PyTorch's
+     *   running statistics, momentum 0.1 there):
+     *   run_mean = (1 - momentum) * run_mean + momentum * mean
+     *   run_var  = (1 - momentum) * run_var + momentum * var_unbiased
+     *   with var_unbiased = sum / (count - 1) the same way, each line fp32
+     *   left to right without fma. */
+    int (*bn_var)(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps,
+                  float momentum, const float *mean, float *rstd, float *run_mean, float *run_var,
+                  plumb_err *e);
+    /* rstd[c] = 1 / sqrtf(var[c] + eps): eval mode from the running variance. */
+    int (*bn_rstd)(struct dev *d, dev_stream *s, const float *var, int C, float eps, float *rstd,
+                   plumb_err *e);
+    /* y [M,C] = bn(x) (+ z) (then ReLU), rounded to rt; both modes:
+     *   h = (x - mean[c]) * rstd[c]; v = fmaf(h, gamma[c], beta[c]);
+     *   v = v + z[m,c] when z (the residual) is not NULL; relu: v > 0 ? v : 0.
+     * In place allowed (y == x or y == z). Eval: mean = running mean, rstd
+     * from bn_rstd. */
+    int (*bn_apply)(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
+                    const float *gamma, const float *beta, const float *z, float *y, size_t M, int C,
+                    int relu, dtype_t rt, plumb_err *e);
+    /* Backward statistics: part [K = 2C]: sums over m of dy[m,c] (i = c)
+     * and of dy[m,c] * xhat (i = C + c), xhat = (x - mean[c]) * rstd[c]
+     * (fp32, product rounded); all-reduced like bn_stats' parts, then
+     * bn_mean(part, 2C, count) gives mdy [2C] for bn_bwd_data. dy is the
+     * gradient of bn's output v before the residual add (already masked by
+     * the ReLU's output where there is one). */
+    int (*bn_bwd_stats)(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                        const float *rstd, size_t M, int C, void *part, plumb_err *e);
+    /* dx [M,C], rounded to rt, both modes: xhat as above, t = dy - mdy[c],
+     * t = fmaf(-xhat, mdy[C + c], t), dx = (gamma[c] * rstd[c]) * t.
+     * In place allowed (dx == dy). */
+    int (*bn_bwd_data)(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                       const float *rstd, const float *gamma, const float *mdy, float *dx, size_t M, int C,
+                       dtype_t rt, plumb_err *e);
+    /* Parameter gradients over the M rows given (fp32, overwritten):
+     * dbeta[c] = sum of dy[m,c], dgamma[c] = sum of dy * xhat (xhat and the
+     * product as in bn_bwd_stats). Golden: each the level-by-level pairwise
+     * tree of core/gmath.h over m ascending; per micro-shard in golden
+     * data-parallel training. Fast: any deterministic fp32 order. */
+    int (*bn_bwd_params)(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                         const float *rstd, size_t M, int C, float *dgamma, float *dbeta, plumb_err *e);
+
+    /* Max pooling (K == C; g->pad: padding that never wins), both modes:
+     * y[n,p,q,c] = the first maximum over the window in (r, s) order
+     * (strict >, starting from the first in-image position), idx[n,p,q,c]
+     * = r * S + s of it (int32). Every window must hold an in-image
+     * position (pad < R, pad < S). No rounding (y is one of x). */
+    int (*maxpool_fwd)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, float *y,
+                       int32_t *idx, plumb_err *e);
+    /* dx[n,h,w,c] = sum of dy[n,p,q,c] over the windows (p ascending, then
+     * q) whose winner is (h, w), plain fp32 adds from +0, rounded to rt. */
+    int (*maxpool_bwd)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
+                       const int32_t *idx, float *dx, dtype_t rt, plumb_err *e);
+    /* Global average pool, both modes: y [N, C] from x [N, HW, C]:
+     * y[n,c] = (pairwise sum over i = 0..HW-1 of x[n,i,c], core/gmath.h's
+     * tree) / (float)HW, rounded to rt. Backward: dx[n,i,c] = dy[n,c] /
+     * (float)HW, rounded to rt. */
+    int (*avgpool_fwd)(struct dev *d, dev_stream *s, const float *x, float *y, int N, int HW, int C,
+                       dtype_t rt, plumb_err *e);
+    int (*avgpool_bwd)(struct dev *d, dev_stream *s, const float *dy, float *dx, int N, int HW, int C,
+                       dtype_t rt, plumb_err *e);
+    /* y[i] = a[i] + b[i] (then ReLU when relu != 0), rounded to rt; both
+     * modes, in place allowed. The residual add, and gradients of a tensor
+     * that feeds two layers. */
+    int (*add)(struct dev *d, dev_stream *s, const float *a, const float *b, float *y, size_t n, int relu,
+               dtype_t rt, plumb_err *e);
+
+    /* Softmax cross-entropy over V classes for the first n_valid of B rows
+     * (the rest masked: loss 0, gradient 0). z [B, V] logits, labels [B]
+     * int32 in [0, V) (validated by the caller; masked rows not read).
+     * Per row: m = max z (left-to-right scan, `>`, from z[0]); e_i =
+     * exp(z_i - m); S = sum e_i; loss = log(S) - (z[y] - m);
+     * dz_i = (e_i / S - [i == y]) * grad_scale.
+     *   loss_ps [B], sum_count [2] (device double: loss sum in ascending b,
+     *   double adds from 0, and n_valid), pred [B] (int32: the index of m,
+     *   the top-1 class, for every row), dz [B, V]: each may be NULL.
+     * Golden: exp / log from core/gmath.h (gexpf, glogf), S the pairwise
+     * tree over i ascending, IEEE division; fast: libm / vendor expf, logf,
+     * any fixed order for S. */
+    int (*cls_xent)(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V,
+                    int n_valid, float grad_scale, float *loss_ps, double *sum_count, int32_t *pred,
+                    float *dz, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

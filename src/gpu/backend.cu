@@ -286,6 +286,24 @@ static int gpu_stream_sync(struct dev *d, dev_stream *s, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* For NCCL/RCCL (comm/comm_nccl.c), which enqueue on our streams. */
+static void *gpu_stream_native(struct dev *d, dev_stream *s) { return (void *)gpu_stream(d, s)->s; }
+
+static int gpu_stream_query(struct dev *d, dev_stream *s, int *done, plumb_err *e)
+{
+    int rc;
+    if ((rc = gpu_enter(d, e))) return rc;
+    cudaError_t q = cudaStreamQuery(gpu_stream(d, s)->s);
+    *done = q == cudaSuccess;
+    if (q == cudaSuccess || q == cudaErrorNotReady) {
+        /* not-ready is no error, but runtimes may keep it as the thread's last
+         * error, which the next launch check would then report */
+        if (q == cudaErrorNotReady) (void)cudaGetLastError();
+        return PLUMB_OK;
+    }
+    return gpu_check_(q, "cudaStreamQuery", d->label, e);
+}
+
 static int gpu_event_create(struct dev *d, dev_event **ev, plumb_err *e)
 {
     *ev = NULL;
@@ -373,6 +391,8 @@ static const struct dev_backend g_backend = {
     gpu_stream_create,
     gpu_stream_destroy,
     gpu_stream_sync,
+    gpu_stream_native,
+    gpu_stream_query,
     gpu_event_create,
     gpu_event_destroy,
     gpu_event_record,

@@ -12,9 +12,8 @@ extern "C" {
 
 /* One stream with its own GEMM workspace: cuBLAS(Lt) results are bitwise
  * reproducible only when a workspace is never shared between streams.
- * Layout contract used by comm/comm_nccl.c (plain C, no CUDA headers): the
- * vendor stream is the FIRST member here, and the default dev_stream is the
- * FIRST member of struct gpu_dev. */
+ * Private to the plugin: code outside src/gpu reaches the vendor stream
+ * through the backend's stream_native (dev/dev.h). */
 struct dev_stream {
     cudaStream_t s;
     void *ws;

@@ -111,6 +111,58 @@ int tr_pad16(struct dev *d, struct dev_stream *st, const float *x, size_t R, int
 int tr_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t R, int K, int ld, float *x, int rt,
                plumb_err *e);
 
+/* ---- vision ops (resnet): train_conv.cu, conv_lib.cu, train_vision.cu ---- */
+
+/* The vision ops' own per-device workspace (like tws_get): reductions,
+ * weight-gradient slices, the library's workspace, 16-bit staging. */
+enum { TVWS_RED = 0, TVWS_PART, TVWS_CONV, TVWS_A16, TVWS_B16, TVWS_C16, TVWS_N };
+int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
+
+/* conv_lib.cu: cuDNN (CUDA) / MIOpen (HIP), dlopen'ed. convlib_ok: the
+ * library loaded. convlib_run: dir FWD (a = x, b = w, out = y), DATA (a = dy,
+ * b = w, out = dx), FILTER (a = x, b = dy, out = dw), tensors of type rt
+ * (fp32, or 16-bit copies for bf16/fp16); PLUMB_EUNSUPPORTED when the
+ * library has no deterministic algorithm for the case. */
+enum { CONVLIB_FWD = 0, CONVLIB_DATA = 1, CONVLIB_FILTER = 2 };
+int convlib_ok(struct dev *d, dtype_t rt);
+int convlib_run(struct dev *d, struct dev_stream *st, int dir, const struct train_conv *g, const void *a,
+                const void *b, void *out, dtype_t rt, plumb_err *e);
+void convlib_describe(char *buf, size_t n);
+
+/* the table entries (argument checks included) */
+int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *w, float *y,
+                 dtype_t rt, plumb_err *e);
+int g_conv2d_bwd_data(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy, const float *w,
+                      float *dx, dtype_t rt, plumb_err *e);
+int g_conv2d_bwd_filter(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *dy,
+                        float *dw, dtype_t rt, plumb_err *e);
+int g_bn_stats(struct dev *d, dev_stream *s, const float *x, size_t M, int C, const float *mean, void *part,
+               plumb_err *e);
+int g_bn_mean(struct dev *d, dev_stream *s, const void *part, int K, int64_t count, float *out, plumb_err *e);
+int g_bn_var(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps, float momentum,
+             const float *mean, float *rstd, float *run_mean, float *run_var, plumb_err *e);
+int g_bn_rstd(struct dev *d, dev_stream *s, const float *var, int C, float eps, float *rstd, plumb_err *e);
+int g_bn_apply(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd, const float *gamma,
+               const float *beta, const float *z, float *y, size_t M, int C, int relu, dtype_t rt, plumb_err *e);
+int g_bn_bwd_stats(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                   const float *rstd, size_t M, int C, void *part, plumb_err *e);
+int g_bn_bwd_data(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean, const float *rstd,
+                  const float *gamma, const float *mdy, float *dx, size_t M, int C, dtype_t rt, plumb_err *e);
+int g_bn_bwd_params(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                    const float *rstd, size_t M, int C, float *dgamma, float *dbeta, plumb_err *e);
+int g_maxpool_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, float *y, int32_t *idx,
+                  plumb_err *e);
+int g_maxpool_bwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy, const int32_t *idx,
+                  float *dx, dtype_t rt, plumb_err *e);
+int g_avgpool_fwd(struct dev *d, dev_stream *s, const float *x, float *y, int N, int HW, int C, dtype_t rt,
+                  plumb_err *e);
+int g_avgpool_bwd(struct dev *d, dev_stream *s, const float *dy, float *dx, int N, int HW, int C, dtype_t rt,
+                  plumb_err *e);
+int g_add(struct dev *d, dev_stream *s, const float *a, const float *b, float *y, size_t n, int relu, dtype_t rt,
+          plumb_err *e);
+int g_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V, int n_valid,
+               float grad_scale, float *loss_ps, double *sum_count, int32_t *pred, float *dz, plumb_err *e);
+
 /* The GPU training op table (train_ops.cu); dev_ops.train points here. */
 extern const struct train_ops gpu_train_ops;
 

@@ -711,5 +711,9 @@ const struct train_ops gpu_train_ops = {
     /* transformer ops (gpt): train_gpt_ops.cu */
     tg_encoder_fwd, tg_encoder_bwd, tg_layernorm_fwd, tg_layernorm_bwd, tg_matmul_fwd, tg_matmul_bwd,
     tg_attention_fwd, tg_attention_bwd, tg_residual_fwd, tg_classifier_fwd_bwd, tg_adamw_masked,
+    /* vision ops (resnet): train_conv.cu, train_vision.cu */
+    g_conv2d_fwd, g_conv2d_bwd_data, g_conv2d_bwd_filter, g_bn_stats, g_bn_mean, g_bn_var, g_bn_rstd, g_bn_apply,
+    g_bn_bwd_stats, g_bn_bwd_data, g_bn_bwd_params, g_maxpool_fwd, g_maxpool_bwd, g_avgpool_fwd, g_avgpool_bwd, g_add,
+    g_cls_xent,
 };
 #endif

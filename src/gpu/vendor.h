@@ -53,6 +53,8 @@ typedef unsigned long long plumb_lanemask_t;
 #define cudaStreamNonBlocking hipStreamNonBlocking
 #define cudaStreamDestroy hipStreamDestroy
 #define cudaStreamSynchronize hipStreamSynchronize
+#define cudaStreamQuery hipStreamQuery
+#define cudaErrorNotReady hipErrorNotReady
 #define cudaStreamWaitEvent hipStreamWaitEvent
 #define cudaEvent_t hipEvent_t
 #define cudaEventCreate hipEventCreate

@@ -8,12 +8,12 @@
  * reserved tails between releases). Power comes from the energy accumulator:
  * (energy delta) / (time delta) between two readings, since
  * amdsmi_power_info_t changed shape between releases. Temperatures are in
- * degrees C (FACTS.md: the header's "millidegrees" is not what it returns),
+ * degrees C (docs/health.md: the header's "millidegrees" is not what it returns),
  * power caps in microwatts, memory in bytes, clocks in MHz. */
 #include "health/health.h"
+#include "core/dynlib.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,22 +48,16 @@ struct amdsmi_api {
 };
 
 struct amdsmi_state {
-    void *lib;
+    struct dynlib lib;
     struct amdsmi_api f;
-    char path[160];
     int ndev;
     amdsmi_handle_t_ dev[HEALTH_MAX_DEVICES];
     double e_uj[HEALTH_MAX_DEVICES], e_t[HEALTH_MAX_DEVICES];
     int have_e[HEALTH_MAX_DEVICES];
 };
 
-struct sym {
-    const char *name;
-    size_t off;
-    int required;
-};
-#define S(field, name, req) {name, offsetof(struct amdsmi_api, field), req}
-static const struct sym syms[] = {
+#define S(field, name, req) DYNLIB_SYM(struct amdsmi_api, field, name, NULL, req)
+static const struct dynlib_sym syms[] = {
     S(init, "amdsmi_init", 1), S(shut_down, "amdsmi_shut_down", 1),
     S(status_string, "amdsmi_status_code_to_string", 0), S(socket_handles, "amdsmi_get_socket_handles", 1),
     S(processor_handles, "amdsmi_get_processor_handles", 1), S(uuid, "amdsmi_get_gpu_device_uuid", 0),
@@ -85,9 +79,9 @@ static const char *am_err(struct amdsmi_state *st, amdsmi_status_t_ r)
 static void amdsmi_free(struct amdsmi_state *st, int initialised)
 {
     if (!st) return;
-    if (st->lib) {
+    if (st->lib.handle) {
         if (initialised && st->f.shut_down) st->f.shut_down();
-        dlclose(st->lib);
+        dynlib_close(&st->lib);
     }
     free(st);
 }
@@ -97,35 +91,17 @@ static int amdsmi_open(struct health_provider *p, plumb_err *e)
     struct amdsmi_state *st = calloc(1, sizeof *st);
     if (!st) return err_set(e, PLUMB_ENOMEM, "amdsmi: out of memory");
     const char *env = getenv("PLUMB_AMDSMI_LIB");
-    static const char *cands[] = {"libamd_smi.so", "libamd_smi.so.26", "libamd_smi.so.25", "libamd_smi.so.24",
-                                  "/opt/rocm/lib/libamd_smi.so"};
-    if (env && *env) {
-        st->lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-        snprintf(st->path, sizeof st->path, "%s", env);
-    } else {
-        if (access("/dev/kfd", F_OK) != 0) {
-            free(st);
-            return err_set(e, PLUMB_EUNSUPPORTED, "amdsmi: no amdgpu driver (/dev/kfd absent)");
-        }
-        for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !st->lib; i++) {
-            st->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-            snprintf(st->path, sizeof st->path, "%s", cands[i]);
-        }
+    static const char *const cands[] = {"libamd_smi.so", "libamd_smi.so.26", "libamd_smi.so.25", "libamd_smi.so.24",
+                                        "/opt/rocm/lib/libamd_smi.so"};
+    if ((!env || !*env) && access("/dev/kfd", F_OK) != 0) {
+        free(st);
+        return err_set(e, PLUMB_EUNSUPPORTED, "amdsmi: no amdgpu driver (/dev/kfd absent)");
     }
-    if (!st->lib) {
-        int rc = err_set(e, PLUMB_EUNSUPPORTED, "amdsmi: cannot load %s: %s", env && *env ? env : "libamd_smi.so",
-                         dlerror());
+    int rc = dynlib_open(&st->lib, "amdsmi", env, cands, sizeof cands / sizeof cands[0], e);
+    if (!rc) rc = dynlib_resolve(&st->lib, "amdsmi", syms, sizeof syms / sizeof syms[0], &st->f, e);
+    if (rc) {
         amdsmi_free(st, 0);
         return rc;
-    }
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *fn = dlsym(st->lib, syms[i].name);
-        if (!fn && syms[i].required) {
-            int rc = err_set(e, PLUMB_EDEVICE, "amdsmi: %s lacks %s", st->path, syms[i].name);
-            amdsmi_free(st, 0);
-            return rc;
-        }
-        memcpy((char *)&st->f + syms[i].off, &fn, sizeof fn);
     }
     amdsmi_status_t_ r = st->f.init(AMDSMI_INIT_AMD_GPUS_);
     if (r != AMDSMI_OK) {
@@ -255,7 +231,7 @@ static json_t *amdsmi_info(struct health_provider *p)
     struct amdsmi_state *st = p->state;
     json_t *o = json_object();
     json_object_set_new(o, "provider", json_string("amdsmi"));
-    json_object_set_new(o, "library", json_string(st->path));
+    json_object_set_new(o, "library", json_string(st->lib.path));
     json_object_set_new(o, "devices", json_integer(st->ndev));
     return o;
 }

@@ -81,7 +81,7 @@ struct bitname {
     uint64_t bit;
     const char *name;
 };
-/* NVML clock-event reasons (nvmlClocksEventReason*, FACTS.md). */
+/* NVML clock-event reasons (nvmlClocksEventReason* in nvml.h). */
 static const struct bitname nv_bits[] = {
     {0x1, "gpu_idle"},      {0x2, "app_clocks"},  {0x4, "sw_power_cap"},   {0x8, "hw_slowdown"},
     {0x10, "sync_boost"},   {0x20, "sw_thermal"}, {0x40, "hw_thermal"},    {0x80, "hw_power_brake"},

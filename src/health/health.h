@@ -1,4 +1,4 @@
-/* Health monitoring (DESIGN.md section 9): providers fill one sample per
+/* Health monitoring (docs/health.md): providers fill one sample per
  * device (GPU via NVML or ROCm SMI, the host and its NUMA nodes via Linux
  * sysfs/procfs); thresholds turn samples into alerts; the same samples render
  * as a table, JSON, and Prometheus text.

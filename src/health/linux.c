@@ -6,8 +6,11 @@
  *   memory:      /proc/meminfo MemTotal - MemAvailable;
  *   load:        /proc/loadavg;
  *   NUMA:        /sys/devices/system/node/node<N>/meminfo (MemTotal, MemUsed).
- * PLUMB_HEALTH_SYSFS and PLUMB_HEALTH_PROCFS replace /sys and /proc (tests). */
+ * The host's name is its CPU model from hwloc (core/hostinfo.h), like every
+ * other reader of CPU facts. PLUMB_HEALTH_SYSFS and PLUMB_HEALTH_PROCFS
+ * replace /sys and /proc for the sensors and counters above (tests). */
 #include "health/health.h"
+#include "core/hostinfo.h"
 #include "core/timer.h"
 #include <dirent.h>
 #include <stdio.h>
@@ -43,23 +46,7 @@ static int linux_open(struct health_provider *p, plumb_err *e)
         free(st);
         return rc;
     }
-    snprintf(path, sizeof path, "%s/cpuinfo", st->proc);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            if (!strncmp(line, "model name", 10)) {
-                char *c = strchr(line, ':');
-                if (c) {
-                    c++;
-                    while (*c == ' ' || *c == '\t') c++;
-                    c[strcspn(c, "\n")] = 0;
-                    snprintf(st->model, sizeof st->model, "%s", c);
-                }
-                break;
-            }
-        }
-        fclose(f);
-    }
+    snprintf(st->model, sizeof st->model, "%s", hostinfo_cpu_model(hostinfo_this()));
     p->state = st;
     p->ndev = 1;
     return PLUMB_OK;

@@ -6,15 +6,15 @@
 #include "health/health.h"
 #include "health/nvml_api.h"
 #include "core/log.h"
+#include "core/dynlib.h"
 #include "core/timer.h"
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct nvml_state {
-    void *lib;
+    struct dynlib lib;
     struct nvml_api f;
     unsigned ndev;
     nvmlDevice_t dev[HEALTH_MAX_DEVICES];
@@ -26,13 +26,8 @@ struct nvml_state {
     char driver[80];
 };
 
-struct sym {
-    const char *name, *alt;
-    size_t off;
-    int required;
-};
-#define S(field, name, alt, req) {name, alt, offsetof(struct nvml_api, field), req}
-static const struct sym syms[] = {
+#define S(field, name, alt, req) DYNLIB_SYM(struct nvml_api, field, name, alt, req)
+static const struct dynlib_sym syms[] = {
     S(Init, "nvmlInit_v2", NULL, 1),
     S(Shutdown, "nvmlShutdown", NULL, 1),
     S(ErrorString, "nvmlErrorString", NULL, 1),
@@ -79,34 +74,25 @@ static void nvml_free(struct nvml_state *st)
 {
     if (!st) return;
     if (st->events && st->f.EventSetFree) st->f.EventSetFree(st->events);
-    if (st->lib) {
+    if (st->lib.handle) {
         if (st->f.Shutdown) st->f.Shutdown();
-        dlclose(st->lib);
+        dynlib_close(&st->lib);
     }
     free(st);
 }
 
 static int nvml_open(struct health_provider *p, plumb_err *e)
 {
-    const char *path = getenv("PLUMB_NVML_LIB");
-    if (!path || !*path) path = "libnvidia-ml.so.1";
     struct nvml_state *st = calloc(1, sizeof *st);
     if (!st) return err_set(e, PLUMB_ENOMEM, "nvml: out of memory");
-    st->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!st->lib) {
-        int rc = err_set(e, PLUMB_EUNSUPPORTED, "nvml: cannot load %s: %s", path, dlerror());
+    static const char *const cands[] = {"libnvidia-ml.so.1"};
+    int rc = dynlib_open(&st->lib, "nvml", getenv("PLUMB_NVML_LIB"), cands, 1, e);
+    /* a required symbol missing: a driver older than the versioned names */
+    if (!rc) rc = dynlib_resolve(&st->lib, "nvml", syms, sizeof syms / sizeof syms[0], &st->f, e);
+    if (rc) {
+        memset(&st->f, 0, sizeof st->f); /* nothing to shut down */
         nvml_free(st);
         return rc;
-    }
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *fn = dlsym(st->lib, syms[i].name);
-        if (!fn && syms[i].alt) fn = dlsym(st->lib, syms[i].alt);
-        if (!fn && syms[i].required) {
-            int rc = err_set(e, PLUMB_EDEVICE, "nvml: %s lacks %s (driver too old?)", path, syms[i].name);
-            nvml_free(st);
-            return rc;
-        }
-        memcpy((char *)&st->f + syms[i].off, &fn, sizeof fn);
     }
     nvmlReturn_t r = st->f.Init();
     if (r != NVML_SUCCESS) {

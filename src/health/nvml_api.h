@@ -77,7 +77,7 @@ typedef struct {
 } nvmlEventData_t;
 
 /* The function table filled by dlsym. Versioned names where NVML has them
- * (FACTS.md): nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2,
+ * (NVIDIA's nvml.h): nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2,
  * nvmlEventSetWait_v2. Optional entries (NULL when the driver lacks them) are
  * marked. */
 struct nvml_api {

@@ -10,8 +10,8 @@
 #include "health/health.h"
 #include "health/rsmi_api.h"
 #include "core/log.h"
+#include "core/dynlib.h"
 #include "core/timer.h"
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,20 +19,14 @@
 #include <unistd.h>
 
 struct rsmi_state {
-    void *lib;
+    struct dynlib lib;
     struct rsmi_api f;
     int major; /* library major version: rsmi_frequencies_t layout */
     uint32_t ndev;
-    char path[128];
 };
 
-struct sym {
-    const char *name;
-    size_t off;
-    int required;
-};
-#define S(field, req) {"rsmi_" #field, offsetof(struct rsmi_api, field), req}
-static const struct sym syms[] = {
+#define S(field, req) DYNLIB_SYM(struct rsmi_api, field, "rsmi_" #field, NULL, req)
+static const struct dynlib_sym syms[] = {
     S(init, 1), S(shut_down, 1), S(status_string, 1), S(version_get, 0), S(num_monitor_devices, 1),
     S(dev_name_get, 1), S(dev_unique_id_get, 0), S(dev_temp_metric_get, 1), S(dev_power_get, 0),
     S(dev_power_ave_get, 0), S(dev_power_cap_get, 1), S(dev_energy_count_get, 0), S(dev_busy_percent_get, 1),
@@ -53,9 +47,9 @@ static const char *rs_err(struct rsmi_state *st, rsmi_status_t_ r)
 static void rsmi_free(struct rsmi_state *st, int initialised)
 {
     if (!st) return;
-    if (st->lib) {
+    if (st->lib.handle) {
         if (initialised && st->f.shut_down) st->f.shut_down();
-        dlclose(st->lib);
+        dynlib_close(&st->lib);
     }
     free(st);
 }
@@ -65,43 +59,24 @@ static int rsmi_open(struct health_provider *p, plumb_err *e)
     struct rsmi_state *st = calloc(1, sizeof *st);
     if (!st) return err_set(e, PLUMB_ENOMEM, "rocm-smi: out of memory");
     const char *env = getenv("PLUMB_RSMI_LIB");
-    static const char *cands[] = {"librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.5",
-                                  "librocm_smi64.so.1", "/opt/rocm/lib/librocm_smi64.so.7",
-                                  "/opt/rocm/lib/librocm_smi64.so.6", "/opt/rocm/lib/librocm_smi64.so.5",
-                                  "/opt/rocm/lib/librocm_smi64.so.1"};
-    char tried[512] = "";
-    if (env && *env) {
-        st->lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-        snprintf(st->path, sizeof st->path, "%s", env);
-        if (!st->lib) snprintf(tried, sizeof tried, "%s", dlerror());
-    } else {
-        /* Without the amdgpu kernel driver rsmi_init fails anyway, after
-         * printing noise of its own: skip it quietly. */
-        if (access("/dev/kfd", F_OK) != 0) {
-            free(st);
-            return err_set(e, PLUMB_EUNSUPPORTED, "rocm-smi: no amdgpu driver (/dev/kfd absent)");
-        }
-        for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !st->lib; i++) {
-            st->lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
-            snprintf(st->path, sizeof st->path, "%s", cands[i]);
-        }
-        if (!st->lib) snprintf(tried, sizeof tried, "none of librocm_smi64.so.{7,6,5,1} found");
+    static const char *const cands[] = {"librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.5",
+                                        "librocm_smi64.so.1", "/opt/rocm/lib/librocm_smi64.so.7",
+                                        "/opt/rocm/lib/librocm_smi64.so.6", "/opt/rocm/lib/librocm_smi64.so.5",
+                                        "/opt/rocm/lib/librocm_smi64.so.1"};
+    /* Without the amdgpu kernel driver rsmi_init fails anyway, after printing
+     * noise of its own: skip it quietly (unless a library is named). */
+    if ((!env || !*env) && access("/dev/kfd", F_OK) != 0) {
+        free(st);
+        return err_set(e, PLUMB_EUNSUPPORTED, "rocm-smi: no amdgpu driver (/dev/kfd absent)");
     }
-    if (!st->lib) {
+    int rc = dynlib_open(&st->lib, "rocm-smi", env, cands, sizeof cands / sizeof cands[0], e);
+    if (!rc) rc = dynlib_resolve(&st->lib, "rocm-smi", syms, sizeof syms / sizeof syms[0], &st->f, e);
+    if (rc) {
         rsmi_free(st, 0);
-        return err_set(e, PLUMB_EUNSUPPORTED, "rocm-smi: cannot load: %s", tried);
-    }
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *fn = dlsym(st->lib, syms[i].name);
-        if (!fn && syms[i].required) {
-            int rc = err_set(e, PLUMB_EDEVICE, "rocm-smi: %s lacks %s", st->path, syms[i].name);
-            rsmi_free(st, 0);
-            return rc;
-        }
-        memcpy((char *)&st->f + syms[i].off, &fn, sizeof fn);
+        return rc;
     }
     if (!st->f.dev_power_get && !st->f.dev_power_ave_get) {
-        int rc = err_set(e, PLUMB_EDEVICE, "rocm-smi: %s has neither rsmi_dev_power_get nor rsmi_dev_power_ave_get", st->path);
+        int rc = err_set(e, PLUMB_EDEVICE, "rocm-smi: %s has neither rsmi_dev_power_get nor rsmi_dev_power_ave_get", st->lib.path);
         rsmi_free(st, 0);
         return rc;
     }
@@ -294,7 +269,7 @@ static json_t *rsmi_info(struct health_provider *p)
     struct rsmi_state *st = p->state;
     json_t *o = json_object();
     json_object_set_new(o, "provider", json_string("rocm-smi"));
-    json_object_set_new(o, "library", json_string(st->path));
+    json_object_set_new(o, "library", json_string(st->lib.path));
     json_object_set_new(o, "library_major", json_integer(st->major));
     json_object_set_new(o, "devices", json_integer(st->ndev));
     return o;

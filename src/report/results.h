@@ -1,4 +1,4 @@
-/* Run folders and results.json (schema "plumb.results/1", DESIGN.md section 3).
+/* Run folders and results.json (schema "plumb.results/1", README.md, run folders).
  *
  *   runs/<UTC-time>-<host>-<id>/      (or the folder given with --out)
  *     results.json   {"schema","command","started","finished","host","platform",
@@ -23,7 +23,7 @@
 #define PLUMB_RESULTS_H
 #include <jansson.h>
 #include <limits.h>
-#include "accept/check.h"
+#include "report/check.h"
 #include "core/err.h"
 
 #define RESULTS_SCHEMA "plumb.results/1"

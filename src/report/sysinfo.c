@@ -1,5 +1,5 @@
 #include "report/sysinfo.h"
-#include <dirent.h>
+#include "core/hostinfo.h"
 #include <math.h>
 #include <mpi.h>
 #include <sched.h>
@@ -68,32 +68,22 @@ void sysinfo_host_get(struct sysinfo_host *h)
     }
     if (!read_keyed("/etc/os-release", "PRETTY_NAME", '=', h->os, sizeof h->os))
         read_keyed("/usr/lib/os-release", "PRETTY_NAME", '=', h->os, sizeof h->os);
-    if (!read_keyed("/proc/cpuinfo", "model name", ':', h->cpu_model, sizeof h->cpu_model))
-        read_keyed("/proc/cpuinfo", "Model", ':', h->cpu_model, sizeof h->cpu_model); /* arm64 */
+    /* CPUs and NUMA from hwloc (core/hostinfo.h) */
+    const struct hostinfo *hi = hostinfo_this();
+    snprintf(h->cpu_model, sizeof h->cpu_model, "%s", hostinfo_cpu_model(hi));
     long on = sysconf(_SC_NPROCESSORS_ONLN);
-    h->cpus_online = on > 0 ? (int)on : 0;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    h->cpus_allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : h->cpus_online;
-    DIR *d = opendir("/sys/devices/system/node");
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d))) {
-            int id;
-            char extra;
-            if (sscanf(de->d_name, "node%d%c", &id, &extra) != 1) continue;
-            if (id >= 0 && id < 8) {
-                char path[128];
-                snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", id);
-                FILE *f = fopen(path, "r");
-                if (f) {
-                    if (fgets(h->numa_cpus[id], sizeof h->numa_cpus[id], f)) chomp(h->numa_cpus[id]);
-                    fclose(f);
-                }
-            }
-            h->numa_nodes++;
-        }
-        closedir(d);
+    h->cpus_online = on > 0 ? (int)on : hostinfo_pus(hi);
+    h->cores_physical = hostinfo_cores(hi);
+    if (hostinfo_bound_cpus(hi, NULL, 0, &h->cpus_allowed, NULL) || h->cpus_allowed <= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        h->cpus_allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : h->cpus_online;
+    }
+    h->numa_nodes = hostinfo_numa_nodes(hi);
+    for (int i = 0; i < h->numa_nodes && i < 8; i++) {
+        int os = hostinfo_numa_os_index(hi, i);
+        h->numa_os[i] = os;
+        if (hostinfo_numa_cpus(hi, os, h->numa_cpus[i], sizeof h->numa_cpus[i], NULL)) h->numa_cpus[i][0] = '\0';
     }
     h->mem_total = meminfo_kb("MemTotal") * 1024ull;
     h->mem_available = meminfo_kb("MemAvailable") * 1024ull;
@@ -101,9 +91,10 @@ void sysinfo_host_get(struct sysinfo_host *h)
 
 json_t *sysinfo_host_json(const struct sysinfo_host *h)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I}", "hostname", h->hostname, "os",
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I}", "hostname", h->hostname, "os",
                      h->os, "kernel", h->kernel, "arch", h->arch, "cpu_model", h->cpu_model, "cores",
-                     h->cpus_online, "cores_allowed", h->cpus_allowed, "numa_nodes", h->numa_nodes,
+                     h->cpus_online, "physical_cores", h->cores_physical, "cores_allowed", h->cpus_allowed,
+                     "numa_nodes", h->numa_nodes,
                      "mem_total_bytes", (json_int_t)h->mem_total, "mem_available_bytes",
                      (json_int_t)h->mem_available);
 }

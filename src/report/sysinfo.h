@@ -1,7 +1,8 @@
 /* Facts about this host and the libraries plumb runs with, shared by
- * results.json (host, versions) and plumb doctor. Everything is read from
- * /proc, /sys, uname and the libraries' own version calls; a fact that cannot
- * be read is left empty ("" or 0), never guessed. */
+ * results.json (host, versions) and plumb doctor. CPUs and NUMA come from
+ * hwloc (core/hostinfo.h), memory from /proc/meminfo, the rest from uname,
+ * os-release and the libraries' own version calls; a fact that cannot be
+ * read is left empty ("" or 0), never guessed. */
 #ifndef PLUMB_SYSINFO_H
 #define PLUMB_SYSINFO_H
 #include <jansson.h>
@@ -17,18 +18,20 @@ struct sysinfo_host {
     char os[256];        /* /etc/os-release PRETTY_NAME */
     char kernel[256];    /* uname -r */
     char arch[64];       /* uname -m */
-    char cpu_model[256]; /* /proc/cpuinfo "model name" (first) */
-    int cpus_online;     /* sysconf(_SC_NPROCESSORS_ONLN) */
-    int cpus_allowed;    /* sched_getaffinity: what this process may use */
-    int numa_nodes;      /* /sys/devices/system/node/node*, 0 if no sysfs */
+    char cpu_model[256]; /* hwloc's CPUModel of the first package */
+    int cpus_online;     /* sysconf(_SC_NPROCESSORS_ONLN): hardware threads */
+    int cores_physical;  /* hwloc cores */
+    int cpus_allowed;    /* the process's binding: what it may use */
+    int numa_nodes;      /* hwloc NUMA nodes (1 on a machine without NUMA) */
+    int numa_os[8];      /* OS index of the first 8 nodes */
     char numa_cpus[8][128]; /* cpulist of the first 8 nodes */
     uint64_t mem_total;  /* bytes, /proc/meminfo MemTotal */
     uint64_t mem_available; /* bytes, MemAvailable */
 };
 
 void sysinfo_host_get(struct sysinfo_host *h);
-/* {"hostname","os","kernel","arch","cpu_model","cores","cores_allowed",
- *  "numa_nodes","mem_total_bytes","mem_available_bytes"} */
+/* {"hostname","os","kernel","arch","cpu_model","cores","physical_cores",
+ *  "cores_allowed","numa_nodes","mem_total_bytes","mem_available_bytes"} */
 json_t *sysinfo_host_json(const struct sysinfo_host *h);
 
 /* Version strings (never NULL; "" when unknown). */

@@ -14,7 +14,7 @@
 #include "train/inject.h"
 #include "train/sampler.h"
 #include "train/scaler.h"
-#include "train/watchdog.h"
+#include "core/watchdog.h"
 #include "health/monitor.h"
 #include <math.h>
 #include <signal.h>

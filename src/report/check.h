@@ -1,5 +1,8 @@
-/* A check (DESIGN.md section 3): `check_run(ctx, params) -> check_result`.
- * The result is a JSON object of schema plumb.results/1's `checks[]` entry:
+/* The result of a check: `check_run(ctx, params) -> check_result`
+ * (docs/HACKING.md, "Layers"). It lives in report/ because results.json is made
+ * of them; accept/ and the per-check commands build them (accept depends on
+ * report, never the other way round). The result is a JSON object of schema
+ * plumb.results/1's `checks[]` entry:
  *   { "name", "device", "status": "pass|warn|fail|skip", "reason",
  *     "metrics": [ {"name","value","unit"} ... ], "thresholds": {name: value},
  *     "duration_s", "artifacts": ["checks/<name>/file", ...], "details": {...} }

@@ -1,4 +1,4 @@
-#include "accept/check.h"
+#include "report/check.h"
 #include "core/file.h"
 #include "core/timer.h"
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Watchdog (DESIGN.md section 7): one background thread per process that
+/* Watchdog (docs/FAULTS.md): one background thread per process that
  * turns a hang into a failure. watchdog_enter/leave keep a small stack of
  * (description, entry time); the thread wakes a few times per timeout and, if
  * any open entry is older than the timeout, logs the innermost description and
@@ -10,7 +10,7 @@
  * step ("step 41") and the inner ones are collectives; a step that is slow
  * although each collective is quick must fire as well as a single collective
  * that never returns, and the report names the innermost thing waited on. */
-#include "train/watchdog.h"
+#include "core/watchdog.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include <pthread.h>

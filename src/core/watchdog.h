@@ -1,4 +1,4 @@
-/* Watchdog (DESIGN.md section 7): a background thread that turns a hang into
+/* Watchdog (docs/FAULTS.md): a background thread that turns a hang into
  * a failure. Code about to block (a collective, a whole step) calls
  * watchdog_enter("allreduce grads bucket 3") and watchdog_leave() after; if
  * the time between them exceeds the timeout, the watchdog logs what the rank

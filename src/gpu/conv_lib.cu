@@ -1,0 +1,576 @@
+/* Fast convolutions through the vendor library, dlopen'ed through our own
+ * declarations: cuDNN (gpu/cudnn_min.h) in the CUDA plugin, MIOpen
+ * (gpu/miopen_min.h) in the HIP plugin. Tensors are NHWC, filters KRSC
+ * (cuDNN: CUDNN_TENSOR_NHWC; MIOpen: NCHW dims with NHWC strides).
+ *
+ * Determinism: for every (direction, geometry, data type) a plan is made
+ * once: descriptors, then the library's Find on the caller's buffers, and
+ * the fastest result that is deterministic (cuDNN: the perf result's
+ * `determinism` field; MIOpen: MIOPEN_CONVOLUTION_ATTRIB_DETERMINISTIC
+ * set on the descriptor, so Find offers only deterministic solvers), has
+ * status success, fits the workspace limit and, for fp32 without TF32,
+ * runs FMA kernels only (CUDNN_FMA_MATH). The algorithm is then pinned, so
+ * a fast result repeats run to run. No such algorithm: PLUMB_EUNSUPPORTED,
+ * and train_conv.cu runs its own kernels for that shape.
+ *
+ * Environment: PLUMB_CUDNN_LIB / PLUMB_MIOPEN_LIB (a path to the library),
+ * PLUMB_CONV_WS_MB (the workspace limit, default 256). */
+#include "gpu/train_gpu.h"
+#include <dlfcn.h>
+#include <glob.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_state;              /* 0 not tried, 1 loaded, -1 failed */
+static char g_lib[512], g_why[1024], g_ver[64];
+
+static size_t ws_limit(void)
+{
+    const char *v = getenv("PLUMB_CONV_WS_MB");
+    long mb = v && *v ? atol(v) : 256;
+    if (mb < 0) mb = 0;
+    return (size_t)mb << 20;
+}
+
+/* dlopen the first candidate that loads; g_why collects the failures */
+static void *open_first(const char *const *cands, int n)
+{
+    void *h = NULL;
+    size_t used = 0;
+    g_why[0] = '\0';
+    for (int i = 0; i < n && !h; i++) {
+        if (!cands[i] || !*cands[i]) continue;
+        h = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+        if (h) snprintf(g_lib, sizeof g_lib, "%s", cands[i]);
+        else if (used < sizeof g_why)
+            used += (size_t)snprintf(g_why + used, sizeof g_why - used, "%s%s", used ? "; " : "", dlerror());
+    }
+    return h;
+}
+
+struct plan_key {
+    struct dev *d;
+    int dir, rt, tf32;
+    struct train_conv g;
+};
+static int key_eq(const struct plan_key *a, const struct plan_key *b)
+{
+    return a->d == b->d && a->dir == b->dir && a->rt == b->rt && a->tf32 == b->tf32 && !memcmp(&a->g, &b->g, sizeof a->g);
+}
+
+#if defined(PLUMB_HIP)
+/* =============================== MIOpen =============================== */
+#include "gpu/miopen_min.h"
+
+static struct miopen_fns M;
+
+static int load_locked(void)
+{
+    const char *cands[] = {getenv("PLUMB_MIOPEN_LIB"), "libMIOpen.so.1", "/opt/rocm/lib/libMIOpen.so.1"};
+    void *h = open_first(cands, 3);
+    if (!h) return -1;
+#define SYM(field, name)                                                                              \
+    do {                                                                                              \
+        *(void **)&M.field = dlsym(h, name);                                                          \
+        if (!M.field) {                                                                               \
+            snprintf(g_why, sizeof g_why, "%s has no symbol %s", g_lib, name);                        \
+            return -1;                                                                                \
+        }                                                                                             \
+    } while (0)
+    SYM(GetVersion, "miopenGetVersion");
+    SYM(GetErrorString, "miopenGetErrorString");
+    SYM(Create, "miopenCreate");
+    SYM(Destroy, "miopenDestroy");
+    SYM(SetStream, "miopenSetStream");
+    SYM(CreateTensorDescriptor, "miopenCreateTensorDescriptor");
+    SYM(SetTensorDescriptor, "miopenSetTensorDescriptor");
+    SYM(DestroyTensorDescriptor, "miopenDestroyTensorDescriptor");
+    SYM(CreateConvolutionDescriptor, "miopenCreateConvolutionDescriptor");
+    SYM(InitConvolutionDescriptor, "miopenInitConvolutionDescriptor");
+    SYM(SetConvolutionAttribute, "miopenSetConvolutionAttribute");
+    SYM(DestroyConvolutionDescriptor, "miopenDestroyConvolutionDescriptor");
+    SYM(ConvolutionForwardGetWorkSpaceSize, "miopenConvolutionForwardGetWorkSpaceSize");
+    SYM(ConvolutionBackwardDataGetWorkSpaceSize, "miopenConvolutionBackwardDataGetWorkSpaceSize");
+    SYM(ConvolutionBackwardWeightsGetWorkSpaceSize, "miopenConvolutionBackwardWeightsGetWorkSpaceSize");
+    SYM(FindConvolutionForwardAlgorithm, "miopenFindConvolutionForwardAlgorithm");
+    SYM(FindConvolutionBackwardDataAlgorithm, "miopenFindConvolutionBackwardDataAlgorithm");
+    SYM(FindConvolutionBackwardWeightsAlgorithm, "miopenFindConvolutionBackwardWeightsAlgorithm");
+    SYM(ConvolutionForward, "miopenConvolutionForward");
+    SYM(ConvolutionBackwardData, "miopenConvolutionBackwardData");
+    SYM(ConvolutionBackwardWeights, "miopenConvolutionBackwardWeights");
+#undef SYM
+    size_t a = 0, b = 0, c = 0;
+    if (M.GetVersion(&a, &b, &c) != MIO_STATUS_SUCCESS) {
+        snprintf(g_why, sizeof g_why, "%s: miopenGetVersion failed", g_lib);
+        return -1;
+    }
+    snprintf(g_ver, sizeof g_ver, "MIOpen %zu.%zu.%zu", a, b, c);
+    return 0;
+}
+
+static int lib_err(struct dev *d, const char *call, mio_status_t st, plumb_err *e)
+{
+    return gpu_err(e, PLUMB_EDEVICE, "%s: %s failed: status %d (%s)", d->label, call, st, M.GetErrorString(st));
+}
+#define MCHECK(call, name)                                                                           \
+    do {                                                                                             \
+        mio_status_t st_ = (call);                                                                   \
+        if (st_ != MIO_STATUS_SUCCESS) return lib_err(d, name, st_, e);                              \
+    } while (0)
+
+struct plan {
+    struct plan_key key;
+    int usable, algo;
+    size_t ws;
+    mio_tensor_t ta, tb, tout; /* per direction: (x, w, y), (dy, w, dx), (x, dy, dw) */
+    mio_conv_t conv;
+};
+
+static mio_dtype_t mio_type(int rt) { return rt == DT_BF16 ? MIO_BFLOAT16 : rt == DT_F16 ? MIO_HALF : MIO_FLOAT; }
+
+/* NCHW dims with NHWC strides */
+static int set_nhwc(struct dev *d, mio_tensor_t t, int rt, int n, int c, int h, int w, plumb_err *e)
+{
+    int dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c};
+    MCHECK(M.SetTensorDescriptor(t, mio_type(rt), 4, dims, strides), "miopenSetTensorDescriptor");
+    return PLUMB_OK;
+}
+
+struct handle_slot {
+    struct dev *d;
+    mio_handle_t h;
+};
+static struct handle_slot g_handles[64];
+
+static int get_handle(struct dev *d, mio_handle_t *h, plumb_err *e)
+{
+    for (int i = 0; i < 64; i++)
+        if (g_handles[i].d == d) {
+            *h = g_handles[i].h;
+            return PLUMB_OK;
+        }
+    for (int i = 0; i < 64; i++)
+        if (!g_handles[i].d) {
+            MCHECK(M.Create(&g_handles[i].h), "miopenCreate");
+            g_handles[i].d = d;
+            *h = g_handles[i].h;
+            return PLUMB_OK;
+        }
+    return gpu_err(e, PLUMB_EINTERNAL, "%s: more than 64 devices hold MIOpen handles", d->label);
+}
+
+static int make_plan(struct dev *d, mio_handle_t h, struct plan *p, const void *a, const void *b, void *out,
+                     plumb_err *e)
+{
+    const struct train_conv *g = &p->key.g;
+    const int rt = p->key.rt;
+    MCHECK(M.CreateTensorDescriptor(&p->ta), "miopenCreateTensorDescriptor");
+    MCHECK(M.CreateTensorDescriptor(&p->tb), "miopenCreateTensorDescriptor");
+    MCHECK(M.CreateTensorDescriptor(&p->tout), "miopenCreateTensorDescriptor");
+    MCHECK(M.CreateConvolutionDescriptor(&p->conv), "miopenCreateConvolutionDescriptor");
+    MCHECK(M.InitConvolutionDescriptor(p->conv, MIO_CONVOLUTION, g->pad, g->pad, g->stride, g->stride, 1, 1),
+           "miopenInitConvolutionDescriptor");
+    MCHECK(M.SetConvolutionAttribute(p->conv, MIO_CONVOLUTION_ATTRIB_DETERMINISTIC, 1),
+           "miopenSetConvolutionAttribute(DETERMINISTIC)");
+    int rc;
+    /* x [N,C,H,W], w [K,C,R,S], y [N,K,P,Q] as NCHW dims, NHWC strides */
+    if (p->key.dir == CONVLIB_FWD) {
+        rc = set_nhwc(d, p->ta, rt, g->N, g->C, g->H, g->W, e);
+        if (!rc) rc = set_nhwc(d, p->tb, rt, g->K, g->C, g->R, g->S, e);
+        if (!rc) rc = set_nhwc(d, p->tout, rt, g->N, g->K, g->P, g->Q, e);
+    } else if (p->key.dir == CONVLIB_DATA) {
+        rc = set_nhwc(d, p->ta, rt, g->N, g->K, g->P, g->Q, e);
+        if (!rc) rc = set_nhwc(d, p->tb, rt, g->K, g->C, g->R, g->S, e);
+        if (!rc) rc = set_nhwc(d, p->tout, rt, g->N, g->C, g->H, g->W, e);
+    } else {
+        rc = set_nhwc(d, p->ta, rt, g->N, g->C, g->H, g->W, e);
+        if (!rc) rc = set_nhwc(d, p->tb, rt, g->N, g->K, g->P, g->Q, e);
+        if (!rc) rc = set_nhwc(d, p->tout, rt, g->K, g->C, g->R, g->S, e);
+    }
+    if (rc) return rc;
+    size_t need = 0;
+    if (p->key.dir == CONVLIB_FWD)
+        MCHECK(M.ConvolutionForwardGetWorkSpaceSize(h, p->tb, p->ta, p->conv, p->tout, &need),
+               "miopenConvolutionForwardGetWorkSpaceSize");
+    else if (p->key.dir == CONVLIB_DATA)
+        MCHECK(M.ConvolutionBackwardDataGetWorkSpaceSize(h, p->ta, p->tb, p->conv, p->tout, &need),
+               "miopenConvolutionBackwardDataGetWorkSpaceSize");
+    else
+        MCHECK(M.ConvolutionBackwardWeightsGetWorkSpaceSize(h, p->tb, p->ta, p->conv, p->tout, &need),
+               "miopenConvolutionBackwardWeightsGetWorkSpaceSize");
+    size_t lim = ws_limit(), wsb = need < lim ? need : lim;
+    void *ws = NULL;
+    if (wsb) {
+        rc = tvws_get(d, TVWS_CONV, wsb, &ws, e);
+        if (rc) return rc;
+    }
+    mio_perf_t perf[8];
+    int nret = 0;
+    memset(perf, 0, sizeof perf);
+    if (p->key.dir == CONVLIB_FWD)
+        MCHECK(M.FindConvolutionForwardAlgorithm(h, p->ta, a, p->tb, b, p->conv, p->tout, out, 8, &nret, perf, ws, wsb,
+                                                 0),
+               "miopenFindConvolutionForwardAlgorithm");
+    else if (p->key.dir == CONVLIB_DATA)
+        MCHECK(M.FindConvolutionBackwardDataAlgorithm(h, p->ta, a, p->tb, b, p->conv, p->tout, out, 8, &nret, perf,
+                                                      ws, wsb, 0),
+               "miopenFindConvolutionBackwardDataAlgorithm");
+    else /* dy first, then x */
+        MCHECK(M.FindConvolutionBackwardWeightsAlgorithm(h, p->tb, b, p->ta, a, p->conv, p->tout, out, 8, &nret, perf,
+                                                         ws, wsb, 0),
+               "miopenFindConvolutionBackwardWeightsAlgorithm");
+    p->usable = 0;
+    for (int i = 0; i < nret && !p->usable; i++) /* sorted by time; only deterministic solvers are offered */
+        if (perf[i].memory <= wsb) {
+            p->usable = 1;
+            p->algo = perf[i].algo;
+            p->ws = perf[i].memory;
+        }
+    return PLUMB_OK;
+}
+
+static int run_plan(struct dev *d, mio_handle_t h, const struct plan *p, const void *a, const void *b, void *out,
+                    plumb_err *e)
+{
+    const float one = 1.0f, zero = 0.0f;
+    void *ws = NULL;
+    if (p->ws) {
+        int rc = tvws_get(d, TVWS_CONV, p->ws, &ws, e);
+        if (rc) return rc;
+    }
+    if (p->key.dir == CONVLIB_FWD)
+        MCHECK(M.ConvolutionForward(h, &one, p->ta, a, p->tb, b, p->conv, p->algo, &zero, p->tout, out, ws, p->ws),
+               "miopenConvolutionForward");
+    else if (p->key.dir == CONVLIB_DATA)
+        MCHECK(M.ConvolutionBackwardData(h, &one, p->ta, a, p->tb, b, p->conv, p->algo, &zero, p->tout, out, ws, p->ws),
+               "miopenConvolutionBackwardData");
+    else
+        MCHECK(M.ConvolutionBackwardWeights(h, &one, p->tb, b, p->ta, a, p->conv, p->algo, &zero, p->tout, out, ws,
+                                            p->ws),
+               "miopenConvolutionBackwardWeights");
+    return PLUMB_OK;
+}
+#define LIB_NAME "MIOpen (libMIOpen.so.1)"
+#define LIB_ENV "PLUMB_MIOPEN_LIB"
+typedef mio_handle_t lib_handle_t;
+static int set_stream(struct dev *d, lib_handle_t h, struct dev_stream *st, plumb_err *e)
+{
+    MCHECK(M.SetStream(h, (void *)st->s), "miopenSetStream");
+    return PLUMB_OK;
+}
+
+#else
+/* =============================== cuDNN =============================== */
+#include "gpu/cudnn_min.h"
+#include <stddef.h>
+
+#if defined(__has_include)
+#if __has_include(<cudnn.h>)
+/* The installed header is at hand: our declarations must match it. */
+#include <cudnn.h>
+static_assert(sizeof(cdn_perf_t) == sizeof(cudnnConvolutionFwdAlgoPerf_t), "perf struct size");
+static_assert(sizeof(cdn_perf_t) == sizeof(cudnnConvolutionBwdDataAlgoPerf_t), "perf struct size");
+static_assert(sizeof(cdn_perf_t) == sizeof(cudnnConvolutionBwdFilterAlgoPerf_t), "perf struct size");
+static_assert(offsetof(cdn_perf_t, memory) == offsetof(cudnnConvolutionFwdAlgoPerf_t, memory), "perf.memory");
+static_assert(offsetof(cdn_perf_t, determinism) == offsetof(cudnnConvolutionFwdAlgoPerf_t, determinism),
+              "perf.determinism");
+static_assert(offsetof(cdn_perf_t, mathType) == offsetof(cudnnConvolutionFwdAlgoPerf_t, mathType), "perf.mathType");
+static_assert(CDN_DATA_FLOAT == CUDNN_DATA_FLOAT && CDN_DATA_HALF == CUDNN_DATA_HALF &&
+                  CDN_DATA_BFLOAT16 == CUDNN_DATA_BFLOAT16,
+              "data types");
+static_assert(CDN_TENSOR_NHWC == CUDNN_TENSOR_NHWC && CDN_CROSS_CORRELATION == CUDNN_CROSS_CORRELATION, "layout");
+static_assert(CDN_FMA_MATH == CUDNN_FMA_MATH && CDN_TENSOR_OP_MATH == CUDNN_TENSOR_OP_MATH &&
+                  CDN_DEFAULT_MATH == CUDNN_DEFAULT_MATH,
+              "math types");
+static_assert(CDN_DETERMINISTIC == CUDNN_DETERMINISTIC && CDN_STATUS_SUCCESS == CUDNN_STATUS_SUCCESS, "enums");
+#endif
+#endif
+
+static struct cudnn_fns Cd;
+
+/* the cuDNN a PyTorch wheel brings, when no other is on the library path */
+static void torch_cudnn_paths(char out[][512], int max, int *n)
+{
+    const char *pats[] = {"/usr/local/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
+                          "/usr/local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+                          "/usr/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
+                          "/opt/conda/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9"};
+    for (size_t i = 0; i < sizeof pats / sizeof pats[0] && *n < max; i++) {
+        glob_t gl;
+        if (glob(pats[i], 0, NULL, &gl) == 0) {
+            for (size_t j = 0; j < gl.gl_pathc && *n < max; j++) snprintf(out[(*n)++], 512, "%s", gl.gl_pathv[j]);
+            globfree(&gl);
+        }
+    }
+    const char *home = getenv("HOME");
+    if (home && *n < max) {
+        char pat[600];
+        snprintf(pat, sizeof pat, "%s/.local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9", home);
+        glob_t gl;
+        if (glob(pat, 0, NULL, &gl) == 0) {
+            for (size_t j = 0; j < gl.gl_pathc && *n < max; j++) snprintf(out[(*n)++], 512, "%s", gl.gl_pathv[j]);
+            globfree(&gl);
+        }
+    }
+}
+
+static int load_locked(void)
+{
+    char extra[8][512];
+    int nx = 0;
+    torch_cudnn_paths(extra, 8, &nx);
+    const char *cands[12] = {getenv("PLUMB_CUDNN_LIB"), "libcudnn.so.9"};
+    int nc = 2;
+    for (int i = 0; i < nx; i++) cands[nc++] = extra[i];
+    void *h = open_first(cands, nc);
+    if (!h) return -1;
+#define SYM(field, name)                                                                              \
+    do {                                                                                              \
+        *(void **)&Cd.field = dlsym(h, name);                                                         \
+        if (!Cd.field) {                                                                              \
+            snprintf(g_why, sizeof g_why, "%s has no symbol %s", g_lib, name);                        \
+            return -1;                                                                                \
+        }                                                                                             \
+    } while (0)
+    SYM(GetVersion, "cudnnGetVersion");
+    SYM(GetErrorString, "cudnnGetErrorString");
+    SYM(Create, "cudnnCreate");
+    SYM(Destroy, "cudnnDestroy");
+    SYM(SetStream, "cudnnSetStream");
+    SYM(CreateTensorDescriptor, "cudnnCreateTensorDescriptor");
+    SYM(SetTensor4dDescriptor, "cudnnSetTensor4dDescriptor");
+    SYM(DestroyTensorDescriptor, "cudnnDestroyTensorDescriptor");
+    SYM(CreateFilterDescriptor, "cudnnCreateFilterDescriptor");
+    SYM(SetFilter4dDescriptor, "cudnnSetFilter4dDescriptor");
+    SYM(DestroyFilterDescriptor, "cudnnDestroyFilterDescriptor");
+    SYM(CreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor");
+    SYM(SetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor");
+    SYM(SetConvolutionMathType, "cudnnSetConvolutionMathType");
+    SYM(DestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor");
+    SYM(FindConvolutionForwardAlgorithmEx, "cudnnFindConvolutionForwardAlgorithmEx");
+    SYM(FindConvolutionBackwardDataAlgorithmEx, "cudnnFindConvolutionBackwardDataAlgorithmEx");
+    SYM(FindConvolutionBackwardFilterAlgorithmEx, "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+    SYM(GetConvolutionForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize");
+    SYM(GetConvolutionBackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    SYM(GetConvolutionBackwardFilterWorkspaceSize, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    SYM(ConvolutionForward, "cudnnConvolutionForward");
+    SYM(ConvolutionBackwardData, "cudnnConvolutionBackwardData");
+    SYM(ConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
+#undef SYM
+    size_t v = Cd.GetVersion();
+    if (v < 8000) {
+        snprintf(g_why, sizeof g_why, "%s is cuDNN version %zu; plumb needs 8.0 or newer (NHWC, FMA math type)", g_lib,
+                 v);
+        return -1;
+    }
+    /* 9.x: major*10000 + minor*100 + patch; 8.x: major*1000 + minor*100 + patch */
+    if (v >= 90000) snprintf(g_ver, sizeof g_ver, "cuDNN %zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+    else snprintf(g_ver, sizeof g_ver, "cuDNN %zu.%zu.%zu", v / 1000, v / 100 % 10, v % 100);
+    return 0;
+}
+
+static int lib_err(struct dev *d, const char *call, cdn_status_t st, plumb_err *e)
+{
+    return gpu_err(e, PLUMB_EDEVICE, "%s: %s failed: status %d (%s)", d->label, call, st, Cd.GetErrorString(st));
+}
+#define CCHECK(call, name)                                                                           \
+    do {                                                                                             \
+        cdn_status_t st_ = (call);                                                                   \
+        if (st_ != CDN_STATUS_SUCCESS) return lib_err(d, name, st_, e);                              \
+    } while (0)
+
+struct plan {
+    struct plan_key key;
+    int usable, algo;
+    size_t ws;
+    /* FWD: ta = x, tb = y (tensors), f = w; DATA: ta = dy, tb = dx, f = w;
+     * FILTER: ta = x, tb = dy, f = dw */
+    cdn_tensor_t ta, tb;
+    cdn_filter_t f;
+    cdn_conv_t conv;
+};
+
+static cdn_dtype_t cdn_type(int rt) { return rt == DT_BF16 ? CDN_DATA_BFLOAT16 : rt == DT_F16 ? CDN_DATA_HALF : CDN_DATA_FLOAT; }
+
+struct handle_slot {
+    struct dev *d;
+    cdn_handle_t h;
+};
+static struct handle_slot g_handles[64];
+
+static int get_handle(struct dev *d, cdn_handle_t *h, plumb_err *e)
+{
+    for (int i = 0; i < 64; i++)
+        if (g_handles[i].d == d) {
+            *h = g_handles[i].h;
+            return PLUMB_OK;
+        }
+    for (int i = 0; i < 64; i++)
+        if (!g_handles[i].d) {
+            CCHECK(Cd.Create(&g_handles[i].h), "cudnnCreate");
+            g_handles[i].d = d;
+            *h = g_handles[i].h;
+            return PLUMB_OK;
+        }
+    return gpu_err(e, PLUMB_EINTERNAL, "%s: more than 64 devices hold cuDNN handles", d->label);
+}
+
+static int make_plan(struct dev *d, cdn_handle_t h, struct plan *p, const void *a, const void *b, void *out,
+                     plumb_err *e)
+{
+    const struct train_conv *g = &p->key.g;
+    const int rt = p->key.rt;
+    const cdn_dtype_t t = cdn_type(rt);
+    CCHECK(Cd.CreateTensorDescriptor(&p->ta), "cudnnCreateTensorDescriptor");
+    CCHECK(Cd.CreateTensorDescriptor(&p->tb), "cudnnCreateTensorDescriptor");
+    CCHECK(Cd.CreateFilterDescriptor(&p->f), "cudnnCreateFilterDescriptor");
+    CCHECK(Cd.CreateConvolutionDescriptor(&p->conv), "cudnnCreateConvolutionDescriptor");
+    CCHECK(Cd.SetFilter4dDescriptor(p->f, t, CDN_TENSOR_NHWC, g->K, g->C, g->R, g->S), "cudnnSetFilter4dDescriptor");
+    const int xin = p->key.dir != CONVLIB_DATA; /* ta is x (FWD, FILTER) or dy (DATA) */
+    CCHECK(Cd.SetTensor4dDescriptor(p->ta, CDN_TENSOR_NHWC, t, g->N, xin ? g->C : g->K, xin ? g->H : g->P,
+                                    xin ? g->W : g->Q),
+           "cudnnSetTensor4dDescriptor");
+    const int tb_is_x = p->key.dir == CONVLIB_DATA; /* tb is y/dy (FWD, FILTER) or dx (DATA) */
+    CCHECK(Cd.SetTensor4dDescriptor(p->tb, CDN_TENSOR_NHWC, t, g->N, tb_is_x ? g->C : g->K, tb_is_x ? g->H : g->P,
+                                    tb_is_x ? g->W : g->Q),
+           "cudnnSetTensor4dDescriptor");
+    CCHECK(Cd.SetConvolution2dDescriptor(p->conv, g->pad, g->pad, g->stride, g->stride, 1, 1, CDN_CROSS_CORRELATION,
+                                         CDN_DATA_FLOAT),
+           "cudnnSetConvolution2dDescriptor");
+    const int fma_only = rt == DT_F32 && !p->key.tf32;
+    CCHECK(Cd.SetConvolutionMathType(p->conv, rt != DT_F32 ? CDN_TENSOR_OP_MATH : fma_only ? CDN_FMA_MATH
+                                                                                         : CDN_DEFAULT_MATH),
+           "cudnnSetConvolutionMathType");
+    size_t wsb = ws_limit();
+    void *ws = NULL;
+    if (wsb) {
+        int rc = tvws_get(d, TVWS_CONV, wsb, &ws, e);
+        if (rc) return rc;
+    }
+    cdn_perf_t perf[16];
+    int nret = 0;
+    memset(perf, 0, sizeof perf);
+    if (p->key.dir == CONVLIB_FWD)
+        CCHECK(Cd.FindConvolutionForwardAlgorithmEx(h, p->ta, a, p->f, b, p->conv, p->tb, out, 16, &nret, perf, ws, wsb),
+               "cudnnFindConvolutionForwardAlgorithmEx");
+    else if (p->key.dir == CONVLIB_DATA) /* a = dy, b = w */
+        CCHECK(Cd.FindConvolutionBackwardDataAlgorithmEx(h, p->f, b, p->ta, a, p->conv, p->tb, out, 16, &nret, perf, ws,
+                                                         wsb),
+               "cudnnFindConvolutionBackwardDataAlgorithmEx");
+    else /* a = x, b = dy */
+        CCHECK(Cd.FindConvolutionBackwardFilterAlgorithmEx(h, p->ta, a, p->tb, b, p->conv, p->f, out, 16, &nret, perf,
+                                                           ws, wsb),
+               "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+    p->usable = 0;
+    for (int i = 0; i < nret && !p->usable; i++) { /* sorted by time */
+        const cdn_perf_t *r = &perf[i];
+        if (r->status != CDN_STATUS_SUCCESS || r->determinism != CDN_DETERMINISTIC || r->memory > wsb) continue;
+        if (fma_only && r->mathType != CDN_FMA_MATH) continue;
+        p->usable = 1;
+        p->algo = r->algo;
+        p->ws = r->memory;
+        CCHECK(Cd.SetConvolutionMathType(p->conv, r->mathType), "cudnnSetConvolutionMathType");
+    }
+    return PLUMB_OK;
+}
+
+static int run_plan(struct dev *d, cdn_handle_t h, const struct plan *p, const void *a, const void *b, void *out,
+                    plumb_err *e)
+{
+    const float one = 1.0f, zero = 0.0f;
+    void *ws = NULL;
+    if (p->ws) {
+        int rc = tvws_get(d, TVWS_CONV, p->ws, &ws, e);
+        if (rc) return rc;
+    }
+    if (p->key.dir == CONVLIB_FWD)
+        CCHECK(Cd.ConvolutionForward(h, &one, p->ta, a, p->f, b, p->conv, p->algo, ws, p->ws, &zero, p->tb, out),
+               "cudnnConvolutionForward");
+    else if (p->key.dir == CONVLIB_DATA)
+        CCHECK(Cd.ConvolutionBackwardData(h, &one, p->f, b, p->ta, a, p->conv, p->algo, ws, p->ws, &zero, p->tb, out),
+               "cudnnConvolutionBackwardData");
+    else
+        CCHECK(Cd.ConvolutionBackwardFilter(h, &one, p->ta, a, p->tb, b, p->conv, p->algo, ws, p->ws, &zero, p->f, out),
+               "cudnnConvolutionBackwardFilter");
+    return PLUMB_OK;
+}
+#define LIB_NAME "cuDNN (libcudnn.so.9)"
+#define LIB_ENV "PLUMB_CUDNN_LIB"
+typedef cdn_handle_t lib_handle_t;
+static int set_stream(struct dev *d, lib_handle_t h, struct dev_stream *st, plumb_err *e)
+{
+    CCHECK(Cd.SetStream(h, (void *)st->s), "cudnnSetStream");
+    return PLUMB_OK;
+}
+#endif
+
+/* =============================== common =============================== */
+
+#define MAX_PLANS 1024
+static struct plan *g_plans[MAX_PLANS];
+static int g_nplans;
+
+int convlib_ok(struct dev *d, dtype_t rt)
+{
+    (void)d, (void)rt; /* every library here takes fp32, bf16 and fp16 */
+    pthread_mutex_lock(&g_lib_lock);
+    if (!g_state) g_state = load_locked() == 0 ? 1 : -1;
+    int ok = g_state == 1;
+    pthread_mutex_unlock(&g_lib_lock);
+    return ok;
+}
+
+void convlib_describe(char *buf, size_t n)
+{
+    pthread_mutex_lock(&g_lib_lock);
+    if (!g_state) g_state = load_locked() == 0 ? 1 : -1;
+    if (g_state == 1)
+        snprintf(buf, n, "%s (%s), deterministic algorithms, NHWC", g_ver, g_lib);
+    else
+        snprintf(buf, n, "own implicit-GEMM kernels: %s not loadable (%s; set %s)", LIB_NAME, g_why, LIB_ENV);
+    pthread_mutex_unlock(&g_lib_lock);
+}
+
+int convlib_run(struct dev *d, struct dev_stream *st, int dir, const struct train_conv *g, const void *a,
+                const void *b, void *out, dtype_t rt, plumb_err *e)
+{
+    if (!convlib_ok(d, rt)) return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: %s not loaded", d->label, LIB_NAME);
+    struct plan_key key;
+    memset(&key, 0, sizeof key);
+    key.d = d;
+    key.dir = dir;
+    key.rt = (int)rt;
+    key.tf32 = d->allow_tf32 && rt == DT_F32;
+    key.g = *g;
+    pthread_mutex_lock(&g_lib_lock);
+    lib_handle_t h = NULL;
+    int rc = get_handle(d, &h, e);
+    if (!rc) rc = set_stream(d, h, st, e);
+    struct plan *p = NULL;
+    for (int i = 0; i < g_nplans && !rc && !p; i++)
+        if (key_eq(&g_plans[i]->key, &key)) p = g_plans[i];
+    if (!rc && !p) {
+        if (g_nplans == MAX_PLANS) {
+            rc = gpu_err(e, PLUMB_EINTERNAL, "%s: more than %d convolution plans", d->label, MAX_PLANS);
+        } else {
+            p = (struct plan *)calloc(1, sizeof *p);
+            if (!p) rc = gpu_err(e, PLUMB_ENOMEM, "%s: out of host memory for a convolution plan", d->label);
+            else {
+                p->key = key;
+                rc = make_plan(d, h, p, a, b, out, e);
+                if (!rc) g_plans[g_nplans++] = p; /* (a failed plan's descriptors are not reused) */
+                else free(p);
+                if (rc) p = NULL;
+            }
+        }
+    }
+    if (!rc && !p->usable)
+        rc = gpu_err(e, PLUMB_EUNSUPPORTED, "%s: %s has no deterministic algorithm for this convolution", d->label,
+                     LIB_NAME);
+    if (!rc) rc = run_plan(d, h, p, a, b, out, e);
+    pthread_mutex_unlock(&g_lib_lock);
+    return rc;
+}

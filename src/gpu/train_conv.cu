@@ -1,0 +1,425 @@
+/* GPU 2-D convolution (dev/train_ops.h conv2d_fwd / bwd_data / bwd_filter)
+ * and the vision ops' workspace.
+ *
+ * Golden: one thread per output element evaluating dev/train_vision.h's
+ * chain (the cpu backend's bits; slow by design).
+ * Fast, in order of preference:
+ *   1. the vendor library (conv_lib.cu): cuDNN on CUDA, MIOpen on HIP, both
+ *      dlopen'ed, deterministic algorithms only, NHWC; bf16/fp16 data
+ *      (rt-rounded, so the 16-bit copies are exact) with fp32 accumulation;
+ *   2. our own implicit-GEMM kernels (below): 64x64 tiles, the im2col
+ *      gather done while loading the tile, fp32 accumulation in a fixed
+ *      k order; the weight gradient's long reduction is cut into fixed
+ *      slices summed in slice order (no atomics).
+ * PLUMB_CONV_LIB=none forces 2 (tests compare both paths). */
+#include "gpu/train_gpu.h"
+#include "dev/train_vision.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NEED(cond, ...)                                                                  \
+    do {                                                                                 \
+        if (!(cond)) return gpu_err(e, PLUMB_EUSAGE, __VA_ARGS__);                       \
+    } while (0)
+#define TPB 256
+
+/* ---------------- workspace ---------------- */
+
+struct tvws_slot {
+    struct dev *d;
+    void *p[TVWS_N];
+    size_t bytes[TVWS_N];
+};
+#define TVWS_DEVS 64
+static struct tvws_slot g_tvws[TVWS_DEVS];
+static pthread_mutex_t g_tvws_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
+{
+    pthread_mutex_lock(&g_tvws_lock);
+    struct tvws_slot *s = NULL;
+    for (int i = 0; i < TVWS_DEVS && !s; i++)
+        if (g_tvws[i].d == d) s = &g_tvws[i];
+    for (int i = 0; i < TVWS_DEVS && !s; i++)
+        if (!g_tvws[i].d) {
+            s = &g_tvws[i];
+            s->d = d;
+        }
+    if (!s) {
+        pthread_mutex_unlock(&g_tvws_lock);
+        return gpu_err(e, PLUMB_EINTERNAL, "%s: more than %d devices hold vision workspaces", d->label, TVWS_DEVS);
+    }
+    if (bytes < 256) bytes = 256;
+    if (s->bytes[slot] < bytes) {
+        size_t nb = bytes + bytes / 2;
+        cudaError_t rc = cudaDeviceSynchronize(); /* the old buffer may still be read */
+        if (rc == cudaSuccess && s->p[slot]) rc = cudaFree(s->p[slot]);
+        s->p[slot] = NULL;
+        s->bytes[slot] = 0;
+        if (rc == cudaSuccess) rc = cudaMalloc(&s->p[slot], nb);
+        if (rc != cudaSuccess) {
+            s->p[slot] = NULL;
+            pthread_mutex_unlock(&g_tvws_lock);
+            return gpu_check_(rc, "cudaMalloc(vision workspace)", d->label, e);
+        }
+        s->bytes[slot] = nb;
+    }
+    *p = s->p[slot];
+    pthread_mutex_unlock(&g_tvws_lock);
+    return PLUMB_OK;
+}
+
+/* ---------------- golden: one thread per output element ---------------- */
+
+__global__ void k_conv_fwd_golden(struct train_conv g, const float *x, const float *w, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int k = (int)(i % g.K);
+        size_t pix = i / g.K;
+        int q = (int)(pix % g.Q), p = (int)(pix / g.Q % g.P), nn = (int)(pix / ((size_t)g.P * g.Q));
+        y[i] = tv_round(tv_conv_fwd_elem(&g, x, w, nn, p, q, k), rt);
+    }
+}
+__global__ void k_conv_bwd_data_golden(struct train_conv g, const float *dy, const float *w, float *dx, size_t n,
+                                       int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % g.C);
+        size_t pix = i / g.C;
+        int ww = (int)(pix % g.W), h = (int)(pix / g.W % g.H), nn = (int)(pix / ((size_t)g.H * g.W));
+        dx[i] = tv_round(tv_conv_bwd_data_elem(&g, dy, w, nn, h, ww, c), rt);
+    }
+}
+__global__ void k_conv_bwd_filter_golden(struct train_conv g, const float *x, const float *dy, float *dw, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % g.C);
+        size_t t = i / g.C;
+        int s = (int)(t % g.S), r = (int)(t / g.S % g.R), k = (int)(t / ((size_t)g.R * g.S));
+        dw[i] = tv_conv_bwd_filter_elem(&g, x, dy, k, r, s, c);
+    }
+}
+
+/* ---------------- fast: our implicit GEMM ---------------- */
+
+/* C[Mg, Ng] = A[Mg, Kg] B[Kg, Ng] with A and B gathered from the tensors:
+ *   IG_FWD:    m = (n,p,q), j = k, kk = (r,s,c): A = x at the window (0 in
+ *              the padding), B = w[k, kk]; C -> y[m, k]
+ *   IG_DATA:   m = (n,h,w), j = c, kk = (r,s,k): A = dy[n,p,q,k] where
+ *              (h, w) is reached by (r, s), else 0; B = w[k,r,s,c]; C -> dx
+ *   IG_FILTER: m = k, j = (r,s,c), kk = (n,p,q) in [k0, k1): A = dy[kk, k],
+ *              B = x at the window of kk; C -> part[m, j]
+ * 64x64 tiles, BK = 16, 256 threads of 4x4 outputs; each output is one fp32
+ * fmaf chain over kk ascending. */
+enum { IG_FWD = 0, IG_DATA = 1, IG_FILTER = 2 };
+#define IG_BM 64
+#define IG_BN 64
+#define IG_BK 16
+
+template <int MODE>
+__device__ static inline float ig_a(const struct train_conv &g, const float *x, const float *dy, long m, long kk)
+{
+    if (MODE == IG_FWD) {
+        int c = (int)(kk % g.C);
+        long t = kk / g.C;
+        int s = (int)(t % g.S), r = (int)(t / g.S);
+        int q = (int)(m % g.Q);
+        long u = m / g.Q;
+        int p = (int)(u % g.P), n = (int)(u / g.P);
+        int h = p * g.stride - g.pad + r, w = q * g.stride - g.pad + s;
+        if (h < 0 || h >= g.H || w < 0 || w >= g.W) return 0.0f;
+        return x[(((size_t)n * g.H + h) * g.W + w) * g.C + c];
+    } else if (MODE == IG_DATA) {
+        int k = (int)(kk % g.K);
+        long t = kk / g.K;
+        int s = (int)(t % g.S), r = (int)(t / g.S);
+        int w = (int)(m % g.W);
+        long u = m / g.W;
+        int h = (int)(u % g.H), n = (int)(u / g.H);
+        int p = tv_conv_out_of(h, r, g.stride, g.pad, g.P), q = tv_conv_out_of(w, s, g.stride, g.pad, g.Q);
+        if (p < 0 || q < 0) return 0.0f;
+        return dy[(((size_t)n * g.P + p) * g.Q + q) * g.K + k];
+    } else {
+        return dy[(size_t)kk * g.K + m];
+    }
+}
+template <int MODE>
+__device__ static inline float ig_b(const struct train_conv &g, const float *x, const float *w, long kk, long j)
+{
+    if (MODE == IG_FWD) {
+        return w[(size_t)j * g.R * g.S * g.C + kk];
+    } else if (MODE == IG_DATA) {
+        int k = (int)(kk % g.K);
+        long t = kk / g.K; /* r * S + s */
+        return w[((size_t)k * g.R * g.S + t) * g.C + j];
+    } else {
+        int c = (int)(j % g.C);
+        long t = j / g.C;
+        int s = (int)(t % g.S), r = (int)(t / g.S);
+        int q = (int)(kk % g.Q);
+        long u = kk / g.Q;
+        int p = (int)(u % g.P), n = (int)(u / g.P);
+        int h = p * g.stride - g.pad + r, ww = q * g.stride - g.pad + s;
+        if (h < 0 || h >= g.H || ww < 0 || ww >= g.W) return 0.0f;
+        return x[(((size_t)n * g.H + h) * g.W + ww) * g.C + c];
+    }
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(256) k_igemm(struct train_conv g, const float *x, const float *w, const float *dy,
+                                               float *out, long Mg, long Ng, long k0, long k1, int rt)
+{
+    __shared__ float As[IG_BK][IG_BM + 4];
+    __shared__ float Bs[IG_BK][IG_BN + 4];
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    /* rows on x (up to 2^31 - 1 blocks), columns on y (<= 65535) */
+    const long m0 = (long)blockIdx.x * IG_BM, j0 = (long)blockIdx.y * IG_BN;
+    float acc[4][4];
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) acc[a][b] = 0.0f;
+    for (long kt = k0; kt < k1; kt += IG_BK) {
+        for (int l = tid; l < IG_BM * IG_BK; l += 256) { /* A tile [BK][BM], m fastest */
+            int mi = l % IG_BM, ki = l / IG_BM;
+            long m = m0 + mi, kk = kt + ki;
+            As[ki][mi] = m < Mg && kk < k1 ? ig_a<MODE>(g, x, dy, m, kk) : 0.0f;
+        }
+        for (int l = tid; l < IG_BN * IG_BK; l += 256) { /* B tile [BK][BN], j fastest */
+            int ji = l % IG_BN, ki = l / IG_BN;
+            long j = j0 + ji, kk = kt + ki;
+            Bs[ki][ji] = j < Ng && kk < k1 ? ig_b<MODE>(g, x, w, kk, j) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ki = 0; ki < IG_BK; ki++) {
+            float av[4], bv[4];
+            for (int a = 0; a < 4; a++) av[a] = As[ki][ty * 4 + a];
+            for (int b = 0; b < 4; b++) bv[b] = Bs[ki][tx * 4 + b];
+            for (int a = 0; a < 4; a++)
+                for (int b = 0; b < 4; b++) acc[a][b] = fmaf(av[a], bv[b], acc[a][b]);
+        }
+        __syncthreads();
+    }
+    for (int a = 0; a < 4; a++) {
+        long m = m0 + ty * 4 + a;
+        if (m >= Mg) continue;
+        for (int b = 0; b < 4; b++) {
+            long j = j0 + tx * 4 + b;
+            if (j < Ng) out[(size_t)m * Ng + j] = tv_round(acc[a][b], rt);
+        }
+    }
+}
+
+/* dw = sum of the nsl slice partials [nsl, n], in slice order */
+__global__ void k_tv_sum_slices(const float *part, int nsl, size_t n, float *dw)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float s = part[i];
+        for (int t = 1; t < nsl; t++) s += part[(size_t)t * n + i];
+        dw[i] = s;
+    }
+}
+
+/* rows of the weight gradient's reduction per slice */
+#define IG_SLICE 8192
+
+static dim3 ig_grid(long Mg, long Ng)
+{
+    return dim3((unsigned)((Mg + IG_BM - 1) / IG_BM), (unsigned)((Ng + IG_BN - 1) / IG_BN));
+}
+
+static int ig_fwd(struct dev *d, struct dev_stream *st, const struct train_conv *g, const float *x, const float *w,
+                  float *y, int rt, plumb_err *e)
+{
+    long Mg = (long)g->N * g->P * g->Q, Ng = g->K, Kg = (long)g->R * g->S * g->C;
+    k_igemm<IG_FWD><<<ig_grid(Mg, Ng), 256, 0, st->s>>>(*g, x, w, NULL, y, Mg, Ng, 0, Kg, rt);
+    GPU_CHECK_LAUNCH(d, "k_igemm<fwd>", e);
+    return PLUMB_OK;
+}
+static int ig_data(struct dev *d, struct dev_stream *st, const struct train_conv *g, const float *dy, const float *w,
+                   float *dx, int rt, plumb_err *e)
+{
+    long Mg = (long)g->N * g->H * g->W, Ng = g->C, Kg = (long)g->R * g->S * g->K;
+    k_igemm<IG_DATA><<<ig_grid(Mg, Ng), 256, 0, st->s>>>(*g, NULL, w, dy, dx, Mg, Ng, 0, Kg, rt);
+    GPU_CHECK_LAUNCH(d, "k_igemm<data>", e);
+    return PLUMB_OK;
+}
+static int ig_filter(struct dev *d, struct dev_stream *st, const struct train_conv *g, const float *x, const float *dy,
+                     float *dw, plumb_err *e)
+{
+    long Mg = g->K, Ng = (long)g->R * g->S * g->C, Kg = (long)g->N * g->P * g->Q;
+    int nsl = (int)((Kg + IG_SLICE - 1) / IG_SLICE);
+    size_t n = (size_t)Mg * Ng;
+    float *part = dw;
+    if (nsl > 1) {
+        void *ws;
+        int rc = tvws_get(d, TVWS_PART, (size_t)nsl * n * sizeof(float), &ws, e);
+        if (rc) return rc;
+        part = (float *)ws;
+    }
+    for (int t = 0; t < nsl; t++) {
+        long a = (long)t * IG_SLICE, b = a + IG_SLICE < Kg ? a + IG_SLICE : Kg;
+        k_igemm<IG_FILTER><<<ig_grid(Mg, Ng), 256, 0, st->s>>>(*g, x, NULL, dy, part + (size_t)t * n, Mg, Ng, a, b,
+                                                              DT_F32);
+        GPU_CHECK_LAUNCH(d, "k_igemm<filter>", e);
+    }
+    if (nsl > 1) {
+        k_tv_sum_slices<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(part, nsl, n, dw);
+        GPU_CHECK_LAUNCH(d, "k_tv_sum_slices", e);
+    }
+    return PLUMB_OK;
+}
+
+/* ---------------- 16-bit staging for the library path ---------------- */
+
+__global__ void k_tv_to16(const float *x, uint16_t *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = to16_rt(x[i], rt);
+}
+__global__ void k_tv_from16(const uint16_t *x, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = from16_rt(x[i], rt);
+}
+static int to16(struct dev *d, struct dev_stream *st, const float *x, size_t n, int slot, int rt, uint16_t **out,
+                plumb_err *e)
+{
+    void *ws;
+    int rc = tvws_get(d, slot, n * sizeof(uint16_t), &ws, e);
+    if (rc) return rc;
+    *out = (uint16_t *)ws;
+    if (x) {
+        k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, *out, n, rt);
+        GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
+    }
+    return PLUMB_OK;
+}
+static int from16(struct dev *d, struct dev_stream *st, const uint16_t *x, size_t n, float *y, int rt, plumb_err *e)
+{
+    k_tv_from16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, y, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_tv_from16", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- dispatch ---------------- */
+
+static int lib_wanted(void)
+{
+    const char *v = getenv("PLUMB_CONV_LIB");
+    return !(v && !strcmp(v, "none"));
+}
+
+static int check_geom(struct dev *d, const char *op, const struct train_conv *g, plumb_err *e)
+{
+    if (!g || train_conv_valid(g))
+        return gpu_err(e, PLUMB_EUSAGE,
+                       "%s: %s: bad geometry (expected sizes >= 1, pad >= 0, the window inside the padded image, the "
+                       "output train_conv_set gives, tensors below 2^31 elements)",
+                       d->label, op);
+    return PLUMB_OK;
+}
+#define RT_OK(op)                                                                        \
+    NEED(rt == DT_F32 || rt == DT_BF16 || rt == DT_F16, "%s: %s: rounding type %d is not fp32, bf16 or fp16", \
+         d->label, op, (int)rt)
+
+int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *w, float *y,
+                 dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && y, "%s: conv2d_fwd: NULL x, w or y", d->label);
+    RT_OK("conv2d_fwd");
+    int rc = check_geom(d, "conv2d_fwd", g, e);
+    if (rc) return rc;
+    rc = gpu_enter(d, e);
+    if (rc) return rc;
+    struct dev_stream *st = gpu_stream(d, s);
+    size_t ny = (size_t)g->N * g->P * g->Q * g->K;
+    if (d->numerics == NUMERICS_GOLDEN) {
+        k_conv_fwd_golden<<<gpu_grid(ny, TPB), TPB, 0, st->s>>>(*g, x, w, y, ny, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_conv_fwd_golden", e);
+        return PLUMB_OK;
+    }
+    if (lib_wanted() && convlib_ok(d, rt)) {
+        if (rt == DT_F32) {
+            rc = convlib_run(d, st, CONVLIB_FWD, g, x, w, y, rt, e);
+        } else {
+            uint16_t *x16, *w16, *y16;
+            size_t nx = (size_t)g->N * g->H * g->W * g->C, nw = (size_t)g->K * g->R * g->S * g->C;
+            rc = to16(d, st, x, nx, TVWS_A16, (int)rt, &x16, e);
+            if (!rc) rc = to16(d, st, w, nw, TVWS_B16, (int)rt, &w16, e);
+            if (!rc) rc = to16(d, st, NULL, ny, TVWS_C16, (int)rt, &y16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FWD, g, x16, w16, y16, rt, e);
+            if (!rc) rc = from16(d, st, y16, ny, y, (int)rt, e);
+        }
+        if (rc != PLUMB_EUNSUPPORTED) return rc; /* else: no deterministic algorithm, our kernels */
+    }
+    return ig_fwd(d, st, g, x, w, y, (int)rt, e);
+}
+
+int g_conv2d_bwd_data(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy, const float *w,
+                      float *dx, dtype_t rt, plumb_err *e)
+{
+    NEED(dy && w && dx, "%s: conv2d_bwd_data: NULL dy, w or dx", d->label);
+    RT_OK("conv2d_bwd_data");
+    int rc = check_geom(d, "conv2d_bwd_data", g, e);
+    if (rc) return rc;
+    rc = gpu_enter(d, e);
+    if (rc) return rc;
+    struct dev_stream *st = gpu_stream(d, s);
+    size_t nx = (size_t)g->N * g->H * g->W * g->C;
+    if (d->numerics == NUMERICS_GOLDEN) {
+        k_conv_bwd_data_golden<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(*g, dy, w, dx, nx, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_conv_bwd_data_golden", e);
+        return PLUMB_OK;
+    }
+    if (lib_wanted() && convlib_ok(d, rt)) {
+        if (rt == DT_F32) {
+            rc = convlib_run(d, st, CONVLIB_DATA, g, dy, w, dx, rt, e);
+        } else {
+            uint16_t *dy16, *w16, *dx16;
+            size_t ny = (size_t)g->N * g->P * g->Q * g->K, nw = (size_t)g->K * g->R * g->S * g->C;
+            rc = to16(d, st, dy, ny, TVWS_A16, (int)rt, &dy16, e);
+            if (!rc) rc = to16(d, st, w, nw, TVWS_B16, (int)rt, &w16, e);
+            if (!rc) rc = to16(d, st, NULL, nx, TVWS_C16, (int)rt, &dx16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_DATA, g, dy16, w16, dx16, rt, e);
+            if (!rc) rc = from16(d, st, dx16, nx, dx, (int)rt, e);
+        }
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+    return ig_data(d, st, g, dy, w, dx, (int)rt, e);
+}
+
+int g_conv2d_bwd_filter(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *dy,
+                        float *dw, dtype_t rt, plumb_err *e)
+{
+    NEED(x && dy && dw, "%s: conv2d_bwd_filter: NULL x, dy or dw", d->label);
+    RT_OK("conv2d_bwd_filter");
+    int rc = check_geom(d, "conv2d_bwd_filter", g, e);
+    if (rc) return rc;
+    rc = gpu_enter(d, e);
+    if (rc) return rc;
+    struct dev_stream *st = gpu_stream(d, s);
+    size_t nw = (size_t)g->K * g->R * g->S * g->C;
+    if (d->numerics == NUMERICS_GOLDEN) {
+        k_conv_bwd_filter_golden<<<gpu_grid(nw, TPB), TPB, 0, st->s>>>(*g, x, dy, dw, nw);
+        GPU_CHECK_LAUNCH(d, "k_conv_bwd_filter_golden", e);
+        return PLUMB_OK;
+    }
+    if (lib_wanted() && convlib_ok(d, rt)) {
+        if (rt == DT_F32) {
+            rc = convlib_run(d, st, CONVLIB_FILTER, g, x, dy, dw, rt, e);
+        } else {
+            /* 16-bit operands; the library's dw is 16-bit too (as PyTorch's
+             * autocast convolution's), widened into the fp32 gradient */
+            uint16_t *x16, *dy16, *dw16;
+            size_t nx = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->K;
+            rc = to16(d, st, x, nx, TVWS_A16, (int)rt, &x16, e);
+            if (!rc) rc = to16(d, st, dy, ny, TVWS_B16, (int)rt, &dy16, e);
+            if (!rc) rc = to16(d, st, NULL, nw, TVWS_C16, (int)rt, &dw16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FILTER, g, x16, dy16, dw16, rt, e);
+            if (!rc) rc = from16(d, st, dw16, nw, dw, (int)rt, e);
+        }
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+    return ig_filter(d, st, g, x, dy, dw, e);
+}

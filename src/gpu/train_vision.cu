@@ -1,0 +1,542 @@
+/* The GPU vision ops other than convolution (dev/train_ops.h "vision
+ * ops"): BatchNorm, pooling, add, softmax cross-entropy.
+ *
+ * Golden: each kernel evaluates dev/train_vision.h's element functions, so
+ * the bits are the cpu backend's. BatchNorm's golden statistics are
+ * integer (fixed-point) sums: exact in any order, so blocks combine them
+ * with 64-bit integer atomics (two's complement adds, associative); the
+ * golden parameter gradients are core/gmath.h's pairwise tree, as aligned
+ * chunks of TV_TREE_CHUNK rows per thread and then the tree over the chunk
+ * sums (the cpu backend's split of the same tree).
+ * Fast: fp32 per-block partial sums in a fixed grid, summed in block order
+ * by a second kernel (never float atomics), vendor expf/logf. */
+#include "gpu/train_gpu.h"
+#include "dev/train_vision.h"
+
+#define NEED(cond, ...)                                                                  \
+    do {                                                                                 \
+        if (!(cond)) return gpu_err(e, PLUMB_EUSAGE, __VA_ARGS__);                       \
+    } while (0)
+#define RT_OK(op)                                                                        \
+    NEED(rt == DT_F32 || rt == DT_BF16 || rt == DT_F16, "%s: %s: rounding type %d is not fp32, bf16 or fp16", \
+         d->label, op, (int)rt)
+#define ENTER()                                                                          \
+    do {                                                                                 \
+        int rc_ = gpu_enter(d, e);                                                       \
+        if (rc_) return rc_;                                                             \
+    } while (0)
+#define TPB 256
+/* rows per chunk of the golden pairwise sums (aligned blocks of the tree) */
+#define TV_TREE_CHUNK 1024
+/* BN reductions: blocks of 32 channels x 8 row lanes; each block covers
+ * rpb rows, 2048 or more so that the grid's y extent stays <= 65535 (the
+ * grid, and so the fast sums, depend on the shape only) */
+#define BN_CX 32
+#define BN_RY 8
+#define BN_ROWS_PER_BLOCK 2048
+static size_t bn_rows_per_block(size_t M)
+{
+    size_t nb = (M + BN_ROWS_PER_BLOCK - 1) / BN_ROWS_PER_BLOCK, k = (nb + 65534) / 65535;
+    return BN_ROWS_PER_BLOCK * (k ? k : 1);
+}
+
+static inline int is_golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN; }
+
+/* ---------------- BN statistics ---------------- */
+
+enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3 };
+__device__ static inline float bn_value(int kind, const float *x, const float *dy, const float *mean,
+                                        const float *rstd, size_t m, int C, int c)
+{
+    const size_t i = m * (size_t)C + c;
+    if (kind == BV_X) return x[i];
+    if (kind == BV_SQ) {
+        float dd = x[i] - mean[c];
+        return dd * dd;
+    }
+    if (kind == BV_DY) return dy[i];
+    return dy[i] * tv_bn_xhat(x[i], mean[c], rstd[c]);
+}
+
+/* golden: fixed-point sums of rows [blockIdx.y * RPB, ...), channel block
+ * blockIdx.x; hi[c] / lo[c] (int64, zeroed by the caller) get the block's
+ * sums by integer atomics */
+__global__ void k_bn_fix(int kind, const float *x, const float *dy, const float *mean, const float *rstd, size_t M,
+                         int C, size_t rpb, long long *hi, long long *lo)
+{
+    __shared__ long long sh[2][BN_RY][BN_CX];
+    const int c = blockIdx.x * BN_CX + threadIdx.x;
+    const size_t m0 = (size_t)blockIdx.y * rpb;
+    const size_t m1 = m0 + rpb < M ? m0 + rpb : M;
+    long long h = 0, l = 0;
+    if (c < C)
+        for (size_t m = m0 + threadIdx.y; m < m1; m += BN_RY) {
+            int64_t qh, ql;
+            tv_fix_split(tv_fix(bn_value(kind, x, dy, mean, rstd, m, C, c)), &qh, &ql);
+            h += (long long)qh;
+            l += (long long)ql;
+        }
+    sh[0][threadIdx.y][threadIdx.x] = h;
+    sh[1][threadIdx.y][threadIdx.x] = l;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        for (int y = 1; y < BN_RY; y++) {
+            h += sh[0][y][threadIdx.x];
+            l += sh[1][y][threadIdx.x];
+        }
+        atomicAdd((unsigned long long *)&hi[c], (unsigned long long)h);
+        atomicAdd((unsigned long long *)&lo[c], (unsigned long long)l);
+    }
+}
+
+/* fast: block partial sums part[blockIdx.y, c] (fp32, the row lanes in a
+ * fixed order) */
+__global__ void k_bn_fast_part(int kind, const float *x, const float *dy, const float *mean, const float *rstd,
+                               size_t M, int C, size_t rpb, float *part)
+{
+    __shared__ float sh[BN_RY][BN_CX];
+    const int c = blockIdx.x * BN_CX + threadIdx.x;
+    const size_t m0 = (size_t)blockIdx.y * rpb;
+    const size_t m1 = m0 + rpb < M ? m0 + rpb : M;
+    float a = 0.0f;
+    if (c < C)
+        for (size_t m = m0 + threadIdx.y; m < m1; m += BN_RY) a += bn_value(kind, x, dy, mean, rstd, m, C, c);
+    sh[threadIdx.y][threadIdx.x] = a;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        for (int y = 1; y < BN_RY; y++) a += sh[y][threadIdx.x];
+        part[(size_t)blockIdx.y * C + c] = a;
+    }
+}
+/* out[c] = sum over the nb block partials in block order */
+__global__ void k_bn_fast_final(const float *part, int nb, int C, float *out)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.0f;
+    for (int b = 0; b < nb; b++) s += part[(size_t)b * C + c];
+    out[c] = s;
+}
+
+/* sums of kind over x/dy [M, C] into (golden) hi/lo or (fast) out */
+static int bn_sums(struct dev *d, struct dev_stream *st, int kind, const float *x, const float *dy, const float *mean,
+                   const float *rstd, size_t M, int C, void *hi, void *lo, float *out, plumb_err *e)
+{
+    const size_t rpb = bn_rows_per_block(M);
+    const unsigned nby = (unsigned)((M + rpb - 1) / rpb);
+    dim3 grid((unsigned)((C + BN_CX - 1) / BN_CX), nby), block(BN_CX, BN_RY);
+    if (is_golden(d)) {
+        GPU_CHECK(d, cudaMemsetAsync(hi, 0, (size_t)C * sizeof(long long), st->s), e);
+        GPU_CHECK(d, cudaMemsetAsync(lo, 0, (size_t)C * sizeof(long long), st->s), e);
+        k_bn_fix<<<grid, block, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, rpb, (long long *)hi, (long long *)lo);
+        GPU_CHECK_LAUNCH(d, "k_bn_fix", e);
+        return PLUMB_OK;
+    }
+    void *ws;
+    int rc = tvws_get(d, TVWS_RED, (size_t)nby * C * sizeof(float), &ws, e);
+    if (rc) return rc;
+    k_bn_fast_part<<<grid, block, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, rpb, (float *)ws);
+    GPU_CHECK_LAUNCH(d, "k_bn_fast_part", e);
+    k_bn_fast_final<<<(C + TPB - 1) / TPB, TPB, 0, st->s>>>((const float *)ws, (int)nby, C, out);
+    GPU_CHECK_LAUNCH(d, "k_bn_fast_final", e);
+    return PLUMB_OK;
+}
+
+int g_bn_stats(struct dev *d, dev_stream *s, const float *x, size_t M, int C, const float *mean, void *part,
+               plumb_err *e)
+{
+    NEED(x && part, "%s: bn_stats: NULL x or part", d->label);
+    NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_stats: bad shape M=%zu C=%d", d->label, M, C);
+    ENTER();
+    struct dev_stream *st = gpu_stream(d, s);
+    int kind = mean ? BV_SQ : BV_X;
+    if (is_golden(d)) return bn_sums(d, st, kind, x, NULL, mean, NULL, M, C, part, (int64_t *)part + C, NULL, e);
+    return bn_sums(d, st, kind, x, NULL, mean, NULL, M, C, NULL, NULL, (float *)part, e);
+}
+
+int g_bn_bwd_stats(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                   const float *rstd, size_t M, int C, void *part, plumb_err *e)
+{
+    NEED(x && dy && mean && rstd && part, "%s: bn_bwd_stats: NULL argument", d->label);
+    NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_bwd_stats: bad shape M=%zu C=%d", d->label, M, C);
+    ENTER();
+    struct dev_stream *st = gpu_stream(d, s);
+    if (is_golden(d)) { /* [2, 2C]: hi (dy, dy xhat), lo (dy, dy xhat) */
+        int64_t *p = (int64_t *)part;
+        int rc = bn_sums(d, st, BV_DY, x, dy, mean, rstd, M, C, p, p + 2 * C, NULL, e);
+        if (!rc) rc = bn_sums(d, st, BV_DYXH, x, dy, mean, rstd, M, C, p + C, p + 3 * C, NULL, e);
+        return rc;
+    }
+    float *p = (float *)part;
+    int rc = bn_sums(d, st, BV_DY, x, dy, mean, rstd, M, C, NULL, NULL, p, e);
+    if (!rc) rc = bn_sums(d, st, BV_DYXH, x, dy, mean, rstd, M, C, NULL, NULL, p + C, e);
+    return rc;
+}
+
+__global__ void k_bn_mean(const void *part, int K, long long count, float *out, int golden)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= K) return;
+    if (golden) {
+        const int64_t *p = (const int64_t *)part;
+        out[i] = tv_fix_mean(p[i], p[K + i], (int64_t)count);
+    } else {
+        out[i] = ((const float *)part)[i] / (float)count;
+    }
+}
+
+int g_bn_mean(struct dev *d, dev_stream *s, const void *part, int K, int64_t count, float *out, plumb_err *e)
+{
+    NEED(part && out, "%s: bn_mean: NULL part or out", d->label);
+    NEED(K > 0 && count > 0, "%s: bn_mean: K=%d count=%lld (expected > 0)", d->label, K, (long long)count);
+    ENTER();
+    k_bn_mean<<<(K + TPB - 1) / TPB, TPB, 0, gpu_stream(d, s)->s>>>(part, K, (long long)count, out, is_golden(d));
+    GPU_CHECK_LAUNCH(d, "k_bn_mean", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_bn_var(const void *part, int C, long long count, float eps, float momentum, const float *mean,
+                         float *rstd, float *run_mean, float *run_var, int golden)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float var, varu;
+    if (golden) {
+        const int64_t *p = (const int64_t *)part;
+        double v = tv_fix_value(p[c], p[C + c]);
+        var = (float)(v / (double)count);
+        varu = (float)(v / (double)(count - 1));
+    } else {
+        const float *p = (const float *)part;
+        var = p[c] / (float)count;
+        varu = p[c] / (float)(count - 1);
+    }
+    rstd[c] = 1.0f / sqrtf(var + eps);
+    if (run_mean) {
+        run_mean[c] = tv_bn_running(run_mean[c], mean[c], momentum);
+        run_var[c] = tv_bn_running(run_var[c], varu, momentum);
+    }
+}
+
+int g_bn_var(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps, float momentum,
+             const float *mean, float *rstd, float *run_mean, float *run_var, plumb_err *e)
+{
+    NEED(part && rstd, "%s: bn_var: NULL part or rstd", d->label);
+    NEED((!run_mean && !run_var) || (run_mean && run_var && mean),
+         "%s: bn_var: running statistics need run_mean, run_var and mean", d->label);
+    NEED(C > 0 && count >= 2, "%s: bn_var: C=%d count=%lld (expected C > 0, count >= 2)", d->label, C,
+         (long long)count);
+    ENTER();
+    k_bn_var<<<(C + TPB - 1) / TPB, TPB, 0, gpu_stream(d, s)->s>>>(part, C, (long long)count, eps, momentum, mean,
+                                                                    rstd, run_mean, run_var, is_golden(d));
+    GPU_CHECK_LAUNCH(d, "k_bn_var", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_bn_rstd(const float *var, int C, float eps, float *rstd)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < C) rstd[c] = 1.0f / sqrtf(var[c] + eps);
+}
+
+int g_bn_rstd(struct dev *d, dev_stream *s, const float *var, int C, float eps, float *rstd, plumb_err *e)
+{
+    NEED(var && rstd && C > 0, "%s: bn_rstd: NULL argument or C=%d", d->label, C);
+    ENTER();
+    k_bn_rstd<<<(C + TPB - 1) / TPB, TPB, 0, gpu_stream(d, s)->s>>>(var, C, eps, rstd);
+    GPU_CHECK_LAUNCH(d, "k_bn_rstd", e);
+    return PLUMB_OK;
+}
+
+/* elementwise over [M, C]; the channel of element i is i % C */
+__global__ void k_bn_apply(const float *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
+                           const float *z, float *y, size_t n, int C, int relu, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % (size_t)C);
+        y[i] = tv_round(tv_bn_apply(x[i], mean[c], rstd[c], gamma[c], beta[c], z ? z + i : NULL, relu), rt);
+    }
+}
+
+int g_bn_apply(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd, const float *gamma,
+               const float *beta, const float *z, float *y, size_t M, int C, int relu, dtype_t rt, plumb_err *e)
+{
+    NEED(x && mean && rstd && gamma && beta && y, "%s: bn_apply: NULL argument", d->label);
+    NEED(M > 0 && C > 0, "%s: bn_apply: bad shape M=%zu C=%d", d->label, M, C);
+    RT_OK("bn_apply");
+    ENTER();
+    size_t n = M * (size_t)C;
+    k_bn_apply<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, mean, rstd, gamma, beta, z, y, n, C, relu,
+                                                                   (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_bn_apply", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_bn_bwd_data(const float *x, const float *dy, const float *mean, const float *rstd,
+                              const float *gamma, const float *mdy, float *dx, size_t n, int C, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % (size_t)C);
+        dx[i] = tv_round(tv_bn_dx(x[i], dy[i], mean[c], rstd[c], gamma[c], mdy[c], mdy[C + c]), rt);
+    }
+}
+
+int g_bn_bwd_data(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean, const float *rstd,
+                  const float *gamma, const float *mdy, float *dx, size_t M, int C, dtype_t rt, plumb_err *e)
+{
+    NEED(x && dy && mean && rstd && gamma && mdy && dx, "%s: bn_bwd_data: NULL argument", d->label);
+    NEED(M > 0 && C > 0, "%s: bn_bwd_data: bad shape M=%zu C=%d", d->label, M, C);
+    RT_OK("bn_bwd_data");
+    ENTER();
+    size_t n = M * (size_t)C;
+    k_bn_bwd_data<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, dy, mean, rstd, gamma, mdy, dx, n, C,
+                                                                      (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_bn_bwd_data", e);
+    return PLUMB_OK;
+}
+
+/* golden: chunk j of TV_TREE_CHUNK rows, channel c -> the pairwise tree of
+ * dy and of dy * xhat over the chunk: cs[j, 0/1, c] */
+__global__ void k_bn_tree_chunks(const float *x, const float *dy, const float *mean, const float *rstd, size_t M,
+                                 int C, size_t nch, float *cs)
+{
+    size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (t >= nch * (size_t)C) return;
+    size_t j = t / (size_t)C;
+    int c = (int)(t % (size_t)C);
+    size_t m0 = j * TV_TREE_CHUNK, m1 = m0 + TV_TREE_CHUNK < M ? m0 + TV_TREE_CHUNK : M;
+    struct gpairwise pb, pg;
+    gpw_init(&pb);
+    gpw_init(&pg);
+    const float mu = mean[c], rs = rstd[c];
+    for (size_t m = m0; m < m1; m++) {
+        float g = dy[m * C + c];
+        gpw_push(&pb, g);
+        gpw_push(&pg, g * tv_bn_xhat(x[m * C + c], mu, rs));
+    }
+    cs[(j * 2) * C + c] = gpw_result(&pb);
+    cs[(j * 2 + 1) * C + c] = gpw_result(&pg);
+}
+/* the same tree over the chunk sums, one thread per channel */
+__global__ void k_bn_tree_final(const float *cs, size_t nch, int C, float *dgamma, float *dbeta)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    struct gpairwise pb, pg;
+    gpw_init(&pb);
+    gpw_init(&pg);
+    for (size_t j = 0; j < nch; j++) {
+        gpw_push(&pb, cs[(j * 2) * C + c]);
+        gpw_push(&pg, cs[(j * 2 + 1) * C + c]);
+    }
+    dbeta[c] = gpw_result(&pb);
+    dgamma[c] = gpw_result(&pg);
+}
+
+int g_bn_bwd_params(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                    const float *rstd, size_t M, int C, float *dgamma, float *dbeta, plumb_err *e)
+{
+    NEED(x && dy && mean && rstd && dgamma && dbeta, "%s: bn_bwd_params: NULL argument", d->label);
+    NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_bwd_params: bad shape M=%zu C=%d", d->label, M, C);
+    ENTER();
+    struct dev_stream *st = gpu_stream(d, s);
+    if (!is_golden(d)) {
+        int rc = bn_sums(d, st, BV_DY, x, dy, mean, rstd, M, C, NULL, NULL, dbeta, e);
+        if (!rc) rc = bn_sums(d, st, BV_DYXH, x, dy, mean, rstd, M, C, NULL, NULL, dgamma, e);
+        return rc;
+    }
+    size_t nch = (M + TV_TREE_CHUNK - 1) / TV_TREE_CHUNK;
+    void *ws;
+    int rc = tvws_get(d, TVWS_RED, nch * 2 * (size_t)C * sizeof(float), &ws, e);
+    if (rc) return rc;
+    size_t nt = nch * (size_t)C;
+    k_bn_tree_chunks<<<(unsigned)((nt + 127) / 128), 128, 0, st->s>>>(x, dy, mean, rstd, M, C, nch, (float *)ws);
+    GPU_CHECK_LAUNCH(d, "k_bn_tree_chunks", e);
+    k_bn_tree_final<<<(C + 127) / 128, 128, 0, st->s>>>((const float *)ws, nch, C, dgamma, dbeta);
+    GPU_CHECK_LAUNCH(d, "k_bn_tree_final", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- pooling, add ---------------- */
+
+__global__ void k_maxpool_fwd(struct train_conv g, const float *x, float *y, int32_t *idx, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % g.C);
+        size_t pix = i / g.C;
+        int q = (int)(pix % g.Q), p = (int)(pix / g.Q % g.P), nn = (int)(pix / ((size_t)g.P * g.Q));
+        y[i] = tv_maxpool_elem(&g, x, nn, p, q, c, &idx[i]);
+    }
+}
+__global__ void k_maxpool_bwd(struct train_conv g, const float *dy, const int32_t *idx, float *dx, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % g.C);
+        size_t pix = i / g.C;
+        int w = (int)(pix % g.W), h = (int)(pix / g.W % g.H), nn = (int)(pix / ((size_t)g.H * g.W));
+        dx[i] = tv_round(tv_maxpool_bwd_elem(&g, dy, idx, nn, h, w, c), rt);
+    }
+}
+
+int g_maxpool_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, float *y, int32_t *idx,
+                  plumb_err *e)
+{
+    NEED(x && y && idx, "%s: maxpool_fwd: NULL x, y or idx", d->label);
+    NEED(!train_conv_valid(g) && g->K == g->C && g->pad < g->R && g->pad < g->S,
+         "%s: maxpool_fwd: bad geometry (expected train_conv_set's, K == C, pad < window)", d->label);
+    ENTER();
+    size_t n = (size_t)g->N * g->P * g->Q * g->C;
+    k_maxpool_fwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(*g, x, y, idx, n);
+    GPU_CHECK_LAUNCH(d, "k_maxpool_fwd", e);
+    return PLUMB_OK;
+}
+
+int g_maxpool_bwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy, const int32_t *idx,
+                  float *dx, dtype_t rt, plumb_err *e)
+{
+    NEED(dy && idx && dx, "%s: maxpool_bwd: NULL dy, idx or dx", d->label);
+    NEED(!train_conv_valid(g) && g->K == g->C, "%s: maxpool_bwd: bad geometry (expected train_conv_set's, K == C)",
+         d->label);
+    RT_OK("maxpool_bwd");
+    ENTER();
+    size_t n = (size_t)g->N * g->H * g->W * g->C;
+    k_maxpool_bwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(*g, dy, idx, dx, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_maxpool_bwd", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_avgpool_fwd(const float *x, float *y, int N, int HW, int C, int rt)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * C) return;
+    int n = (int)(i / C), c = (int)(i % C);
+    y[i] = tv_round(tv_avgpool_elem(x, n, HW, C, c), rt);
+}
+__global__ void k_avgpool_bwd(const float *dy, float *dx, int HW, int C, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t nn = i / ((size_t)HW * C);
+        int c = (int)(i % C);
+        dx[i] = tv_round(dy[nn * C + c] / (float)HW, rt);
+    }
+}
+
+int g_avgpool_fwd(struct dev *d, dev_stream *s, const float *x, float *y, int N, int HW, int C, dtype_t rt,
+                  plumb_err *e)
+{
+    NEED(x && y, "%s: avgpool_fwd: NULL x or y", d->label);
+    NEED(N > 0 && HW > 0 && C > 0, "%s: avgpool_fwd: bad shape N=%d HW=%d C=%d", d->label, N, HW, C);
+    RT_OK("avgpool_fwd");
+    ENTER();
+    size_t n = (size_t)N * C;
+    k_avgpool_fwd<<<(unsigned)((n + 127) / 128), 128, 0, gpu_stream(d, s)->s>>>(x, y, N, HW, C, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_avgpool_fwd", e);
+    return PLUMB_OK;
+}
+
+int g_avgpool_bwd(struct dev *d, dev_stream *s, const float *dy, float *dx, int N, int HW, int C, dtype_t rt,
+                  plumb_err *e)
+{
+    NEED(dy && dx, "%s: avgpool_bwd: NULL dy or dx", d->label);
+    NEED(N > 0 && HW > 0 && C > 0, "%s: avgpool_bwd: bad shape N=%d HW=%d C=%d", d->label, N, HW, C);
+    RT_OK("avgpool_bwd");
+    ENTER();
+    size_t n = (size_t)N * HW * C;
+    k_avgpool_bwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(dy, dx, HW, C, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_avgpool_bwd", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_add(const float *a, const float *b, float *y, size_t n, int relu, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = a[i] + b[i];
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        y[i] = tv_round(v, rt);
+    }
+}
+
+int g_add(struct dev *d, dev_stream *s, const float *a, const float *b, float *y, size_t n, int relu, dtype_t rt,
+          plumb_err *e)
+{
+    NEED((a && b && y) || n == 0, "%s: add: NULL a, b or y", d->label);
+    RT_OK("add");
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_add<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, y, n, relu, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_add", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- softmax cross-entropy ---------------- */
+
+/* fast row: vendor expf / logf, plain sums (the cpu's fast definition) */
+__device__ static float xent_row_fast(const float *z, int V, int y, float gs, float *dz, int32_t *pred)
+{
+    float m = z[0];
+    int32_t am = 0;
+    for (int i = 1; i < V; i++)
+        if (z[i] > m) {
+            m = z[i];
+            am = i;
+        }
+    *pred = am;
+    if (y < 0) return 0.0f;
+    float S = 0.0f;
+    for (int i = 0; i < V; i++) S += expf(z[i] - m);
+    if (dz)
+        for (int i = 0; i < V; i++) {
+            float p = expf(z[i] - m) / S;
+            dz[i] = (i == y ? p - 1.0f : p) * gs;
+        }
+    return logf(S) - (z[y] - m);
+}
+
+/* one thread per row: loss into lb[b] (0 when masked) */
+__global__ void k_cls_xent(const float *z, const int32_t *labels, int B, int V, int n_valid, float gs, float *loss_ps,
+                           int32_t *pred, float *dz, float *lb, int golden)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    int y = b < n_valid && labels ? labels[b] : -1;
+    int32_t pr;
+    float *dzr = dz ? dz + (size_t)b * V : NULL;
+    float l = golden ? tv_xent_row(z + (size_t)b * V, V, y, gs, dzr, &pr)
+                     : xent_row_fast(z + (size_t)b * V, V, y, gs, dzr, &pr);
+    if (y < 0 && dzr)
+        for (int i = 0; i < V; i++) dzr[i] = 0.0f;
+    lb[b] = l;
+    if (pred) pred[b] = pr;
+    if (loss_ps) loss_ps[b] = l;
+}
+/* the contract's sum: double adds in ascending b from 0 (both modes here:
+ * B rows are few) */
+__global__ void k_xent_sum(const float *lb, int n_valid, double *sc)
+{
+    double s = 0.0;
+    for (int b = 0; b < n_valid; b++) s += (double)lb[b];
+    sc[0] = s;
+    sc[1] = (double)n_valid;
+}
+
+int g_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V, int n_valid,
+               float grad_scale, float *loss_ps, double *sum_count, int32_t *pred, float *dz, plumb_err *e)
+{
+    NEED(z, "%s: cls_xent: NULL logits", d->label);
+    NEED(labels || (!loss_ps && !sum_count && !dz) || n_valid == 0, "%s: cls_xent: NULL labels", d->label);
+    NEED(B > 0 && V > 0 && n_valid >= 0 && n_valid <= B, "%s: cls_xent: bad B=%d V=%d n_valid=%d", d->label, B, V,
+         n_valid);
+    ENTER();
+    struct dev_stream *st = gpu_stream(d, s);
+    void *ws;
+    int rc = tvws_get(d, TVWS_RED, (size_t)B * sizeof(float), &ws, e);
+    if (rc) return rc;
+    k_cls_xent<<<(B + 127) / 128, 128, 0, st->s>>>(z, labels, B, V, n_valid, grad_scale, loss_ps, pred, dz,
+                                                   (float *)ws, is_golden(d));
+    GPU_CHECK_LAUNCH(d, "k_cls_xent", e);
+    if (sum_count) {
+        k_xent_sum<<<1, 1, 0, st->s>>>((const float *)ws, n_valid, sum_count);
+        GPU_CHECK_LAUNCH(d, "k_xent_sum", e);
+    }
+    return PLUMB_OK;
+}

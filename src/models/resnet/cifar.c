@@ -1,0 +1,106 @@
+/* CIFAR-10 binary files: see cifar.h. */
+#include "models/resnet/cifar.h"
+#include "core/file.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int cifar_read_file(const char *path, struct cifar_set *s, plumb_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open (%s)", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return err_set(e, PLUMB_EUSAGE, "%s: not a regular file", path);
+    size_t bytes = (size_t)st.st_size;
+    if (bytes == 0 || bytes % CIFAR_RECORD)
+        return err_set(e, PLUMB_EUSAGE,
+                       "%s: %zu bytes is not a whole number of %d-byte CIFAR-10 records (%zu records and %zu bytes of "
+                       "record %zu)",
+                       path, bytes, CIFAR_RECORD, bytes / CIFAR_RECORD, bytes % CIFAR_RECORD, bytes / CIFAR_RECORD);
+    size_t n = bytes / CIFAR_RECORD;
+    uint8_t *lab = realloc(s->labels, s->n + n);
+    if (!lab) return err_set(e, PLUMB_ENOMEM, "%s: out of memory for %zu labels", path, s->n + n);
+    s->labels = lab;
+    uint8_t *pix = realloc(s->pixels, (s->n + n) * CIFAR_PIXELS);
+    if (!pix) return err_set(e, PLUMB_ENOMEM, "%s: out of memory for %zu images", path, s->n + n);
+    s->pixels = pix;
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(e, PLUMB_EUSAGE, "%s: cannot open (%s)", path, strerror(errno));
+    uint8_t rec[CIFAR_RECORD];
+    int rc = PLUMB_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (fread(rec, 1, CIFAR_RECORD, f) != CIFAR_RECORD)
+            rc = err_set(e, PLUMB_EIO, "%s: short read at record %zu of %zu", path, i, n);
+        else if (rec[0] >= CIFAR_CLASSES)
+            rc = err_set(e, PLUMB_EUSAGE, "%s: record %zu (byte offset %zu): label %u (expected 0..%d)", path, i,
+                         i * CIFAR_RECORD, rec[0], CIFAR_CLASSES - 1);
+        else {
+            s->labels[s->n + i] = rec[0];
+            memcpy(s->pixels + (s->n + i) * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);
+        }
+    }
+    fclose(f);
+    if (!rc) s->n += n;
+    return rc;
+}
+
+int cifar_read_dir(const char *dir, int train, struct cifar_set *s, plumb_err *e)
+{
+    char path[4200];
+    memset(s, 0, sizeof *s);
+    int rc = PLUMB_OK;
+    if (train) {
+        for (int b = 1; b <= CIFAR_TRAIN_FILES && !rc; b++) {
+            char name[32];
+            snprintf(name, sizeof name, "data_batch_%d.bin", b);
+            rc = file_join(path, sizeof path, dir, name, e);
+            if (!rc && !file_exists(path))
+                rc = err_set(e, PLUMB_EUSAGE, "%s: no %s (a CIFAR-10 binary directory has data_batch_1.bin .. "
+                             "data_batch_5.bin and test_batch.bin; `plumb data synth-cifar --out DIR` writes one)",
+                             dir, name);
+            if (!rc) rc = cifar_read_file(path, s, e);
+        }
+    } else {
+        rc = file_join(path, sizeof path, dir, "test_batch.bin", e);
+        if (!rc && !file_exists(path))
+            rc = err_set(e, PLUMB_EUSAGE, "%s: no test_batch.bin (a CIFAR-10 binary directory has data_batch_1.bin .. "
+                         "data_batch_5.bin and test_batch.bin)", dir);
+        if (!rc) rc = cifar_read_file(path, s, e);
+    }
+    if (rc) cifar_set_free(s);
+    return rc;
+}
+
+void cifar_set_free(struct cifar_set *s)
+{
+    free(s->labels);
+    free(s->pixels);
+    memset(s, 0, sizeof *s);
+}
+
+int cifar_write_file(const char *path, const struct cifar_set *s, size_t first, size_t count, plumb_err *e)
+{
+    if (first + count > s->n)
+        return err_set(e, PLUMB_EUSAGE, "cifar write %s: records %zu..%zu of a set of %zu", path, first,
+                       first + count, s->n);
+    uint8_t *buf = malloc(count * CIFAR_RECORD + 1);
+    if (!buf) return err_set(e, PLUMB_ENOMEM, "cifar write %s: out of memory for %zu records", path, count);
+    for (size_t i = 0; i < count; i++) {
+        buf[i * CIFAR_RECORD] = s->labels[first + i];
+        memcpy(buf + i * CIFAR_RECORD + 1, s->pixels + (first + i) * CIFAR_PIXELS, CIFAR_PIXELS);
+    }
+    int rc = file_write_atomic(path, buf, count * CIFAR_RECORD, e);
+    free(buf);
+    return rc;
+}
+
+int cifar_write_meta(const char *dir, const char *const names[CIFAR_CLASSES], plumb_err *e)
+{
+    char path[4200], text[1024];
+    int rc = file_join(path, sizeof path, dir, "batches.meta.txt", e);
+    if (rc) return rc;
+    size_t o = 0;
+    for (int k = 0; k < CIFAR_CLASSES; k++) o += (size_t)snprintf(text + o, sizeof text - o, "%s\n", names[k]);
+    return file_write_atomic(path, text, o, e);
+}
