@@ -192,7 +192,7 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
         }
         human(d->s[0].n, a, sizeof a);
         human(d->s[1].n, b, sizeof b);
-        snprintf(d->desc, sizeof d->desc, "synthetic tokens (periodic blocks, vocabulary %d): %stokens, val %stokens",
+        snprintf(d->desc, sizeof d->desc, "synthetic tokens (Markov chain, vocabulary %d): %stokens, val %stokens",
                  d->vocab, a, b);
     } else if (!strncmp(spec, "text:", 5)) {
         const char *path = spec + 5;
@@ -271,16 +271,35 @@ const char *gpt_data_describe(const struct gpt_data *d) { return d->desc; }
 
 /* ---------------- access ---------------- */
 
-static int32_t synth_token(const struct stream *s, uint64_t seed, int vocab, uint64_t pos, uint32_t *cache_blk,
-                           uint32_t *cache_p)
+/* The synthetic chain (data.h): token i of block blk of split k, i > 0,
+ * follows token i-1 = a: with w = Philox(seed, RNG_DATA, k, blk, i),
+ * succ(a) when w >> 24 < 205 (probability 205/256), else (w & 0xffffff) mod V;
+ * succ(a) = Philox(seed, RNG_DATA, SYNTH_SUCC, 0, a) mod V is one table for
+ * both splits; token 0 of a block is Philox(seed, RNG_DATA, k, blk, 0) mod V. */
+#define SYNTH_SUCC 0xfffffu
+static int32_t synth_next(uint64_t seed, int vocab, uint32_t k, uint32_t blk, uint32_t i, int32_t prev)
 {
-    const uint64_t blk = pos / GPT_SYNTH_BLOCK;
-    if (*cache_blk != (uint32_t)blk || *cache_p == 0) {
-        *cache_blk = (uint32_t)blk;
-        *cache_p = 2 + philox_u32_at(seed, RNG_DATA, (uint32_t)s->split_id, (uint32_t)blk, 0) % 31;
+    const uint32_t w = philox_u32_at(seed, RNG_DATA, k, blk, i);
+    if (i == 0) return (int32_t)(w % (uint32_t)vocab);
+    if ((w >> 24) < 205u) return (int32_t)(philox_u32_at(seed, RNG_DATA, SYNTH_SUCC, 0, (uint64_t)prev) % (uint32_t)vocab);
+    return (int32_t)((w & 0xffffffu) % (uint32_t)vocab);
+}
+
+/* tokens [g, g + n) of the chain: each block from its start (a block is
+ * at most GPT_SYNTH_BLOCK tokens of work) */
+static void synth_read(const struct stream *s, uint64_t seed, int vocab, uint64_t g, size_t n, int32_t *out)
+{
+    size_t done = 0;
+    while (done < n) {
+        const uint64_t pos = g + done, blk = pos / GPT_SYNTH_BLOCK, i0 = pos % GPT_SYNTH_BLOCK;
+        const size_t take = n - done < GPT_SYNTH_BLOCK - i0 ? n - done : (size_t)(GPT_SYNTH_BLOCK - i0);
+        int32_t x = 0;
+        for (uint64_t i = 0; i < i0 + take; i++) {
+            x = synth_next(seed, vocab, (uint32_t)s->split_id, (uint32_t)blk, (uint32_t)i, x);
+            if (i >= i0) out[done + (i - i0)] = x;
+        }
+        done += take;
     }
-    const uint64_t k = (pos % GPT_SYNTH_BLOCK) % *cache_p;
-    return (int32_t)(philox_u32_at(seed, RNG_DATA, (uint32_t)s->split_id, (uint32_t)blk, 1 + k) % (uint32_t)vocab);
 }
 
 void gpt_data_read(const struct gpt_data *d, int split, uint64_t pos, size_t n, int32_t *out)
@@ -291,11 +310,9 @@ void gpt_data_read(const struct gpt_data *d, int split, uint64_t pos, size_t n, 
     case K_TEXT:
         for (size_t i = 0; i < n; i++) out[i] = s->text[g + i];
         return;
-    case K_SYNTH: {
-        uint32_t cb = 0xffffffffu, cp = 0;
-        for (size_t i = 0; i < n; i++) out[i] = synth_token(s, d->seed, d->vocab, g + i, &cb, &cp);
+    case K_SYNTH:
+        synth_read(s, d->seed, d->vocab, g, n, out);
         return;
-    }
     case K_FILES: {
         /* the shard holding g: binary search over the starts */
         int lo = 0, hi = s->nsh - 1;
