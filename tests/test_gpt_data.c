@@ -5,7 +5,6 @@
  * exactly once), N-rank batches that are the 1-rank sample set, and the
  * exact eval sums. */
 #include "test.h"
-#include "comm/comm.h"
 #include "core/file.h"
 #include "models/gpt/data.h"
 #include "models/gpt/eval.h"
@@ -337,12 +336,4 @@ TEST(gpt_eval_exact_across_partitions)
         }
         CHECK(tot.whole == one.whole && tot.frac == one.frac && tot.count == one.count);
     }
-    /* through the communicator (one rank here; t_gpt.sh runs several) */
-    struct comm *c = NULL;
-    plumb_err e = {0};
-    REQUIRE(comm_init("self", &c, &e) == 0);
-    struct gpt_eval_acc r = one;
-    REQUIRE(gpt_eval_reduce(c, &r, &e) == 0);
-    CHECK(r.whole == one.whole && r.frac == one.frac && r.count == one.count);
-    comm_finalize(c);
 }

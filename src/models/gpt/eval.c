@@ -13,17 +13,6 @@ void gpt_eval_add(struct gpt_eval_acc *a, const float *losses, const int32_t *tg
     }
 }
 
-int gpt_eval_reduce(struct comm *c, struct gpt_eval_acc *a, plumb_err *e)
-{
-    int64_t v[3] = {a->whole, a->frac, a->count};
-    int rc = comm_allreduce(c, v, 3, DT_I64, COMM_SUM, "gpt eval loss", e);
-    if (rc) return rc;
-    a->whole = v[0];
-    a->frac = v[1];
-    a->count = v[2];
-    return PLUMB_OK;
-}
-
 double gpt_eval_loss(const struct gpt_eval_acc *a)
 {
     if (a->count <= 0) return NAN;

@@ -8,7 +8,6 @@
 #define PLUMB_GPT_EVAL_H
 #include <stddef.h>
 #include <stdint.h>
-#include "comm/comm.h"
 #include "core/err.h"
 
 #define GPT_EVAL_FRAC 16777216.0 /* 2^24 */
@@ -21,8 +20,8 @@ struct gpt_eval_acc {
 
 /* Adds the losses of the scored positions (tgt >= 0) of n positions. */
 void gpt_eval_add(struct gpt_eval_acc *a, const float *losses, const int32_t *tgt, size_t n);
-/* Sums the accumulators of all ranks into a (every rank gets the total). */
-int gpt_eval_reduce(struct comm *c, struct gpt_eval_acc *a, plumb_err *e);
+/* Across ranks: the three fields summed as int64 (exact in any order: the
+ * caller's integer all-reduce, e.g. the trainer's model_comm.sum_i64). */
 /* Mean loss (NaN when nothing was scored) and its exp. */
 double gpt_eval_loss(const struct gpt_eval_acc *a);
 double gpt_eval_perplexity(const struct gpt_eval_acc *a);
