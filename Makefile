@@ -25,7 +25,7 @@ MPI_LIBS   = $(eval MPI_LIBS := $$(shell mpicc --showme:link 2>/dev/null))$(MPI_
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -ffp-contract=off -fno-fast-math \
            -fopenmp -pthread -Isrc -MMD -MP $(MPI_CFLAGS) $(SAN)
-LDLIBS   = $(MPI_LIBS) -lopenblas -ljansson -lmicrohttpd -lhwloc -lcrypto -lz -lm -ldl -lpthread
+LDLIBS   = $(MPI_LIBS) -lgsl -lopenblas -ljansson -lmicrohttpd -lhwloc -lcrypto -lz -lm -ldl -lpthread
 LDFLAGS += -fopenmp -pthread -rdynamic $(SAN)
 
 LIB_DIRS := core dev comm models models/gpt models/resnet train health report accept

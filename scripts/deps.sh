@@ -10,7 +10,7 @@
 #   bench: PyTorch for the reference side of bench/ctr_cpu (large: not in test)
 set -euo pipefail
 want=${1:-test}
-build_pkgs="build-essential pkg-config libopenblas-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev libhwloc-dev zlib1g-dev libssl-dev"
+build_pkgs="build-essential pkg-config libopenblas-dev libgsl-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev libhwloc-dev zlib1g-dev libssl-dev"
 test_pkgs="chromium prometheus python3 curl nodejs jq clang librocm-smi-dev"
 gpu_pkgs="hipcc libamdhip64-dev librocm-smi-dev"
 bench_pkgs="python3-torch"

@@ -3,6 +3,7 @@
  * checks/<name>[-<device>]/, report.html) and prints a verdict table.
  * Exit 0 when no check failed, 1 when one did, 2 on usage errors, 3 when a
  * check could not run at all (internal error). */
+#include "accept/check_parity.h"
 #include "accept/checks.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -80,6 +81,16 @@ static int run_train_ctr(const struct check_ctx *ctx, const struct accept_entry 
     return check_train_ctr_run(ctx, r, e);
 }
 
+/* --seeds, --seed-base, --seed-steps, --plant: the parity check's settings */
+static struct parity_check_opts g_parity;
+
+static int run_parity(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                      struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_parity_run(ctx, &g_parity, r, e);
+}
+
 /* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
 static const struct accept_entry accept_table[] = {
     {"doctor", LEVEL_QUICK, 0, run_doctor},
@@ -87,12 +98,19 @@ static const struct accept_entry accept_table[] = {
     {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
     {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
     {"train-ctr", LEVEL_STANDARD, 1, run_train_ctr},
+    {"parity", LEVEL_STANDARD, 1, run_parity},
     {"faults", LEVEL_STANDARD, 0, run_faults},
     /* health stays last: it reports the run-wide health monitor's alerts */
     {"health", LEVEL_QUICK, 0, run_health},
 };
 
 void doctor_print_rows(FILE *f, const json_t *check); /* cmd_doctor.c */
+
+/* Does the entry run at this level? An explicit --seeds K adds parity at any level. */
+static int entry_at_level(const struct accept_entry *a, enum level lv)
+{
+    return a->min_level <= lv || (a->run == run_parity && g_parity.seeds > 0);
+}
 
 /* Does the entry belong to the check called name (first word of its label)? */
 static int entry_named(const struct accept_entry *a, const char *name)
@@ -193,15 +211,19 @@ int cmd_accept(int argc, char **argv)
 {
     int quick = 0, standard = 0, full = 0;
     const char *out = NULL, *device = NULL, *only = NULL;
-    long threads = 0;
+    long threads = 0, seeds = 0, seed_base = 1, seed_steps = 0;
+    const char *plant_spec = NULL;
     static const char *usage = "plumb accept [--quick|--standard|--full] [options]";
     static const char *summary =
         "Accept this platform: run the acceptance checks at a level on every device asked for, write a run\n"
         "folder (results.json with schema plumb.results/1, checks/<name>[-<device>]/ artifacts, report.html)\n"
         "and print a verdict table. Levels: --quick: doctor, rng and numerics (golden and fast) on each device\n"
         "and the run-wide health monitor (seconds on a CPU host); --standard (the default): also train-ctr on\n"
-        "each device (ctr-tiny AUC floor, golden digest against the cpu) and the fault drills (minutes);\n"
-        "--full: also 10x larger RNG samples. Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
+        "each device (ctr-tiny AUC floor, golden digest against the cpu), parity on each device (ctr-tiny trained\n"
+        "with K = 5 seeds in fast mode, every seed's metrics and loss curve in checks/parity[-<device>]/seeds.jsonl\n"
+        "for 'plumb compare'; a device other than the cpu is tested against the cpu's seeds) and the fault drills\n"
+        "(minutes);\n"
+        "--full: also 10x larger RNG samples and K = 10 seeds. Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
     const struct opt opts[] = {
         {"--quick", OPT_FLAG, &quick, "off", "quick level", NULL, NULL},
         {"--standard", OPT_FLAG, &standard, "off", "standard level (the default when no level is given)", NULL, NULL},
@@ -211,6 +233,13 @@ int cmd_accept(int argc, char **argv)
         {"--threads", OPT_INT, &threads, "0", "cpu threads for the cpu device (0 = all cores)", "0..4096", "N"},
         {"--checks", OPT_STR, &only, "all", "run only these checks of the level (comma list of names, e.g. doctor,rng)",
          NULL, "LIST"},
+        {"--seeds", OPT_INT, &seeds, "0", "parity: seeds per device (0 = 5 at --standard, 10 at --full); given at --quick it "
+         "adds the parity check", "0..1000", "K"},
+        {"--seed-base", OPT_INT, &seed_base, "1", "parity: the first seed (seeds S .. S+K-1)", "0..1000000000", "S"},
+        {"--seed-steps", OPT_INT, &seed_steps, "0", "parity: training steps per seed (0 = the workload's, 1500)",
+         "0..100000000", "N"},
+        {"--plant", OPT_STR, &plant_spec, NULL, "parity drill: plant a change of known effect (lr=3: 3x the learning rate; "
+         "precision=bf16) to show compare finds it", NULL, "SPEC"},
         {0},
     };
     plumb_err e = {0};
@@ -225,6 +254,16 @@ int cmd_accept(int argc, char **argv)
         return cli_fail("accept", &e);
     }
     enum level lv = quick ? LEVEL_QUICK : full ? LEVEL_FULL : LEVEL_STANDARD;
+    static struct plant plant;
+    if (plant_parse(plant_spec, &plant, &e)) return cli_fail("accept", &e);
+    if (seeds == 1) {
+        err_set(&e, PLUMB_EUSAGE, "--seeds 1: a seed spread needs at least 2 seeds");
+        return cli_fail("accept", &e);
+    }
+    g_parity.seeds = (int)seeds;
+    g_parity.seed_base = (uint64_t)seed_base;
+    g_parity.steps = seed_steps;
+    g_parity.plant = &plant;
     /* --checks: names are the first word of a table label ("numerics golden" -> numerics) */
     char onlybuf[512], *names[32];
     int nnames = 0;
@@ -277,14 +316,14 @@ int cmd_accept(int argc, char **argv)
     int tty = table_stderr_tty();
     int total = 0;
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++)
-        if (accept_table[t].min_level <= lv && entry_selected(&accept_table[t], names, nnames)) total += accept_table[t].per_device ? ndev : 1;
+        if (entry_at_level(&accept_table[t], lv) && entry_selected(&accept_table[t], names, nnames)) total += accept_table[t].per_device ? ndev : 1;
     double t0 = timer_now();
     int had_internal = 0, step = 0;
     plumb_err he = {0};
     if (health_run_monitor_start(5, &he)) fprintf(stderr, "plumb accept: health monitor not started: %s\n", he.msg);
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
         const struct accept_entry *a = &accept_table[t];
-        if (a->min_level > lv || !entry_selected(a, names, nnames)) continue;
+        if (!entry_at_level(a, lv) || !entry_selected(a, names, nnames)) continue;
         for (int di = 0; di < (a->per_device ? ndev : 1); di++) {
             struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? specs[di] : "cpu",
                                     .level = level_names[lv], .threads = (int)threads, .tty = tty};

@@ -9,16 +9,25 @@
 #include <string.h>
 #include <sys/stat.h>
 
+int cmd_report_keygen(int argc, char **argv); /* cmd_report_sign.c */
+int cmd_report_sign(int argc, char **argv);
+int cmd_report_verify(int argc, char **argv);
+
 int cmd_report(int argc, char **argv)
 {
-    const char *out = NULL;
-    static const char *usage = "plumb report DIR [options]";
+    if (argc >= 2 && !strcmp(argv[1], "keygen")) return cmd_report_keygen(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "sign")) return cmd_report_sign(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "verify")) return cmd_report_verify(argc - 1, argv + 1);
+    const char *out = NULL, *pub = NULL;
+    static const char *usage = "plumb report DIR [options] | plumb report keygen|sign|verify ...";
     static const char *summary =
         "Re-render DIR/report.html from the run folder's results.json and check artifacts. The report is one\n"
         "self-contained HTML file (inline CSS and SVG, no scripts, no network). Exit 2 when DIR holds no valid\n"
-        "results.json (the message names the file and the field).";
+        "results.json (the message names the file and the field). A signed folder's report shows the signature's\n"
+        "status (see 'plumb report sign --help', 'plumb report verify --help', 'plumb report keygen --help').";
     const struct opt opts[] = {
         {"--html", OPT_STR, &out, NULL, "write the report here instead of DIR/report.html", NULL, "FILE"},
+        {"--pub", OPT_STR, &pub, NULL, "verify the folder's signature against this trusted public key (PEM)", NULL, "PUB"},
         {0},
     };
     char *pos[2];
@@ -47,7 +56,9 @@ int cmd_report(int argc, char **argv)
         json_decref(doc);
         return cli_fail("report", &e);
     }
+    html_set_trusted_key(pub);
     rc = html_render_file(doc, dir, path, &e);
+    html_set_trusted_key(NULL);
     json_decref(doc);
     if (rc) return cli_fail("report", &e);
     printf("%s\n", path);

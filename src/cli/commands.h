@@ -29,4 +29,6 @@ int cmd_numerics(int argc, char **argv);
 int cmd_rng(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_attribute(int argc, char **argv);
 #endif

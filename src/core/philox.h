@@ -41,6 +41,8 @@ enum rng_purpose {
     RNG_DROPOUT = 3,  /* dropout masks; a = step, b = layer           */
     RNG_AUGMENT = 4,  /* data augmentation; a = epoch, b = sample     */
     RNG_DATA = 5,     /* synthetic data; a = dataset id, b = split    */
+    RNG_STATS = 6,    /* resampling tests (report/parity.c); a, b = the
+                         resample number's low and high words         */
 };
 
 #define PHILOX_M0 0xD2511F53u

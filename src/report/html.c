@@ -718,7 +718,9 @@ static void put_line_charts(struct sbuf *b, const json_t *c, const char *run_dir
     {
         const char *s = json_string_value(a);
         size_t L = s ? strlen(s) : 0;
-        if (L >= 6 && !strcmp(s + L - 6, ".jsonl") && safe_rel(s) && shown < 4) {
+        /* per-seed results (seeds.jsonl) are drawn by html_put_training, not as lines */
+        int seeds_file = L >= 11 && !strcmp(s + L - 11, "seeds.jsonl");
+        if (L >= 6 && !strcmp(s + L - 6, ".jsonl") && safe_rel(s) && shown < 4 && !seeds_file) {
             put_jsonl_charts(b, run_dir, s);
             shown++;
         }
@@ -760,6 +762,7 @@ static void put_check(struct sbuf *b, const json_t *c, size_t idx, const char *r
     if (json_is_array(ops)) put_ops(b, ops);
     put_histograms(b, c, run_dir);
     put_line_charts(b, c, run_dir);
+    html_put_training(b, c, run_dir);
     /* everything else in details, as data */
     int opened = 0;
     size_t nk;
@@ -835,9 +838,11 @@ char *html_render(const json_t *root, const char *run_dir)
     sb_puts(&b, "</style></head>\n<body><main>\n");
     put_header(&b, root);
     put_verdict_table(&b, checks);
+    html_put_signature(&b, run_dir);
     size_t i;
     json_t *c;
     json_array_foreach(checks, i, c) put_check(&b, c, i, run_dir);
+    html_put_throughput(&b, root);
     put_host(&b, root);
     sb_puts(&b, "<footer>Rendered by plumb ");
     sb_escape(&b, jsonx_str(json_object_get(root, "versions"), "plumb"));

@@ -32,4 +32,16 @@ char *html_render(const json_t *results, const char *run_dir);
 /* Renders and writes atomically to path. */
 int html_render_file(const json_t *results, const char *run_dir, const char *path, plumb_err *e);
 
+/* Parts of the report for training evidence, throughput and signatures
+ * (html_run.c): */
+/* The signature section (report/sign.h), verified against the key set by
+ * html_set_trusted_key (NULL: the manifest's own key). Nothing when unsigned. */
+void html_put_signature(struct sbuf *b, const char *run_dir);
+void html_set_trusted_key(const char *pub_path);
+/* A check's per-seed results (seeds.jsonl artifact: strip plots, loss seed
+ * band) or, for the ladder check, its rungs. */
+void html_put_training(struct sbuf *b, const json_t *check, const char *run_dir);
+/* Bars of every metric with a rate unit (".../s") over all checks. */
+void html_put_throughput(struct sbuf *b, const json_t *root);
+
 #endif

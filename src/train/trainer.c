@@ -258,7 +258,7 @@ static int open_device(struct trainer *t, plumb_err *e)
         }
         t->d->threads = th;
     }
-    if ((rc = dev_set_numerics(t->d, cfg->numerics, 0, e))) return rc;
+    if ((rc = dev_set_numerics(t->d, cfg->numerics, cfg->numerics == NUMERICS_FAST && cfg->allow_tf32, e))) return rc;
     if (!t->d->ops->train) return err_set(e, PLUMB_EUNSUPPORTED, "device %s has no training ops", t->d->label);
     t->to = t->d->ops->train;
     return PLUMB_OK;

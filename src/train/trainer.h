@@ -55,6 +55,8 @@ struct train_config {
     int ckpt_keep;
     int resume;                /* continue from the newest valid checkpoint */
     enum numerics numerics;
+    int allow_tf32;            /* fast fp32 GEMMs may use TF32 where the device has it (dev_set_numerics);
+                                  default 0: strict fp32 */
     dtype_t precision;         /* DT_F32, DT_BF16, DT_F16 */
     int micro_shard;           /* samples per micro-shard */
     const char *loss_scale;    /* "auto" (dynamic for fp16), "dynamic", "off" */
