@@ -21,15 +21,15 @@ SAN     ?=
 MPI_CFLAGS = $(eval MPI_CFLAGS := $$(shell mpicc --showme:compile 2>/dev/null))$(MPI_CFLAGS)
 MPI_LIBS   = $(eval MPI_LIBS := $$(shell mpicc --showme:link 2>/dev/null))$(MPI_LIBS)
 # -ffp-contract=off: golden arithmetic must not be fused behind our back
-# (DESIGN.md section 5); fast kernels that want fma call fmaf explicitly.
+# (docs/numerics.md); fast kernels that want fma call fmaf explicitly.
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -ffp-contract=off -fno-fast-math \
            -fopenmp -pthread -Isrc -MMD -MP $(MPI_CFLAGS) $(SAN)
 LDLIBS   = $(MPI_LIBS) -lgsl -lopenblas -ljansson -lmicrohttpd -lhwloc -lcrypto -lz -lm -ldl -lpthread
 LDFLAGS += -fopenmp -pthread -rdynamic $(SAN)
 
-LIB_DIRS := core dev comm models models/gpt models/resnet train health report accept
-LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c))
+LIB_DIRS := core dev comm models train faults health report accept
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) $(wildcard src/models/*/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c)
 # tests/fake_*.c are not part of the test binary: each becomes a small shared
 # library (build/tests/libfake_*.so) that stands in for a vendor library.

@@ -1,7 +1,8 @@
-/* bench/ctr_cpu.c: training throughput of models/ctr on the cpu device.
- * One optimizer step = ctr_forward_backward over the batch + ctr_opt_step
- * (SGD: dense update and touched-rows-only embedding update), the same work
- * as bench/ctr_pytorch.py does per step. Inputs: Philox (purpose RNG_DATA)
+/* bench/ctr_cpu.c: training throughput of models/ctr on the cpu device,
+ * timed through the trainer's step (train/trainer.h): forward+backward over
+ * the batch, the gradient checks and the optimizer (SGD: dense update and
+ * touched-rows-only embedding update), the work bench/ctr_pytorch.py does
+ * per step. Inputs: Philox (purpose RNG_DATA)
  * dense features in [0, 3), uniform rows, 25% positive labels; 4 distinct
  * batches cycled. Prints a per-phase table on stderr and one JSON line on
  * stdout; samples_per_s is batch / median step time (robust when the machine
@@ -10,7 +11,11 @@
 #include "core/philox.h"
 #include "core/timer.h"
 #include "dev/dev.h"
-#include "models/ctr.h"
+#include "models/ctr/ctr.h"
+#include "comm/comm.h"
+#include "models/workloads.h"
+#include "train/options.h"
+#include "train/trainer.h"
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,18 +57,34 @@ int main(int argc, char **argv)
         return 2;
     }
     if (threads > 0) omp_set_num_threads((int)threads);
+    /* the trainer's step (train/trainer.h, the one training loop) on host
+     * batches; the config through the option table (train/options.h), the
+     * whole batch one micro-shard (one forward_backward a step) */
     struct ctr_config c;
-    struct dev *d = NULL;
-    struct ctr_model *m = NULL;
-    dtype_t prec = !strcmp(precision, "bf16") ? DT_BF16 : !strcmp(precision, "fp16") ? DT_F16 : DT_F32;
-    if ((rc = ctr_config_preset(preset, rows, &c, &e)) || (rc = dev_open("cpu", &d, &e)) ||
-        (rc = dev_set_numerics(d, !strcmp(numerics, "golden") ? NUMERICS_GOLDEN : NUMERICS_FAST, 0, &e))) {
+    if ((rc = ctr_config_preset(preset, rows, &c, &e))) {
         fprintf(stderr, "ctr_cpu: %s\n", e.msg);
         return err_exit_code(rc);
     }
-    d->threads = (int)threads;
+    char w_rows[32], w_batch[32], w_steps[32], w_lr[32], w_th[32];
+    snprintf(w_rows, sizeof w_rows, "%ld", rows);
+    snprintf(w_batch, sizeof w_batch, "%ld", batch);
+    snprintf(w_steps, sizeof w_steps, "%ld", warmup + steps);
+    snprintf(w_lr, sizeof w_lr, "%.17g", lr);
+    snprintf(w_th, sizeof w_th, "%ld", threads);
+    const char *words[] = {"--preset", preset, "--rows", w_rows, "--device", "cpu", "--batch", w_batch, "--steps",
+                           w_steps, "--micro-shard", w_batch, "--numerics", numerics, "--precision", precision,
+                           "--optimizer", optim, "--lr", w_lr, "--warmup", "0", "--threads", w_th, "--eval-samples", "64",
+                           "--comm", "self", "--watchdog-timeout", "0", "--quiet", NULL, NULL};
+    struct train_config cfg;
+    train_config_defaults(&cfg, workload_find("ctr"));
+    for (int i = 0; words[i] && !rc; i += 2) rc = train_option_set(&cfg, words[i], words[i + 1], &e);
+    if (!rc) rc = train_config_finish(&cfg, &e);
+    struct comm *cm = NULL;
+    struct trainer *tr = NULL;
     double t0 = now_s();
-    if ((rc = ctr_create(d, &c, (int)batch, prec, &m, &e)) || (rc = ctr_init(m, 1, &e))) {
+    if (!rc) rc = comm_init("self", &cm, &e);
+    if (!rc) rc = trainer_open(&cfg, cm, &tr, &e);
+    if (rc) {
         fprintf(stderr, "ctr_cpu: %s\n", e.msg);
         return err_exit_code(rc);
     }
@@ -82,34 +103,27 @@ int main(int argc, char **argv)
             sp[i * 26 + t] = (uint32_t)(((uint64_t)philox_u32_at(7, RNG_DATA, 101, 0, i * 26 + t) * (uint64_t)c.rows[t]) >> 32);
         lab[i] = philox_uniform_at(7, RNG_DATA, 102, 0, i) < 0.25f ? 1.0f : 0.0f;
     }
-    struct ctr_opt o = {!strcmp(optim, "adamw") ? CTR_OPT_ADAMW : CTR_OPT_SGD, (float)lr, 0.0f, 0.9f, 0.999f, 1e-8f};
     double t_fb = 0, t_opt = 0, t_total = 0, last_loss = 0;
     double *st = malloc((size_t)steps * sizeof(double));
     if (!st) return 3;
     for (long s = 0; s < warmup + steps; s++) {
         size_t k = (size_t)s % NB;
-        struct ctr_batch b = {(int)B, (int)B, dense + k * B * 13, sp + k * B * 26, lab + k * B};
-        struct ctr_loss l;
+        struct batch b = {.B = (int)B, .n_valid = (int)B, .field = {dense + k * B * 13, sp + k * B * 26, lab + k * B}};
+        struct trainer_step_stats ss;
         double a = now_s();
-        rc = ctr_forward_backward(m, &b, 1.0f / (float)B, &l, &e);
-        double mid = now_s();
-        int64_t *rws;
-        float *rg;
-        size_t nr;
-        ctr_sparse_grads(m, &rws, &rg, &nr);
-        if (!rc) rc = ctr_opt_step(m, &o, s + 1, ctr_grads(m), rws, rg, nr, &e);
+        rc = trainer_step_on(tr, &b, s, (long)B, &ss, &e);
         double end = now_s();
         if (rc) {
             fprintf(stderr, "ctr_cpu: step %ld: %s\n", s, e.msg);
             return err_exit_code(rc);
         }
         if (s >= warmup) {
-            t_fb += mid - a;
-            t_opt += end - mid;
+            t_fb += ss.compute_s;
+            t_opt += (end - a) - ss.compute_s - ss.comm_s;
             t_total += end - a;
             st[s - warmup] = end - a;
         }
-        last_loss = l.sum / (double)l.count;
+        last_loss = ss.loss;
     }
     /* throughput from the median step time: robust on a shared machine */
     for (long i = 1; i < steps; i++)
@@ -135,7 +149,7 @@ int main(int argc, char **argv)
     free(dense);
     free(lab);
     free(sp);
-    ctr_free(m);
-    dev_close(d);
+    trainer_close(tr);
+    comm_finalize(cm);
     return 0;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for bench/ctr_cpu: the DLRM of WORKLOADS.md (Criteo Kaggle
+"""PyTorch reference for bench/ctr_cpu: the DLRM of src/models/ctr/ctr.h (Criteo Kaggle
 configuration) with ONE fused sparse embedding table and plain SGD, fp32, on
 the CPU. Prints one JSON line: {"samples_per_s": ..., ...}.
 
@@ -36,7 +36,7 @@ class DLRM(nn.Module):
         li, lj = torch.tril_indices(F, F, offset=-1)
         self.register_buffer("li", li)
         self.register_buffer("lj", lj)
-        # WORKLOADS.md init
+        # the init of ctr_init (src/models/ctr/ctr.h)
         with torch.no_grad():
             for m in self.modules():
                 if isinstance(m, nn.Linear):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch reference for `plumb bench ctr --vs-pytorch` on a GPU: the DLRM of
-WORKLOADS.md (Criteo Kaggle configuration) with ONE fused sparse embedding
+src/models/ctr/ctr.h (Criteo Kaggle configuration) with ONE fused sparse embedding
 table and plain SGD, eager or torch.compile, fp32 or bf16 autocast.
 
 Throughput mode (default): reads the batches plumb wrote (--data-file, the

@@ -7,7 +7,8 @@
 #include "core/philox.h"
 #include "dev/dev.h"
 #include "dev/train_ops.h"
-#include "models/ctr.h"
+#include "models/ctr/ctr.h"
+#include "train/optim.h"
 #include <stdlib.h>
 
 static uint64_t rs = 0x2545f4914f6cdd1dull;
@@ -32,14 +33,14 @@ static struct dev *open_cpu(enum numerics mode, int threads)
     return d;
 }
 
-/* Host-side init with WORKLOADS.md scales (test only; ctr_init uses Philox). */
+/* Host-side init with the scales of ctr_init (models/ctr/ctr.h; test only: ctr_init uses Philox). */
 static void host_init(struct ctr_model *m, double scale)
 {
     size_t n = ctr_n_params(m);
     float *p = calloc(n, sizeof(float));
     for (int i = 0; i < ctr_n_tensors(m); i++) {
-        const struct ctr_tensor *t = ctr_tensor(m, i);
-        double b = t->is_table ? sqrt(1.0 / t->rows) : sqrt(6.0 / (t->rows + t->cols)) * scale;
+        const struct model_tensor *t = ctr_tensor(m, i);
+        double b = (t->flags & TENSOR_SPARSE) ? sqrt(1.0 / t->rows) : sqrt(6.0 / (t->rows + t->cols)) * scale;
         for (size_t k = 0; k < t->numel; k++) p[t->offset + k] = (float)((2 * ur() - 1) * b);
     }
     plumb_err e = {0};
@@ -106,9 +107,9 @@ TEST(ctr_presets_and_layout)
     CHECK_EQ_INT(ctr_n_tensors(m), 2 * 7 + 26);
     size_t dense = 0;
     for (int i = 0; i < ctr_n_tensors(m); i++) {
-        const struct ctr_tensor *t = ctr_tensor(m, i);
-        CHECK(t->offset % 16 == 0 || t->is_table);
-        if (!t->is_table) dense += t->numel;
+        const struct model_tensor *t = ctr_tensor(m, i);
+        CHECK(t->offset % 16 == 0 || (t->flags & TENSOR_SPARSE));
+        if (!(t->flags & TENSOR_SPARSE)) dense += t->numel;
     }
     /* 13*512+512 + 512*256+256 + 256*64+64 + 64*16+16 + 367*512+512 + 512*256+256 + 256+1 = 475985 */
     CHECK_EQ_INT(dense, 475985);
@@ -345,8 +346,8 @@ static int golden_digest(int threads, char hex[65])
     host_init(m, 1.0);
     float dense[48 * 13], lab[48];
     uint32_t sp[48 * 26];
-    struct ctr_opt o = {CTR_OPT_SGD, 0.1f, 0.0f, 0.9f, 0.999f, 1e-8f};
-    int rc = 0;
+    struct optim o;
+    int rc = optim_init(&o, d, ctr_layout(m), "sgd", 0.0, 0.0, 0.9, 0.999, 1e-8, &e);
     for (int s = 1; s <= 4 && !rc; s++) {
         make_batch(48, &c, dense, sp, lab);
         struct ctr_batch b = {48, 40, dense, sp, lab};
@@ -355,9 +356,10 @@ static int golden_digest(int threads, char hex[65])
         float *rg;
         size_t nr;
         ctr_sparse_grads(m, &rows, &rg, &nr);
-        if (!rc) rc = ctr_opt_step(m, &o, s, ctr_grads(m), rows, rg, nr, &e);
+        if (!rc) rc = optim_step(&o, ctr_params(m), ctr_grads(m), rows, rg, nr, 0.1f, s, &e);
     }
     if (!rc) rc = ctr_param_digest(m, hex, &e);
+    optim_free(&o);
     ctr_free(m);
     dev_close(d);
     return rc;
@@ -398,7 +400,7 @@ TEST(ctr_param_digest_is_sha256_of_params)
     dev_close(d);
 }
 
-/* ctr_init follows WORKLOADS.md: the per-tensor spread, and every value is
+/* ctr_init follows models/ctr/ctr.h: the per-tensor spread, and every value is
  * the documented function of Philox (checked bit for bit against
  * core/philox.h evaluated here, whether the device or the host drew them). */
 TEST(ctr_init_scales)
@@ -415,11 +417,11 @@ TEST(ctr_init_scales)
     float *p = malloc(np * sizeof(float));
     dev_download(d, p, ctr_params(m), np * sizeof(float), &e);
     for (int i = 0; i < ctr_n_tensors(m); i++) {
-        const struct ctr_tensor *t = ctr_tensor(m, i);
+        const struct model_tensor *t = ctr_tensor(m, i);
         double s2 = 0, mx = 0;
         for (size_t k = 0; k < t->numel; k++) s2 += (double)p[t->offset + k] * p[t->offset + k], mx = fmax(mx, fabs(p[t->offset + k]));
         double sd = sqrt(s2 / t->numel);
-        if (t->is_table) {
+        if ((t->flags & TENSOR_SPARSE)) {
             double bound = sqrt(1.0 / t->rows);
             CHECK(mx <= bound);
             CHECK_NEAR(sd, bound / sqrt(3.0), 0.05 * bound);
@@ -430,11 +432,11 @@ TEST(ctr_init_scales)
     }
     long mismatch = 0;
     for (int i = 0; i < ctr_n_tensors(m); i++) {
-        const struct ctr_tensor *t = ctr_tensor(m, i);
+        const struct model_tensor *t = ctr_tensor(m, i);
         size_t step = t->numel > 5000 ? t->numel / 4999 : 1;
         for (size_t k = 0; k < t->numel; k += step) {
             float want;
-            if (t->is_table) {
+            if ((t->flags & TENSOR_SPARSE)) {
                 float s = (float)sqrt(1.0 / t->rows);
                 want = fmaf(2.0f * s, philox_uniform_at(1, RNG_INIT, (uint32_t)i, 0, k), -s);
             } else {
@@ -443,7 +445,7 @@ TEST(ctr_init_scales)
             }
             mismatch += f32_bits(want) != f32_bits(p[t->offset + k]);
         }
-        if (i + 1 < ctr_n_tensors(m) && !t->is_table)
+        if (i + 1 < ctr_n_tensors(m) && !(t->flags & TENSOR_SPARSE))
             for (size_t k = t->offset + t->numel; k < ctr_tensor(m, i + 1)->offset; k++) mismatch += p[k] != 0.0f;
     }
     CHECK_EQ_INT(mismatch, 0);
@@ -487,7 +489,7 @@ static double heldout_loss(struct ctr_model *m, const float *dense, const uint32
     return sum / n;
 }
 
-static void check_learns(enum ctr_opt_kind kind, float lr, double want_drop, double want_below)
+static void check_learns(const char *kind, float lr, double want_drop, double want_below)
 {
     struct dev *d = open_cpu(NUMERICS_FAST, 0);
     if (!d) TEST_SKIP("no training ops on %s", test_device());
@@ -505,7 +507,8 @@ static void check_learns(enum ctr_opt_kind kind, float lr, double want_drop, dou
     double before = heldout_loss(m, ed, es, el, NE, B);
     float dense[B * 13], lab[B];
     uint32_t sp[B * 26];
-    struct ctr_opt o = {kind, lr, 0.0f, 0.9f, 0.999f, 1e-8f};
+    struct optim o;
+    REQUIRE(optim_init(&o, d, ctr_layout(m), kind, 0.0, 0.0, 0.9, 0.999, 1e-8, &e) == 0);
     for (int s = 1; s <= 300; s++) {
         planted(B, dense, sp, lab);
         struct ctr_batch b = {B, B, dense, sp, lab};
@@ -514,15 +517,16 @@ static void check_learns(enum ctr_opt_kind kind, float lr, double want_drop, dou
         float *rg;
         size_t nr;
         ctr_sparse_grads(m, &rows, &rg, &nr);
-        REQUIRE(ctr_opt_step(m, &o, s, ctr_grads(m), rows, rg, nr, &e) == 0);
+        REQUIRE(optim_step(&o, ctr_params(m), ctr_grads(m), rows, rg, nr, lr, s, &e) == 0);
     }
     double after = heldout_loss(m, ed, es, el, NE, B);
     CHECK_MSG(after < before - want_drop && after < want_below, "held-out loss %g -> %g", before, after);
+    optim_free(&o);
     ctr_free(m);
     dev_close(d);
 }
-TEST(ctr_learns_sgd) { check_learns(CTR_OPT_SGD, 0.5f, 0.04, 0.66); }
-TEST(ctr_learns_adamw) { check_learns(CTR_OPT_ADAMW, 0.003f, 0.1, 0.55); }
+TEST(ctr_learns_sgd) { check_learns("sgd", 0.5f, 0.04, 0.66); }
+TEST(ctr_learns_adamw) { check_learns("adamw", 0.003f, 0.1, 0.55); }
 
 /* fp16 storage: an activation gradient past 65504 becomes inf, and the
  * gradients carry it so the loss scaler's check sees it; fp32 stays finite. */
@@ -651,8 +655,8 @@ TEST(ctr_grad_ready_hook)
     /* the final gradient is finite and not all zero (the snapshots compared real values) */
     int finite = 1, nonzero = 0;
     for (int i = 0; i < ctr_n_tensors(m); i++) {
-        const struct ctr_tensor *t = ctr_tensor(m, i);
-        if (t->is_table) continue;
+        const struct model_tensor *t = ctr_tensor(m, i);
+        if ((t->flags & TENSOR_SPARSE)) continue;
         for (size_t j = t->offset; j < t->offset + t->numel; j++) finite &= isfinite(fin[j]) != 0, nonzero |= fin[j] != 0;
     }
     CHECK(finite && nonzero);

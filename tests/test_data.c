@@ -2,10 +2,10 @@
  * awkward lines, gzip, the teacher's calibration, TSV round trip. */
 #include "test.h"
 #include "core/file.h"
-#include "train/criteo.h"
-#include "train/data.h"
-#include "train/evalm.h"
-#include "train/synth.h"
+#include "models/ctr/criteo.h"
+#include "models/ctr/data.h"
+#include "models/ctr/eval.h"
+#include "models/ctr/synth.h"
 #include <stdlib.h>
 #include <zlib.h>
 
@@ -197,7 +197,11 @@ TEST(data_loader_matches_sampler)
     REQUIRE(sampler_init(&s, 1000, 96, 16, 3, 1, &e) == 0);
     REQUIRE(sampler_init(&ref, 1000, 96, 16, 3, 1, &e) == 0);
     struct loader *l;
-    REQUIRE(loader_start(d, &s, rows, 1, 3, 5, 30, 3, &l, &e) == 0);
+    struct data_source src;
+    struct feed_source fs;
+    ctr_source_wrap(&src, d, rows);
+    ctr_feed_source(&src, &fs);
+    REQUIRE(loader_start(&fs, &s, 1, 3, 5, 30, 3, &l, &e) == 0);
     int ok = 1;
     for (long step = 5; step < 30; step++) {
         struct host_batch *b;
@@ -211,7 +215,9 @@ TEST(data_loader_matches_sampler)
         for (int i = 0; i < b->n; i++) {
             struct criteo_sample cs;
             dataset_get(d, 0, idx[i], &cs);
-            ok &= b->labels[i] == cs.label && b->sparse[i * 26 + 3] == cs.cat[3] % 100;
+            const float *labels = b->field[CTR_F_LABEL];
+            const uint32_t *sparse = b->field[CTR_F_SPARSE];
+            ok &= labels[i] == cs.label && sparse[i * 26 + 3] == cs.cat[3] % 100;
         }
         loader_release(l, b);
     }

@@ -4,7 +4,8 @@
 #include "comm/comm.h"
 #include "core/file.h"
 #include "train/ckpt.h"
-#include "train/evalm.h"
+#include "models/ctr/eval.h"
+#include "train/mcomm.h"
 #include "train/sampler.h"
 #include "core/philox.h"
 #include "train/scaler.h"
@@ -271,10 +272,15 @@ TEST(mpi_collectives)
     long lo = (long)N * R / W, hi = (long)N * (R + 1) / W;
     struct eval_result mine_r, one;
     float *al, *ay;
-    REQUIRE(eval_exact(c, lg + lo, lb + lo, (size_t)(hi - lo), &mine_r, &al, &ay, &e) == 0);
+    struct mcomm_ctx mx = {c, NULL}, sx;
+    struct model_comm mc, ms;
+    mcomm_bind(&mx, &mc);
+    REQUIRE(eval_exact(&mc, lg + lo, lb + lo, (size_t)(hi - lo), &mine_r, &al, &ay, &e) == 0);
     struct comm *self;
     REQUIRE(comm_init("self", &self, &e) == 0);
-    REQUIRE(eval_exact(self, lg, lb, N, &one, NULL, NULL, &e) == 0);
+    sx.c = self, sx.d = NULL;
+    mcomm_bind(&sx, &ms);
+    REQUIRE(eval_exact(&ms, lg, lb, N, &one, NULL, NULL, &e) == 0);
     comm_finalize(self);
     CHECK(mine_r.auc == one.auc && mine_r.logloss == one.logloss && mine_r.accuracy == one.accuracy);
     CHECK_EQ_INT(mine_r.count, N);

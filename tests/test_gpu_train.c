@@ -1,4 +1,4 @@
-/* GPU training ops against the cpu backend (issue 5). With
+/* GPU training ops against the cpu backend (docs/GPU.md). With
  * PLUMB_TEST_DEVICE=cuda (or hip) every train_ops entry runs on the GPU and
  * on the cpu backend on the same inputs: golden results must be the same
  * bits; fast results must agree within fp32/bf16 tolerances and repeat
@@ -8,10 +8,11 @@
 #include "test.h"
 #include "dev/dev.h"
 #include "dev/train_ops.h"
-#include "models/ctr.h"
-#include "train/data.h"
+#include "models/ctr/ctr.h"
+#include "train/optim.h"
+#include "models/ctr/data.h"
 #include "train/sampler.h"
-#include "train/synth.h"
+#include "models/ctr/synth.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -772,8 +773,8 @@ static int train_digest(struct dev *d, const struct run_cfg *rc_, const float *i
     float *dense = malloc((size_t)B * 13 * 4), *lab = malloc((size_t)B * 4);
     uint32_t *sp = malloc((size_t)B * 26 * 4);
     uint64_t s = 99;
-    struct ctr_opt o = {CTR_OPT_SGD, 0.1f, 0.0f, 0.9f, 0.999f, 1e-8f};
-    int rc = 0;
+    struct optim o;
+    int rc = optim_init(&o, d, ctr_layout(m), "sgd", 0.0, 0.0, 0.9, 0.999, 1e-8, &e);
     double lsum = 0;
     for (int st = 1; st <= rc_->steps && !rc; st++) {
         for (int i = 0; i < B * 13; i++) {
@@ -793,9 +794,10 @@ static int train_digest(struct dev *d, const struct run_cfg *rc_, const float *i
         float *rg;
         size_t nr;
         ctr_sparse_grads(m, &rows, &rg, &nr);
-        if (!rc) rc = ctr_opt_step(m, &o, st, ctr_grads(m), rows, rg, nr, &e);
+        if (!rc) rc = optim_step(&o, ctr_params(m), ctr_grads(m), rows, rg, nr, 0.1f, st, &e);
         lsum = l.sum / (double)l.count;
     }
+    optim_free(&o);
     if (rc) fprintf(stderr, "  %s: %s\n", d->label, e.msg);
     if (!rc) rc = ctr_param_digest(m, hex, &e);
     if (loss_out) *loss_out = lsum;
@@ -874,20 +876,27 @@ TEST(ctr_dev_batch_matches_host_batch)
     struct sampler s1, *s2 = calloc(1, sizeof *s2);
     REQUIRE(sampler_init(&s1, ds.n[0], B, B, 9, 1, &e) == 0 && sampler_init(s2, ds.n[0], B, B, 9, 1, &e) == 0);
     struct devfeed *f = NULL;
-    REQUIRE(devfeed_start(d, &ds, 0, s2, c.rows, 0, 1, 0, STEPS, 3, 2, &f, &e) == 0);
+    struct data_source src;
+    struct feed_source fs;
+    ctr_source_wrap(&src, &ds, c.rows);
+    ctr_feed_source(&src, &fs);
+    REQUIRE(devfeed_start(d, &fs, 0, s2, 0, 1, 0, STEPS, 3, 2, &f, &e) == 0);
     uint32_t idx[B];
     int shv[4];
     float dense[B * 13], lab[B];
     uint32_t sp[B * 26];
-    struct ctr_opt o = {CTR_OPT_SGD, 0.2f, 0.0f, 0.9f, 0.999f, 1e-8f};
+    struct optim o[2];
+    for (int k = 0; k < 2; k++)
+        REQUIRE(optim_init(&o[k], d, ctr_layout(m[k]), "sgd", 0.0, 0.0, 0.9, 0.999, 1e-8, &e) == 0);
     for (long st = 0; st < STEPS; st++) {
         struct sampler_step ss;
         REQUIRE(sampler_get(&s1, st, 0, 1, &ss, idx, shv, &e) == 0);
         data_fill(&ds, 0, idx, (int)ss.local_valid, c.rows, dense, sp, lab);
         struct ctr_batch hb = {B, (int)ss.local_valid, dense, sp, lab};
-        struct ctr_dev_batch db;
+        struct batch fb;
         long fst = -1;
-        REQUIRE(devfeed_next(f, &db, &fst, NULL, &e) == 0);
+        REQUIRE(devfeed_next(f, &fb, &fst, NULL, &e) == 0);
+        struct ctr_dev_batch db = {fb.B, fb.n_valid, fb.field[CTR_F_DENSE], fb.field[CTR_F_SPARSE], fb.field[CTR_F_LABEL]};
         CHECK_EQ_INT(fst, st);
         CHECK_EQ_INT(db.n_valid, ss.local_valid);
         struct ctr_loss l1, l2;
@@ -900,10 +909,11 @@ TEST(ctr_dev_batch_matches_host_batch)
             float *rg;
             size_t nr;
             ctr_sparse_grads(m[k], &rows, &rg, &nr);
-            REQUIRE(ctr_opt_step(m[k], &o, st + 1, ctr_grads(m[k]), rows, rg, nr, &e) == 0);
+            REQUIRE(optim_step(&o[k], ctr_params(m[k]), ctr_grads(m[k]), rows, rg, nr, 0.2f, st + 1, &e) == 0);
         }
     }
     devfeed_stop(f);
+    optim_free(&o[0]), optim_free(&o[1]);
     sampler_free(s2);
     free(s2);
     sampler_free(&s1);
@@ -922,12 +932,12 @@ TEST(ctr_dev_batch_matches_host_batch)
 /* comm/nccl without an NCCL library (CI) fails cleanly with a message naming
  * the library and the override; with one (GPU host) it loads and reports its
  * version. The rank mapping refuses more local ranks than visible GPUs. */
-#include "comm/comm_nccl.h"
+#include "comm/comm.h"
 TEST(nccl_load_clean_error_or_version)
 {
     plumb_err e = {0};
     char desc[600] = "";
-    int rc = nccl_load("cuda", desc, sizeof desc, &e);
+    int rc = comm_nccl_load("cuda", desc, sizeof desc, &e);
     if (rc == PLUMB_OK) {
         CHECK_MSG(strstr(desc, "NCCL ") != NULL, "description '%s'", desc);
     } else {
@@ -936,7 +946,7 @@ TEST(nccl_load_clean_error_or_version)
     }
     char spec[32];
     plumb_err e2 = {0};
-    rc = nccl_device_for_rank("cuda", 0, 1000, spec, &e2);
+    rc = dev_spec_for_local_rank("cuda", 0, 1000, spec, &e2);
     CHECK(rc != PLUMB_OK);
     CHECK_MSG(e2.msg[0] != '\0', "no message for 1000 local ranks");
 }

@@ -2,8 +2,8 @@
  * (or hip) every transformer op runs on the GPU and on the cpu on the same
  * inputs, chained as one GPT block forward and backward: golden results must
  * be the same bits; fast results must agree within fp32 / bf16 bounds and
- * repeat bit for bit run to run. gpt-tiny trained 3 golden steps on both
- * must end with the same parameter digest. Shapes cover both flash tile
+ * repeat bit for bit run to run. gpt-tiny trained through the trainer on
+ * both must end with the same golden parameter digest. Shapes cover both flash tile
  * sizes (head width 64: 32 x 32 tiles; 96: 16 x 16), sequences that are not
  * a multiple of the tile, and the classifier's row chunks. Without a GPU
  * every test skips and says why. */
@@ -12,7 +12,11 @@
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
 #include "dev/train_ops.h"
+#include "comm/comm.h"
 #include "models/gpt/gpt.h"
+#include "models/workloads.h"
+#include "train/options.h"
+#include "train/trainer.h"
 #include <stdlib.h>
 
 static int is_gpu_spec(const char *s) { return !strncmp(s, "cuda", 4) || !strncmp(s, "hip", 3); }
@@ -190,61 +194,44 @@ TEST(gpu_gpt_block_fast_fp32) { block_case(NUMERICS_FAST, 2, 100, 2, 64, 300, DT
 TEST(gpu_gpt_block_fast_bf16) { block_case(NUMERICS_FAST, 2, 100, 3, 64, 1000, DT_BF16); }
 TEST(gpu_gpt_block_fast_fp32_hs96) { block_case(NUMERICS_FAST, 1, 70, 2, 96, 257, DT_F32); }
 
-/* gpt-tiny, 3 golden steps (a test-local AdamW loop of op calls, until the
- * trainer drives gpt): the same parameter digest on cpu and GPU; fast: the
- * losses within 1e-3 */
-static void model_steps(struct dev *d, dtype_t prec, char hex[65], double *losses)
+/* gpt-tiny through the trainer on the GPU and on the cpu, 6 steps of the
+ * preset (AdamW, clipping, cosine): golden the same parameter digest (fp32
+ * and bf16); fast the final losses within 1e-3 (fp32) / 2e-2 (bf16) */
+static int tiny_run(const char *device, const char *numerics, const char *prec, struct train_result *tr, plumb_err *e)
 {
-    struct gpt_config c;
-    plumb_err e = {0};
-    REQUIRE(gpt_config_preset("gpt-tiny", &c, &e) == 0);
-    enum { B = 2, T = 64 };
-    struct gpt_model *m = NULL;
-    REQUIRE(gpt_create(d, &c, B, prec, &m, &e) == 0);
-    REQUIRE(gpt_init(m, 5, &e) == 0);
-    int32_t tok[B * T], tgt[B * T];
-    for (int i = 0; i < B * T; i++) {
-        tok[i] = (int32_t)(philox_u32_at(5, RNG_DATA, 1, 0, i) % 256);
-        tgt[i] = (int32_t)(philox_u32_at(5, RNG_DATA, 1, 1, i) % 256);
-    }
-    const size_t n = gpt_n_params(m);
-    float *mom = put(d, NULL, n * 4), *var = put(d, NULL, n * 4);
-    int nr = 0;
-    const int64_t *dec = gpt_decay_ranges(m, &nr);
-    int64_t *ddec = put(d, dec, (size_t)nr * 16);
-    struct gpt_batch bt = {B, B, T, tok, tgt};
-    for (int s = 1; s <= 3; s++) {
-        struct gpt_loss l;
-        REQUIRE(gpt_forward_backward(m, &bt, 1.0f / (B * T), &l, &e) == 0);
-        losses[s - 1] = l.sum / (double)l.count;
-        const double bc1 = 1.0 - pow(0.9, s), bc2 = 1.0 - pow(0.95, s);
-        REQUIRE(d->ops->train->adamw_masked(d, NULL, gpt_params(m), gpt_grads(m), mom, var, n, 1e-3f, 0.9f, 0.95f, 1e-8f,
-                                            0.1f, (float)bc1, (float)bc2, 1.0f, ddec, nr, &e) == 0);
-    }
-    REQUIRE(gpt_param_digest(m, hex, &e) == 0);
-    dev_free(d, mom);
-    dev_free(d, var);
-    dev_free(d, ddec);
-    gpt_free(m);
+    const char *words[] = {"--preset", "gpt-tiny", "--device", device, "--numerics", numerics, "--precision", prec,
+                           "--steps", "6", "--batch", "8", "--micro-shard", "4", "--train-samples", "256",
+                           "--eval-samples", "16", "--eval-batch", "8", "--health-interval", "0", "--quiet", NULL, NULL};
+    struct train_config cfg;
+    train_config_defaults(&cfg, workload_find("gpt"));
+    for (int i = 0; words[i]; i += 2)
+        if (train_option_set(&cfg, words[i], words[i + 1], e)) return PLUMB_EUSAGE;
+    int rc = train_config_finish(&cfg, e);
+    if (rc) return rc;
+    cfg.progress = 0;
+    struct comm *c = NULL;
+    if ((rc = comm_init("self", &c, e))) return rc;
+    rc = trainer_run(&cfg, c, tr, e);
+    comm_finalize(c);
+    return rc;
 }
 
-TEST(gpu_gpt_tiny_steps_match_cpu)
+TEST(gpu_gpt_tiny_trainer_matches_cpu)
 {
     SKIP_UNLESS_GPU();
-    for (int mode = 0; mode < 2; mode++)
-        for (int pr = 0; pr < 2; pr++) {
-            const dtype_t prec = pr ? DT_BF16 : DT_F32;
-            struct dev *c = open_on("cpu", (enum numerics)mode), *g = open_on(test_device(), (enum numerics)mode);
-            REQUIRE(c && g);
-            char hc[65], hg[65];
-            double lc[3], lg[3];
-            model_steps(c, prec, hc, lc);
-            model_steps(g, prec, hg, lg);
-            if (mode == NUMERICS_GOLDEN) CHECK_MSG(!strcmp(hc, hg), "golden %s digest cpu %s gpu %s", dtype_name(prec), hc, hg);
-            for (int s = 0; s < 3; s++)
-                CHECK_MSG(fabs(lc[s] - lg[s]) <= (prec == DT_F32 ? 1e-4 : 1e-2), "%s %s step %d loss cpu %.6f gpu %.6f",
-                          mode ? "golden" : "fast", dtype_name(prec), s, lc[s], lg[s]);
-            dev_close(g);
-            dev_close(c);
+    const char *modes[] = {"fast", "golden"}, *precs[] = {"fp32", "bf16"};
+    for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 2; p++) {
+            struct train_result tc, tg;
+            plumb_err e = {0};
+            int rc = tiny_run("cpu", modes[m], precs[p], &tc, &e);
+            CHECK_MSG(rc == 0, "cpu %s %s: %s", modes[m], precs[p], e.msg);
+            if (!rc) rc = tiny_run(test_device(), modes[m], precs[p], &tg, &e);
+            CHECK_MSG(rc == 0, "%s %s %s: %s", test_device(), modes[m], precs[p], e.msg);
+            if (rc) continue;
+            if (m == 1) CHECK_MSG(!strcmp(tc.param_digest, tg.param_digest), "golden %s digest cpu %s gpu %s", precs[p],
+                                  tc.param_digest, tg.param_digest);
+            const double lc = eval_metric(&tc.eval, "val_loss"), lg = eval_metric(&tg.eval, "val_loss");
+            CHECK_MSG(fabs(lc - lg) <= (p ? 2e-2 : 1e-3), "%s %s val loss cpu %.6f gpu %.6f", modes[m], precs[p], lc, lg);
         }
 }

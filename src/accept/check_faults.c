@@ -1,8 +1,9 @@
-/* The faults check: fault drills (train/drills.h) as a checks[] entry. */
+/* The faults check: fault drills (faults/drills.h) as a checks[] entry. */
 #include "accept/check_faults.h"
 #include "accept/checks.h"
 #include "core/file.h"
-#include "train/drills.h"
+#include "faults/drills.h"
+#include "models/workloads.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +40,8 @@ int check_faults_drills(const struct check_ctx *ctx, const char *plumb, const ch
 {
     struct drill_opts o;
     drill_opts_defaults(&o);
+    o.wl = workload_find("ctr");
+    o.preset = "ctr-tiny";
     char bin[PATH_MAX];
     if (plumb) snprintf(bin, sizeof bin, "%s", plumb);
     else if (find_plumb(bin, sizeof bin, e)) return e->code;

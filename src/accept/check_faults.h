@@ -1,5 +1,5 @@
 /* The faults check (plumb faults, plumb accept --standard): runs the fault
- * drills of train/drills.h into checks/faults[-device]/ and turns their
+ * drills of faults/drills.h into checks/faults[-device]/ and turns their
  * results into a checks[] entry. */
 #ifndef PLUMB_CHECK_FAULTS_H
 #define PLUMB_CHECK_FAULTS_H

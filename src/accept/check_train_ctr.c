@@ -22,6 +22,8 @@
 #include "accept/checks.h"
 #include "comm/comm.h"
 #include "core/log.h"
+#include "models/workloads.h"
+#include "train/options.h"
 #include "train/trainer.h"
 #include <math.h>
 #include <stdio.h>
@@ -32,8 +34,8 @@
 #define GOLDEN_STEPS 60
 /* The least AUC tolerance, whatever the seed spread: the convergence
  * tolerance of README.md's train-ctr check ("within 0.002 of the CPU fast
- * run's"), so K seeds that happen
- * to land close together cannot shrink the band to nothing. */
+ * run's"), so K seeds that happen to land close together cannot shrink the
+ * band to nothing. */
 #define SPREAD_FLOOR 0.002
 #define MAX_SEEDS 8
 
@@ -77,21 +79,29 @@ static void metric_if_finite(struct check_result *r, const char *name, double v)
     if (isfinite(v)) check_metric(r, name, v, "");
 }
 
-static void tiny_config(struct train_config *c, const char *device, int threads)
+/* ctr-tiny with the preset's defaults (the option table, train/options.h)
+ * on device; golden: GOLDEN_STEPS steps, 2000 eval samples. The table's
+ * options cannot fail here, except a device string the trainer refuses. */
+static void tiny_config(struct train_config *c, const char *device, int threads, int golden)
 {
-    train_config_defaults(c);
-    c->preset = "ctr-tiny";
-    c->device = device;
-    c->threads = threads;
-    c->optimizer = "adamw";
-    c->lr = 0.004;
-    c->warmup = 50;
-    c->batch = 256;
-    c->steps = 1500;
-    c->eval_samples = 50000;
-    c->quiet = 1;
+    char th[32], gs[32];
+    plumb_err e = {0};
+    train_config_defaults(c, workload_find("ctr"));
+    snprintf(th, sizeof th, "%d", threads > 0 ? threads : 0);
+    snprintf(gs, sizeof gs, "%d", GOLDEN_STEPS);
+    int rc = train_option_set(c, "--preset", "ctr-tiny", &e);
+    if (!rc) rc = train_option_set(c, "--device", device, &e);
+    if (!rc) rc = train_option_set(c, "--threads", th, &e);
+    if (!rc) rc = train_option_set(c, "--quiet", NULL, &e);
+    if (!rc && golden) rc = train_option_set(c, "--numerics", "golden", &e);
+    if (!rc && golden) rc = train_option_set(c, "--steps", gs, &e);
+    if (!rc && golden) rc = train_option_set(c, "--eval-samples", "2000", &e);
+    if (!rc) rc = train_config_finish(c, &e);
+    if (rc) log_warn("train-ctr: config: %s", e.msg);
     c->progress = 0;
 }
+
+static double auc_of(const struct train_result *tr) { return eval_metric(&tr->eval, "auc"); }
 
 /* The cpu reference runs depend only on (threads, K): an accept over several
  * GPUs (the check runs once per device, one after another, in one process)
@@ -112,7 +122,7 @@ static void compare_cpu_seeds(const struct check_ctx *ctx, struct check_result *
 {
     int k = seeds_for_level(ctx->level);
     struct train_config cfg;
-    tiny_config(&cfg, "cpu", ctx->threads);
+    tiny_config(&cfg, "cpu", ctx->threads, 0);
     const uint64_t s0 = cfg.seed;
     int reused = g_cpu_ref.valid && g_cpu_ref.threads == ctx->threads && g_cpu_ref.k == k;
     if (!reused) {
@@ -120,7 +130,7 @@ static void compare_cpu_seeds(const struct check_ctx *ctx, struct check_result *
         g_cpu_ref.wall_s = 0;
         for (int i = 0; i < k; i++) {
             struct train_result tr;
-            tiny_config(&cfg, "cpu", ctx->threads);
+            tiny_config(&cfg, "cpu", ctx->threads, 0);
             cfg.seed = s0 + (uint64_t)i;
             int rc = trainer_run(&cfg, c, &tr, e);
             if (rc) {
@@ -129,7 +139,7 @@ static void compare_cpu_seeds(const struct check_ctx *ctx, struct check_result *
                 err_clear(e);
                 return;
             }
-            g_cpu_ref.auc[i] = tr.eval.auc;
+            g_cpu_ref.auc[i] = auc_of(&tr);
             snprintf(g_cpu_ref.digest[i], sizeof g_cpu_ref.digest[i], "%s", tr.param_digest);
             g_cpu_ref.wall_s += tr.wall_s;
         }
@@ -144,12 +154,12 @@ static void compare_cpu_seeds(const struct check_ctx *ctx, struct check_result *
         json_array_append_new(aucs, jnum(auc[i]));
         json_array_append_new(digests, json_string(g_cpu_ref.digest[i]));
     }
-    double spread, tol, diff = fabs(dev_tr->eval.auc - auc[0]);
-    int pass = train_ctr_spread_verdict(dev_tr->eval.auc, auc, k, SPREAD_FLOOR, &spread, &tol);
+    double spread, tol, diff = fabs(auc_of(dev_tr) - auc[0]);
+    int pass = train_ctr_spread_verdict(auc_of(dev_tr), auc, k, SPREAD_FLOOR, &spread, &tol);
     json_t *d = json_object();
     json_object_set_new(d, "compared_with", json_string("cpu, seed-to-seed spread"));
     json_object_set_new(d, "seeds", seeds);
-    json_object_set_new(d, "auc_device", jnum(dev_tr->eval.auc));
+    json_object_set_new(d, "auc_device", jnum(auc_of(dev_tr)));
     json_object_set_new(d, "auc_cpu", aucs);
     json_object_set_new(d, "param_digest_cpu", digests);
     json_object_set_new(d, "spread", jnum(spread));
@@ -171,7 +181,7 @@ static void compare_cpu_seeds(const struct check_ctx *ctx, struct check_result *
         check_set_status(r, CHECK_FAIL,
                          "fast AUC %.4f on %s differs from the cpu's %.4f (seed %llu) by %.4f, more than the "
                          "tolerance %.4f = max(cpu seed spread %.4f, %.3f); cpu AUCs over seeds %llu..%llu: %s",
-                         dev_tr->eval.auc, device, auc[0], (unsigned long long)s0, diff, tol, spread, SPREAD_FLOOR,
+                         auc_of(dev_tr), device, auc[0], (unsigned long long)s0, diff, tol, spread, SPREAD_FLOOR,
                          (unsigned long long)s0, (unsigned long long)(s0 + (uint64_t)k - 1), list);
     }
 }
@@ -185,7 +195,7 @@ static void compare_cpu_threads(const struct check_ctx *ctx, struct check_result
     if (n < 1) n = 1;
     int alt = n > 1 ? 1 : 2;
     struct train_config cfg;
-    tiny_config(&cfg, "cpu", alt);
+    tiny_config(&cfg, "cpu", alt, 0);
     struct train_result tr;
     int rc = trainer_run(&cfg, c, &tr, e);
     if (rc) {
@@ -194,12 +204,12 @@ static void compare_cpu_threads(const struct check_ctx *ctx, struct check_result
         return;
     }
     int same = !strcmp(dev_tr->param_digest, tr.param_digest);
-    double diff = fabs(dev_tr->eval.auc - tr.eval.auc);
+    double diff = fabs(auc_of(dev_tr) - auc_of(&tr));
     int pass = same || (isfinite(diff) && diff <= SPREAD_FLOOR);
     json_t *d = json_object();
     json_object_set_new(d, "compared_with", json_string("cpu, another thread count (no seed spread on the cpu itself)"));
     json_object_set_new(d, "threads", json_pack("[ii]", n, alt));
-    json_object_set_new(d, "auc", json_pack("[oo]", jnum(dev_tr->eval.auc), jnum(tr.eval.auc)));
+    json_object_set_new(d, "auc", json_pack("[oo]", jnum(auc_of(dev_tr)), jnum(auc_of(&tr))));
     json_object_set_new(d, "param_digest_equal", json_boolean(same));
     json_object_set_new(d, "diff", jnum(diff));
     if (same)
@@ -216,7 +226,7 @@ static void compare_cpu_threads(const struct check_ctx *ctx, struct check_result
     metric_if_finite(r, "auc_diff_vs_cpu", diff);
     if (!pass)
         check_set_status(r, CHECK_FAIL, "fast AUC %.4f with %d threads vs %.4f with %d: differs by %.4f > %.3f",
-                         dev_tr->eval.auc, n, tr.eval.auc, alt, diff, SPREAD_FLOOR);
+                         auc_of(dev_tr), n, auc_of(&tr), alt, diff, SPREAD_FLOOR);
 }
 
 int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e)
@@ -239,7 +249,7 @@ int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plu
 
     /* 1. fast training, AUC floor */
     struct train_config cfg;
-    tiny_config(&cfg, device, ctx->threads);
+    tiny_config(&cfg, device, ctx->threads, 0);
     cfg.out_dir = dir[0] ? dir : NULL;
     struct train_result tr;
     rc = trainer_run(&cfg, c, &tr, e);
@@ -252,10 +262,8 @@ int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plu
         check_free(r);
         return err_wrap(e, "train-ctr on %s", device);
     }
-    check_metric(r, "auc", tr.eval.auc, "");
-    check_metric(r, "teacher_auc", tr.teacher_auc, "");
-    check_metric(r, "logloss", tr.eval.logloss, "");
-    check_metric(r, "accuracy", tr.eval.accuracy, "");
+    for (int i = 0; i < tr.eval.n; i++) check_metric(r, tr.eval.name[i], tr.eval.value[i], "");
+    for (int i = 0; i < tr.reference.n; i++) check_metric(r, tr.reference.name[i], tr.reference.value[i], "");
     check_metric(r, "samples_per_s", tr.samples_per_s, "samples/s");
     check_metric(r, "train_wall_s", tr.wall_s, "s");
     check_detail(r, "model", json_string(tr.model_desc));
@@ -266,9 +274,9 @@ int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plu
         snprintf(rel, sizeof rel, "%s/metrics.jsonl", p ? p + 1 : "checks/train-ctr");
         check_artifact(r, rel);
     }
-    if (!(tr.eval.auc >= AUC_FLOOR))
-        check_set_status(r, CHECK_FAIL, "eval AUC %.4f below the floor %.2f (teacher %.4f)", tr.eval.auc, AUC_FLOOR,
-                         tr.teacher_auc);
+    if (!(auc_of(&tr) >= AUC_FLOOR))
+        check_set_status(r, CHECK_FAIL, "eval AUC %.4f below the floor %.2f (teacher %.4f)", auc_of(&tr), AUC_FLOOR,
+                         eval_metric(&tr.reference, "teacher_auc"));
 
     /* 2. the fast AUC vs the cpu's */
     int on_cpu = !strncmp(device, "cpu", 3);
@@ -280,16 +288,10 @@ int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plu
 
     /* 3. golden digests: device vs cpu */
     struct train_result g1, g2;
-    tiny_config(&cfg, device, ctx->threads);
-    cfg.numerics = NUMERICS_GOLDEN;
-    cfg.steps = GOLDEN_STEPS;
-    cfg.eval_samples = 2000;
+    tiny_config(&cfg, device, ctx->threads, 1);
     rc = trainer_run(&cfg, c, &g1, e);
     if (!rc) {
-        tiny_config(&cfg, "cpu", on_cpu ? 1 : ctx->threads);
-        cfg.numerics = NUMERICS_GOLDEN;
-        cfg.steps = GOLDEN_STEPS;
-        cfg.eval_samples = 2000;
+        tiny_config(&cfg, "cpu", on_cpu ? 1 : ctx->threads, 1);
         rc = trainer_run(&cfg, c, &g2, e);
     }
     comm_finalize(c);

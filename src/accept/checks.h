@@ -29,6 +29,9 @@ int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plu
  * |dev_auc - cpu_aucs[0]| <= *tol, else 0. spread/tol may be NULL. */
 int train_ctr_spread_verdict(double dev_auc, const double *cpu_aucs, int k, double floor, double *spread,
                              double *tol);
+/* gpt-tiny trained on ctx->device: validation loss ceiling, fast loss within
+ * the cpu's seed-to-seed spread, golden digest vs cpu (accept/check_train_gpt.c) */
+int check_train_gpt_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 /* health sampled during the run, no threshold crossed (accept/check_health.c) */
 int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 /* The health entry from samples already taken (array of {"type":"health",

@@ -2,7 +2,9 @@
 #include "comm/comm.h"
 #include "core/file.h"
 #include "core/jsonx.h"
+#include "models/workloads.h"
 #include "report/seeds.h"
+#include "train/options.h"
 #include "train/trainer.h"
 #include <errno.h>
 #include <limits.h>
@@ -91,26 +93,44 @@ void plant_apply(const struct plant *p, int rung, struct seed_run_cfg *c)
     if (p->set_precision) c->precision = p->precision;
 }
 
-static void train_cfg(const struct seed_run_cfg *c, uint64_t seed, const char *scratch, struct train_config *t)
+/* The run's config through the option table (train/options.h), as
+ * accept/check_train_ctr.c builds its own: ctr-tiny at the preset's
+ * defaults, with the rung's numerics/precision/loss scaling/TF32 and the
+ * planted learning-rate factor on top. */
+static int train_cfg(const struct seed_run_cfg *c, uint64_t seed, const char *scratch, struct train_config *t,
+                     plumb_err *e)
 {
-    train_config_defaults(t);
-    t->preset = "ctr-tiny";
-    t->device = c->device;
-    t->threads = c->threads;
-    t->optimizer = "adamw";
-    t->lr = SR_LR * c->lr_scale;
-    t->warmup = 50;
-    t->batch = 256;
-    t->steps = c->steps > 0 ? c->steps : SR_STEPS;
-    t->eval_samples = c->eval_samples > 0 ? c->eval_samples : SR_EVAL;
-    t->seed = seed;
-    t->numerics = c->numerics;
-    t->precision = c->precision;
-    t->loss_scale = c->loss_scale;
-    t->allow_tf32 = c->allow_tf32;
+    const struct workload *wl = workload_find("ctr");
+    if (!wl) return err_set(e, PLUMB_EINTERNAL, "the ctr workload is not in the workload table");
+    train_config_defaults(t, wl);
+    char th[32], steps[32], ev[32], sd[32], lr[64];
+    snprintf(th, sizeof th, "%d", c->threads);
+    snprintf(steps, sizeof steps, "%ld", c->steps > 0 ? c->steps : SR_STEPS);
+    snprintf(ev, sizeof ev, "%ld", c->eval_samples > 0 ? c->eval_samples : SR_EVAL);
+    snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
+    snprintf(lr, sizeof lr, "%.17g", SR_LR * c->lr_scale);
+    const char *kv[][2] = {{"--preset", "ctr-tiny"},
+                           {"--device", c->device},
+                           {"--threads", th},
+                           {"--optimizer", "adamw"},
+                           {"--lr", lr},
+                           {"--warmup", "50"},
+                           {"--batch", "256"},
+                           {"--steps", steps},
+                           {"--eval-samples", ev},
+                           {"--seed", sd},
+                           {"--numerics", c->numerics == NUMERICS_GOLDEN ? "golden" : "fast"},
+                           {"--precision", dtype_name(c->precision)},
+                           {"--loss-scale", c->loss_scale}};
+    int rc = PLUMB_OK;
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0] && !rc; i++) rc = train_option_set(t, kv[i][0], kv[i][1], e);
+    if (!rc && c->allow_tf32) rc = train_option_set(t, "--allow-tf32", NULL, e);
+    if (!rc) rc = train_option_set(t, "--quiet", NULL, e);
+    if (!rc) rc = train_config_finish(t, e);
+    if (rc) return err_wrap(e, "seed run config");
     t->out_dir = scratch;
-    t->quiet = 1;
     t->progress = 0;
+    return PLUMB_OK;
 }
 
 /* The per-step training loss of a run, from its metrics.jsonl ("type":"step"
@@ -191,11 +211,12 @@ static int run_one(const struct seed_run_cfg *c, uint64_t seed, const char *scra
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", scratch);
     unlink(mpath);
     struct train_config t;
-    train_cfg(c, seed, scratch, &t);
+    int rc = train_cfg(c, seed, scratch, &t, e);
+    if (rc) return rc;
     struct train_result tr;
     struct env_save es;
     env_push(&es, c->gemm_reduction);
-    int rc = trainer_run(&t, comm, &tr, e);
+    rc = trainer_run(&t, comm, &tr, e);
     env_pop(&es);
     if (rc) return err_wrap(e, "training seed %llu on %s", (unsigned long long)seed, c->device);
     if (!tr.has_eval) return err_set(e, PLUMB_EFAIL, "seed %llu on %s: the run ended without an evaluation",
@@ -210,14 +231,15 @@ static int run_one(const struct seed_run_cfg *c, uint64_t seed, const char *scra
                              "samples_per_s", jnum(tr.samples_per_s), "train_wall_s", jnum(tr.wall_s), "steps",
                              (json_int_t)tr.steps_done, "skipped_steps", (json_int_t)tr.skipped_steps, "final_scale",
                              jnum(tr.final_scale), "device", c->device, "setting", desc, "model", tr.model_desc,
-                             "teacher_auc", jnum(tr.teacher_auc));
-    *rec = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "seed", (json_int_t)seed, "auc", jnum(tr.eval.auc), "logloss",
-                     jnum(tr.eval.logloss), "accuracy", jnum(tr.eval.accuracy), "curve", curve, "info", info);
-    if (!isfinite(tr.eval.auc) || !isfinite(tr.eval.logloss)) {
+                             "teacher_auc", jnum(eval_metric(&tr.reference, "teacher_auc")));
+    double auc = eval_metric(&tr.eval, "auc"), logloss = eval_metric(&tr.eval, "logloss");
+    *rec = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "seed", (json_int_t)seed, "auc", jnum(auc), "logloss",
+                     jnum(logloss), "accuracy", jnum(eval_metric(&tr.eval, "accuracy")), "curve", curve, "info", info);
+    if (!isfinite(auc) || !isfinite(logloss)) {
         json_decref(*rec);
         *rec = NULL;
         return err_set(e, PLUMB_EFAIL, "seed %llu on %s: eval metrics are not finite (auc %g, logloss %g): the run "
-                       "diverged", (unsigned long long)seed, c->device, tr.eval.auc, tr.eval.logloss);
+                       "diverged", (unsigned long long)seed, c->device, auc, logloss);
     }
     return PLUMB_OK;
 }

@@ -36,9 +36,13 @@ static int set_value(const struct opt *o, const char *v, plumb_err *e)
         if (errno || end == v || *end)
             return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not an integer", o->name, v);
         if (o->choices) {
+            /* "lo..hi", or an open end: "0.." (at least 0), "..9" (at most 9) */
             long lo, hi;
-            if (sscanf(o->choices, "%ld..%ld", &lo, &hi) == 2 && (x < lo || x > hi))
-                return err_set(e, PLUMB_EUSAGE, "%s: %ld is out of range (expected %ld..%ld)", o->name, x, lo, hi);
+            const char *dots = strstr(o->choices, "..");
+            int has_lo = dots && dots > o->choices && sscanf(o->choices, "%ld", &lo) == 1;
+            int has_hi = dots && dots[2] && sscanf(dots + 2, "%ld", &hi) == 1;
+            if ((has_lo && x < lo) || (has_hi && x > hi))
+                return err_set(e, PLUMB_EUSAGE, "%s: %ld is out of range (expected %s)", o->name, x, o->choices);
         }
         *(long *)o->dst = x;
         return PLUMB_OK;
@@ -116,6 +120,11 @@ int args_parse(const char *usage, const char *summary, const struct opt *opts, i
             v = eq + 1;
         } else {
             if (i + 1 >= argc) return err_set(e, PLUMB_EUSAGE, "%s needs a value", o->name);
+            /* "--preset --out X": the next word is an option, not this one's value
+             * (a value that starts with "--" can still be given as --name=VALUE) */
+            if (argv[i + 1][0] == '-' && argv[i + 1][1] == '-')
+                return err_set(e, PLUMB_EUSAGE, "%s needs a value (got the option '%s'; use %s=VALUE for a value "
+                               "that starts with --)", o->name, argv[i + 1], o->name);
             v = argv[++i];
         }
         if ((rc = set_value(o, v, e))) return rc;

@@ -1,4 +1,4 @@
-/* plumb bench ctr: DLRM (WORKLOADS.md ctr) training throughput per precision
+/* plumb bench ctr: DLRM (models/ctr/ctr.h) training throughput per precision
  * and batch, on any device, with the step time split into data / forward /
  * backward / communication / optimizer, device memory and a leak check; with
  * --vs-pytorch the PyTorch reference (bench/ctr_pytorch_gpu.py, one fused
@@ -28,19 +28,21 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
-#include "comm/comm_nccl.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "dev/dev.h"
 #include "dev/train_ops.h"
-#include "models/ctr.h"
-#include "train/data.h"
+#include "models/ctr/ctr.h"
+#include "models/ctr/data.h"
 #include "train/devfeed.h"
-#include "train/evalm.h"
+#include "models/workloads.h"
+#include "train/options.h"
+#include "train/trainer.h"
+#include "models/ctr/eval.h"
 #include "train/sampler.h"
-#include "train/synth.h"
+#include "models/ctr/synth.h"
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -57,6 +59,12 @@ struct opts {
     double lr;
     int vs_pytorch, no_throughput;
     const char *fuse;
+    int nccl;                          /* --comm nccl */
+};
+
+struct devb {
+    float *dense, *labels;
+    uint32_t *sparse;
 };
 
 struct timing {
@@ -72,17 +80,6 @@ struct timing {
 };
 
 static double now(void) { return timer_now(); }
-
-/* In-memory synthetic pool: n samples of split `split` generated in parallel. */
-static int pool_fill(struct synth *syn, int split, long n, struct criteo_sample **out, plumb_err *e)
-{
-    struct criteo_sample *p = malloc((size_t)n * sizeof *p);
-    if (!p) return err_set(e, PLUMB_ENOMEM, "bench ctr: cannot hold %ld samples in memory", n);
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) synth_sample(syn, split, (uint64_t)i, &p[i], NULL);
-    *out = p;
-    return PLUMB_OK;
-}
 
 /* Host batch i of a fixed list (sampler order of epoch 0, step i). */
 static int host_batches(const struct dataset *ds, const int64_t *rows, long batch, int count, uint64_t seed,
@@ -110,98 +107,51 @@ static int host_batches(const struct dataset *ds, const int64_t *rows, long batc
     return rc;
 }
 
-struct devb {
-    float *dense, *labels;
-    uint32_t *sparse;
-};
-
-static int run_opt(struct ctr_model *m, long step, float lr, plumb_err *e)
+/* A plumb train ctr configuration built through the option table
+ * (train/options.h): the same defaults and checks as the command line. The
+ * words are "--name value" pairs (value NULL: a flag), ended by NULL. */
+static int bench_train_config(const char *const *words, struct train_config *c, plumb_err *e)
 {
-    int64_t *rows;
-    float *g;
-    size_t n;
-    ctr_sparse_grads(m, &rows, &g, &n);
-    struct ctr_opt o = {CTR_OPT_SGD, lr, 0.0f, 0.9f, 0.999f, 1e-8f};
-    return ctr_opt_step(m, &o, step, ctr_grads(m), rows, g, n, e);
-}
-
-/* One training step on device batch b: forward + backward (with the
- * sparse SGD fused into the embedding backward when fuse), the dense
- * all-reduce (nc), the optimizer. */
-static int bench_step(struct ctr_model *m, const struct ctr_dev_batch *b, float gs, struct nccl_comm *nc, long step,
-                      float lr, int fuse, plumb_err *e)
-{
-    int rc = fuse ? ctr_fuse_sparse_sgd(m, lr, e) : PLUMB_OK;
-    if (!rc) rc = ctr_forward_backward_dev(m, b, gs, NULL, e);
-    if (!rc && nc) rc = nccl_allreduce_buckets(nc, ctr_grads(m), ctr_n_dense(m), NULL, "bench grads", e);
-    if (!rc) rc = run_opt(m, step, lr, e);
-    return rc;
-}
-
-/* ctr_init's definition evaluated on the host (core/philox.h), for devices
- * without Philox ops (the cpu backend until it has them). */
-static int host_init(struct ctr_model *m, uint64_t seed, plumb_err *e)
-{
-    size_t n = ctr_n_params(m);
-    float *p = calloc(n, sizeof(float));
-    if (!p) return err_set(e, PLUMB_ENOMEM, "bench ctr: out of host memory for %zu params", n);
-    for (int i = 0; i < ctr_n_tensors(m); i++) {
-        const struct ctr_tensor *t = ctr_tensor(m, i);
-        float *q = p + t->offset;
-        if (t->is_table) {
-            float bound = (float)sqrt(1.0 / (double)t->rows);
-#pragma omp parallel for schedule(static)
-            for (size_t k = 0; k < t->numel; k++)
-                q[k] = fmaf(2.0f * bound, philox_uniform_at(seed, RNG_INIT, (uint32_t)i, 0, k), -bound);
-        } else {
-            double sd = strstr(t->name, ".weight") ? sqrt(2.0 / (double)(t->rows + t->cols)) : sqrt(1.0 / (double)t->cols);
-            for (size_t k = 0; k < t->numel; k++)
-                q[k] = fmaf((float)sd, philox_normal_at(seed, RNG_INIT, (uint32_t)i, 0, k), 0.0f);
-        }
+    train_config_defaults(c, workload_find("ctr"));
+    for (int i = 0; words[i]; i += 2) {
+        int rc = train_option_set(c, words[i], words[i + 1], e);
+        if (rc) return err_wrap(e, "bench ctr");
     }
-    int rc = dev_upload(ctr_dev(m), ctr_params(m), p, n * sizeof(float), e);
-    free(p);
-    return rc;
+    return train_config_finish(c, e);
 }
 
-/* A model on d initialised from host params `init` (n floats), or with
- * ctr_init(seed) when init is NULL; *init_out (optional) gets a malloc'ed
- * copy of the initial params, so another device can start from the same bits
- * (the cpu backend may have no Philox ops). */
-static int model_make(struct dev *d, const struct ctr_config *c, long B, dtype_t prec, const float *init,
-                      uint64_t seed, float **init_out, struct ctr_model **out, plumb_err *e)
-{
-    struct ctr_model *m = NULL;
-    int rc = ctr_create(d, c, (int)B, prec, &m, e);
-    if (rc) return rc;
-    size_t n = ctr_n_params(m);
-    if (init) rc = dev_upload(d, ctr_params(m), init, n * sizeof(float), e);
-    else rc = d->ops->rng_normal ? ctr_init(m, seed, e) : host_init(m, seed, e);
-    if (!rc && init_out) {
-        *init_out = malloc(n * sizeof(float));
-        if (!*init_out) rc = err_set(e, PLUMB_ENOMEM, "bench ctr: out of host memory for %zu params", n);
-        else rc = dev_download(d, *init_out, ctr_params(m), n * sizeof(float), e);
-    }
-    if (rc) {
-        ctr_free(m);
-        return rc;
-    }
-    *out = m;
-    return PLUMB_OK;
-}
-
-static float lr_at(double lr, long step, long warm) { return (float)(step < warm ? lr * (double)(step + 1) / warm : lr); }
-
-/* One throughput configuration. */
-static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *nc, const struct dataset *ds,
-                        dtype_t prec, long batch, struct timing *t, plumb_err *e)
+/* One throughput configuration, timed through the trainer's step (the one
+ * training loop, train/trainer.h). */
+static int bench_config(const struct opts *o, struct comm *hc, const struct dataset *ds, dtype_t prec, long batch,
+                        struct timing *t, plumb_err *e)
 {
     memset(t, 0, sizeof *t);
     struct ctr_config c;
     int rc = ctr_config_preset(o->preset, o->rows, &c, e);
     if (rc) return rc;
-    struct ctr_model *m = NULL;
-    if ((rc = model_make(d, &c, batch, prec, NULL, 1, NULL, &m, e))) return rc;
+    const long total = o->warmup + 2 * o->steps + (o->steps + o->warmup) + o->leak_steps + 1;
+    char rows[32], bs[32], steps[32], lr[32], pool[32], th[32];
+    snprintf(rows, sizeof rows, "%ld", o->rows);
+    snprintf(bs, sizeof bs, "%ld", batch);
+    snprintf(steps, sizeof steps, "%ld", total);
+    snprintf(lr, sizeof lr, "%.17g", o->lr);
+    snprintf(pool, sizeof pool, "%ld", o->pool);
+    snprintf(th, sizeof th, "%ld", o->threads);
+    /* the throughput runs at a constant lr (no warmup); the data are the
+     * synthetic pool of data seed 1, generated into memory by the trainer */
+    const char *words[] = {"--preset", o->preset, "--rows", rows, "--device", o->device, "--precision",
+                           dtype_name(prec) , "--batch", bs, "--steps", steps, "--optimizer", "sgd", "--lr", lr,
+                           "--warmup", "0", "--train-samples", pool, "--eval-samples", "1024", "--data-seed", "1",
+                           "--micro-shard", bs, "--comm", o->nccl ? "nccl" : "self", "--fuse-sparse-sgd",
+                           strcmp(o->fuse, "no") ? "auto" : "no", "--threads", th, "--watchdog-timeout", "0",
+                           "--quiet", NULL, NULL};
+    struct train_config cfg;
+    if ((rc = bench_train_config(words, &cfg, e))) return rc;
+    struct trainer *tr = NULL;
+    if ((rc = trainer_open(&cfg, hc, &tr, e))) return rc;
+    struct dev *d = trainer_dev(tr);
+    struct model *m;
+    const struct model_ops *mo = trainer_model(tr, &m);
     /* NB_DEV batches on the device */
     float *hd = NULL, *hl = NULL;
     uint32_t *hs = NULL;
@@ -218,54 +168,50 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
         if (!rc) rc = dev_upload(d, db[i].labels, hl + i * B, B * 4, e);
     }
     free(hd), free(hs), free(hl);
-    const float gs = 1.0f / (float)batch;
     long step = 0;
-    float *grads = ctr_grads(m);
-    size_t nd = ctr_n_dense(m);
-    /* the sparse update fused into the backward: one rank (the bench
-     * exchanges only dense gradients), plain SGD, nothing reads the list */
-    const int fuse = strcmp(o->fuse, "no") && d->ops->train && d->ops->train->embedding_bwd_sgd &&
-                     !nc;
-    t->fused = fuse;
-#define DB(i) (struct ctr_dev_batch){(int)batch, (int)batch, db[(i) % NB_DEV].dense, db[(i) % NB_DEV].sparse, db[(i) % NB_DEV].labels}
+#define DB(i) (struct batch){.B = (int)batch, .n_valid = (int)batch, .on_device = 1, \
+                             .field = {db[(i) % NB_DEV].dense, db[(i) % NB_DEV].sparse, db[(i) % NB_DEV].labels}}
+    struct trainer_step_stats ss;
     /* warm-up */
     for (long i = 0; i < o->warmup && !rc; i++, step++) {
-        struct ctr_dev_batch b = DB(step);
-        rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
+        struct batch b = DB(step);
+        rc = trainer_step_on(tr, &b, step, batch, &ss, e);
     }
+    t->fused = cfg.fuse_sparse_sgd && !strcmp(cfg.fuse_sparse_sgd, "auto") && mo->fuse_sparse_sgd &&
+               d->ops->train && d->ops->train->embedding_bwd_sgd && hc->world == 1;
     struct dev_mem_stats ms;
-    /* device-resident timing: whole steps */
+    /* device-resident timing: whole steps, one synchronisation at the end
+     * (each trainer step reads its small status block back: the decision
+     * to apply or skip the update is the host's) */
     double t0 = now();
     for (long i = 0; i < o->steps && !rc; i++, step++) {
-        struct ctr_dev_batch b = DB(step);
-        rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
+        struct batch b = DB(step);
+        rc = trainer_step_on(tr, &b, step, batch, &ss, e);
     }
-    /* steps are queued back to back (nothing in a step waits for the host,
-     * as in the PyTorch reference, which times with events over all steps) */
-    double enq = now() - t0; /* the host's time to queue the steps */
+    double enq = now() - t0; /* the host's time in the steps */
     if (!rc) rc = dev_sync(d, e);
     double whole = now() - t0;
     t->enqueue_ms = 1e3 * enq / (double)o->steps;
     t->step_dev_ms = 1e3 * whole / (double)o->steps;
     t->samples_s = (double)batch * (double)o->steps / whole;
-    /* split: forward-only, forward+backward, comm, optimizer timed apart */
+    /* split: a forward-only pass, then the trainer's step with its phases
+     * (forward+backward and the gradient checks, communication, the rest
+     * to the synchronisation: optimizer) */
     double tf = 0, tfb = 0, tc = 0, to = 0, tq = 0;
     for (long i = 0; i < o->steps && !rc; i++, step++) {
-        struct ctr_dev_batch b = DB(step);
+        struct batch b = DB(step);
         double a = now();
-        rc = ctr_forward_dev(m, &b, e);
+        rc = mo->forward ? mo->forward(m, &b, e) : PLUMB_OK;
+        if (!rc) rc = dev_sync(d, e);
         double b1 = now();
-        if (!rc && fuse) rc = ctr_fuse_sparse_sgd(m, (float)o->lr, e);
-        if (!rc) rc = ctr_forward_backward_dev(m, &b, gs, NULL, e);
-        tq += now() - b1; /* queued from an empty queue: the host's own cost */
-        if (!rc && fuse) rc = dev_sync(d, e); /* a fused backward returns unsynchronised */
-        double c1 = now();
-        if (!rc && nc) rc = nccl_allreduce_buckets(nc, grads, nd, NULL, "bench grads", e);
-        double d1 = now();
-        if (!rc) rc = run_opt(m, step + 1, (float)o->lr, e);
+        if (!rc) rc = trainer_step_on(tr, &b, step, batch, &ss, e);
         if (!rc) rc = dev_sync(d, e);
         double e1 = now();
-        tf += b1 - a, tfb += c1 - b1, tc += d1 - c1, to += e1 - d1;
+        tf += b1 - a;
+        tfb += ss.compute_s;
+        tc += ss.comm_s;
+        tq += ss.compute_s;
+        to += (e1 - b1) - ss.compute_s - ss.comm_s;
     }
     double ns = (double)o->steps;
     t->fwd_ms = 1e3 * tf / ns;
@@ -273,49 +219,28 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
     t->comm_ms = 1e3 * tc / ns;
     t->opt_ms = 1e3 * to / ns;
     t->host_fb_ms = 1e3 * tq / ns;
-    /* loader timing: the GPU data plane */
+    /* loader timing: the trainer's own data path (the device feed on a GPU) */
     if (!rc) {
-        struct sampler *s = calloc(1, sizeof *s);
-        struct devfeed *f = NULL;
-        rc = s ? sampler_init(s, ds->n[0], batch, (int)batch, 11, 1, e) : err_set(e, PLUMB_ENOMEM, "out of memory");
-        if (!rc) rc = devfeed_start(d, ds, 0, s, c.rows, 0, 1, 0, o->steps + o->warmup, 4, (int)o->threads, &f, e);
-        double wait_tot = 0, tl = 0;
-        for (long i = 0; i < o->steps + o->warmup && !rc; i++, step++) {
-            if (i == o->warmup) {
-                tl = now();
-                wait_tot = 0;
-            }
-            struct ctr_dev_batch b;
-            double w;
-            rc = devfeed_next(f, &b, NULL, &w, e);
-            if (!rc) rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
-            devfeed_release(f);
-            wait_tot += w;
-        }
-        if (!rc) rc = dev_sync(d, e);
+        struct trainer_steps_time tm;
+        rc = trainer_steps(tr, step, o->warmup, o->steps, &tm, e);
+        step += o->warmup + o->steps;
         if (!rc) {
-            double el = now() - tl;
-            t->step_loader_ms = 1e3 * el / ns;
-            t->samples_s_loader = (double)batch * ns / el;
-            t->data_ms = 1e3 * wait_tot / ns;
-            double bs = 0, cs = 0;
-            devfeed_times(f, &bs, &cs);
-            t->loader_build_ms = 1e3 * bs / (ns + (double)o->warmup);
+            t->step_loader_ms = 1e3 * tm.elapsed_s / ns;
+            t->samples_s_loader = (double)batch * ns / tm.elapsed_s;
+            t->data_ms = 1e3 * tm.wait_s / ns;
+            t->loader_build_ms = 1e3 * tm.build_s / ns;
         }
-        if (f) devfeed_stop(f);
-        else if (s) sampler_free(s);
-        if (f) sampler_free(s);
-        free(s);
     }
     /* leak check: everything above has run at least once, so the cache is warm */
     dev_mem_stats(d, &ms);
     t->reserved_warm = ms.reserved;
     t->alloc_warm = ms.allocated;
     for (long i = 0; i < o->leak_steps && !rc; i++, step++) {
-        struct ctr_dev_batch b = DB(step);
-        rc = bench_step(m, &b, gs, nc, step + 1, (float)o->lr, fuse, e);
+        struct batch b = DB(step);
+        rc = trainer_step_on(tr, &b, step, batch, &ss, e);
     }
 #undef DB
+    if (!rc) rc = dev_sync(d, e);
     dev_mem_stats(d, &ms);
     t->reserved_end = ms.reserved;
     t->alloc_end = ms.allocated;
@@ -327,7 +252,7 @@ static int bench_config(const struct opts *o, struct dev *d, struct nccl_comm *n
         if (db[i].sparse) dev_free(d, db[i].sparse);
         if (db[i].labels) dev_free(d, db[i].labels);
     }
-    ctr_free(m);
+    trainer_close(tr);
     return rc;
 }
 
@@ -397,156 +322,121 @@ static int run_torch(const struct opts *o, const char *args, const char *key, do
     return 0;
 }
 
-/* Golden digest: --golden-steps steps of golden training on cpu and device. */
-static int golden_check(const struct opts *o, struct dev *d, const struct dataset *ds, json_t *out, plumb_err *e)
+/* Golden digest: --golden-steps steps of golden training, the same
+ * configuration through the trainer on the device and on the cpu. */
+static int golden_check(const struct opts *o, struct comm *hc, const char *label, json_t *out, plumb_err *e)
 {
-    struct ctr_config c;
-    int rc = ctr_config_preset(o->preset, o->golden_rows, &c, e);
-    if (rc) return rc;
     char hex[2][65];
     double secs[2];
-    struct dev *devs[2] = {d, NULL};
-    if ((rc = dev_open("cpu", &devs[1], e))) return rc;
-    long B = o->golden_batch;
-    float *hd = NULL, *hl = NULL, *init = NULL;
-    uint32_t *hs = NULL;
-    int nb = 16;
-    rc = host_batches(ds, c.rows, B, nb, 3, &hd, &hs, &hl, e);
-    int fused[2] = {strcmp(o->fuse, "no") && devs[0]->ops->train && devs[0]->ops->train->embedding_bwd_sgd, 0};
+    char rows[32], bs[32], steps[32], lr[32], pool[32];
+    snprintf(rows, sizeof rows, "%ld", o->golden_rows);
+    snprintf(bs, sizeof bs, "%ld", o->golden_batch);
+    snprintf(steps, sizeof steps, "%ld", o->golden_steps);
+    snprintf(lr, sizeof lr, "%.17g", o->lr);
+    snprintf(pool, sizeof pool, "%ld", o->pool);
+    const char *devs[2] = {o->device, "cpu"};
+    int rc = PLUMB_OK;
     for (int k = 0; k < 2 && !rc; k++) {
-        struct dev *dd = devs[k];
-        if ((rc = dev_set_numerics(dd, NUMERICS_GOLDEN, 0, e))) break;
-        struct ctr_model *m = NULL;
-        if ((rc = model_make(dd, &c, B, DT_F32, init, 5, init ? NULL : &init, &m, e))) break;
+        const char *words[] = {"--preset", o->preset, "--rows", rows, "--device", devs[k], "--batch", bs, "--steps",
+                               steps, "--optimizer", "sgd", "--lr", lr, "--warmup", "10", "--numerics", "golden",
+                               "--train-samples", pool, "--eval-samples", "1024", "--data-seed", "1", "--seed", "5",
+                               "--comm", "self", "--watchdog-timeout", "0", "--quiet", NULL, NULL};
+        struct train_config cfg;
+        struct train_result tr;
+        if ((rc = bench_train_config(words, &cfg, e))) break;
         double t0 = now();
-        for (long s = 0; s < o->golden_steps && !rc; s++) {
-            int i = (int)(s % nb);
-            struct ctr_batch b = {(int)B, (int)B, hd + (size_t)i * B * CTR_N_DENSE, hs + (size_t)i * B * CTR_N_TABLES,
-                                  hl + (size_t)i * B};
-            /* the device side with the fused sparse SGD where it has one:
-             * its digest must still equal the cpu's unfused one */
-            const float lr = lr_at(o->lr, s, 10);
-            if (fused[k]) rc = ctr_fuse_sparse_sgd(m, lr, e);
-            if (!rc) rc = ctr_forward_backward(m, &b, 1.0f / (float)B, NULL, e);
-            if (!rc) rc = run_opt(m, s + 1, lr, e);
-        }
+        rc = trainer_run(&cfg, hc, &tr, e);
         secs[k] = now() - t0;
-        if (!rc) rc = ctr_param_digest(m, hex[k], e);
-        ctr_free(m);
-        if (!rc) rc = dev_set_numerics(dd, NUMERICS_FAST, 0, e);
+        if (!rc) snprintf(hex[k], sizeof hex[k], "%s", tr.param_digest);
     }
-    free(init);
-    free(hd), free(hs), free(hl);
-    dev_close(devs[1]);
     if (rc) return rc;
     int same = !strcmp(hex[0], hex[1]);
-    printf("\ngolden %s rows=%ld batch=%ld steps=%ld fp32 SGD (same initial params):\n  %-8s %s (%.1f s)%s\n"
+    printf("\ngolden %s rows=%ld batch=%ld steps=%ld fp32 SGD (the trainer, same seed):\n  %-8s %s (%.1f s)\n"
            "  %-8s %s (%.1f s)  %s\n",
-           o->preset, o->golden_rows, B, o->golden_steps, d->label, hex[0], secs[0],
-           fused[0] ? " sparse SGD fused" : "", "cpu", hex[1], secs[1], same ? "EQUAL" : "DIFFERENT");
+           o->preset, o->golden_rows, o->golden_batch, o->golden_steps, label, hex[0], secs[0], "cpu", hex[1], secs[1],
+           same ? "EQUAL" : "DIFFERENT");
     json_t *j = json_object();
     json_object_set_new(j, "preset", json_string(o->preset));
     json_object_set_new(j, "rows", json_integer(o->golden_rows));
-    json_object_set_new(j, "batch", json_integer(B));
+    json_object_set_new(j, "batch", json_integer(o->golden_batch));
     json_object_set_new(j, "steps", json_integer(o->golden_steps));
     json_object_set_new(j, "digest_device", json_string(hex[0]));
     json_object_set_new(j, "digest_cpu", json_string(hex[1]));
     json_object_set_new(j, "equal", json_boolean(same));
-    json_object_set_new(j, "device_sparse_sgd_fused", json_boolean(fused[0]));
     json_object_set_new(out, "golden", j);
     return same ? PLUMB_OK : PLUMB_EFAIL;
 }
 
-/* Fast-mode AUC after --auc-steps steps at --auc-batch on the eval pool. */
 /* The initial parameters in tensor order (each tensor's floats, no padding),
- * for the PyTorch reference to start from the same point. */
-static int write_params(const char *path, struct ctr_model *m, const float *p, plumb_err *e)
+ * for the PyTorch reference to start from the same point: the model the
+ * trainer initialises from `seed` (the same bits on every device). */
+static int write_params(const char *path, const struct ctr_config *c, uint64_t seed, plumb_err *e)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) return err_set(e, PLUMB_EIO, "bench ctr: cannot write %s", path);
-    int rc = PLUMB_OK;
-    for (int i = 0; i < ctr_n_tensors(m) && !rc; i++) {
-        const struct ctr_tensor *t = ctr_tensor(m, i);
+    struct dev *cpu = NULL;
+    struct ctr_model *m = NULL;
+    int rc = dev_open("cpu", &cpu, e);
+    if (!rc) rc = ctr_create(cpu, c, 1, DT_F32, &m, e);
+    if (!rc) rc = ctr_init(m, seed, e);
+    FILE *f = rc ? NULL : fopen(path, "wb");
+    if (!rc && !f) rc = err_set(e, PLUMB_EIO, "bench ctr: cannot write %s", path);
+    const float *p = m ? ctr_params(m) : NULL; /* the cpu device's memory is host memory */
+    for (int i = 0; !rc && i < ctr_n_tensors(m); i++) {
+        const struct model_tensor *t = ctr_tensor(m, i);
         if (fwrite(p + t->offset, sizeof(float), t->numel, f) != t->numel)
             rc = err_set(e, PLUMB_EIO, "bench ctr: short write to %s", path);
     }
-    if (fclose(f) && !rc) rc = err_set(e, PLUMB_EIO, "bench ctr: cannot close %s", path);
-    return rc;
-}
-
-static int auc_on(struct dev *d, const struct opts *o, const struct ctr_config *c, const struct dataset *ds,
-                  const float *init, float **init_out, const char *params_path, double *auc, plumb_err *e)
-{
-    long B = o->auc_batch;
-    struct ctr_model *m = NULL;
-    int rc = dev_set_numerics(d, NUMERICS_FAST, 0, e);
-    const dtype_t prec = strcmp(o->auc_precision, "bf16") ? DT_F32 : DT_BF16;
-    if (!rc) rc = model_make(d, c, B, prec, init, 21, init_out, &m, e);
-    if (!rc && params_path && init_out) rc = write_params(params_path, m, *init_out, e);
-    struct sampler s;
-    if (!rc) rc = sampler_init(&s, ds->n[0], B, (int)B, 13, 1, e);
-    uint32_t *idx = malloc((size_t)B * 4);
-    float *dense = malloc((size_t)B * CTR_N_DENSE * 4), *lab = malloc((size_t)B * 4), *sc = malloc((size_t)B * 4);
-    uint32_t *sp = malloc((size_t)B * CTR_N_TABLES * 4);
-    int shv[4];
-    for (long st = 0; st < o->auc_steps && !rc; st++) {
-        struct sampler_step ss;
-        rc = sampler_get(&s, st, 0, 1, &ss, idx, shv, e);
-        if (rc) break;
-        data_fill(ds, 0, idx, (int)B, c->rows, dense, sp, lab);
-        struct ctr_batch b = {(int)B, (int)B, dense, sp, lab};
-        rc = ctr_forward_backward(m, &b, 1.0f / (float)B, NULL, e);
-        if (!rc) rc = run_opt(m, st + 1, lr_at(o->lr, st, 100), e);
-    }
-    long ne = ds->n[1];
-    float *scores = malloc((size_t)ne * 4), *labels = malloc((size_t)ne * 4);
-    for (long i0 = 0; i0 < ne && !rc; i0 += B) {
-        long k = ne - i0 < B ? ne - i0 : B;
-        for (long i = 0; i < k; i++) idx[i] = (uint32_t)(i0 + i);
-        data_fill(ds, 1, idx, (int)k, c->rows, dense, sp, lab);
-        struct ctr_batch b = {(int)k, (int)k, dense, sp, lab};
-        rc = ctr_predict(m, &b, sc, NULL, NULL, e);
-        memcpy(scores + i0, sc, (size_t)k * 4);
-        memcpy(labels + i0, lab, (size_t)k * 4);
-    }
-    if (!rc) *auc = eval_auc(scores, labels, (size_t)ne);
-    free(idx), free(dense), free(lab), free(sc), free(sp), free(scores), free(labels);
+    if (f && fclose(f) && !rc) rc = err_set(e, PLUMB_EIO, "bench ctr: cannot close %s", path);
     if (m) ctr_free(m);
-    sampler_free(&s);
+    if (cpu) dev_close(cpu);
     return rc;
 }
 
-static int auc_check(const struct opts *o, struct dev *d, const struct dataset *ds, json_t *out, plumb_err *e)
+/* Fast-mode AUC after --auc-steps steps at --auc-batch, through the trainer
+ * on `device` (lr warmup 100 steps, the trainer's schedule). */
+static int auc_on(const char *device, const struct opts *o, struct comm *hc, double *auc, plumb_err *e)
+{
+    char rows[32], bs[32], steps[32], lr[32], pool[32], ev[32];
+    snprintf(rows, sizeof rows, "%ld", o->rows);
+    snprintf(bs, sizeof bs, "%ld", o->auc_batch);
+    snprintf(steps, sizeof steps, "%ld", o->auc_steps);
+    snprintf(lr, sizeof lr, "%.17g", o->lr);
+    snprintf(pool, sizeof pool, "%ld", o->pool);
+    snprintf(ev, sizeof ev, "%ld", o->auc_eval);
+    const char *words[] = {"--preset", o->preset, "--rows", rows, "--device", device, "--batch", bs, "--steps", steps,
+                           "--optimizer", "sgd", "--lr", lr, "--warmup", "100", "--precision", o->auc_precision,
+                           "--train-samples", pool, "--eval-samples", ev, "--eval-batch", ev, "--data-seed", "1",
+                           "--seed", "21", "--micro-shard", bs, "--comm", "self", "--watchdog-timeout", "0", "--quiet",
+                           NULL, NULL};
+    struct train_config cfg;
+    struct train_result tr;
+    int rc = bench_train_config(words, &cfg, e);
+    if (!rc) rc = trainer_run(&cfg, hc, &tr, e);
+    if (!rc) *auc = eval_metric(&tr.eval, "auc");
+    return rc;
+}
+
+static int auc_check(const struct opts *o, struct comm *hc, const char *label, const struct dataset *ds, json_t *out,
+                     plumb_err *e)
 {
     struct ctr_config c;
     int rc = ctr_config_preset(o->preset, o->rows, &c, e);
     if (rc) return rc;
     double a_dev = NAN, a_cpu = NAN, a_torch = NAN;
     double t0 = now();
-    float *init = NULL;
-    char pp[512];
-    snprintf(pp, sizeof pp, "%s/ctr_auc_init.bin", o->workdir);
-    if ((rc = auc_on(d, o, &c, ds, NULL, &init, o->vs_pytorch ? pp : NULL, &a_dev, e))) return rc;
+    if ((rc = auc_on(o->device, o, hc, &a_dev, e))) return rc;
     double t1 = now();
-    struct dev *cpu = NULL;
-    if (!strcmp(d->label, "cpu")) a_cpu = a_dev;
-    else {
-        rc = dev_open("cpu", &cpu, e);
-        if (!rc) rc = auc_on(cpu, o, &c, ds, init, NULL, NULL, &a_cpu, e);
-        if (cpu) dev_close(cpu);
-        if (rc) {
-            free(init);
-            return rc;
-        }
-    }
+    if (!strcmp(label, "cpu")) a_cpu = a_dev;
+    else if ((rc = auc_on("cpu", o, hc, &a_cpu, e))) return rc;
     double t2 = now();
-    free(init);
     char why[256] = "";
     if (o->vs_pytorch) {
-        char tr[512], ev[512], args[1600];
+        char tr[512], ev[512], pp[512], args[1600];
+        snprintf(pp, sizeof pp, "%s/ctr_auc_init.bin", o->workdir);
         snprintf(tr, sizeof tr, "%s/ctr_auc_train.bin", o->workdir);
         snprintf(ev, sizeof ev, "%s/ctr_auc_eval.bin", o->workdir);
-        rc = write_batches(tr, ds, 0, c.rows, o->auc_steps * o->auc_batch, 13, o->auc_batch, e);
+        /* the trainer's batches: its sampler (seed 21) over the pool, the eval split in index order */
+        rc = write_params(pp, &c, 21, e);
+        if (!rc) rc = write_batches(tr, ds, 0, c.rows, o->auc_steps * o->auc_batch, 21, o->auc_batch, e);
         if (!rc) rc = write_batches(ev, ds, 1, c.rows, ds->n[1], 0, o->auc_batch, e);
         if (rc) return rc;
         snprintf(args, sizeof args, "--auc --train-file %s --eval-file %s --init-file %s --batch %ld --rows %ld --lr %g "
@@ -555,8 +445,8 @@ static int auc_check(const struct opts *o, struct dev *d, const struct dataset *
     }
     printf("\nfast %s AUC after %ld steps of batch %ld (lr %g, 100 warm-up steps), %ld eval samples:\n"
            "  %-8s %.5f (%.1f s)\n  %-8s %.5f (%.1f s)   |diff| %.5f\n  (all from the same initial parameters)\n",
-           o->auc_precision, o->auc_steps, o->auc_batch, o->lr, ds->n[1],
-           d->label, a_dev, t1 - t0, "cpu", a_cpu, t2 - t1, fabs(a_dev - a_cpu));
+           o->auc_precision, o->auc_steps, o->auc_batch, o->lr, ds->n[1], label, a_dev, t1 - t0, "cpu", a_cpu,
+           t2 - t1, fabs(a_dev - a_cpu));
     if (o->vs_pytorch) printf("  %-8s %.5f   |diff| %.5f %s\n", "pytorch", a_torch, fabs(a_dev - a_torch), why);
     json_t *j = json_object();
     json_object_set_new(j, "steps", json_integer(o->auc_steps));
@@ -650,41 +540,37 @@ int bench_ctr(int argc, char **argv)
         }
     }
     int fail = 0;
+    o.nccl = !strcmp(o.comm, "nccl");
     struct dev *d = NULL;
     if ((rc = dev_open_or_cpu(o.device, &d, &e))) return cli_fail("bench ctr", &e);
-    if ((rc = dev_set_numerics(d, NUMERICS_FAST, 0, &e))) {
+    struct comm *hc = NULL;
+    /* the trainer's comm: the launch's world for --comm nccl (the trainer
+     * then reduces the gradients over NCCL/RCCL), else this process alone */
+    if ((rc = comm_init(o.nccl ? "auto" : "self", &hc, &e))) {
         dev_close(d);
         return cli_fail("bench ctr", &e);
     }
-    struct comm *hc = NULL;
-    struct nccl_comm *nc = NULL;
-    if (!strcmp(o.comm, "nccl")) {
-        rc = comm_init("auto", &hc, &e);
-        if (!rc) rc = nccl_comm_init(hc, d, 300.0, &nc, &e);
-        if (rc) {
-            if (hc) comm_finalize(hc);
-            dev_close(d);
-            return cli_fail("bench ctr", &e);
-        }
-        printf("comm     %s\n", nccl_describe(nc));
-    }
-    /* the data pool */
-    struct synth *syn = NULL;
-    struct dataset ds;
-    memset(&ds, 0, sizeof ds);
+    /* the data: the synthetic teacher of data seed 1 (the trainer generates
+     * its pool into memory; this copy builds the fixed device batches and
+     * the PyTorch files, the same samples) */
+    struct dataset *dsp = NULL;
     double tp = now();
-    rc = synth_create(1, &syn, &e);
     long neval = o.auc_steps ? o.auc_eval : 1024;
-    if (!rc) rc = pool_fill(syn, SYNTH_TRAIN, o.pool, &ds.mem[0], &e);
-    if (!rc) rc = pool_fill(syn, SYNTH_EVAL, neval, &ds.mem[1], &e);
-    ds.n[0] = o.pool;
-    ds.n[1] = neval;
-    snprintf(ds.desc, sizeof ds.desc, "synthetic teacher, %ld train + %ld eval samples in memory", o.pool, neval);
-    if (rc) goto done;
+    struct data_opts dop = {.seed = 1, .train_samples = o.pool, .eval_samples = neval};
+    rc = dataset_open("synthetic", &dop, &dsp, &e);
+    if (rc) {
+        comm_finalize(hc);
+        dev_close(d);
+        return cli_fail("bench ctr", &e);
+    }
+    struct dataset ds = *dsp;
+    snprintf(ds.desc, sizeof ds.desc, "synthetic teacher, %ld train + %ld eval samples (generated into memory by the trainer)",
+             o.pool, neval);
     char det[2048];
     d->be->describe_determinism(d, det, sizeof det);
-    printf("device   %s (%s, %s)\ndriver   %s\nlibs     %s\ndata     %s (generated in %.1f s)\n", d->label, d->info.name,
+    printf("device   %s (%s, %s)\ndriver   %s\nlibs     %s\ndata     %s (opened in %.1f s)\n", d->label, d->info.name,
            d->info.arch, d->info.driver, d->info.libs, ds.desc, now() - tp);
+    if (o.nccl) printf("comm     %d ranks, the trainer's --comm nccl\n", hc->world);
     json_t *root = json_object(), *res = json_array();
     json_object_set_new(root, "schema", json_string("plumb.bench.ctr/1"));
     json_object_set_new(root, "device", json_string(d->label));
@@ -696,14 +582,17 @@ int bench_ctr(int argc, char **argv)
     json_object_set_new(root, "rows", json_integer(o.rows));
     json_object_set_new(root, "steps", json_integer(o.steps));
     json_object_set_new(root, "method",
-                        json_string("whole steps: --steps steps queued back to back, host time to the final "
-                                    "synchronisation (as the PyTorch reference times with events over all steps); "
-                                    "device: batches already on the device; loader: sampler -> pinned -> H2D copy "
-                                    "stream; split: host timers around calls each followed by a synchronisation, "
-                                    "backward = forward_backward - forward-only pass; memory from the caching "
-                                    "allocator"));
+                        json_string("whole steps: --steps steps of the trainer's step (train/trainer.h, the "
+                                    "one training loop: forward+backward, the status all-reduce, gradient checks, "
+                                    "optimizer) back to back, host time to the final synchronisation (as the PyTorch "
+                                    "reference times with events over all steps; each step reads its small status "
+                                    "block back); device: batches already on the device; loader: the trainer's own "
+                                    "data path (sampler -> pinned -> H2D copy stream); split: a forward-only pass "
+                                    "then the step, each followed by a synchronisation, backward = the step's "
+                                    "forward+backward phase - forward-only pass, optimizer = the rest of the step "
+                                    "to the synchronisation; memory from the caching allocator"));
     if (o.golden_steps > 0) {
-        rc = golden_check(&o, d, &ds, root, &e);
+        rc = golden_check(&o, hc, d->label, root, &e);
         if (rc == PLUMB_EFAIL) fail = 1, rc = 0;
         if (rc) goto out;
     }
@@ -715,7 +604,7 @@ int bench_ctr(int argc, char **argv)
     for (int pi = 0; pi < np && !rc && !o.no_throughput; pi++)
         for (int bi = 0; bi < nbt && !rc; bi++) {
             struct timing t;
-            rc = bench_config(&o, d, nc, &ds, precs[pi], bs[bi], &t, &e);
+            rc = bench_config(&o, hc, &ds, precs[pi], bs[bi], &t, &e);
             if (rc) break;
             if (o.vs_pytorch) {
                 char bf[512], args[1024];
@@ -782,17 +671,13 @@ int bench_ctr(int argc, char **argv)
             json_array_append_new(res, r);
         }
     json_object_set(root, "results", res);
-    if (!rc && o.auc_steps > 0) rc = auc_check(&o, d, &ds, root, &e);
+    if (!rc && o.auc_steps > 0) rc = auc_check(&o, hc, d->label, &ds, root, &e);
 out:
     if (!rc && o.json) rc = jsonx_write_file(o.json, root, &e);
     json_decref(res);
     json_decref(root);
-done:
-    free(ds.mem[0]);
-    free(ds.mem[1]);
-    if (syn) synth_free(syn);
-    if (nc) nccl_comm_free(nc);
-    if (hc) comm_finalize(hc);
+    dataset_free(dsp);
+    comm_finalize(hc);
     dev_close(d);
     if (rc) return cli_fail("bench ctr", &e);
     return fail ? 1 : 0;

@@ -91,6 +91,13 @@ static int run_parity(const struct check_ctx *ctx, const struct accept_entry *a,
     return check_parity_run(ctx, &g_parity, r, e);
 }
 
+static int run_train_gpt(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
+                         struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)lv;
+    return check_train_gpt_run(ctx, r, e);
+}
+
 /* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
 static const struct accept_entry accept_table[] = {
     {"doctor", LEVEL_QUICK, 0, run_doctor},
@@ -98,6 +105,7 @@ static const struct accept_entry accept_table[] = {
     {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
     {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
     {"train-ctr", LEVEL_STANDARD, 1, run_train_ctr},
+    {"train-gpt", LEVEL_STANDARD, 1, run_train_gpt},
     {"parity", LEVEL_STANDARD, 1, run_parity},
     {"faults", LEVEL_STANDARD, 0, run_faults},
     /* health stays last: it reports the run-wide health monitor's alerts */
@@ -219,7 +227,9 @@ int cmd_accept(int argc, char **argv)
         "folder (results.json with schema plumb.results/1, checks/<name>[-<device>]/ artifacts, report.html)\n"
         "and print a verdict table. Levels: --quick: doctor, rng and numerics (golden and fast) on each device\n"
         "and the run-wide health monitor (seconds on a CPU host); --standard (the default): also train-ctr on\n"
-        "each device (ctr-tiny AUC floor, golden digest against the cpu), parity on each device (ctr-tiny trained\n"
+        "each device (ctr-tiny AUC floor, golden digest against the cpu), train-gpt on each device (gpt-tiny\n"
+        "validation loss ceiling, fast loss within the cpu's seed spread, golden digest against the cpu), parity\n"
+        "on each device (ctr-tiny trained\n"
         "with K = 5 seeds in fast mode, every seed's metrics and loss curve in checks/parity[-<device>]/seeds.jsonl\n"
         "for 'plumb compare'; a device other than the cpu is tested against the cpu's seeds) and the fault drills\n"
         "(minutes);\n"

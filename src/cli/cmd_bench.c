@@ -10,6 +10,7 @@ static const struct bench_workload g_workloads[] = {
     {"ceilings", "device ceilings: D2D copy bandwidth and GEMM TFLOP/s per precision vs datasheet peaks",
      bench_ceilings},
     {"ctr", "DLRM training samples/s per precision and batch, step split, memory, leak check, vs PyTorch", bench_ctr},
+    {"gpt", "GPT-2 training tokens/s, model TFLOP/s and MFU, step split, peak memory, vs PyTorch", bench_gpt},
     {NULL, NULL, NULL},
 };
 

@@ -7,8 +7,8 @@
  *     (models/resnet/imgsynth.h describes the generator). */
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "train/evalm.h"
-#include "train/synth.h"
+#include "models/ctr/eval.h"
+#include "models/ctr/synth.h"
 #include "core/file.h"
 #include "models/resnet/cifar.h"
 #include "models/resnet/imgsynth.h"

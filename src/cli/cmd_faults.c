@@ -1,12 +1,13 @@
 /* plumb faults: fault drills against a short ctr-tiny golden training under
- * plumb launch and mpirun (train/drills.h). */
+ * plumb launch and mpirun (faults/drills.h). */
 #include "report/check.h"
 #include "accept/check_faults.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/log.h"
 #include "report/results.h"
-#include "train/drills.h"
+#include "faults/drills.h"
+#include "models/workloads.h"
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +27,8 @@ int cmd_faults(int argc, char **argv)
 {
     struct drill_opts o;
     drill_opts_defaults(&o);
+    o.wl = workload_find("ctr");
+    o.preset = "ctr-tiny";
     const char *drills = DRILL_NAMES, *device = "cpu", *out = NULL;
     long ranks = 2, steps = o.steps, every = o.ckpt_every;
     double timeout = 10;

@@ -1,7 +1,7 @@
-/* plumb launch [options] -- COMMAND...: supervise COMMAND (train/launch.h). */
+/* plumb launch [options] -- COMMAND...: supervise COMMAND (faults/launch.h). */
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "train/launch.h"
+#include "faults/launch.h"
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

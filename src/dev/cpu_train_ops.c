@@ -777,6 +777,33 @@ static int cpu_sgd(struct dev *d, dev_stream *s, float *w, const float *g, size_
     return PLUMB_OK;
 }
 
+KERNEL static void sgd_momentum_kernel(float *restrict w, const float *restrict g, float *restrict buf, size_t n,
+                                       float lr, float wd, float mu, int first)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float dd = wd == 0.0f ? g[i] : fmaf(wd, w[i], g[i]);
+        float b = first ? dd : fmaf(mu, buf[i], dd);
+        buf[i] = b;
+        w[i] = fmaf(-lr, b, w[i]);
+    }
+}
+
+static int cpu_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
+                            float wd, float mu, int first, plumb_err *e)
+{
+    (void)s;
+    NEED(w && g && buf, "sgd_momentum: NULL w, g or buf");
+    int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t i0 = n * t / T, i1 = n * (t + 1) / T;
+        sgd_momentum_kernel(w + i0, g + i0, buf + i0, i1 - i0, lr, wd, mu, first);
+    }
+    return PLUMB_OK;
+}
+
 static int cpu_sgd_sparse(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
                           const float *grads, size_t n, int D, float lr, plumb_err *e)
 {
@@ -939,6 +966,7 @@ const struct train_ops cpu_train_ops = {
     .sigmoid = cpu_sigmoid,
     .sgd = cpu_sgd,
     .sgd_sparse = cpu_sgd_sparse,
+    .sgd_momentum = cpu_sgd_momentum,
     .adamw = cpu_adamw,
     .adamw_sparse = cpu_adamw_sparse,
     .sumsq = cpu_sumsq,

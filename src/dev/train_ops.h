@@ -670,6 +670,16 @@ struct train_ops {
     int (*cls_xent)(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V,
                     int n_valid, float grad_scale, float *loss_ps, double *sum_count, int32_t *pred,
                     float *dz, plumb_err *e);
+
+    /* ---------------- optional optimizers (NULL: not available) ---------------- */
+
+    /* SGD with momentum and L2 weight decay (PyTorch semantics), both modes:
+     *   d = fmaf(wd, w[i], g[i])            (wd == 0: d = g[i])
+     *   buf[i] = first ? d : fmaf(mu, buf[i], d)
+     *   w[i] = fmaf(-lr, buf[i], w[i])
+     * first: the first step (buf uninitialised). w, g, buf: [n] */
+    int (*sgd_momentum)(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n,
+                        float lr, float wd, float mu, int first, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -74,8 +74,6 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
                     const uint16_t *w16, const float *y, float *dy, const uint16_t *dy16, float *dx, uint16_t *dx16,
                     float *dw, float *dbias, int B, int K, int N, int relu, dtype_t rt, int relu_in, float *dbias_x,
                     plumb_err *e);
-/* Describes the fast GEMM path in use ("cublasLt fused epilogue, bf16 via ...") */
-void tr_linear_describe(char *buf, size_t n);
 
 /* train_sparse.cu */
 int tr_embedding_fwd(struct dev *d, struct dev_stream *st, const float *table, const int64_t *off,

@@ -730,17 +730,6 @@ static int lt_gemm32(struct dev *d, struct dev_stream *st, int ta, int tb, int m
 }
 #endif /* !PLUMB_HIP */
 
-void tr_linear_describe(char *buf, size_t n)
-{
-#if defined(PLUMB_HIP)
-    snprintf(buf, n, "fast linear: rocBLAS gemm (fp32) + fused bias/relu/round kernel");
-#else
-    const char *v = getenv("PLUMB_TRAIN_BF16");
-    snprintf(buf, n, "fast linear: cuBLASLt, bias/ReLU in the epilogue, bf16/fp16 via %s",
-             v && !strcmp(v, "convert") ? "16-bit copies + native 16-bit GEMM" : "COMPUTE_32F_FAST_16BF/16F");
-#endif
-}
-
 /* ---------------- entry points ---------------- */
 
 int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *bias, float *y,

@@ -500,6 +500,28 @@ static int g_sgd(struct dev *d, dev_stream *s, float *w, const float *g, size_t 
     return PLUMB_OK;
 }
 
+__global__ void k_sgd_momentum(float *w, const float *g, float *buf, size_t n, float lr, float wd, float mu, int first)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float dd = wd == 0.0f ? g[i] : fmaf(wd, w[i], g[i]);
+        float b = first ? dd : fmaf(mu, buf[i], dd);
+        buf[i] = b;
+        w[i] = fmaf(-lr, b, w[i]);
+    }
+}
+
+static int g_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
+                          float wd, float mu, int first, plumb_err *e)
+{
+    NEED(w && g && buf, "%s: sgd_momentum: NULL w, g or buf", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SGD);
+    k_sgd_momentum<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, buf, n, lr, wd, mu, first);
+    GPU_CHECK_LAUNCH(d, "k_sgd_momentum", e);
+    return PLUMB_OK;
+}
+
 __global__ void k_sgd_sparse(float *table, const int64_t *rows, const float *grads, size_t n, int D, float lr)
 {
     size_t tot = n * (size_t)D;
@@ -715,5 +737,6 @@ const struct train_ops gpu_train_ops = {
     g_conv2d_fwd, g_conv2d_bwd_data, g_conv2d_bwd_filter, g_bn_stats, g_bn_mean, g_bn_var, g_bn_rstd, g_bn_apply,
     g_bn_bwd_stats, g_bn_bwd_data, g_bn_bwd_params, g_maxpool_fwd, g_maxpool_bwd, g_avgpool_fwd, g_avgpool_bwd, g_add,
     g_cls_xent,
+    g_sgd_momentum,
 };
 #endif

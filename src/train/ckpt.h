@@ -1,4 +1,4 @@
-/* Checkpoint files (DESIGN.md section 8).
+/* Checkpoint files (docs/TRAINING.md, "Checkpoints").
  *
  * One file per checkpoint, <dir>/ckpt-<step, 10 digits>.plumb, written
  * atomically (core/file.h: temp file, fsync, rename, directory fsync), so a

@@ -1,4 +1,4 @@
-/* GPU data plane for ctr: see devfeed.h. */
+/* The GPU data plane: see devfeed.h. */
 #include "train/devfeed.h"
 #include "core/timer.h"
 #include <pthread.h>
@@ -8,11 +8,10 @@
 enum { SLOT_FREE = 0, SLOT_READY = 1, SLOT_TAKEN = 2 };
 
 struct feed_slot {
-    float *h_dense, *h_labels;   /* pinned host */
-    uint32_t *h_sparse, *idx;
+    void *h[MODEL_MAX_FIELDS];   /* pinned host, field k [cap, width_k] */
+    void *dv[MODEL_MAX_FIELDS];  /* device */
+    uint32_t *idx;
     int *shard_valid;
-    float *d_dense, *d_labels;   /* device */
-    uint32_t *d_sparse;
     dev_event *ev;
     dev_event *used;  /* recorded on the default stream at release: the batch's consumers */
     int used_pending;
@@ -43,10 +42,9 @@ struct build_pool {
 
 struct devfeed {
     struct dev *d;
-    const struct dataset *ds;
+    struct feed_source fs;
     int split;
     struct sampler *s;
-    int64_t rows[CTR_N_TABLES];
     int rank, world, depth, threads, cap;
     long next_fill, next_take, end;
     struct feed_slot *slots;
@@ -66,8 +64,9 @@ static void build_part(struct devfeed *f, struct feed_slot *sl, int count, int w
 {
     for (int i0 = w * BUILD_CHUNK; i0 < count; i0 += nw * BUILD_CHUNK) {
         int cnt = count - i0 < BUILD_CHUNK ? count - i0 : BUILD_CHUNK;
-        data_fill(f->ds, f->split, sl->idx + i0, cnt, f->rows, sl->h_dense + (size_t)i0 * CTR_N_DENSE,
-                  sl->h_sparse + (size_t)i0 * CTR_N_TABLES, sl->h_labels + i0);
+        void *dst[MODEL_MAX_FIELDS];
+        for (int k = 0; k < f->fs.n_fields; k++) dst[k] = (char *)sl->h[k] + (size_t)i0 * feed_field_bytes(&f->fs, k);
+        f->fs.ops->fill(f->fs.src, f->split, sl->st.epoch, sl->idx + i0, cnt, dst);
     }
 }
 
@@ -164,6 +163,7 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
     struct sampler_step st;
     int rc = sampler_get(f->s, step, f->rank, f->world, &st, sl->idx, sl->shard_valid, e);
     if (rc) return rc;
+    sl->st = st; /* the build threads read the epoch */
     int n = (int)st.local_valid, B = n;
     if (B < 1) B = 1; /* an empty rank still runs the step on one masked sample */
     struct dev *d = f->d;
@@ -175,11 +175,8 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
     }
     double t0 = timer_now();
     pool_build(f, sl, n);
-    if (n < B) { /* masked padding: zero features, row 0, label 0 */
-        memset(sl->h_dense, 0, sizeof(float) * CTR_N_DENSE);
-        memset(sl->h_sparse, 0, sizeof(uint32_t) * CTR_N_TABLES);
-        sl->h_labels[0] = 0.0f;
-    }
+    if (n < B) /* masked padding: zero bytes (index fields in range) */
+        for (int k = 0; k < f->fs.n_fields; k++) memset(sl->h[k], 0, feed_field_bytes(&f->fs, k));
     double t1 = timer_now();
     /* the device buffers are overwritten only after the work that read them
      * (queued on the default stream before release) has run */
@@ -188,11 +185,8 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
         sl->used_pending = 0;
         if (rc) return rc;
     }
-    rc = d->be->memcpy_async(d, f->copy, sl->d_dense, sl->h_dense, (size_t)B * CTR_N_DENSE * sizeof(float), MEMCPY_H2D, e);
-    if (!rc)
-        rc = d->be->memcpy_async(d, f->copy, sl->d_sparse, sl->h_sparse, (size_t)B * CTR_N_TABLES * sizeof(uint32_t),
-                                 MEMCPY_H2D, e);
-    if (!rc) rc = d->be->memcpy_async(d, f->copy, sl->d_labels, sl->h_labels, (size_t)B * sizeof(float), MEMCPY_H2D, e);
+    for (int k = 0; k < f->fs.n_fields && !rc; k++)
+        rc = d->be->memcpy_async(d, f->copy, sl->dv[k], sl->h[k], (size_t)B * feed_field_bytes(&f->fs, k), MEMCPY_H2D, e);
     if (!rc) rc = d->be->event_record(d, sl->ev, f->copy, e);
     /* the producer does not wait for the copy: it builds the next batch
      * while this one travels (the consumer's stream waits on ev; a copy
@@ -254,12 +248,10 @@ void devfeed_stop(struct devfeed *f)
     }
     for (int i = 0; f->slots && i < f->depth; i++) {
         struct feed_slot *sl = &f->slots[i];
-        if (sl->h_dense) d->be->host_free(d, sl->h_dense);
-        if (sl->h_sparse) d->be->host_free(d, sl->h_sparse);
-        if (sl->h_labels) d->be->host_free(d, sl->h_labels);
-        if (sl->d_dense) dev_free(d, sl->d_dense);
-        if (sl->d_sparse) dev_free(d, sl->d_sparse);
-        if (sl->d_labels) dev_free(d, sl->d_labels);
+        for (int k = 0; k < MODEL_MAX_FIELDS; k++) {
+            if (sl->h[k]) d->be->host_free(d, sl->h[k]);
+            if (sl->dv[k]) dev_free(d, sl->dv[k]);
+        }
         if (sl->ev) d->be->event_destroy(d, sl->ev);
         if (sl->used) d->be->event_destroy(d, sl->used);
         free(sl->idx);
@@ -272,9 +264,8 @@ void devfeed_stop(struct devfeed *f)
     free(f);
 }
 
-int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sampler *s, const int64_t *rows,
-                  int rank, int world, long start, long end, int depth, int threads, struct devfeed **out,
-                  plumb_err *e)
+int devfeed_start(struct dev *d, const struct feed_source *fs, int split, struct sampler *s, int rank, int world,
+                  long start, long end, int depth, int threads, struct devfeed **out, plumb_err *e)
 {
     *out = NULL;
     if (depth < 2 || depth > 64) return err_set(e, PLUMB_EUSAGE, "devfeed: depth %d (expected 2..64)", depth);
@@ -282,10 +273,9 @@ int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sam
     struct devfeed *f = calloc(1, sizeof *f);
     if (!f) return err_set(e, PLUMB_ENOMEM, "devfeed: out of memory");
     f->d = d;
-    f->ds = ds;
+    f->fs = *fs;
     f->split = split;
     f->s = s;
-    memcpy(f->rows, rows, sizeof f->rows);
     f->rank = rank;
     f->world = world;
     f->depth = depth;
@@ -303,12 +293,10 @@ int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sam
     int nsh = sampler_nshards(s) + 1;
     for (int i = 0; i < depth && !rc; i++) {
         struct feed_slot *sl = &f->slots[i];
-        rc = d->be->host_alloc(d, cap * CTR_N_DENSE * sizeof(float), (void **)&sl->h_dense, e);
-        if (!rc) rc = d->be->host_alloc(d, cap * CTR_N_TABLES * sizeof(uint32_t), (void **)&sl->h_sparse, e);
-        if (!rc) rc = d->be->host_alloc(d, cap * sizeof(float), (void **)&sl->h_labels, e);
-        if (!rc) rc = dev_alloc(d, cap * CTR_N_DENSE * sizeof(float), (void **)&sl->d_dense, e);
-        if (!rc) rc = dev_alloc(d, cap * CTR_N_TABLES * sizeof(uint32_t), (void **)&sl->d_sparse, e);
-        if (!rc) rc = dev_alloc(d, cap * sizeof(float), (void **)&sl->d_labels, e);
+        for (int k = 0; k < fs->n_fields && !rc; k++) {
+            rc = d->be->host_alloc(d, cap * feed_field_bytes(fs, k), &sl->h[k], e);
+            if (!rc) rc = dev_alloc(d, cap * feed_field_bytes(fs, k), &sl->dv[k], e);
+        }
         if (!rc) rc = d->be->event_create(d, &sl->ev, e);
         if (!rc) rc = d->be->event_create(d, &sl->used, e);
         sl->idx = calloc(cap, sizeof *sl->idx);
@@ -331,7 +319,7 @@ int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sam
     return PLUMB_OK;
 }
 
-int devfeed_next(struct devfeed *f, struct ctr_dev_batch *b, long *step, double *wait_s, plumb_err *e)
+int devfeed_next(struct devfeed *f, struct batch *b, long *step, double *wait_s, plumb_err *e)
 {
     double t0 = timer_now();
     pthread_mutex_lock(&f->mu);
@@ -358,11 +346,11 @@ int devfeed_next(struct devfeed *f, struct ctr_dev_batch *b, long *step, double 
     /* the default stream waits for the batch's copy on the device */
     int rc = f->d->be->stream_wait_event(f->d, NULL, sl->ev, e);
     if (rc) return rc;
+    memset(b, 0, sizeof *b);
     b->B = sl->B;
     b->n_valid = sl->n_valid;
-    b->dense = sl->d_dense;
-    b->sparse = sl->d_sparse;
-    b->labels = sl->d_labels;
+    b->on_device = 1;
+    for (int k = 0; k < f->fs.n_fields; k++) b->field[k] = sl->dv[k];
     if (step) *step = sl->step;
     return PLUMB_OK;
 }

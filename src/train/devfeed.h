@@ -1,11 +1,11 @@
-/* The GPU data plane for ctr (issue 5): batches built on host threads
+/* The GPU data plane: batches built on host threads
  * straight into pinned buffers and copied to the device on a copy stream,
  * overlapping the compute of the previous step.
  *
  * A producer thread takes steps start, start+1, ... < end: for each it asks
  * the sampler for this rank's sample indices, fills a pinned host slot with
- * data_fill split over `threads` threads of its own pool (rows already
- * reduced mod rows[t], so the batch is in range by construction), issues the
+ * the data source's fill (train/model.h) split over `threads` threads of its
+ * own pool (the source builds batches in range by construction), issues the
  * H2D copies on its own stream and records an event, and goes on to the next
  * step without waiting for the copy (it waits only before it rewrites a
  * slot's pinned buffers, for that slot's previous copy). devfeed_next hands the consumer the
@@ -19,18 +19,17 @@
 #define PLUMB_DEVFEED_H
 #include "core/err.h"
 #include "dev/dev.h"
-#include "models/ctr.h"
-#include "train/data.h"
+#include "train/loader.h"
+#include "train/model.h"
 #include "train/sampler.h"
 
 struct devfeed;
 
 /* The sampler is owned by the feed thread until devfeed_stop. */
-int devfeed_start(struct dev *d, const struct dataset *ds, int split, struct sampler *s, const int64_t *rows,
-                  int rank, int world, long start, long end, int depth, int threads, struct devfeed **out,
-                  plumb_err *e);
-/* The next step's batch; *wait_s = seconds the host waited for it. */
-int devfeed_next(struct devfeed *f, struct ctr_dev_batch *b, long *step, double *wait_s, plumb_err *e);
+int devfeed_start(struct dev *d, const struct feed_source *fs, int split, struct sampler *s, int rank, int world,
+                  long start, long end, int depth, int threads, struct devfeed **out, plumb_err *e);
+/* The next step's batch (device fields); *wait_s = seconds the host waited for it. */
+int devfeed_next(struct devfeed *f, struct batch *b, long *step, double *wait_s, plumb_err *e);
 /* The sampler's description of the taken batch (step, epoch, global_valid,
  * local_valid...); PLUMB_EINTERNAL when none is taken. */
 int devfeed_step_info(struct devfeed *f, struct sampler_step *st);

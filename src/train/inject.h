@@ -1,4 +1,4 @@
-/* Fault injection for drills and tests (issue: fault tolerance), off unless
+/* Fault injection for drills and tests (docs/FAULTS.md), off unless
  * asked. Spec grammar, comma-separated list of:
  *   oom@STEP[:RANK][xCOUNT]  allocation failure at STEP (COUNT consecutive failures, default 1)
  *   nan@STEP[:RANK]          non-finite gradient at STEP

@@ -1,4 +1,4 @@
-/* The sampler (DESIGN.md section 8).
+/* The sampler (docs/TRAINING.md, "Sampler and evaluation").
  *
  * An epoch is a permutation of the N training samples: Fisher-Yates driven by
  * Philox (seed, RNG_SHUFFLE, a = epoch), the same on every rank. Global step

@@ -1,17 +1,18 @@
-/* The ctr training engine: see trainer.h for the step structure. */
+/* The training engine: see trainer.h for the step structure and
+ * train/model.h for what a workload provides. */
 #include "train/trainer.h"
 #include "core/file.h"
 #include "core/hash.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "comm/comm_nccl.h"
 #include "dev/train_ops.h"
-#include "models/ctr.h"
 #include "train/ckpt.h"
-#include "train/data.h"
 #include "train/devfeed.h"
 #include "train/inject.h"
+#include "train/loader.h"
+#include "train/mcomm.h"
+#include "train/optim.h"
 #include "train/sampler.h"
 #include "train/scaler.h"
 #include "core/watchdog.h"
@@ -35,46 +36,20 @@
 #define SCR_FOUND 8 /* int found_inf */
 #define SCR_N 16    /* int64 distinct sparse rows */
 #define SCR_BYTES 24
-enum { GP_LOCAL = 0, GP_HOST = 1, GP_DEVICE = 2 };
+#define MAX_BUCKETS 64 /* grad-ready buckets of a model */
 
 static volatile sig_atomic_t g_stop;
-void trainer_request_stop(void) { g_stop = 1; }
 static void on_signal(int sig)
 {
     (void)sig;
     g_stop = 1;
 }
 
-void train_config_defaults(struct train_config *c)
+double eval_metric(const struct eval_metrics *m, const char *name)
 {
-    memset(c, 0, sizeof *c);
-    c->preset = "ctr-tiny";
-    c->data = "synthetic";
-    c->eval_fraction = 0.1;
-    c->train_samples = 1000000;
-    c->eval_samples = 50000;
-    c->data_seed = 1234;
-    c->steps = 1000;
-    c->batch = 256;
-    c->seed = 1;
-    c->lr = 0.1;
-    c->warmup = 100;
-    c->optimizer = "sgd";
-    c->eval_every = 0;
-    c->eval_batch = 4096;
-    c->ckpt_keep = 3;
-    c->numerics = NUMERICS_FAST;
-    c->precision = DT_F32;
-    c->micro_shard = 64;
-    c->loss_scale = "auto";
-    c->ls_init = 65536.0;
-    c->ls_growth = 2.0;
-    c->ls_backoff = 0.5;
-    c->ls_interval = 2000;
-    c->device = "cpu";
-    c->prefetch = 4;
-    c->watchdog_s = 0;
-    c->max_bad_steps = 3;
+    for (int i = 0; m && i < m->n; i++)
+        if (!strcmp(m->name[i], name)) return m->value[i];
+    return NAN;
 }
 
 struct trainer {
@@ -82,18 +57,26 @@ struct trainer {
     struct comm *c;
     struct dev *d;
     int rank, world;
-    struct ctr_config mc;
-    struct ctr_model *m;
+    const struct workload *wl;
+    const struct model_ops *mo;
+    void *spec;               /* the workload's model configuration */
+    char model_desc[256];
+    struct model *m;
+    const struct model_layout *L;
     const struct train_ops *to;
-    struct dataset *ds;
+    struct data_source *ds;
+    struct feed_source fs;    /* the data source's ops and fields */
+    struct data_info di;
+    long n_split[2];          /* samples in the train and eval splits */
     struct sampler smp;
     struct loss_scaler sc;
-    struct ctr_opt opt;
+    struct optim opt;
+    struct mcomm_ctx mcx;     /* models' and evals' collectives (host comm) */
+    struct model_comm mcomm;
     long step;      /* global steps done = next step to run */
     long opt_t;     /* optimizer updates applied (AdamW bias correction) */
     size_t n_dense, n_params;
-    int D;
-    int64_t rows[CTR_N_TABLES];
+    int D;                    /* sparse row width (0: no sparse region) */
     int max_batch;
     long sparse_cap; /* rows a global batch can touch */
     /* host staging */
@@ -116,33 +99,35 @@ struct trainer {
     double *d_sumsq;          /* -> d_scratch + SCR_SUMSQ */
     void *d_scratch;          /* the step's status block, read back in one piece */
     /* fast gradient path (see "the fast gradient path" below) */
-    int gp;                   /* GP_LOCAL, GP_HOST, GP_DEVICE */
-    struct nccl_comm *nc;     /* GP_DEVICE over NCCL/RCCL; NULL: the host comm stands in (cpu device) */
+    int exch;                 /* fast numerics exchange gradients (over dc) */
+    struct comm *dc;          /* the gradients' device comm (comm_open_device), NULL: none */
     int n_layers, nb, launched;
-    int close_at[2 * CTR_MAX_LAYERS];          /* backward layer k closes bucket close_at[k] (-1: none) */
-    size_t b_lo[2 * CTR_MAX_LAYERS], b_hi[2 * CTR_MAX_LAYERS]; /* dense buckets, in launch order */
+    int close_at[MAX_BUCKETS];                 /* model bucket k closes comm bucket close_at[k] (-1: none) */
+    size_t b_lo[MAX_BUCKETS], b_hi[MAX_BUCKETS]; /* dense comm buckets, in launch order */
     int64_t *l_rows;          /* this rank's sparse list before the exchange (device) */
     float *l_grads;
     size_t l_n;
     const int64_t *s_rows;    /* the step's reduced sparse list for the optimizer (device) */
     const float *s_grads;
     size_t s_n;
-    void *d_send, *d_recv;    /* GP_DEVICE sparse exchange */
+    void *d_send, *d_recv;    /* the sparse exchange */
     size_t send_cap, recv_cap;
     double ss;                /* squared global norm when have_ss */
     int have_ss;
     int use_feed;             /* fast numerics fed by train/devfeed (GPU; PLUMB_TRAIN_DEVFEED=1 on any device) */
     int feed_threads;
-    struct ctr_dev_batch db;  /* the step's device batch when use_feed */
-    float *hd;                /* GP_HOST host views of the dense grads and the sparse list */
-    const int64_t *hr;
-    const float *hg;
-    size_t hn;
+    struct batch db;          /* the step's device batch when use_feed */
     /* eval (this rank's contiguous share of the eval split) */
     long ev_lo, ev_n;
-    float *ev_dense, *ev_labels;
-    uint32_t *ev_sparse;
-    float *ev_logits;
+    struct host_batch ev;     /* its samples, field by field */
+    float *ev_out;            /* [ev_n, out_width] predictions */
+    struct eval_acc *acc;
+    /* golden: whole-batch models fold shard by shard (fold_shard) */
+    int64_t *g_flags, *g_loss_fix, *g_count;
+    int g_engine_err;         /* fold_shard failed in the engine (not the model) */
+    int whole;                /* the model couples a batch's samples (model_ops.whole_batch) */
+    int fuse;                 /* the sparse SGD runs inside the backward (--fuse-sparse-sgd) */
+    float *buf_snap;          /* the model's buffers at the start of a step (device) */
     /* metrics */
     FILE *metrics;
     char cfg_str[1024];
@@ -182,26 +167,39 @@ static int to_dev(struct trainer *t, void *dst, const void *src, size_t bytes, p
 
 static const char *prec_name(dtype_t p) { return dtype_name(p); }
 
+/* Linear warmup over the first --warmup steps, then the schedule:
+ * constant; cosine from lr to lr_min at the last step; or step decay by
+ * gamma every lr_step_every steps. */
 static double lr_at(const struct train_config *cfg, long step)
 {
     if (cfg->warmup > 0 && step < cfg->warmup) return cfg->lr * (double)(step + 1) / (double)cfg->warmup;
+    long after = step - (cfg->warmup > 0 ? cfg->warmup : 0);
+    if (cfg->schedule && !strcmp(cfg->schedule, "cosine")) {
+        long span = cfg->steps - (cfg->warmup > 0 ? cfg->warmup : 0);
+        double f = span > 1 ? (double)after / (double)(span - 1) : 1.0;
+        if (f > 1) f = 1;
+        return cfg->lr_min + 0.5 * (cfg->lr - cfg->lr_min) * (1.0 + cos(M_PI * f));
+    }
+    if (cfg->schedule && !strcmp(cfg->schedule, "step") && cfg->lr_step_every > 0)
+        return cfg->lr * pow(cfg->lr_step_gamma, (double)(after / cfg->lr_step_every));
     return cfg->lr;
 }
 
 static void config_string(struct trainer *t)
 {
     const struct train_config *c = t->cfg;
-    char model[256];
-    ctr_config_describe(&t->mc, model, sizeof model);
     snprintf(t->cfg_str, sizeof t->cfg_str,
-             "workload=ctr;preset=%s;model=%s;data=%s;eval_data=%s;data_seed=%llu;train_samples=%ld;"
-             "batch=%ld;seed=%llu;lr=%.17g;warmup=%ld;optimizer=%s;weight_decay=%.17g;numerics=%s;"
-             "precision=%s;micro_shard=%d;loss_scale=%s;ls=%.17g/%.17g/%.17g/%ld;clip=%.17g",
-             c->preset, model, c->data, c->eval_data ? c->eval_data : "", (unsigned long long)c->data_seed,
-             t->ds->n[0], c->batch, (unsigned long long)c->seed, c->lr, c->warmup, c->optimizer,
-             c->weight_decay, c->numerics == NUMERICS_GOLDEN ? "golden" : "fast", prec_name(c->precision),
-             c->micro_shard, t->sc.enabled ? "dynamic" : "off", c->ls_init, c->ls_growth, c->ls_backoff,
-             c->ls_interval, c->clip_grad_norm);
+             "workload=%s;preset=%s;model=%s;data=%s;eval_data=%s;data_seed=%llu;train_samples=%ld;"
+             "batch=%ld;seed=%llu;lr=%.17g;warmup=%ld;schedule=%s/%.17g/%ld/%.17g;optimizer=%s;"
+             "weight_decay=%.17g;momentum=%.17g;betas=%.17g/%.17g/%.17g;numerics=%s;"
+             "precision=%s;micro_shard=%ld;loss_scale=%s;ls=%.17g/%.17g/%.17g/%ld;clip=%.17g",
+             t->wl->name, c->preset, t->model_desc, c->data, c->eval_data ? c->eval_data : "",
+             (unsigned long long)c->data_seed, t->n_split[0], c->batch, (unsigned long long)c->seed, c->lr,
+             c->warmup, c->schedule, c->lr_min, c->lr_step_every, c->lr_step_gamma, c->optimizer,
+             c->weight_decay, c->momentum, c->beta1, c->beta2, c->adam_eps,
+             c->numerics == NUMERICS_GOLDEN ? "golden" : "fast", prec_name(c->precision), c->micro_shard,
+             t->sc.enabled ? "dynamic" : "off", c->ls_init, c->ls_growth, c->ls_backoff, c->ls_interval,
+             c->clip_grad_norm);
     hash_sha256_hex(t->cfg_str, strlen(t->cfg_str), t->cfg_hash);
 }
 
@@ -211,18 +209,23 @@ static void trainer_free(struct trainer *t)
 {
     if (t->metrics) fclose(t->metrics);
     if (t->d) {
-        if (t->nc) nccl_comm_free(t->nc);
+        if (t->dc) comm_finalize(t->dc);
         dev_free(t->d, t->d_rows_in), dev_free(t->d, t->d_rows), dev_free(t->d, t->d_sg_in);
         dev_free(t->d, t->d_sg), dev_free(t->d, t->d_scratch);
+        if (t->buf_snap) dev_free(t->d, t->buf_snap);
         if (t->d_send) dev_free(t->d, t->d_send);
         if (t->d_recv) dev_free(t->d, t->d_recv);
     }
-    ctr_free(t->m);
+    optim_free(&t->opt);
+    if (t->m) t->mo->free(t->m);
     free(t->h_dense), free(t->h_rows), free(t->h_sgrads), free(t->h_acc);
     free(t->q_dense), free(t->q_rows), free(t->q_vals);
-    free(t->ev_dense), free(t->ev_labels), free(t->ev_sparse), free(t->ev_logits);
+    for (int k = 0; k < MODEL_MAX_FIELDS; k++) free(t->ev.field[k]);
+    free(t->ev.idx), free(t->ev_out);
+    if (t->acc) t->wl->eval->free(t->acc);
     sampler_free(&t->smp);
-    dataset_free(t->ds);
+    if (t->ds) t->wl->data->free(t->ds);
+    if (t->spec) t->wl->spec_free(t->spec);
     if (t->d) dev_close(t->d);
 }
 
@@ -236,7 +239,7 @@ static int open_device(struct trainer *t, plumb_err *e)
     if ((!strcmp(cfg->device, "cuda") || !strcmp(cfg->device, "hip")) && t->c->local_world > 1) {
         char s32[32];
         plumb_err me = {0};
-        rc = nccl_device_for_rank(cfg->device, t->c->local_rank, t->c->local_world, s32, &me);
+        rc = dev_spec_for_local_rank(cfg->device, t->c->local_rank, t->c->local_world, s32, &me);
         if (rc == PLUMB_EUSAGE) {
             if (e) *e = me;
             return rc;
@@ -250,13 +253,13 @@ static int open_device(struct trainer *t, plumb_err *e)
     rc = dev_open_or_cpu(spec, &t->d, e);
     if (rc) return rc;
     if (!strcmp(t->d->be->name, "cpu")) {
-        int th = cfg->threads;
+        long th = cfg->threads;
         if (th <= 0) {
             long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
             th = (int)(ncpu / (t->c->local_world > 0 ? t->c->local_world : 1));
             if (th < 1) th = 1;
         }
-        t->d->threads = th;
+        t->d->threads = (int)th;
     }
     if ((rc = dev_set_numerics(t->d, cfg->numerics, cfg->numerics == NUMERICS_FAST && cfg->allow_tf32, e))) return rc;
     if (!t->d->ops->train) return err_set(e, PLUMB_EUNSUPPORTED, "device %s has no training ops", t->d->label);
@@ -268,9 +271,12 @@ static int setup(struct trainer *t, plumb_err *e)
 {
     const struct train_config *cfg = t->cfg;
     int rc;
+    if (!cfg->wl) return err_set(e, PLUMB_EUSAGE, "no workload (build the config with train/options.h)");
+    t->wl = cfg->wl;
+    t->mo = cfg->wl->model;
     if (cfg->steps < 0) return err_set(e, PLUMB_EUSAGE, "--steps: %ld (expected >= 0)", cfg->steps);
     if (cfg->batch < 1) return err_set(e, PLUMB_EUSAGE, "--batch: %ld (expected a positive global batch)", cfg->batch);
-    if (cfg->micro_shard < 1) return err_set(e, PLUMB_EUSAGE, "--micro-shard: %d (expected >= 1)", cfg->micro_shard);
+    if (cfg->micro_shard < 1) return err_set(e, PLUMB_EUSAGE, "--micro-shard: %ld (expected >= 1)", cfg->micro_shard);
     if (cfg->eval_batch < 1) return err_set(e, PLUMB_EUSAGE, "--eval-batch: %ld (expected >= 1)", cfg->eval_batch);
     if (!(cfg->lr > 0)) return err_set(e, PLUMB_EUSAGE, "--lr: %g (expected > 0)", cfg->lr);
     if (cfg->precision != DT_F32 && cfg->precision != DT_BF16 && cfg->precision != DT_F16)
@@ -282,63 +288,69 @@ static int setup(struct trainer *t, plumb_err *e)
                        "0 < backoff < 1, interval >= 1)",
                        cfg->ls_init, cfg->ls_growth, cfg->ls_backoff, cfg->ls_interval);
     if (cfg->resume && !cfg->ckpt_dir) return err_set(e, PLUMB_EUSAGE, "--resume needs --checkpoint-dir");
-    if ((rc = ctr_config_preset(cfg->preset, cfg->rows, &t->mc, e))) return rc;
+    if ((rc = t->wl->configure(cfg, &t->spec, t->model_desc, sizeof t->model_desc, e))) return rc;
     if ((rc = open_device(t, e))) return rc;
+    t->mcx.c = t->c;
+    t->mcx.d = t->d;
+    mcomm_bind(&t->mcx, &t->mcomm);
 
-    struct data_opts dop = {.seed = cfg->data_seed,
-                            .train_samples = cfg->train_samples,
-                            .eval_samples = cfg->eval_samples,
-                            .eval_file = cfg->eval_data,
-                            .eval_fraction = cfg->eval_fraction,
-                            .bad = cfg->bad_lines_skip ? CRITEO_BAD_SKIP : CRITEO_BAD_ERROR,
-                            .max_rows = cfg->max_rows};
-    /* synthetic samples into memory once when the feed must keep up with a
-     * GPU, or when the run goes over the train split at least once anyway
-     * (the teacher is then evaluated once per sample, not once per access) */
-    dop.materialize = (!is_cpu(t) && cfg->numerics != NUMERICS_GOLDEN) ||
+    /* samples into memory once when the feed must keep up with a GPU, or
+     * when the run goes over the train split at least once anyway (a
+     * generator is then evaluated once per sample, not once per access) */
+    int materialize = (!is_cpu(t) && cfg->numerics != NUMERICS_GOLDEN) ||
                       (double)cfg->steps * (double)cfg->batch >= (double)cfg->train_samples;
-    if ((rc = dataset_open(cfg->data, &dop, &t->ds, e))) return rc;
-    if ((rc = sampler_init(&t->smp, t->ds->n[0], cfg->batch, cfg->micro_shard, cfg->seed, 1, e))) return rc;
+    if ((rc = t->wl->data->open(cfg, t->spec, materialize, &t->ds, e))) return rc;
+    t->fs.ops = t->wl->data;
+    t->fs.src = t->ds;
+    t->fs.fields = t->wl->data->fields(t->ds, &t->fs.n_fields);
+    if (t->fs.n_fields < 1 || t->fs.n_fields > MODEL_MAX_FIELDS)
+        return err_set(e, PLUMB_EINTERNAL, "%s data: %d batch fields (expected 1..%d)", t->wl->name, t->fs.n_fields,
+                       MODEL_MAX_FIELDS);
+    t->wl->data->info(t->ds, &t->di);
+    t->n_split[0] = t->wl->data->count(t->ds, SPLIT_TRAIN);
+    t->n_split[1] = t->wl->data->count(t->ds, SPLIT_EVAL);
+    if ((rc = sampler_init(&t->smp, t->n_split[0], cfg->batch, (int)cfg->micro_shard, cfg->seed, 1, e))) return rc;
 
     long local_cap = sampler_local_capacity(&t->smp, t->rank, t->world);
-    int train_mb = cfg->numerics == NUMERICS_GOLDEN ? cfg->micro_shard : (int)(local_cap > 0 ? local_cap : 1);
+    t->whole = t->mo->whole_batch && t->mo->whole_batch(t->spec);
+    int train_mb = cfg->numerics == NUMERICS_GOLDEN && !t->whole ? (int)cfg->micro_shard
+                                                                           : (int)(local_cap > 0 ? local_cap : 1);
     if (cfg->numerics == NUMERICS_GOLDEN && train_mb > cfg->batch) train_mb = (int)cfg->batch;
     t->max_batch = train_mb > cfg->eval_batch ? train_mb : (int)cfg->eval_batch;
-    if ((rc = ctr_create(t->d, &t->mc, t->max_batch, cfg->precision, &t->m, e))) return rc;
-    if ((rc = ctr_init(t->m, cfg->seed, e))) return rc;
-    t->n_dense = ctr_n_dense(t->m);
-    t->n_params = ctr_n_params(t->m);
-    t->D = t->mc.emb_dim;
-    memcpy(t->rows, t->mc.rows, sizeof t->rows);
+    if ((rc = t->mo->create(t->d, t->spec, t->max_batch, cfg->precision, &t->m, e))) return rc;
+    if ((rc = t->mo->init(t->m, cfg->seed, e))) return rc;
+    t->L = t->mo->layout(t->m);
+    if (t->L->n_buffers && (rc = dev_alloc(t->d, t->L->n_buffers * sizeof(float), (void **)&t->buf_snap, e))) return rc;
+    t->n_dense = t->L->n_dense;
+    t->n_params = t->L->n_params;
+    t->D = t->L->sparse_dim;
 
     int dyn = !strcmp(cfg->loss_scale, "dynamic") || (!strcmp(cfg->loss_scale, "auto") && cfg->precision == DT_F16);
     scaler_init(&t->sc, dyn, cfg->ls_init, cfg->ls_growth, cfg->ls_backoff, cfg->ls_interval);
 
-    t->opt.kind = !strcmp(cfg->optimizer, "adamw") ? CTR_OPT_ADAMW : CTR_OPT_SGD;
-    t->opt.weight_decay = (float)cfg->weight_decay;
-    t->opt.beta1 = 0.9f;
-    t->opt.beta2 = 0.999f;
-    t->opt.eps = 1e-8f;
-    if (t->opt.kind == CTR_OPT_ADAMW && (rc = ctr_opt_state_alloc(t->m, e))) return rc;
+    if ((rc = optim_init(&t->opt, t->d, t->L, cfg->optimizer, cfg->weight_decay, cfg->momentum, cfg->beta1, cfg->beta2,
+                         cfg->adam_eps, e)))
+        return rc;
+    if ((rc = optim_state_alloc(&t->opt, e))) return rc;
 
-    t->sparse_cap = cfg->batch * CTR_N_TABLES;
-    size_t D = (size_t)t->D, sc = (size_t)t->sparse_cap;
-    t->h_dense = malloc(t->n_dense * sizeof(float));
+    t->sparse_cap = cfg->batch * t->L->sparse_per_sample;
+    size_t D = (size_t)t->D, sc = (size_t)(t->sparse_cap > 0 ? t->sparse_cap : 1), Dm = D ? D : 1;
+    t->h_dense = malloc((t->n_dense ? t->n_dense : 1) * sizeof(float));
     t->h_rows = malloc(sc * sizeof(int64_t));
-    t->h_sgrads = malloc(sc * D * sizeof(float));
+    t->h_sgrads = malloc(sc * Dm * sizeof(float));
     if (!t->h_dense || !t->h_rows || !t->h_sgrads) return err_set(e, PLUMB_ENOMEM, "trainer: out of host memory");
     if (cfg->numerics == NUMERICS_GOLDEN) {
-        t->q_dense = malloc(t->n_dense * sizeof(int64_t));
+        t->q_dense = malloc((t->n_dense ? t->n_dense : 1) * sizeof(int64_t));
         t->q_rows = malloc(sc * sizeof(int64_t));
-        t->q_vals = malloc(sc * D * sizeof(int64_t));
+        t->q_vals = malloc(sc * Dm * sizeof(int64_t));
         if (!t->q_dense || !t->q_rows || !t->q_vals) return err_set(e, PLUMB_ENOMEM, "trainer: out of host memory");
         /* every micro-shard of a global batch may add up to the bound */
         t->q_bound = ldexp(1.0, 62) / (double)(sampler_nshards(&t->smp) + 1);
     }
     if ((rc = dev_alloc(t->d, sc * sizeof(int64_t), (void **)&t->d_rows_in, e)) ||
         (rc = dev_alloc(t->d, sc * sizeof(int64_t), (void **)&t->d_rows, e)) ||
-        (rc = dev_alloc(t->d, sc * D * sizeof(float), (void **)&t->d_sg_in, e)) ||
-        (rc = dev_alloc(t->d, sc * D * sizeof(float), (void **)&t->d_sg, e)) ||
+        (rc = dev_alloc(t->d, sc * Dm * sizeof(float), (void **)&t->d_sg_in, e)) ||
+        (rc = dev_alloc(t->d, sc * Dm * sizeof(float), (void **)&t->d_sg, e)) ||
         (rc = dev_alloc(t->d, SCR_BYTES, &t->d_scratch, e)))
         return rc;
     t->d_sumsq = (double *)((char *)t->d_scratch + SCR_SUMSQ);
@@ -346,24 +358,21 @@ static int setup(struct trainer *t, plumb_err *e)
     t->d_n = (int64_t *)((char *)t->d_scratch + SCR_N);
 
     /* this rank's eval share: contiguous chunks of eval_batch samples */
-    long ne = t->ds->n[1], E = cfg->eval_batch, C = (ne + E - 1) / E;
+    long ne = t->n_split[1], E = cfg->eval_batch, C = (ne + E - 1) / E;
     long c0 = C * t->rank / t->world, c1 = C * (t->rank + 1) / t->world;
     t->ev_lo = c0 * E;
     long hi = c1 * E < ne ? c1 * E : ne;
     t->ev_n = hi > t->ev_lo ? hi - t->ev_lo : 0;
     size_t en = (size_t)(t->ev_n > 0 ? t->ev_n : 1);
-    t->ev_dense = malloc(en * CTR_N_DENSE * sizeof(float));
-    t->ev_sparse = malloc(en * CTR_N_TABLES * sizeof(uint32_t));
-    t->ev_labels = malloc(en * sizeof(float));
-    t->ev_logits = malloc(en * sizeof(float));
-    uint32_t *idx = malloc(en * sizeof(uint32_t));
-    if (!t->ev_dense || !t->ev_sparse || !t->ev_labels || !t->ev_logits || !idx) {
-        free(idx);
-        return err_set(e, PLUMB_ENOMEM, "trainer: cannot hold %ld eval samples", t->ev_n);
-    }
-    for (long i = 0; i < t->ev_n; i++) idx[i] = (uint32_t)(t->ev_lo + i);
-    data_fill(t->ds, 1, idx, (int)t->ev_n, t->rows, t->ev_dense, t->ev_sparse, t->ev_labels);
-    free(idx);
+    int ok = 1;
+    for (int k = 0; k < t->fs.n_fields; k++) ok &= (t->ev.field[k] = calloc(en, feed_field_bytes(&t->fs, k))) != NULL;
+    t->ev.idx = malloc(en * sizeof(uint32_t));
+    t->ev_out = malloc(en * (size_t)(t->L->out_width > 0 ? t->L->out_width : 1) * sizeof(float));
+    if (!ok || !t->ev.idx || !t->ev_out) return err_set(e, PLUMB_ENOMEM, "trainer: cannot hold %ld eval samples", t->ev_n);
+    t->ev.cap = t->ev.n = (int)t->ev_n;
+    for (long i = 0; i < t->ev_n; i++) t->ev.idx[i] = (uint32_t)(t->ev_lo + i);
+    t->wl->data->fill(t->ds, SPLIT_EVAL, 0, t->ev.idx, (int)t->ev_n, t->ev.field);
+    if ((rc = t->wl->eval->create(t->spec, t->ev_n, &t->acc, e))) return rc;
     config_string(t);
     return PLUMB_OK;
 }
@@ -395,7 +404,7 @@ static int setup_comm(struct trainer *t, plumb_err *e)
         else if (t->world == 1) snprintf(why, sizeof why, "auto: 1 rank, nothing to exchange");
         else {
             plumb_err le = {0};
-            use_nccl = nccl_load(be, NULL, 0, &le) == PLUMB_OK;
+            use_nccl = comm_nccl_load(be, NULL, 0, &le) == PLUMB_OK;
             if (!use_nccl) snprintf(why, sizeof why, "auto: %s", le.msg);
             /* every rank must take the same path */
             uint32_t v = (uint32_t)use_nccl;
@@ -407,24 +416,31 @@ static int setup_comm(struct trainer *t, plumb_err *e)
     } else {
         snprintf(why, sizeof why, "--comm %s", kind);
     }
-    if (use_nccl) {
+    /* the gradients' comm (fast numerics): a device comm over the host comm,
+     * NCCL/RCCL or the host comm itself serving the device (directly on
+     * the cpu device, staged through pinned memory on a GPU); one path for
+     * every case, with nothing to exchange on 1 rank unless asked for */
+    int forced = fast && stand && !strcmp(stand, "host");
+    if (forced && !is_cpu(t))
+        return err_set(e, PLUMB_EUSAGE, "PLUMB_TRAIN_DEVICE_COMM=host needs the cpu device (not %s)", t->d->label);
+    if (forced) snprintf(why + strlen(why), sizeof why - strlen(why), "; PLUMB_TRAIN_DEVICE_COMM=host");
+    t->exch = fast && (t->world > 1 || use_nccl || forced);
+    if (t->exch) {
         double to = cfg->watchdog_s > 0 ? cfg->watchdog_s : 300;
-        if ((rc = nccl_comm_init(t->c, t->d, to, &t->nc, e))) return err_wrap(e, "--comm %s", kind);
-        t->gp = GP_DEVICE;
-    } else if (fast && stand && !strcmp(stand, "host")) {
-        /* test hook: the device-collective path with the host comm standing
-         * in for NCCL, possible on the cpu device only (its memory is host memory) */
-        if (!is_cpu(t))
-            return err_set(e, PLUMB_EUSAGE, "PLUMB_TRAIN_DEVICE_COMM=host needs the cpu device (not %s)", t->d->label);
-        t->gp = GP_DEVICE;
-        snprintf(why + strlen(why), sizeof why - strlen(why), "; PLUMB_TRAIN_DEVICE_COMM=host");
-    } else {
-        t->gp = t->world > 1 ? GP_HOST : GP_LOCAL;
+        if ((rc = comm_open_device(t->c, t->d, use_nccl ? "nccl" : "host", to, &t->dc, e)))
+            return err_wrap(e, "--comm %s", kind);
     }
-    if (t->gp == GP_DEVICE) {
+    /* --fuse-sparse-sgd auto: only where nothing must see the sparse
+     * gradient before it is applied (one rank, nothing exchanged, plain SGD,
+     * no dynamic loss scale to check, no clipping; the norm for
+     * metrics.jsonl also needs it, checked per step) */
+    t->fuse = cfg->fuse_sparse_sgd && !strcmp(cfg->fuse_sparse_sgd, "auto") && fast && !t->exch &&
+              t->world == 1 && !strcmp(cfg->optimizer, "sgd") && !(cfg->momentum > 0) && !t->sc.enabled &&
+              !(cfg->clip_grad_norm > 0) && t->mo->fuse_sparse_sgd && t->D > 0;
+    if (t->exch) {
         /* dense buckets: layers in backward order merged up to PLUMB_NCCL_BUCKET_MB (default 25; 0 = one bucket) */
-        size_t off[2 * CTR_MAX_LAYERS], len[2 * CTR_MAX_LAYERS];
-        t->n_layers = ctr_grad_layers(t->m, off, len);
+        size_t off[MAX_BUCKETS], len[MAX_BUCKETS];
+        t->n_layers = t->mo->grad_buckets(t->m, off, len, MAX_BUCKETS);
         const char *v = getenv("PLUMB_NCCL_BUCKET_MB");
         double mb = v && *v ? atof(v) : 25.0;
         size_t min = mb > 0 ? (size_t)(mb * 1048576.0 / sizeof(float)) : (size_t)-1;
@@ -451,23 +467,23 @@ static int setup_comm(struct trainer *t, plumb_err *e)
         /* default: this rank's share of the cores, less the launching and
          * producer threads (the builders run a fraction of each step; more
          * of them than cores slows the launching thread) */
-        int th = cfg->threads > 0 ? cfg->threads : (int)(ncpu / (t->c->local_world > 0 ? t->c->local_world : 1)) - 2;
+        int th = cfg->threads > 0 ? (int)cfg->threads : (int)(ncpu / (t->c->local_world > 0 ? t->c->local_world : 1)) - 2;
         t->feed_threads = th < 1 ? 1 : th > 16 ? 16 : th;
         if (t->rank == 0 && !cfg->quiet)
             log_info("data: device feed (pinned buffers, %d build thread%s, H2D on a copy stream, %d deep)",
-                     t->feed_threads, t->feed_threads == 1 ? "" : "s", cfg->prefetch > 2 ? cfg->prefetch : 2);
+                     t->feed_threads, t->feed_threads == 1 ? "" : "s", cfg->prefetch > 2 ? (int)cfg->prefetch : 2);
     }
     if (t->rank == 0 && !cfg->quiet) {
         const char *hc = t->c->ops->name;
         if (cfg->numerics == NUMERICS_GOLDEN)
             log_info("comm: %s (golden: int64 fixed-point sums, staged through host memory) [%s]", hc, why);
-        else if (t->gp == GP_DEVICE && t->nc)
-            log_info("comm: gradients on the device over %s, %d bucket%s, control over %s [%s]", nccl_describe(t->nc),
-                     t->nb, t->nb == 1 ? "" : "s", hc, why);
-        else if (t->gp == GP_DEVICE)
+        else if (t->exch && use_nccl)
+            log_info("comm: gradients on the device over %s, %d bucket%s, control over %s [%s]", t->dc->desc, t->nb,
+                     t->nb == 1 ? "" : "s", hc, why);
+        else if (forced)
             log_info("comm: device-collective path with the host comm %s standing in for NCCL, %d bucket%s [%s]", hc,
                      t->nb, t->nb == 1 ? "" : "s", why);
-        else if (t->gp == GP_HOST)
+        else if (t->exch)
             log_info("comm: %s, gradients staged through host memory%s [%s]", hc,
                      is_cpu(t) ? " (the cpu device's own)" : "", why);
         else
@@ -476,117 +492,150 @@ static int setup_comm(struct trainer *t, plumb_err *e)
     return PLUMB_OK;
 }
 
-/* The teacher's AUC on the eval split (synthetic data), computed exactly over
- * all ranks like any eval. */
-static int teacher_auc(struct trainer *t, double *auc, plumb_err *e)
+/* The data's own model (a synthetic teacher) scored on the eval split like
+ * the model is, exactly over all ranks: res->reference gets
+ * teacher_<reference_metric>. Nothing when the data have no such model. */
+static int reference_eval(struct trainer *t, struct eval_metrics *ref, plumb_err *e)
 {
-    *auc = NAN;
-    if (!t->ds->synthetic) return PLUMB_OK;
-    size_t n = (size_t)t->ev_n;
-    float *lg = malloc((n ? n : 1) * sizeof *lg);
-    if (!lg) return err_set(e, PLUMB_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        struct criteo_sample s;
-        float p;
-        synth_sample(t->ds->syn, SYNTH_EVAL, (uint64_t)(t->ev_lo + (long)i), &s, &p);
-        lg[i] = p; /* AUC depends on the order only */
-    }
-    /* only the AUC of the gathered probabilities is used */
-    void *sv, *yv;
-    size_t sn, yn;
-    int rc = comm_allgatherv_alloc(t->c, lg, n * sizeof(float), &sv, &sn, NULL, "teacher scores", e);
-    free(lg);
-    if (rc) return rc;
-    rc = comm_allgatherv_alloc(t->c, t->ev_labels, n * sizeof(float), &yv, &yn, NULL, "teacher labels", e);
-    if (rc) {
-        free(sv);
-        return rc;
-    }
-    float *all_s = sv, *all_y = yv;
-    *auc = eval_auc(all_s, all_y, yn / sizeof(float));
-    free(all_s);
-    free(all_y);
+    memset(ref, 0, sizeof *ref);
+    const struct eval_ops *ev = t->wl->eval;
+    if (!t->di.has_reference || !t->wl->data->reference_outputs || !ev->reference_metric) return PLUMB_OK;
+    int rc = t->wl->data->reference_outputs(t->ds, SPLIT_EVAL, t->ev.idx, (int)t->ev_n, t->ev_out, e);
+    ev->reset(t->acc);
+    struct batch hb;
+    host_batch_view(&t->fs, &t->ev, 0, (int)t->ev_n, &hb);
+    if (!rc) rc = ev->add(t->acc, &hb, t->ev_out, (int)t->ev_n, e);
+    struct eval_metrics m;
+    if (!rc) rc = ev->reduce(t->acc, &t->mcomm, &m, e);
+    if (rc) return err_wrap(e, "evaluating the data's reference model");
+    ref->n = 1;
+    ref->count = m.count;
+    snprintf(ref->name[0], sizeof ref->name[0], "teacher_%s", ev->reference_metric);
+    ref->value[0] = eval_metric(&m, ev->reference_metric);
     return PLUMB_OK;
 }
 
 /* --------------------------------------------------------------- eval */
 
-static int run_eval(struct trainer *t, struct eval_result *r, float **all_logits, float **all_labels,
-                    plumb_err *e)
+static int run_eval(struct trainer *t, struct eval_metrics *r, plumb_err *e)
 {
     long E = t->cfg->eval_batch;
+    const struct eval_ops *ev = t->wl->eval;
+    size_t W = (size_t)(t->L->out_width > 0 ? t->L->out_width : 1);
+    ev->reset(t->acc);
     for (long off = 0; off < t->ev_n; off += E) {
         long n = t->ev_n - off < E ? t->ev_n - off : E;
-        struct ctr_batch b = {.B = (int)n,
-                              .n_valid = (int)n,
-                              .dense = t->ev_dense + off * CTR_N_DENSE,
-                              .sparse = t->ev_sparse + off * CTR_N_TABLES,
-                              .labels = t->ev_labels + off};
-        int rc = ctr_predict(t->m, &b, NULL, t->ev_logits + off, NULL, e);
+        struct batch b;
+        host_batch_view(&t->fs, &t->ev, off, (int)n, &b);
+        int rc = t->mo->predict(t->m, &b, t->ev_out + (size_t)off * W, e);
+        if (!rc) rc = ev->add(t->acc, &b, t->ev_out + (size_t)off * W, (int)n, e);
         if (rc) return err_wrap(e, "eval at step %ld", t->step);
     }
-    return eval_exact(t->c, t->ev_logits, t->ev_labels, (size_t)t->ev_n, r, all_logits, all_labels, e);
+    return ev->reduce(t->acc, &t->mcomm, r, e);
+}
+
+/* SHA-256 of the fp32 parameter buffer's bytes (little endian, buffer
+ * order), then of the buffers (none for most models). */
+static int param_digest(struct trainer *t, char hex[65], plumb_err *e)
+{
+    hash_sha256 h;
+    if (hash_sha256_init(&h)) return err_set(e, PLUMB_EINTERNAL, "digest: SHA-256 init failed");
+    const size_t chunk = (size_t)1 << 22; /* floats */
+    float *buf = malloc(chunk * sizeof(float));
+    int rc = buf ? PLUMB_OK : err_set(e, PLUMB_ENOMEM, "digest: out of memory");
+    const float *src[2] = {t->mo->params(t->m), t->mo->buffers(t->m)};
+    size_t cnt[2] = {t->n_params, t->L->n_buffers};
+    for (int k = 0; k < 2 && !rc; k++)
+        for (size_t i = 0; i < cnt[k] && src[k] && !rc; i += chunk) {
+            size_t n = cnt[k] - i < chunk ? cnt[k] - i : chunk;
+            rc = to_host(t, buf, src[k] + i, n * sizeof(float), e);
+            if (!rc) hash_sha256_update(&h, buf, n * sizeof(float));
+        }
+    uint8_t out[32];
+    hash_sha256_final(&h, out);
+    free(buf);
+    if (rc) return rc;
+    hash_to_hex(out, 32, hex);
+    return PLUMB_OK;
 }
 
 /* --------------------------------------------------------- checkpoints */
+
+/* The checkpoint's sections, from the tensor list: "p:<tensor>" the
+ * parameters of each tensor, "b:<tensor>" each buffer, and the optimizer
+ * state of each tensor it has state for ("m:" / "v:" AdamW moments,
+ * "u:" SGD momentum, dense tensors only). */
+enum { SEC_P = 0, SEC_B, SEC_M, SEC_V, SEC_U, SEC_KINDS };
+static const char sec_prefix[SEC_KINDS][3] = {"p:", "b:", "m:", "v:", "u:"};
+
+/* Device pointer of tensor i's section of kind k (NULL: the tensor has none). */
+static float *sec_ptr(struct trainer *t, int i, int k)
+{
+    const struct model_tensor *x = &t->L->tensors[i];
+    int buffer = (x->flags & TENSOR_BUFFER) != 0;
+    switch (k) {
+    case SEC_P: return buffer ? NULL : t->mo->params(t->m) + x->offset;
+    case SEC_B: return buffer && t->mo->buffers(t->m) ? t->mo->buffers(t->m) + x->offset : NULL;
+    case SEC_M: return !buffer && t->opt.m ? t->opt.m + x->offset : NULL;
+    case SEC_V: return !buffer && t->opt.v ? t->opt.v + x->offset : NULL;
+    case SEC_U: return !buffer && !(x->flags & TENSOR_SPARSE) && t->opt.buf ? t->opt.buf + x->offset : NULL;
+    }
+    return NULL;
+}
 
 static int ckpt_save(struct trainer *t, char *path_out, plumb_err *e)
 {
     int rc = PLUMB_OK;
     char path[4096] = "";
     if (t->rank == 0) {
-        float *params = malloc(t->n_params * sizeof(float));
-        float *am = NULL, *av = NULL, *hm = NULL, *hv = NULL;
-        size_t an = 0;
-        ctr_opt_state(t->m, &am, &av, &an);
-        if (!params) rc = err_set(e, PLUMB_ENOMEM, "checkpoint: out of memory");
-        if (!rc) rc = to_host(t, params, ctr_params(t->m), t->n_params * sizeof(float), e);
-        if (!rc && an) {
-            hm = malloc(an * sizeof(float));
-            hv = malloc(an * sizeof(float));
-            if (!hm || !hv) rc = err_set(e, PLUMB_ENOMEM, "checkpoint: out of memory");
-            if (!rc) rc = to_host(t, hm, am, an * sizeof(float), e);
-            if (!rc) rc = to_host(t, hv, av, an * sizeof(float), e);
-        }
+        int nt = t->L->n_tensors, cap = 1 + nt * SEC_KINDS;
+        struct ckpt_section *sec = calloc((size_t)cap, sizeof *sec);
+        void **bufs = calloc((size_t)cap, sizeof *bufs);
+        int ns = 0;
         char digest[65] = "";
-        if (!rc) rc = ctr_param_digest(t->m, digest, e);
+        char *ms = NULL;
+        if (!sec || !bufs) rc = err_set(e, PLUMB_ENOMEM, "checkpoint: out of memory");
+        if (!rc) rc = param_digest(t, digest, e);
         if (!rc) {
-            json_t *meta = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:I, s:{s:f, s:I, s:I}, s:s}",
-                                     "format", "plumb.ckpt/1", "workload", "ctr", "step", (json_int_t)t->step,
+            json_t *meta = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:I, s:{s:f, s:I, s:I}, s:b, s:s}",
+                                     "format", "plumb.ckpt/2", "workload", t->wl->name, "step", (json_int_t)t->step,
                                      "opt_step", (json_int_t)t->opt_t, "epoch",
                                      (json_int_t)(t->step / sampler_steps_per_epoch(&t->smp)), "config_hash",
                                      t->cfg_hash, "config", t->cfg_str, "param_digest", digest, "world", t->world,
                                      "samples_seen", (json_int_t)(t->step * t->cfg->batch), "scaler", "scale",
                                      t->sc.scale, "clean_steps", (json_int_t)t->sc.clean_steps, "skipped_total",
-                                     (json_int_t)t->sc.skipped_total, "written_utc", "");
+                                     (json_int_t)t->sc.skipped_total, "momentum_started", t->opt.momentum_started,
+                                     "written_utc", "");
             char ts[32];
             time_t now = time(NULL);
             strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
             json_object_set_new(meta, "written_utc", json_string(ts));
-            char *ms = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+            ms = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
             json_decref(meta);
-            struct ckpt_section sec[4];
-            int ns = 0;
-            memset(sec, 0, sizeof sec);
             snprintf(sec[ns].name, CKPT_NAME_MAX, "meta");
             sec[ns].data = ms, sec[ns++].len = strlen(ms);
-            snprintf(sec[ns].name, CKPT_NAME_MAX, "params");
-            sec[ns].data = params, sec[ns++].len = t->n_params * sizeof(float);
-            if (an) {
-                snprintf(sec[ns].name, CKPT_NAME_MAX, "adam_m");
-                sec[ns].data = hm, sec[ns++].len = an * sizeof(float);
-                snprintf(sec[ns].name, CKPT_NAME_MAX, "adam_v");
-                sec[ns].data = hv, sec[ns++].len = an * sizeof(float);
-            }
-            rc = ckpt_write(t->cfg->ckpt_dir, t->step, sec, ns, t->cfg->ckpt_keep, path, e);
-            free(ms);
-            if (!rc && inject_take(INJECT_CORRUPT_CKPT, t->step, t->rank)) {
-                log_warn("injected fault: corrupting checkpoint %s", path);
-                plumb_err ce = {0};
-                if (ckpt_corrupt_file(path, &ce)) log_warn("%s", ce.msg);
-            }
         }
-        free(params), free(hm), free(hv);
+        for (int k = 0; k < SEC_KINDS && !rc; k++)
+            for (int i = 0; i < nt && !rc; i++) {
+                const float *src = sec_ptr(t, i, k);
+                if (!src) continue;
+                size_t bytes = t->L->tensors[i].numel * sizeof(float);
+                if (!(bufs[ns] = malloc(bytes ? bytes : 1))) {
+                    rc = err_set(e, PLUMB_ENOMEM, "checkpoint: out of memory for %s", t->L->tensors[i].name);
+                    break;
+                }
+                rc = to_host(t, bufs[ns], src, bytes, e);
+                snprintf(sec[ns].name, CKPT_NAME_MAX, "%s%s", sec_prefix[k], t->L->tensors[i].name);
+                sec[ns].data = bufs[ns], sec[ns++].len = bytes;
+            }
+        if (!rc) rc = ckpt_write(t->cfg->ckpt_dir, t->step, sec, ns, (int)t->cfg->ckpt_keep, path, e);
+        if (!rc && inject_take(INJECT_CORRUPT_CKPT, t->step, t->rank)) {
+            log_warn("injected fault: corrupting checkpoint %s", path);
+            plumb_err ce = {0};
+            if (ckpt_corrupt_file(path, &ce)) log_warn("%s", ce.msg);
+        }
+        for (int i = 0; bufs && i < cap; i++) free(bufs[i]);
+        free(bufs), free(sec), free(ms);
     }
     /* everyone learns whether rank 0 managed */
     int32_t status[2] = {rc, 0};
@@ -661,26 +710,19 @@ static int ckpt_restore(struct trainer *t, int *found, plumb_err *e)
         ckpt_free(&ck);
         return rc;
     }
-    size_t pl;
-    const void *p = ckpt_find(&ck, "params", &pl);
-    if (!p || pl != t->n_params * sizeof(float)) {
-        json_decref(meta);
-        ckpt_free(&ck);
-        return err_set(e, PLUMB_ECORRUPT, "%s: params section has %zu bytes, expected %zu", path, p ? pl : 0,
-                       t->n_params * sizeof(float));
-    }
-    rc = to_dev(t, ctr_params(t->m), p, pl, e);
-    if (!rc && t->opt.kind == CTR_OPT_ADAMW) {
-        float *am, *av;
-        size_t an;
-        ctr_opt_state(t->m, &am, &av, &an);
-        size_t ml2, vl;
-        const void *mm = ckpt_find(&ck, "adam_m", &ml2), *vv = ckpt_find(&ck, "adam_v", &vl);
-        if (!mm || !vv || ml2 != an * sizeof(float) || vl != an * sizeof(float))
-            rc = err_set(e, PLUMB_ECORRUPT, "%s: AdamW state missing or of the wrong size", path);
-        if (!rc) rc = to_dev(t, am, mm, ml2, e);
-        if (!rc) rc = to_dev(t, av, vv, vl, e);
-    }
+    for (int k = 0; k < SEC_KINDS && !rc; k++)
+        for (int i = 0; i < t->L->n_tensors && !rc; i++) {
+            float *dst = sec_ptr(t, i, k);
+            if (!dst) continue;
+            char name[CKPT_NAME_MAX + 8];
+            snprintf(name, sizeof name, "%s%s", sec_prefix[k], t->L->tensors[i].name);
+            size_t len, want = t->L->tensors[i].numel * sizeof(float);
+            const void *p = ckpt_find(&ck, name, &len);
+            if (!p || len != want)
+                rc = err_set(e, PLUMB_ECORRUPT, "%s: section %s has %zu bytes, expected %zu%s", path, name, p ? len : 0,
+                             want, p ? "" : " (missing: another optimizer or model?)");
+            else rc = to_dev(t, dst, p, len, e);
+        }
     if (!rc) {
         t->step = (long)jsonx_num(meta, "step");
         t->opt_t = (long)jsonx_num(meta, "opt_step");
@@ -689,6 +731,7 @@ static int ckpt_restore(struct trainer *t, int *found, plumb_err *e)
         t->sc.clean_steps = (long)jsonx_num(s, "clean_steps");
         t->sc.skipped_total = (long)jsonx_num(s, "skipped_total");
         if (!t->sc.enabled) t->sc.scale = 1.0;
+        t->opt.momentum_started = json_is_true(json_object_get(meta, "momentum_started"));
         *found = 1;
         if (t->rank == 0 && !t->cfg->quiet)
             log_info("resumed from %s: step %ld (written on %d ranks, now %d)", path, t->step,
@@ -723,7 +766,7 @@ static int cmp_row(const void *a, const void *b)
  * add them to the accumulators. */
 static int golden_accumulate(struct trainer *t, int64_t *flags, plumb_err *e)
 {
-    int rc = to_host(t, t->h_dense, ctr_grads(t->m), t->n_dense * sizeof(float), e);
+    int rc = to_host(t, t->h_dense, t->mo->grads(t->m), t->n_dense * sizeof(float), e);
     if (rc) return rc;
     double k = t->q_mul, bound = t->q_bound;
     for (size_t i = 0; i < t->n_dense; i++) {
@@ -737,7 +780,7 @@ static int golden_accumulate(struct trainer *t, int64_t *flags, plumb_err *e)
     int64_t *rows;
     float *grads;
     size_t n;
-    ctr_sparse_grads(t->m, &rows, &grads, &n);
+    t->mo->sparse_grads(t->m, &rows, &grads, &n);
     if (t->q_n + n > (size_t)t->sparse_cap)
         return err_set(e, PLUMB_EINTERNAL, "sparse gradient list overflow (%zu + %zu > %ld)", t->q_n, n, t->sparse_cap);
     size_t D = (size_t)t->D;
@@ -753,6 +796,21 @@ static int golden_accumulate(struct trainer *t, int64_t *flags, plumb_err *e)
     }
     t->q_n += n;
     return PLUMB_OK;
+}
+
+/* A whole-batch model's shard j is in its gradient buffers (golden): the
+ * same quantize-and-add as a per-shard call. After a non-finite shard the
+ * rest are not added (the step is skipped anyway). */
+static int golden_fold(void *ctx, int j, const struct model_loss *l, plumb_err *e)
+{
+    struct trainer *t = ctx;
+    (void)j;
+    if (t->g_flags[SF_NONFINITE]) return PLUMB_OK;
+    *t->g_loss_fix += llrint(l->sum * LOSS_FIX);
+    *t->g_count += l->count;
+    int rc = golden_accumulate(t, t->g_flags, e);
+    if (rc) t->g_engine_err = 1;
+    return rc;
 }
 
 /* Sums records (row, q[D]) with equal rows: sorted by row, exact. Records
@@ -775,20 +833,17 @@ static size_t merge_records(int64_t *rec, size_t n, int D)
     return u;
 }
 
-/* ---- the fast gradient path (DESIGN.md section 8; docs/TRAINING.md) ----
- * GP_LOCAL  (1 rank, no device comm): the gradients never leave the device;
- *           the model's sparse list goes straight to the optimizer.
- * GP_DEVICE (a device comm: NCCL/RCCL, or the host comm standing in for it
- *           on the cpu device): dense buckets all-reduced on the device as
- *           backward completes them (ctr grad-ready hook), sparse lists
- *           gathered on the device (padded to the largest) and coalesced
- *           there; unscale + inf check after the reduction (every rank sees
- *           the same sums, so the same decision).
- * GP_HOST   (ranks over the host comm: cpu device, or a GPU without NCCL):
- *           staged through host memory (no copies on the cpu device, whose
- *           memory is host memory), reduced with MPI, coalesced on the device.
- * Each path reads back one small status block per step where it can
- * (scratch: sumsq, found-inf, sparse count). */
+/* ---- the fast gradient path (docs/TRAINING.md, "Where the gradients go") ----
+ * One path over the gradients' device comm (t->dc, comm/comm.h: NCCL/RCCL,
+ * or the host comm serving the device: directly on the cpu device, staged
+ * through pinned memory on a GPU without NCCL): dense buckets all-reduced
+ * as backward completes them (the model's grad-ready hook), sparse lists
+ * gathered on the device (padded to the largest) and coalesced there;
+ * unscale + inf check after the reduction (every rank sees the same sums,
+ * so the same decision). With nothing to exchange (1 rank, t->exch 0) the
+ * gradients stay where the model left them: its sparse list goes straight
+ * to the optimizer. Each step reads back one small status block (scratch:
+ * sumsq, found-inf, sparse count). */
 struct scratch_host {
     double sumsq;
     int found, pad;
@@ -815,23 +870,18 @@ static int launch_upto(struct trainer *t, int j, dev_stream *s, plumb_err *e)
 {
     while (t->launched <= j) {
         int k = t->launched;
-        float *g = ctr_grads(t->m) + t->b_lo[k];
+        float *g = t->mo->grads(t->m) + t->b_lo[k];
         size_t n = t->b_hi[k] - t->b_lo[k];
-        int rc;
-        if (t->nc) {
-            rc = nccl_allreduce_async(t->nc, g, n, DT_F32, s, e);
-        } else {
-            char what[64];
-            snprintf(what, sizeof what, "allreduce grads bucket %d", k);
-            rc = comm_allreduce(t->c, g, n, DT_F32, COMM_SUM, what, e);
-        }
+        char what[64];
+        snprintf(what, sizeof what, "allreduce grads bucket %d", k);
+        int rc = comm_allreduce_start(t->dc, g, n, DT_F32, COMM_SUM, s, what, e);
         if (rc) return err_wrap(e, "all-reduce of gradient bucket %d [%zu, %zu)", k, t->b_lo[k], t->b_hi[k]);
         t->launched++;
     }
     return PLUMB_OK;
 }
 
-/* ctr's grad-ready hook: layer k's gradients are final on stream s */
+/* the model's grad-ready hook: bucket k's gradients are final on stream s */
 static int grad_ready(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e)
 {
     struct trainer *t = ctx;
@@ -842,47 +892,44 @@ static int grad_ready(void *ctx, int k, size_t off, size_t len, dev_stream *s, p
 /* Forward + backward of the step's local batch (whole), or of its samples
  * [off, off+cnt) (OOM split), from the device feed or the host batch. */
 static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off, long cnt, float gscale,
-                   struct ctr_loss *l, plumb_err *e)
+                   const struct step_ctx *sc, struct model_loss *l, plumb_err *e)
 {
+    struct batch mb;
     if (t->use_feed) {
-        struct ctr_dev_batch db = t->db;
+        mb = t->db;
         if (!whole) {
-            db.B = db.n_valid = (int)cnt;
-            db.dense = t->db.dense + off * CTR_N_DENSE;
-            db.sparse = t->db.sparse + off * CTR_N_TABLES;
-            db.labels = t->db.labels + off;
+            mb.B = mb.n_valid = (int)cnt;
+            for (int k = 0; k < t->fs.n_fields; k++)
+                mb.field[k] = (char *)t->db.field[k] + (size_t)off * feed_field_bytes(&t->fs, k);
         }
-        return ctr_forward_backward_dev(t->m, &db, gscale, l, e);
+    } else if (whole) {
+        host_batch_view(&t->fs, b, 0, b->cap, &mb);
+        mb.n_valid = b->n;
+    } else {
+        host_batch_view(&t->fs, b, off, (int)cnt, &mb);
     }
-    struct ctr_batch mb = {.B = b->cap, .n_valid = b->n, .dense = b->dense, .sparse = b->sparse, .labels = b->labels};
-    if (!whole) {
-        mb.B = mb.n_valid = (int)cnt;
-        mb.dense = b->dense + off * CTR_N_DENSE;
-        mb.sparse = b->sparse + off * CTR_N_TABLES;
-        mb.labels = b->labels + off;
-    }
-    return ctr_forward_backward(t->m, &mb, gscale, l, e);
+    return t->mo->forward_backward(t->m, &mb, gscale, sc, l, e);
 }
 
 /* OOM split (rare): micro-batch by micro-batch, the dense gradients summed on
  * the host (t->h_acc) and the sparse lists appended (h_rows/h_sgrads); each
  * unscaled and inf-checked on the device first unless the reduction does it
- * (GP_DEVICE). *ok = 1 when every micro-batch ran. */
+ * (an exchange: after it). *ok = 1 when every micro-batch ran. */
 static int split_accumulate(struct trainer *t, struct host_batch *b, struct step_info *si, int k, double gscale,
                             int64_t *loss_fix, int64_t *count, int *ok, plumb_err *e)
 {
     size_t D = (size_t)t->D;
     float inv = (float)(1.0 / si->scale);
-    int unscale = t->gp != GP_DEVICE;
+    int unscale = !t->exch;
     int rc = PLUMB_OK;
     *ok = 0;
     memset(t->h_acc, 0, t->n_dense * sizeof(float));
     long per = (b->n + k - 1) / k;
     for (long off = 0; off < b->n && !rc; off += per) {
         long cnt = b->n - off < per ? b->n - off : per;
-        struct ctr_loss l;
+        struct model_loss l;
         plumb_err me = {0};
-        int mrc = fwd_bwd(t, b, 0, off, cnt, (float)gscale, &l, &me);
+        int mrc = fwd_bwd(t, b, 0, off, cnt, (float)gscale, NULL, &l, &me);
         if (mrc == PLUMB_ENOMEM) {
             si->flags[SF_OOM] = 1;
             return PLUMB_OK;
@@ -896,14 +943,14 @@ static int split_accumulate(struct trainer *t, struct host_batch *b, struct step
         int64_t *rows;
         float *grads;
         size_t n;
-        ctr_sparse_grads(t->m, &rows, &grads, &n);
+        t->mo->sparse_grads(t->m, &rows, &grads, &n);
         if (t->h_n + n > (size_t)t->sparse_cap)
             return err_set(e, PLUMB_EINTERNAL, "sparse gradient list overflow (%zu + %zu > %ld)", t->h_n, n,
                            t->sparse_cap);
         /* unscale + inf check (linear, so the sum of unscaled gradients is the unscaled sum) */
-        if (unscale) rc = t->to->scale_check(t->d, NULL, ctr_grads(t->m), t->n_dense, inv, t->d_found, e);
+        if (unscale) rc = t->to->scale_check(t->d, NULL, t->mo->grads(t->m), t->n_dense, inv, t->d_found, e);
         if (!rc && unscale) rc = t->to->scale_check(t->d, NULL, grads, n * D, inv, t->d_found, e);
-        if (!rc) rc = to_host(t, t->h_dense, ctr_grads(t->m), t->n_dense * sizeof(float), e);
+        if (!rc) rc = to_host(t, t->h_dense, t->mo->grads(t->m), t->n_dense * sizeof(float), e);
         if (!rc) rc = to_host(t, t->h_rows + t->h_n, rows, n * sizeof(int64_t), e);
         if (!rc) rc = to_host(t, t->h_sgrads + t->h_n * D, grads, n * D * sizeof(float), e);
         if (!rc)
@@ -923,22 +970,26 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
     float inv = (float)(1.0 / si->scale);
     double gscale = si->scale / (double)b->st.global_valid;
     int k = t->split > 1 ? t->split : 1;
-    float *grads = ctr_grads(t->m);
+    float *grads = t->mo->grads(t->m);
     double t0 = timer_now();
     t->launched = 0;
     t->l_n = 0;
     t->h_n = 0;
     t->have_ss = 0;
-    t->hd = NULL;
     int ok = 0;
     int rc = d->be->memset_async(d, NULL, t->d_scratch, 0, SCR_BYTES, e);
-    if (!rc && !skip && b->n > 0 && k == 1) {
+    if (!rc && (!skip || t->whole) && (b->n > 0 || t->whole) && k == 1) {
         /* one pass over the local batch */
-        struct ctr_loss l;
+        struct model_loss l;
         plumb_err me = {0};
-        if (t->gp == GP_DEVICE) ctr_set_grad_ready_hook(t->m, grad_ready, t);
-        int mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &l, &me);
-        ctr_set_grad_ready_hook(t->m, NULL, NULL);
+        struct step_ctx sc = {.ctx = t, .grad_ready = t->exch ? grad_ready : NULL, .comm = &t->mcomm};
+        int mrc = PLUMB_OK;
+        if (t->fuse && !want_norm(t)) {
+            /* the sparse rows' SGD inside the backward (--fuse-sparse-sgd) */
+            mrc = t->mo->fuse_sparse_sgd(t->m, (float)si->lr, &me);
+            if (mrc == PLUMB_EUNSUPPORTED) t->fuse = 0, mrc = PLUMB_OK, memset(&me, 0, sizeof me);
+        }
+        if (!mrc) mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &sc, &l, &me);
         if (mrc == PLUMB_ENOMEM) {
             si->flags[SF_OOM] = 1;
         } else if (mrc) {
@@ -947,9 +998,9 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         } else {
             *loss_fix += llrint(l.sum * LOSS_FIX);
             *count += l.count;
-            ctr_sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
+            t->mo->sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
             ok = 1;
-            if (t->gp != GP_DEVICE) {
+            if (!t->exch) {
                 /* unscale + inf check of the local gradients, on the device */
                 rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
                 if (!rc) rc = t->to->scale_check(d, NULL, t->l_grads, t->l_n * D, inv, t->d_found, e);
@@ -957,8 +1008,8 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         }
     } else if (!rc && !skip && b->n > 0) {
         rc = split_accumulate(t, b, si, k, gscale, loss_fix, count, &ok, e);
-        if (!rc && ok && t->gp != GP_HOST) {
-            /* the sums back to the device: dense into ctr_grads, the list into d_rows/d_sg */
+        if (!rc && ok) {
+            /* the sums back to the device: dense into the model's grads, the list into d_rows/d_sg */
             rc = to_dev(t, grads, t->h_acc, t->n_dense * sizeof(float), e);
             if (!rc) rc = to_dev(t, t->d_rows, t->h_rows, t->h_n * sizeof(int64_t), e);
             if (!rc) rc = to_dev(t, t->d_sg, t->h_sgrads, t->h_n * D * sizeof(float), e);
@@ -972,20 +1023,20 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
     }
     si->compute_s = timer_now() - t0;
     if (rc) return rc;
-    if (t->gp == GP_DEVICE) {
+    if (t->exch) {
         /* every rank enqueues every bucket, also after a local failure (the
          * status word then discards the step): no rank waits alone */
         double t1 = timer_now();
         rc = launch_upto(t, t->nb - 1, NULL, e);
-        if (!rc && t->nc) rc = nccl_wait(t->nc, "allreduce grads (nccl)", e);
+        if (!rc) rc = comm_wait(t->dc, "allreduce grads", e);
         si->comm_s += timer_now() - t1;
         return rc;
     }
     if (!ok) return PLUMB_OK;
-    if (t->gp == GP_LOCAL) {
+    {
         /* 1 rank: the list for the optimizer; the norm and the found flag in one read */
         t->s_rows = t->l_rows, t->s_grads = t->l_grads, t->s_n = t->l_n;
-        if (k > 1) {
+        if (k > 1 && t->D > 0) {
             /* split: the appended list (in d_rows/d_sg) coalesced */
             if ((rc = to_dev(t, t->d_rows_in, t->h_rows, t->h_n * sizeof(int64_t), e)) ||
                 (rc = to_dev(t, t->d_sg_in, t->h_sgrads, t->h_n * D * sizeof(float), e)) ||
@@ -1009,24 +1060,6 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         si->compute_s = timer_now() - t0; /* the gradient checks and the norm count as compute */
         return PLUMB_OK;
     }
-    /* GP_HOST: the found flag now (it goes into the status word), then host
-     * views (the staging counts as comm) */
-    double ts = timer_now();
-    int found = 0;
-    if ((rc = to_host(t, &found, t->d_found, sizeof found, e))) return rc;
-    if (found) si->flags[SF_NONFINITE] = 1;
-    if (k > 1) {
-        t->hd = t->h_acc, t->hr = t->h_rows, t->hg = t->h_sgrads, t->hn = t->h_n;
-    } else if (is_cpu(t)) {
-        t->hd = grads, t->hr = t->l_rows, t->hg = t->l_grads, t->hn = t->l_n;
-    } else {
-        rc = to_host(t, t->h_dense, grads, t->n_dense * sizeof(float), e);
-        if (!rc) rc = to_host(t, t->h_rows, t->l_rows, t->l_n * sizeof(int64_t), e);
-        if (!rc) rc = to_host(t, t->h_sgrads, t->l_grads, t->l_n * D * sizeof(float), e);
-        t->hd = t->h_dense, t->hr = t->h_rows, t->hg = t->h_sgrads, t->hn = t->l_n;
-    }
-    si->comm_s += timer_now() - ts;
-    return rc;
 }
 
 /* Phase 1: this rank's forward/backward. Sets flags; never returns an error
@@ -1042,43 +1075,62 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
     double t0 = timer_now();
     int skip = 0;
     if (t->oom_inject_left > 0) {
-        /* injected allocation failure (drills): as if ctr_forward_backward said ENOMEM */
+        /* injected allocation failure (drills): as if forward_backward said ENOMEM */
         t->oom_inject_left--;
         si->flags[SF_OOM] = 1;
         skip = 1;
     }
     int rc = PLUMB_OK;
     if (cfg->numerics == NUMERICS_GOLDEN) {
-        if (skip) return PLUMB_OK;
+        /* a whole-batch model still runs: its collectives must match the other ranks' */
+        if (skip && !t->whole) return PLUMB_OK;
         memset(t->q_dense, 0, t->n_dense * sizeof(int64_t));
         t->q_n = 0;
         t->q_mul = ldexp(1.0, FIX_BITS) / si->scale;
-        long off = 0;
-        for (int j = 0; j < b->st.nshards && !rc; j++) {
-            int cnt = b->shard_valid[j];
-            if (cnt <= 0) continue;
-            struct ctr_batch mb = {.B = cnt,
-                                   .n_valid = cnt,
-                                   .dense = b->dense + off * CTR_N_DENSE,
-                                   .sparse = b->sparse + off * CTR_N_TABLES,
-                                   .labels = b->labels + off};
-            struct ctr_loss l;
+        if (t->whole) {
+            /* the model takes the local batch whole and folds shard by shard */
+            struct batch mb;
+            host_batch_view(&t->fs, b, 0, b->n, &mb);
+            mb.nshards = b->st.nshards;
+            mb.shard_valid = b->shard_valid;
+            t->g_flags = si->flags, t->g_loss_fix = loss_fix, t->g_count = count;
+            struct step_ctx sc = {.ctx = t, .fold_shard = golden_fold, .comm = &t->mcomm, .golden = 1};
             plumb_err me = {0};
-            int mrc = ctr_forward_backward(t->m, &mb, (float)gscale, &l, &me);
+            int mrc = t->mo->forward_backward(t->m, &mb, (float)gscale, &sc, NULL, &me);
             if (mrc == PLUMB_ENOMEM) {
                 si->flags[SF_OOM] = 1;
-                break;
-            }
-            if (mrc) {
+            } else if (mrc == PLUMB_EINTERNAL && t->g_engine_err) {
+                rc = mrc, *e = me; /* the engine's own failure inside fold_shard */
+            } else if (mrc) {
                 si->flags[SF_ERROR] = 1;
                 t->local_err = me;
-                break;
             }
-            *loss_fix += llrint(l.sum * LOSS_FIX);
-            *count += l.count;
-            rc = golden_accumulate(t, si->flags, e);
-            if (si->flags[SF_NONFINITE]) break;
-            off += cnt;
+            t->g_engine_err = 0;
+        } else {
+            long off = 0;
+            for (int j = 0; j < b->st.nshards && !rc; j++) {
+                int cnt = b->shard_valid[j];
+                if (cnt <= 0) continue;
+                struct batch mb;
+                host_batch_view(&t->fs, b, off, cnt, &mb);
+                struct model_loss l;
+                plumb_err me = {0};
+                int mrc = t->mo->forward_backward(t->m, &mb, (float)gscale, NULL, &l, &me);
+                if (mrc == PLUMB_ENOMEM) {
+                    si->flags[SF_OOM] = 1;
+                    break;
+                }
+                if (mrc) {
+                    si->flags[SF_ERROR] = 1;
+                    t->local_err = me;
+                    break;
+                }
+                *loss_fix += llrint(l.sum * LOSS_FIX);
+                *count += l.count;
+                rc = golden_accumulate(t, si->flags, e);
+                if (si->flags[SF_NONFINITE]) break;
+                off += cnt;
+            }
         }
         si->compute_s = timer_now() - t0;
     } else {
@@ -1116,60 +1168,6 @@ static int step_agree(struct trainer *t, long step, struct step_info *si, int64_
     return PLUMB_OK;
 }
 
-/* Fast GP_HOST: dense sums over the host comm in buckets, the sparse lists
- * gathered (by rank) and coalesced on the device. */
-static int host_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
-{
-    int rc;
-    size_t D = (size_t)t->D;
-    double t0 = timer_now();
-    char what[64];
-    for (size_t off = 0, k = 0; off < t->n_dense; off += BUCKET, k++) {
-        size_t n = t->n_dense - off < BUCKET ? t->n_dense - off : BUCKET;
-        snprintf(what, sizeof what, "allreduce grads bucket %zu", k);
-        if ((rc = comm_allreduce(t->c, t->hd + off, n, DT_F32, COMM_SUM, what, e))) return rc;
-    }
-    size_t w = sizeof(int64_t) + D * sizeof(float);
-    char *rec = malloc((t->hn ? t->hn : 1) * w);
-    if (!rec) return err_set(e, PLUMB_ENOMEM, "out of memory");
-    for (size_t u = 0; u < t->hn; u++) {
-        memcpy(rec + u * w, &t->hr[u], sizeof(int64_t));
-        memcpy(rec + u * w + sizeof(int64_t), t->hg + u * D, D * sizeof(float));
-    }
-    void *all;
-    size_t total;
-    rc = comm_allgatherv_alloc(t->c, rec, t->hn * w, &all, &total, NULL, "allgather sparse grads", e);
-    free(rec);
-    if (rc) return rc;
-    si->comm_s += timer_now() - t0;
-    size_t an = total / w;
-    if (an > (size_t)t->sparse_cap) {
-        free(all);
-        return err_set(e, PLUMB_EINTERNAL, "sparse rows %zu exceed capacity %ld", an, t->sparse_cap);
-    }
-    /* unpacked straight into the device buffers on the cpu device */
-    int64_t *ur = is_cpu(t) ? t->d_rows_in : t->h_rows;
-    float *ug = is_cpu(t) ? t->d_sg_in : t->h_sgrads;
-    const char *a = all;
-    for (size_t u = 0; u < an; u++) {
-        memcpy(&ur[u], a + u * w, sizeof(int64_t));
-        memcpy(ug + u * D, a + u * w + sizeof(int64_t), D * sizeof(float));
-    }
-    free(all);
-    float *grads = ctr_grads(t->m);
-    if (t->hd != grads && (rc = to_dev(t, grads, t->hd, t->n_dense * sizeof(float), e))) return rc;
-    if (!is_cpu(t)) {
-        if ((rc = to_dev(t, t->d_rows_in, ur, an * sizeof(int64_t), e))) return rc;
-        if ((rc = to_dev(t, t->d_sg_in, ug, an * D * sizeof(float), e))) return rc;
-    }
-    if ((rc = t->to->sparse_coalesce(t->d, NULL, t->d_rows_in, t->d_sg_in, an, t->D, t->d_rows, t->d_sg, t->d_n, e)))
-        return rc;
-    int64_t un;
-    if ((rc = to_host(t, &un, t->d_n, sizeof un, e))) return rc;
-    t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = (size_t)un;
-    return PLUMB_OK;
-}
-
 /* device buffer of at least `need` bytes (grown by a quarter; all ranks grow alike) */
 static int ensure_dev(struct trainer *t, void **p, size_t *cap, size_t need, plumb_err *e)
 {
@@ -1184,7 +1182,7 @@ static int ensure_dev(struct trainer *t, void **p, size_t *cap, size_t need, plu
     return PLUMB_OK;
 }
 
-/* Fast GP_DEVICE, after the dense all-reduce (phase 1): the sparse lists
+/* Fast numerics with an exchange, after the dense all-reduce (phase 1): the sparse lists
  * gathered on the device, padded to the longest (counts over the host comm),
  * compacted in rank order and coalesced; unscale + inf check of the global
  * sums; the norm; one read of {sumsq, found, distinct rows}. */
@@ -1215,8 +1213,7 @@ static int device_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
         if (!rc && t->l_n)
             rc = d->be->memcpy_async(d, NULL, snd + rb, t->l_grads, t->l_n * D * sizeof(float), MEMCPY_D2D, e);
         if (!rc)
-            rc = t->nc ? nccl_allgather(t->nc, snd, blk, rcv, "allgather sparse grads (nccl)", e)
-                       : comm_allgather(t->c, snd, blk, rcv, "allgather sparse grads", e);
+            rc = comm_allgather(t->dc, snd, blk, rcv, "allgather sparse grads", e);
         /* compact by rank: the order of the gathered list is the rank order, never timing */
         size_t off = 0;
         for (size_t r = 0; r < W && !rc; r++) {
@@ -1232,7 +1229,7 @@ static int device_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
     free(counts);
     if (rc) return rc;
     float inv = (float)(1.0 / si->scale);
-    float *grads = ctr_grads(t->m);
+    float *grads = t->mo->grads(t->m);
     rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
     if (!rc && total) rc = t->to->scale_check(d, NULL, t->d_sg_in, total * D, inv, t->d_found, e);
     int norm = want_norm(t);
@@ -1256,7 +1253,7 @@ static int device_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
     return PLUMB_OK;
 }
 
-/* Phase 3a: gradients of all ranks, unscaled, into ctr_grads() and the
+/* Phase 3a: gradients of all ranks, unscaled, into the model's grads and the
  * device sparse list t->s_rows/s_grads/s_n (distinct rows, ascending). */
 static int step_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
 {
@@ -1265,8 +1262,7 @@ static int step_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
     double t0 = timer_now();
     char what[64];
     if (t->cfg->numerics != NUMERICS_GOLDEN) {
-        if (t->gp == GP_LOCAL) return PLUMB_OK; /* nothing to exchange */
-        return t->gp == GP_DEVICE ? device_reduce(t, si, e) : host_reduce(t, si, e);
+        return t->exch ? device_reduce(t, si, e) : PLUMB_OK; /* 1 rank: nothing to exchange */
     }
     {
         for (size_t off = 0, k = 0; off < t->n_dense; off += BUCKET, k++) {
@@ -1303,7 +1299,7 @@ static int step_reduce(struct trainer *t, struct step_info *si, plumb_err *e)
         free(all);
         si->comm_s += timer_now() - t0;
         t->s_rows = t->d_rows, t->s_grads = t->d_sg, t->s_n = m;
-        if ((rc = to_dev(t, ctr_grads(t->m), t->h_dense, t->n_dense * sizeof(float), e))) return rc;
+        if ((rc = to_dev(t, t->mo->grads(t->m), t->h_dense, t->n_dense * sizeof(float), e))) return rc;
         if ((rc = to_dev(t, t->d_rows, t->h_rows, m * sizeof(int64_t), e))) return rc;
         return to_dev(t, t->d_sg, t->h_sgrads, m * D * sizeof(float), e);
     }
@@ -1320,7 +1316,7 @@ static int step_apply(struct trainer *t, struct step_info *si, plumb_err *e)
         if (!t->have_ss) {
             double zero = 0;
             rc = to_dev(t, t->d_sumsq, &zero, sizeof zero, e);
-            if (!rc) rc = t->to->sumsq(t->d, NULL, ctr_grads(t->m), t->n_dense, t->d_sumsq, e);
+            if (!rc) rc = t->to->sumsq(t->d, NULL, t->mo->grads(t->m), t->n_dense, t->d_sumsq, e);
             if (!rc) rc = t->to->sumsq(t->d, NULL, t->s_grads, n_sparse * D, t->d_sumsq, e);
             if (!rc) rc = to_host(t, &t->ss, t->d_sumsq, sizeof t->ss, e);
             if (rc) return rc;
@@ -1334,11 +1330,11 @@ static int step_apply(struct trainer *t, struct step_info *si, plumb_err *e)
     if (t->cfg->clip_grad_norm > 0 && si->grad_norm > t->cfg->clip_grad_norm) {
         /* PyTorch clip_grad_norm_: coef = max_norm / (norm + 1e-6), at most 1 */
         float coef = (float)(t->cfg->clip_grad_norm / (si->grad_norm + 1e-6));
-        if ((rc = t->to->scale_check(t->d, NULL, ctr_grads(t->m), t->n_dense, coef, t->d_found, e))) return rc;
+        if ((rc = t->to->scale_check(t->d, NULL, t->mo->grads(t->m), t->n_dense, coef, t->d_found, e))) return rc;
         if ((rc = t->to->scale_check(t->d, NULL, (float *)t->s_grads, n_sparse * D, coef, t->d_found, e))) return rc;
     }
-    t->opt.lr = (float)si->lr;
-    rc = ctr_opt_step(t->m, &t->opt, t->opt_t + 1, ctr_grads(t->m), t->s_rows, t->s_grads, n_sparse, e);
+    rc = optim_step(&t->opt, t->mo->params(t->m), t->mo->grads(t->m), t->s_rows, t->s_grads, n_sparse, (float)si->lr,
+                    t->opt_t + 1, e);
     if (rc) return err_wrap(e, "optimizer step %ld", t->step);
     t->opt_t++;
     si->opt_s = timer_now() - t0;
@@ -1378,8 +1374,16 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     int n_oom = inject_take(INJECT_OOM, b->st.step, t->rank);
     if (n_oom > 0) t->oom_inject_left = n_oom;
     int splits = 0;
+    /* buffers a forward updates (BatchNorm running statistics): a retried
+     * step starts again from their values before its first attempt */
+    float *bufs = t->mo->buffers(t->m);
+    size_t nb = t->L->n_buffers * sizeof(float);
+    if (bufs && nb && (rc = t->d->be->memcpy_async(t->d, NULL, t->buf_snap, bufs, nb, MEMCPY_D2D, e))) return rc;
     for (int attempt = 0;; attempt++) {
         memset(si->flags, 0, sizeof si->flags);
+        if (attempt > 0 && bufs && nb &&
+            (rc = t->d->be->memcpy_async(t->d, NULL, bufs, t->buf_snap, nb, MEMCPY_D2D, e)))
+            return rc;
         if ((rc = step_local(t, b, si, &loss_fix, &count, e))) return rc;
         if ((rc = step_agree(t, b->st.step, si, &loss_fix, &count, e))) return rc;
         if (si->flags[SF_ERROR]) {
@@ -1402,9 +1406,11 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
         }
         /* Tier 2: split the local batch into twice as many micro-batches
          * with gradient accumulation, and keep the split for later steps.
-         * The limit depends only on the config, so every rank agrees. */
+         * The limit depends only on the config, so every rank agrees. Not
+         * for a model that couples the batch's samples (its statistics
+         * would change with the split). */
         long local_max = t->cfg->batch / t->world;
-        if (splits < SPLIT_TRIES && (long)t->split * 2 <= (local_max > 1 ? local_max : 1)) {
+        if (!t->whole && splits < SPLIT_TRIES && (long)t->split * 2 <= (local_max > 1 ? local_max : 1)) {
             if (t->split < 1) t->split = 1;
             t->split *= 2;
             splits++;
@@ -1433,7 +1439,7 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
     if (!si->flags[SF_NONFINITE]) {
         if ((rc = step_reduce(t, si, e))) return rc;
-        /* GP_DEVICE learns of non-finite sums only here (the same on every rank) */
+        /* an exchange learns of non-finite sums only here (the same on every rank) */
         if (!si->flags[SF_NONFINITE] && (rc = step_apply(t, si, e))) return rc;
     }
     /* the scaler (all ranks decide the same: the flags are global) */
@@ -1483,32 +1489,29 @@ static void metrics_health(struct trainer *t)
     json_decref(lines);
 }
 
-static void metrics_eval(struct trainer *t, const struct eval_result *r, double teacher)
+/* One "eval" line: the workload's metrics (null when undefined), the
+ * sample count and the reference model's metrics (a teacher) when known. */
+static void metrics_eval(struct trainer *t, const struct eval_metrics *r, const struct eval_metrics *ref)
 {
     if (!t->metrics) return;
-    json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:f, s:I, s:I}", "type", "eval", "step", (json_int_t)t->step, "auc",
-                          r->auc, "logloss", r->logloss, "accuracy", r->accuracy, "count", (json_int_t)r->count,
-                          "positives", (json_int_t)r->positives);
-    if (isfinite(teacher)) json_object_set_new(j, "teacher_auc", json_real(teacher));
+    json_t *j = json_pack("{s:s, s:I}", "type", "eval", "step", (json_int_t)t->step);
+    for (int i = 0; i < r->n; i++)
+        json_object_set_new(j, r->name[i], isfinite(r->value[i]) ? json_real(r->value[i]) : json_null());
+    json_object_set_new(j, "count", json_integer(r->count));
+    for (int i = 0; ref && i < ref->n; i++)
+        if (isfinite(ref->value[i])) json_object_set_new(j, ref->name[i], json_real(ref->value[i]));
     jsonx_append_line(t->metrics, j, NULL);
     json_decref(j);
     fflush(t->metrics);
 }
 
-static int write_predictions(const char *path, const float *logits, const float *labels, long n, plumb_err *e)
+/* "auc 0.7512  logloss 0.4983  accuracy 0.7701" */
+static void metrics_line(const struct eval_metrics *r, char *buf, size_t n)
 {
-    size_t cap = (size_t)n * 24 + 32, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) return err_set(e, PLUMB_ENOMEM, "predictions: out of memory");
-    len += (size_t)snprintf(buf, cap, "label,score\n");
-    for (long i = 0; i < n; i++) {
-        double z = logits[i];
-        float p = (float)(z >= 0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z)));
-        len += (size_t)snprintf(buf + len, cap - len, "%d,%.9g\n", labels[i] > 0.5f, (double)p);
-    }
-    int rc = file_write_atomic(path, buf, len, e);
-    free(buf);
-    return rc;
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < r->n && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s %.4f", i ? "  " : "", r->name[i], r->value[i]);
 }
 
 /* ------------------------------------------------------------------ run */
@@ -1519,9 +1522,9 @@ static int data_start(struct trainer *t, struct loader **ld, struct devfeed **fe
 {
     const struct train_config *cfg = t->cfg;
     if (t->use_feed)
-        return devfeed_start(t->d, t->ds, 0, &t->smp, t->rows, t->rank, t->world, t->step, cfg->steps,
-                             cfg->prefetch > 2 ? cfg->prefetch : 2, t->feed_threads, feed, e);
-    return loader_start(t->ds, &t->smp, t->rows, t->rank, t->world, t->step, cfg->steps, cfg->prefetch, ld, e);
+        return devfeed_start(t->d, &t->fs, SPLIT_TRAIN, &t->smp, t->rank, t->world, t->step, cfg->steps,
+                             cfg->prefetch > 2 ? (int)cfg->prefetch : 2, t->feed_threads, feed, e);
+    return loader_start(&t->fs, &t->smp, t->rank, t->world, t->step, cfg->steps, (int)cfg->prefetch, ld, e);
 }
 
 static void data_stop(struct loader **ld, struct devfeed **feed)
@@ -1570,19 +1573,15 @@ static int rollback(struct trainer *t, struct loader **ld, struct devfeed **feed
     return data_start(t, ld, feed, e);
 }
 
-int trainer_run(const struct train_config *cfg, struct comm *c, struct train_result *res, plumb_err *e)
+int trainer_open(const struct train_config *cfg, struct comm *c, struct trainer **out, plumb_err *e)
 {
-    memset(res, 0, sizeof *res);
-    res->teacher_auc = NAN;
-    res->first_loss = res->last_loss = NAN;
-    struct trainer tr;
-    memset(&tr, 0, sizeof tr);
-    struct trainer *t = &tr;
+    *out = NULL;
+    struct trainer *t = calloc(1, sizeof *t);
+    if (!t) return err_set(e, PLUMB_ENOMEM, "trainer: out of memory");
     t->cfg = cfg;
     t->c = c;
     t->rank = c->rank;
     t->world = c->world;
-    double t_start = timer_now();
     int rc = setup(t, e);
     /* a setup failure on one rank must not leave the others waiting */
     int32_t ok = rc ? 1 : 0;
@@ -1597,13 +1596,136 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (!rc && ok) rc = err_set(e, PLUMB_EFAIL, "another rank failed to set up its comm (see its log)");
     }
     if (rc) {
-        trainer_free(t);
+        trainer_close(t);
         return rc;
     }
-    ctr_config_describe(&t->mc, res->model_desc, sizeof res->model_desc);
-    snprintf(res->data_desc, sizeof res->data_desc, "%s", t->ds->desc);
-    res->bad_lines_skipped = t->ds->skipped;
-    res->truncated_lines = t->ds->truncated;
+    *out = t;
+    return PLUMB_OK;
+}
+
+void trainer_close(struct trainer *t)
+{
+    if (!t) return;
+    trainer_free(t);
+    free(t);
+}
+
+const struct model_ops *trainer_model(struct trainer *t, struct model **m)
+{
+    *m = t->m;
+    return t->mo;
+}
+
+struct dev *trainer_dev(struct trainer *t) { return t->d; }
+int trainer_digest(struct trainer *t, char hex[65], plumb_err *e) { return param_digest(t, hex, e); }
+
+/* The public view of one step. */
+static void stats_of(const struct step_info *si, struct trainer_step_stats *st)
+{
+    if (!st) return;
+    st->loss = si->loss, st->grad_norm = si->grad_norm, st->lr = si->lr, st->scale = si->scale;
+    st->skipped = si->skipped;
+    st->compute_s = si->compute_s, st->comm_s = si->comm_s, st->opt_s = si->opt_s;
+}
+
+int trainer_step_on(struct trainer *t, const struct batch *b, long step, long global_valid,
+                    struct trainer_step_stats *st, plumb_err *e)
+{
+    struct host_batch hb;
+    int shards[1024];
+    memset(&hb, 0, sizeof hb);
+    hb.st.step = step;
+    hb.st.global_valid = global_valid;
+    hb.st.local_valid = b->n_valid;
+    hb.n = b->n_valid;
+    hb.cap = b->B;
+    if (b->on_device && t->cfg->numerics == NUMERICS_GOLDEN)
+        return err_set(e, PLUMB_EUSAGE, "trainer_step_on: golden numerics sum micro-shards of a host batch (got a device batch)");
+    if (b->on_device) {
+        t->db = *b;
+    } else {
+        for (int k = 0; k < t->fs.n_fields; k++) hb.field[k] = b->field[k];
+        /* golden: micro-shards of --micro-shard samples, in order */
+        long M = t->cfg->micro_shard;
+        int ns = 0;
+        for (long off = 0; off < b->n_valid; off += M) {
+            if (ns >= 1024) return err_set(e, PLUMB_EUSAGE, "trainer_step_on: more than 1024 micro-shards");
+            shards[ns++] = (int)(b->n_valid - off < M ? b->n_valid - off : M);
+        }
+        hb.st.nshards = ns;
+        hb.shard_valid = shards;
+    }
+    int feed = t->use_feed;
+    t->use_feed = b->on_device;
+    struct step_info si;
+    int rc = trainer_step(t, &hb, &si, e);
+    t->use_feed = feed;
+    stats_of(&si, st);
+    return rc;
+}
+
+int trainer_steps(struct trainer *t, long start, long warm, long n, struct trainer_steps_time *tm, plumb_err *e)
+{
+    struct loader *ld = NULL;
+    struct devfeed *feed = NULL;
+    long end = t->cfg->steps;
+    t->step = start;
+    if (start + warm + n > end)
+        return err_set(e, PLUMB_EUSAGE, "trainer_steps: [%ld, %ld) past --steps %ld", start, start + warm + n, end);
+    int rc = data_start(t, &ld, &feed, e);
+    double wait = 0, build = 0, t0 = timer_now();
+    for (long i = 0; i < warm + n && !rc; i++) {
+        if (i == warm) {
+            /* the timed part starts once the warm-up steps have run */
+            rc = dev_sync(t->d, e);
+            t0 = timer_now();
+            wait = build = 0;
+            if (rc) break;
+        }
+        struct host_batch *b, fb;
+        double w = 0;
+        if (feed) {
+            memset(&fb, 0, sizeof fb);
+            rc = devfeed_next(feed, &t->db, NULL, &w, e);
+            if (!rc && devfeed_step_info(feed, &fb.st)) rc = err_set(e, PLUMB_EINTERNAL, "device feed: no step taken");
+            fb.n = t->db.n_valid;
+            fb.cap = t->db.B;
+            b = &fb;
+        } else {
+            rc = loader_next(ld, &b, &w, e);
+            if (!rc && i >= warm) build += b->build_s;
+        }
+        if (rc) break;
+        wait += w;
+        struct step_info si;
+        rc = trainer_step(t, b, &si, e);
+        if (feed) devfeed_release(feed);
+        else loader_release(ld, b);
+    }
+    if (!rc) rc = dev_sync(t->d, e);
+    double el = timer_now() - t0;
+    if (feed) {
+        double b0 = 0;
+        devfeed_times(feed, &b0, NULL);
+        build = b0 * (double)n / (double)(warm + n); /* the feed counts all its batches */
+    }
+    data_stop(&ld, &feed);
+    if (tm) tm->wait_s = wait, tm->build_s = build, tm->elapsed_s = el;
+    return rc;
+}
+
+int trainer_run(const struct train_config *cfg, struct comm *c, struct train_result *res, plumb_err *e)
+{
+    memset(res, 0, sizeof *res);
+    res->first_loss = res->last_loss = NAN;
+    double t_start = timer_now();
+    struct trainer *t = NULL;
+    int rc = trainer_open(cfg, c, &t, e);
+    if (rc) return rc;
+    snprintf(res->model_desc, sizeof res->model_desc, "%s", t->model_desc);
+    snprintf(res->data_desc, sizeof res->data_desc, "%s", t->di.desc);
+    res->bad_lines_skipped = t->di.skipped;
+    res->truncated_lines = t->di.truncated;
 
     if (t->rank == 0 && cfg->out_dir) {
         char path[4096];
@@ -1612,22 +1734,23 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
             if (!t->metrics) rc = err_set(e, PLUMB_EIO, "cannot write %s", path);
         }
     }
-    if (!rc) rc = teacher_auc(t, &res->teacher_auc, e);
+    if (!rc) rc = reference_eval(t, &res->reference, e);
     int found = 0;
     if (!rc && cfg->resume) rc = ckpt_restore(t, &found, e);
     if (!rc && cfg->resume && !found && t->rank == 0 && !cfg->quiet)
         log_info("--resume: no checkpoint in %s; starting at step 0", cfg->ckpt_dir);
     res->start_step = t->step;
     if (!rc && t->rank == 0 && !cfg->quiet) {
-        /* file data have no teacher: nothing to print then */
+        /* data without a reference model (file data: no teacher): nothing to print then */
         char teacher[48] = "";
-        if (isfinite(res->teacher_auc)) snprintf(teacher, sizeof teacher, "; teacher AUC %.4f", res->teacher_auc);
-        log_info("ctr %s [%s] on %s x%d ranks, %s, %s, %s; %s%s", cfg->preset, res->model_desc, t->d->label,
-                 t->world, cfg->numerics == NUMERICS_GOLDEN ? "golden" : "fast", prec_name(cfg->precision),
-                 cfg->optimizer, t->ds->desc, teacher);
+        if (res->reference.n && isfinite(res->reference.value[0]))
+            snprintf(teacher, sizeof teacher, "; %s %.4f", res->reference.name[0], res->reference.value[0]);
+        log_info("%s %s [%s] on %s x%d ranks, %s, %s, %s; %s%s", t->wl->name, cfg->preset, res->model_desc,
+                 t->d->label, t->world, cfg->numerics == NUMERICS_GOLDEN ? "golden" : "fast",
+                 prec_name(cfg->precision), cfg->optimizer, t->di.desc, teacher);
     }
     if (rc) {
-        trainer_free(t);
+        trainer_close(t);
         return rc;
     }
 
@@ -1649,7 +1772,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     long n_first = 0, n_last = 0;
     double wait_total = 0, step_total = 0, samples_total = 0;
     int tty = cfg->progress && t->rank == 0 && isatty(2);
-    struct eval_result last_eval;
+    struct eval_metrics last_eval;
     memset(&last_eval, 0, sizeof last_eval);
     long last_eval_step = -1;
     while (!rc && t->step < cfg->steps) {
@@ -1706,13 +1829,14 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         int stop = si.flags[SF_STOP] > 0;
         int do_eval = cfg->eval_every > 0 && t->step % cfg->eval_every == 0 && t->step < cfg->steps;
         if (do_eval && !stop) {
-            if ((rc = run_eval(t, &last_eval, NULL, NULL, e))) break;
+            if ((rc = run_eval(t, &last_eval, e))) break;
             last_eval_step = t->step;
-            metrics_eval(t, &last_eval, res->teacher_auc);
+            metrics_eval(t, &last_eval, &res->reference);
             if (t->rank == 0 && !cfg->quiet) {
+                char line[512];
+                metrics_line(&last_eval, line, sizeof line);
                 if (tty) fprintf(stderr, "\n");
-                log_info("eval at step %ld: AUC %.4f  logloss %.4f  accuracy %.4f", t->step, last_eval.auc,
-                         last_eval.logloss, last_eval.accuracy);
+                log_info("eval at step %ld: %s", t->step, line);
             }
         }
         int do_ckpt = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && t->step % cfg->ckpt_every == 0) || stop);
@@ -1742,19 +1866,17 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         t->step > res->start_step)
         rc = ckpt_save(t, res->ckpt_path, e);
     if (!rc && !res->interrupted) {
-        float *all_l = NULL, *all_y = NULL;
-        int want = cfg->predictions && t->rank == 0;
-        if (last_eval_step == t->step && !want) {
+        int want = cfg->predictions && t->rank == 0 && t->wl->eval->write_predictions;
+        if (last_eval_step == t->step && !cfg->predictions) {
             res->eval = last_eval;
         } else {
-            rc = run_eval(t, &res->eval, want ? &all_l : NULL, want ? &all_y : NULL, e);
-            if (!rc) metrics_eval(t, &res->eval, res->teacher_auc);
+            rc = run_eval(t, &res->eval, e);
+            if (!rc) metrics_eval(t, &res->eval, &res->reference);
         }
         res->has_eval = !rc;
-        if (!rc && want) rc = write_predictions(cfg->predictions, all_l, all_y, res->eval.count, e);
-        free(all_l), free(all_y);
+        if (!rc && want) rc = t->wl->eval->write_predictions(t->acc, cfg->predictions, e);
     }
-    if (!rc) rc = ctr_param_digest(t->m, res->param_digest, e);
+    if (!rc) rc = param_digest(t, res->param_digest, e);
     res->steps_done = t->step;
     res->skipped_steps = t->sc.skipped_total;
     res->final_scale = scaler_scale(&t->sc);
@@ -1763,6 +1885,6 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     res->samples_per_s = step_total > 0 ? samples_total / step_total : 0;
     res->data_wait_frac = step_total > 0 ? wait_total / step_total : 0;
     res->wall_s = timer_now() - t_start;
-    trainer_free(t);
+    trainer_close(t);
     return rc;
 }

@@ -1,6 +1,7 @@
-/* The training engine for ctr (DESIGN.md section 8): data parallel over a
- * comm (self or MPI), fast or golden numerics, fp32/bf16/fp16 with dynamic
- * loss scaling, checkpoints, exact evaluation.
+/* The training engine, one for every workload (the model interface is
+ * train/model.h; docs/ARCHITECTURE.md and docs/TRAINING.md describe it):
+ * data parallel over a comm (self or MPI), fast or golden numerics,
+ * fp32/bf16/fp16 with dynamic loss scaling, checkpoints, exact evaluation.
  *
  * One step, on every rank (trainer.c):
  *   1. local:  forward/backward of this rank's part of the global batch
@@ -15,12 +16,13 @@
  * Recovery tiers (OOM retry/split/skip, non-finite skip, rollback) hook in
  * between agree and commit on the status word (step_status below).
  * Fast numerics keep the gradients on the device (trainer.c, "the fast
- * gradient path"): 1 rank exchanges nothing; with a device comm (--comm
- * nccl/auto) the dense buckets are all-reduced during backward (ctr's
+ * gradient path"): 1 rank exchanges nothing; otherwise one path over the
+ * gradients' device comm (comm/comm.h comm_open_device: NCCL/RCCL, or the
+ * host comm serving the device, staged through pinned memory on a GPU):
+ * the dense buckets are all-reduced during backward (the model's
  * grad-ready hook, before step 2: every rank enqueues every bucket) and the
  * sparse lists gathered and coalesced on the device, the found-inf check
- * taken on the global sums; the host comm path (cpu, or no NCCL) stages
- * through host memory. */
+ * taken on the global sums. */
 #ifndef PLUMB_TRAINER_H
 #define PLUMB_TRAINER_H
 #include <stdint.h>
@@ -28,69 +30,94 @@
 #include "core/dtype.h"
 #include "core/err.h"
 #include "dev/dev.h"
-#include "train/evalm.h"
+#include "train/model.h"
 
+/* A run's whole description. Each field is bound to one option of
+ * plumb train by the table in train/options.c (its default there, the
+ * preset's in the workload's table); build configs through train/options.h
+ * (train_config_defaults, train_option_set, train_config_finish), never by
+ * setting fields after the fact, so every caller gets the same defaults. */
+#define TRAIN_WL_OPTS 8
+#define TRAIN_MAX_OPTS 96
 struct train_config {
-    const char *preset;        /* "ctr-tiny", "dlrm-kaggle" */
-    long rows;                 /* rows per table override, 0 = preset's */
-    const char *data;          /* "synthetic" or a Criteo TSV (.gz) path */
+    const char *workload;      /* the workload's name (the table's key) */
+    const char *preset;        /* one of the workload's presets */
+    const char *wl_opt[TRAIN_WL_OPTS]; /* the workload's own options as validated text */
+    const char *data;          /* "synthetic" or a data file */
     const char *eval_data;     /* optional eval file */
     double eval_fraction;      /* file data: held-out tail */
     long train_samples;        /* synthetic: epoch size */
     long eval_samples;         /* synthetic: eval split size */
     uint64_t data_seed;
-    int bad_lines_skip;
+    const char *bad_lines;     /* "error" | "skip" */
     long max_rows;
     long steps;                /* optimizer steps (batches) in total */
     long batch;                /* global batch */
-    uint64_t seed;             /* model init */
+    uint64_t seed;             /* model init and shuffling */
     double lr;
     long warmup;               /* linear warmup steps */
+    const char *schedule;      /* after warmup: "constant" | "cosine" (to lr_min at --steps) | "step" */
+    double lr_min;             /* cosine: the final learning rate */
+    long lr_step_every;        /* step: multiply by lr_step_gamma every N steps after warmup */
+    double lr_step_gamma;
     const char *optimizer;     /* "sgd" | "adamw" */
-    double weight_decay;
+    double weight_decay;       /* on tensors flagged TENSOR_DECAY */
+    double momentum;           /* SGD */
+    double beta1, beta2, adam_eps; /* AdamW */
     long eval_every;           /* 0: only at the end */
     long eval_batch;
     const char *ckpt_dir;      /* NULL: no checkpoints */
     long ckpt_every;           /* 0: only at the end / on a signal */
-    int ckpt_keep;
+    long ckpt_keep;
     int resume;                /* continue from the newest valid checkpoint */
+    const char *numerics_name; /* "fast" | "golden" -> numerics */
+    const char *precision_name;/* "fp32" | "bf16" | "fp16" -> precision */
     enum numerics numerics;
     int allow_tf32;            /* fast fp32 GEMMs may use TF32 where the device has it (dev_set_numerics);
                                   default 0: strict fp32 */
     dtype_t precision;         /* DT_F32, DT_BF16, DT_F16 */
-    int micro_shard;           /* samples per micro-shard */
+    long micro_shard;          /* samples per micro-shard */
     const char *loss_scale;    /* "auto" (dynamic for fp16), "dynamic", "off" */
     double ls_init, ls_growth, ls_backoff;
     long ls_interval;
     double clip_grad_norm;     /* 0: no clipping */
     const char *device;        /* "cpu", "cuda:0"... (local rank picks the ordinal when none) */
-    const char *comm;          /* gradient comm: "auto" (NULL), "mpi", "self", "nccl" (the host comm
+    const char *fuse_sparse_sgd; /* "no" | "auto": the sparse rows' SGD inside the backward where allowed */
+    const char *comm;          /* gradient comm: "auto", "mpi", "self", "nccl" (the host comm
                                   itself is the caller's; see setup_comm in trainer.c) */
-    int threads;               /* cpu threads per rank, 0 = cores / local ranks */
+    long threads;              /* cpu threads per rank, 0 = cores / local ranks */
+    const char *out;           /* requested run folder (plumb train; NULL: runs/<UTC>-...) */
     const char *out_dir;       /* run folder for metrics.jsonl (rank 0), NULL: none */
-    const char *predictions;   /* final eval's label,score file (rank 0), NULL: none */
-    int prefetch;              /* loader queue depth */
+    const char *predictions;   /* final eval's per-sample predictions (rank 0), NULL: none */
+    long prefetch;             /* loader queue depth */
     int progress;              /* draw a progress line on stderr (rank 0) */
     double watchdog_s;         /* collective/step timeout, 0 = off */
     int quiet;                 /* no log lines (accept check) */
-    const long *skip_batches;  /* steps whose batch is skipped deliberately (drills: the nan reference) */
+    int param_digest;          /* print the digest (plumb train) */
+    const char *inject;        /* fault injection spec (train/inject.h) */
+    const char *skip_batches_list; /* comma list -> skip_batches */
+    long skip_batches[64];     /* steps whose batch is skipped deliberately (drills: the nan reference) */
     int n_skip_batches;
     long max_bad_steps;        /* non-finite steps in a row before a rollback to the last checkpoint */
+    double health_interval;    /* plumb train's health sampler period, 0 = off */
+    const char *on_overheat;   /* "stop" | "warn" */
+    const char *health_thresholds;
     /* health (health/monitor.h): the caller's sampler on this rank, or NULL.
      * Rank 0 appends its samples to metrics.jsonl; with stop_on_overheat a
      * critical temperature alert on any rank stops the run like SIGTERM does
      * (checkpoint, clean exit). */
     struct health_monitor *health;
     int stop_on_overheat;
+    const struct workload *wl; /* resolved from `workload` by train_config_finish */
+    unsigned char given[TRAIN_MAX_OPTS]; /* options set explicitly (train/options.c) */
 };
 
-void train_config_defaults(struct train_config *c);
 
 struct train_result {
     char param_digest[65];
-    struct eval_result eval;   /* final eval */
+    struct eval_metrics eval;  /* final eval: the workload's metrics */
     int has_eval;
-    double teacher_auc;        /* synthetic data: the teacher's own AUC on the eval split, else NaN */
+    struct eval_metrics reference; /* the data's own model (a teacher) on the eval split: teacher_<name>; n = 0 none */
     long steps_done;           /* global step reached */
     long start_step;           /* 0, or the resumed checkpoint's step */
     long skipped_steps;
@@ -117,8 +144,35 @@ enum step_flag { SF_NONFINITE = 0, SF_OOM = 1, SF_STOP = 2, SF_ERROR = 3, SF_N =
 int trainer_run(const struct train_config *cfg, struct comm *c, struct train_result *res,
                 plumb_err *e);
 
-/* SIGTERM/SIGINT handlers that ask the running trainer to checkpoint and
- * stop at the next step boundary; trainer_run installs them. */
-void trainer_request_stop(void);
+/* ---- the trainer as an object: what plumb bench times (one loop, this one) ----
+ * trainer_open sets everything up (collective, like trainer_run);
+ * trainer_step_on runs one global step on a batch the caller built (this
+ * rank's samples of global step `step`, global_valid samples in the global
+ * batch; host or device fields, see train/model.h); trainer_steps runs
+ * warm + n steps from step `start` on the trainer's own data path (loader
+ * or device feed) and times the last n: the host's wait for data, the time
+ * spent building batches, the elapsed time to a synchronisation (tm may be
+ * NULL). Steps are queued on the device
+ * as trainer_run queues them (dev_sync(trainer_dev(t)) waits for them). */
+struct trainer;
+struct trainer_step_stats {
+    double loss, grad_norm, lr, scale;
+    int skipped;
+    double compute_s, comm_s, opt_s;  /* host time in each phase */
+};
+int trainer_open(const struct train_config *cfg, struct comm *c, struct trainer **out, plumb_err *e);
+void trainer_close(struct trainer *t);
+int trainer_step_on(struct trainer *t, const struct batch *b, long step, long global_valid,
+                    struct trainer_step_stats *st, plumb_err *e);
+struct trainer_steps_time {
+    double wait_s, build_s, elapsed_s;  /* of the n timed steps */
+};
+int trainer_steps(struct trainer *t, long start, long warm, long n, struct trainer_steps_time *tm, plumb_err *e);
+const struct model_ops *trainer_model(struct trainer *t, struct model **m);
+struct dev *trainer_dev(struct trainer *t);
+int trainer_digest(struct trainer *t, char hex[65], plumb_err *e);
+
+/* The value of metric `name` in m, NaN when absent. */
+double eval_metric(const struct eval_metrics *m, const char *name);
 
 #endif

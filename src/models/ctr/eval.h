@@ -1,4 +1,4 @@
-/* Exact evaluation metrics (DESIGN.md section 8). Every eval sample is scored
+/* ctr's exact evaluation metrics. Every eval sample is scored
  * by exactly one rank; ranks hold contiguous index ranges, rank order = index
  * order. Aggregation is exact, so N ranks give the bits 1 rank gives:
  *   - log loss and accuracy: (sum, count) pairs all-reduced, the loss sum in
@@ -9,7 +9,7 @@
 #define PLUMB_EVALM_H
 #include <stddef.h>
 #include <stdint.h>
-#include "comm/comm.h"
+#include "train/model.h"
 #include "core/err.h"
 
 struct eval_result {
@@ -28,7 +28,7 @@ double eval_bce(float logit, float label);
 /* Distributed exact evaluation of this rank's n local (logit, label) pairs.
  * When all_logits/all_labels are non-NULL they receive malloc'ed arrays of
  * every sample in index order (count entries), e.g. for --predictions. */
-int eval_exact(struct comm *c, const float *logit, const float *label, size_t n,
+int eval_exact(const struct model_comm *c, const float *logit, const float *label, size_t n,
                struct eval_result *out, float **all_logits, float **all_labels, plumb_err *e);
 
 #endif

@@ -1,6 +1,6 @@
-/* ctr: the DLRM of WORKLOADS.md over the device's train_ops (see ctr.h for
- * the layout, the gradient contract and precision). */
-#include "models/ctr.h"
+/* ctr: the DLRM over the device's train_ops (see ctr.h for the layout, the
+ * gradient contract and precision). */
+#include "models/ctr/ctr.h"
 #include "core/hash.h"
 #include "dev/train_ops.h"
 #include <math.h>
@@ -20,7 +20,8 @@ struct ctr_model {
     dtype_t prec;
     int max_batch;
     int n_tensors;
-    struct ctr_tensor t[MAX_TENSORS];
+    struct model_tensor t[MAX_TENSORS];
+    struct model_layout layout;
     size_t n_dense, n_params;
     int64_t R, off[CTR_N_TABLES];
     int inter_w;      /* D + 27*26/2 */
@@ -50,7 +51,6 @@ struct ctr_model {
     uint16_t *act16_b[CTR_MAX_LAYERS + 1], *act16_t[CTR_MAX_LAYERS + 1], *g16[2], *w16;
     int has16;
     float fused_lr;   /* >= 0: the next backward applies sparse SGD (ctr_fuse_sparse_sgd) */
-    float *adam_m, *adam_v; /* [n_params] or NULL */
     ctr_grad_ready_fn ready;  /* backward hook (ctr_set_grad_ready_hook), or NULL */
     void *ready_ctx;
 };
@@ -149,13 +149,14 @@ static size_t align_up(size_t x) { return (x + ALIGN_F - 1) / ALIGN_F * ALIGN_F;
 
 static void add_tensor(struct ctr_model *m, size_t *off, const char *name, int rows, int cols, int table)
 {
-    struct ctr_tensor *t = &m->t[m->n_tensors++];
+    struct model_tensor *t = &m->t[m->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->offset = *off;
     t->rows = rows;
     t->cols = cols;
     t->numel = (size_t)rows * cols;
-    t->is_table = table;
+    /* weight decay on every dense tensor (biases too), none on the tables */
+    t->flags = table ? TENSOR_SPARSE : TENSOR_DECAY;
     *off = align_up(*off + t->numel);
 }
 
@@ -172,7 +173,7 @@ void ctr_free(struct ctr_model *m)
     struct dev *d = m->d;
     void *ps[] = {m->params, m->grads, m->wwork, m->d_off, m->in_dense, m->in_idx, m->in_label, m->emb,
                   m->g0, m->g1, m->demb, m->dz, m->sc, m->scores, m->rows, m->rgrads, m->d_nrows,
-                  m->adam_m, m->adam_v, m->act_t[0]};
+                  m->act_t[0]};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(d, ps[i]);
     for (int l = 0; l <= CTR_MAX_LAYERS; l++) {
@@ -227,15 +228,22 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
     for (int t = 0; t < CTR_N_TABLES; t++) {
         m->off[t] = m->R;
         m->R += c->rows[t];
-        struct ctr_tensor *tt = &m->t[m->n_tensors++];
+        struct model_tensor *tt = &m->t[m->n_tensors++];
         snprintf(tt->name, sizeof tt->name, "emb.%d", t);
         tt->offset = m->n_dense + (size_t)m->off[t] * D;
         tt->rows = (int)c->rows[t];
         tt->cols = D;
         tt->numel = (size_t)c->rows[t] * D;
-        tt->is_table = 1;
+        tt->flags = TENSOR_SPARSE;
     }
     m->n_params = m->n_dense + (size_t)m->R * D;
+    m->layout = (struct model_layout){.n_params = m->n_params,
+                                      .n_dense = m->n_dense,
+                                      .sparse_dim = D,
+                                      .sparse_per_sample = CTR_N_TABLES,
+                                      .n_tensors = m->n_tensors,
+                                      .tensors = m->t,
+                                      .out_width = 1};
     int maxw = m->inter_w;
     for (int l = 0; l <= c->n_bottom; l++) maxw = c->bottom[l] > maxw ? c->bottom[l] : maxw;
     for (int l = 0; l <= c->n_top; l++) maxw = c->top[l] > maxw ? c->top[l] : maxw;
@@ -290,21 +298,19 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
 
 /* ---------------- accessors ---------------- */
 
-const struct ctr_config *ctr_config_of(const struct ctr_model *m) { return &m->c; }
 size_t ctr_n_params(const struct ctr_model *m) { return m->n_params; }
 size_t ctr_n_dense(const struct ctr_model *m) { return m->n_dense; }
 int ctr_n_tensors(const struct ctr_model *m) { return m->n_tensors; }
-const struct ctr_tensor *ctr_tensor(const struct ctr_model *m, int i)
+const struct model_layout *ctr_layout(const struct ctr_model *m) { return &m->layout; }
+const struct model_tensor *ctr_tensor(const struct ctr_model *m, int i)
 {
     return i >= 0 && i < m->n_tensors ? &m->t[i] : NULL;
 }
 float *ctr_params(struct ctr_model *m) { return m->params; }
 float *ctr_grads(struct ctr_model *m) { return m->grads; }
-float *ctr_table(struct ctr_model *m) { return m->params + m->n_dense; }
 int64_t ctr_table_rows(const struct ctr_model *m) { return m->R; }
 const int64_t *ctr_table_off(const struct ctr_model *m) { return m->off; }
 struct dev *ctr_dev(struct ctr_model *m) { return m->d; }
-int ctr_max_batch(const struct ctr_model *m) { return m->max_batch; }
 
 void ctr_set_grad_ready_hook(struct ctr_model *m, ctr_grad_ready_fn fn, void *ctx)
 {
@@ -368,7 +374,7 @@ void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t
 
 /* Host evaluation of the same definition (core/philox.h is what the rng ops
  * compute), chunked through a host buffer, for devices without rng ops. */
-static int init_tensor_host(struct ctr_model *m, const struct ctr_tensor *t, uint64_t seed, uint32_t id, float a,
+static int init_tensor_host(struct ctr_model *m, const struct model_tensor *t, uint64_t seed, uint32_t id, float a,
                             float b, int uniform, plumb_err *e)
 {
     const size_t chunk = (size_t)1 << 20;
@@ -397,12 +403,12 @@ int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e)
     int rc = d->be->memset_async(d, NULL, m->params, 0, m->n_params * sizeof(float), e);
     if (rc) return rc;
     for (int i = 0; i < m->n_tensors && !rc; i++) {
-        const struct ctr_tensor *t = &m->t[i];
+        const struct model_tensor *t = &m->t[i];
         struct rng_stream st = {seed, (uint32_t)RNG_INIT, (uint32_t)i, 0};
         float *p = m->params + t->offset;
         /* table: fmaf(2 bound, u, -bound), u uniform [0,1); weight [out, in]:
          * fmaf(sqrt(2/(fan_in+fan_out)), z, 0); bias [1, out]: fmaf(sqrt(1/fan_out), z, 0) */
-        int uniform = t->is_table;
+        int uniform = (t->flags & TENSOR_SPARSE) != 0;
         float a, b;
         if (uniform) {
             float bound = (float)sqrt(1.0 / (double)t->rows);
@@ -419,11 +425,6 @@ int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e)
         rc = uniform ? d->ops->rng_uniform(d, NULL, &st, 0, p, t->numel) : d->ops->rng_normal(d, NULL, &st, 0, p, t->numel);
         if (!rc) rc = m->T->affine(d, NULL, p, p, t->numel, a, b, e);
         if (rc && e && !e->msg[0]) err_set(e, rc, "ctr init: rng op failed for %s", t->name);
-    }
-    if (rc) return rc;
-    if (m->adam_m) {
-        rc = d->be->memset_async(d, NULL, m->adam_m, 0, m->n_params * sizeof(float), e);
-        if (!rc) rc = d->be->memset_async(d, NULL, m->adam_v, 0, m->n_params * sizeof(float), e);
     }
     if (!rc) rc = dev_sync(d, e);
     return rc;
@@ -755,7 +756,7 @@ int ctr_predict(struct ctr_model *m, const struct ctr_batch *b, float *scores, f
     return rc;
 }
 
-/* ---------------- optimizer ---------------- */
+/* ---------------- the fused sparse SGD ---------------- */
 
 int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e)
 {
@@ -766,52 +767,6 @@ int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e)
     return PLUMB_OK;
 }
 
-
-int ctr_opt_state_alloc(struct ctr_model *m, plumb_err *e)
-{
-    if (m->adam_m) return PLUMB_OK;
-    int rc = zalloc(m, (void **)&m->adam_m, m->n_params * sizeof(float), e);
-    if (!rc) rc = zalloc(m, (void **)&m->adam_v, m->n_params * sizeof(float), e);
-    if (!rc) rc = dev_sync(m->d, e);
-    return rc;
-}
-
-void ctr_opt_state(struct ctr_model *m, float **adam_m, float **adam_v, size_t *n)
-{
-    *adam_m = m->adam_m;
-    *adam_v = m->adam_v;
-    *n = m->adam_m ? m->n_params : 0;
-}
-
-int ctr_opt_step(struct ctr_model *m, const struct ctr_opt *o, int64_t step, const float *dense_grad,
-                 const int64_t *rows, const float *grads, size_t n, plumb_err *e)
-{
-    struct dev *d = m->d;
-    const struct train_ops *T = m->T;
-    const int D = m->c.emb_dim;
-    float *table = m->params + m->n_dense;
-    if (!(o->lr >= 0.0f) || !isfinite(o->lr)) return err_set(e, PLUMB_EUSAGE, "ctr optimizer: lr %g", (double)o->lr);
-    if (step < 1) return err_set(e, PLUMB_EUSAGE, "ctr optimizer: step %lld (expected >= 1)", (long long)step);
-    int rc;
-    if (o->kind == CTR_OPT_SGD) {
-        rc = T->sgd(d, NULL, m->params, dense_grad, m->n_dense, o->lr, o->weight_decay, e);
-        if (!rc && n) rc = T->sgd_sparse(d, NULL, table, rows, grads, n, D, o->lr, e);
-    } else if (o->kind == CTR_OPT_ADAMW) {
-        rc = ctr_opt_state_alloc(m, e);
-        if (rc) return rc;
-        double bc1 = 1.0 - pow((double)o->beta1, (double)step), bc2 = 1.0 - pow((double)o->beta2, (double)step);
-        rc = T->adamw(d, NULL, m->params, dense_grad, m->adam_m, m->adam_v, m->n_dense, o->lr, o->beta1, o->beta2,
-                      o->eps, o->weight_decay, (float)bc1, (float)bc2, e);
-        if (!rc && n)
-            rc = T->adamw_sparse(d, NULL, table, m->adam_m + m->n_dense, m->adam_v + m->n_dense, rows, grads, n, D,
-                                 o->lr, o->beta1, o->beta2, o->eps, 0.0f, (float)bc1, (float)bc2, e);
-    } else {
-        return err_set(e, PLUMB_EUSAGE, "ctr optimizer: kind %d (expected sgd or adamw)", (int)o->kind);
-    }
-    /* asynchronous: queued on the device stream, seen by every later op and
-     * download (no host synchronisation, so steps can be queued back to back) */
-    return rc;
-}
 
 /* ---------------- digest ---------------- */
 

@@ -1,4 +1,4 @@
-#include "train/evalm.h"
+#include "models/ctr/eval.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +56,7 @@ double eval_bce(float logit, float label)
 
 #define LOSS_FIX 4294967296.0 /* 2^32 */
 
-int eval_exact(struct comm *c, const float *logit, const float *label, size_t n,
+int eval_exact(const struct model_comm *c, const float *logit, const float *label, size_t n,
                struct eval_result *out, float **all_logits, float **all_labels, plumb_err *e)
 {
     memset(out, 0, sizeof *out);
@@ -75,7 +75,7 @@ int eval_exact(struct comm *c, const float *logit, const float *label, size_t n,
         acc[2] += pred == y;
         acc[3] += y;
     }
-    int rc = comm_allreduce(c, acc, 4, DT_I64, COMM_SUM, "eval sums", e);
+    int rc = c->sum_i64(c->ctx, acc, 4, "eval sums", e);
     if (rc) return rc;
     /* pairs (logit, label) in index order */
     float *pairs = malloc((n ? n : 1) * 2 * sizeof *pairs);
@@ -83,7 +83,7 @@ int eval_exact(struct comm *c, const float *logit, const float *label, size_t n,
     for (size_t i = 0; i < n; i++) pairs[2 * i] = logit[i], pairs[2 * i + 1] = label[i];
     void *all = NULL;
     size_t total = 0;
-    rc = comm_allgatherv_alloc(c, pairs, n * 2 * sizeof *pairs, &all, &total, NULL, "eval scores", e);
+    rc = c->gather(c->ctx, pairs, n * 2 * sizeof *pairs, &all, &total, "eval scores", e);
     free(pairs);
     if (rc) return rc;
     size_t N = total / (2 * sizeof(float));

@@ -1,13 +1,14 @@
 /* Fault drills (see drills.h). Each job is a real `plumb launch -- mpirun
- * -np N plumb train ctr ...` process tree; this file only starts it, watches
+ * -np N plumb train WORKLOAD ...` process tree; this file only starts it, watches
  * its files grow, delivers outside faults (SIGKILL to a rank, SIGTERM to the
  * launcher) and reads the outcome back from launch.jsonl, metrics.jsonl,
  * results.json and the job's log. */
-#include "train/drills.h"
+#include "faults/drills.h"
 #include "core/file.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "train/options.h"
 #include <dirent.h>
 #include <stdarg.h>
 #include <errno.h>
@@ -336,15 +337,16 @@ static int log_contains(const char *dir, const char *needle)
 /* ----------------------------------------------------------- commands */
 
 struct argv_buf {
-    char *a[96];
+    char *a[128];
     int n;
-    char store[96][PATH_MAX];
+    char store[32][PATH_MAX];
+    char train[16384];      /* the plumb train words (train_config_argv) */
 };
 
 static void av_add(struct argv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void av_add(struct argv_buf *b, const char *fmt, ...)
 {
-    if (b->n >= 95) return;
+    if (b->n >= 31) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(b->store[b->n], PATH_MAX, fmt, ap);
@@ -354,9 +356,50 @@ static void av_add(struct argv_buf *b, const char *fmt, ...)
     b->a[b->n] = NULL;
 }
 
-/* plumb launch ... -- mpirun -np N plumb train ctr <golden ctr-tiny> ... */
-static void build_cmd(struct argv_buf *b, const struct drill_opts *o, const char *dir, const char *inject,
-                      const char *skip)
+/* The drills' training: a short golden run of the workload's preset that
+ * checkpoints and resumes, built as a train_config through the option table
+ * and turned back into words (train/options.h). */
+static int train_words(struct argv_buf *b, const struct drill_opts *o, const char *dir, const char *inject,
+                       const char *skip, plumb_err *e)
+{
+    struct train_config c;
+    char steps[32], batch[32], every[32], timeout[32], ck[PATH_MAX], out[PATH_MAX];
+    snprintf(steps, sizeof steps, "%ld", o->steps);
+    snprintf(batch, sizeof batch, "%ld", o->batch);
+    snprintf(every, sizeof every, "%ld", o->ckpt_every);
+    snprintf(timeout, sizeof timeout, "%g", o->step_timeout);
+    snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    snprintf(out, sizeof out, "%s/run", dir);
+    const char *set[][2] = {
+        {"--preset", o->preset ? o->preset : o->wl->presets[0].name},
+        {"--numerics", "golden"}, {"--steps", steps}, {"--batch", batch}, {"--warmup", "10"},
+        {"--train-samples", "20000"}, {"--eval-samples", "2000"}, {"--checkpoint-dir", ck},
+        {"--checkpoint-every", every}, {"--checkpoint-keep", "3"}, {"--resume", NULL}, {"--out", out},
+        {"--param-digest", NULL}, {"--step-timeout", timeout}, {"--device", o->device}, {"--threads", "1"},
+        {"--inject", inject}, {"--skip-batches", skip},
+    };
+    train_config_defaults(&c, o->wl);
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+        int flag = !strcmp(set[i][0], "--resume") || !strcmp(set[i][0], "--param-digest");
+        if (!flag && !set[i][1]) continue;
+        int rc = train_option_set(&c, set[i][0], set[i][1], e);
+        if (rc) return err_wrap(e, "drills: the training command");
+    }
+    int rc = train_config_finish(&c, e);
+    if (rc) return err_wrap(e, "drills: the training command");
+    av_add(b, "%s", o->plumb);
+    av_add(b, "train");
+    av_add(b, "%s", o->wl->name);
+    int w = train_config_argv(&c, b->a + b->n, 127 - b->n, b->train, sizeof b->train);
+    if (w < 0) return err_set(e, PLUMB_EINTERNAL, "drills: the training command is too long");
+    b->n += w;
+    b->a[b->n] = NULL;
+    return PLUMB_OK;
+}
+
+/* plumb launch ... -- mpirun -np N plumb train WORKLOAD <golden preset> ... */
+static int build_cmd(struct argv_buf *b, const struct drill_opts *o, const char *dir, const char *inject,
+                     const char *skip, plumb_err *e)
 {
     b->n = 0;
     av_add(b, "%s", o->plumb);
@@ -369,26 +412,7 @@ static void build_cmd(struct argv_buf *b, const struct drill_opts *o, const char
     av_add(b, "%s", o->mpirun);
     av_add(b, "--oversubscribe");
     av_add(b, "-np"), av_add(b, "%d", o->ranks);
-    av_add(b, "%s", o->plumb);
-    av_add(b, "train"), av_add(b, "ctr");
-    av_add(b, "--preset"), av_add(b, "ctr-tiny");
-    av_add(b, "--numerics"), av_add(b, "golden");
-    av_add(b, "--steps"), av_add(b, "%ld", o->steps);
-    av_add(b, "--batch"), av_add(b, "%ld", o->batch);
-    av_add(b, "--warmup"), av_add(b, "10");
-    av_add(b, "--train-samples"), av_add(b, "20000");
-    av_add(b, "--eval-samples"), av_add(b, "2000");
-    av_add(b, "--checkpoint-dir"), av_add(b, "%s/ckpt", dir);
-    av_add(b, "--checkpoint-every"), av_add(b, "%ld", o->ckpt_every);
-    av_add(b, "--checkpoint-keep"), av_add(b, "3");
-    av_add(b, "--resume");
-    av_add(b, "--out"), av_add(b, "%s/run", dir);
-    av_add(b, "--param-digest");
-    av_add(b, "--step-timeout"), av_add(b, "%g", o->step_timeout);
-    av_add(b, "--device"), av_add(b, "%s", o->device);
-    av_add(b, "--threads"), av_add(b, "1");
-    if (inject) av_add(b, "--inject"), av_add(b, "%s", inject);
-    if (skip) av_add(b, "--skip-batches"), av_add(b, "%s", skip);
+    return train_words(b, o, dir, inject, skip, e);
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -419,7 +443,7 @@ static int drill_job(const struct drill_opts *o, const char *name, const char *i
     j->act_rank = act_rank;
     j->limit_s = 120 + 4 * o->step_timeout;
     static struct argv_buf b;
-    build_cmd(&b, o, dirbuf, inject, skip);
+    if ((rc = build_cmd(&b, o, dirbuf, inject, skip, e))) return rc;
     if (!o->quiet) log_info("drill %s: %s%s%s", name, inject ? "--inject " : "", inject ? inject : "",
                             act == ACT_KILL_RANK ? "SIGKILL a rank" : act == ACT_TERM_LAUNCHER ? "SIGTERM the launcher" : "");
     return run_job(j, b.a, o, e);
@@ -517,6 +541,7 @@ int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, 
         }
         if (!any) return err_set(e, PLUMB_EUSAGE, "--drills: no drill named (expected some of %s)", DRILL_NAMES);
     }
+    if (!o->wl) return err_set(e, PLUMB_EUSAGE, "drills: no workload to train");
     if (o->ranks < 1 || o->ranks > 64) return err_set(e, PLUMB_EUSAGE, "--ranks: %d (expected 1..64)", o->ranks);
     if (!(o->step_timeout > 0)) return err_set(e, PLUMB_EUSAGE, "--step-timeout: %g (expected > 0 s)", o->step_timeout);
     if (o->steps < 6 * o->ckpt_every || o->ckpt_every < 2)
@@ -699,7 +724,7 @@ int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, 
             snprintf(r->note, sizeof r->note, "the job did not stop cleanly after SIGTERM (status 0x%x)", j.wstatus);
         /* second launch: resumes from the clean checkpoint (same folder) */
         static struct argv_buf b;
-        build_cmd(&b, o, dir, NULL, NULL);
+        if ((rc = build_cmd(&b, o, dir, NULL, NULL, e))) return rc;
         struct job j2;
         memset(&j2, 0, sizeof j2);
         j2.dir = dir;

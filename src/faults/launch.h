@@ -1,4 +1,4 @@
-/* plumb launch (DESIGN.md section 7): a supervisor for any command, usually
+/* plumb launch (docs/FAULTS.md): a supervisor for any command, usually
  * `mpirun -np N plumb train ... --resume auto`. It runs the command in a
  * process group of its own, forwards SIGINT/SIGTERM/SIGHUP to it (to the
  * process groups of its descendants when it has some, e.g. mpirun's ranks;

@@ -1,5 +1,7 @@
-/* ctr: the DLRM of WORKLOADS.md (Criteo Kaggle configuration), explicit
- * forward and backward over the device's train_ops (dev/train_ops.h).
+/* ctr: the DLRM (Criteo Kaggle configuration), explicit forward and backward
+ * over the device's train_ops (dev/train_ops.h); docs/TRAINING.md describes
+ * the model and its data. The workload glue (models/ctr/workload.c) puts it
+ * behind the trainer's model interface (train/model.h).
  *
  * Model (dlrm-kaggle): dense [B,13] -> bottom MLP 13-512-256-64-16 (ReLU after
  * every layer) -> x0 [B,16]; 26 embedding tables rows x 16 -> e [B,26,16];
@@ -32,10 +34,10 @@
  *   dense gradient and the sparse (row, grad) pairs to 64-bit fixed point and
  *   adds them to its own accumulators (order-free, rank-count-free). It then
  *   converts the sums back to fp32 into ctr_grads() (dense) and into a sparse
- *   list (distinct rows), and calls ctr_opt_step.
+ *   list (distinct rows), and runs the optimizer (train/optim.h).
  * - fast mode: one call over the rank's local batch (grad_scale = loss_scale
  *   / global_batch), all-reduce ctr_grads() in place, all-gather the sparse
- *   lists and coalesce them (train_ops.sparse_coalesce), then ctr_opt_step.
+ *   lists and coalesce them (train_ops.sparse_coalesce), then the optimizer.
  * With golden numerics (dev_set_numerics) the result of one call is
  * bit-identical on every device and thread count.
  *
@@ -54,6 +56,7 @@
 #include "core/dtype.h"
 #include "core/err.h"
 #include "dev/dev.h"
+#include "train/model.h"
 
 #define CTR_N_DENSE 13
 #define CTR_N_TABLES 26
@@ -80,17 +83,11 @@ int ctr_config_validate(const struct ctr_config *c, plumb_err *e);
 /* "13-512-256-64-16 | 26x1000000x16 | 367-512-256-1" style description. */
 void ctr_config_describe(const struct ctr_config *c, char *buf, size_t n);
 
-/* One named tensor of the parameter buffer. Tensor ids (the Philox `a` of
- * its init stream) are list positions: bottom layer l: weight 2l, bias 2l+1;
- * top layer l: weight 2(nb+l), bias 2(nb+l)+1; table t: 2(nb+nt) + t.
- * Linear weights are [out, in] (PyTorch layout). */
-struct ctr_tensor {
-    char name[32];   /* "bottom.0.weight", "top.2.bias", "emb.7" */
-    size_t offset;   /* in floats, into the parameter (and gradient) buffer */
-    size_t numel;
-    int rows, cols;  /* shape; a bias is [1, out]; a table [rows_t, D] */
-    int is_table;    /* 1: embedding table (sparse gradient, no dense grad) */
-};
+/* The tensor list (struct model_tensor, train/model.h). Tensor ids (the
+ * Philox `a` of its init stream) are list positions: bottom layer l: weight
+ * 2l, bias 2l+1; top layer l: weight 2(nb+l), bias 2(nb+l)+1; table t:
+ * 2(nb+nt) + t. Linear weights are [out, in] (PyTorch layout); dense tensors
+ * are flagged TENSOR_DECAY, tables TENSOR_SPARSE. */
 
 struct ctr_model;
 
@@ -101,7 +98,7 @@ int ctr_create(struct dev *d, const struct ctr_config *c, int max_batch, dtype_t
                struct ctr_model **out, plumb_err *e);
 void ctr_free(struct ctr_model *m);
 
-/* WORKLOADS.md init from Philox purpose RNG_INIT, stream (seed, RNG_INIT,
+/* Init from Philox purpose RNG_INIT, stream (seed, RNG_INIT,
  * a = tensor id, b = 0), element index i = position within the tensor:
  * linear weight w_i = fmaf(sqrt(2/(fan_in+fan_out)), normal_i, 0), bias
  * fmaf(sqrt(1/fan_out), normal_i, 0), table fmaf(2s, uniform_i, -s) with
@@ -113,19 +110,17 @@ void ctr_free(struct ctr_model *m);
 int ctr_init(struct ctr_model *m, uint64_t seed, plumb_err *e);
 
 /* ---- the layout ---- */
-const struct ctr_config *ctr_config_of(const struct ctr_model *m);
 size_t ctr_n_params(const struct ctr_model *m); /* dense + table floats */
 size_t ctr_n_dense(const struct ctr_model *m);  /* dense floats (= gradient buffer) */
 int ctr_n_tensors(const struct ctr_model *m);
-const struct ctr_tensor *ctr_tensor(const struct ctr_model *m, int i);
+const struct model_tensor *ctr_tensor(const struct ctr_model *m, int i);
+const struct model_layout *ctr_layout(const struct ctr_model *m);
 float *ctr_params(struct ctr_model *m);         /* device [n_params] */
 float *ctr_grads(struct ctr_model *m);          /* device [n_dense] */
-float *ctr_table(struct ctr_model *m);          /* device [R, D] = params + n_dense */
 int64_t ctr_table_rows(const struct ctr_model *m); /* R */
 /* Fused row of (table t, row r) is table_off[t] + r (host array [26]). */
 const int64_t *ctr_table_off(const struct ctr_model *m);
 struct dev *ctr_dev(struct ctr_model *m);
-int ctr_max_batch(const struct ctr_model *m);
 
 /* ---- one (micro-)batch ---- */
 struct ctr_batch {
@@ -153,7 +148,7 @@ struct ctr_loss {
  * *loss (may be NULL) the unscaled loss of the batch. Synchronous: the
  * results are complete when it returns; except after ctr_fuse_sparse_sgd
  * with loss NULL, when the work is only queued on the device stream (every
- * later op on it, e.g. ctr_opt_step, which synchronises, comes after). */
+ * later op on it comes after). */
 int ctr_forward_backward(struct ctr_model *m, const struct ctr_batch *b, float grad_scale,
                          struct ctr_loss *loss, plumb_err *e);
 /* Device-resident batch (the GPU data plane): the same fields as ctr_batch
@@ -199,9 +194,9 @@ void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t
 /* Fused sparse SGD for the next forward_backward only (train_ops
  * embedding_bwd_sgd): its backward applies table[row] = fmaf(-lr, g, table[row])
  * with each touched row's summed gradient g as it forms it, and leaves the
- * sparse list empty (ctr_sparse_grads n = 0), so a following ctr_opt_step
- * with SGD updates only the dense parameters. The result is bit-identical to
- * forward_backward + ctr_opt_step(SGD, lr) on the full lists. Only for
+ * sparse list empty (ctr_sparse_grads n = 0), so a following optimizer step
+ * (train/optim.h) with SGD updates only the dense parameters. The result is
+ * bit-identical to forward_backward + SGD(lr) on the full lists. Only for
  * plain SGD where nothing must see the sparse gradient first (one rank, no
  * loss-scale check, clipping or norm over it). PLUMB_EUNSUPPORTED when the
  * backend has no fused op. */
@@ -212,28 +207,6 @@ int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e);
  * first n_valid samples (labels required then). No gradients touched. */
 int ctr_predict(struct ctr_model *m, const struct ctr_batch *b, float *scores, float *logits,
                 struct ctr_loss *loss, plumb_err *e);
-
-/* ---- optimizer ---- */
-enum ctr_opt_kind { CTR_OPT_SGD = 0, CTR_OPT_ADAMW = 1 };
-struct ctr_opt {
-    enum ctr_opt_kind kind;
-    float lr;                 /* this step's learning rate (warmup applied by the caller) */
-    float weight_decay;       /* SGD: L2; AdamW: decoupled; dense tensors only */
-    float beta1, beta2, eps;  /* AdamW (0.9, 0.999, 1e-8) */
-};
-/* One update with the gradients given (device pointers): dense_grad [n_dense]
- * (usually ctr_grads() after the all-reduce), and the sparse list rows [n]
- * (distinct fused rows) with grads [n, D]. step is 1-based (AdamW bias
- * correction). SGD: dense sgd + sgd_sparse (touched rows only). AdamW: dense
- * adamw + adamw_sparse (lazy: touched rows only). */
-int ctr_opt_step(struct ctr_model *m, const struct ctr_opt *o, int64_t step,
-                 const float *dense_grad, const int64_t *rows, const float *grads, size_t n,
-                 plumb_err *e);
-/* Optimizer state for checkpoints: AdamW m and v, each [n_params] laid out
- * like the parameter buffer (NULL, 0 for SGD or before the first AdamW step;
- * ctr_opt_state_alloc creates them zeroed, e.g. before loading a checkpoint). */
-void ctr_opt_state(struct ctr_model *m, float **adam_m, float **adam_v, size_t *n);
-int ctr_opt_state_alloc(struct ctr_model *m, plumb_err *e);
 
 /* SHA-256 of the fp32 parameter buffer's bytes (little endian, buffer order),
  * 64 lowercase hex chars. */

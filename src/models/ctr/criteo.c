@@ -1,7 +1,7 @@
 /* Criteo TSV reader: streaming (a fixed read buffer over zlib's gzread, which
  * reads plain files unchanged), one line at a time, errors naming file, line
  * and field. */
-#include "train/criteo.h"
+#include "models/ctr/criteo.h"
 #include "core/log.h"
 #include <errno.h>
 #include "core/gmath.h"
@@ -251,7 +251,6 @@ int criteo_next(struct criteo_reader *r, struct criteo_sample *s, int *got, plum
     }
 }
 
-long criteo_lines(const struct criteo_reader *r) { return r->lineno; }
 long criteo_skipped(const struct criteo_reader *r) { return r->skipped; }
 long criteo_truncated(const struct criteo_reader *r) { return r->truncated; }
 

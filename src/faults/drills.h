@@ -1,5 +1,6 @@
 /* Fault drills (plumb faults, accept's faults check): each drill runs a short
- * ctr-tiny golden training under `plumb launch` and `mpirun`, injects or
+ * golden training of the caller's workload and preset (plumb faults and the
+ * accept check use ctr-tiny) under `plumb launch` and `mpirun`, injects or
  * delivers one fault, and measures what happened:
  *
  *   kill     SIGKILL one rank from outside at some step; mpirun fails the
@@ -20,17 +21,22 @@
  * Every drill's final parameter digest is compared with an uninterrupted
  * run's (golden numerics: the same bits whatever happened in between).
  * Times are wall-clock, measured by this harness watching the launcher's
- * launch.jsonl and the trainer's metrics.jsonl as they grow. */
+ * launch.jsonl and the trainer's metrics.jsonl as they grow. The plumb train
+ * command lines come from a train_config through the option table
+ * (train/options.h, train_config_argv). */
 #ifndef PLUMB_DRILLS_H
 #define PLUMB_DRILLS_H
 #include <jansson.h>
 #include "core/err.h"
+#include "train/model.h"
 
 #define DRILL_NAMES "kill,hang,oom,nan,corrupt,sigterm"
 #define DRILL_MAX 10
-#define DRILL_RECOVERY_LIMIT_S 30.0 /* detection + resume, kill and hang (issue requirement) */
+#define DRILL_RECOVERY_LIMIT_S 30.0 /* detection + resume, kill and hang (docs/FAULTS.md) */
 
 struct drill_opts {
+    const struct workload *wl; /* what the drills train (required) */
+    const char *preset;     /* one of wl's presets (NULL: its first) */
     const char *plumb;      /* path of the plumb binary to run */
     const char *mpirun;     /* "mpirun" (PATH) unless set */
     const char *out_dir;    /* drill folders go here (created) */

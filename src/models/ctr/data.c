@@ -1,6 +1,7 @@
-#include "train/data.h"
+#include "models/ctr/data.h"
 #include "core/log.h"
-#include "core/timer.h"
+#include "models/ctr/ctr.h"
+#include "train/options.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,179 +190,108 @@ void data_fill(const struct dataset *d, int split, const uint32_t *idx, int coun
     }
 }
 
-/* ---------------- the loader thread ---------------- */
+/* ---------------- the data source of the workload (train/model.h) ---------------- */
 
-struct loader {
-    const struct dataset *d;
-    struct sampler *s;
-    int64_t rows[CRITEO_CAT];
-    int rank, world;
-    long next_step, end;
-    int depth;
-    struct host_batch *slots;
-    int *state;            /* 0 free, 1 filled, 2 taken */
-    long *slot_step;
-    long consume_step;
-    int stop, failed;
-    plumb_err err;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+static const struct batch_field ctr_fields[CTR_N_FIELDS] = {
+    {"dense", DT_F32, CTR_N_DENSE},
+    {"sparse", DT_U32, CTR_N_TABLES},
+    {"label", DT_F32, 1},
 };
 
-static void batch_free(struct host_batch *b)
+void ctr_source_wrap(struct data_source *s, struct dataset *ds, const int64_t *rows)
 {
-    free(b->dense), free(b->sparse), free(b->labels), free(b->shard_valid), free(b->idx);
+    memset(s, 0, sizeof *s);
+    s->ds = ds;
+    memcpy(s->rows, rows, sizeof s->rows);
 }
 
-static int batch_alloc(struct host_batch *b, int cap, int nshards)
+void ctr_feed_source(const struct data_source *s, struct feed_source *fs)
 {
-    memset(b, 0, sizeof *b);
-    b->cap = cap;
-    b->dense = calloc((size_t)cap * CRITEO_DENSE, sizeof *b->dense);
-    b->sparse = calloc((size_t)cap * CRITEO_CAT, sizeof *b->sparse);
-    b->labels = calloc((size_t)cap, sizeof *b->labels);
-    b->shard_valid = calloc((size_t)nshards + 1, sizeof *b->shard_valid);
-    b->idx = calloc((size_t)cap, sizeof *b->idx);
-    return b->dense && b->sparse && b->labels && b->shard_valid && b->idx;
+    fs->ops = &ctr_data_ops;
+    fs->src = s;
+    fs->fields = ctr_fields;
+    fs->n_fields = CTR_N_FIELDS;
 }
 
-static void *loader_main(void *arg)
-{
-    struct loader *l = arg;
-    for (;;) {
-        pthread_mutex_lock(&l->mu);
-        int slot = -1;
-        while (!l->stop && l->next_step < l->end) {
-            for (int i = 0; i < l->depth; i++)
-                if (l->state[i] == 0) {
-                    slot = i;
-                    break;
-                }
-            if (slot >= 0) break;
-            pthread_cond_wait(&l->cv, &l->mu);
-        }
-        if (l->stop || l->next_step >= l->end) {
-            pthread_mutex_unlock(&l->mu);
-            return NULL;
-        }
-        long step = l->next_step++;
-        pthread_mutex_unlock(&l->mu);
 
-        struct host_batch *b = &l->slots[slot];
-        double t0 = timer_now();
-        plumb_err e = {0};
-        int rc = sampler_get(l->s, step, l->rank, l->world, &b->st, b->idx, b->shard_valid, &e);
-        if (!rc) {
-            b->n = (int)b->st.local_valid;
-            data_fill(l->d, 0, b->idx, b->n, l->rows, b->dense, b->sparse, b->labels);
-            /* zero padding: valid indices (row 0), label 0, masked by n_valid */
-            size_t pad = (size_t)(b->cap - b->n);
-            memset(b->dense + (size_t)b->n * CRITEO_DENSE, 0, pad * CRITEO_DENSE * sizeof(float));
-            memset(b->sparse + (size_t)b->n * CRITEO_CAT, 0, pad * CRITEO_CAT * sizeof(uint32_t));
-            memset(b->labels + b->n, 0, pad * sizeof(float));
-        }
-        b->build_s = timer_now() - t0;
-        pthread_mutex_lock(&l->mu);
-        if (rc) {
-            l->failed = 1;
-            l->err = e;
-        }
-        l->state[slot] = 1;
-        l->slot_step[slot] = step;
-        pthread_cond_broadcast(&l->cv);
-        pthread_mutex_unlock(&l->mu);
-        if (rc) return NULL;
-    }
-}
 
-int loader_start(const struct dataset *d, struct sampler *s, const int64_t *rows, int rank,
-                 int world, long start, long end, int depth, struct loader **out, plumb_err *e)
+static int d_open(const struct train_config *cfg, const void *spec, int materialize, struct data_source **out,
+                  plumb_err *e)
 {
-    *out = NULL;
-    if (depth < 1) depth = 1;
-    struct loader *l = calloc(1, sizeof *l);
-    if (!l) return err_set(e, PLUMB_ENOMEM, "loader: out of memory");
-    l->d = d;
-    l->s = s;
-    memcpy(l->rows, rows, sizeof l->rows);
-    l->rank = rank;
-    l->world = world;
-    l->next_step = l->consume_step = start;
-    l->end = end;
-    l->depth = depth;
-    l->slots = calloc((size_t)depth, sizeof *l->slots);
-    l->state = calloc((size_t)depth, sizeof *l->state);
-    l->slot_step = calloc((size_t)depth, sizeof *l->slot_step);
-    int cap = (int)sampler_local_capacity(s, rank, world);
-    int ok = l->slots && l->state && l->slot_step;
-    for (int i = 0; ok && i < depth; i++) ok = batch_alloc(&l->slots[i], cap > 0 ? cap : 1, sampler_nshards(s));
-    if (!ok) {
-        loader_stop(l);
-        return err_set(e, PLUMB_ENOMEM, "loader: cannot allocate %d batches of %d samples", depth, cap);
+    const struct ctr_config *c = spec;
+    struct data_source *s = calloc(1, sizeof *s);
+    if (!s) return err_set(e, PLUMB_ENOMEM, "ctr: out of memory");
+    memcpy(s->rows, c->rows, sizeof s->rows);
+    s->owns = 1;
+    struct data_opts dop = {.seed = cfg->data_seed,
+                            .train_samples = cfg->train_samples,
+                            .eval_samples = cfg->eval_samples,
+                            .eval_file = cfg->eval_data,
+                            .eval_fraction = cfg->eval_fraction,
+                            .bad = cfg->bad_lines && !strcmp(cfg->bad_lines, "skip") ? CRITEO_BAD_SKIP : CRITEO_BAD_ERROR,
+                            .max_rows = cfg->max_rows,
+                            .materialize = materialize};
+    int rc = dataset_open(cfg->data, &dop, &s->ds, e);
+    if (rc) {
+        free(s);
+        return rc;
     }
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
-    if (pthread_create(&l->th, NULL, loader_main, l) != 0) {
-        pthread_mutex_destroy(&l->mu);
-        pthread_cond_destroy(&l->cv);
-        l->th = 0;
-        loader_stop(l);
-        return err_set(e, PLUMB_EINTERNAL, "loader: cannot start the thread");
-    }
-    *out = l;
+    *out = s;
     return PLUMB_OK;
 }
 
-int loader_next(struct loader *l, struct host_batch **b, double *wait_s, plumb_err *e)
+static void d_free(struct data_source *s)
 {
-    double t0 = timer_now();
-    pthread_mutex_lock(&l->mu);
-    int slot = -1;
-    for (;;) {
-        for (int i = 0; i < l->depth; i++)
-            if (l->state[i] == 1 && l->slot_step[i] == l->consume_step) slot = i;
-        if (slot >= 0 || l->failed) break;
-        if (l->consume_step >= l->end) break;
-        pthread_cond_wait(&l->cv, &l->mu);
-    }
-    int rc = PLUMB_OK;
-    if (slot >= 0) {
-        l->state[slot] = 2;
-        l->consume_step++;
-        *b = &l->slots[slot];
-    } else if (l->failed) {
-        rc = err_set(e, l->err.code, "data loader: %s", l->err.msg);
-    } else {
-        rc = err_set(e, PLUMB_EINTERNAL, "data loader: no batch after step %ld", l->end - 1);
-    }
-    pthread_mutex_unlock(&l->mu);
-    if (wait_s) *wait_s = timer_now() - t0;
-    return rc;
+    if (!s) return;
+    if (s->owns) dataset_free(s->ds);
+    free(s);
 }
 
-void loader_release(struct loader *l, struct host_batch *b)
+static long d_count(const struct data_source *s, int split) { return s->ds->n[split]; }
+
+static const struct batch_field *d_fields(const struct data_source *s, int *n)
 {
-    pthread_mutex_lock(&l->mu);
-    int i = (int)(b - l->slots);
-    if (i >= 0 && i < l->depth) l->state[i] = 0;
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    (void)s;
+    *n = CTR_N_FIELDS;
+    return ctr_fields;
 }
 
-void loader_stop(struct loader *l)
+static void d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                   void *const *field)
 {
-    if (!l) return;
-    if (l->th) {
-        pthread_mutex_lock(&l->mu);
-        l->stop = 1;
-        pthread_cond_broadcast(&l->cv);
-        pthread_mutex_unlock(&l->mu);
-        pthread_join(l->th, NULL);
-        pthread_mutex_destroy(&l->mu);
-        pthread_cond_destroy(&l->cv);
-    }
-    for (int i = 0; l->slots && i < l->depth; i++) batch_free(&l->slots[i]);
-    free(l->slots), free(l->state), free(l->slot_step);
-    free(l);
+    (void)epoch; /* no augmentation */
+    data_fill(s->ds, split, idx, count, s->rows, field[CTR_F_DENSE], field[CTR_F_SPARSE], field[CTR_F_LABEL]);
 }
+
+static void d_info(const struct data_source *s, struct data_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->desc, sizeof out->desc, "%s", s->ds->desc);
+    out->skipped = s->ds->skipped;
+    out->truncated = s->ds->truncated;
+    out->has_reference = s->ds->synthetic; /* file data have no teacher */
+}
+
+/* The teacher's click probability of each sample: a score ranked like a
+ * logit (only the AUC of the teacher is reported). */
+static int d_reference(const struct data_source *s, int split, const uint32_t *idx, int count, float *out,
+                       plumb_err *e)
+{
+    if (!s->ds->synthetic) return err_set(e, PLUMB_EUNSUPPORTED, "ctr: file data have no teacher");
+    for (int i = 0; i < count; i++) {
+        struct criteo_sample cs;
+        synth_sample(s->ds->syn, split, idx[i], &cs, &out[i]);
+    }
+    return PLUMB_OK;
+}
+
+const struct data_ops ctr_data_ops = {
+    .open = d_open,
+    .free = d_free,
+    .count = d_count,
+    .fields = d_fields,
+    .fill = d_fill,
+    .info = d_info,
+    .reference_outputs = d_reference,
+};
+

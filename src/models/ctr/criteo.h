@@ -1,12 +1,12 @@
-/* Criteo click logs (WORKLOADS.md, ctr): one sample per line,
+/* Criteo click logs (docs/TRAINING.md, "Data"): one sample per line,
  *   label \t I1..I13 \t C1..C26
  * label 0/1; I* integers (may be empty or negative); C* tokens (8 hex digits
  * in the real data, may be empty). Plain or gzip'ed files (zlib reads both).
  *
  * A parsed sample keeps the transformed dense features and the 32-bit hash of
  * each categorical token together with its field index; the model takes the
- * row `hash % rows_per_table` (criteo_row), so one parsed file serves any
- * table size. */
+ * row `hash % rows_per_table` (data_fill in data.h), so one parsed file
+ * serves any table size. */
 #ifndef PLUMB_CRITEO_H
 #define PLUMB_CRITEO_H
 #include <stddef.h>
@@ -28,7 +28,6 @@ struct criteo_sample {
  * murmur3 fmix32 avalanche so `mod rows` uses every bit. Empty tokens hash
  * too (one "missing" row per field). */
 uint32_t criteo_hash(int field, const char *tok, size_t len);
-static inline uint32_t criteo_row(uint32_t hash, uint32_t rows) { return hash % rows; }
 /* log(1 + max(x, 0)) rounded to fp32 */
 float criteo_dense_transform(long long x);
 
@@ -47,7 +46,6 @@ int criteo_open(const char *path, enum criteo_bad bad, struct criteo_reader **ou
  * and skipped. A last line with no newline that is incomplete (fewer fields)
  * is a truncated write: dropped with a warning and counted in truncated. */
 int criteo_next(struct criteo_reader *r, struct criteo_sample *s, int *got, plumb_err *e);
-long criteo_lines(const struct criteo_reader *r);     /* lines read so far */
 long criteo_skipped(const struct criteo_reader *r);   /* malformed lines skipped */
 long criteo_truncated(const struct criteo_reader *r); /* 0 or 1 */
 void criteo_close(struct criteo_reader *r);

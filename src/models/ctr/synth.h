@@ -1,4 +1,4 @@
-/* Synthetic Criteo-format data from a hidden teacher (WORKLOADS.md, ctr).
+/* Synthetic Criteo-format data from a hidden teacher (docs/TRAINING.md, "Data").
  *
  * Every sample is a pure function of (data seed, split, sample index): its
  * Philox stream is (seed, RNG_DATA, a = 0, b = split) and sample i uses the
@@ -21,7 +21,7 @@
 #define PLUMB_SYNTH_H
 #include <stdint.h>
 #include "core/err.h"
-#include "train/criteo.h"
+#include "models/ctr/criteo.h"
 
 #define SYNTH_BLOCKS 24 /* Philox blocks (4 words each) per sample */
 enum synth_split { SYNTH_TRAIN = 0, SYNTH_EVAL = 1 };
@@ -45,7 +45,5 @@ void synth_raw_sample(const struct synth *s, int split, uint64_t index, struct s
 /* The parsed sample, exactly what criteo_parse_line gives for the raw line. */
 void synth_sample(const struct synth *s, int split, uint64_t index, struct criteo_sample *out,
                   float *teacher_p);
-/* Cardinality of field f. */
-int synth_cardinality(const struct synth *s, int f);
 
 #endif

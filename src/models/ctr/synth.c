@@ -1,4 +1,4 @@
-#include "train/synth.h"
+#include "models/ctr/synth.h"
 #include "core/gmath.h"
 #include "core/philox.h"
 #include <stdio.h>
@@ -33,7 +33,6 @@ struct synth {
     float mu[CRITEO_DENSE], sd[CRITEO_DENSE], pm[CRITEO_DENSE], a[CRITEO_DENSE];
 };
 
-int synth_cardinality(const struct synth *s, int f) { return s->card[f]; }
 
 void synth_free(struct synth *s)
 {

@@ -1,4 +1,4 @@
-/* Datasets for ctr and the background batch loader.
+/* ctr's datasets (the generic batch loader is train/loader.h).
  *
  * A dataset has two splits (train, eval) with random access by sample index:
  *   - synthetic: samples generated on demand from the teacher (train/synth.h),
@@ -8,21 +8,15 @@
  *   - a Criteo TSV file (plain or gzip): parsed once by the streaming reader
  *     into memory (160 bytes per sample); the eval split is --eval-data FILE,
  *     or else the last eval_fraction of the file's lines (the later samples,
- *     as Criteo's own day split holds out the last day).
- *
- * The loader runs on its own thread: for global steps start, start+1, ... it
- * asks the sampler for this rank's sample indices, builds the host batch
- * (dense features, table rows = hash mod rows[t], labels) and puts it in a
- * bounded queue of `depth` batches. The trainer takes batches in order; the
- * time it waits is the data wait shown in the step timing. */
+ *     as Criteo's own day split holds out the last day). */
 #ifndef PLUMB_DATA_H
 #define PLUMB_DATA_H
-#include <pthread.h>
 #include <stdint.h>
 #include "core/err.h"
-#include "train/criteo.h"
-#include "train/sampler.h"
-#include "train/synth.h"
+#include "models/ctr/criteo.h"
+#include "models/ctr/synth.h"
+#include "train/loader.h"
+#include "train/model.h"
 
 struct data_opts {
     uint64_t seed;          /* synthetic data seed */
@@ -51,33 +45,24 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
 void dataset_free(struct dataset *d);
 void dataset_get(const struct dataset *d, int split, uint64_t index, struct criteo_sample *s);
 
-/* Host arrays of one (local) batch; rows already reduced mod rows[t]. */
-struct host_batch {
-    struct sampler_step st;
-    int cap;                /* capacity in samples */
-    int n;                  /* samples filled = st.local_valid (the rest zero padding) */
-    float *dense;           /* [cap, 13] */
-    uint32_t *sparse;       /* [cap, 26] */
-    float *labels;          /* [cap] */
-    int *shard_valid;       /* [nshards] */
-    uint32_t *idx;          /* [cap] sample indices */
-    double build_s;         /* seconds the loader spent building it */
-};
-
 /* Fills rows i0..i1-1 of b from samples idx (split); rows mod rows[t]. */
 void data_fill(const struct dataset *d, int split, const uint32_t *idx, int count,
                const int64_t *rows, float *dense, uint32_t *sparse, float *labels);
 
-struct loader;
-/* Starts the thread producing batches for steps [start, end) of rank/world.
- * The sampler is owned by the loader thread from here on. */
-int loader_start(const struct dataset *d, struct sampler *s, const int64_t *rows, int rank,
-                 int world, long start, long end, int depth, struct loader **out, plumb_err *e);
-/* The batch of the next step; *wait_s gets the seconds spent waiting. The
- * batch stays valid until loader_release. */
-int loader_next(struct loader *l, struct host_batch **b, double *wait_s, plumb_err *e);
-void loader_release(struct loader *l, struct host_batch *b);
-/* Stops the thread and frees everything. */
-void loader_stop(struct loader *l);
+/* ---- the workload's data source (train/model.h, data_ops) ----
+ * Batch fields: CTR_F_DENSE "dense" f32 [B, 13] (transformed),
+ * CTR_F_SPARSE "sparse" u32 [B, 26] (row within table t: hash mod rows[t]),
+ * CTR_F_LABEL "label" f32 [B, 1] (0 or 1). */
+enum { CTR_F_DENSE = 0, CTR_F_SPARSE = 1, CTR_F_LABEL = 2, CTR_N_FIELDS = 3 };
+struct data_source {
+    struct dataset *ds;
+    int owns;                /* data_ops.free frees ds */
+    int64_t rows[CRITEO_CAT];
+};
+extern const struct data_ops ctr_data_ops;
+/* s over an open dataset it does not own (benches, tests). */
+void ctr_source_wrap(struct data_source *s, struct dataset *ds, const int64_t *rows);
+/* The feed (loader / device feed) over s. */
+void ctr_feed_source(const struct data_source *s, struct feed_source *fs);
 
 #endif

@@ -5,7 +5,7 @@
  * attempt orphaned by a dying mpirun are reparented to it and can be killed
  * and reaped before the next attempt starts; a restart never runs next to
  * leftovers of the previous attempt. */
-#include "train/launch.h"
+#include "faults/launch.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "core/timer.h"

@@ -1,0 +1,288 @@
+/* The model interface: what a workload gives the trainer (train/trainer.h),
+ * so one trainer runs every workload. A workload (src/models/<name>/) exports
+ * one `struct workload`: its name, presets with their option defaults, extra
+ * options, and three op tables:
+ *   - model_ops: create on a device, init from a seed, the parameter layout
+ *     (a named tensor list over ONE fp32 parameter buffer and ONE gradient
+ *     buffer), forward_backward with the gradient contract below, predict;
+ *   - data_ops:  open the data, sample counts per split, fill a batch of
+ *     named fixed-width fields from global sample indices;
+ *   - eval_ops:  accumulate predictions exactly, reduce across ranks exactly,
+ *     report named metrics.
+ * docs/ARCHITECTURE.md walks through adding one.
+ *
+ * ---- Batches ----
+ * A batch is up to MODEL_MAX_FIELDS named fields, each [B, width] of one
+ * dtype, row-major, sample b at field[k] + b * width * dtype_size. The data
+ * source declares the fields (data_ops.fields); the loader, the device feed
+ * and the trainer copy them without knowing what they mean. Samples
+ * [n_valid, B) are masked padding (all bytes 0): the model must ignore them
+ * and its indices there must be in range (0 is).
+ *
+ * ---- Parameters and gradients ----
+ * params: [n_params] fp32 on the device, the tensors at their offsets (the
+ * padding between them is 0). [0, n_dense) is the dense part, with a dense
+ * gradient: grads [n_dense], the same offsets. [n_dense, n_params) is the
+ * sparse region, rows of sparse_dim floats (embedding tables): its gradient
+ * is a list (rows [U] int64 ascending distinct row numbers into the region,
+ * grads [U, sparse_dim]), at most sparse_per_sample * B rows for a batch of
+ * B samples. Buffers: [n_buffers] fp32 on the device that are not trained
+ * (BatchNorm running statistics): checkpointed and part of the digest.
+ *
+ * ---- Gradient contract ----
+ * forward_backward computes the gradient of
+ *     grad_scale * sum_{b < n_valid} loss_b
+ * and OVERWRITES grads and the sparse list with it (never accumulates).
+ * loss (may be NULL) gets the unscaled sum of loss_b (double, ascending b)
+ * and the count n_valid. The trainer picks grad_scale (loss scale / global
+ * batch) and the reduction:
+ *   - golden numerics: the global batch is cut into fixed micro-shards
+ *     (train/sampler.h); the gradient of each shard is converted to 64-bit
+ *     fixed point and summed exactly, so any rank count gives the bits of
+ *     one rank. A model whose samples are independent (model_ops.whole_batch
+ *     0) is called once per shard. A model that couples the samples of a
+ *     batch (synchronised BatchNorm) sets whole_batch: it is called once
+ *     with the whole local batch and its shard layout (batch.nshards,
+ *     batch.shard_valid) and, for each non-empty shard j in order, leaves
+ *     that shard's gradient contribution (the sum over its samples) in grads
+ *     / the sparse list and calls step_ctx.fold_shard(ctx, j, loss_j);
+ *     statistics that couple the shards come from step_ctx.comm (exact sums
+ *     across ranks, so they do not depend on the rank count either);
+ *   - fast numerics: one call over the rank's local batch, the gradients
+ *     summed across ranks in fp32.
+ * With golden numerics (dev_set_numerics) a call's result is bit-identical
+ * on every device and thread count.
+ *
+ * Grad-ready hook (overlap of backward and all-reduce): step_ctx.grad_ready,
+ * when not NULL, is called during backward each time the dense gradients of
+ * bucket k (model_ops.grad_buckets, backward order) are complete on stream s
+ * (NULL = the default stream); work enqueued on s after the call sees the
+ * final values. A non-zero return ends the backward with that error. */
+#ifndef PLUMB_MODEL_H
+#define PLUMB_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/dtype.h"
+#include "core/err.h"
+#include "dev/dev.h"
+
+struct train_config;
+
+/* ---------------------------------------------------------------- batches */
+
+#define MODEL_MAX_FIELDS 8
+
+struct batch_field {
+    char name[16];   /* "dense", "sparse", "label", "tokens"... */
+    dtype_t dtype;
+    int width;       /* elements per sample */
+};
+
+struct batch {
+    int B;                          /* samples held, >= n_valid */
+    int n_valid;                    /* the first n_valid count */
+    int on_device;                  /* field pointers are device memory */
+    void *field[MODEL_MAX_FIELDS];  /* field k: [B, width_k] */
+    /* golden, whole_batch models: the valid samples are nshards consecutive
+     * micro-shards of shard_valid[j] samples (0 otherwise) */
+    int nshards;
+    const int *shard_valid;
+};
+
+/* ------------------------------------------------------------- parameters */
+
+enum tensor_flag {
+    TENSOR_DECAY = 1,   /* weight decay applies (AdamW: decoupled; SGD: L2) */
+    TENSOR_SPARSE = 2,  /* lies in the sparse region: rows updated from the sparse list */
+    TENSOR_BUFFER = 4,  /* a buffer (offset into the buffer array), not trained */
+};
+
+struct model_tensor {
+    char name[32];   /* "bottom.0.weight", "emb.7", "bn1.running_mean" */
+    size_t offset;   /* floats into params (or buffers for TENSOR_BUFFER) */
+    size_t numel;
+    int rows, cols;  /* shape as a matrix: a bias [1, out], a table [rows, D] */
+    unsigned flags;  /* enum tensor_flag */
+};
+
+struct model_layout {
+    size_t n_params;          /* floats in the parameter buffer */
+    size_t n_dense;           /* floats with a dense gradient = the gradient buffer */
+    int sparse_dim;           /* floats per row of the sparse region (0: none) */
+    int sparse_per_sample;    /* sparse rows one sample can touch */
+    size_t n_buffers;         /* floats of non-trainable buffers */
+    int n_tensors;
+    const struct model_tensor *tensors;
+    int out_width;            /* floats per sample that predict writes */
+};
+
+/* ------------------------------------------------------------- step context */
+
+/* Collectives a model may call inside forward/backward (synchronised
+ * statistics), and eval reductions use; the trainer backs them with its
+ * comm so models never include comm. Every rank must make the same calls
+ * in the same order. */
+struct model_comm {
+    int rank, world;
+    void *ctx;
+    /* exact: host int64 element-wise sums across ranks, in place */
+    int (*sum_i64)(void *ctx, int64_t *v, size_t n, const char *what, plumb_err *e);
+    /* fast: device fp32 element-wise sums across ranks, in place, stream ordered on s */
+    int (*sum_f32)(void *ctx, float *v, size_t n, dev_stream *s, const char *what, plumb_err *e);
+    /* host bytes of every rank concatenated in rank order (malloc'ed *all) */
+    int (*gather)(void *ctx, const void *buf, size_t bytes, void **all, size_t *total, const char *what,
+                  plumb_err *e);
+};
+
+struct model_loss {
+    double sum;      /* unscaled, ascending sample order */
+    int64_t count;
+};
+
+struct step_ctx {
+    void *ctx;
+    /* grad-ready hook, NULL: none (see above) */
+    int (*grad_ready)(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e);
+    /* whole_batch models under golden numerics: shard j's gradient is in
+     * grads / the sparse list now, its unscaled loss in *l */
+    int (*fold_shard)(void *ctx, int j, const struct model_loss *l, plumb_err *e);
+    const struct model_comm *comm;
+    int golden;      /* golden numerics (exact collectives: sum_i64) */
+};
+
+/* ----------------------------------------------------------------- ops */
+
+struct model;
+
+struct model_ops {
+    /* On d for batches of up to max_batch samples; spec from
+     * workload.configure. Parameters uninitialised until init. */
+    int (*create)(struct dev *d, const void *spec, int max_batch, dtype_t precision, struct model **out,
+                  plumb_err *e);
+    void (*free)(struct model *m);
+    /* Initialise parameters and buffers from Philox(seed, RNG_INIT, ...). */
+    int (*init)(struct model *m, uint64_t seed, plumb_err *e);
+    const struct model_layout *(*layout)(const struct model *m);
+    float *(*params)(struct model *m);   /* device [n_params] */
+    float *(*grads)(struct model *m);    /* device [n_dense] */
+    float *(*buffers)(struct model *m);  /* device [n_buffers], NULL when none */
+    /* The gradient contract above; sc may be NULL (no hook, fast numerics). */
+    int (*forward_backward)(struct model *m, const struct batch *b, float grad_scale, const struct step_ctx *sc,
+                            struct model_loss *loss, plumb_err *e);
+    /* The sparse list of the last forward_backward (device pointers). */
+    void (*sparse_grads)(struct model *m, int64_t **rows, float **grads, size_t *n);
+    /* The grad-ready buckets in backward order: off[k], len[k] in floats of
+     * grads, descending, covering [0, n_dense) once; returns the count (<= max). */
+    int (*grad_buckets)(const struct model *m, size_t *off, size_t *len, int max);
+    /* Eval forward of the batch (host or device fields): out [B, out_width]
+     * host floats; no gradient is touched. */
+    int (*predict)(struct model *m, const struct batch *b, float *out, plumb_err *e);
+    /* Optional (NULL: none): the sparse rows' plain SGD fused into the next
+     * backward, which then leaves the sparse list empty; bit-identical to
+     * forward_backward + sgd_sparse on the list. PLUMB_EUNSUPPORTED when the
+     * device cannot. */
+    int (*fuse_sparse_sgd)(struct model *m, float lr, plumb_err *e);
+    /* Optional: a forward-only pass to the loss on a device batch (timing). */
+    int (*forward)(struct model *m, const struct batch *b, plumb_err *e);
+    /* Optional (NULL: 0): 1 when the model with this spec couples the samples
+     * of a batch (see the gradient contract). Such a model is called on
+     * every rank every step, also with no local samples (B = 0), so the
+     * collectives inside match; the OOM split tier does not apply to it (an
+     * injected OOM still runs it, then retries). A real allocation failure
+     * inside it on one rank leaves the others in its collectives: the
+     * watchdog ends the job. */
+    int (*whole_batch)(const void *spec);
+};
+
+struct data_source;
+
+/* Which split. */
+enum { SPLIT_TRAIN = 0, SPLIT_EVAL = 1 };
+
+struct data_info {
+    char desc[512];
+    long skipped, truncated;  /* malformed lines skipped, truncated last lines (file data) */
+    int has_reference;        /* reference_outputs available (a teacher) */
+};
+
+struct data_ops {
+    /* materialize: a hint that the samples are read many times or must keep
+     * up with a GPU (build them into memory at open when the source can). */
+    int (*open)(const struct train_config *cfg, const void *spec, int materialize, struct data_source **out,
+                plumb_err *e);
+    void (*free)(struct data_source *s);
+    long (*count)(const struct data_source *s, int split);
+    const struct batch_field *(*fields)(const struct data_source *s, int *n);
+    /* Fills samples idx[0..count) of split into field[k] + i * width_k:
+     * thread-safe (several build threads fill parts of one batch). epoch:
+     * the sampler's epoch of the step (train split; 0 for eval), so an
+     * augmentation can be a function of (seed, epoch, sample). */
+    void (*fill)(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                 void *const *field);
+    void (*info)(const struct data_source *s, struct data_info *out);
+    /* Optional: the outputs the data's own generating model gives samples
+     * idx (the form predict writes), e.g. a synthetic teacher. */
+    int (*reference_outputs)(const struct data_source *s, int split, const uint32_t *idx, int count, float *out,
+                             plumb_err *e);
+};
+
+#define EVAL_MAX_METRICS 8
+struct eval_metrics {
+    int n;
+    char name[EVAL_MAX_METRICS][24];
+    double value[EVAL_MAX_METRICS];  /* NaN when undefined */
+    long count;                      /* eval samples */
+};
+
+struct eval_acc;
+
+struct eval_ops {
+    /* Accumulator for this rank's share of the eval split (n_local samples,
+     * a contiguous index range; rank order = index order). */
+    int (*create)(const void *spec, long n_local, struct eval_acc **out, plumb_err *e);
+    void (*free)(struct eval_acc *a);
+    void (*reset)(struct eval_acc *a);
+    /* The next n samples in index order: their host batch and predict's
+     * outputs [n, out_width]. */
+    int (*add)(struct eval_acc *a, const struct batch *host, const float *out, int n, plumb_err *e);
+    /* Exact reduction over ranks: every rank gets the same metrics, on any
+     * rank count. */
+    int (*reduce)(struct eval_acc *a, const struct model_comm *c, struct eval_metrics *out, plumb_err *e);
+    /* Optional: after reduce, rank 0 writes per-sample predictions. */
+    int (*write_predictions)(struct eval_acc *a, const char *path, plumb_err *e);
+    /* The metric reported for reference_outputs as "teacher_<name>" (NULL: none). */
+    const char *reference_metric;
+};
+
+/* One option default of a preset: value of option `opt` ("--lr") when the
+ * option was not given, optionally only when option `if_opt` has value
+ * `if_val` ("--optimizer" "adamw"). */
+struct preset_default {
+    const char *opt, *value;
+    const char *if_opt, *if_val;
+};
+
+struct train_preset {
+    const char *name;
+    const char *summary;
+    const struct preset_default *defaults;  /* ends with {0} */
+};
+
+struct train_option;
+
+struct workload {
+    const char *name;     /* the name plumb train takes */
+    const char *summary;
+    const struct train_preset *presets;   /* ends with {0}; the first is the default */
+    const struct train_option *options;   /* the workload's own options (values in
+                                             train_config.wl_opt[slot]), ends with {0} */
+    /* The model's configuration from the train config (preset, workload
+     * options); desc gets a one-line description of the model. */
+    int (*configure)(const struct train_config *cfg, void **spec, char *desc, size_t n, plumb_err *e);
+    void (*spec_free)(void *spec);
+    const struct model_ops *model;
+    const struct data_ops *data;
+    const struct eval_ops *eval;
+};
+
+#endif

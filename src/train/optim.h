@@ -1,0 +1,55 @@
+/* The optimizers, owned by the trainer and run over a model's tensor list
+ * (train/model.h) with the device's train_ops (dev/train_ops.h):
+ *   - SGD: dense tensors sgd (L2 weight decay on TENSOR_DECAY tensors), or
+ *     sgd_momentum when momentum > 0; the sparse region's touched rows
+ *     sgd_sparse (no decay, no momentum: the update stays lazy);
+ *   - AdamW (PyTorch semantics, decoupled decay on TENSOR_DECAY tensors):
+ *     dense adamw, sparse rows adamw_sparse (lazy: touched rows only).
+ * Consecutive dense tensors with the same flags are updated by one call over
+ * their range (padding included: its gradient is 0), so a model whose dense
+ * tensors all decay alike costs one launch. State (AdamW m and v, each
+ * [n_params] laid out like the parameters; SGD momentum [n_dense]) is
+ * allocated on first use and saved in checkpoints. */
+#ifndef PLUMB_OPTIM_H
+#define PLUMB_OPTIM_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/err.h"
+#include "dev/dev.h"
+#include "dev/train_ops.h"
+#include "train/model.h"
+
+enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
+
+struct optim {
+    enum optim_kind kind;
+    float weight_decay;
+    float momentum;            /* SGD */
+    float beta1, beta2, eps;   /* AdamW */
+    struct dev *d;
+    const struct train_ops *T;
+    const struct model_layout *L;
+    float *m, *v;              /* AdamW state, device [n_params] */
+    float *buf;                /* SGD momentum, device [n_dense] */
+    size_t n_state;            /* floats in each state buffer (0: none yet) */
+    int momentum_started;      /* buf holds a first step */
+    /* dense ranges of equal flags: [lo[i], hi[i]) decays when dec[i] */
+    int n_ranges;
+    size_t lo[64], hi[64];
+    int dec[64];
+};
+
+/* kind "sgd" or "adamw". */
+int optim_init(struct optim *o, struct dev *d, const struct model_layout *L, const char *kind, double weight_decay,
+               double momentum, double beta1, double beta2, double eps, plumb_err *e);
+void optim_free(struct optim *o);
+/* Allocates (zeroed) the state the kind needs, e.g. before loading a checkpoint. */
+int optim_state_alloc(struct optim *o, plumb_err *e);
+/* One update (queued on the default stream, no host synchronisation):
+ * params [n_params], dense_grad [n_dense], sparse rows [n] (distinct rows of
+ * the sparse region) with grads [n, sparse_dim]; step is 1-based (AdamW's
+ * bias correction). */
+int optim_step(struct optim *o, float *params, const float *dense_grad, const int64_t *rows, const float *grads,
+               size_t n, float lr, int64_t step, plumb_err *e);
+
+#endif

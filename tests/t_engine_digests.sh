@@ -1,0 +1,69 @@
+# Parameter digests of plumb train ctr, recorded on main before the engine
+# became workload-neutral (main 346f1d0) and kept here so any change to the
+# trainer that moves a bit shows up: golden fp32 and bf16 on 1, 2, 3 ranks for
+# ctr-tiny and dlrm-kaggle (small tables, few steps), a golden checkpoint +
+# resume on another rank count, and cpu fast-mode digests (OpenBLAS kernels
+# pinned) of the host loader, the host and the device-collective gradient
+# paths and the device feed.
+# RECORD=1 tests/run.sh build t_engine_digests prints the table instead.
+. "$(dirname "$0")/lib.sh"
+MPI="mpirun --oversubscribe"
+export OPENBLAS_CORETYPE=Haswell
+COMMON="--train-samples 6000 --eval-samples 500 --quiet --param-digest --health-interval 0"
+TINY="--preset ctr-tiny --rows 1000 --steps 12 --numerics golden $COMMON"
+KAG="--preset dlrm-kaggle --rows 1000 --steps 3 --batch 512 --numerics golden $COMMON"
+FAST="--preset ctr-tiny --rows 1000 --steps 20 --threads 1 $COMMON"
+FASTX="--optimizer sgd --precision fp16 --inject nan@5,oom@9x4 --clip-grad-norm 0.05"
+declare -A REC=(
+  [tiny-fp32]=99d65ef591115810475e24b232e3c9c7bc92cafa11efa07d4527b21d5a019201
+  [tiny-bf16]=adff76968642aed2ff44546fe5976411f470402003ed8f3bec3e303acc6ee308
+  [kaggle-fp32]=c6b79515b76a1c1520ce8a93834e0a79914b94cfaed2df7a50b15bccc082eb8f
+  [kaggle-bf16]=d85af1dcd7c7898248dc284b77ba9038f16eaa9a46842cc9c472ae413aa9f515
+  [tiny-resume]=99d65ef591115810475e24b232e3c9c7bc92cafa11efa07d4527b21d5a019201
+  [fast-1]=aa17d41b31b3c1f074796f7032708f16deb205b94e3273af7ca9e05c6f3e467c
+  [fast-1x]=2c2acc62c7581f4d49ecbcaef340e954bfdf0d4bb749c2dd342e40a04fa08212
+  [fast-2host]=fc302e97ed235301bb103db28f413e4df4283c306fba6cdfa8aa0097f2caeb04
+  [fast-2dev]=fc302e97ed235301bb103db28f413e4df4283c306fba6cdfa8aa0097f2caeb04
+  [fast-2feed-x]=b6013a103ffd4e45f32b4ee69645a3cbe1925326fd758daf153355a5f6e8f3d4
+  [fast-bf16]=3a868ee3982dddcde969aefe7a40423afd88bf53114155c51a08a05163a7db0f
+)
+dg() { awk '/^param_digest/{print $2}' "$1"; }
+check() { # NAME DIGEST
+  if [ -n "${RECORD:-}" ]; then echo "  [$1]=$2"; return; fi
+  [ -n "$2" ] && [ "$2" = "${REC[$1]}" ] && ok "$1: $2" || fail "$1" "got '${2}', recorded ${REC[$1]}"
+}
+run() { # OUTNAME NP ARGS...
+  local o=$1 np=$2; shift 2
+  $MPI -np "$np" "$PLUMB" train ctr "$@" --out "$TMP/$o" >"$TMP/$o.out" 2>&1 || echo "run $o failed: $(tail -3 "$TMP/$o.out")" >&2
+}
+
+for p in fp32 bf16; do
+  for w in tiny kaggle; do
+    A=$TINY; [ $w = kaggle ] && A=$KAG
+    for np in 1 2 3; do run "$w-$p-$np" $np $A --precision $p; done
+    a=$(dg "$TMP/$w-$p-1.out"); b=$(dg "$TMP/$w-$p-2.out"); c=$(dg "$TMP/$w-$p-3.out")
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && ok "$w golden $p: 1 = 2 = 3 ranks" || fail "$w golden $p ranks" "$a $b $c"
+    check "$w-$p" "$a"
+  done
+done
+# golden checkpoint at step 6 on 3 ranks, resumed to step 12 on 2
+run ck1 3 $TINY --steps 6 --checkpoint-dir "$TMP/ck"
+run ck2 2 $TINY --checkpoint-dir "$TMP/ck" --resume
+[ "$(jq -r .train.start_step "$TMP/ck2/results.json")" = 6 ] && ok "resume starts at step 6" || fail "resume" "$(tail -3 "$TMP/ck2.out")"
+check tiny-resume "$(dg "$TMP/ck2.out")"
+[ "$(dg "$TMP/ck2.out")" = "$(dg "$TMP/tiny-fp32-1.out")" ] && ok "resume on another rank count = uninterrupted run" || fail "resume digest"
+
+# fast numerics on the cpu
+run f1 1 $FAST
+run f1x 1 $FAST $FASTX
+run f2h 2 $FAST
+$MPI -np 2 -x PLUMB_TRAIN_DEVICE_COMM=host -x PLUMB_NCCL_BUCKET_MB=0.0001 "$PLUMB" train ctr $FAST --out "$TMP/f2d" >"$TMP/f2d.out" 2>&1
+$MPI -np 2 -x PLUMB_TRAIN_DEVFEED=1 -x PLUMB_TRAIN_DEVICE_COMM=host "$PLUMB" train ctr $FAST $FASTX --out "$TMP/f2x" >"$TMP/f2x.out" 2>&1
+run fb 1 $FAST --precision bf16
+check fast-1 "$(dg "$TMP/f1.out")"
+check fast-1x "$(dg "$TMP/f1x.out")"
+check fast-2host "$(dg "$TMP/f2h.out")"
+check fast-2dev "$(dg "$TMP/f2d.out")"
+check fast-2feed-x "$(dg "$TMP/f2x.out")"
+check fast-bf16 "$(dg "$TMP/fb.out")"
+finish

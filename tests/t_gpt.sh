@@ -1,0 +1,65 @@
+# plumb train gpt through the one trainer, with real mpirun ranks:
+#  - gpt-tiny learns a text file Debian ships (val loss well below ln 256);
+#  - golden parameter digests and validation metrics equal on 1, 2 and 3 ranks;
+#  - two ranks SIGKILLed after a checkpoint, resumed on 3 ranks (and on 1):
+#    the digest of the uninterrupted run;
+#  - a bad token file exits 2 naming the file and what was expected.
+. "$(dirname "$0")/lib.sh"
+MPI="mpirun --oversubscribe"
+dg() { awk '/^param_digest/{print $2}' "$1"; }
+J() { jq -r "$2" "$1" 2>/dev/null; }
+TXT=/usr/share/common-licenses/GPL-3
+if [ -r "$TXT" ]; then
+  s0=$(date +%s.%N)
+  "$PLUMB" train gpt --preset gpt-tiny --data "text:$TXT" --steps 80 --batch 8 --threads 1 --health-interval 0 --out "$TMP/text" >"$TMP/text.out" 2>&1
+  s1=$(date +%s.%N)
+  v=$(J "$TMP/text/results.json" '.checks[0].metrics.val_loss.value // .val_loss')
+  [ -z "$v" ] || [ "$v" = null ] && v=$(sed -nE 's/^eval: val_loss ([0-9.]+).*/\1/p' "$TMP/text.out")
+  awk -v v="$v" 'BEGIN{exit !(v != "" && v < 4.0)}' \
+    && ok "gpt-tiny on $TXT: val loss $v after 80 steps of 8 x 64 tokens ($(awk -v a=$s0 -v b=$s1 'BEGIN{printf "%.1f", b-a}') s; ln 256 = 5.545)" \
+    || fail "gpt-tiny learns text" "val loss '$v'; $(tail -3 "$TMP/text.out")"
+else
+  skip "gpt-tiny on text" "$TXT not readable"
+fi
+# golden on 1, 2, 3 ranks: the same bits and the same validation loss
+G="--preset gpt-tiny --numerics golden --steps 8 --batch 12 --micro-shard 4 --train-samples 300 --eval-samples 24 --eval-batch 8 --quiet --param-digest --health-interval 0"
+for np in 1 2 3; do
+  $MPI -np $np "$PLUMB" train gpt $G --out "$TMP/g$np" >"$TMP/g$np.out" 2>&1 || fail "golden -np $np runs" "$(tail -3 "$TMP/g$np.out")"
+done
+a=$(dg "$TMP/g1.out"); b=$(dg "$TMP/g2.out"); c=$(dg "$TMP/g3.out")
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && ok "golden digest equal on -np 1, 2, 3 ($a)" || fail "golden digests" "$a / $b / $c"
+m1=$(grep '^eval:' "$TMP/g1.out"); m3=$(grep '^eval:' "$TMP/g3.out")
+[ -n "$m1" ] && [ "$m1" = "$m3" ] && ok "validation metrics equal on 1 and 3 ranks ($m1)" || fail "eval 1 vs 3" "$m1 vs $m3"
+# SIGKILL both ranks of a 2-rank run after its checkpoint at step 8 (of 16), resume on 3 ranks and on 1
+R="${G/--steps 8/--steps 16} --checkpoint-every 4"
+"$PLUMB" train gpt $R --out "$TMP/full" >"$TMP/full.out" 2>&1
+want=$(dg "$TMP/full.out")
+mkdir -p "$TMP/ck"
+$MPI -np 2 sh -c 'echo $$ > "$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP" "$PLUMB" train gpt ${R/--quiet/} --checkpoint-dir "$TMP/ck" --out "$TMP/k" >"$TMP/k.out" 2>&1 &
+mp=$!
+for i in $(seq 1 1200); do
+  [ -f "$TMP/ck/ckpt-0000000008.plumb" ] && break
+  sleep 0.1
+done
+for r in 0 1; do [ -f "$TMP/pid.$r" ] && kill -KILL "$(cat "$TMP/pid.$r")" 2>/dev/null; done
+wait $mp; krc=$?
+cp -r "$TMP/ck" "$TMP/ck1"
+$MPI -np 3 "$PLUMB" train gpt $R --checkpoint-dir "$TMP/ck" --resume --out "$TMP/r3" >"$TMP/r3.out" 2>&1
+"$PLUMB" train gpt $R --checkpoint-dir "$TMP/ck1" --resume --out "$TMP/r1" >"$TMP/r1.out" 2>&1
+s3=$(J "$TMP/r3/results.json" .train.start_step); x=$(dg "$TMP/r3.out"); y=$(dg "$TMP/r1.out")
+[ "$krc" -ne 0 ] && [ -n "$s3" ] && [ "$s3" != null ] && [ "$s3" -gt 0 ] && [ "$s3" -lt 16 ] && [ -n "$want" ] && [ "$x" = "$want" ] && [ "$y" = "$want" ] \
+  && ok "2 ranks SIGKILLed, resumed from step $s3 on 3 ranks and on 1: the uninterrupted digest" \
+  || fail "SIGKILL + resume" "mpirun rc $krc, start $s3; $x / $y vs $want; $(tail -2 "$TMP/r3.out")"
+# bad token files: exit 2, the file and what was expected named
+printf 'not a token file at all, just text padding it out past the header size...' >"$TMP/bad.bin"
+head -c 2000 /dev/zero >>"$TMP/bad.bin"
+expect_exit "a file without the llm.c magic: exit 2" 2 "$PLUMB" train gpt --preset gpt-tiny --data "tokens:$TMP/bad.bin" --steps 1 --health-interval 0 --out "$TMP/bad"
+grep -q "bad.bin: magic .* (expected 20240520" "$TMP/err" && ok "the error names the file and the expected magic" || fail "bad magic message" "$(cat "$TMP/err")"
+expect_exit "no files match: exit 2" 2 "$PLUMB" train gpt --preset gpt-tiny --data "tokens:$TMP/none_*.bin" --steps 1 --health-interval 0 --out "$TMP/none"
+grep -q "no token files match" "$TMP/err" && ok "an empty glob is named" || fail "empty glob message" "$(cat "$TMP/err")"
+# the accept check on this host's cpu: the fast run, the thread-count comparison, golden vs 1 thread
+"$PLUMB" accept --checks train-gpt --device cpu --out "$TMP/acc" >"$TMP/acc.out" 2>&1
+[ "$(J "$TMP/acc/results.json" '.checks[] | select(.name=="train-gpt") | .status')" = pass ] \
+  && ok "accept train-gpt passes on the cpu (val loss $(J "$TMP/acc/results.json" '.checks[] | select(.name=="train-gpt") | .metrics[] | select(.name=="val_loss") | .value'))" \
+  || fail "accept train-gpt" "$(grep train-gpt "$TMP/acc.out")"
+finish
