@@ -57,6 +57,22 @@ expect_exit "a file without the llm.c magic: exit 2" 2 "$PLUMB" train gpt --pres
 grep -q "bad.bin: magic .* (expected 20240520" "$TMP/err" && ok "the error names the file and the expected magic" || fail "bad magic message" "$(cat "$TMP/err")"
 expect_exit "no files match: exit 2" 2 "$PLUMB" train gpt --preset gpt-tiny --data "tokens:$TMP/none_*.bin" --steps 1 --health-interval 0 --out "$TMP/none"
 grep -q "no token files match" "$TMP/err" && ok "an empty glob is named" || fail "empty glob message" "$(cat "$TMP/err")"
+# plumb data synth-tokens writes the stream --data synthetic reads: training on the
+# file gives the synthetic run's golden digest and validation loss (the data seed also
+# keys the per-epoch window shift, so both runs name it)
+S="--preset gpt-tiny --numerics golden --steps 6 --batch 8 --data-seed 7 --quiet --param-digest --health-interval 0"
+"$PLUMB" data synth-tokens --tokens $(((100 + 1) * 64)) --vocab 256 --data-seed 7 --out "$TMP/st_train.bin" >"$TMP/st.out" 2>&1 \
+  && "$PLUMB" data synth-tokens --tokens $((8 * 64 + 1)) --vocab 256 --data-seed 7 --split val --out "$TMP/st_val.bin" >>"$TMP/st.out" 2>&1 \
+  || fail "synth-tokens writes token files" "$(cat "$TMP/st.out")"
+"$PLUMB" train gpt $S --data synthetic --train-samples 100 --eval-samples 8 --out "$TMP/sa" >"$TMP/sa.out" 2>&1
+"$PLUMB" train gpt $S --data "tokens:$TMP/st_train.bin" --eval-data "$TMP/st_val.bin" --out "$TMP/sb" >"$TMP/sb.out" 2>&1
+a=$(dg "$TMP/sa.out"); b=$(dg "$TMP/sb.out"); ea=$(grep '^eval:' "$TMP/sa.out"); eb=$(grep '^eval:' "$TMP/sb.out")
+[ -n "$a" ] && [ "$a" = "$b" ] && [ -n "$ea" ] && [ "$ea" = "$eb" ] \
+  && ok "synth-tokens files train as --data synthetic does (digest $a, $ea)" \
+  || fail "synth-tokens = synthetic" "$a vs $b; $ea vs $eb; $(tail -2 "$TMP/sb.out")"
+expect_exit "synth-tokens without --out: exit 2" 2 "$PLUMB" data synth-tokens --tokens 10
+expect_exit "synth-tokens --vocab 70000: exit 2" 2 "$PLUMB" data synth-tokens --tokens 10 --vocab 70000 --out "$TMP/x.bin"
+grep -q -- "--vocab" "$TMP/err" && ok "the bad option is named" || fail "synth-tokens --vocab message" "$(cat "$TMP/err")"
 # the accept check on this host's cpu: the fast run, the thread-count comparison, golden vs 1 thread
 "$PLUMB" accept --checks train-gpt --device cpu --out "$TMP/acc" >"$TMP/acc.out" 2>&1
 [ "$(J "$TMP/acc/results.json" '.checks[] | select(.name=="train-gpt") | .status')" = pass ] \
