@@ -9,7 +9,14 @@ clipping at 1.0, eager or torch.compile.
 Times --steps training steps after --warmup (CUDA events on a GPU, the wall
 clock on the cpu) and prints one JSON line:
   {"tokens_per_s", "step_ms", "peak_mem_bytes", "loss_first", "loss_last",
-   "mode", "precision", "device", "torch", "sdpa", "fused_adamw"}.
+   "val_loss", "mode", "precision", "device", "torch", "sdpa", "fused_adamw"}.
+The learning rate is --lr, after a linear warmup over the first --lr-warmup
+steps (lr (i + 1) / W at step i, as plumb's trainer and llm.c do); --seed
+seeds the initialisation. --val-tokens FILE: after training, the mean loss
+over the first --val-batches batches of B x T targets of that llm.c token
+file (batch b row r: tokens [(bB + r) T, (bB + r + 1) T], the next tokens its
+targets; plumb's validation windows and llm.c's val loader alike), null
+without it.
 Tokens: --tokens FILE reads an llm.c token file (plumb can write the batches
 it times; 256 int32 header, magic 20240520, then uint16 tokens) and takes
 consecutive windows of T+1 tokens; otherwise synthetic tokens from torch's
@@ -94,22 +101,27 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
 
 
+def token_file(path, need):
+    """the uint16 tokens of an llm.c token file as int64, at least need of them"""
+    with open(path, "rb") as f:
+        head = torch.frombuffer(bytearray(f.read(1024)), dtype=torch.int32)
+        if int(head[0]) != 20240520 or int(head[1]) != 1:
+            sys.exit("%s: magic %d version %d (expected 20240520, 1)" % (path, int(head[0]), int(head[1])))
+        cnt = int(head[2])
+        raw = f.read(2 * cnt)
+    if len(raw) != 2 * cnt:
+        sys.exit("%s: truncated (expected %d tokens)" % (path, cnt))
+    tok = torch.frombuffer(bytearray(raw), dtype=torch.int16).to(torch.int64) & 0xFFFF
+    if tok.numel() < need:
+        sys.exit("%s: %d tokens, expected at least %d" % (path, tok.numel(), need))
+    return tok
+
+
 def batches(args, c, device, n):
     """n batches of (tokens, targets) [B, T] on the device"""
     B, T = args.batch, args.seq
     if args.tokens:
-        with open(args.tokens, "rb") as f:
-            head = torch.frombuffer(bytearray(f.read(1024)), dtype=torch.int32)
-            if int(head[0]) != 20240520 or int(head[1]) != 1:
-                sys.exit("%s: magic %d version %d (expected 20240520, 1)" % (args.tokens, int(head[0]), int(head[1])))
-            cnt = int(head[2])
-            raw = f.read(2 * cnt)
-        if len(raw) != 2 * cnt:
-            sys.exit("%s: truncated (expected %d tokens)" % (args.tokens, cnt))
-        tok = torch.frombuffer(bytearray(raw), dtype=torch.int16).to(torch.int64) & 0xFFFF
-        need = n * B * T + 1
-        if tok.numel() < need:
-            sys.exit("%s: %d tokens, expected at least %d" % (args.tokens, tok.numel(), need))
+        tok = token_file(args.tokens, n * B * T + 1)
     else:
         g = torch.Generator().manual_seed(0)
         tok = torch.randint(0, c["vocab"], (n * B * T + 1,), generator=g)
@@ -132,17 +144,21 @@ def main():
     ap.add_argument("--mode", default="eager", choices=["eager", "compile"])
     ap.add_argument("--lr", type=float, default=6e-4)
     ap.add_argument("--tokens", default="", help="an llm.c token file to take the batches from")
+    ap.add_argument("--seed", type=int, default=0, help="initialisation seed")
+    ap.add_argument("--lr-warmup", type=int, default=0, help="linear learning-rate warmup steps")
+    ap.add_argument("--val-tokens", default="", help="an llm.c token file to measure the loss on after training")
+    ap.add_argument("--val-batches", type=int, default=4, help="batches of --val-tokens scored")
     a = ap.parse_args()
     c = dict(PRESETS[a.preset])
     a.seq = a.seq or c["block_size"]
-    if a.seq > c["block_size"] or a.batch < 1 or a.steps < 1 or a.warmup < 0:
-        sys.exit("gpt_pytorch: --seq %d (at most %d), --batch %d, --steps %d, --warmup %d" %
-                 (a.seq, c["block_size"], a.batch, a.steps, a.warmup))
+    if a.seq > c["block_size"] or a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.lr_warmup < 0 or a.val_batches < 1:
+        sys.exit("gpt_pytorch: --seq %d (at most %d), --batch %d, --steps %d, --warmup %d, --lr-warmup %d, "
+                 "--val-batches %d" % (a.seq, c["block_size"], a.batch, a.steps, a.warmup, a.lr_warmup, a.val_batches))
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
     if cuda and not torch.cuda.is_available():
         sys.exit("gpt_pytorch: --device cuda but torch sees no CUDA device")
-    torch.manual_seed(0)
+    torch.manual_seed(a.seed)
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -168,7 +184,14 @@ def main():
     data = batches(a, c, dev, a.warmup + a.steps)
     amp = torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16")
 
+    n_step = [0]
+
     def step(x, y):
+        if a.lr_warmup:  # a float lr (fused AdamW takes it per step without recompiling)
+            lr = a.lr * min(1.0, (n_step[0] + 1) / a.lr_warmup)
+            for g in opt.param_groups:
+                g["lr"] = lr
+        n_step[0] += 1
         opt.zero_grad(set_to_none=True)
         with amp:
             loss = fwd(x, y)
@@ -196,9 +219,20 @@ def main():
     else:
         ms = 1e3 * (time.perf_counter() - w0) / a.steps
     losses.append(last.item())
+    val_loss = None
+    if a.val_tokens:
+        B, T = a.batch, a.seq
+        vt = token_file(a.val_tokens, a.val_batches * B * T + 1)
+        model.eval()
+        tot = 0.0
+        with torch.no_grad(), amp:
+            for b in range(a.val_batches):
+                w = vt[b * B * T: (b + 1) * B * T + 1]
+                tot += model(w[:-1].view(B, T).to(dev), w[1:].view(B, T).to(dev)).item()
+        val_loss = tot / a.val_batches
     out = dict(tokens_per_s=a.batch * a.seq / (ms / 1e3), step_ms=ms,
                peak_mem_bytes=torch.cuda.max_memory_allocated() if cuda else 0,
-               loss_first=losses[0], loss_last=losses[-1], mode=a.mode, precision=a.precision, device=str(dev),
+               loss_first=losses[0], loss_last=losses[-1], val_loss=val_loss, seed=a.seed, mode=a.mode, precision=a.precision, device=str(dev),
                torch=torch.__version__, sdpa=HAVE_SDPA, fused_adamw=fused, preset=a.preset, batch=a.batch, seq=a.seq)
     print(json.dumps(out))
 
