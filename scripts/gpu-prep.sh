@@ -22,7 +22,8 @@ cp -r scripts bench "$DEST/"
 # llm.c's train_gpt2cu for scripts/gpu-gpt.sh, when built (scripts/llmc-build.sh; never committed)
 LLMC_DIR=${LLMC_DIR:-.llmc}
 if [ -x "$LLMC_DIR/train_gpt2cu" ]; then cp -r "$LLMC_DIR" "$DEST/llmc"; fi
-[ -d tests ] && mkdir -p "$DEST/tests" && cp tests/*.sh "$DEST/tests/" 2>/dev/null || true
+# tests/: the shell tests and the fixtures the test binary reads (topology XML, browser pages...)
+[ -d tests ] && mkdir -p "$DEST/tests" && cp -r tests/*.sh tests/*.xml tests/*.py tests/*.supp "$DEST/tests/" 2>/dev/null || true
 # libmicrohttpd12 as a Debian package (not installed here by default for every build)
 tmp=$(mktemp -d)
 ( cd "$tmp" && apt-get download libmicrohttpd12 >/dev/null 2>&1 && dpkg -x libmicrohttpd12_*.deb x ) || true

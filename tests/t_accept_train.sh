@@ -1,4 +1,4 @@
-# plumb accept's train-ctr check end to end (accept/check_train_ctr.c):
+# plumb accept's train-ctr check end to end (accept/check_train.c, with ctr's accept descriptor):
 #  - on the cpu: the fast run is compared with the same run at another thread
 #    count; equal bits are reported as such (no spread comparison pretended);
 #  - on a device that is not the cpu (the fake hip plugin, tests/fake_gpu.c:

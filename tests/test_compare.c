@@ -358,3 +358,175 @@ TEST(plant_spec_parse)
     REQUIRE(plant_parse(NULL, &p, &e) == PLUMB_OK);
     CHECK(!p.active);
 }
+
+/* ---- records that say which metric decides, which way is better, and the margin ---- */
+
+/* n seeds of a lower-is-better val_loss around `loss` and an accuracy, listed
+ * first so that the records' "primary" (not the first shared metric) decides. */
+static void write_loss_seeds(const char *path, int seed0, int n, double loss, int facts)
+{
+    FILE *f = fopen(path, "w");
+    for (int s = 0; s < n; s++) {
+        double z = philox_normal_at((uint64_t)(seed0 + s), RNG_STATS, 11, 0, 0);
+        fprintf(f, "{\"seed\": %d, \"accuracy\": %.6f, \"val_loss\": %.6f", seed0 + s, 0.4 + 0.001 * z,
+                loss + 0.002 * z);
+        if (facts)
+            fprintf(f, ", \"primary\": \"val_loss\", \"better\": {\"val_loss\": \"lower\", \"accuracy\": \"higher\"}, "
+                       "\"margin\": \"val_loss=0.5%%,1%%\"");
+        fprintf(f, "}\n");
+    }
+    fclose(f);
+}
+
+TEST(seeds_records_carry_primary_direction_and_margin)
+{
+    struct seed_set s;
+    plumb_err e = {0};
+    const char *p = tpath("facts.jsonl");
+    write_loss_seeds(p, 1, 3, 2.0, 1);
+    REQUIRE(seeds_read(p, &s, &e) == PLUMB_OK);
+    CHECK(s.nmetric == 2 && !strcmp(s.metric[0], "accuracy")); /* the facts are not metrics */
+    CHECK_STREQ(s.primary, "val_loss");
+    CHECK_STREQ(s.margin, "val_loss=0.5%,1%");
+    CHECK(seeds_better(&s, "val_loss") == -1 && seeds_better(&s, "accuracy") == 1 && seeds_better(&s, "nope") == 0);
+    seeds_free(&s);
+    struct { const char *text, *want; } bad[] = {
+        {"{\"seed\": 1, \"auc\": 0.7, \"primary\": \"loss\"}\n", ":1: \"primary\" names \"loss\", which is not a numeric field"},
+        {"{\"seed\": 1, \"auc\": 0.7, \"primary\": 3}\n", ":1: \"primary\" is not a metric name"},
+        {"{\"seed\": 1, \"auc\": 0.7, \"loss\": 1, \"primary\": \"auc\"}\n{\"seed\": 2, \"auc\": 0.7, \"loss\": 1, \"primary\": \"loss\"}\n",
+         ":2: \"primary\" is \"loss\", earlier lines say \"auc\""},
+        {"{\"seed\": 1, \"auc\": 0.7, \"better\": {\"auc\": \"up\"}}\n", ":1: better.auc is not \"higher\" or \"lower\""},
+        {"{\"seed\": 1, \"auc\": 0.7, \"better\": \"higher\"}\n", ":1: \"better\" is not an object"},
+        {"{\"seed\": 1, \"auc\": 0.7, \"better\": {\"auc\": \"higher\"}}\n{\"seed\": 2, \"auc\": 0.7, \"better\": {\"auc\": \"lower\"}}\n",
+         ":2: better.auc is \"lower\", earlier lines say \"higher\""},
+        {"{\"seed\": 1, \"auc\": 0.7, \"margin\": \"1%\"}\n{\"seed\": 2, \"auc\": 0.7, \"margin\": \"2%\"}\n",
+         ":2: \"margin\" is \"2%\", earlier lines say \"1%\""},
+        {"{\"seed\": 1, \"auc\": 0.7, \"margin\": 0.01}\n", ":1: \"margin\" is not a margin text"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_text(p, bad[i].text);
+        CHECK_MSG(seeds_read(p, &s, &e) == PLUMB_EUSAGE, "case %zu accepted", i);
+        CHECK_MSG(strstr(e.msg, bad[i].want) && strstr(e.msg, "facts.jsonl"), "case %zu: '%s' (want '%s')", i, e.msg,
+                  bad[i].want);
+    }
+}
+
+TEST(compare_takes_primary_margin_and_direction_from_records)
+{
+    /* B's val_loss 0.05 (25 seed sd) higher: different, and B is the worse side since lower is better */
+    write_loss_seeds(tpath("la.jsonl"), 1, 5, 2.00, 1);
+    write_loss_seeds(tpath("lb.jsonl"), 6, 5, 2.05, 1);
+    struct compare_opts o;
+    compare_opts_defaults(&o);
+    json_t *doc = NULL;
+    plumb_err e = {0};
+    REQUIRE(compare_metric_files(tpath("la.jsonl"), tpath("lb.jsonl"), &o, &doc, &e) == PLUMB_OK);
+    const json_t *g = json_array_get(json_object_get(doc, "parity"), 0);
+    CHECK_STREQ(jsonx_str(g, "primary"), "val_loss");
+    CHECK_STREQ(jsonx_str(g, "primary_from"), "A's records");
+    const json_t *m = parity_metric(doc, "val_loss");
+    REQUIRE(m);
+    CHECK(!strcmp(jsonx_str(m, "verdict"), "different") && json_is_true(json_object_get(m, "primary")));
+    CHECK_STREQ(jsonx_str(m, "better"), "lower");
+    CHECK_STREQ(jsonx_str(m, "b_vs_a"), "worse");
+    /* the records' margin: val_loss 0.5% of A's mean, the others 1% */
+    CHECK_NEAR(jsonx_num(json_object_get(m, "margin"), "abs"), 0.005 * jsonx_num(m, "mean_a"), 1e-12);
+    CHECK_STREQ(jsonx_str(json_object_get(m, "margin"), "from"), "A's records");
+    const json_t *acc = parity_metric(doc, "accuracy");
+    CHECK(acc && fabs(jsonx_num(json_object_get(acc, "margin"), "abs") - 0.01 * jsonx_num(acc, "mean_a")) < 1e-12);
+    CHECK(strstr(jsonx_str(doc, "summary"), "B worse: lower is better") != NULL);
+    CHECK(!strcmp(jsonx_str(doc, "verdict"), "different") && jsonx_num(doc, "exit_code") == 1);
+    json_decref(doc);
+    /* the other way round B is the better side; the verdict stays two-sided */
+    REQUIRE(compare_metric_files(tpath("lb.jsonl"), tpath("la.jsonl"), &o, &doc, &e) == PLUMB_OK);
+    m = parity_metric(doc, "val_loss");
+    CHECK(m && !strcmp(jsonx_str(m, "b_vs_a"), "better") && !strcmp(jsonx_str(m, "verdict"), "different"));
+    json_decref(doc);
+    /* --metric and --margin win over the records */
+    o.metric = "accuracy";
+    o.margin = "0.002";
+    REQUIRE(compare_metric_files(tpath("la.jsonl"), tpath("lb.jsonl"), &o, &doc, &e) == PLUMB_OK);
+    g = json_array_get(json_object_get(doc, "parity"), 0);
+    CHECK_STREQ(jsonx_str(g, "primary"), "accuracy");
+    m = parity_metric(doc, "val_loss");
+    CHECK(m && jsonx_num(json_object_get(m, "margin"), "abs") == 0.002);
+    CHECK_STREQ(jsonx_str(json_object_get(m, "margin"), "from"), "--margin");
+    json_decref(doc);
+    /* records without the facts: as before, the first shared metric decides at 0.15%, no direction claimed */
+    compare_opts_defaults(&o);
+    write_loss_seeds(tpath("na.jsonl"), 1, 5, 2.00, 0);
+    write_loss_seeds(tpath("nb.jsonl"), 6, 5, 2.05, 0);
+    REQUIRE(compare_metric_files(tpath("na.jsonl"), tpath("nb.jsonl"), &o, &doc, &e) == PLUMB_OK);
+    g = json_array_get(json_object_get(doc, "parity"), 0);
+    CHECK_STREQ(jsonx_str(g, "primary"), "accuracy");
+    m = parity_metric(doc, "val_loss");
+    CHECK(m && json_is_null(json_object_get(m, "better")) && !json_object_get(m, "b_vs_a"));
+    CHECK_NEAR(jsonx_num(json_object_get(m, "margin"), "abs"), 0.0015 * jsonx_num(m, "mean_a"), 1e-12);
+    json_decref(doc);
+    /* a bad margin in the records is bad input naming it */
+    write_text(tpath("bm.jsonl"), "{\"seed\": 1, \"auc\": 0.7, \"margin\": \"lots\"}\n{\"seed\": 2, \"auc\": 0.71, \"margin\": \"lots\"}\n");
+    CHECK(compare_metric_files(tpath("bm.jsonl"), tpath("bm.jsonl"), &o, &doc, &e) == PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "'lots'") && strstr(e.msg, "A's records"), "%s", e.msg);
+}
+
+/* A ladder of a lower-is-better metric: from rung 4 on B's val_loss rises (worse). */
+static void write_loss_rung(const char *dir, int rung, const char *name, double loss, const char *tag)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/checks/ladder-lm/rung%d-%s.seeds.jsonl", dir, rung, name);
+    FILE *f = fopen(p, "w");
+    for (int s = 0; s < 5; s++)
+        fprintf(f, "{\"seed\": %d, \"val_loss\": %.6f, \"primary\": \"val_loss\", \"better\": {\"val_loss\": \"lower\"}, "
+                   "\"info\": {\"param_digest\": \"%s-%d\"}}\n",
+                1 + s, loss + 0.002 * philox_normal_at((uint64_t)(1 + s), RNG_STATS, (uint32_t)rung, 5, 0), tag, s);
+    fclose(f);
+}
+
+TEST(compare_ladder_of_a_loss_says_which_way_is_worse)
+{
+    const char *A = tpath("lladA"), *B = tpath("lladB");
+    static const char *names[3] = {"golden", "fast-strict", "bf16-amp"};
+    static const int nums[3] = {1, 2, 4};
+    json_t *ck[2];
+    for (int side = 0; side < 2; side++) {
+        const char *dir = side ? B : A;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/checks/ladder-lm", dir);
+        plumb_err e = {0};
+        file_mkdirs(p, &e);
+        json_t *rungs = json_array();
+        for (int r = 0; r < 3; r++) {
+            snprintf(p, sizeof p, "checks/ladder-lm/rung%d-%s.seeds.jsonl", nums[r], names[r]);
+            json_array_append_new(rungs, json_pack("{s:i, s:s, s:s, s:s}", "rung", nums[r], "name", names[r], "turns_on",
+                                                   names[r], "seeds", p));
+            write_loss_rung(dir, nums[r], names[r], side && r == 2 ? 2.02 : 2.0, r == 0 ? "g" : side ? "fb" : "fa");
+        }
+        /* rung 5: the workload lacks fp16, recorded as not run */
+        json_array_append_new(rungs, json_pack("{s:i, s:s, s:s, s:s, s:b}", "rung", 5, "name", "fp16-amp", "turns_on",
+                                               "fp16", "skipped", "not run: lm trains in fp32,bf16 only", "run", 0));
+        ck[side] = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:o}}", "name", "ladder-lm", "device", "cpu", "status",
+                             "pass", "details", "workload", "lm", "metric", "val_loss", "better", "lower", "rungs", rungs);
+    }
+    struct compare_opts o;
+    compare_opts_defaults(&o);
+    json_t *lad = NULL;
+    plumb_err e = {0};
+    REQUIRE(compare_ladder(ck[0], A, ck[1], B, &o, &lad, &e) == PLUMB_OK);
+    CHECK(json_array_size(json_object_get(lad, "rungs")) == 3); /* the skipped rung has no row ... */
+    const json_t *sk = json_array_get(json_object_get(lad, "skipped"), 0);
+    CHECK(sk && jsonx_num(sk, "rung") == 5 && strstr(jsonx_str(sk, "why"), "not run")); /* ... but is listed */
+    CHECK_STREQ(jsonx_str(lad, "better"), "lower");
+    CHECK_STREQ(jsonx_str(lad, "workload"), "lm");
+    CHECK_MSG(json_integer_value(json_object_get(lad, "parts_at_rung")) == 4, "%s", jsonx_str(lad, "text"));
+    CHECK_MSG(strstr(jsonx_str(lad, "text"), "there B is worse (val_loss lower is better)") != NULL, "%s",
+              jsonx_str(lad, "text"));
+    json_decref(lad);
+    /* B alone: the largest shift (rung 4, val_loss up) is worse */
+    REQUIRE(compare_ladder(ck[1], B, NULL, NULL, &o, &lad, &e) == PLUMB_OK);
+    const json_t *ls = json_object_get(lad, "largest_shift_a");
+    CHECK(ls && jsonx_num(ls, "rung") == 4 && jsonx_num(ls, "sd_units") > 3);
+    CHECK_STREQ(jsonx_str(ls, "effect"), "worse");
+    CHECK(strstr(jsonx_str(lad, "text"), "(worse: lower is better)") != NULL);
+    json_decref(lad);
+    json_decref(ck[0]), json_decref(ck[1]);
+}

@@ -64,7 +64,9 @@ TEST(hostinfo_pci_locality_from_xml)
     char path[PATH_MAX];
     plumb_err e = {0};
     struct hostinfo *h;
-    REQUIRE(hostinfo_open(fixture(path, sizeof path), HOSTINFO_PCI, &h, &e) == 0);
+    const int rc = hostinfo_open(fixture(path, sizeof path), HOSTINFO_PCI, &h, &e);
+    CHECK_MSG(rc == 0, "%s: %s", path, e.msg);
+    REQUIRE(rc == 0);
     CHECK_STREQ(hostinfo_cpu_model(h), "Test CPU 9000");
     CHECK_EQ_INT(hostinfo_numa_nodes(h), 2);
     char cpus[64];

@@ -1,6 +1,6 @@
-/* The ladder check (accept/check_parity.h): ctr-tiny trained with K seeds
- * at each rung of increasing numerical freedom on ctx->device, each rung a
- * real training run with that setting:
+/* The ladder check (accept/check_parity.h): the workload's accept preset
+ * trained with K seeds at each rung of increasing numerical freedom on
+ * ctx->device, each rung a real training run with that setting:
  *   1 golden       one fixed evaluation order, bit-identical on every device
  *   2 fast-strict  fast kernels, fp32 GEMMs strict IEEE (no TF32, no split-K:
  *                  PLUMB_GEMM_REDUCTION=none)
@@ -11,9 +11,14 @@
  *   5 fp16-amp     rung 3 + fp16 autocast, dynamic loss scaling
  * On the cpu rungs 2 and 3 are one setting (OpenBLAS has no TF32 and the cpu
  * GEMM no split-K choice): rung 3 is recorded as the same runs as rung 2,
- * and says so. Each rung's seeds go to checks/ladder[-dev]/rungN-NAME.seeds.jsonl;
- * report/compare_ladder.c analyses one ladder or two. */
+ * and says so. A rung whose precision the workload does not train in
+ * (workload_accept.precisions; toy: fp32 only) is recorded as not run, with
+ * the reason. Each rung's seeds go to
+ * checks/<name>[-dev]/rungN-NAME.seeds.jsonl (name: ladder for ctr,
+ * ladder-W for another workload W); report/compare_ladder.c analyses one
+ * ladder or two, on the descriptor's deciding metric. */
 #include "accept/check_parity.h"
+#include "accept/workload_accept.h"
 #include "core/jsonx.h"
 #include "dev/dev.h"
 #include "report/compare.h"
@@ -32,9 +37,11 @@ static const char *const turns_on[5] = {
     "fp16 autocast with dynamic loss scaling",
 };
 
-static void rung_cfg(int rung, const char *device, int threads, long steps, int has_tf32, struct seed_run_cfg *c)
+static void rung_cfg(const struct workload *wl, int rung, const char *device, int threads, long steps, int has_tf32,
+                     struct seed_run_cfg *c)
 {
     seed_run_cfg_defaults(c, device, threads);
+    c->wl = wl;
     c->steps = steps;
     switch (rung) {
     case 1: c->numerics = NUMERICS_GOLDEN; break;
@@ -60,8 +67,16 @@ static int rung_selected(const char *list, const char *name)
 int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, struct check_result *r, plumb_err *e)
 {
     const char *device = ctx->device ? ctx->device : "cpu";
-    int rc = check_begin(r, "ladder", device);
-    if (rc) return err_set(e, rc, "ladder: cannot start the check");
+    struct seed_run_cfg wc;
+    seed_run_cfg_defaults(&wc, device, ctx->threads);
+    wc.wl = o->wl;
+    const struct workload *wl = seed_run_workload(&wc);
+    if (!wl || !wl->accept) return err_set(e, PLUMB_EINTERNAL, "ladder: the workload has no accept descriptor");
+    const struct workload_accept *wa = wl->accept;
+    char cname[64];
+    accept_check_name("ladder", wl, cname, sizeof cname);
+    int rc = check_begin(r, cname, device);
+    if (rc) return err_set(e, rc, "%s: cannot start the check", cname);
     /* the rung list must name rungs */
     if (o->rungs && *o->rungs && strcmp(o->rungs, "all")) {
         char buf[256];
@@ -102,9 +117,17 @@ int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, s
         const char *name = ladder_rung_names[rung - 1];
         if (!rung_selected(o->rungs, name)) continue;
         struct seed_run_cfg c;
-        rung_cfg(rung, device, ctx->threads, o->steps, has_tf32, &c);
+        rung_cfg(wl, rung, device, ctx->threads, o->steps, has_tf32, &c);
         plant_apply(o->plant, rung, &c);
-        char desc[160];
+        if (!accept_precision_ok(wl, c.precision)) {
+            char why[160];
+            snprintf(why, sizeof why, "not run: %s trains in %s only", wl->name, wa->precisions);
+            json_array_append_new(rungs, json_pack("{s:i, s:s, s:s, s:s, s:b}", "rung", rung, "name", name,
+                                                   "turns_on", turns_on[rung - 1], "skipped", why, "run", 0));
+            if (o->log) fprintf(o->log, "ladder on %s, rung %d %s: %s\n", device, rung, name, why);
+            continue;
+        }
+        char desc[256];
         seed_run_describe(&c, desc, sizeof desc);
         json_t *row = json_pack("{s:i, s:s, s:s, s:s}", "rung", rung, "name", name, "turns_on", turns_on[rung - 1],
                                 "setting", desc);
@@ -126,7 +149,8 @@ int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, s
         snprintf(path, sizeof path, "%s/rung%d-%s.seeds.jsonl", dir, rung, name);
         snprintf(scratch, sizeof scratch, "%s/.run", dir);
         const char *p = strstr(dir, "/checks/");
-        snprintf(rel, sizeof rel, "%s/rung%d-%s.seeds.jsonl", p ? p + 1 : "checks/ladder", rung, name);
+        if (p) snprintf(rel, sizeof rel, "%s/rung%d-%s.seeds.jsonl", p + 1, rung, name);
+        else snprintf(rel, sizeof rel, "checks/%s/rung%d-%s.seeds.jsonl", cname, rung, name);
         if (o->log) fprintf(o->log, "ladder on %s, rung %d %s: %s, %d seeds\n", device, rung, name, desc, k);
         json_t *recs = NULL;
         rc = seed_runs(&c, o->seed_base, k, path, scratch, o->log, &recs, e);
@@ -142,7 +166,8 @@ int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, s
         json_array_append_new(rungs, row);
         prev_run = rung;
     }
-    json_t *det = json_pack("{s:s, s:i, s:I, s:o}", "metric", "auc", "seeds_per_rung", k, "seed_base",
+    json_t *det = json_pack("{s:s, s:s, s:s, s:i, s:I, s:o}", "workload", wl->name, "metric", wa->metric, "better",
+                            wa->higher_is_better ? "higher" : "lower", "seeds_per_rung", k, "seed_base",
                             (json_int_t)o->seed_base, "rungs", rungs);
     if (o->plant && o->plant->active) json_object_set_new(det, "planted", json_string(o->plant->text));
     json_object_update(json_object_get(r->obj, "details"), det);
@@ -159,10 +184,10 @@ int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, s
         json_array_foreach(json_object_get(lad, "rungs"), i, row)
         {
             char n[96];
-            snprintf(n, sizeof n, "rung%d_%s_auc_mean", (int)jsonx_num(row, "rung"), jsonx_str(row, "name"));
+            snprintf(n, sizeof n, "rung%d_%s_%s_mean", (int)jsonx_num(row, "rung"), jsonx_str(row, "name"), wa->metric);
             double m = jsonx_num(json_object_get(row, "a"), "mean");
             if (isfinite(m)) check_metric(r, n, m, "");
-            snprintf(n, sizeof n, "rung%d_%s_auc_std", (int)jsonx_num(row, "rung"), jsonx_str(row, "name"));
+            snprintf(n, sizeof n, "rung%d_%s_%s_std", (int)jsonx_num(row, "rung"), jsonx_str(row, "name"), wa->metric);
             double s = jsonx_num(json_object_get(row, "a"), "std");
             if (isfinite(s)) check_metric(r, n, s, "");
         }

@@ -12,7 +12,14 @@
 #include "report/check.h"
 #include "accept/seed_runs.h"
 
+struct workload;
+
+/* Both checks train the workload's accept preset (train/model.h, struct
+ * workload_accept) and are named accept_check_name("parity" / "ladder", wl):
+ * the bare names for the default workload (ctr), parity-W / ladder-W for
+ * any other W. */
 struct parity_check_opts {
+    const struct workload *wl; /* NULL: ACCEPT_DEFAULT_WORKLOAD */
     int seeds;                 /* K; 0: parity_seeds_for_level */
     uint64_t seed_base;        /* seeds seed_base .. seed_base + K - 1 */
     long steps;                /* 0: the workload's */
@@ -24,6 +31,7 @@ int check_parity_run(const struct check_ctx *ctx, const struct parity_check_opts
                      plumb_err *e);
 
 struct ladder_opts {
+    const struct workload *wl; /* NULL: ACCEPT_DEFAULT_WORKLOAD */
     int seeds;                 /* K per rung; 0: parity_seeds_for_level */
     uint64_t seed_base;
     long steps;

@@ -19,19 +19,20 @@ int check_rng_run_seed(const struct check_ctx *ctx, long count, unsigned long lo
  * (accept/check_numerics.c); numerics = "fast" or "golden" */
 int check_numerics_run(const struct check_ctx *ctx, const char *numerics, int allow_tf32,
                        struct check_result *r, plumb_err *e);
-/* ctr-tiny trained on ctx->device: AUC floor, fast AUC within the cpu's
- * seed-to-seed spread, golden digest vs cpu (accept/check_train_ctr.c) */
-int check_train_ctr_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
-/* The spread verdict of check_train_ctr_run, pure: cpu_aucs[0..k-1] are the
- * cpu's fast AUCs over k seeds, cpu_aucs[0] at the device run's seed. Sets
- * *spread = max - min of cpu_aucs and *tol = max(*spread, floor) (both NaN
- * when an input is not finite or k < 1); returns 1 when
- * |dev_auc - cpu_aucs[0]| <= *tol, else 0. spread/tol may be NULL. */
-int train_ctr_spread_verdict(double dev_auc, const double *cpu_aucs, int k, double floor, double *spread,
-                             double *tol);
-/* gpt-tiny trained on ctx->device: validation loss ceiling, fast loss within
- * the cpu's seed-to-seed spread, golden digest vs cpu (accept/check_train_gpt.c) */
-int check_train_gpt_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
+/* The workload's accept preset (train/model.h, struct workload_accept)
+ * trained on ctx->device, the check train-<name>: the deciding metric's
+ * bound, the fast metric within the cpu's seed-to-seed spread, the golden
+ * digest vs the cpu's (accept/check_train.c). */
+struct workload;
+int check_train_run(const struct check_ctx *ctx, const struct workload *wl, struct check_result *r, plumb_err *e);
+/* The spread verdict of check_train_run, pure: cpu_values[0..k-1] are the
+ * cpu's fast values of the deciding metric over k seeds, cpu_values[0] at
+ * the device run's seed. Sets *spread = max - min of cpu_values and *tol =
+ * max(*spread, floor) (both NaN when an input is not finite or k < 1);
+ * returns 1 when |dev_value - cpu_values[0]| <= *tol, else 0 (two-sided,
+ * whichever direction is better). spread/tol may be NULL. */
+int train_spread_verdict(double dev_value, const double *cpu_values, int k, double floor, double *spread,
+                         double *tol);
 /* health sampled during the run, no threshold crossed (accept/check_health.c) */
 int check_health_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 /* The health entry from samples already taken (array of {"type":"health",

@@ -1,13 +1,18 @@
-/* Seeds as evidence (docs/COMPARE.md): the workload trained K times on one
- * device, one independent run per seed, each run's final metrics and loss
- * curve one line of a seeds.jsonl file (report/seeds.h). The seed changes
- * the model initialisation and the shuffling; the data seed stays fixed, so
- * every run sees the same training and evaluation sets.
+/* Seeds as evidence (docs/COMPARE.md): a workload's accept preset
+ * (train/model.h, struct workload_accept) trained K times on one device, one
+ * independent run per seed, each run's final metrics and loss curve one line
+ * of a seeds.jsonl file (report/seeds.h). The seed changes the model
+ * initialisation and the shuffling; the data seed stays fixed, so every run
+ * sees the same training and evaluation sets.
  *
  * This file is the only caller of the trainer for the parity and ladder
- * checks (accept/check_parity.c, accept/check_ladder.c). The workload is
- * ctr-tiny with the settings of accept/check_train_ctr.c (AdamW, lr 0.004,
- * warmup 50, batch 256, 1500 steps, 50000 eval samples). */
+ * checks (accept/check_parity.c, accept/check_ladder.c). The runs are the
+ * train-<workload> check's fast runs (accept/check_train.c; ctr: ctr-tiny,
+ * AdamW, lr 0.004, warmup 50, batch 256, 1500 steps, 50000 eval samples)
+ * with the rung's numerics and precision on top. Every record carries the
+ * workload's eval metrics by their own names, the deciding one as
+ * "primary", each metric's direction ("better") and the descriptor's
+ * margin, so plumb compare needs no workload table to read them. */
 #ifndef PLUMB_SEED_RUNS_H
 #define PLUMB_SEED_RUNS_H
 #include <jansson.h>
@@ -16,7 +21,10 @@
 #include "core/err.h"
 #include "dev/dev.h"
 
+struct workload;
+
 struct seed_run_cfg {
+    const struct workload *wl; /* with an accept descriptor; NULL: ACCEPT_DEFAULT_WORKLOAD */
     const char *device;
     int threads;               /* cpu threads, 0 = the trainer's default */
     enum numerics numerics;
@@ -26,11 +34,14 @@ struct seed_run_cfg {
     const char *gemm_reduction;/* PLUMB_GEMM_REDUCTION for the GPU plugins' GEMMs during the run:
                                   "none" (no split-K), "sequential" (the default), NULL: as set */
     double lr_scale;           /* the learning rate times this (1; a planted change otherwise) */
-    long steps;                /* 0: the workload's 1500 */
-    long eval_samples;         /* 0: 50000 */
+    long steps;                /* 0: the descriptor's (ctr 1500) */
+    long eval_samples;         /* 0: the descriptor's (ctr 50000) */
 };
+/* The default workload's (ACCEPT_DEFAULT_WORKLOAD) fast fp32 run. */
 void seed_run_cfg_defaults(struct seed_run_cfg *c, const char *device, int threads);
-/* "fast fp32, strict GEMMs, lr 0.004, 1500 steps" */
+/* The workload of c (wl, or the default one). */
+const struct workload *seed_run_workload(const struct seed_run_cfg *c);
+/* "ctr-tiny, fast fp32, strict fp32, lr 0.004, 1500 steps" */
 void seed_run_describe(const struct seed_run_cfg *c, char *buf, size_t n);
 
 /* A planted change of known effect (--plant): "lr=3" (learning rate x3),

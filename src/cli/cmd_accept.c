@@ -5,6 +5,7 @@
  * check could not run at all (internal error). */
 #include "accept/check_parity.h"
 #include "accept/checks.h"
+#include "accept/workload_accept.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -22,94 +23,90 @@ enum level { LEVEL_QUICK = 0, LEVEL_STANDARD = 1, LEVEL_FULL = 2 };
 static const char *level_names[] = {"quick", "standard", "full"};
 
 struct accept_entry;
-typedef int (*accept_run_fn)(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                             struct check_result *r, plumb_err *e);
+/* wl: the workload of a per-workload entry (NULL otherwise) */
+typedef int (*accept_run_fn)(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                             enum level lv, struct check_result *r, plumb_err *e);
 
 /* One row of the acceptance table: `run` is called once (per_device = 0) or
- * once per device (per_device = 1) at every level >= min_level. */
+ * once per device (per_device = 1) at every level >= min_level; a
+ * per_workload entry once per selected workload (--workloads), its check
+ * called "<label>-<workload>". */
 struct accept_entry {
     const char *label;  /* progress text, e.g. "numerics golden" */
     enum level min_level;
     int per_device;
     accept_run_fn run;
+    int per_workload;
 };
 
-static int run_doctor(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                      struct check_result *r, plumb_err *e)
+static int run_doctor(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                      enum level lv, struct check_result *r, plumb_err *e)
 {
-    (void)a, (void)lv;
+    (void)a, (void)wl, (void)lv;
     return check_doctor_run(ctx, r, e);
 }
 
-static int run_health(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                      struct check_result *r, plumb_err *e)
+static int run_health(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                      enum level lv, struct check_result *r, plumb_err *e)
 {
-    (void)a, (void)lv;
+    (void)a, (void)wl, (void)lv;
     return check_health_run(ctx, r, e);
 }
 
-static int run_rng(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                   struct check_result *r, plumb_err *e)
+static int run_rng(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                   enum level lv, struct check_result *r, plumb_err *e)
 {
-    (void)a;
+    (void)a, (void)wl;
     return check_rng_run(ctx, lv == LEVEL_FULL ? 10000000 : 1000000, r, e);
 }
-static int run_numerics_golden(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                               struct check_result *r, plumb_err *e)
+static int run_numerics_golden(const struct check_ctx *ctx, const struct accept_entry *a,
+                               const struct workload *wl, enum level lv, struct check_result *r, plumb_err *e)
 {
-    (void)a, (void)lv;
+    (void)a, (void)wl, (void)lv;
     return check_numerics_run(ctx, "golden", 0, r, e);
 }
-static int run_numerics_fast(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                             struct check_result *r, plumb_err *e)
+static int run_numerics_fast(const struct check_ctx *ctx, const struct accept_entry *a,
+                             const struct workload *wl, enum level lv, struct check_result *r, plumb_err *e)
 {
-    (void)a, (void)lv;
+    (void)a, (void)wl, (void)lv;
     return check_numerics_run(ctx, "fast", 0, r, e);
 }
 
-static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                      struct check_result *r, plumb_err *e)
+static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                      enum level lv, struct check_result *r, plumb_err *e)
 {
-    (void)a, (void)lv;
+    (void)a, (void)wl, (void)lv;
     return check_faults_run(ctx, r, e);
 }
 
-static int run_train_ctr(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                         struct check_result *r, plumb_err *e)
+static int run_train(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                     enum level lv, struct check_result *r, plumb_err *e)
 {
     (void)a, (void)lv;
-    return check_train_ctr_run(ctx, r, e);
+    return check_train_run(ctx, wl, r, e);
 }
 
-/* --seeds, --seed-base, --seed-steps, --plant: the parity check's settings */
+/* --seeds, --seed-base, --seed-steps, --plant, --workload: the parity check's settings */
 static struct parity_check_opts g_parity;
 
-static int run_parity(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                      struct check_result *r, plumb_err *e)
+static int run_parity(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                      enum level lv, struct check_result *r, plumb_err *e)
 {
-    (void)a, (void)lv;
+    (void)a, (void)wl, (void)lv;
     return check_parity_run(ctx, &g_parity, r, e);
-}
-
-static int run_train_gpt(const struct check_ctx *ctx, const struct accept_entry *a, enum level lv,
-                         struct check_result *r, plumb_err *e)
-{
-    (void)a, (void)lv;
-    return check_train_gpt_run(ctx, r, e);
 }
 
 /* THE CHECK TABLE. Add a line per check; keep the order cheap -> expensive. */
 static const struct accept_entry accept_table[] = {
-    {"doctor", LEVEL_QUICK, 0, run_doctor},
-    {"rng", LEVEL_QUICK, 1, run_rng},
-    {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden},
-    {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast},
-    {"train-ctr", LEVEL_STANDARD, 1, run_train_ctr},
-    {"train-gpt", LEVEL_STANDARD, 1, run_train_gpt},
-    {"parity", LEVEL_STANDARD, 1, run_parity},
-    {"faults", LEVEL_STANDARD, 0, run_faults},
+    {"doctor", LEVEL_QUICK, 0, run_doctor, 0},
+    {"rng", LEVEL_QUICK, 1, run_rng, 0},
+    {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden, 0},
+    {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast, 0},
+    {"train", LEVEL_STANDARD, 1, run_train, 1},
+    {"parity", LEVEL_STANDARD, 1, run_parity, 0},
+    {"faults", LEVEL_STANDARD, 0, run_faults, 0},
     /* health stays last: it reports the run-wide health monitor's alerts */
-    {"health", LEVEL_QUICK, 0, run_health},
+    {"health", LEVEL_QUICK, 0, run_health, 0},
 };
 
 void doctor_print_rows(FILE *f, const json_t *check); /* cmd_doctor.c */
@@ -120,12 +117,24 @@ static int entry_at_level(const struct accept_entry *a, enum level lv)
     return a->min_level <= lv || (a->run == run_parity && g_parity.seeds > 0);
 }
 
-/* Does the entry belong to the check called name (first word of its label)? */
-static int entry_named(const struct accept_entry *a, const char *name)
+/* Does the entry belong to the check called name (first word of its label;
+ * a per-workload entry also answers to "<label>-<workload>")? *wl gets that
+ * workload, NULL for the bare name. */
+static int entry_named_wl(const struct accept_entry *a, const char *name, const struct workload **wl)
 {
     size_t L = strcspn(a->label, " ");
-    return strlen(name) == L && !strncmp(a->label, name, L);
+    if (wl) *wl = NULL;
+    if (strlen(name) == L && !strncmp(a->label, name, L)) return 1;
+    if (!a->per_workload || strncmp(a->label, name, L) || name[L] != '-') return 0;
+    for (int i = 0; accept_workload_at(i); i++)
+        if (!strcmp(accept_workload_at(i)->name, name + L + 1)) {
+            if (wl) *wl = accept_workload_at(i);
+            return 1;
+        }
+    return 0;
 }
+
+static int entry_named(const struct accept_entry *a, const char *name) { return entry_named_wl(a, name, NULL); }
 
 static int entry_selected(const struct accept_entry *a, char **names, int nnames)
 {
@@ -133,6 +142,33 @@ static int entry_selected(const struct accept_entry *a, char **names, int nnames
     for (int i = 0; i < nnames; i++)
         if (entry_named(a, names[i])) return 1;
     return 0;
+}
+
+/* The workloads a per-workload entry runs: those --checks names as
+ * "<label>-<w>"; all of --workloads when --checks names the bare label,
+ * gives nothing or is "all". Returns the count. */
+#define MAX_WL 16
+static int entry_workloads(const struct accept_entry *a, char **names, int nnames, const struct workload *const *sel,
+                           int nsel, const struct workload **out)
+{
+    int n = 0, bare = !nnames;
+    for (int i = 0; i < nnames; i++) {
+        const struct workload *wl;
+        if (!entry_named_wl(a, names[i], &wl)) continue;
+        if (!wl) {
+            bare = 1;
+            continue;
+        }
+        int seen = 0;
+        for (int k = 0; k < n; k++) seen |= out[k] == wl;
+        if (!seen && n < MAX_WL) out[n++] = wl;
+    }
+    for (int i = 0; bare && i < nsel; i++) {
+        int seen = 0;
+        for (int k = 0; k < n; k++) seen |= out[k] == sel[i];
+        if (!seen && n < MAX_WL) out[n++] = sel[i];
+    }
+    return n;
 }
 
 static int internal_code(int code)
@@ -220,20 +256,26 @@ int cmd_accept(int argc, char **argv)
     int quick = 0, standard = 0, full = 0;
     const char *out = NULL, *device = NULL, *only = NULL;
     long threads = 0, seeds = 0, seed_base = 1, seed_steps = 0;
-    const char *plant_spec = NULL;
+    const char *plant_spec = NULL, *workloads = NULL, *parity_wl = ACCEPT_DEFAULT_WORKLOAD;
     static const char *usage = "plumb accept [--quick|--standard|--full] [options]";
     static const char *summary =
         "Accept this platform: run the acceptance checks at a level on every device asked for, write a run\n"
         "folder (results.json with schema plumb.results/1, checks/<name>[-<device>]/ artifacts, report.html)\n"
         "and print a verdict table. Levels: --quick: doctor, rng and numerics (golden and fast) on each device\n"
-        "and the run-wide health monitor (seconds on a CPU host); --standard (the default): also train-ctr on\n"
-        "each device (ctr-tiny AUC floor, golden digest against the cpu), train-gpt on each device (gpt-tiny\n"
-        "validation loss ceiling, fast loss within the cpu's seed spread, golden digest against the cpu), parity\n"
-        "on each device (ctr-tiny trained\n"
-        "with K = 5 seeds in fast mode, every seed's metrics and loss curve in checks/parity[-<device>]/seeds.jsonl\n"
-        "for 'plumb compare'; a device other than the cpu is tested against the cpu's seeds) and the fault drills\n"
-        "(minutes);\n"
+        "and the run-wide health monitor (seconds on a CPU host); --standard (the default): also train-<workload>\n"
+        "on each device for every workload of --workloads (its accept preset, e.g. ctr-tiny: the deciding metric's\n"
+        "floor, the fast metric within the cpu's seed spread, the golden digest against the cpu's), parity on each\n"
+        "device (the --workload's preset trained with K = 5 seeds in fast mode, every seed's metrics and loss curve\n"
+        "in checks/parity[-<device>]/seeds.jsonl for 'plumb compare'; a device other than the cpu is tested\n"
+        "against the cpu's seeds) and the fault drills (minutes);\n"
         "--full: also 10x larger RNG samples and K = 10 seeds. Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
+    char wl_help[768], wl_names[256], std_desc[512];
+    accept_workload_names(wl_names, sizeof wl_names);
+    accept_standard_desc(std_desc, sizeof std_desc);
+    snprintf(wl_help, sizeof wl_help,
+             "train-<workload> checks: a comma list of %s (default: %s; --standard's default set is every workload "
+             "whose accept descriptor does not opt out and whose one fast run takes at most %.0f s on 2 cpu cores)",
+             wl_names, std_desc, ACCEPT_STANDARD_RUN_S);
     const struct opt opts[] = {
         {"--quick", OPT_FLAG, &quick, "off", "quick level", NULL, NULL},
         {"--standard", OPT_FLAG, &standard, "off", "standard level (the default when no level is given)", NULL, NULL},
@@ -246,10 +288,13 @@ int cmd_accept(int argc, char **argv)
         {"--seeds", OPT_INT, &seeds, "0", "parity: seeds per device (0 = 5 at --standard, 10 at --full); given at --quick it "
          "adds the parity check", "0..1000", "K"},
         {"--seed-base", OPT_INT, &seed_base, "1", "parity: the first seed (seeds S .. S+K-1)", "0..1000000000", "S"},
-        {"--seed-steps", OPT_INT, &seed_steps, "0", "parity: training steps per seed (0 = the workload's, 1500)",
+        {"--seed-steps", OPT_INT, &seed_steps, "0", "parity: training steps per seed (0 = the workload's: ctr 1500)",
          "0..100000000", "N"},
         {"--plant", OPT_STR, &plant_spec, NULL, "parity drill: plant a change of known effect (lr=3: 3x the learning rate; "
          "precision=bf16) to show compare finds it", NULL, "SPEC"},
+        {"--workloads", OPT_STR, &workloads, NULL, wl_help, NULL, "LIST"},
+        {"--workload", OPT_STR, &parity_wl, ACCEPT_DEFAULT_WORKLOAD, "parity: the workload its seeds train (its check is "
+         "parity for ctr, parity-W for another W)", NULL, "W"},
         {0},
     };
     plumb_err e = {0};
@@ -270,6 +315,30 @@ int cmd_accept(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--seeds 1: a seed spread needs at least 2 seeds");
         return cli_fail("accept", &e);
     }
+    const struct workload *pwl;
+    if (accept_workload_find(parity_wl, "--workload", &pwl, &e)) return cli_fail("accept", &e);
+    g_parity.wl = pwl;
+    /* --workloads: the train checks' workloads (default: the standard set) */
+    const struct workload *sel[MAX_WL];
+    int nsel = 0;
+    if (workloads) {
+        char wbuf[512], *wn[MAX_WL];
+        int nw = args_split_list(workloads, wbuf, sizeof wbuf, wn, MAX_WL);
+        if (nw <= 0) {
+            err_set(&e, PLUMB_EUSAGE, "--workloads: '%s' is not a comma list of workloads (%s)", workloads, wl_names);
+            return cli_fail("accept", &e);
+        }
+        for (int i = 0; i < nw; i++) {
+            const struct workload *wl;
+            if (accept_workload_find(wn[i], "--workloads", &wl, &e)) return cli_fail("accept", &e);
+            int seen = 0;
+            for (int k = 0; k < nsel; k++) seen |= sel[k] == wl;
+            if (!seen) sel[nsel++] = wl;
+        }
+    } else {
+        for (int i = 0; accept_workload_at(i) && nsel < MAX_WL; i++)
+            if (accept_workload_standard(accept_workload_at(i), NULL, 0)) sel[nsel++] = accept_workload_at(i);
+    }
     g_parity.seeds = (int)seeds;
     g_parity.seed_base = (uint64_t)seed_base;
     g_parity.steps = seed_steps;
@@ -288,12 +357,16 @@ int cmd_accept(int argc, char **argv)
             for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table && !known; t++)
                 known = entry_named(&accept_table[t], names[i]);
             if (!known) {
-                char list[256] = "";
+                char list[512] = "";
                 for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
                     size_t L = strcspn(accept_table[t].label, " ");
                     if (t && !strncmp(accept_table[t].label, accept_table[t - 1].label, L)) continue;
                     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.*s", t ? ", " : "", (int)L,
                              accept_table[t].label);
+                    for (int w = 0; accept_table[t].per_workload && accept_workload_at(w); w++)
+                        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.*s-%s", w ? ", " : " (",
+                                 (int)L, accept_table[t].label, accept_workload_at(w)->name);
+                    if (accept_table[t].per_workload) snprintf(list + strlen(list), sizeof list - strlen(list), ")");
                 }
                 err_set(&e, PLUMB_EUSAGE, "--checks: unknown check '%s' (expected some of: %s)", names[i], list);
                 return cli_fail("accept", &e);
@@ -325,8 +398,20 @@ int cmd_accept(int argc, char **argv)
 
     int tty = table_stderr_tty();
     int total = 0;
-    for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++)
-        if (entry_at_level(&accept_table[t], lv) && entry_selected(&accept_table[t], names, nnames)) total += accept_table[t].per_device ? ndev : 1;
+    for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
+        const struct accept_entry *a = &accept_table[t];
+        if (!entry_at_level(a, lv) || !entry_selected(a, names, nnames)) continue;
+        const struct workload *wls[MAX_WL];
+        int nwl = a->per_workload ? entry_workloads(a, names, nnames, sel, nsel, wls) : 1;
+        total += (a->per_device ? ndev : 1) * nwl;
+        if (a->per_workload) {
+            /* the record: which workloads the train checks ran */
+            char list[256] = "";
+            for (int i = 0; i < nwl; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? "," : "", wls[i]->name);
+            json_object_set_new(res.root, "workloads", json_string(list));
+        }
+    }
     double t0 = timer_now();
     int had_internal = 0, step = 0;
     plumb_err he = {0};
@@ -334,19 +419,28 @@ int cmd_accept(int argc, char **argv)
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
         const struct accept_entry *a = &accept_table[t];
         if (!entry_at_level(a, lv) || !entry_selected(a, names, nnames)) continue;
-        for (int di = 0; di < (a->per_device ? ndev : 1); di++) {
+        const struct workload *wls[MAX_WL] = {NULL};
+        int nwl = a->per_workload ? entry_workloads(a, names, nnames, sel, nsel, wls) : 1;
+        const int nd = a->per_device ? ndev : 1;
+        for (int k = 0; k < nwl * nd; k++) {
+            const int wi = k / nd, di = k % nd; /* workload-major: a workload's cpu reference serves every GPU */
+            const struct workload *wl = a->per_workload ? wls[wi] : NULL;
+            char label[96];
+            if (wl) snprintf(label, sizeof label, "%s-%s", a->label, wl->name);
+            else if (a->run == run_parity) accept_check_name("parity", g_parity.wl, label, sizeof label);
+            else snprintf(label, sizeof label, "%s", a->label);
             struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? specs[di] : "cpu",
                                     .level = level_names[lv], .threads = (int)threads, .tty = tty};
             step++;
-            if (tty) fprintf(stderr, "[%d/%d] %s%s%s ...", step, total, a->label, a->per_device ? " on " : "",
+            if (tty) fprintf(stderr, "[%d/%d] %s%s%s ...", step, total, label, a->per_device ? " on " : "",
                              a->per_device ? specs[di] : "");
             struct check_result r = {0};
             plumb_err ce = {0};
             double c0 = timer_now();
-            int crc = a->run(&ctx, a, lv, &r, &ce);
+            int crc = a->run(&ctx, a, wl, lv, &r, &ce);
             if (crc != PLUMB_OK) {
                 /* it could not run: record that as a failed entry */
-                if (!r.obj && check_begin(&r, a->label, a->per_device ? specs[di] : NULL) != PLUMB_OK) {
+                if (!r.obj && check_begin(&r, label, a->per_device ? specs[di] : NULL) != PLUMB_OK) {
                     results_close(&res);
                     err_set(&e, PLUMB_ENOMEM, "out of memory");
                     return cli_fail("accept", &e);
@@ -356,7 +450,7 @@ int cmd_accept(int argc, char **argv)
                 json_object_del(r.obj, "status");
             }
             results_add_check(&res, &r);
-            if (tty) fprintf(stderr, "\r[%d/%d] %s%s%s: %s (%.1f s)\033[K\n", step, total, a->label,
+            if (tty) fprintf(stderr, "\r[%d/%d] %s%s%s: %s (%.1f s)\033[K\n", step, total, label,
                              a->per_device ? " on " : "", a->per_device ? specs[di] : "", check_status_name(r.status),
                              timer_now() - c0);
             check_free(&r);

@@ -4,6 +4,7 @@
  * rung where they part. Two hosts: run it on each, then
  * `plumb compare A B --attribute`. */
 #include "accept/check_parity.h"
+#include "accept/workload_accept.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -20,14 +21,18 @@
 int cmd_attribute(int argc, char **argv)
 {
     const char *out = NULL, *devices = "cpu", *rungs = "all", *plant_spec = NULL, *plant_on = "b";
+    const char *workload = ACCEPT_DEFAULT_WORKLOAD;
     long seeds = 5, seed_base = 1, steps = 0, threads = 0;
     static const char *usage = "plumb attribute [options]";
     static const char *summary =
-        "The attribution ladder: train ctr-tiny with K seeds at each rung of increasing numerical freedom, every rung\n"
-        "a real training run: 1 golden (bit-identical everywhere), 2 fast-strict (strict IEEE fp32 GEMMs, no split-K),\n"
-        "3 fast-vendor (the vendor library's defaults: split-K, TF32 where the device has it), 4 bf16-amp, 5 fp16-amp\n"
-        "(dynamic loss scaling). On the cpu rungs 2 and 3 are the same setting and the report says so. Reports each\n"
-        "rung's AUC with its 95% CI and the rung-to-rung shift against the seed spread. With two devices (--device\n"
+        "The attribution ladder: train the workload's accept preset (--workload; ctr: ctr-tiny) with K seeds at each\n"
+        "rung of increasing numerical freedom, every rung a real training run: 1 golden (bit-identical everywhere),\n"
+        "2 fast-strict (strict IEEE fp32 GEMMs, no split-K), 3 fast-vendor (the vendor library's defaults: split-K,\n"
+        "TF32 where the device has it), 4 bf16-amp, 5 fp16-amp (dynamic loss scaling). On the cpu rungs 2 and 3 are\n"
+        "the same setting and the report says so; a rung whose precision the workload lacks is not run. Reports each\n"
+        "rung's deciding metric (ctr: AUC) with its 95% CI and the rung-to-rung shift against the seed spread, and\n"
+        "whether a shift is worse or better. The check is called ladder for ctr, ladder-W for another workload W.\n"
+        "With two devices (--device\n"
         "cuda:0,cpu) it also compares them rung by rung (golden must be bit-equal) and names the first rung where they\n"
         "part, written to compare.json and compare.html in the run folder. Across hosts: run it on each host, then\n"
         "'plumb compare A B --attribute' (also for two ladders on one device). Exit 0 when every run trained, 1 when a rung failed or (two devices) the\n"
@@ -36,7 +41,9 @@ int cmd_attribute(int argc, char **argv)
         {"--device", OPT_STR, &devices, "cpu", "one device, or two as a comma list (A,B), e.g. cuda:0,cpu", NULL, "LIST"},
         {"--seeds", OPT_INT, &seeds, "5", "seeds per rung", "2..1000", "K"},
         {"--seed-base", OPT_INT, &seed_base, "1", "the first seed (seeds S .. S+K-1)", "0..1000000000", "S"},
-        {"--steps", OPT_INT, &steps, "0", "training steps per run (0 = the workload's, 1500)", "0..100000000", "N"},
+        {"--workload", OPT_STR, &workload, ACCEPT_DEFAULT_WORKLOAD, "the workload the rungs train (one with an accept "
+         "descriptor)", NULL, "W"},
+        {"--steps", OPT_INT, &steps, "0", "training steps per run (0 = the workload's: ctr 1500)", "0..100000000", "N"},
         {"--rungs", OPT_STR, &rungs, "all", "rungs to run: all, or a comma list of golden, fast-strict, fast-vendor, "
          "bf16-amp, fp16-amp", NULL, "LIST"},
         {"--plant", OPT_STR, &plant_spec, NULL, "drill: plant a change of known effect, e.g. lr=3@4 (3x the learning rate "
@@ -63,6 +70,8 @@ int cmd_attribute(int argc, char **argv)
     }
     struct plant plant;
     if (plant_parse(plant_spec, &plant, &e)) return cli_fail("attribute", &e);
+    const struct workload *wl;
+    if (accept_workload_find(workload, "--workload", &wl, &e)) return cli_fail("attribute", &e);
     dev_set_cpu_fallback(0);
     for (int i = 0; i < nd; i++) {
         struct dev *d = NULL;
@@ -86,7 +95,7 @@ int cmd_attribute(int argc, char **argv)
                       (i == 1 && !strcmp(plant_on, "b"));
         struct check_ctx ctx = {.run_dir = res.dir, .device = dev[i], .level = "standard", .threads = (int)threads,
                                 .tty = table_stderr_tty()};
-        struct ladder_opts lo = {.seeds = (int)seeds, .seed_base = (uint64_t)seed_base, .steps = steps,
+        struct ladder_opts lo = {.wl = wl, .seeds = (int)seeds, .seed_base = (uint64_t)seed_base, .steps = steps,
                                  .plant = planted ? &plant : NULL, .rungs = rungs, .log = stderr};
         struct check_result r = {0};
         rc = check_ladder_run(&ctx, &lo, &r, &e);

@@ -42,19 +42,23 @@ int cmd_compare(int argc, char **argv)
         "undecided with the seeds needed); loss curves with seed bands; the attribution ladder when both sides ran\n"
         "one ('plumb attribute'). One folder with --a DEV --b DEV compares two of its devices. With --metrics, A and\n"
         "B are per-seed metric files (JSON lines: seed, metrics, optional curve; docs/COMPARE.md) from any trainer.\n"
-        "The verdict is the primary metric's (--metric; auc by default); the other metrics are secondary. Exit 0 when\n"
-        "the primary metric is equivalent (or nothing was recorded) and every digest row is equal, 1 when it is\n"
-        "different or undecided or a digest differs, 2 on bad input (the message names the file).";
+        "The verdict is the primary metric's (--metric; by default the records' own: plumb writes the workload's\n"
+        "deciding metric, ctr auc, gpt a val loss); the other metrics are secondary. The verdict is two-sided; where\n"
+        "the records say which direction is better (lower for a loss), the report says whether B is better or worse.\n"
+        "Exit 0 when the primary metric is equivalent (or nothing was recorded) and every digest row is equal, 1 when\n"
+        "it is different or undecided or a digest differs, 2 on bad input (the message names the file).";
     const struct opt opts[] = {
         {"--out", OPT_STR, &out, NULL, "write compare.json and compare.html to this folder", NULL, "DIR"},
         {"--a", OPT_STR, &dev_a, NULL, "side A: only the checks that ran on this device (e.g. cuda:0)", NULL, "DEV"},
         {"--b", OPT_STR, &dev_b, NULL, "side B: only the checks that ran on this device (e.g. cpu)", NULL, "DEV"},
         {"--metrics", OPT_FLAG, &metrics, "off", "A and B are per-seed metric files (.jsonl), not run folders", NULL, NULL},
-        {"--margin", OPT_STR, &margin, "0.15%",
-         "equivalence margin: relative to A's mean (0.15%), absolute (0.001), or per metric (auc=0.15%,logloss=0.002)",
-         NULL, "M"},
-        {"--metric", OPT_STR, &metric, NULL, "the primary metric, whose verdict decides (default: auc when both sides have "
-         "it, else the first shared metric); the others are secondary, shown with their own verdicts", NULL, "NAME"},
+        {"--margin", OPT_STR, &margin, NULL,
+         "equivalence margin: relative to A's mean (0.15%), absolute (0.001), or per metric (auc=0.15%,logloss=0.002) "
+         "(default: the records' own margin, which plumb writes from the workload's accept descriptor, ctr auc=0.15%; "
+         "else 0.15%)", NULL, "M"},
+        {"--metric", OPT_STR, &metric, NULL, "the primary metric, whose verdict decides (default: the records' primary "
+         "when both sides have it, else auc when both have it, else the first shared metric); the others are "
+         "secondary, shown with their own verdicts", NULL, "NAME"},
         {"--alpha", OPT_DOUBLE, &alpha, "0.05", "significance level of every test (TOST at 1 - 2 alpha)", NULL, "X"},
         {"--power", OPT_DOUBLE, &power, "0.8", "power for the seeds-needed estimate", NULL, "X"},
         {"--attribute", OPT_FLAG, &attribute, "off", "require the attribution ladder on both sides (plumb attribute)", NULL,
@@ -93,7 +97,7 @@ int cmd_compare(int argc, char **argv)
     struct compare_opts o;
     compare_opts_defaults(&o);
     o.dev_a = dev_a, o.dev_b = dev_b, o.alpha = alpha, o.power = power, o.attribute = attribute;
-    if (margin) o.margin = margin;
+    o.margin = margin; /* NULL: the records' own, else 0.15% */
     o.metric = metric;
     o.pub_a = pub_a ? pub_a : pub;
     o.pub_b = pub_b ? pub_b : pub;

@@ -312,11 +312,14 @@ static int lib_wanted(void)
 
 static int check_geom(struct dev *d, const char *op, const struct train_conv *g, plumb_err *e)
 {
-    if (!g || train_conv_valid(g))
+    if (!g) return gpu_err(e, PLUMB_EUSAGE, "%s: %s: no geometry", d->label, op);
+    /* the same message as the cpu's (src/dev/cpu_train_conv.c): the geometry that was refused */
+    if (train_conv_valid(g))
         return gpu_err(e, PLUMB_EUSAGE,
-                       "%s: %s: bad geometry (expected sizes >= 1, pad >= 0, the window inside the padded image, the "
-                       "output train_conv_set gives, tensors below 2^31 elements)",
-                       d->label, op);
+                       "%s: %s: bad geometry N=%d H=%d W=%d C=%d K=%d window %dx%d stride %d pad %d output %dx%d "
+                       "(expected sizes >= 1, pad >= 0, the window inside the padded image, the output "
+                       "train_conv_set gives, tensors below 2^31 elements)",
+                       d->label, op, g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad, g->P, g->Q);
     return PLUMB_OK;
 }
 #define RT_OK(op)                                                                        \

@@ -14,7 +14,7 @@
 void compare_opts_defaults(struct compare_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->margin = "0.15%";
+    o->margin = NULL; /* the records' own, else 0.15% */
     o->alpha = 0.05;
     o->power = 0.8;
 }
@@ -229,13 +229,18 @@ static void finish_verdict(json_t *doc)
         if (json_is_number(gs)) snprintf(gap, sizeof gap, ", %.1f seed sd", json_number_value(gs));
         else if (json_is_string(gs)) snprintf(gap, sizeof gap, ", %s seed sd", json_string_value(gs));
         const json_t *ci = json_object_get(worst, "ci95");
+        /* which side is ahead, when the records say which direction is better */
+        char ahead[64] = "";
+        const char *bva = jsonx_str(worst, "b_vs_a"), *better = jsonx_str(worst, "better");
+        if (bva && better && strcmp(bva, "same"))
+            snprintf(ahead, sizeof ahead, ", B %s: %s is better", bva, better);
         /* "undecided: ..." carries the seeds needed: the metric's own text when its verdict is the overall one */
         const char *lead = str_or(worst, "text", v);
         snprintf(summary, sizeof summary,
-                 "%s: %s B-A = %+.4g (%+.3f%%%s), 95%% CI [%.4g, %.4g], TOST p %.3g at %s, Welch p %.3g, "
+                 "%s: %s B-A = %+.4g (%+.3f%%%s%s), 95%% CI [%.4g, %.4g], TOST p %.3g at %s, Welch p %.3g, "
                  "permutation p %.3g (primary metric; %zu parity metrics; %zu digest rows%s)",
                  lead, str_or(worst, "metric", "?"), jsonx_num(worst, "diff"),
-                 100 * jsonx_num(worst, "rel_diff"), gap, json_number_value(json_array_get(ci, 0)),
+                 100 * jsonx_num(worst, "rel_diff"), gap, ahead, json_number_value(json_array_get(ci, 0)),
                  json_number_value(json_array_get(ci, 1)), jsonx_num(json_object_get(worst, "tost"), "p"),
                  str_or(json_object_get(worst, "margin"), "text", "?"), jsonx_num(json_object_get(worst, "welch"), "p"),
                  jsonx_num(json_object_get(worst, "permutation"), "p"), n_metrics, nd, nd ? ", all equal" : "");
@@ -263,17 +268,25 @@ static void finish_verdict(json_t *doc)
 
 static json_t *options_json(const struct compare_opts *o)
 {
-    return json_pack("{s:s, s:f, s:f, s:s, s:s}", "margin", o->margin ? o->margin : "0.15%", "alpha", o->alpha, "power",
+    return json_pack("{s:s, s:f, s:f, s:s, s:s}", "margin", o->margin ? o->margin : "the records' (else 0.15%)", "alpha", o->alpha, "power",
                      o->power, "a", o->dev_a ? o->dev_a : "", "b", o->dev_b ? o->dev_b : "");
 }
 
-static int find_ladder(const struct side *s, const json_t **out)
+/* A ladder check: "ladder" (the default workload's) or "ladder-W". */
+static int is_ladder(const json_t *c)
+{
+    const char *n = str_or(c, "name", "");
+    return !strcmp(n, "ladder") || !strncmp(n, "ladder-", 7);
+}
+
+/* The side's first ladder check, or (want not NULL) its ladder of that name. */
+static int find_ladder(const struct side *s, const char *want, const json_t **out)
 {
     *out = NULL;
     size_t i;
     json_t *c;
-    json_array_foreach(json_object_get(s->doc, "checks"), i, c) if (!strcmp(str_or(c, "name", ""), "ladder") &&
-                                                                    in_side(c, s->want_dev))
+    json_array_foreach(json_object_get(s->doc, "checks"), i, c) if (is_ladder(c) && in_side(c, s->want_dev) &&
+                                                                    (!want || !strcmp(str_or(c, "name", ""), want)))
     {
         *out = c;
         return 1;
@@ -384,11 +397,20 @@ int compare_runs(const json_t *a, const char *dir_a, const json_t *b, const char
     free(used_b);
     if (!rc) {
         const json_t *la, *lb;
-        int ha = find_ladder(&sa, &la), hb = find_ladder(&sb, &lb);
+        int ha = find_ladder(&sa, NULL, &la), hb = 0;
+        /* the same workload's ladder on B when it has one */
+        if (ha) hb = find_ladder(&sb, str_or(la, "name", ""), &lb);
+        if (!hb) hb = find_ladder(&sb, NULL, &lb);
+        const char *wa = ha ? jsonx_str(json_object_get(la, "details"), "workload") : NULL;
+        const char *wb = hb ? jsonx_str(json_object_get(lb, "details"), "workload") : NULL;
         if (o->attribute && (!ha || !hb))
             rc = err_set(e, PLUMB_EUSAGE, "--attribute: %s has no ladder check%s%s (run 'plumb attribute --out DIR' there)",
                          !ha ? dir_a : dir_b, (!ha ? o->dev_a : o->dev_b) ? " on " : "",
                          (!ha ? o->dev_a : o->dev_b) ? (!ha ? o->dev_a : o->dev_b) : "");
+        else if (ha && hb && strcmp(str_or(la, "name", ""), str_or(lb, "name", "")))
+            rc = err_set(e, PLUMB_EUSAGE, "the ladders train different workloads: %s on A (%s), %s on B (%s); run "
+                         "'plumb attribute --workload W' with the same W on both", wa ? wa : "ctr",
+                         str_or(la, "name", ""), wb ? wb : "ctr", str_or(lb, "name", ""));
         else if (ha || hb) {
             json_t *lad;
             rc = compare_ladder(ha ? la : lb, ha ? dir_a : dir_b, ha && hb ? lb : NULL, dir_b, o, &lad, e);

@@ -22,9 +22,13 @@
  * One metric's parity: {"metric", "n_a", "n_b", "seeds_a", "seeds_b", "values_a", "values_b",
  *   "mean_a", "mean_b", "std_a", "std_b", "diff", "rel_diff", "ci95", "welch": {"t","df","p"},
  *   "tost": {"low","upp","p","ci90"}, "permutation": {"p","exact","splits"}, "ks": {"d","p"},
- *   "gap_sd", "margin": {"text","abs"}, "seeds_needed", "more_per_side", "verdict", "text"}
- * (differences are B - A). Exit code: 0 when every group's primary metric is
- * equivalent (or there are none) and every digest row is equal, else 1. */
+ *   "gap_sd", "margin": {"text","abs","from"}, "seeds_needed", "more_per_side", "verdict", "text",
+ *   "better": "higher" | "lower" | null, "b_vs_a": "better" | "worse" | "same" (when better is known)}
+ * (differences are B - A; margin.from: "--margin", "A's records", "B's records" or "the
+ * default"). A parity group also has "primary" and "primary_from" (report/seeds.h: the
+ * records name their primary metric, each metric's direction and a margin; the verdict is
+ * two-sided, the direction only says which side is ahead). Exit code: 0 when every group's
+ * primary metric is equivalent (or there are none) and every digest row is equal, else 1. */
 #ifndef PLUMB_COMPARE_H
 #define PLUMB_COMPARE_H
 #include <jansson.h>
@@ -38,10 +42,12 @@
 struct compare_opts {
     const char *dev_a, *dev_b; /* only these devices' checks (NULL: pair by device, see compare.c) */
     const char *margin;        /* "0.15%" (relative to A's mean), "0.001" (absolute), or a list
-                                  "auc=0.15%,logloss=0.002" with an optional default entry */
+                                  "auc=0.15%,logloss=0.002" with an optional default entry;
+                                  NULL: the records' own margin (A's, else B's), else 0.15% */
     double alpha, power;
-    const char *metric;        /* the primary metric, whose verdict is the group's (NULL: auc when both
-                                  sides have it, else the first metric they share); the rest are secondary */
+    const char *metric;        /* the primary metric, whose verdict is the group's (NULL: the records'
+                                  "primary" when both sides have it, else auc when both have it, else
+                                  the first metric they share); the rest are secondary */
     int attribute;             /* the ladder must be there on both sides (else PLUMB_EUSAGE) */
     const char *pub_a, *pub_b; /* trusted public keys to verify each side's signature (may be NULL) */
 };
@@ -71,7 +77,11 @@ void compare_digest_rows(const json_t *ca, const json_t *cb, json_t *rows);
 json_t *compare_digest_fault(const json_t *rows);
 
 /* The ladder (compare_ladder.c): one side's ladder check (ca) or two. dir_*
- * are the run folders its seeds files are relative to. */
+ * are the run folders its seeds files are relative to. The document has the
+ * check's "workload", "metric" and its "better" direction, and "skipped":
+ * the rungs the workload could not run (a precision it lacks). compare_runs
+ * pairs A's ladder with B's of the same check name (ladder, ladder-W);
+ * ladders of different workloads are PLUMB_EUSAGE. */
 int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const char *dir_b,
                    const struct compare_opts *o, json_t **out, plumb_err *e);
 

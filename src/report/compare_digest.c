@@ -5,7 +5,7 @@
  *                    the known-answer words (check rng, details.streams/kat);
  *   numerics-golden: every golden op's output digest (check numerics with
  *                    details.numerics = "golden", details.ops[].digest);
- *   train-golden:    the golden training's parameter digest (check train-ctr,
+ *   train-golden:    the golden training's parameter digest (checks train-<workload>,
  *                    details.golden_param_digest);
  *   ladder-golden:   the ladder's golden rung, per seed (compare_ladder.c).
  * Fast-mode digests differ between platforms by design and are not rows. */

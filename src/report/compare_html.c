@@ -108,10 +108,13 @@ static void put_verdict(struct sbuf *b, const json_t *doc)
         sb_puts(b, "</td><td>");
         sb_escape(b, s_or(m, "metric", ""));
         if (json_is_true(json_object_get(m, "primary"))) sb_puts(b, " <b>(primary)</b>");
+        if (jsonx_str(m, "better")) sb_printf(b, " <small>(%s is better)</small>", jsonx_str(m, "better"));
         sb_puts(b, "</td><td>");
         badge(b, mv, NULL);
         sb_puts(b, " ");
         if (!strcmp(mv, "undecided")) sb_escape(b, s_or(m, "text", "") + strlen("undecided: "));
+        if (jsonx_str(m, "b_vs_a") && strcmp(jsonx_str(m, "b_vs_a"), "same"))
+            sb_printf(b, " <small class=\"dir\">B %s</small>", !strcmp(jsonx_str(m, "b_vs_a"), "better") ? "better" : "worse");
         sb_puts(b, "</td><td class=\"num\">");
         put_num(b, jsonx_num(m, "diff"));
         sb_printf(b, " (%+.3f%%)</td><td class=\"num\">[", 100 * jsonx_num(m, "rel_diff"));
@@ -262,7 +265,8 @@ static void put_parity(struct sbuf *b, const json_t *doc)
             double va[1024], vb[1024];
             size_t na = jvals(json_object_get(m, "values_a"), va, 1024), nb = jvals(json_object_get(m, "values_b"), vb, 1024);
             char title[128];
-            snprintf(title, sizeof title, "%s per seed", s_or(m, "metric", ""));
+            snprintf(title, sizeof title, "%s per seed%s%s%s", s_or(m, "metric", ""), jsonx_str(m, "better") ? " (" : "",
+                     jsonx_str(m, "better") ? jsonx_str(m, "better") : "", jsonx_str(m, "better") ? " is better)" : "");
             svg_strip(b, title, va, na, vb, nb, jsonx_num(m, "mean_a"), jsonx_num(json_object_get(m, "margin"), "abs"));
         }
         const json_t *c = json_object_get(g, "curves");
@@ -309,7 +313,8 @@ static void put_ladder(struct sbuf *b, const json_t *doc)
     }
     const json_t *pa = json_object_get(l, "parts_at");
     char title[96];
-    snprintf(title, sizeof title, "%s per rung", s_or(l, "metric", "metric"));
+    snprintf(title, sizeof title, "%s per rung%s%s%s", s_or(l, "metric", "metric"), jsonx_str(l, "better") ? " (" : "",
+             jsonx_str(l, "better") ? jsonx_str(l, "better") : "", jsonx_str(l, "better") ? " is better)" : "");
     sb_puts(b, "<div class=\"hists\">\n");
     svg_ladder(b, title, names, am, al, ah, two ? bm : NULL, bl, bh, n, json_is_integer(pa) ? (int)json_integer_value(pa) : 0);
     sb_puts(b, "</div>\n<div class=\"wide\"><table><tr><th>rung</th><th>turns on</th><th>A mean [95% CI]</th><th>A shift (seed sd)</th>");
@@ -376,6 +381,15 @@ static void put_ladder(struct sbuf *b, const json_t *doc)
             sb_escape(b, n);
             sb_puts(b, "</td></tr>\n");
         }
+    }
+    /* rungs the workload could not run (a precision it lacks) */
+    json_array_foreach(json_object_get(l, "skipped"), i, r)
+    {
+        sb_printf(b, "<tr><td>%d ", (int)jsonx_num(r, "rung"));
+        sb_escape(b, s_or(r, "name", "?"));
+        sb_printf(b, "</td><td colspan=\"%d\" class=\"muted\">", two ? 6 : 3);
+        sb_escape(b, s_or(r, "why", ""));
+        sb_puts(b, "</td></tr>\n");
     }
     sb_puts(b, "</table></div></section>\n");
 }

@@ -50,6 +50,7 @@ static int load_side(const json_t *check, const char *dir, const char *label, st
     json_array_foreach(rungs, i, r)
     {
         if (*nr == MAX_RUNGS) break;
+        if (jsonx_str(r, "skipped")) continue; /* not run (a precision the workload lacks): no row */
         struct rung_side *x = &rs[(*nr)++];
         memset(x, 0, sizeof *x);
         x->r = r;
@@ -154,9 +155,26 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
         free_side(ra, na), free_side(rb, nb);
         return rc;
     }
-    const char *metric = s_or(json_object_get(ca, "details"), "metric", "auc");
-    json_t *lad = json_object(), *rows = json_array(), *digest_rows = json_array();
+    const json_t *det = json_object_get(ca, "details");
+    const char *metric = s_or(det, "metric", "auc");
+    /* the direction (details.better, else the seeds' records): which way a shift goes is worse */
+    const char *better = jsonx_str(det, "better");
+    if (!better && na && rung_seeds(ra, 0)->n) {
+        int d = seeds_better(rung_seeds(ra, 0), metric);
+        better = d > 0 ? "higher" : d < 0 ? "lower" : NULL;
+    }
+    json_t *lad = json_object(), *rows = json_array(), *digest_rows = json_array(), *skipped = json_array();
     json_object_set_new(lad, "metric", json_string(metric));
+    json_object_set_new(lad, "better", better ? json_string(better) : json_null());
+    if (jsonx_str(det, "workload")) json_object_set_new(lad, "workload", json_string(jsonx_str(det, "workload")));
+    {
+        size_t i;
+        json_t *r;
+        json_array_foreach(json_object_get(det, "rungs"), i, r) if (jsonx_str(r, "skipped"))
+            json_array_append_new(skipped, json_pack("{s:O, s:s, s:s}", "rung", json_object_get(r, "rung"), "name",
+                                                     s_or(r, "name", "?"), "why", jsonx_str(r, "skipped")));
+    }
+    json_object_set_new(lad, "skipped", skipped);
     json_object_set_new(lad, "device_a", json_string(s_or(ca, "device", "")));
     if (cb) json_object_set_new(lad, "device_b", json_string(s_or(cb, "device", "")));
     int n = cb ? (na < nb ? na : nb) : na;
@@ -248,6 +266,12 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
                 else
                     snprintf(attributed, sizeof attributed, "A and B part already at rung %d (%s), the first rung run",
                              rno, s_or(r, "name", "?"));
+                const json_t *pp = json_object_get(row, "parity");
+                const char *bva = jsonx_str(pp, "b_vs_a");
+                size_t L = strlen(attributed);
+                if (bva && better && strcmp(bva, "same") && L + 64 < sizeof attributed)
+                    snprintf(attributed + L, sizeof attributed - L, "; there B is %s (%s %s is better)", bva, metric,
+                             better);
             } else if (!strcmp(v, "undecided") && !first_undecided && !parts_at) {
                 first_undecided = k + 1;
             }
@@ -264,8 +288,11 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
     /* parts_at: the position in rungs[] (1-based), parts_at_rung: that rung's number */
     json_object_set_new(lad, "parts_at", parts_at ? json_integer(parts_at) : json_null());
     json_object_set_new(lad, "parts_at_rung", parts_at ? json_integer((json_int_t)jsonx_num(json_array_get(rows, (size_t)parts_at - 1), "rung")) : json_null());
-    json_object_set_new(lad, "largest_shift_a", largest_k ? json_pack("{s:I, s:f}", "rung", (json_int_t)jsonx_num(json_array_get(rows, (size_t)largest_k - 1), "rung"),
-                                                                      "sd_units", largest)
+    /* a shift is worse when it moves the metric against its better direction */
+    const char *shift_dir = !better || largest == 0 ? NULL : (largest > 0) == !strcmp(better, "higher") ? "better" : "worse";
+    json_object_set_new(lad, "largest_shift_a", largest_k ? json_pack("{s:I, s:f, s:o}", "rung", (json_int_t)jsonx_num(json_array_get(rows, (size_t)largest_k - 1), "rung"),
+                                                                      "sd_units", largest, "effect",
+                                                                      shift_dir ? json_string(shift_dir) : json_null())
                                                           : json_null());
     char text[768];
     if (cb) {
@@ -277,10 +304,12 @@ int compare_ladder(const json_t *ca, const char *dir_a, const json_t *cb, const 
             snprintf(text, sizeof text, "A and B agree at every rung (golden bit-equal, each fast rung equivalent)");
     } else if (largest_k) {
         const json_t *r = json_array_get(rows, (size_t)largest_k - 1);
+        char eff[64] = "";
+        if (shift_dir) snprintf(eff, sizeof eff, " (%s: %s is better)", shift_dir, better);
         snprintf(text, sizeof text,
-                 "on %s the largest significant rung-to-rung shift of %s is at rung %d (%s, turns on %s): %+.1f seed sd",
+                 "on %s the largest significant rung-to-rung shift of %s is at rung %d (%s, turns on %s): %+.1f seed sd%s",
                  s_or(ca, "device", "this device"), metric, (int)jsonx_num(r, "rung"), s_or(r, "name", "?"),
-                 s_or(r, "turns_on", "?"), largest);
+                 s_or(r, "turns_on", "?"), largest, eff);
     } else {
         snprintf(text, sizeof text, "on %s no rung moves %s by more than the seed spread (no shift significant at 0.05)",
                  s_or(ca, "device", "this device"), metric);

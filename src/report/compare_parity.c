@@ -62,6 +62,24 @@ static json_t *seed_list(const struct seed_set *s, const char *metric)
     return a;
 }
 
+/* The margin text for a pair of seed sets: --margin, else the records' own
+ * (A's, else B's: plumb writes the workload's), else 0.15%. */
+static const char *margin_spec(const struct seed_set *a, const struct seed_set *b, const struct compare_opts *o,
+                               const char **source)
+{
+    if (o->margin) return *source = "--margin", o->margin;
+    if (a->margin[0]) return *source = "A's records", a->margin;
+    if (b->margin[0]) return *source = "B's records", b->margin;
+    return *source = "the default", "0.15%";
+}
+
+/* The metric's direction: A's records, else B's (1 higher is better, -1 lower, 0 not stated). */
+static int direction(const struct seed_set *a, const struct seed_set *b, const char *metric)
+{
+    int d = seeds_better(a, metric);
+    return d ? d : seeds_better(b, metric);
+}
+
 static int parity_metric(const struct seed_set *a, const struct seed_set *b, const char *metric,
                          const struct compare_opts *o, json_t **out, plumb_err *e)
 {
@@ -76,7 +94,10 @@ static int parity_metric(const struct seed_set *a, const struct seed_set *b, con
     po.alpha = o->alpha;
     po.power = o->power;
     char mtext[128];
-    int rc = compare_margin_for(o->margin, metric, ma, &po.margin, mtext, sizeof mtext, e);
+    const char *msrc;
+    const char *mspec = margin_spec(a, b, o, &msrc);
+    int rc = compare_margin_for(mspec, metric, ma, &po.margin, mtext, sizeof mtext, e);
+    if (rc && strcmp(msrc, "--margin")) err_wrap(e, "the margin \"%s\" of %s", mspec, msrc);
     struct parity_result r;
     if (!rc) rc = parity_compare(vb, nb, va, na, &po, &r, e);
     if (rc) {
@@ -108,7 +129,13 @@ static int parity_metric(const struct seed_set *a, const struct seed_set *b, con
     json_object_set_new(m, "gap_sd", isfinite(r.gap_sd) ? json_real(r.gap_sd)
                                       : r.gap_sd == 0 ? json_real(0) : json_string(r.gap_sd > 0 ? "inf" : "-inf"));
     json_object_set_new(m, "s_pooled", jnum(r.s_pooled));
-    json_object_set_new(m, "margin", json_pack("{s:s, s:o}", "text", mtext, "abs", jnum(po.margin)));
+    json_object_set_new(m, "margin", json_pack("{s:s, s:o, s:s}", "text", mtext, "abs", jnum(po.margin), "from", msrc));
+    /* the direction: reports say which side is ahead; the verdict stays two-sided */
+    int dir = direction(a, b, metric);
+    json_object_set_new(m, "better", dir ? json_string(dir > 0 ? "higher" : "lower") : json_null());
+    if (dir && isfinite(r.welch.diff))
+        json_object_set_new(m, "b_vs_a", json_string(r.welch.diff == 0 ? "same" : (r.welch.diff > 0) == (dir > 0) ? "better"
+                                                                                                                : "worse"));
     json_object_set_new(m, "alpha", json_real(po.alpha));
     json_object_set_new(m, "seeds_needed", jnum(r.seeds_needed));
     json_object_set_new(m, "more_per_side", json_integer(r.more_per_side));
@@ -159,20 +186,28 @@ const char *compare_worse_verdict(const char *a, const char *b)
     return "equivalent";
 }
 
-/* The group's verdict is its primary metric's (--metric; default auc when
- * both sides have it, else the first metric they share), so that testing
+/* The group's verdict is its primary metric's (--metric; default: the
+ * records' "primary" when both sides have that metric, A's before B's, else
+ * auc when both have it, else the first metric they share), so that testing
  * several metrics does not raise the false-alarm rate several-fold: the
  * other metrics are secondary, shown with their own verdicts at alpha. */
-static const json_t *primary_of(const json_t *ms, const char *want)
+static const json_t *find_metric(const json_t *ms, const char *name)
 {
     size_t i;
     json_t *x;
-    if (want) {
-        json_array_foreach(ms, i, x) if (!strcmp(str_or(x, "metric", ""), want)) return x;
-        return NULL;
-    }
-    json_array_foreach(ms, i, x) if (!strcmp(str_or(x, "metric", ""), "auc")) return x;
-    return json_array_get(ms, 0);
+    json_array_foreach(ms, i, x) if (!strcmp(str_or(x, "metric", ""), name)) return x;
+    return NULL;
+}
+
+static const json_t *primary_of(const json_t *ms, const char *want, const struct seed_set *a,
+                                const struct seed_set *b, const char **why)
+{
+    const json_t *x;
+    if (want) return *why = "--metric", find_metric(ms, want);
+    if (a->primary[0] && (x = find_metric(ms, a->primary))) return *why = "A's records", x;
+    if (b->primary[0] && (x = find_metric(ms, b->primary))) return *why = "B's records", x;
+    if ((x = find_metric(ms, "auc"))) return *why = "auc, the default", x;
+    return *why = "the first shared metric", json_array_get(ms, 0);
 }
 
 int compare_parity_group(const struct seed_set *a, const struct seed_set *b, const struct compare_opts *o,
@@ -210,7 +245,8 @@ int compare_parity_group(const struct seed_set *a, const struct seed_set *b, con
         return e->code;
     }
     json_object_set_new(g, "curves", c);
-    const json_t *pm = primary_of(ms, o->metric);
+    const char *why;
+    const json_t *pm = primary_of(ms, o->metric, a, b, &why);
     if (!pm) {
         json_decref(g);
         return err_set(e, PLUMB_EUSAGE, "--metric %s: not a metric both %s and %s have", o->metric, a->path, b->path);
@@ -219,6 +255,7 @@ int compare_parity_group(const struct seed_set *a, const struct seed_set *b, con
     json_t *x;
     json_array_foreach(ms, k, x) json_object_set_new(x, "primary", json_boolean(x == pm));
     json_object_set_new(g, "primary", json_string(str_or(pm, "metric", "")));
+    json_object_set_new(g, "primary_from", json_string(why));
     json_object_set_new(g, "verdict", json_string(str_or(pm, "verdict", "undecided")));
     double ta = seeds_info_mean(a, "samples_per_s"), tb = seeds_info_mean(b, "samples_per_s");
     if (isfinite(ta) || isfinite(tb))

@@ -55,15 +55,20 @@ static void print_parity_metric(FILE *f, const json_t *m)
             "", jsonx_num(t, "p"), s_or(json_object_get(m, "margin"), "text", "?"), jsonx_num(w, "t"), jsonx_num(w, "df"),
             jsonx_num(w, "p"), jsonx_num(p, "p"), json_is_true(json_object_get(p, "exact")) ? "exact" : "reshuffled",
             (int)jsonx_num(p, "splits"), jsonx_num(json_object_get(m, "ks"), "p"));
-    fprintf(f, "  %-12s -> %s (seeds needed per side for a decision at this spread: %.1f)\n", "", s_or(m, "text", "?"),
-            jsonx_num(m, "seeds_needed"));
+    char ahead[80] = "";
+    const char *bva = jsonx_str(m, "b_vs_a"), *better = jsonx_str(m, "better");
+    if (bva && better) snprintf(ahead, sizeof ahead, "; B %s (%s is better)", strcmp(bva, "same") ? bva : "the same", better);
+    fprintf(f, "  %-12s -> %s (seeds needed per side for a decision at this spread: %.1f)%s\n", "", s_or(m, "text", "?"),
+            jsonx_num(m, "seeds_needed"), ahead);
 }
 
 static void print_ladder(FILE *f, const json_t *l)
 {
     int two = json_object_get(l, "device_b") != NULL;
-    fprintf(f, "\nattribution ladder (%s; A %s%s%s):\n", s_or(l, "metric", "?"), s_or(l, "device_a", "?"),
-            two ? ", B " : "", two ? s_or(l, "device_b", "") : "");
+    fprintf(f, "\nattribution ladder (%s%s%s%s%s; A %s%s%s):\n", jsonx_str(l, "workload") ? jsonx_str(l, "workload") : "",
+            jsonx_str(l, "workload") ? " " : "", s_or(l, "metric", "?"), jsonx_str(l, "better") ? ", " : "",
+            jsonx_str(l, "better") ? (!strcmp(jsonx_str(l, "better"), "higher") ? "higher is better" : "lower is better") : "",
+            s_or(l, "device_a", "?"), two ? ", B " : "", two ? s_or(l, "device_b", "") : "");
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(l, "rungs"), i, r)
@@ -101,6 +106,8 @@ static void print_ladder(FILE *f, const json_t *l)
             if (nb) fprintf(f, "      note (B): %s\n", nb);
         }
     }
+    json_array_foreach(json_object_get(l, "skipped"), i, r)
+        fprintf(f, "  %d %-12s %s\n", (int)jsonx_num(r, "rung"), s_or(r, "name", "?"), s_or(r, "why", ""));
     fprintf(f, "  %s\n", s_or(l, "text", ""));
 }
 

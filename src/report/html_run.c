@@ -121,7 +121,7 @@ static void put_ladder(struct sbuf *b, const json_t *c, const char *run_dir)
         json_array_foreach(rungs, i, r)
         {
             const json_t *a = json_object_get(r, "a"), *sh = json_object_get(r, "shift_a");
-            sb_printf(b, "<tr><td>%zu ", i + 1);
+            sb_printf(b, "<tr><td>%d ", (int)jsonx_num(r, "rung"));
             sb_escape(b, names[i]);
             sb_puts(b, "</td><td>");
             sb_escape(b, s_or(r, "turns_on", ""));
@@ -139,6 +139,14 @@ static void put_ladder(struct sbuf *b, const json_t *c, const char *run_dir)
             else sb_puts(b, "-");
             sb_puts(b, "</td></tr>\n");
         }
+        json_array_foreach(json_object_get(lad, "skipped"), i, r)
+        {
+            sb_printf(b, "<tr><td>%d ", (int)jsonx_num(r, "rung"));
+            sb_escape(b, s_or(r, "name", "?"));
+            sb_puts(b, "</td><td colspan=\"3\" class=\"muted\">");
+            sb_escape(b, s_or(r, "why", ""));
+            sb_puts(b, "</td></tr>\n");
+        }
         sb_puts(b, "</table>\n<p>");
         sb_escape(b, s_or(lad, "text", ""));
         sb_puts(b, "</p>\n");
@@ -149,7 +157,8 @@ static void put_ladder(struct sbuf *b, const json_t *c, const char *run_dir)
 void html_put_training(struct sbuf *b, const json_t *c, const char *run_dir)
 {
     if (!run_dir) return;
-    if (!strcmp(s_or(c, "name", ""), "ladder")) {
+    const char *cname = s_or(c, "name", "");
+    if (!strcmp(cname, "ladder") || !strncmp(cname, "ladder-", 7)) { /* ladder-W: another workload's */
         put_ladder(b, c, run_dir);
         return;
     }

@@ -11,12 +11,64 @@ void seeds_free(struct seed_set *s)
     free(s->rec);
     free(s->seed);
     for (size_t i = 0; i < s->nmetric; i++) free(s->metric[i]);
+    json_decref(s->better);
     memset(s, 0, sizeof *s);
 }
 
 static int is_reserved(const char *k)
 {
-    return !strcmp(k, "seed") || !strcmp(k, "curve") || !strcmp(k, "info") || !strcmp(k, "step");
+    return !strcmp(k, "seed") || !strcmp(k, "curve") || !strcmp(k, "info") || !strcmp(k, "step") ||
+           !strcmp(k, "primary") || !strcmp(k, "better") || !strcmp(k, "margin");
+}
+
+/* "primary", "better" and "margin" of one record (seeds.h), consistent with
+ * the lines before it. */
+static int check_facts(struct seed_set *s, const char *path, long line, json_t *o, plumb_err *e)
+{
+    json_t *p = json_object_get(o, "primary");
+    if (p) {
+        if (!json_is_string(p) || !*json_string_value(p) || strlen(json_string_value(p)) >= sizeof s->primary)
+            return err_set(e, PLUMB_EUSAGE, "%s:%ld: \"primary\" is not a metric name", path, line);
+        const char *pm = json_string_value(p);
+        if (!json_is_number(json_object_get(o, pm)))
+            return err_set(e, PLUMB_EUSAGE, "%s:%ld: \"primary\" names \"%s\", which is not a numeric field of the record",
+                           path, line, pm);
+        if (s->primary[0] && strcmp(s->primary, pm))
+            return err_set(e, PLUMB_EUSAGE, "%s:%ld: \"primary\" is \"%s\", earlier lines say \"%s\"", path, line, pm,
+                           s->primary);
+        snprintf(s->primary, sizeof s->primary, "%s", pm);
+    }
+    json_t *m = json_object_get(o, "margin");
+    if (m) {
+        if (!json_is_string(m) || !*json_string_value(m) || strlen(json_string_value(m)) >= sizeof s->margin)
+            return err_set(e, PLUMB_EUSAGE, "%s:%ld: \"margin\" is not a margin text (\"0.15%%\", \"0.001\", "
+                           "\"auc=0.15%%\")", path, line);
+        if (s->margin[0] && strcmp(s->margin, json_string_value(m)))
+            return err_set(e, PLUMB_EUSAGE, "%s:%ld: \"margin\" is \"%s\", earlier lines say \"%s\"", path, line,
+                           json_string_value(m), s->margin);
+        snprintf(s->margin, sizeof s->margin, "%s", json_string_value(m));
+    }
+    json_t *b = json_object_get(o, "better");
+    if (b) {
+        if (!json_is_object(b))
+            return err_set(e, PLUMB_EUSAGE, "%s:%ld: \"better\" is not an object of metric: \"higher\" | \"lower\"",
+                           path, line);
+        const char *k;
+        json_t *v;
+        json_object_foreach(b, k, v)
+        {
+            const char *d = json_string_value(v);
+            if (!d || (strcmp(d, "higher") && strcmp(d, "lower")))
+                return err_set(e, PLUMB_EUSAGE, "%s:%ld: better.%s is not \"higher\" or \"lower\"", path, line, k);
+            if (!s->better) s->better = json_object();
+            const char *was = json_string_value(json_object_get(s->better, k));
+            if (was && strcmp(was, d))
+                return err_set(e, PLUMB_EUSAGE, "%s:%ld: better.%s is \"%s\", earlier lines say \"%s\"", path, line, k,
+                               d, was);
+            json_object_set_new(s->better, k, json_string(d));
+        }
+    }
+    return PLUMB_OK;
 }
 
 static int check_curve(const char *path, long line, const json_t *c, plumb_err *e)
@@ -100,6 +152,7 @@ int seeds_read(const char *path, struct seed_set *s, plumb_err *e)
         }
         json_t *curve = json_object_get(o, "curve");
         if (!rc && curve && !json_is_null(curve)) rc = check_curve(path, lineno, curve, e);
+        if (!rc) rc = check_facts(s, path, lineno, o, e);
         if (rc) {
             json_decref(o);
             break;
@@ -143,6 +196,12 @@ int seeds_has_metric(const struct seed_set *s, const char *metric)
     for (size_t i = 0; i < s->nmetric; i++)
         if (!strcmp(s->metric[i], metric)) return 1;
     return 0;
+}
+
+int seeds_better(const struct seed_set *s, const char *metric)
+{
+    const char *d = json_string_value(json_object_get(s->better, metric));
+    return !d ? 0 : !strcmp(d, "higher") ? 1 : -1;
 }
 
 double seeds_info_mean(const struct seed_set *s, const char *key)

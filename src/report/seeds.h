@@ -2,11 +2,22 @@
  * tests. One JSON object per line (seeds.jsonl):
  *
  *   {"seed": 3, "auc": 0.7597, "logloss": 0.4741, "accuracy": 0.7781,
+ *    "primary": "auc",                                       (optional)
+ *    "better": {"auc": "higher", "logloss": "lower"},        (optional)
+ *    "margin": "auc=0.15%",                                  (optional)
  *    "curve": [[5, 0.6862], [10, 0.6790], ...],            (optional)
  *    "info": {"samples_per_s": 18400, ...}}                  (optional)
  *
  * - "seed": an integer, unique in the file;
  * - every other top-level number is a metric compared between the sides;
+ * - "primary": the metric whose verdict decides when plumb compare is given
+ *   no --metric (a numeric field of the record; the same on every line);
+ * - "better": per metric, "higher" or "lower" is better (reports say which
+ *   side is ahead; the verdict itself is two-sided);
+ * - "margin": the default equivalence margin, --margin's grammar ("0.15%",
+ *   "0.001", "val_loss=0.5%,0.15%"), used when --margin is not given;
+ *   plumb writes the workload's accept descriptor's (train/model.h) into
+ *   all three;
  * - "curve": [step, training loss] pairs, steps increasing (plumb writes
  *   block means: the mean loss of the steps since the previous point);
  * - "info": anything else (throughput, digests, settings): shown, never
@@ -30,6 +41,9 @@ struct seed_set {
     long long *seed;
     char *metric[SEEDS_MAX_METRICS]; /* metric names in first-seen order (owned) */
     size_t nmetric;
+    char primary[64];       /* "primary" of the records, "" when none */
+    char margin[256];       /* "margin" of the records, "" when none */
+    json_t *better;         /* "better" of the records merged: {metric: "higher"|"lower"} (owned) */
 };
 
 /* Reads and validates a seeds.jsonl file. PLUMB_EUSAGE naming the file, the
@@ -45,6 +59,8 @@ size_t seeds_values(const struct seed_set *s, const char *metric, double *out);
 double seeds_info_mean(const struct seed_set *s, const char *key);
 /* A metric present in both sets? */
 int seeds_has_metric(const struct seed_set *s, const char *metric);
+/* The records' direction of metric: 1 higher is better, -1 lower, 0 not stated. */
+int seeds_better(const struct seed_set *s, const char *metric);
 
 /* Downsamples a per-step loss sequence into at most max_points block means:
  * steps[i], loss[i] for i < n -> a JSON array [[step, mean], ...] whose step

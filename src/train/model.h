@@ -270,6 +270,49 @@ struct train_preset {
 
 struct train_option;
 
+/* ---------------------------------------------------------------- accept */
+
+/* How plumb accept trains and judges the workload: the train-<name> check
+ * (accept/check_train.c), the parity check and the attribution ladder
+ * (accept/seed_runs.c, docs/COMPARE.md). One literal per workload, next to
+ * its struct workload, e.g. (figures illustrative):
+ *
+ *   static const struct preset_default gpt_accept_golden[] = {{"--steps", "40", NULL, NULL}, {0}};
+ *   static const struct workload_accept gpt_accept = {
+ *       .preset = "gpt-tiny", .golden = gpt_accept_golden,
+ *       .metric = "val_loss", .label = "val loss", .higher_is_better = 0,
+ *       .lower_is_better = "perplexity", .bound = 4.0, .spread_floor = 0.02,
+ *       .margin = "0.5%", .cpu_run_s = 20,
+ *   };
+ *   ... .accept = &gpt_accept, in the struct workload.
+ *
+ * tests/test_accept.c checks every workload's literal (the metric names,
+ * the overrides through the option table, the margin's grammar). */
+struct workload_accept {
+    const char *preset;                  /* the preset every accept run trains ("ctr-tiny") */
+    const struct preset_default *fast;   /* the fast runs' options on top of the preset's defaults (NULL, or
+                                            ends with {0}); seed runs and ladder rungs then set their seed,
+                                            numerics and precision, and --seed-steps its steps */
+    const struct preset_default *golden; /* the golden run's options (--numerics golden implied) */
+    const char *metric;                  /* the deciding eval metric (an eval_metrics name): "auc" */
+    const char *label;                   /* how messages name it: "AUC" */
+    int higher_is_better;                /* of metric: 1 for auc, top1; 0 for a loss */
+    const char *lower_is_better;         /* the workload's OTHER eval metrics where lower is better, comma
+                                            list ("logloss"); the rest are higher-is-better */
+    double bound;                        /* the fast run's metric must reach it: at least bound when higher
+                                            is better, at most when lower (a ceiling); 0: no bound */
+    double spread_floor;                 /* the least tolerance of the device-vs-cpu seed-spread comparison
+                                            (same units as metric) */
+    const char *margin;                  /* parity margin, plumb compare --margin's grammar: "0.15%" (relative
+                                            to A's mean), "0.01" (absolute), or per metric "val_loss=0.5%,1%";
+                                            the seeds records carry it as their default margin */
+    const char *precisions;              /* the compute precisions it trains in, comma list; NULL: fp32,bf16,fp16
+                                            (the ladder leaves out the AMP rungs it lacks) */
+    double cpu_run_s;                    /* seconds one fast run of the preset takes on a 2-core host,
+                                            measured (the accept check trains it 2 + K times on a GPU host) */
+    const char *not_standard;            /* NULL, or why plumb accept --standard leaves it out by default */
+};
+
 struct workload {
     const char *name;     /* the name plumb train takes */
     const char *summary;
@@ -283,6 +326,7 @@ struct workload {
     const struct model_ops *model;
     const struct data_ops *data;
     const struct eval_ops *eval;
+    const struct workload_accept *accept; /* NULL: plumb accept does not train it */
 };
 
 #endif

@@ -266,6 +266,35 @@ static const struct train_option ctr_options[] = {
     {0},
 };
 
+/* ---------------------------------------------------------------- accept */
+
+/* The train-ctr check, the parity seeds and the ladder (docs/COMPARE.md):
+ * ctr-tiny's 1500-step schedule on the synthetic teacher with 50000 eval
+ * samples; golden 60 steps scored on 2000. */
+static const struct preset_default ctr_accept_fast[] = {
+    {"--steps", "1500", NULL, NULL},
+    {"--eval-samples", "50000", NULL, NULL},
+    {0},
+};
+static const struct preset_default ctr_accept_golden[] = {
+    {"--steps", "60", NULL, NULL},
+    {"--eval-samples", "2000", NULL, NULL},
+    {0},
+};
+static const struct workload_accept ctr_accept = {
+    .preset = "ctr-tiny",
+    .fast = ctr_accept_fast,
+    .golden = ctr_accept_golden,
+    .metric = "auc",
+    .label = "AUC",
+    .higher_is_better = 1,
+    .lower_is_better = "logloss",
+    .bound = 0.75,          /* the teacher's own AUC is ~0.80; ctr-tiny reaches ~0.76 on the cpu */
+    .spread_floor = 0.002,  /* README.md's convergence tolerance of the train-ctr check */
+    .margin = "0.15%",      /* the source documents' acceptance figure for AUC */
+    .cpu_run_s = 6,         /* 1500 steps of 256 on 2 idle cores: 5-6 s */
+};
+
 const struct workload ctr_workload = {
     .name = "ctr",
     .summary = "DLRM click-through-rate model on Criteo-format data (or its synthetic teacher)",
@@ -276,4 +305,5 @@ const struct workload ctr_workload = {
     .model = &ctr_model_ops,
     .data = &ctr_data_ops,
     .eval = &ctr_eval_ops,
+    .accept = &ctr_accept,
 };

@@ -403,6 +403,37 @@ static const struct train_option gpt_options[] = {
     {0},
 };
 
+/* ---------------------------------------------------------------- accept */
+
+/* The train-gpt check, the parity seeds and the ladder (--workload gpt):
+ * gpt-tiny on the synthetic chain (loss floor ~1.6 nats at V = 256; a
+ * uniform guess is ln 256 = 5.545), 150 fast steps of the preset's 16 x 64
+ * tokens (val loss ~1.72 on the cpu); golden 8 steps of 8 sequences scored
+ * on 16. */
+static const struct preset_default gpt_accept_fast[] = {
+    {"--steps", "150", NULL, NULL},
+    {0},
+};
+static const struct preset_default gpt_accept_golden[] = {
+    {"--steps", "8", NULL, NULL},
+    {"--batch", "8", NULL, NULL},
+    {"--eval-samples", "16", NULL, NULL},
+    {0},
+};
+static const struct workload_accept gpt_accept = {
+    .preset = "gpt-tiny",
+    .fast = gpt_accept_fast,
+    .golden = gpt_accept_golden,
+    .metric = "val_loss",
+    .label = "val loss",
+    .higher_is_better = 0,
+    .lower_is_better = "perplexity",
+    .bound = 4.0,           /* well under ln 256; the chain's floor is ~1.6 */
+    .spread_floor = 0.02,   /* nats: the least tolerance however close the cpu seeds land */
+    .margin = "1%",         /* of A's mean val loss: ~0.017 nats at 1.72 */
+    .cpu_run_s = 8,         /* 150 steps of 16 x 64 on 2 idle cores: ~7 s */
+};
+
 const struct workload gpt_workload = {
     .name = "gpt",
     .summary = "GPT-2 language model on llm.c token files, a text file as bytes, or synthetic tokens",
@@ -413,4 +444,5 @@ const struct workload gpt_workload = {
     .model = &gpt_model_ops,
     .data = &gpt_data_ops,
     .eval = &gpt_eval_ops,
+    .accept = &gpt_accept,
 };

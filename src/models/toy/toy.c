@@ -515,6 +515,32 @@ static const struct train_option toy_options[] = {
     {0},
 };
 
+/* accept (train-toy, parity and the ladder with --workload toy): toy-bn,
+ * the whole-batch golden path. Over seeds 1-10 its mse is 0.148-0.18, seed
+ * sd ~0.01 (a model that learns nothing scores var(y) ~ 0.72), hence the
+ * 0.3 ceiling and a 10% margin (about 1.5 seed sd; ctr's 0.15% of AUC is
+ * 0.7 of its seed sd). fp32
+ * only (m_create). Not in --standard's default set: the arithmetic runs on
+ * the host whatever the device, so it says nothing about a GPU. */
+static const struct preset_default toy_accept_golden[] = {
+    {"--steps", "60", NULL, NULL},
+    {0},
+};
+static const struct workload_accept toy_accept = {
+    .preset = "toy-bn",
+    .golden = toy_accept_golden,
+    .metric = "mse",
+    .label = "mse",
+    .higher_is_better = 0,
+    .lower_is_better = "rmse",
+    .bound = 0.3,
+    .spread_floor = 0.005,
+    .margin = "10%",
+    .precisions = "fp32",
+    .cpu_run_s = 0.3,
+    .not_standard = "its arithmetic runs on the host on every device, so it tests no GPU",
+};
+
 const struct workload toy_workload = {
     .name = "toy",
     .summary = "two-layer MLP regressor on synthetic data (the model interface's second workload)",
@@ -525,4 +551,5 @@ const struct workload toy_workload = {
     .model = &toy_model_ops,
     .data = &toy_data_ops,
     .eval = &toy_eval_ops,
+    .accept = &toy_accept,
 };
