@@ -73,9 +73,50 @@ a=$(dg "$TMP/sa.out"); b=$(dg "$TMP/sb.out"); ea=$(grep '^eval:' "$TMP/sa.out");
 expect_exit "synth-tokens without --out: exit 2" 2 "$PLUMB" data synth-tokens --tokens 10
 expect_exit "synth-tokens --vocab 70000: exit 2" 2 "$PLUMB" data synth-tokens --tokens 10 --vocab 70000 --out "$TMP/x.bin"
 grep -q -- "--vocab" "$TMP/err" && ok "the bad option is named" || fail "synth-tokens --vocab message" "$(cat "$TMP/err")"
-# the accept check on this host's cpu: the fast run, the thread-count comparison, golden vs 1 thread
+# the accept checks through gpt's descriptor (train/model.h struct workload_accept in
+# src/models/gpt/workload.c): train-gpt on this host's cpu (the fast run, the
+# thread-count comparison, golden vs 1 thread)
 "$PLUMB" accept --checks train-gpt --device cpu --out "$TMP/acc" >"$TMP/acc.out" 2>&1
-[ "$(J "$TMP/acc/results.json" '.checks[] | select(.name=="train-gpt") | .status')" = pass ] \
-  && ok "accept train-gpt passes on the cpu (val loss $(J "$TMP/acc/results.json" '.checks[] | select(.name=="train-gpt") | .metrics[] | select(.name=="val_loss") | .value'))" \
-  || fail "accept train-gpt" "$(grep train-gpt "$TMP/acc.out")"
+python3 - "$TMP/acc/results.json" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+c = [x for x in json.load(open(sys.argv[1]))["checks"] if x["name"] == "train-gpt"][0]
+m = {x["name"]: x["value"] for x in c["metrics"]}
+assert c["status"] == "pass", c.get("reason")
+assert c["thresholds"] == {"val_loss_ceiling": 4.0, "val_loss_tolerance_floor": 0.02}, c["thresholds"]
+assert 1.0 < m["val_loss"] <= 4.0 and m["golden_digest_match"] == 1.0, m
+assert c["details"]["preset"] == "gpt-tiny" and c["details"]["metric"] == {"name": "val_loss", "better": "lower"}, c["details"]
+print("val loss %.4f" % m["val_loss"])
+PY
+[ $? -eq 0 ] && ok "accept train-gpt passes on the cpu ($(cat "$TMP/py"))" || fail "accept train-gpt" "$(cat "$TMP/py"; grep train-gpt "$TMP/acc.out")"
+# parity-gpt: seed records carry val_loss as the primary metric, lower is better, the 1% margin;
+# plumb compare decides on them unchanged
+for sb in 1 3; do
+  "$PLUMB" accept --checks parity --workload gpt --seeds 2 --seed-base $sb --seed-steps 40 --device cpu --out "$TMP/par$sb" \
+    >"$TMP/par$sb.out" 2>&1 || fail "accept parity --workload gpt (seeds from $sb)" "$(tail -3 "$TMP/par$sb.out")"
+done
+python3 - "$TMP/par1" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1] + "/results.json"))["checks"][0]
+assert c["name"] == "parity-gpt" and c["status"] == "pass", (c["name"], c.get("reason"))
+recs = [json.loads(l) for l in open(sys.argv[1] + "/checks/parity-gpt/seeds.jsonl")]
+assert [r["seed"] for r in recs] == [1, 2], recs
+for r in recs:
+    assert r["primary"] == "val_loss" and r["margin"] == "1%" and r["better"]["val_loss"] == "lower", r
+    assert r["better"]["perplexity"] == "lower" and 1.0 < r["val_loss"] < 5.545 and len(r["curve"]) == 40, r
+PY
+[ $? -eq 0 ] && ok "parity-gpt: 2 seeds, records name val_loss (lower is better) and the 1% margin" || fail "parity-gpt records" "$(cat "$TMP/py")"
+"$PLUMB" compare "$TMP/par1" "$TMP/par3" --out "$TMP/cmp" >"$TMP/cmp.out" 2>&1
+grep -q "val_loss" "$TMP/cmp.out" && grep -qE "equivalent|different|undecided" "$TMP/cmp.out" \
+  && ok "plumb compare decides on two gpt parity runs ($(grep -m1 -oE "(equivalent|different|undecided)[^|]*" "$TMP/cmp.out" | head -c 80))" \
+  || fail "plumb compare on gpt runs" "$(tail -5 "$TMP/cmp.out")"
+# the ladder for gpt: golden, fast-strict and bf16-amp rungs on gpt-tiny
+"$PLUMB" attribute --workload gpt --seeds 2 --steps 10 --rungs golden,fast-strict,bf16-amp --device cpu --out "$TMP/lad" >"$TMP/lad.out" 2>&1
+python3 - "$TMP/lad/results.json" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["checks"][0]
+assert c["name"] == "ladder-gpt" and c["status"] == "pass", (c["name"], c.get("reason"))
+assert c["details"]["workload"] == "gpt" and c["details"]["better"] == "lower", c["details"]
+PY
+[ $? -eq 0 ] && ok "plumb attribute --workload gpt: the ladder-gpt check ($(grep -m1 '^ladder on cpu:' "$TMP/lad.out" | head -c 100))" \
+  || fail "ladder-gpt" "$(cat "$TMP/py"; tail -4 "$TMP/lad.out")"
 finish

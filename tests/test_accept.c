@@ -115,7 +115,7 @@ TEST(workload_accept_every_descriptor_validates)
     const struct workload *wl;
     plumb_err e = {0};
     CHECK(accept_workload_find("nope", "--workload", &wl, &e) == PLUMB_EUSAGE && !wl);
-    CHECK(strstr(e.msg, "--workload: 'nope' is not a workload") && strstr(e.msg, "ctr, toy"));
+    CHECK(strstr(e.msg, "--workload: 'nope' is not a workload") && strstr(e.msg, "ctr, gpt, toy"));
     CHECK(accept_workload_find("toy", "--workload", &wl, &e) == PLUMB_OK && wl == workload_find("toy"));
 }
 
