@@ -209,15 +209,19 @@ def main():
         t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t0.record()
     w0 = time.perf_counter()
-    last = None
+    last = first = None
     for i in range(a.steps):
         last = step(*data[a.warmup + i])
+        if i == 0:
+            first = last.detach()  # read after the timing (no sync inside it)
     if cuda:
         t1.record()
         torch.cuda.synchronize()
         ms = t0.elapsed_time(t1) / a.steps
     else:
         ms = 1e3 * (time.perf_counter() - w0) / a.steps
+    if not losses:  # no untimed steps: the first timed one
+        losses.append(first.item())
     losses.append(last.item())
     val_loss = None
     if a.val_tokens:
