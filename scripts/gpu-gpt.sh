@@ -6,27 +6,28 @@
 # nothing; the unfiltered GPU suite runs before it (scripts/gpu-suite.sh).
 # At most GPT_BUDGET_S seconds (default 285) of wall time in all: every step
 # runs under `timeout` with what is left, and a step that cannot fit is
-# skipped and says so. Steps, in order of what they back:
+# skipped and says so; the steps run in the order of what they back:
 #   golden   gpt-tiny, golden numerics, 20 steps, fp32 and bf16: the parameter
 #            digest on cuda equals the cpu's;
-#   accept   plumb accept's gpt train check on cuda (golden digest = cpu's,
-#            fast validation loss within the cpu's seed spread), quick level;
 #   bench    plumb bench gpt, gpt2-124m, B=16 T=1024 bf16, with PyTorch eager
 #            and torch.compile in the same run (bench/gpt_pytorch.py): tokens/s,
 #            MFU, step split, the ratios;
-#   llmc     llm.c's train_gpt2cu (random d12 init, no cuDNN) on the same
-#            synthetic tokens, LOSS_STEPS steps: its tokens/s (mean step time
-#            after the first) and its validation loss;
-#   loss     LOSS_STEPS steps of gpt2-124m bf16 (B=16, T=1024, lr 6e-4 after
-#            20 warmup steps, constant; AdamW (0.9, 0.95), wd 0.1, clip 1) on
-#            plumb data synth-tokens' chain (vocabulary 50257): plumb (seeds
-#            1, 2) against PyTorch eager (seeds 1, 2, 3); the validation loss
-#            over the same 64 windows of 1024 tokens; pass when each plumb
-#            seed lies within max(PyTorch's seed spread, 0.02 nats) of
-#            PyTorch's mean (llm.c's loss reported beside it);
+#   loss     GPT_LOSS_STEPS (default 100) steps of gpt2-124m bf16 (B=16,
+#            T=1024, lr 6e-4 after 20 warmup steps, constant; AdamW (0.9,
+#            0.95), wd 0.1, clip 1) on plumb data synth-tokens' chain
+#            (vocabulary 50257): plumb (seeds 1, 2) against PyTorch eager
+#            (seeds 1, 2, 3), interleaved; the validation loss over the same
+#            64 windows of 1024 tokens; pass when each plumb seed lies within
+#            max(PyTorch's seed spread, 0.02 nats) of PyTorch's mean;
+#   llmc     llm.c's train_gpt2cu (random d12 init, no cuDNN, its defaults
+#            otherwise) on the same tokens and schedule: its tokens/s (mean
+#            step time after the first) and its validation loss beside them;
+#   accept   plumb accept's train-gpt check on cuda, quick level (golden
+#            digest = cpu's, fast validation loss within the cpu's seed spread);
 #   golden124  gpt2-124m golden, 2 steps of 2 x 64, cuda vs cpu (the full
-#            width and vocabulary through the golden kernels), if time is left.
-# Writes $OUT/gpt/ (gpu-gpt.log, bench.json, loss.json, summary.txt). NVLink
+#            width and vocabulary through the golden kernels).
+# Output is line-buffered (stdbuf) so a step cut by its timeout keeps what it
+# printed. Writes $OUT/gpt/ (gpu-gpt.log, bench.json, loss.json, summary.txt). NVLink
 # multicast stays off; clocks, power and MIG are left alone.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,8 +39,9 @@ LOG=$D/gpu-gpt.log
 : >"$LOG"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 BUDGET=${GPT_BUDGET_S:-285}
-LOSS_STEPS=${GPT_LOSS_STEPS:-150}
+LOSS_STEPS=${GPT_LOSS_STEPS:-100}
 T0=$SECONDS
+SB=""; command -v stdbuf >/dev/null 2>&1 && SB="stdbuf -oL -eL"
 log() { echo "$*" | tee -a "$LOG"; }
 left() { echo $((BUDGET - (SECONDS - T0))); }
 step() { # step NAME TIMEOUT_S NEED_S CMD...: runs when NEED_S seconds are left, under min(TIMEOUT_S, left)
@@ -49,7 +51,7 @@ step() { # step NAME TIMEOUT_S NEED_S CMD...: runs when NEED_S seconds are left,
   [ "$t" -gt "$l" ] && t=$l
   log ""; log "==== $name: $*"
   local t1=$SECONDS
-  timeout "$t" "$@" >>"$D/$name.log" 2>&1
+  timeout "$t" $SB "$@" >>"$D/$name.log" 2>&1
   local rc=$?
   log "==== $name: exit $rc ($((SECONDS - t1)) s)"
   return $rc
@@ -68,29 +70,15 @@ S=""  # summary lines
 G="train gpt --preset gpt-tiny --numerics golden --steps 20 --batch 16 --train-samples 2048 --eval-samples 32
    --param-digest --quiet --health-interval 0 --threads 8"
 for prec in fp32 bf16; do
-  step golden_cpu_$prec 60 20 $P $G --precision $prec --device cpu --out $W/g_cpu_$prec
-  step golden_cuda_$prec 60 20 $P $G --precision $prec --device cuda --out $W/g_cuda_$prec
+  step golden_cpu_$prec 60 20 $P $G --precision $prec --device cpu --out $W/g_cpu_$prec; ra=$?
+  step golden_cuda_$prec 60 20 $P $G --precision $prec --device cuda --out $W/g_cuda_$prec; rb=$?
   a=$(dg "$D/golden_cpu_$prec.log"); b=$(dg "$D/golden_cuda_$prec.log")
-  if [ -n "$a" ] && [ "$a" = "$b" ]; then S="$S\nVERDICT golden gpt-tiny $prec: PASS cuda = cpu ($a)"
-  else S="$S\nVERDICT golden gpt-tiny $prec: FAIL cuda '$b' cpu '$a'"; fi
+  if [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ]; then S="$S\nVERDICT golden gpt-tiny $prec: PASS cuda = cpu ($a)"
+  else S="$S\nVERDICT golden gpt-tiny $prec: FAIL cuda '$b' (exit $rb) cpu '$a' (exit $ra)"; fi
 done
 
-# ---- accept: the gpt train check on cuda
-step accept 90 40 $P accept --device cuda --checks train-gpt --quick --out $W/acc
-if [ -f $W/acc/results.json ]; then
-  cp $W/acc/results.json "$D/accept.json"
-  S="$S\n$(python3 - $W/acc/results.json <<'PY'
-import json, sys
-for c in json.load(open(sys.argv[1]))["checks"]:
-    if not c["name"].startswith("train"): continue
-    m = {x["name"]: x["value"] for x in c.get("metrics", [])}
-    print("VERDICT accept %s %s: %s %s (val_loss %s)" % (c["name"], c.get("device"), c["status"].upper(), c.get("reason", ""), m.get("val_loss")))
-PY
-)"
-fi
-
 # ---- bench: plumb vs PyTorch eager and torch.compile, gpt2-124m B=16 T=1024 bf16
-step bench 240 120 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 50 --warmup 10 \
+step bench 200 100 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
   --vs-pytorch --torch-modes eager,compile --json "$D/bench.json"
 grep -E "^bf16|pytorch|FLOPs per token" "$D/bench.log" | tee -a "$LOG"
 
@@ -100,10 +88,22 @@ NTRAIN=$(((LOSS_STEPS * B + 2) * T + 1)); NVAL=$((4 * B * T + 1))
 step data 60 5 sh -c "$P data synth-tokens --tokens $NTRAIN --vocab 50257 --out $W/syn_train.bin &&
   $P data synth-tokens --tokens $NVAL --vocab 50257 --split val --out $W/syn_val.bin"
 
+# ---- loss after the budget: plumb (seeds 1, 2) vs PyTorch eager (seeds 1, 2, 3); llm.c beside them
+TR="train gpt --preset gpt2-124m --device cuda --precision bf16 --data tokens:$W/syn_train.bin --eval-data $W/syn_val.bin
+    --steps $LOSS_STEPS --batch $B --lr 6e-4 --warmup 20 --schedule constant --eval-batch $B --quiet --health-interval 0"
+torch_seed() { step loss_torch_s$1 60 20 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch $B --seq $T --device cuda \
+  --precision bf16 --mode eager --steps $LOSS_STEPS --warmup 0 --lr 6e-4 --lr-warmup 20 --seed $1 \
+  --tokens $W/syn_train.bin --val-tokens $W/syn_val.bin --val-batches 4; }
+# interleaved, so a budget cut still leaves plumb against two PyTorch seeds
+step loss_plumb_s1 60 15 $P $TR --seed 1 --out $W/lp1
+torch_seed 1
+torch_seed 2
+step loss_plumb_s2 60 15 $P $TR --seed 2 --out $W/lp2
+torch_seed 3
 # ---- llm.c: tokens/s and the loss after the budget, on the same tokens
 LLMC=${LLMC:-$here/llmc/train_gpt2cu}
 if [ -x "$LLMC" ]; then
-  step llmc 90 30 "$LLMC" -e d12 -i $W/syn_train.bin -j $W/syn_val.bin -b $B -t $T -x $LOSS_STEPS -l 6e-4 -u 20 -q 1.0 \
+  step llmc 60 20 "$LLMC" -e d12 -i $W/syn_train.bin -j $W/syn_val.bin -b $B -t $T -x $LOSS_STEPS -l 6e-4 -u 20 -q 1.0 \
     -c 0.1 -v $LOSS_STEPS -m 4 -s 0
   lt=$(sed -nE 's/^total average iteration time: ([0-9.]+) ms/\1/p' "$D/llmc.log")
   ltok=$(awk -v t="$lt" -v n=$((B * T)) 'BEGIN{if (t > 0) printf "%.0f", 1000 * n / t}')
@@ -114,17 +114,6 @@ else
   S="$S\nllm.c: not run (no $LLMC)"
 fi
 
-# ---- loss after the budget: plumb (seeds 1, 2) vs PyTorch eager (seeds 1, 2, 3)
-TR="train gpt --preset gpt2-124m --device cuda --precision bf16 --data tokens:$W/syn_train.bin --eval-data $W/syn_val.bin
-    --steps $LOSS_STEPS --batch $B --lr 6e-4 --warmup 20 --schedule constant --eval-batch $B --quiet --health-interval 0"
-for s in 1 2 3; do
-  step loss_torch_s$s 60 25 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch $B --seq $T --device cuda \
-    --precision bf16 --mode eager --steps $LOSS_STEPS --warmup 0 --lr 6e-4 --lr-warmup 20 --seed $s \
-    --tokens $W/syn_train.bin --val-tokens $W/syn_val.bin --val-batches 4
-done
-for s in 1 2; do
-  step loss_plumb_s$s 60 20 $P $TR --seed $s --out $W/lp$s
-done
 python3 - "$D" "$LOSS_STEPS" "${lv:-}" <<'PY' 2>&1 | tee -a "$LOG" >"$D/loss.txt"
 import json, re, statistics, sys, glob, os
 d, steps, llmc = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -156,6 +145,20 @@ else:
 json.dump(out, open(os.path.join(d, "loss.json"), "w"), indent=1)
 PY
 S="$S\n$(cat "$D/loss.txt")"
+
+# ---- accept: the gpt train check on cuda (the suite's gpu_gpt_tiny_trainer_matches_cpu covers its core)
+step accept 90 40 $P accept --device cuda --checks train-gpt --quick --out $W/acc
+if [ -f $W/acc/results.json ]; then
+  cp $W/acc/results.json "$D/accept.json"
+  S="$S\n$(python3 - $W/acc/results.json <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["checks"]:
+    if not c["name"].startswith("train"): continue
+    m = {x["name"]: x["value"] for x in c.get("metrics", [])}
+    print("VERDICT accept %s %s: %s %s (val_loss %s)" % (c["name"], c.get("device"), c["status"].upper(), c.get("reason", ""), m.get("val_loss")))
+PY
+)"
+fi
 
 # ---- golden at full width, if time is left
 G2="train gpt --preset gpt2-124m --numerics golden --steps 2 --batch 2 --seq-len 64 --train-samples 64 --eval-samples 2

@@ -168,7 +168,10 @@ static double run_torch(const struct opts *o, const char *prec, const char *mode
     char line[4096], last[4096] = "";
     while (fgets(line, sizeof line, p)) {
         if (line[0] == '{') snprintf(last, sizeof last, "%s", line);
-        else snprintf(why, wn, "%.200s", line);
+        else {
+            line[strcspn(line, "\r\n")] = 0; /* the script's last message line, without its newline */
+            if (line[0]) snprintf(why, wn, "%.200s", line);
+        }
     }
     const int st = pclose(p);
     json_t *j = last[0] ? json_loads(last, 0, NULL) : NULL;
