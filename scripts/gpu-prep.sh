@@ -41,4 +41,11 @@ while read -r lib; do
   cp -L "$lib" "$DEST/fallback/"
 done
 git rev-parse --short HEAD > "$DEST/COMMIT"
+# OLD_BUILD=DIR: a build of an earlier commit (its plumb and libplumb-cuda.so) for a
+# same-call comparison (scripts/gpu-engine.sh); DIR/../ is its work tree
+if [ -n "${OLD_BUILD:-}" ]; then
+  mkdir -p "$DEST/old"
+  cp "$OLD_BUILD/plumb" "$OLD_BUILD/libplumb-cuda.so" "$DEST/old/"
+  git -C "$OLD_BUILD/.." rev-parse --short HEAD > "$DEST/old/COMMIT"
+fi
 du -sh "$DEST"

@@ -7,13 +7,15 @@
  *             the learning rate (the golden path stays right): ctr-tiny's
  *             fast AUC lands ~0.0036 below the cpu's, outside its seed
  *             spread but above the AUC floor, while golden digests agree
- * FAKE_GPU_COUNT=N makes it report N devices (all the same cpu).
+ * FAKE_GPU_COUNT=N makes it report N devices (all the same cpu);
+ * FAKE_GPU_PCI="0000:12:00.0,..." gives device i the i-th PCI bus id.
  * tests/t_numerics.sh uses it to prove that golden/rng digests are compared
  * with the cpu's and that a mismatch names the op and the element. The cpu
  * backend's symbols come from the executable (linked with -rdynamic). */
 #include "dev/dev.h"
 #include "dev/train_ops.h"
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 static struct dev_backend fake_be;
@@ -71,6 +73,19 @@ static int fake_device_count(int *count, plumb_err *e)
     return cpu_backend.device_count(count, e);
 }
 
+static int fake_open(struct dev *d, int ordinal, plumb_err *e)
+{
+    int rc = cpu_backend.open(d, ordinal, e);
+    const char *pci = getenv("FAKE_GPU_PCI");
+    if (rc || !pci) return rc;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", pci);
+    int i = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), i++)
+        if (i == ordinal) snprintf(d->info.pci_bus_id, sizeof d->info.pci_bus_id, "%s", t);
+    return PLUMB_OK;
+}
+
 int plumb_backend_register_v1(int abi, const struct dev_backend **out, plumb_err *e)
 {
     (void)e;
@@ -85,6 +100,7 @@ int plumb_backend_register_v1(int abi, const struct dev_backend **out, plumb_err
     fake_be.name = "hip";
     fake_be.ops = &fake_ops;
     fake_be.device_count = fake_device_count;
+    fake_be.open = fake_open;
     *out = &fake_be;
     return PLUMB_OK;
 }

@@ -4,7 +4,12 @@
  * quantity answer NVML_ERROR_NOT_SUPPORTED. Built by the test build as
  * build/tests/libfake_nvml.so; FAKE_NVML_DEVICES sets the device count
  * (default 2), FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail, FAKE_NVML_TEMP sets
- * every device's temperature. */
+ * every device's temperature. Topology (plumb comm --topology):
+ * FAKE_NVML_PCI="0000:12:00.0,..." the devices' PCI bus ids (default
+ * 00000000:<0x10 + i>:00.0), FAKE_NVML_NVLINK the NVLinks: "switch" (every
+ * link up goes to an NVSwitch) or "I-J:N,..." (N links between GPUs I and
+ * J; the links up are exactly these); unset, the remote end of a link is
+ * not supported. */
 #include "health/nvml_api.h"
 #include <math.h>
 #include <stdlib.h>
@@ -36,6 +41,45 @@ static struct {
     unsigned long long type, data;
 } queue[64];
 static int qhead, qlen;
+/* NVLink far ends: peer GPU index, or -2 an NVSwitch; -1 unknown */
+#define FAKE_LINKS 18
+static int link_peer[FAKE_MAX][FAKE_LINKS];
+static char bus_ids[FAKE_MAX][32];
+
+static void topo_reset(void)
+{
+    for (unsigned i = 0; i < FAKE_MAX; i++) {
+        snprintf(bus_ids[i], sizeof bus_ids[i], "00000000:%02X:00.0", 0x10 + i);
+        for (int l = 0; l < FAKE_LINKS; l++) link_peer[i][l] = -1;
+    }
+    const char *pci = getenv("FAKE_NVML_PCI");
+    if (pci && *pci) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", pci);
+        unsigned i = 0;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && i < FAKE_MAX; t = strtok_r(NULL, ",", &save))
+            snprintf(bus_ids[i++], sizeof bus_ids[0], "%s", t);
+    }
+    const char *nv = getenv("FAKE_NVML_NVLINK");
+    if (!nv || !*nv) return;
+    if (!strcmp(nv, "switch")) {
+        for (unsigned i = 0; i < FAKE_MAX; i++)
+            for (int l = 0; l < FAKE_LINKS; l++) link_peer[i][l] = -2;
+        return;
+    }
+    int used[FAKE_MAX] = {0};
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", nv);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        unsigned a, b, n;
+        if (sscanf(t, "%u-%u:%u", &a, &b, &n) != 3 || a >= FAKE_MAX || b >= FAKE_MAX) continue;
+        for (unsigned k = 0; k < n && used[a] < FAKE_LINKS && used[b] < FAKE_LINKS; k++) {
+            link_peer[a][used[a]++] = (int)b;
+            link_peer[b][used[b]++] = (int)a;
+        }
+    }
+    for (unsigned i = 0; i < FAKE_MAX; i++) devs[i].v[K_NVLINKS_UP] = used[i];
+}
 
 void fake_nvml_reset(void)
 {
@@ -84,6 +128,7 @@ void fake_nvml_reset(void)
     if (ft && *ft)
         for (unsigned i = 0; i < FAKE_MAX; i++) devs[i].v[K_TEMP] = atof(ft);
     qhead = qlen = 0;
+    topo_reset();
     initialised_defaults = 1;
 }
 
@@ -298,6 +343,46 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned link, int *state)
     if (!f) return NVML_ERROR_INVALID_ARGUMENT;
     if (isnan(f->v[K_NVLINKS]) || link >= (unsigned)f->v[K_NVLINKS]) return NVML_ERROR_NOT_SUPPORTED;
     *state = link < (unsigned)f->v[K_NVLINKS_UP] ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p)
+{
+    struct fdev *f = D(d);
+    if (!inited) return NVML_ERROR_UNINITIALIZED;
+    if (!f || !p) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned i = (unsigned)(f - devs), dom = 0, bus = 0, dv = 0, fn = 0;
+    memset(p, 0, sizeof *p);
+    snprintf(p->busId, sizeof p->busId, "%s", bus_ids[i]);
+    sscanf(bus_ids[i], "%x:%x:%x.%x", &dom, &bus, &dv, &fn);
+    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "%04X:%02X:%02X.%X", dom & 0xffff, bus, dv, fn);
+    p->domain = dom, p->bus = bus, p->device = dv;
+    p->pciDeviceId = 0x233510de;
+    return NVML_SUCCESS;
+}
+static int up_link(nvmlDevice_t d, unsigned link, unsigned *i)
+{
+    struct fdev *f = D(d);
+    if (!f || link >= FAKE_LINKS || isnan(f->v[K_NVLINKS]) || link >= (unsigned)f->v[K_NVLINKS_UP]) return 0;
+    *i = (unsigned)(f - devs);
+    return 1;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t d, unsigned link, int *type)
+{
+    unsigned i;
+    if (!up_link(d, link, &i)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (link_peer[i][link] == -1) return NVML_ERROR_NOT_SUPPORTED;
+    *type = link_peer[i][link] == -2 ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
+    return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned link, nvmlPciInfo_t *p)
+{
+    unsigned i;
+    if (!up_link(d, link, &i)) return NVML_ERROR_INVALID_ARGUMENT;
+    int peer = link_peer[i][link];
+    if (peer == -1) return NVML_ERROR_NOT_SUPPORTED;
+    memset(p, 0, sizeof *p);
+    /* an NVSwitch has a bus id of its own */
+    snprintf(p->busId, sizeof p->busId, "%s", peer == -2 ? "00000000:C0:00.0" : bus_ids[peer]);
     return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *m) { GET(d, K_PERSIST, m, int); }

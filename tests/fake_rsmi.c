@@ -3,7 +3,11 @@
  * definitions match the real prototypes, and the static assertions below check
  * that plumb's own declarations (health/rsmi_api.h) have the real shapes.
  * Values are scripted with fake_rsmi_set(dev, key, value); NAN makes a
- * function answer RSMI_STATUS_NOT_SUPPORTED. FAKE_RSMI_DEVICES (default 2). */
+ * function answer RSMI_STATUS_NOT_SUPPORTED. FAKE_RSMI_DEVICES (default 2).
+ * Topology: FAKE_RSMI_PCI="0000:c1:00.0,..." the devices' bus ids (default
+ * 0000:<0xc1 + i>:00.0); FAKE_RSMI_XGMI="0-1,2-3" the pairs joined by xGMI
+ * (one hop), every other pair PCIe; unset, each pair gets device a's
+ * link_type and hops keys. */
 #include <rocm_smi/rocm_smi.h>
 #include "health/rsmi_api.h"
 #include <math.h>
@@ -258,10 +262,45 @@ rsmi_status_t rsmi_dev_pci_bandwidth_get(uint32_t dv, rsmi_pcie_bandwidth_t *bw)
     return RSMI_STATUS_SUCCESS;
 }
 rsmi_status_t rsmi_dev_pci_replay_counter_get(uint32_t dv, uint64_t *c) { GET1(dv, K_REPLAY, c, uint64_t); }
+static int xgmi_pair(uint32_t a, uint32_t b, int *listed)
+{
+    const char *x = getenv("FAKE_RSMI_XGMI");
+    *listed = x && *x;
+    if (!*listed) return 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", x);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        unsigned p, q;
+        if (sscanf(t, "%u-%u", &p, &q) == 2 && ((p == a && q == b) || (p == b && q == a))) return 1;
+    }
+    return 0;
+}
+rsmi_status_t rsmi_dev_pci_id_get(uint32_t dv, uint64_t *bdfid)
+{
+    CHK(dv);
+    unsigned dom = 0, bus = 0xc1 + dv, dev = 0, fn = 0;
+    const char *pci = getenv("FAKE_RSMI_PCI");
+    if (pci && *pci) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", pci);
+        uint32_t i = 0;
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), i++)
+            if (i == dv) sscanf(t, "%x:%x:%x.%x", &dom, &bus, &dev, &fn);
+    }
+    *bdfid = (uint64_t)dom << 32 | (uint64_t)(bus & 0xff) << 8 | (uint64_t)(dev & 0x1f) << 3 | (fn & 7);
+    return RSMI_STATUS_SUCCESS;
+}
 rsmi_status_t rsmi_topo_get_link_type(uint32_t a, uint32_t b, uint64_t *hops, RSMI_IO_LINK_TYPE *type)
 {
     CHK(a);
     CHK(b);
+    int listed;
+    int x = xgmi_pair(a, b, &listed);
+    if (listed) {
+        *hops = x ? 1 : 2;
+        *type = x ? RSMI_IOLINK_TYPE_XGMI : RSMI_IOLINK_TYPE_PCIEXPRESS;
+        return RSMI_STATUS_SUCCESS;
+    }
     *hops = (uint64_t)val[a][K_HOPS];
     *type = (RSMI_IO_LINK_TYPE)(int)val[a][K_LINK_TYPE];
     return RSMI_STATUS_SUCCESS;

@@ -26,6 +26,7 @@ declare -A REC=(
   [fast-2dev]=fc302e97ed235301bb103db28f413e4df4283c306fba6cdfa8aa0097f2caeb04
   [fast-2feed-x]=b6013a103ffd4e45f32b4ee69645a3cbe1925326fd758daf153355a5f6e8f3d4
   [fast-bf16]=3a868ee3982dddcde969aefe7a40423afd88bf53114155c51a08a05163a7db0f
+  [fast-queued]=b183ae1e39b167ba7cc739c9979e9fe67cbc8feefb70d33490bbd0ac72f1dc03
 )
 dg() { awk '/^param_digest/{print $2}' "$1"; }
 check() { # NAME DIGEST
@@ -66,4 +67,30 @@ check fast-2host "$(dg "$TMP/f2h.out")"
 check fast-2dev "$(dg "$TMP/f2d.out")"
 check fast-2feed-x "$(dg "$TMP/f2x.out")"
 check fast-bf16 "$(dg "$TMP/fb.out")"
+
+# the queued step (1 rank, fast, plain SGD: outcomes read one step behind,
+# the update gated on the device) against the synchronous step: the same
+# digests and the same metrics lines, through the loader and the device
+# feed, with non-finite steps skipped and a rollback they trigger
+QS="$FAST --optimizer sgd"
+steps() { jq -c 'select(.type != "health") | [.type, .step, .loss, .grad_norm, .skipped, .skipped_total, .auc]' "$1/metrics.jsonl"; }
+for v in 0 1; do
+  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QS --out "$TMP/q$v" >"$TMP/q$v.out" 2>&1
+  PLUMB_TRAIN_QUEUE=$v PLUMB_TRAIN_DEVFEED=1 "$PLUMB" train ctr $QS --precision bf16 --out "$TMP/qf$v" >"$TMP/qf$v.out" 2>&1
+  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QS --inject nan@7,nan@8,nan@9 --max-bad-steps 2 --checkpoint-dir "$TMP/qck$v" \
+    --checkpoint-every 4 --eval-every 5 --out "$TMP/qn$v" >"$TMP/qn$v.out" 2>&1
+done
+"$PLUMB" train ctr ${QS/--quiet/} --steps 2 --out "$TMP/qlog" 2>&1 | grep -q "step: queued" && ok "sgd on 1 rank: the step is queued" \
+  || fail "queued step" "no 'step: queued' line"
+check fast-queued "$(dg "$TMP/q1.out")"
+for r in q qf qn; do
+  a=$(dg "$TMP/${r}0.out"); b=$(dg "$TMP/${r}1.out")
+  [ -n "$a" ] && [ "$a" = "$b" ] && ok "$r: queued = synchronous digest $a" || fail "$r queued digest" "sync '$a' queued '$b'"
+  [ "$(steps "$TMP/${r}0")" = "$(steps "$TMP/${r}1")" ] && ok "$r: queued = synchronous metrics lines" \
+    || fail "$r metrics" "$(diff <(steps "$TMP/${r}0") <(steps "$TMP/${r}1") | head -5)"
+done
+grep -q "rolled back from step 10 to the checkpoint at step 8" "$TMP/qn1.out" && ok "queued: the rollback after 3 non-finite steps" \
+  || fail "queued rollback" "$(grep -i roll "$TMP/qn1.out")"
+[ "$(jq -s '[.[] | select(.type == "step" and .skipped)] | length' "$TMP/qn1/metrics.jsonl")" = 3 ] \
+  && ok "queued: 3 skipped steps recorded" || fail "queued skips" "$(steps "$TMP/qn1" | grep true)"
 finish

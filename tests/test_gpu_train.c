@@ -529,6 +529,25 @@ static void small_ops(enum numerics mode)
     hfi = down(p.g, gfi, 4);
     CHECK_MSG(hfi && *hfi == 1, "scale_check did not see an inf");
     free(hfi);
+    /* the ops with the count on the device (the queued step): U = 5 of the 9 rows, the gate */
+    if (G->sumsq_dn && G->scale_check_dn && G->sgd_sparse_dn && G->sgd_gated) {
+        int64_t un = 5;
+        int64_t *gun = up(p.g, &un, 8);
+        double s_c = 0, s0 = 0, *gs = up(p.g, &s0, 8);
+        REQUIRE(C->sumsq(p.c, NULL, rg, 5 * D, &s_c, &e) == 0);
+        REQUIRE(G->sumsq_dn(p.g, NULL, grg, gun, D, U, gs, &e) == 0);
+        double *hs = down(p.g, gs, 8);
+        CHECK_MSG(hs && !memcmp(hs, &s_c, 8), "sumsq_dn %.17g vs %.17g", hs ? *hs : 0.0, s_c);
+        free(hs);
+        REQUIRE(C->sgd_sparse(p.c, NULL, tab, rows, rg, 5, D, 0.1f, &e) == 0);
+        REQUIRE(G->sgd_sparse_dn(p.g, NULL, gtab, grows, grg, gun, U, D, 0.1f, NULL, &e) == 0);
+        int one = 1, *gone = up(p.g, &one, 4);
+        REQUIRE(G->sgd_sparse_dn(p.g, NULL, gtab, grows, grg, gun, U, D, 0.1f, gone, &e) == 0); /* gated off */
+        REQUIRE(G->sgd_gated(p.g, NULL, gtab, gtm, R * D, 0.1f, 0.0f, gone, &e) == 0);
+        CHECK((h = down(p.g, gtab, R * D * 4)) && cmp_f("sgd_sparse_dn table", tab, h, R * D, 0));
+        free(h);
+        dev_free(p.g, gun), dev_free(p.g, gs), dev_free(p.g, gone);
+    }
     void *all[] = {gx, gx2, gy, gz, glab, gl, gdz, gsc, gw, gm, gv, gtab, gtm, gtv, grg, grows, gsq, gfi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
     free(x); free(x2); free(yc); free(z); free(lab); free(w); free(m); free(v);

@@ -715,6 +715,62 @@ TEST(train_ops_sumsq_scale_check_round)
     dev_close(d);
 }
 
+/* The ops with the count on the device (the queued step): the bits of the
+ * plain op called with n = U, a stale tail past U untouched and unread,
+ * and the gate. */
+TEST(train_ops_device_count_and_gate)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    const struct train_ops *T = d->ops->train;
+    REQUIRE(T->sumsq_dn && T->scale_check_dn && T->sgd_sparse_dn && T->sgd_gated);
+    enum { R = 40, D = 8, NMAX = 30, U = 17 };
+    float tab[R * D], tab2[R * D], g[NMAX * D];
+    int64_t rows[NMAX];
+    fill(tab, R * D, -1, 1);
+    fill(g, NMAX * D, -3, 3);
+    for (int u = 0; u < NMAX; u++) rows[u] = (u * 7) % R; /* distinct rows */
+    for (int k = U * D; k < NMAX * D; k++) g[k] = NAN;  /* garbage past U: never read */
+    memcpy(tab2, tab, sizeof tab);
+    int64_t un = U, big = 1000;
+    float *pt = TO(d, tab, R * D), *pt2 = TO(d, tab2, R * D), *pg = TO(d, g, NMAX * D);
+    int64_t *pr = TO(d, rows, NMAX), *pu = TO(d, &un, 1), *pbig = TO(d, &big, 1);
+    double z = 0.25, *ps = TO(d, &z, 1), *ps2 = TO(d, &z, 1);
+    int zero = 0, one = 1, *pf = TO(d, &zero, 1), *pf2 = TO(d, &zero, 1), *pone = TO(d, &one, 1);
+    plumb_err e = {0};
+    REQUIRE(T->sumsq_dn(d, NULL, pg, pu, D, NMAX, ps, &e) == 0);
+    REQUIRE(T->sumsq(d, NULL, pg, (size_t)U * D, ps2, &e) == 0);
+    double a, b;
+    dget(d, &a, ps, sizeof a);
+    dget(d, &b, ps2, sizeof b);
+    CHECK_MSG(!memcmp(&a, &b, sizeof a), "sumsq_dn %.17g vs sumsq %.17g", a, b);
+    REQUIRE(T->scale_check_dn(d, NULL, pg, pu, D, NMAX, 1.0f, pf, &e) == 0);
+    int f;
+    dget(d, &f, pf, sizeof f);
+    CHECK_MSG(f == 0, "scale_check_dn read past U");
+    REQUIRE(T->scale_check_dn(d, NULL, pg, pbig, D, NMAX, 1.0f, pf2, &e) == 0); /* clamped to NMAX: sees the tail */
+    dget(d, &f, pf2, sizeof f);
+    CHECK(f == 1);
+    REQUIRE(T->sgd_sparse_dn(d, NULL, pt, pr, pg, pu, NMAX, D, 0.5f, NULL, &e) == 0);
+    REQUIRE(T->sgd_sparse(d, NULL, pt2, pr, pg, U, D, 0.5f, &e) == 0);
+    float h1[R * D], h2[R * D];
+    dget(d, h1, pt, sizeof h1);
+    dget(d, h2, pt2, sizeof h2);
+    CHECK(!memcmp(h1, h2, sizeof h1));
+    /* gated: nothing written */
+    REQUIRE(T->sgd_sparse_dn(d, NULL, pt, pr, pg, pu, NMAX, D, 0.5f, pone, &e) == 0);
+    REQUIRE(T->sgd_gated(d, NULL, pt, pt2, R * D, 0.5f, 0.1f, pone, &e) == 0);
+    dget(d, h1, pt, sizeof h1);
+    CHECK(!memcmp(h1, h2, sizeof h1));
+    REQUIRE(T->sgd_gated(d, NULL, pt, pt2, R * D, 0.5f, 0.1f, pf, &e) == 0); /* flag 0: the plain sgd */
+    REQUIRE(T->sgd(d, NULL, pt2, pt2, R * D, 0.5f, 0.1f, &e) == 0);
+    for (int i = 0; i < R * D; i++) h2[i] = fmaf(-0.5f, fmaf(0.1f, h2[i], h2[i]), h2[i]);
+    dget(d, h1, pt, sizeof h1);
+    CHECK(!memcmp(h1, h2, sizeof h1));
+    void *all[] = {pt, pt2, pg, pr, pu, pbig, ps, ps2, pf, pf2, pone};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(d, all[i]);
+    dev_close(d);
+}
+
 /* bf16 storage: outputs are exactly representable in bf16 and equal the
  * rounded fp32 results. */
 TEST(train_ops_bf16_outputs_are_rounded)

@@ -1,6 +1,7 @@
 /* The faults check: fault drills (faults/drills.h) as a checks[] entry. */
 #include "accept/check_faults.h"
 #include "accept/checks.h"
+#include "accept/child.h"
 #include "core/file.h"
 #include "faults/drills.h"
 #include "models/workloads.h"
@@ -9,30 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static int find_plumb(char *out, size_t n, plumb_err *e)
-{
-    const char *env = getenv("PLUMB");
-    if (env && *env && access(env, X_OK) == 0) {
-        snprintf(out, n, "%s", env);
-        return 0;
-    }
-    char self[PATH_MAX];
-    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (l <= 0) return err_set(e, PLUMB_EINTERNAL, "faults: cannot read /proc/self/exe");
-    self[l] = 0;
-    char *slash = strrchr(self, '/');
-    const char *base = slash ? slash + 1 : self;
-    if (!strcmp(base, "plumb")) {
-        snprintf(out, n, "%s", self);
-        return 0;
-    }
-    if (slash) *slash = 0;
-    snprintf(out, n, "%s/plumb", self);
-    if (access(out, X_OK) != 0)
-        return err_set(e, PLUMB_EINTERNAL, "faults: no plumb binary next to %s (set PLUMB=path/to/plumb)", self);
-    return 0;
-}
 
 int check_faults_drills(const struct check_ctx *ctx, const char *plumb, const char *drills, int ranks,
                         double step_timeout, long steps, long ckpt_every, int quiet, struct check_result *r,
@@ -44,7 +21,7 @@ int check_faults_drills(const struct check_ctx *ctx, const char *plumb, const ch
     o.preset = "ctr-tiny";
     char bin[PATH_MAX];
     if (plumb) snprintf(bin, sizeof bin, "%s", plumb);
-    else if (find_plumb(bin, sizeof bin, e)) return e->code;
+    else if (accept_find_plumb(bin, sizeof bin, e)) return err_wrap(e, "faults");
     o.plumb = bin;
     if (drills) o.drills = drills;
     if (ctx->device) o.device = ctx->device;

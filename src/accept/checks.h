@@ -41,6 +41,10 @@ struct health_thresholds;
 int check_health_report(const struct check_ctx *ctx, json_t *lines, json_t *alerts,
                         const struct health_thresholds *t, const char *scope, struct check_result *r,
                         plumb_err *e);
+/* plumb comm as a child job on every rank of ctx->device's backend: one per
+ * GPU (NCCL/RCCL), 2 MPI ranks on the cpu (skipped without mpirun)
+ * (accept/check_comm.c) */
+int check_comm_accept_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 /* fault drills (accept/check_faults.c) */
 int check_faults_run(const struct check_ctx *ctx, struct check_result *r, plumb_err *e);
 

@@ -57,6 +57,10 @@ struct opts {
     long rows, steps, warmup, pool, threads, leak_steps, golden_steps, golden_batch, golden_rows, auc_steps,
         auc_batch, auc_eval;
     double lr;
+    double to_auc;                     /* --to-auc: target eval AUC (0: not run) */
+    long ta_batch, ta_every, ta_max, ta_warmup, ta_workers;
+    double ta_lr;
+    const char *ta_precision, *ta_script, *ta_modes;
     int vs_pytorch, no_throughput;
     const char *fuse;
     int nccl;                          /* --comm nccl */
@@ -175,7 +179,7 @@ static int bench_config(const struct opts *o, struct comm *hc, const struct data
     /* warm-up */
     for (long i = 0; i < o->warmup && !rc; i++, step++) {
         struct batch b = DB(step);
-        rc = trainer_step_on(tr, &b, step, batch, &ss, e);
+        rc = trainer_step_on(tr, &b, step, batch, NULL, e);
     }
     t->fused = cfg.fuse_sparse_sgd && !strcmp(cfg.fuse_sparse_sgd, "auto") && mo->fuse_sparse_sgd &&
                d->ops->train && d->ops->train->embedding_bwd_sgd && hc->world == 1;
@@ -186,7 +190,7 @@ static int bench_config(const struct opts *o, struct comm *hc, const struct data
     double t0 = now();
     for (long i = 0; i < o->steps && !rc; i++, step++) {
         struct batch b = DB(step);
-        rc = trainer_step_on(tr, &b, step, batch, &ss, e);
+        rc = trainer_step_on(tr, &b, step, batch, NULL, e); /* queued: read one step behind */
     }
     double enq = now() - t0; /* the host's time in the steps */
     if (!rc) rc = dev_sync(d, e);
@@ -267,7 +271,7 @@ static int write_batches(const char *path, const struct dataset *ds, int split, 
     float *dense = malloc((size_t)n * CTR_N_DENSE * 4), *lab = malloc((size_t)n * 4);
     uint32_t *sp = malloc((size_t)n * CTR_N_TABLES * 4), *idx = malloc((size_t)n * 4);
     int rc = (!dense || !lab || !sp || !idx) ? err_set(e, PLUMB_ENOMEM, "bench ctr: out of memory") : 0;
-    if (!rc && split == 0) {
+    if (!rc && split == 0 && seed != 0) { /* the trainer's order (seed 0: index order) */
         struct sampler s;
         rc = sampler_init(&s, ds->n[0], batch, (int)batch, seed, 1, e);
         int shv[4];
@@ -460,6 +464,143 @@ static int auc_check(const struct opts *o, struct comm *hc, const char *label, c
     return PLUMB_OK;
 }
 
+/* Runs a script; its last JSON line (NULL with *why on failure). */
+static json_t *run_script_json(const struct opts *o, const char *script, const char *args, char *why, size_t wn)
+{
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", o->python, script, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        snprintf(why, wn, "cannot run %s", o->python);
+        return NULL;
+    }
+    char line[4096], last[4096] = "";
+    while (fgets(line, sizeof line, p)) {
+        if (line[0] == '{') snprintf(last, sizeof last, "%s", line);
+        else fprintf(stderr, "  [pytorch] %s", line);
+    }
+    int st = pclose(p);
+    json_error_t je;
+    json_t *j = last[0] ? json_loads(last, 0, &je) : NULL;
+    if (st != 0 || !j) {
+        snprintf(why, wn, "%s exited %d without a JSON line", script, st);
+        if (j) json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Time to quality (--to-auc X): the trainer (plumb train --stop-at X
+ * --eval-every N: dlrm-kaggle on the synthetic teacher, SGD with linear
+ * warm-up) until the eval AUC reaches X; with --vs-pytorch PyTorch's own
+ * training loop (bench/ctr_to_auc_pytorch.py: DataLoader over the same
+ * train samples, pinned memory) from the same initial parameters, with the
+ * same batch, lr, warm-up, eval set and eval interval. */
+static int to_auc_check(const struct opts *o, struct comm *hc, const char *label, const struct dataset *ds, json_t *out,
+                        plumb_err *e)
+{
+    if (strcmp(o->ta_precision, "fp32") && strcmp(o->ta_precision, "bf16"))
+        return err_set(e, PLUMB_EUSAGE, "--to-auc-precision: '%s' (expected fp32 or bf16)", o->ta_precision);
+    char rows[32], bs[32], steps[32], lr[32], pool[32], ev[32], every[32], warm[32], target[32];
+    snprintf(rows, sizeof rows, "%ld", o->rows);
+    snprintf(bs, sizeof bs, "%ld", o->ta_batch);
+    snprintf(steps, sizeof steps, "%ld", o->ta_max);
+    snprintf(lr, sizeof lr, "%.17g", o->ta_lr);
+    snprintf(pool, sizeof pool, "%ld", o->pool);
+    snprintf(ev, sizeof ev, "%ld", ds->n[1]);
+    snprintf(every, sizeof every, "%ld", o->ta_every);
+    snprintf(warm, sizeof warm, "%ld", o->ta_warmup);
+    snprintf(target, sizeof target, "%.17g", o->to_auc);
+    const char *words[] = {"--preset", o->preset, "--rows", rows, "--device", o->device, "--batch", bs, "--steps", steps,
+                           "--optimizer", "sgd", "--lr", lr, "--warmup", warm, "--precision", o->ta_precision,
+                           "--train-samples", pool, "--eval-samples", ev, "--eval-every", every, "--stop-at", target,
+                           "--data-seed", "1", "--seed", "21", "--comm", "self", "--watchdog-timeout", "0", "--quiet",
+                           NULL, NULL};
+    struct train_config cfg;
+    struct train_result tr;
+    int rc = bench_train_config(words, &cfg, e);
+    double t0 = now();
+    if (!rc) rc = trainer_run(&cfg, hc, &tr, e);
+    double wall = now() - t0;
+    if (rc) return rc;
+    double auc = eval_metric(&tr.eval, "auc");
+    printf("\ntime to AUC %.4f: %s %s, batch %ld, SGD lr %g (linear warm-up %ld steps), eval every %ld steps on %ld "
+           "samples, teacher AUC %.4f\n",
+           o->to_auc, o->preset, o->ta_precision, o->ta_batch, o->ta_lr, o->ta_warmup, o->ta_every, ds->n[1],
+           tr.reference.n ? tr.reference.value[0] : NAN);
+    printf("  %-16s %s at step %ld (%ld samples): %.2f s (evals %.2f s; set-up %.2f s apart; %.0f samples/s in the "
+           "steps), AUC %.5f\n",
+           label, tr.reached ? "reached" : "NOT reached", tr.reached ? tr.reached_step : tr.steps_done,
+           (tr.reached ? tr.reached_step : tr.steps_done) * o->ta_batch, tr.reached ? tr.reached_s : wall - tr.setup_s,
+           tr.eval_s, tr.setup_s, tr.samples_per_s, auc);
+    json_t *j = json_object();
+    json_object_set_new(j, "target", json_real(o->to_auc));
+    json_object_set_new(j, "batch", json_integer(o->ta_batch));
+    json_object_set_new(j, "lr", json_real(o->ta_lr));
+    json_object_set_new(j, "warmup", json_integer(o->ta_warmup));
+    json_object_set_new(j, "eval_every", json_integer(o->ta_every));
+    json_object_set_new(j, "eval_samples", json_integer(ds->n[1]));
+    json_object_set_new(j, "precision", json_string(o->ta_precision));
+    if (tr.reference.n) json_object_set_new(j, "teacher_auc", json_real(tr.reference.value[0]));
+    json_t *pj = json_object();
+    long st = tr.reached ? tr.reached_step : tr.steps_done;
+    json_object_set_new(pj, "reached", json_boolean(tr.reached));
+    if (tr.reached) json_object_set_new(pj, "reached_s", json_real(tr.reached_s));
+    json_object_set_new(pj, "steps", json_integer(st));
+    json_object_set_new(pj, "samples", json_integer((json_int_t)st * o->ta_batch));
+    json_object_set_new(pj, "eval_s", json_real(tr.eval_s));
+    json_object_set_new(pj, "setup_s", json_real(tr.setup_s));
+    if (isfinite(auc)) json_object_set_new(pj, "auc", json_real(auc));
+    json_object_set_new(pj, "samples_per_s", json_real(tr.samples_per_s));
+    json_object_set_new(j, "plumb", pj);
+    if (o->vs_pytorch) {
+        struct ctr_config c;
+        if ((rc = ctr_config_preset(o->preset, o->rows, &c, e))) {
+            json_decref(j);
+            return rc;
+        }
+        char trf[512], evf[512], pp[512], args[2000], why[256] = "";
+        snprintf(pp, sizeof pp, "%s/ctr_ta_init.bin", o->workdir);
+        snprintf(trf, sizeof trf, "%s/ctr_ta_train.bin", o->workdir);
+        snprintf(evf, sizeof evf, "%s/ctr_ta_eval.bin", o->workdir);
+        /* the same samples: the whole train pool and the eval split, in index order */
+        rc = write_params(pp, &c, 21, e);
+        if (!rc) rc = write_batches(trf, ds, 0, c.rows, ds->n[0], 0, o->ta_batch, e);
+        if (!rc) rc = write_batches(evf, ds, 1, c.rows, ds->n[1], 0, o->ta_batch, e);
+        if (rc) {
+            json_decref(j);
+            return rc;
+        }
+        json_t *tj = json_array();
+        char mbuf[64], *modes[2];
+        int nm = args_split_list(o->ta_modes, mbuf, sizeof mbuf, modes, 2);
+        for (int k = 0; k < nm; k++) {
+            snprintf(args, sizeof args, "--train-file %s --eval-file %s --init-file %s --rows %ld --batch %ld --lr %g "
+                     "--warmup %ld --target %.17g --eval-every %ld --max-steps %ld --precision %s --mode %s --workers %ld",
+                     trf, evf, pp, o->rows, o->ta_batch, o->ta_lr, o->ta_warmup, o->to_auc, o->ta_every, o->ta_max,
+                     o->ta_precision, modes[k], o->ta_workers);
+            json_t *r = run_script_json(o, o->ta_script, args, why, sizeof why);
+            if (!r) {
+                log_warn("bench ctr: pytorch to-auc (%s): %s", modes[k], why);
+                continue;
+            }
+            int reached = json_is_true(json_object_get(r, "reached"));
+            double rs = jsonx_num(r, "reached_s");
+            printf("  %-16s %s at step %.0f (%.0f samples): %.2f s (evals %.2f s; set-up %.2f s apart), AUC %.5f%s\n",
+                   modes[k][0] == 'c' ? "pytorch compile" : "pytorch eager", reached ? "reached" : "NOT reached",
+                   jsonx_num(r, "steps"), jsonx_num(r, "samples"), rs, jsonx_num(r, "eval_s"), jsonx_num(r, "setup_s"),
+                   jsonx_num(r, "auc"), "");
+            if (reached && tr.reached && tr.reached_s > 0)
+                printf("  %-16s plumb is %.2fx faster to AUC %.4f\n", "", rs / tr.reached_s, o->to_auc);
+            if (reached && tr.reached) json_object_set_new(r, "plumb_speedup", json_real(rs / tr.reached_s));
+            json_array_append_new(tj, r);
+        }
+        json_object_set_new(j, "pytorch", tj);
+    }
+    json_object_set_new(out, "to_auc", j);
+    return PLUMB_OK;
+}
+
 int bench_ctr(int argc, char **argv)
 {
     struct opts o;
@@ -493,6 +634,19 @@ int bench_ctr(int argc, char **argv)
         {"--auc-batch", OPT_INT, &o.auc_batch, "2048", "batch of the AUC check", "1..1000000", "N"},
         {"--auc-precision", OPT_STR, &o.auc_precision, "fp32", "precision of the AUC check (fp32 or bf16; PyTorch: bf16 autocast)", NULL, "P"},
         {"--auc-eval", OPT_INT, &o.auc_eval, "131072", "eval samples of the AUC check", "1024..100000000", "N"},
+        {"--to-auc", OPT_DOUBLE, &o.to_auc, "0", "time to quality: train until the eval AUC reaches X (0: skip), "
+         "plumb and (with --vs-pytorch) PyTorch's own loop", NULL, "X"},
+        {"--to-auc-batch", OPT_INT, &o.ta_batch, "2048", "--to-auc: batch", "1..1000000", "N"},
+        {"--to-auc-lr", OPT_DOUBLE, &o.ta_lr, "0.1", "--to-auc: SGD learning rate (after the warm-up)", NULL, "X"},
+        {"--to-auc-warmup", OPT_INT, &o.ta_warmup, "100", "--to-auc: linear lr warm-up steps", "0..1000000", "N"},
+        {"--to-auc-every", OPT_INT, &o.ta_every, "250", "--to-auc: steps between evals (on --auc-eval samples)",
+         "1..1000000", "N"},
+        {"--to-auc-max-steps", OPT_INT, &o.ta_max, "20000", "--to-auc: give up after N steps", "1..100000000", "N"},
+        {"--to-auc-precision", OPT_STR, &o.ta_precision, "fp32", "--to-auc: fp32 or bf16", NULL, "P"},
+        {"--to-auc-torch-modes", OPT_STR, &o.ta_modes, "eager", "--to-auc: PyTorch modes (eager, compile)", NULL, "LIST"},
+        {"--to-auc-workers", OPT_INT, &o.ta_workers, "4", "--to-auc: PyTorch DataLoader workers", "0..64", "N"},
+        {"--to-auc-script", OPT_STR, &o.ta_script, "bench/ctr_to_auc_pytorch.py", "--to-auc: the PyTorch loop", NULL,
+         "FILE"},
         {"--json", OPT_STR, &o.json, NULL, "write the figures as JSON to this file", NULL, "FILE"},
         {0},
     };
@@ -555,7 +709,7 @@ int bench_ctr(int argc, char **argv)
      * the PyTorch files, the same samples) */
     struct dataset *dsp = NULL;
     double tp = now();
-    long neval = o.auc_steps ? o.auc_eval : 1024;
+    long neval = o.auc_steps || o.to_auc > 0 ? o.auc_eval : 1024;
     struct data_opts dop = {.seed = 1, .train_samples = o.pool, .eval_samples = neval};
     rc = dataset_open("synthetic", &dop, &dsp, &e);
     if (rc) {
@@ -585,8 +739,8 @@ int bench_ctr(int argc, char **argv)
                         json_string("whole steps: --steps steps of the trainer's step (train/trainer.h, the "
                                     "one training loop: forward+backward, the status all-reduce, gradient checks, "
                                     "optimizer) back to back, host time to the final synchronisation (as the PyTorch "
-                                    "reference times with events over all steps; each step reads its small status "
-                                    "block back); device: batches already on the device; loader: the trainer's own "
+                                    "reference times with events over all steps; a queued step's outcome is read "
+                                    "one step behind, graphs replayed where the device has them); device: batches already on the device; loader: the trainer's own "
                                     "data path (sampler -> pinned -> H2D copy stream); split: a forward-only pass "
                                     "then the step, each followed by a synchronisation, backward = the step's "
                                     "forward+backward phase - forward-only pass, optimizer = the rest of the step "
@@ -672,6 +826,7 @@ int bench_ctr(int argc, char **argv)
         }
     json_object_set(root, "results", res);
     if (!rc && o.auc_steps > 0) rc = auc_check(&o, hc, d->label, &ds, root, &e);
+    if (!rc && o.to_auc > 0) rc = to_auc_check(&o, hc, d->label, &ds, root, &e);
 out:
     if (!rc && o.json) rc = jsonx_write_file(o.json, root, &e);
     json_decref(res);

@@ -27,10 +27,11 @@ struct accept_entry;
 typedef int (*accept_run_fn)(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
                              enum level lv, struct check_result *r, plumb_err *e);
 
-/* One row of the acceptance table: `run` is called once (per_device = 0) or
- * once per device (per_device = 1) at every level >= min_level; a
- * per_workload entry once per selected workload (--workloads), its check
- * called "<label>-<workload>". */
+/* One row of the acceptance table: `run` is called once (per_device = 0),
+ * once per device (per_device = 1) or once per backend among the devices
+ * (per_device = 2, ctx->device the backend: "cpu", "cuda", "hip") at every
+ * level >= min_level; a per_workload entry once per selected workload
+ * (--workloads), its check called "<label>-<workload>". */
 struct accept_entry {
     const char *label;  /* progress text, e.g. "numerics golden" */
     enum level min_level;
@@ -79,6 +80,13 @@ static int run_faults(const struct check_ctx *ctx, const struct accept_entry *a,
     return check_faults_run(ctx, r, e);
 }
 
+static int run_comm(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
+                    enum level lv, struct check_result *r, plumb_err *e)
+{
+    (void)a, (void)wl, (void)lv;
+    return check_comm_accept_run(ctx, r, e);
+}
+
 static int run_train(const struct check_ctx *ctx, const struct accept_entry *a, const struct workload *wl,
                      enum level lv, struct check_result *r, plumb_err *e)
 {
@@ -103,6 +111,7 @@ static const struct accept_entry accept_table[] = {
     {"numerics golden", LEVEL_QUICK, 1, run_numerics_golden, 0},
     {"numerics fast", LEVEL_QUICK, 1, run_numerics_fast, 0},
     {"train", LEVEL_STANDARD, 1, run_train, 1},
+    {"comm", LEVEL_STANDARD, 2, run_comm, 0},
     {"parity", LEVEL_STANDARD, 1, run_parity, 0},
     {"faults", LEVEL_STANDARD, 0, run_faults, 0},
     /* health stays last: it reports the run-wide health monitor's alerts */
@@ -267,7 +276,8 @@ int cmd_accept(int argc, char **argv)
         "floor, the fast metric within the cpu's seed spread, the golden digest against the cpu's), parity on each\n"
         "device (the --workload's preset trained with K = 5 seeds in fast mode, every seed's metrics and loss curve\n"
         "in checks/parity[-<device>]/seeds.jsonl for 'plumb compare'; a device other than the cpu is tested\n"
-        "against the cpu's seeds) and the fault drills (minutes);\n"
+        "against the cpu's seeds), comm per backend (plumb comm on a rank per GPU, or 2 MPI ranks on the cpu:\n"
+        "every collective and dtype, 0 wrong, busbw thresholds per SKU) and the fault drills (minutes);\n"
         "--full: also 10x larger RNG samples and K = 10 seeds. Exit 0 when no check failed, 1 when one did, 2 on bad arguments, 3 when a check could not run.";
     char wl_help[768], wl_names[256], std_desc[512];
     accept_workload_names(wl_names, sizeof wl_names);
@@ -396,6 +406,19 @@ int cmd_accept(int argc, char **argv)
         }
     }
 
+    /* backends among the devices ("cuda:0" -> "cuda"), for per-backend checks */
+    char backends[64][32];
+    int backend_of[64], nbackends = 0;
+    for (int i = 0; i < ndev; i++) {
+        snprintf(backends[i], sizeof backends[i], "%.*s", (int)strcspn(specs[i], ":"), specs[i]);
+        backend_of[i] = i;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(backends[j], backends[i])) {
+                backend_of[i] = j;
+                break;
+            }
+        if (backend_of[i] == i) nbackends++;
+    }
     int tty = table_stderr_tty();
     int total = 0;
     for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++) {
@@ -403,7 +426,7 @@ int cmd_accept(int argc, char **argv)
         if (!entry_at_level(a, lv) || !entry_selected(a, names, nnames)) continue;
         const struct workload *wls[MAX_WL];
         int nwl = a->per_workload ? entry_workloads(a, names, nnames, sel, nsel, wls) : 1;
-        total += (a->per_device ? ndev : 1) * nwl;
+        total += (a->per_device == 2 ? nbackends : a->per_device ? ndev : 1) * nwl;
         if (a->per_workload) {
             /* the record: which workloads the train checks ran */
             char list[256] = "";
@@ -424,23 +447,26 @@ int cmd_accept(int argc, char **argv)
         const int nd = a->per_device ? ndev : 1;
         for (int k = 0; k < nwl * nd; k++) {
             const int wi = k / nd, di = k % nd; /* workload-major: a workload's cpu reference serves every GPU */
+            /* per backend: the first device of each backend stands for it */
+            if (a->per_device == 2 && backend_of[di] != di) continue;
+            const char *dspec = a->per_device == 2 ? backends[di] : specs[di];
             const struct workload *wl = a->per_workload ? wls[wi] : NULL;
             char label[96];
             if (wl) snprintf(label, sizeof label, "%s-%s", a->label, wl->name);
             else if (a->run == run_parity) accept_check_name("parity", g_parity.wl, label, sizeof label);
             else snprintf(label, sizeof label, "%s", a->label);
-            struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? specs[di] : "cpu",
+            struct check_ctx ctx = {.run_dir = res.dir, .device = a->per_device ? dspec : "cpu",
                                     .level = level_names[lv], .threads = (int)threads, .tty = tty};
             step++;
             if (tty) fprintf(stderr, "[%d/%d] %s%s%s ...", step, total, label, a->per_device ? " on " : "",
-                             a->per_device ? specs[di] : "");
+                             a->per_device ? dspec : "");
             struct check_result r = {0};
             plumb_err ce = {0};
             double c0 = timer_now();
             int crc = a->run(&ctx, a, wl, lv, &r, &ce);
             if (crc != PLUMB_OK) {
                 /* it could not run: record that as a failed entry */
-                if (!r.obj && check_begin(&r, label, a->per_device ? specs[di] : NULL) != PLUMB_OK) {
+                if (!r.obj && check_begin(&r, label, a->per_device ? dspec : NULL) != PLUMB_OK) {
                     results_close(&res);
                     err_set(&e, PLUMB_ENOMEM, "out of memory");
                     return cli_fail("accept", &e);
@@ -451,7 +477,7 @@ int cmd_accept(int argc, char **argv)
             }
             results_add_check(&res, &r);
             if (tty) fprintf(stderr, "\r[%d/%d] %s%s%s: %s (%.1f s)\033[K\n", step, total, label,
-                             a->per_device ? " on " : "", a->per_device ? specs[di] : "", check_status_name(r.status),
+                             a->per_device ? " on " : "", a->per_device ? dspec : "", check_status_name(r.status),
                              timer_now() - c0);
             check_free(&r);
             /* results.json after every check: an interrupted run keeps what it has */

@@ -7,9 +7,13 @@
  *     (models/resnet/imgsynth.h describes the generator).
  *   plumb data synth-tokens --tokens N --out FILE   writes gpt's synthetic
  *     token chain (models/gpt/data.h) as an llm.c token file, so llm.c and
- *     PyTorch train on the tokens plumb train gpt --data synthetic reads. */
+ *     PyTorch train on the tokens plumb train gpt --data synthetic reads.
+ *   plumb data cache FILE   parses a Criteo file into the binary cache the
+ *     loader maps (models/ctr/cache.h). */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/timer.h"
+#include "models/ctr/cache.h"
 #include "models/ctr/eval.h"
 #include "models/ctr/synth.h"
 #include "models/gpt/data.h"
@@ -209,8 +213,52 @@ static int synth_tokens(int argc, char **argv)
     return 0;
 }
 
+/* plumb data cache FILE: the parsed samples of a Criteo file written once
+ * as a binary cache the loader maps (models/ctr/cache.h). */
+static int data_cache(int argc, char **argv)
+{
+    const char *out = NULL, *bad = "error";
+    long threads = 0;
+    const struct opt opts[] = {
+        {"--out", OPT_STR, &out, NULL, "the cache file (default: FILE.plumbcache, which plumb train --data FILE "
+         "then maps)", NULL, "PATH"},
+        {"--bad-lines", OPT_CHOICE, &bad, "error", "a malformed line: an error, or skipped and counted", "error|skip", NULL},
+        {"--threads", OPT_INT, &threads, "0", "parse threads (0: all cores)", "0..1024", "N"},
+        {0},
+    };
+    plumb_err e = {0};
+    char *pos[2];
+    int npos = 0;
+    int rc = args_parse("plumb data cache FILE [options]",
+                        "Parse a Criteo TSV file (plain or gzip) on all cores and write its samples as a binary cache "
+                        "(header: format version, the source's size and mtime, the row count, checksums). plumb "
+                        "train --data FILE maps FILE.plumbcache when it exists and refuses a stale (the source "
+                        "changed) or corrupt one, naming it; --data CACHE uses a cache directly.",
+                        opts, argc, argv, pos, 2, &npos, &e);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return cli_fail("data", &e);
+    if (npos != 1) {
+        err_set(&e, PLUMB_EUSAGE, "cache: expected one FILE (got %d arguments)", npos);
+        return cli_fail("data", &e);
+    }
+    char def[4200];
+    if (!out) {
+        snprintf(def, sizeof def, "%s%s", pos[0], CRITEO_CACHE_SUFFIX);
+        out = def;
+    }
+    struct criteo_cache info;
+    double t0 = timer_now();
+    if (criteo_cache_write(pos[0], out, !strcmp(bad, "skip") ? CRITEO_BAD_SKIP : CRITEO_BAD_ERROR, (int)threads, &info,
+                           &e))
+        return cli_fail("data", &e);
+    printf("wrote %s: %ld samples of %s (%ld malformed lines skipped, %ld truncated) in %.2f s\n", out, info.rows,
+           pos[0], info.skipped, info.truncated, timer_now() - t0);
+    return 0;
+}
+
 int cmd_data(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "cache")) return data_cache(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "synth-tokens")) return synth_tokens(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "synth-criteo")) return synth_criteo(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "synth-cifar")) return synth_cifar(argc - 1, argv + 1);
@@ -218,15 +266,16 @@ int cmd_data(int argc, char **argv)
         printf("usage: plumb data SUBCOMMAND [options]\n\nDataset utilities.\n\nsubcommands:\n"
                "  synth-criteo   write synthetic Criteo TSV from the teacher model and report the teacher's AUC\n"
                "  synth-cifar    write synthetic class-conditional images as a CIFAR-10 binary directory\n"
+               "  cache          parse a Criteo file once into a binary cache that plumb train maps\n"
                "  synth-tokens   write gpt's synthetic token chain as an llm.c token file\n"
                "\nRun 'plumb data SUBCOMMAND --help' for its options.\n");
         return 0;
     }
     plumb_err e = {0};
     if (argc >= 2 && argv[1][0] == '-')
-        err_set(&e, PLUMB_EUSAGE, "unknown option '%s' (expected a subcommand: synth-criteo, synth-cifar or synth-tokens)", argv[1]);
+        err_set(&e, PLUMB_EUSAGE, "unknown option '%s' (expected a subcommand: cache, synth-criteo, synth-cifar or synth-tokens)", argv[1]);
     else
-        err_set(&e, PLUMB_EUSAGE, "%s%s%s (expected synth-criteo, synth-cifar or synth-tokens)", argc >= 2 ? "unknown subcommand '" : "no subcommand",
+        err_set(&e, PLUMB_EUSAGE, "%s%s%s (expected cache, synth-criteo, synth-cifar or synth-tokens)", argc >= 2 ? "unknown subcommand '" : "no subcommand",
                 argc >= 2 ? argv[1] : "", argc >= 2 ? "'" : "");
     return cli_fail("data", &e);
 }

@@ -10,6 +10,7 @@
 #include "health/monitor.h"
 #include "report/results.h"
 #include "models/workloads.h"
+#include "train/bind.h"
 #include "train/inject.h"
 #include "train/options.h"
 #include "train/trainer.h"
@@ -164,6 +165,38 @@ int cmd_train(int argc, char **argv)
     /* the host comm (control, golden sums, the host gradient path); nccl rides on it */
     if (comm_init(!strcmp(comm, "self") || !strcmp(comm, "mpi") ? comm : "auto", &c, &e)) return cli_fail("train", &e);
 
+    /* binding first, so every thread started from here on inherits it and
+     * the buffers the trainer allocates land on the node */
+    struct bind_result bnd;
+    if (bind_apply(cfg.bind ? cfg.bind : "none", device, c->local_rank, c->local_world, &bnd, &e)) {
+        free(pp);
+        int code = cli_fail("train", &e);
+        if (c->world > 1) comm_abort(c, code);
+        comm_finalize(c);
+        return code;
+    }
+    /* every rank's binding, for results.json */
+    json_t *bnd_all = NULL;
+    {
+        json_t *mine = bind_json(&bnd);
+        json_object_set_new(mine, "rank", json_integer(c->rank));
+        json_object_set_new(mine, "local_rank", json_integer(c->local_rank));
+        char *txt = json_dumps(mine, JSON_COMPACT);
+        json_decref(mine);
+        void *all = NULL;
+        size_t total = 0;
+        plumb_err ge = {0};
+        if (txt && comm_allgatherv_alloc(c, txt, strlen(txt) + 1, &all, &total, NULL, "rank bindings", &ge) == PLUMB_OK) {
+            bnd_all = json_array();
+            for (size_t off = 0; off < total; off += strlen((char *)all + off) + 1)
+                json_array_append_new(bnd_all, json_loads((char *)all + off, 0, NULL));
+            free(all);
+        } else {
+            log_warn("bind: the ranks' bindings could not be gathered: %s", ge.msg);
+        }
+        free(txt);
+    }
+
     /* rank 0 creates the run folder; everyone learns its path */
     struct results res;
     memset(&res, 0, sizeof res);
@@ -174,12 +207,14 @@ int cmd_train(int argc, char **argv)
         cmdline_join(argc, argv, cmdline, sizeof cmdline);
         if (results_open(&res, out, cmdline, &e)) st = e.code;
         else snprintf(dir, sizeof dir, "%s", res.dir);
+        if (!st && bnd_all) json_object_set(res.root, "binding", bnd_all);
     }
     plumb_err be = {0};
     if (comm_broadcast(c, &st, sizeof st, 0, "run folder", &be) || comm_broadcast(c, dir, sizeof dir, 0, "run folder", &be)) {
         if (!e.code) e = be;
         st = e.code ? e.code : PLUMB_EINTERNAL;
     }
+    json_decref(bnd_all);
     if (st) {
         if (c->rank != 0 && !e.code) err_set(&e, st, "rank 0 could not create the run folder");
         comm_finalize(c);
@@ -263,6 +298,22 @@ int cmd_train(int argc, char **argv)
                                       tr.data_wait_frac, "wall_s",
                                       tr.wall_s, "interrupted", tr.interrupted, "bad_lines_skipped",
                                       (json_int_t)tr.bad_lines_skipped, "truncated_lines", (json_int_t)tr.truncated_lines));
+        {
+            json_t *tj = json_object_get(root, "train");
+            json_object_set_new(tj, "setup_s", json_real(tr.setup_s));
+            json_object_set_new(tj, "eval_s", json_real(tr.eval_s));
+            if (cfg.stop_at) {
+                /* time to quality (--stop-at) */
+                json_object_set_new(tj, "stop_at", json_string(cfg.stop_at));
+                json_object_set_new(tj, "reached", json_boolean(tr.reached));
+                if (tr.reached) {
+                    json_object_set_new(tj, "reached_step", json_integer(tr.reached_step));
+                    json_object_set_new(tj, "reached_s", json_real(tr.reached_s));
+                    json_object_set_new(tj, "reached_value", json_real(tr.reached_value));
+                    json_object_set_new(tj, "reached_samples", json_integer((json_int_t)tr.reached_step * cfg.batch));
+                }
+            }
+        }
         if (results_write(&res, &e)) {
             exit_code = cli_fail("train", &e);
         }
@@ -273,6 +324,12 @@ int cmd_train(int argc, char **argv)
         } else {
             printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
                    tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);
+            if (cfg.stop_at && tr.reached)
+                printf("reached %s %s at step %ld (%ld samples) in %.2f s (evals %.2f s; set-up %.2f s before)\n",
+                       wl->accept->metric, cfg.stop_at, tr.reached_step, tr.reached_step * cfg.batch, tr.reached_s,
+                       tr.eval_s, tr.setup_s);
+            else if (cfg.stop_at)
+                printf("did not reach %s %s in %ld steps\n", wl->accept->metric, cfg.stop_at, tr.steps_done);
             printf("eval:");
             for (int i = 0; i < tr.eval.n; i++) printf("%s %s %.6f", i ? " " : "", tr.eval.name[i], tr.eval.value[i]);
             printf("  (%ld samples", tr.eval.count);

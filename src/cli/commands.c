@@ -6,6 +6,7 @@ const struct command plumb_commands[] = {
     {"accept", "accept this platform: run the checks at a level, write a run folder and report", cmd_accept},
     {"attribute", "the attribution ladder: K seeds per rung, golden -> strict fp32 -> vendor defaults -> bf16 -> fp16", cmd_attribute},
     {"bench", "throughput: device ceilings (copy bandwidth, GEMM TFLOP/s per precision)", cmd_bench},
+    {"comm", "collective bandwidth (nccl-tests' algbw/busbw) and exact correctness over MPI or NCCL/RCCL; --topology", cmd_comm},
     {"compare", "two run folders (or devices, or per-seed metric files) side by side: digests, parity verdict, ladder", cmd_compare},
     {"data", "dataset utilities: synth-criteo writes the synthetic teacher's data as Criteo TSV", cmd_data},
     {"doctor", "preflight checklist: host, libraries, GPU plugins, risky environment variables", cmd_doctor},

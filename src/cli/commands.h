@@ -29,6 +29,7 @@ int cmd_numerics(int argc, char **argv);
 int cmd_rng(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_comm(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_attribute(int argc, char **argv);
 #endif

@@ -274,6 +274,21 @@ int comm_barrier(struct comm *c, const char *what, plumb_err *e)
     return rc;
 }
 
+int comm_arrive(struct comm *c, const char *what, double timeout_s, int *missing, int max, int *nmissing,
+                plumb_err *e)
+{
+    *nmissing = 0;
+    if (c->dev) return err_set(e, PLUMB_EINTERNAL, "comm_arrive: %s is a device comm (use its host comm)", c->desc);
+    if (!what) what = "arrival";
+    if (!(timeout_s > 0) || !c->ops->arrive) return comm_barrier(c, what, e);
+    /* the implementation ends within timeout_s; the watchdog only guards a bug in it */
+    watchdog_enter(what);
+    int rc = c->ops->arrive(c, timeout_s, missing, max, nmissing, e);
+    watchdog_leave();
+    if (rc == PLUMB_ETIMEOUT) err_wrap(e, "%s", what);
+    return rc;
+}
+
 void comm_abort(struct comm *c, int code)
 {
     if (c && c->ops && c->ops->abort) c->ops->abort(c, code);

@@ -95,6 +95,8 @@ struct comm_ops {
      * host memory only (NULL in device implementations that cannot). */
     int (*allgatherv)(struct comm *c, const void *send, size_t bytes, void *recv, const size_t *counts, plumb_err *e);
     int (*barrier)(struct comm *c, plumb_err *e);
+    /* comm_arrive (below); NULL: a plain barrier (host comms only). */
+    int (*arrive)(struct comm *c, double timeout_s, int *missing, int max, int *nmissing, plumb_err *e);
     /* Ends every rank of the job now with status code (never returns). */
     void (*abort)(struct comm *c, int code);
     void (*finalize)(struct comm *c);
@@ -159,6 +161,18 @@ int comm_allgather(struct comm *c, const void *send, size_t bytes, void *recv, c
 int comm_allgatherv_alloc(struct comm *c, const void *send, size_t bytes, void **recv, size_t *total, size_t *counts,
                           const char *what, plumb_err *e);
 int comm_barrier(struct comm *c, const char *what, plumb_err *e);
+/* A barrier with a deadline that says who is missing (host comms only).
+ * Every rank that calls it within timeout_s of the others returns PLUMB_OK
+ * once all have. When some rank does not arrive in time, the ranks that did
+ * learn which ones did not: PLUMB_ETIMEOUT, missing[0..*nmissing) the absent
+ * ranks in increasing order (at most max are stored; *nmissing is their
+ * number), and e says "<what>: rank(s) R did not arrive within T s (arrived:
+ * ...)". The whole call, detection and exchange, ends within timeout_s. After
+ * a timeout the job cannot go on (the absent rank may still be inside a
+ * collective): the caller reports and ends it (comm_abort). timeout_s <= 0:
+ * a plain barrier under the watchdog. */
+int comm_arrive(struct comm *c, const char *what, double timeout_s, int *missing, int max, int *nmissing,
+                plumb_err *e);
 /* Ends every rank of the job now (never returns). */
 void comm_abort(struct comm *c, int code);
 

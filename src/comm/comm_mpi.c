@@ -4,13 +4,19 @@
  * our own MPI operations (MPI has no such types); the rest map to MPI's. */
 #include "comm/comm.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int mpi_inited_here;
+/* comm_arrive's own communicators (duplicates of MPI_COMM_WORLD, so its
+ * messages never match anything else): the barrier, then the roll call
+ * after a timeout */
+static MPI_Comm g_arrive_comm = MPI_COMM_NULL, g_roll_comm = MPI_COMM_NULL;
 /* user operations for [bf16, fp16][sum, max, min] (created at init) */
 static MPI_Op g_half_ops[2][COMM_OP_N];
 static int g_half_ops_made;
@@ -182,6 +188,90 @@ static int m_barrier(struct comm *c, plumb_err *e)
     return PLUMB_OK;
 }
 
+static void nap_us(long us)
+{
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* comm_arrive: a non-blocking barrier polled until timeout - grace; when it
+ * has not completed by then, a roll call: every rank that got here sends its
+ * rank to every other rank and listens for the grace period; whoever it did
+ * not hear from is missing. Live ranks reach the roll call within a grace
+ * period of each other (they left the previous meeting together and wait
+ * the same time), so one that is merely slow, not hung, is still heard. */
+static int m_arrive(struct comm *c, double timeout_s, int *missing, int max, int *nmissing, plumb_err *e)
+{
+    *nmissing = 0;
+    if (c->world <= 1) return PLUMB_OK;
+    double grace = timeout_s / 4 < 1.0 ? timeout_s / 4 : 1.0;
+    double t0 = timer_now(), deadline = t0 + timeout_s - grace;
+    MPI_Request req;
+    int rc = MPI_Ibarrier(g_arrive_comm, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(e, "Ibarrier", rc);
+    long us = 5;
+    for (;;) {
+        int done = 0;
+        if ((rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS) return mpi_fail(e, "Test", rc);
+        if (done) return PLUMB_OK;
+        if (timer_now() >= deadline) break;
+        nap_us(us);
+        if (us < 200) us *= 2; /* quick for a short wait, cheap for a long one */
+    }
+    /* roll call; the barrier request stays pending (the job is over) */
+    int W = c->world, me = c->rank;
+    int *heard = calloc((size_t)W, sizeof *heard), *from = calloc((size_t)W, sizeof *from);
+    MPI_Request *rq = calloc((size_t)W * 2, sizeof *rq);
+    if (!heard || !from || !rq) {
+        free(heard), free(from), free(rq);
+        return err_set(e, PLUMB_ENOMEM, "arrive: out of memory");
+    }
+    for (int r = 0; r < W; r++) {
+        rq[r] = rq[W + r] = MPI_REQUEST_NULL;
+        if (r == me) continue;
+        MPI_Irecv(&from[r], 1, MPI_INT, r, 0, g_roll_comm, &rq[r]);
+        MPI_Isend(&me, 1, MPI_INT, r, 0, g_roll_comm, &rq[W + r]);
+    }
+    heard[me] = 1;
+    double end = timer_now() + grace;
+    int nheard = 1;
+    while (nheard < W && timer_now() < end) {
+        for (int r = 0; r < W; r++) {
+            if (heard[r] || rq[r] == MPI_REQUEST_NULL) continue;
+            int done = 0;
+            if (MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) heard[r] = 1, nheard++;
+        }
+        nap_us(200);
+    }
+    char gone[256] = "", here[256] = "";
+    size_t gl = 0, hl = 0;
+    for (int r = 0; r < W; r++) {
+        if (heard[r]) {
+            if (hl < sizeof here) hl += (size_t)snprintf(here + hl, sizeof here - hl, "%s%d", hl ? ", " : "", r);
+            continue;
+        }
+        if (*nmissing < max) missing[*nmissing] = r;
+        (*nmissing)++;
+        if (gl < sizeof gone) gl += (size_t)snprintf(gone + gl, sizeof gone - gl, "%s%d", gl ? ", " : "", r);
+        if (rq[r] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&rq[r]);
+            MPI_Request_free(&rq[r]);
+        }
+    }
+    /* sends to a rank that never listens may stay pending: let them go */
+    for (int r = 0; r < W; r++)
+        if (rq[W + r] != MPI_REQUEST_NULL) MPI_Request_free(&rq[W + r]);
+    int n = *nmissing;
+    free(heard), free(from), free(rq);
+    if (!n) {
+        /* everyone answered the roll call: late, but here, so the barrier completes */
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        return rc == MPI_SUCCESS ? PLUMB_OK : mpi_fail(e, "Wait", rc);
+    }
+    return err_set(e, PLUMB_ETIMEOUT, "rank%s %s did not arrive within %.1f s (arrived: %s)", n > 1 ? "s" : "", gone,
+                   timeout_s, here);
+}
+
 static void m_abort(struct comm *c, int code)
 {
     (void)c;
@@ -196,6 +286,7 @@ static const struct comm_ops mpi_ops = {
     .wait = NULL,
     .allgatherv = m_allgatherv,
     .barrier = m_barrier,
+    .arrive = m_arrive,
     .abort = m_abort,
     .finalize = NULL, /* at exit, see mpi_at_exit */
 };
@@ -226,6 +317,13 @@ int comm_mpi_init(struct comm *c, plumb_err *e)
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     }
     make_half_ops();
+    if (g_arrive_comm == MPI_COMM_NULL) {
+        int rc = MPI_Comm_dup(MPI_COMM_WORLD, &g_arrive_comm);
+        if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(MPI_COMM_WORLD, &g_roll_comm);
+        if (rc != MPI_SUCCESS) return mpi_fail(e, "Comm_dup", rc);
+        MPI_Comm_set_errhandler(g_arrive_comm, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(g_roll_comm, MPI_ERRORS_RETURN);
+    }
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);

@@ -1,6 +1,7 @@
 /* Host topology over hwloc 2: see hostinfo.h. */
 #include "core/hostinfo.h"
 #include <hwloc.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,171 @@ int hostinfo_bound_cpus(const struct hostinfo *h, char *cpus, size_t n, int *cou
     if (hwloc_get_cpubind(h->topo, set, HWLOC_CPUBIND_PROCESS)) rc = err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: hwloc_get_cpubind failed");
     if (!rc && cpus) rc = cpulist(set, cpus, n, e);
     if (!rc && count_out) *count_out = hwloc_bitmap_weight(set);
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+/* ---- PCI paths and devices ---- */
+
+const char *hostinfo_path_name(enum hostinfo_path p)
+{
+    static const char *n[] = {"X", "PIX", "PXB", "PHB", "NODE", "SYS"};
+    return (unsigned)p <= HOSTINFO_PATH_SYS ? n[p] : "?";
+}
+
+const char *hostinfo_path_desc(enum hostinfo_path p)
+{
+    static const char *d[] = {"the same device", "behind the same PCIe switch (at most one bridge apart)",
+                              "several PCIe bridges apart, no host bridge", "through a PCIe host bridge",
+                              "between PCIe host bridges of one NUMA node", "across NUMA nodes (socket interconnect)"};
+    return (unsigned)p <= HOSTINFO_PATH_SYS ? d[p] : "?";
+}
+
+static int parse_busid(const char *bus_id, unsigned *dom, unsigned *bus, unsigned *dev, unsigned *fn)
+{
+    char extra;
+    *dom = 0;
+    if (!bus_id || bus_id[strspn(bus_id, "0123456789abcdefABCDEF:.")]) return -1;
+    if (sscanf(bus_id, "%x:%x:%x.%x%c", dom, bus, dev, fn, &extra) == 4) return 0;
+    *dom = 0;
+    return sscanf(bus_id, "%x:%x.%x%c", bus, dev, fn, &extra) == 3 ? 0 : -1;
+}
+
+static int find_pci(const struct hostinfo *h, const char *bus_id, hwloc_obj_t *out, plumb_err *e)
+{
+    unsigned dom, bus, dev, fn;
+    if (parse_busid(bus_id, &dom, &bus, &dev, &fn))
+        return err_set(e, PLUMB_EUSAGE, "hostinfo: PCI bus id '%s' (expected [domain:]bus:device.function, hex)",
+                       bus_id ? bus_id : "(null)");
+    if (!h) return err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: no topology");
+    if (!h->pci) return err_set(e, PLUMB_EINTERNAL, "hostinfo: topology opened without HOSTINFO_PCI");
+    *out = hwloc_get_pcidev_by_busid(h->topo, dom, bus, dev, fn);
+    if (!*out)
+        return err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: no PCI device %04x:%02x:%02x.%x in the topology", dom, bus, dev, fn);
+    return PLUMB_OK;
+}
+
+static int is_host_bridge(hwloc_obj_t o)
+{
+    return o->type == HWLOC_OBJ_BRIDGE && o->attr && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+}
+
+static int nearest_numa(const struct hostinfo *h, hwloc_obj_t pci)
+{
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(h->topo, pci);
+    if (!anc) return -1;
+    struct hwloc_location loc = {.type = HWLOC_LOCATION_TYPE_OBJECT, .location = {.object = anc}};
+    hwloc_obj_t nodes[64];
+    unsigned nr = 64;
+    if (hwloc_get_local_numanode_objs(h->topo, &loc, &nr, nodes, 0) || nr == 0) {
+        nr = 64;
+        if (hwloc_get_local_numanode_objs(h->topo, &loc, &nr, nodes, HWLOC_LOCAL_NUMANODE_FLAG_LARGER_LOCALITY)) nr = 0;
+    }
+    return nr > 0 ? (int)nodes[0]->os_index : -1;
+}
+
+int hostinfo_pci_path(const struct hostinfo *h, const char *a, const char *b, enum hostinfo_path *p, plumb_err *e)
+{
+    *p = HOSTINFO_PATH_SYS;
+    hwloc_obj_t oa, ob;
+    int rc = find_pci(h, a, &oa, e);
+    if (!rc) rc = find_pci(h, b, &ob, e);
+    if (rc) return rc;
+    if (oa == ob) {
+        *p = HOSTINFO_PATH_SELF;
+        return PLUMB_OK;
+    }
+    /* the lowest common ancestor, by parent pointers (IO objects have no
+     * ordinary depth), and how many bridges each side climbs below it */
+    int da = 0, db = 0;
+    hwloc_obj_t common = NULL;
+    for (hwloc_obj_t x = oa->parent; x && !common; x = x->parent, da++) {
+        int k = 0;
+        for (hwloc_obj_t y = ob->parent; y; y = y->parent, k++)
+            if (y == x) {
+                common = x;
+                db = k;
+                break;
+            }
+        if (common) break;
+    }
+    if (!common) return err_set(e, PLUMB_EINTERNAL, "hostinfo: %s and %s have no common ancestor", a, b);
+    if (common->type == HWLOC_OBJ_BRIDGE) {
+        if (is_host_bridge(common)) *p = HOSTINFO_PATH_PHB;
+        else *p = da <= 1 && db <= 1 ? HOSTINFO_PATH_PIX : HOSTINFO_PATH_PXB;
+        return PLUMB_OK;
+    }
+    int na = nearest_numa(h, oa), nb = nearest_numa(h, ob);
+    *p = na >= 0 && na == nb ? HOSTINFO_PATH_NODE : HOSTINFO_PATH_SYS;
+    return PLUMB_OK;
+}
+
+int hostinfo_pci_list(const struct hostinfo *h, unsigned class_base, struct hostinfo_pci_dev *out, int max, int *n,
+                      plumb_err *e)
+{
+    *n = 0;
+    if (!h) return err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: no topology");
+    if (!h->pci) return err_set(e, PLUMB_EINTERNAL, "hostinfo: topology opened without HOSTINFO_PCI");
+    hwloc_obj_t o = NULL;
+    while ((o = hwloc_get_next_pcidev(h->topo, o))) {
+        const struct hwloc_pcidev_attr_s *a = &o->attr->pcidev;
+        if ((unsigned)(a->class_id >> 8) != class_base) continue;
+        if (*n < max) {
+            struct hostinfo_pci_dev *d = &out[*n];
+            memset(d, 0, sizeof *d);
+            snprintf(d->bus_id, sizeof d->bus_id, "%04x:%02x:%02x.%x", (unsigned)a->domain, (unsigned)a->bus,
+                     (unsigned)a->dev, (unsigned)a->func);
+            d->class_id = a->class_id;
+            d->vendor_id = a->vendor_id;
+            d->device_id = a->device_id;
+            const char *v = hwloc_obj_get_info_by_name(o, "PCIVendor"), *m = hwloc_obj_get_info_by_name(o, "PCIDevice");
+            snprintf(d->name, sizeof d->name, "%s%s%s", v ? v : "", v && m ? " " : "", m ? m : "");
+            size_t L = 0;
+            for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
+                if (c->type == HWLOC_OBJ_OS_DEVICE && c->name && L < sizeof d->osdev)
+                    L += (size_t)snprintf(d->osdev + L, sizeof d->osdev - L, "%s%s", L ? "," : "", c->name);
+            d->numa = nearest_numa(h, o);
+        }
+        (*n)++;
+    }
+    return PLUMB_OK;
+}
+
+int hostinfo_bind_numa(const struct hostinfo *h, int node, plumb_err *e)
+{
+    if (!h || !h->this_system) return err_set(e, PLUMB_EINTERNAL, "hostinfo: binding needs this machine's topology");
+    hwloc_obj_t o = numa_by_os(h, node);
+    if (!o) return err_set(e, PLUMB_EUSAGE, "hostinfo: no NUMA node %d on this machine (it has %d)", node, hostinfo_numa_nodes(h));
+    char cpus[256] = "";
+    hwloc_bitmap_list_snprintf(cpus, sizeof cpus, o->cpuset);
+    if (hwloc_set_cpubind(h->topo, o->cpuset, HWLOC_CPUBIND_PROCESS))
+        return err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: binding to the CPUs of NUMA node %d (%s) refused: %s", node, cpus,
+                       strerror(errno));
+    /* Linux binds memory per thread (set_mempolicy); threads started later
+     * inherit the caller's policy, so the caller binds before it starts them */
+    if (hwloc_set_membind(h->topo, o->nodeset, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET))
+        return err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: binding memory to NUMA node %d refused: %s", node, strerror(errno));
+    return PLUMB_OK;
+}
+
+int hostinfo_mem_binding(const struct hostinfo *h, int *node, char *policy, size_t n, plumb_err *e)
+{
+    *node = -1;
+    if (policy && n) policy[0] = 0;
+    if (!h || !h->this_system) return err_set(e, PLUMB_EINTERNAL, "hostinfo: memory binding is a fact of this machine only");
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set) return err_set(e, PLUMB_ENOMEM, "hostinfo: out of memory");
+    hwloc_membind_policy_t pol;
+    int rc = PLUMB_OK;
+    if (hwloc_get_membind(h->topo, set, &pol, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET)) {
+        rc = err_set(e, PLUMB_EUNSUPPORTED, "hostinfo: hwloc_get_membind failed: %s", strerror(errno));
+    } else {
+        const char *pn = pol == HWLOC_MEMBIND_BIND ? "bind" : pol == HWLOC_MEMBIND_DEFAULT ? "default"
+                         : pol == HWLOC_MEMBIND_FIRSTTOUCH ? "firsttouch" : pol == HWLOC_MEMBIND_INTERLEAVE ? "interleave"
+                         : pol == HWLOC_MEMBIND_NEXTTOUCH ? "nexttouch" : "mixed";
+        if (policy) snprintf(policy, n, "%s", pn);
+        if (pol == HWLOC_MEMBIND_BIND && hwloc_bitmap_weight(set) == 1) *node = hwloc_bitmap_first(set);
+    }
     hwloc_bitmap_free(set);
     return rc;
 }

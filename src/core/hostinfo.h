@@ -48,6 +48,53 @@ uint64_t hostinfo_numa_memory(const struct hostinfo *h, int node);
  * malformed, PLUMB_EUNSUPPORTED when no such device is known. */
 int hostinfo_pci_locality(const struct hostinfo *h, const char *bus_id, int *node, char *cpus, size_t n,
                           plumb_err *e);
+/* How two PCI devices reach each other, in nvidia-smi topo's terms, from
+ * the closest to the farthest. */
+enum hostinfo_path {
+    HOSTINFO_PATH_SELF = 0, /* the same device */
+    HOSTINFO_PATH_PIX,      /* at most one PCIe bridge apart: behind the same switch */
+    HOSTINFO_PATH_PXB,      /* several PCIe bridges, no host bridge: cascaded switches */
+    HOSTINFO_PATH_PHB,      /* through a PCIe host bridge (the CPU's root complex) */
+    HOSTINFO_PATH_NODE,     /* between host bridges of one NUMA node */
+    HOSTINFO_PATH_SYS,      /* across NUMA nodes (the socket interconnect) */
+};
+const char *hostinfo_path_name(enum hostinfo_path p); /* "X", "PIX", "PXB", "PHB", "NODE", "SYS" */
+const char *hostinfo_path_desc(enum hostinfo_path p); /* "behind the same PCIe switch", ... */
+/* The path between PCI devices a and b (bus ids as hostinfo_pci_locality
+ * takes them). PLUMB_EUNSUPPORTED when either is not in the topology. */
+int hostinfo_pci_path(const struct hostinfo *h, const char *a, const char *b, enum hostinfo_path *p, plumb_err *e);
+
+/* A PCI device of the topology. */
+struct hostinfo_pci_dev {
+    char bus_id[16];     /* "0000:3b:00.0" */
+    unsigned class_id;   /* class << 8 | subclass: 0x0200 Ethernet, 0x0207 InfiniBand, 0x0302 3D controller */
+    unsigned vendor_id, device_id;
+    char name[128];      /* "vendor device" as hwloc read it ("" when unknown) */
+    char osdev[96];      /* its OS devices, comma-separated ("mlx5_0,ib0"; "" none) */
+    int numa;            /* nearest NUMA node (OS index), -1 unknown */
+};
+/* The PCI devices whose class base (class_id >> 8) is class_base (0x02
+ * network, 0x03 display), in bus order; *n their number (at most max are
+ * stored). Needs HOSTINFO_PCI. */
+int hostinfo_pci_list(const struct hostinfo *h, unsigned class_base, struct hostinfo_pci_dev *out, int max, int *n,
+                      plumb_err *e);
+
+/* Binds this process to NUMA node `node` (OS index) of this machine: every
+ * thread to the node's CPUs (hwloc_set_cpubind, the whole process), and
+ * memory the calling thread, and threads it starts later, allocate from now
+ * on to the node (hwloc_set_membind: Linux keeps a memory policy per
+ * thread). So call it before starting threads. Not strict: hwloc maps it to
+ * MPOL_PREFERRED_MANY (Linux 5.15+; MPOL_PREFERRED before), so allocations
+ * go to the node and spill to others when it is full instead of failing
+ * (numactl --preferred, not --membind). h must be this machine.
+ * PLUMB_EUSAGE when there is no such node, PLUMB_EUNSUPPORTED when the
+ * system refuses (cpus says which CPUs were asked for). */
+int hostinfo_bind_numa(const struct hostinfo *h, int node, plumb_err *e);
+/* The memory binding of the calling thread: *node the OS index of the one NUMA
+ * node it is bound to, -1 when memory is not bound to a single node;
+ * policy "bind", "default", ... (hwloc_get_membind). */
+int hostinfo_mem_binding(const struct hostinfo *h, int *node, char *policy, size_t n, plumb_err *e);
+
 /* The CPUs this process may run on now (its binding), this machine only. */
 int hostinfo_bound_cpus(const struct hostinfo *h, char *cpus, size_t n, int *count, plumb_err *e);
 

@@ -43,6 +43,7 @@ enum rng_purpose {
     RNG_DATA = 5,     /* synthetic data; a = dataset id, b = split    */
     RNG_STATS = 6,    /* resampling tests (report/parity.c); a, b = the
                          resample number's low and high words         */
+    RNG_COMM_CHECK = 7, /* collective check inputs; a = rank, b = case */
 };
 
 #define PHILOX_M0 0xD2511F53u

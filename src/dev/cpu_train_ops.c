@@ -952,6 +952,43 @@ static int cpu_round_fp32(struct dev *d, dev_stream *s, const float *x, float *y
     return PLUMB_OK;
 }
 
+/* ======================= counts and decisions on the device ======================= */
+
+static size_t rows_of(const int64_t *rows_n, size_t n_max)
+{
+    int64_t u = *rows_n;
+    return u < 0 ? 0 : (size_t)u > n_max ? n_max : (size_t)u;
+}
+
+static int cpu_sumsq_dn(struct dev *d, dev_stream *s, const float *x, const int64_t *rows_n, size_t per,
+                        size_t n_max, double *out, plumb_err *e)
+{
+    NEED(rows_n, "sumsq_dn: NULL count");
+    return cpu_sumsq(d, s, x, rows_of(rows_n, n_max) * per, out, e);
+}
+
+static int cpu_scale_check_dn(struct dev *d, dev_stream *s, float *x, const int64_t *rows_n, size_t per,
+                              size_t n_max, float mul, int *found_inf, plumb_err *e)
+{
+    NEED(rows_n, "scale_check_dn: NULL count");
+    return cpu_scale_check(d, s, x, rows_of(rows_n, n_max) * per, mul, found_inf, e);
+}
+
+static int cpu_sgd_sparse_dn(struct dev *d, dev_stream *s, float *table, const int64_t *rows, const float *grads,
+                             const int64_t *rows_n, size_t n_max, int D, float lr, const int *skip, plumb_err *e)
+{
+    NEED(rows_n, "sgd_sparse_dn: NULL count");
+    if (skip && *skip) return PLUMB_OK;
+    return cpu_sgd_sparse(d, s, table, rows, grads, rows_of(rows_n, n_max), D, lr, e);
+}
+
+static int cpu_sgd_gated(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr, float wd,
+                         const int *skip, plumb_err *e)
+{
+    if (skip && *skip) return PLUMB_OK;
+    return cpu_sgd(d, s, w, g, n, lr, wd, e);
+}
+
 const struct train_ops cpu_train_ops = {
     .linear_fwd = cpu_linear_fwd,
     .linear_bwd = cpu_linear_bwd,
@@ -1004,4 +1041,8 @@ const struct train_ops cpu_train_ops = {
     .avgpool_bwd = cpu_avgpool_bwd,
     .add = cpu_add,
     .cls_xent = cpu_cls_xent,
+    .sumsq_dn = cpu_sumsq_dn,
+    .scale_check_dn = cpu_scale_check_dn,
+    .sgd_sparse_dn = cpu_sgd_sparse_dn,
+    .sgd_gated = cpu_sgd_gated,
 };

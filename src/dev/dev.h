@@ -22,8 +22,10 @@
 #include "core/dtype.h"
 #include "core/err.h"
 
-/* 2: stream_native and stream_query joined the backend table. */
-#define PLUMB_BACKEND_ABI 2
+/* 2: stream_native and stream_query joined the backend table.
+ * 3: graph_begin/end/launch/destroy (optional).
+ * 4: dev_info.pci_bus_id (rank binding, train/bind.h). */
+#define PLUMB_BACKEND_ABI 4
 #define PLUMB_BACKEND_SYMBOL "plumb_backend_register_v1"
 
 enum numerics { NUMERICS_FAST = 0, NUMERICS_GOLDEN = 1 };
@@ -32,6 +34,7 @@ enum memcpy_kind { MEMCPY_H2D = 0, MEMCPY_D2H = 1, MEMCPY_D2D = 2, MEMCPY_H2H = 
 struct dev;
 typedef struct dev_stream dev_stream; /* opaque, backend-defined */
 typedef struct dev_event dev_event;   /* opaque, backend-defined */
+typedef struct dev_graph dev_graph;   /* opaque: an instantiated CUDA/HIP graph */
 
 /* Identifies one Philox stream (docs/numerics.md). Element `index` of the
  * stream is a pure function of (seed, purpose, a, b, index). */
@@ -141,6 +144,16 @@ struct dev_backend {
      * (workspace, reduction scheme, atomics) as "key=value; ..." text. */
     void (*describe_determinism)(struct dev *d, char *buf, size_t n);
     const struct dev_ops *ops;
+    /* Optional (NULL: none): graphs of queued work. graph_begin starts
+     * capturing what this thread queues on s; graph_end stops and
+     * instantiates it (the captured work has NOT run; an error when the
+     * capture failed, e.g. a synchronisation inside it, and s is usable
+     * again); graph_launch replays it on s, reading and writing the same
+     * device addresses every time. */
+    int (*graph_begin)(struct dev *d, dev_stream *s, plumb_err *e);
+    int (*graph_end)(struct dev *d, dev_stream *s, dev_graph **g, plumb_err *e);
+    int (*graph_launch)(struct dev *d, dev_graph *g, dev_stream *s, plumb_err *e);
+    void (*graph_destroy)(struct dev *d, dev_graph *g);
 };
 
 /* Filled by the backend's open(). */
@@ -154,6 +167,7 @@ struct dev_info {
     int warp_size;          /* 32, 64, or 1 for cpu */
     double peak_tflops_bf16, peak_tflops_fp32, peak_tflops_tf32, peak_tflops_fp16;
     double peak_mem_gbps;   /* datasheet, 0 if unknown */
+    char pci_bus_id[32];    /* "0000:3b:00.0" for a PCI device, "" otherwise (rank binding) */
 };
 
 /* Caching allocator counters, in bytes. */

@@ -680,6 +680,28 @@ struct train_ops {
      * first: the first step (buf uninitialised). w, g, buf: [n] */
     int (*sgd_momentum)(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n,
                         float lr, float wd, float mu, int first, plumb_err *e);
+
+    /* ---------------- counts and decisions on the device (optional) ----------------
+     * For the step that never waits for the host (train/trainer.c, "the
+     * queued step"): a sparse list's length U stays on the device (*rows_n,
+     * int64, clamped to the host bound n_max the launch is sized for), and
+     * an update is gated by a device flag (*skip != 0: nothing is written;
+     * skip may be NULL: never). Each gives the bits of the op it names
+     * called with n = U (or not called when *skip). */
+
+    /* sumsq over x [U * per] (the block order of sumsq). */
+    int (*sumsq_dn)(struct dev *d, dev_stream *s, const float *x, const int64_t *rows_n, size_t per,
+                    size_t n_max, double *out, plumb_err *e);
+    /* scale_check over x [U * per]. */
+    int (*scale_check_dn)(struct dev *d, dev_stream *s, float *x, const int64_t *rows_n, size_t per,
+                          size_t n_max, float mul, int *found_inf, plumb_err *e);
+    /* sgd_sparse over rows [U], grads [U, D], unless *skip. */
+    int (*sgd_sparse_dn)(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
+                         const float *grads, const int64_t *rows_n, size_t n_max, int D, float lr,
+                         const int *skip, plumb_err *e);
+    /* sgd, unless *skip. */
+    int (*sgd_gated)(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr,
+                     float wd, const int *skip, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -140,6 +140,8 @@ static int gpu_open(struct dev *d, int ordinal, plumb_err *e)
                  kmod, kmod[0] ? ", " : "", PLUMB_VENDOR, drv / 1000, drv % 1000 / 10, rt / 1000,
                  rt % 1000 / 10);
     }
+    snprintf(d->info.pci_bus_id, sizeof d->info.pci_bus_id, "%04x:%02x:%02x.0", (unsigned)p.pciDomainID,
+             (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
     d->info.mem_total = p.totalGlobalMem;
     d->info.compute_units = p.multiProcessorCount;
     d->info.warp_size = p.warpSize;
@@ -375,6 +377,60 @@ static void gpu_describe_determinism(struct dev *d, char *buf, size_t n)
              blas);
 }
 
+/* ---- graphs (dev.h graph_*): stream capture, instantiate, replay ---- */
+struct dev_graph {
+    cudaGraphExec_t exec;
+};
+
+static int gpu_graph_begin(struct dev *d, dev_stream *s, plumb_err *e)
+{
+    int rc;
+    if ((rc = gpu_enter(d, e))) return rc;
+    /* relaxed: a cached allocation inside the step is not an error */
+    GPU_CHECK(d, cudaStreamBeginCapture(gpu_stream(d, s)->s, cudaStreamCaptureModeRelaxed), e);
+    return PLUMB_OK;
+}
+
+static int gpu_graph_end(struct dev *d, dev_stream *s, dev_graph **out, plumb_err *e)
+{
+    *out = NULL;
+    cudaGraph_t g = NULL;
+    cudaError_t r = cudaStreamEndCapture(gpu_stream(d, s)->s, &g);
+    if (r != cudaSuccess) {
+        (void)cudaGetLastError(); /* the capture's error is reported here, not at the next launch */
+        if (g) (void)cudaGraphDestroy(g);
+        return gpu_check_(r, "cudaStreamEndCapture", d->label, e);
+    }
+    struct dev_graph *x = (struct dev_graph *)calloc(1, sizeof *x);
+    if (!x) {
+        (void)cudaGraphDestroy(g);
+        return gpu_err(e, PLUMB_ENOMEM, "%s: out of host memory", d->label);
+    }
+    r = plumb_graph_instantiate(&x->exec, g);
+    (void)cudaGraphDestroy(g);
+    if (r != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(x);
+        return gpu_check_(r, "cudaGraphInstantiate", d->label, e);
+    }
+    *out = x;
+    return PLUMB_OK;
+}
+
+static int gpu_graph_launch(struct dev *d, dev_graph *g, dev_stream *s, plumb_err *e)
+{
+    GPU_CHECK(d, cudaGraphLaunch(g->exec, gpu_stream(d, s)->s), e);
+    return PLUMB_OK;
+}
+
+static void gpu_graph_destroy(struct dev *d, dev_graph *g)
+{
+    if (!g) return;
+    (void)cudaSetDevice(d->ordinal);
+    (void)cudaGraphExecDestroy(g->exec);
+    free(g);
+}
+
 #if !defined(__HIP_DEVICE_COMPILE__) /* host-only table, see ops.cu */
 static const struct dev_backend g_backend = {
     PLUMB_BACKEND_ABI,
@@ -402,6 +458,10 @@ static const struct dev_backend g_backend = {
     gpu_set_numerics,
     gpu_describe_determinism,
     &gpu_ops,
+    gpu_graph_begin,
+    gpu_graph_end,
+    gpu_graph_launch,
+    gpu_graph_destroy,
 };
 
 extern "C" __attribute__((visibility("default"))) int plumb_backend_register_v1(

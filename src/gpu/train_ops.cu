@@ -718,6 +718,132 @@ static int g_round_fp32(struct dev *d, dev_stream *s, const float *x, float *y, 
     return PLUMB_OK;
 }
 
+/* ---------------- counts and decisions on the device ---------------- */
+
+/* U = *rows_n clamped to [0, n_max] (the launch is sized for n_max) */
+__device__ static inline size_t dn_rows(const int64_t *rows_n, size_t n_max)
+{
+    int64_t u = *rows_n;
+    return u < 0 ? 0 : (size_t)u > n_max ? n_max : (size_t)u;
+}
+
+__global__ void k_sumsq_blocks_dn(const float *x, const int64_t *rows_n, size_t per, size_t n_max, size_t bl0,
+                                  size_t nbl, double *part)
+{
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (j >= nbl) return;
+    size_t n = dn_rows(rows_n, n_max) * per;
+    size_t i0 = (bl0 + j) * SUMSQ_BLK, i1 = i0 + SUMSQ_BLK < n ? i0 + SUMSQ_BLK : n;
+    double acc = 0.0;
+    for (size_t i = i0; i < i1; i++) acc += (double)x[i] * (double)x[i];
+    part[j] = acc;
+}
+/* the blocks of [bl0, bl0 + nbl) that hold elements, ascending: sumsq's order */
+__global__ void k_sumsq_total_dn(const double *part, const int64_t *rows_n, size_t per, size_t n_max, size_t bl0,
+                                 size_t nbl, double *out)
+{
+    size_t n = dn_rows(rows_n, n_max) * per, nb = (n + SUMSQ_BLK - 1) / SUMSQ_BLK;
+    if (nb <= bl0) return;
+    size_t k = nb - bl0 < nbl ? nb - bl0 : nbl;
+    double tot = out[0];
+    for (size_t j = 0; j < k; j++) tot += part[j];
+    out[0] = tot;
+}
+
+static int g_sumsq_dn(struct dev *d, dev_stream *s, const float *x, const int64_t *rows_n, size_t per, size_t n_max,
+                      double *out, plumb_err *e)
+{
+    NEED((x || n_max == 0) && out && rows_n, "%s: sumsq_dn: NULL argument", d->label);
+    size_t nmax = n_max * per;
+    if (!nmax) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SUMSQ);
+    struct dev_stream *st = gpu_stream(d, s);
+    size_t nb = (nmax + SUMSQ_BLK - 1) / SUMSQ_BLK, round = (size_t)1 << 20;
+    void *ws;
+    int rc = tws_get(d, 0, (nb < round ? nb : round) * sizeof(double), &ws, e);
+    if (rc) return rc;
+    for (size_t b0 = 0; b0 < nb; b0 += round) {
+        size_t k = nb - b0 < round ? nb - b0 : round;
+        k_sumsq_blocks_dn<<<(unsigned)((k + TPB - 1) / TPB), TPB, 0, st->s>>>(x, rows_n, per, n_max, b0, k,
+                                                                            (double *)ws);
+        GPU_CHECK_LAUNCH(d, "k_sumsq_blocks_dn", e);
+        k_sumsq_total_dn<<<1, 1, 0, st->s>>>((const double *)ws, rows_n, per, n_max, b0, k, out);
+        GPU_CHECK_LAUNCH(d, "k_sumsq_total_dn", e);
+    }
+    return PLUMB_OK;
+}
+
+__global__ void k_scale_check_dn(float *x, const int64_t *rows_n, size_t per, size_t n_max, float mul, int *found_inf)
+{
+    size_t n = dn_rows(rows_n, n_max) * per;
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        bad |= !isfinite(v);
+        x[i] = v * mul;
+    }
+    if (bad) *found_inf = 1;
+}
+
+static int g_scale_check_dn(struct dev *d, dev_stream *s, float *x, const int64_t *rows_n, size_t per, size_t n_max,
+                            float mul, int *found_inf, plumb_err *e)
+{
+    NEED((x || n_max == 0) && found_inf && rows_n, "%s: scale_check_dn: NULL argument", d->label);
+    if (!n_max || !per) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SCALE);
+    k_scale_check_dn<<<gpu_grid(n_max * per, TPB), TPB, 0, gpu_stream(d, s)->s>>>(x, rows_n, per, n_max, mul,
+                                                                                   found_inf);
+    GPU_CHECK_LAUNCH(d, "k_scale_check_dn", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_sgd_sparse_dn(float *table, const int64_t *rows, const float *grads, const int64_t *rows_n,
+                                size_t n_max, int D, float lr, const int *skip)
+{
+    if (skip && *skip) return;
+    size_t tot = dn_rows(rows_n, n_max) * (size_t)D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t u = i / (size_t)D, k = i % (size_t)D;
+        float *t = table + (size_t)rows[u] * D + k;
+        *t = fmaf(-lr, grads[i], *t);
+    }
+}
+
+static int g_sgd_sparse_dn(struct dev *d, dev_stream *s, float *table, const int64_t *rows, const float *grads,
+                           const int64_t *rows_n, size_t n_max, int D, float lr, const int *skip, plumb_err *e)
+{
+    NEED(((table && rows && grads) || n_max == 0) && rows_n, "%s: sgd_sparse_dn: NULL argument", d->label);
+    NEED(D > 0, "%s: sgd_sparse_dn: D=%d", d->label, D);
+    if (!n_max) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SGD_SPARSE);
+    k_sgd_sparse_dn<<<gpu_grid(n_max * (size_t)D, TPB), TPB, 0, gpu_stream(d, s)->s>>>(table, rows, grads, rows_n,
+                                                                                        n_max, D, lr, skip);
+    GPU_CHECK_LAUNCH(d, "k_sgd_sparse_dn", e);
+    return PLUMB_OK;
+}
+
+__global__ void k_sgd_gated(float *w, const float *g, size_t n, float lr, float wd, const int *skip)
+{
+    if (skip && *skip) return;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        w[i] = wd == 0.0f ? fmaf(-lr, g[i], w[i]) : fmaf(-lr, fmaf(wd, w[i], g[i]), w[i]);
+}
+
+static int g_sgd_gated(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr, float wd,
+                       const int *skip, plumb_err *e)
+{
+    NEED(w && g, "%s: sgd_gated: NULL w or g", d->label);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SGD);
+    k_sgd_gated<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, n, lr, wd, skip);
+    GPU_CHECK_LAUNCH(d, "k_sgd_gated", e);
+    return PLUMB_OK;
+}
+
 #if !defined(__HIP_DEVICE_COMPILE__)
 const struct train_ops gpu_train_ops = {
     g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
@@ -738,5 +864,6 @@ const struct train_ops gpu_train_ops = {
     g_bn_bwd_stats, g_bn_bwd_data, g_bn_bwd_params, g_maxpool_fwd, g_maxpool_bwd, g_avgpool_fwd, g_avgpool_bwd, g_add,
     g_cls_xent,
     g_sgd_momentum,
+    g_sumsq_dn, g_scale_check_dn, g_sgd_sparse_dn, g_sgd_gated,
 };
 #endif

@@ -49,6 +49,16 @@ typedef unsigned long long plumb_lanemask_t;
 #define cudaMemcpyDefault hipMemcpyDefault
 #define cudaMemGetInfo hipMemGetInfo
 #define cudaStream_t hipStream_t
+#define cudaGraph_t hipGraph_t
+#define cudaGraphExec_t hipGraphExec_t
+#define cudaStreamBeginCapture hipStreamBeginCapture
+#define cudaStreamEndCapture hipStreamEndCapture
+#define cudaStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
+#define cudaGraphLaunch hipGraphLaunch
+#define cudaGraphDestroy hipGraphDestroy
+#define cudaGraphExecDestroy hipGraphExecDestroy
+/* the two runtimes' instantiate signatures differ */
+#define plumb_graph_instantiate(x, g) hipGraphInstantiate((x), (g), NULL, NULL, 0)
 #define cudaStreamCreateWithFlags hipStreamCreateWithFlags
 #define cudaStreamNonBlocking hipStreamNonBlocking
 #define cudaStreamDestroy hipStreamDestroy
@@ -89,6 +99,11 @@ __device__ static inline void plumb_syncwarp(void)
 #define PLUMB_VENDOR "cuda"
 #define PLUMB_WARP 32
 typedef unsigned int plumb_lanemask_t;
+#if CUDART_VERSION >= 12000
+#define plumb_graph_instantiate(x, g) cudaGraphInstantiate((x), (g), 0)
+#else
+#define plumb_graph_instantiate(x, g) cudaGraphInstantiate((x), (g), NULL, NULL, 0)
+#endif
 
 template <typename T> __device__ static inline T plumb_shfl_xor(T v, int lane_mask)
 {

@@ -70,6 +70,18 @@ typedef struct {
     nvmlValue_t value;
 } nvmlFieldValue_t;
 
+/* nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 and
+ * nvmlDeviceGetNvLinkRemotePciInfo_v2 fill it (nvml.h since NVML 2.285:
+ * busIdLegacy first, the 32-byte busId last, "00000000:3B:00.0"). */
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+/* nvmlIntNvLinkDeviceType_t: what the far end of an NVLink is */
+enum { NVML_NVLINK_DEVICE_TYPE_GPU = 0, NVML_NVLINK_DEVICE_TYPE_IBMNPU = 1, NVML_NVLINK_DEVICE_TYPE_SWITCH = 2,
+       NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xff };
+
 typedef struct {
     nvmlDevice_t device;
     unsigned long long eventType, eventData;

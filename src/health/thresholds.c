@@ -2,8 +2,8 @@
  * evaluation into edge-triggered alerts. */
 #include "health/health.h"
 #include "core/file.h"
+#include "core/kvfile.h"
 #include "core/log.h"
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,14 +29,6 @@ void health_thresholds_default(struct health_thresholds *t)
     snprintf(t->throttle, sizeof t->throttle, "%s", DEFAULT_THROTTLE);
 }
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s)) s++;
-    char *end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1])) *--end = 0;
-    return s;
-}
-
 static int parse_num(const char *origin, int line, const char *key, const char *v, double *out, plumb_err *e)
 {
     if (!strcmp(v, "off") || !strcmp(v, "none")) {
@@ -60,71 +52,49 @@ static int parse_flag(const char *origin, int line, const char *key, const char 
     return PLUMB_OK;
 }
 
+static int health_key(void *arg, const char *origin, int lineno, const char *section, const char *k, const char *v,
+                      plumb_err *e)
+{
+    struct health_thresholds *t = arg;
+    if (section)
+        return err_set(e, PLUMB_EUSAGE, "%s:%d: health thresholds have no sections ('%s' is under [%s])", origin, lineno,
+                       k, section);
+    struct {
+        const char *key;
+        double *num;
+        int *flag;
+    } keys[] = {
+        {"gpu_temp_c", &t->gpu_temp_c, NULL},   {"gpu_temp_critical_c", &t->gpu_temp_critical_c, NULL},
+        {"mem_temp_c", &t->mem_temp_c, NULL},   {"cpu_temp_c", &t->cpu_temp_c, NULL},
+        {"power_w", &t->power_w, NULL},         {"ecc_per_hour", &t->ecc_per_hour, NULL},
+        {"ecc_window_s", &t->ecc_window_s, NULL}, {"uncorrected_ecc", NULL, &t->uncorrected_ecc},
+        {"pcie_width_downgrade", NULL, &t->pcie_width_downgrade},
+        {"pcie_gen_downgrade", NULL, &t->pcie_gen_downgrade}, {"xid", NULL, &t->xid},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(k, keys[i].key)) continue;
+        return keys[i].num ? parse_num(origin, lineno, k, v, keys[i].num, e)
+                           : parse_flag(origin, lineno, k, v, keys[i].flag, e);
+    }
+    if (!strcmp(k, "throttle")) {
+        uint64_t bits;
+        int rc;
+        if (strlen(v) >= sizeof t->throttle) return err_set(e, PLUMB_EUSAGE, "%s:%d: throttle list too long", origin, lineno);
+        if ((rc = health_throttle_parse("nvidia", v, &bits, e))) return err_wrap(e, "%s:%d", origin, lineno);
+        snprintf(t->throttle, sizeof t->throttle, "%s", v);
+        return PLUMB_OK;
+    }
+    return err_set(e, PLUMB_EUSAGE,
+                   "%s:%d: unknown key '%s' (expected gpu_temp_c, gpu_temp_critical_c, mem_temp_c, "
+                   "cpu_temp_c, power_w, ecc_per_hour, ecc_window_s, uncorrected_ecc, throttle, "
+                   "pcie_width_downgrade, pcie_gen_downgrade, xid)", origin, lineno, k);
+}
+
 int health_thresholds_parse(struct health_thresholds *t, const char *text, const char *origin, plumb_err *e)
 {
-    char *copy = strdup(text);
-    if (!copy) return err_set(e, PLUMB_ENOMEM, "out of memory");
-    int rc = PLUMB_OK, lineno = 0;
-    char *save = NULL;
-    /* strtok_r would skip empty lines and shift line numbers: split by hand */
-    for (char *ln = copy; ln && !rc; ln = save) {
-        save = strchr(ln, '\n');
-        if (save) *save++ = 0;
-        lineno++;
-        char *hash = strchr(ln, '#');
-        if (hash) *hash = 0;
-        char *s = trim(ln);
-        if (!*s) continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            rc = err_set(e, PLUMB_EUSAGE, "%s:%d: '%s' is not 'key = value'", origin, lineno, s);
-            break;
-        }
-        *eq = 0;
-        char *k = trim(s), *v = trim(eq + 1);
-        if (v[0] == '"' && strlen(v) >= 2 && v[strlen(v) - 1] == '"') {
-            v[strlen(v) - 1] = 0;
-            v++;
-        }
-        struct {
-            const char *key;
-            double *num;
-            int *flag;
-        } keys[] = {
-            {"gpu_temp_c", &t->gpu_temp_c, NULL},   {"gpu_temp_critical_c", &t->gpu_temp_critical_c, NULL},
-            {"mem_temp_c", &t->mem_temp_c, NULL},   {"cpu_temp_c", &t->cpu_temp_c, NULL},
-            {"power_w", &t->power_w, NULL},         {"ecc_per_hour", &t->ecc_per_hour, NULL},
-            {"ecc_window_s", &t->ecc_window_s, NULL}, {"uncorrected_ecc", NULL, &t->uncorrected_ecc},
-            {"pcie_width_downgrade", NULL, &t->pcie_width_downgrade},
-            {"pcie_gen_downgrade", NULL, &t->pcie_gen_downgrade}, {"xid", NULL, &t->xid},
-        };
-        int found = 0;
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !found; i++) {
-            if (strcmp(k, keys[i].key)) continue;
-            found = 1;
-            rc = keys[i].num ? parse_num(origin, lineno, k, v, keys[i].num, e)
-                             : parse_flag(origin, lineno, k, v, keys[i].flag, e);
-        }
-        if (!found && !strcmp(k, "throttle")) {
-            found = 1;
-            uint64_t bits;
-            if (strlen(v) >= sizeof t->throttle) {
-                rc = err_set(e, PLUMB_EUSAGE, "%s:%d: throttle list too long", origin, lineno);
-            } else if ((rc = health_throttle_parse("nvidia", v, &bits, e))) {
-                err_wrap(e, "%s:%d", origin, lineno);
-            } else {
-                snprintf(t->throttle, sizeof t->throttle, "%s", v);
-            }
-        }
-        if (!found)
-            rc = err_set(e, PLUMB_EUSAGE,
-                         "%s:%d: unknown key '%s' (expected gpu_temp_c, gpu_temp_critical_c, mem_temp_c, "
-                         "cpu_temp_c, power_w, ecc_per_hour, ecc_window_s, uncorrected_ecc, throttle, "
-                         "pcie_width_downgrade, pcie_gen_downgrade, xid)", origin, lineno, k);
-    }
+    int rc = kvfile_parse(text, origin, health_key, t, e);
     if (!rc && t->ecc_per_hour > 0 && t->ecc_window_s <= 0)
         rc = err_set(e, PLUMB_EUSAGE, "%s: ecc_window_s must be > 0 when ecc_per_hour is set", origin);
-    free(copy);
     return rc;
 }
 

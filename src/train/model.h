@@ -192,6 +192,15 @@ struct model_ops {
      * inside it on one rank leaves the others in its collectives: the
      * watchdog ends the job. */
     int (*whole_batch)(const void *spec);
+    /* Optional (NULL: none): the step that never waits for the host
+     * (train/trainer.c, "the queued step"). on = 1: the following
+     * forward_backward calls (loss must be NULL) queue their work and
+     * return without synchronising; the loss {unscaled sum, count} is left
+     * at *loss_dev (device double [2]) and the sparse list's length U at
+     * *rows_n (device int64, U <= sparse_per_sample * B), while
+     * sparse_grads reports n = 0 (the list is rows/grads [0, U)). on = 0:
+     * back to the contract above. The same bits either way. */
+    int (*defer)(struct model *m, int on, const double **loss_dev, const int64_t **rows_n, plumb_err *e);
 };
 
 struct data_source;

@@ -138,3 +138,29 @@ int optim_step(struct optim *o, float *params, const float *dense_grad, const in
      * download (no host synchronisation, so steps can be queued back to back) */
     return rc;
 }
+
+int optim_can_gate(const struct optim *o)
+{
+    return o->kind == OPTIM_SGD && !(o->momentum > 0) && o->T->sgd_gated && o->T->sgd_sparse_dn;
+}
+
+int optim_step_gated(struct optim *o, float *params, const float *dense_grad, const int64_t *rows,
+                     const float *grads, const int64_t *rows_n, size_t n_max, float lr, const int *skip,
+                     plumb_err *e)
+{
+    struct dev *d = o->d;
+    const struct train_ops *T = o->T;
+    const int D = o->L->sparse_dim;
+    if (!optim_can_gate(o))
+        return err_set(e, PLUMB_EINTERNAL, "optimizer: a gated step needs plain SGD and the device's gated ops");
+    if (!(lr >= 0.0f) || !isfinite(lr)) return err_set(e, PLUMB_EUSAGE, "optimizer: lr %g", (double)lr);
+    int rc = PLUMB_OK;
+    for (int r = 0; r < o->n_ranges && !rc; r++) {
+        size_t lo = o->lo[r], len = o->hi[r] - o->lo[r];
+        float wd = o->dec[r] ? o->weight_decay : 0.0f;
+        if (len) rc = T->sgd_gated(d, NULL, params + lo, dense_grad + lo, len, lr, wd, skip, e);
+    }
+    if (!rc && n_max && D > 0)
+        rc = T->sgd_sparse_dn(d, NULL, params + o->L->n_dense, rows, grads, rows_n, n_max, D, lr, skip, e);
+    return rc;
+}

@@ -61,4 +61,15 @@ int optim_state_alloc(struct optim *o, plumb_err *e);
 int optim_step(struct optim *o, float *params, const float *dense_grad, const int64_t *rows, const float *grads,
                size_t n, float lr, int64_t step, plumb_err *e);
 
+/* The queued step (train/trainer.c): whether this optimizer can update with
+ * the sparse count on the device and the step gated by a device flag
+ * (plain SGD, no momentum, on a device with sgd_gated / sgd_sparse_dn). */
+int optim_can_gate(const struct optim *o);
+/* optim_step with the sparse list's length on the device (*rows_n <=
+ * n_max) and nothing written when *skip != 0: the same bits as optim_step
+ * with n = *rows_n when *skip is 0. */
+int optim_step_gated(struct optim *o, float *params, const float *dense_grad, const int64_t *rows,
+                     const float *grads, const int64_t *rows_n, size_t n_max, float lr, const int *skip,
+                     plumb_err *e);
+
 #endif

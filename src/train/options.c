@@ -37,6 +37,8 @@ const struct train_option train_options[] = {
     {"--adam-beta2", TOPT_NUM, F(beta2), "0.999", "AdamW beta2", "0..1)", "X"},
     {"--adam-eps", TOPT_NUM, F(adam_eps), "1e-8", "AdamW epsilon", "(0..", "X"},
     {"--eval-every", TOPT_INT, F(eval_every), "0", "evaluate every N steps (0 = only at the end)", "0..", "N"},
+    {"--stop-at", TOPT_STR, F(stop_at), NULL,
+     "stop at the first eval where the workload's deciding metric reaches X (ctr: auc >= X; with --eval-every)", NULL, "X"},
     {"--eval-batch", TOPT_INT, F(eval_batch), "4096", "eval chunk size (fixed, so any rank count scores alike)", "1..1000000", "N"},
     {"--checkpoint-dir", TOPT_STR, F(ckpt_dir), NULL, "write checkpoints here (and read them with --resume)", NULL, "DIR"},
     {"--checkpoint-every", TOPT_INT, F(ckpt_every), "0", "checkpoint every N steps (0 = at the end and on SIGTERM/SIGINT)", "0..", "N"},
@@ -53,9 +55,15 @@ const struct train_option train_options[] = {
     {"--clip-grad-norm", TOPT_NUM, F(clip_grad_norm), "0", "clip the global gradient norm to X (0 = off)", "0..", "X"},
     {"--allow-tf32", TOPT_FLAG, F(allow_tf32), NULL, "fast fp32 GEMMs may use TF32 where the device has it (default: strict fp32)", NULL, NULL},
     {"--device", TOPT_STR, F(device), "cpu", "cpu, cuda, hip, cuda:N, hip:N (cuda/hip: one GPU per local rank)", NULL, "D"},
+    {"--bind", TOPT_CHOICE, F(bind), "none",
+     "pin each rank's threads and memory: numa = the NUMA node of its GPU (cpu ranks: local rank mod nodes); none = "
+     "the launcher's binding", "none|numa", NULL},
     {"--comm", TOPT_CHOICE, F(comm), "auto",
      "gradient comm: auto (nccl/rccl for a GPU with fast numerics on >1 rank, else the host comm), mpi, self (1 rank "
      "per process), nccl (also on 1 rank)", "auto|mpi|self|nccl", NULL},
+    {"--graph", TOPT_CHOICE, F(graph), "on",
+     "CUDA/HIP graph of the queued step, captured once per batch buffer and shape and replayed (off: launched op by "
+     "op; the cpu has none)", "on|off", NULL},
     {"--fuse-sparse-sgd", TOPT_CHOICE, F(fuse_sparse_sgd), "no",
      "auto: the sparse rows' SGD inside the embedding backward where nothing must see their gradient first (1 rank, "
      "plain SGD, no dynamic loss scale, clipping or metrics norm); a non-finite sparse gradient is then applied, not caught",

@@ -37,6 +37,7 @@
 #define SCR_N 16    /* int64 distinct sparse rows */
 #define SCR_BYTES 24
 #define MAX_BUCKETS 64 /* grad-ready buckets of a model */
+#define GRAPHS 8       /* step graphs kept (feed slots x shapes) */
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig)
@@ -51,6 +52,41 @@ double eval_metric(const struct eval_metrics *m, const char *name)
         if (!strcmp(m->name[i], name)) return m->value[i];
     return NAN;
 }
+
+struct step_info {
+    double loss;           /* mean loss of the global batch */
+    double grad_norm;      /* global, after unscaling, before clipping */
+    double lr;
+    double scale;          /* loss scale used for this step */
+    int skipped;
+    int oom_skipped;       /* the batch was skipped by the OOM tiers */
+    int deliberate;        /* --skip-batches */
+    int64_t flags[SF_N];
+    double compute_s, comm_s, opt_s;
+    int queued;            /* the device's outcome is still to be read (the queued step) */
+    int graphed;           /* the queued step ran as a graph (its update included) */
+};
+
+/* What a queued step leaves for the host (pinned, one slot per step in
+ * flight): the model's loss {sum, count} and the status block. */
+struct step_out {
+    double loss[2];
+    char scratch[SCR_BYTES];
+};
+
+/* A queued step waiting for its outcome. */
+/* trainer_run's description of a step (for its metrics line). */
+struct step_meta {
+    long step, epoch, gv;
+    double step_s, wait_s;
+};
+
+struct queued {
+    struct step_info si;
+    long step;
+    int slot;
+    struct step_meta meta;
+};
 
 struct trainer {
     const struct train_config *cfg;
@@ -139,6 +175,25 @@ struct trainer {
     long bad_run;             /* non-finite steps in a row */
     long rollbacks;
     plumb_err local_err;      /* the error behind SF_ERROR on this rank */
+    /* the queued step (see "the queued step" below) */
+    int queue;                /* steps may be queued without a host wait */
+    int deferred_on;          /* the model's defer mode is on */
+    const double *q_loss_dev; /* the model's device loss {sum, count} */
+    const int64_t *q_rows_n;  /* the model's device sparse row count */
+    struct step_out *h_out;   /* pinned [2]: what a queued step leaves for the host */
+    dev_event *q_ev[2];       /* recorded after each slot's copy */
+    struct queued q[2];       /* queued steps, oldest first */
+    int n_q;
+    long q_seq;
+    /* graphs of the queued step: one per batch buffer and shape (key) */
+    int graph_on;
+    struct step_graph {
+        uint64_t key[MODEL_MAX_FIELDS + 5];
+        dev_graph *g;       /* NULL: seen once (the next step with this key captures) */
+        unsigned used;      /* LRU clock */
+    } sg[GRAPHS];
+    unsigned sg_clock;
+    long graphed, captures;
 };
 
 /* ------------------------------------------------------------------ utils */
@@ -215,6 +270,11 @@ static void trainer_free(struct trainer *t)
         if (t->buf_snap) dev_free(t->d, t->buf_snap);
         if (t->d_send) dev_free(t->d, t->d_send);
         if (t->d_recv) dev_free(t->d, t->d_recv);
+        for (int i = 0; i < 2; i++)
+            if (t->q_ev[i]) t->d->be->event_destroy(t->d, t->q_ev[i]);
+        for (int i = 0; i < GRAPHS; i++)
+            if (t->sg[i].g) t->d->be->graph_destroy(t->d, t->sg[i].g);
+        if (t->h_out) t->d->be->host_free(t->d, t->h_out);
     }
     optim_free(&t->opt);
     if (t->m) t->mo->free(t->m);
@@ -377,6 +437,70 @@ static int setup(struct trainer *t, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* ---- the queued step (docs/TRAINING.md, "The step and the host") ----
+ * Where nothing the host decides before the next step depends on this
+ * step's device results, the step is queued and never waits: forward,
+ * backward, the found-inf check, the norm and the optimizer go onto the
+ * device stream back to back, the update gated on the device by the
+ * found-inf flag, the sparse row count read by the kernels from device
+ * memory (launches sized by the bound sparse_per_sample * B). The loss and
+ * the status block are copied into a pinned slot behind an event, and the
+ * host reads them one step behind (settle_one) or when a decision needs
+ * them (eval, checkpoint, stop, the end, a step that cannot be queued).
+ * That is: fast numerics, 1 rank, nothing exchanged, no dynamic loss scale
+ * (the next scale would depend on this step's flag), no clipping (the
+ * coefficient needs the norm before the update), plain SGD (momentum's
+ * first step and AdamW's bias correction count the applied steps), a model
+ * with model_ops.defer and a device with the gated ops. The decisions keep
+ * their semantics: a non-finite step is skipped by the gate and counted by
+ * the host when it is settled; a rollback it triggers drops the step queued
+ * behind it (the checkpoint overwrites what it did). PLUMB_TRAIN_QUEUE=0
+ * turns it off (the tests compare both). */
+static int setup_queue(struct trainer *t, plumb_err *e)
+{
+    const struct train_config *cfg = t->cfg;
+    const char *qv = getenv("PLUMB_TRAIN_QUEUE");
+    const char *why = cfg->numerics != NUMERICS_FAST ? "golden numerics"
+                      : t->exch || t->world > 1      ? "gradients exchanged across ranks"
+                      : t->whole                     ? "the model couples a batch's samples"
+                      : t->sc.enabled                ? "dynamic loss scale"
+                      : cfg->clip_grad_norm > 0      ? "--clip-grad-norm"
+                      : !t->mo->defer                ? "the model keeps no outputs on the device"
+                      : !t->to->sumsq_dn || !t->to->scale_check_dn || !t->to->sgd_gated || !t->to->sgd_sparse_dn
+                          ? "the device has no gated ops"
+                      : !optim_can_gate(&t->opt)     ? "the optimizer counts applied steps (momentum, AdamW)"
+                      : qv && *qv && !atoi(qv)       ? "PLUMB_TRAIN_QUEUE=0"
+                                                     : NULL;
+    t->queue = why == NULL;
+    if (t->rank == 0 && !cfg->quiet)
+        log_info("step: %s%s%s", t->queue ? "queued (outcomes read one step behind, the update gated on the device)"
+                                          : "synchronous (", t->queue ? "" : why, t->queue ? "" : ")");
+    if (!t->queue) return PLUMB_OK;
+    const char *gwhy = cfg->graph && !strcmp(cfg->graph, "off") ? "--graph off"
+                       : !t->d->be->graph_begin                 ? "the device has no graphs"
+                       : cfg->inject && *cfg->inject            ? "--inject (host-side faults inside the step)"
+                                                                : NULL;
+    t->graph_on = gwhy == NULL;
+    if (t->rank == 0 && !cfg->quiet)
+        log_info("graph: %s%s%s", t->graph_on ? "the queued step captured once per batch buffer and shape, then replayed"
+                                              : "none (", t->graph_on ? "" : gwhy, t->graph_on ? "" : ")");
+    struct dev *d = t->d;
+    int rc = d->be->host_alloc(d, 2 * sizeof(struct step_out), (void **)&t->h_out, e);
+    for (int i = 0; i < 2 && !rc; i++) rc = d->be->event_create(d, &t->q_ev[i], e);
+    if (!rc) memset(t->h_out, 0, 2 * sizeof(struct step_out));
+    if (rc) return err_wrap(e, "the queued step's pinned slots and events");
+    return PLUMB_OK;
+}
+
+/* The model's defer mode on (queued steps) or off (every other call). */
+static int model_defer(struct trainer *t, int on, plumb_err *e)
+{
+    if (!t->mo->defer || t->deferred_on == on) return PLUMB_OK;
+    int rc = t->mo->defer(t->m, on, &t->q_loss_dev, &t->q_rows_n, e);
+    if (!rc) t->deferred_on = on;
+    return rc;
+}
+
 /* The gradient path of fast numerics and the device comm (--comm; see "the
  * fast gradient path" below). Collective: every rank calls it after setup
  * succeeded everywhere. */
@@ -437,6 +561,7 @@ static int setup_comm(struct trainer *t, plumb_err *e)
     t->fuse = cfg->fuse_sparse_sgd && !strcmp(cfg->fuse_sparse_sgd, "auto") && fast && !t->exch &&
               t->world == 1 && !strcmp(cfg->optimizer, "sgd") && !(cfg->momentum > 0) && !t->sc.enabled &&
               !(cfg->clip_grad_norm > 0) && t->mo->fuse_sparse_sgd && t->D > 0;
+    if ((rc = setup_queue(t, e))) return rc;
     if (t->exch) {
         /* dense buckets: layers in backward order merged up to PLUMB_NCCL_BUCKET_MB (default 25; 0 = one bucket) */
         size_t off[MAX_BUCKETS], len[MAX_BUCKETS];
@@ -744,17 +869,6 @@ static int ckpt_restore(struct trainer *t, int *found, plumb_err *e)
 
 /* ---------------------------------------------------------------- step */
 
-struct step_info {
-    double loss;           /* mean loss of the global batch */
-    double grad_norm;      /* global, after unscaling, before clipping */
-    double lr;
-    double scale;          /* loss scale used for this step */
-    int skipped;
-    int oom_skipped;       /* the batch was skipped by the OOM tiers */
-    int deliberate;        /* --skip-batches */
-    int64_t flags[SF_N];
-    double compute_s, comm_s, opt_s;
-};
 
 static int cmp_row(const void *a, const void *b)
 {
@@ -961,6 +1075,224 @@ static int split_accumulate(struct trainer *t, struct host_batch *b, struct step
     return rc;
 }
 
+/* Phase 1 of a queued step: forward/backward with the loss and the row
+ * count left on the device, the found-inf check and the norm queued behind
+ * it; nothing read back. */
+static int fast_queue(struct trainer *t, struct host_batch *b, struct step_info *si, plumb_err *e)
+{
+    struct dev *d = t->d;
+    size_t D = (size_t)t->D, cap = (size_t)(t->sparse_cap > 0 ? t->sparse_cap : 0);
+    float inv = (float)(1.0 / si->scale);
+    double gscale = si->scale / (double)b->st.global_valid;
+    float *grads = t->mo->grads(t->m);
+    double t0 = timer_now();
+    t->launched = 0;
+    t->h_n = 0;
+    t->have_ss = 0;
+    if (t->n_q >= 2) return err_set(e, PLUMB_EINTERNAL, "queued step: two steps already in flight");
+    int rc = model_defer(t, 1, e);
+    if (!rc) rc = d->be->memset_async(d, NULL, t->d_scratch, 0, SCR_BYTES, e);
+    if (rc) return rc;
+    struct step_ctx sc = {.ctx = t, .comm = &t->mcomm};
+    plumb_err me = {0};
+    int mrc = PLUMB_OK, fused = 0;
+    if (t->fuse && !want_norm(t)) {
+        mrc = t->mo->fuse_sparse_sgd(t->m, (float)si->lr, &me);
+        if (mrc == PLUMB_EUNSUPPORTED) t->fuse = 0, mrc = PLUMB_OK, memset(&me, 0, sizeof me);
+        else if (!mrc) fused = 1;
+    }
+    if (!mrc) mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &sc, NULL, &me);
+    si->compute_s = timer_now() - t0;
+    if (mrc == PLUMB_ENOMEM) {
+        si->flags[SF_OOM] = 1;
+        return PLUMB_OK;
+    } else if (mrc) {
+        si->flags[SF_ERROR] = 1;
+        t->local_err = me;
+        return PLUMB_OK;
+    }
+    t->mo->sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
+    /* fused: the sparse rows are applied already, no list is left */
+    size_t nmax = fused ? 0 : cap;
+    t->s_rows = t->l_rows, t->s_grads = t->l_grads, t->s_n = nmax;
+    rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
+    if (!rc && nmax) rc = t->to->scale_check_dn(d, NULL, t->l_grads, t->q_rows_n, D, nmax, inv, t->d_found, e);
+    if (!rc && want_norm(t)) {
+        rc = t->to->sumsq(d, NULL, grads, t->n_dense, t->d_sumsq, e);
+        if (!rc && nmax) rc = t->to->sumsq_dn(d, NULL, t->l_grads, t->q_rows_n, D, nmax, t->d_sumsq, e);
+        t->have_ss = 1;
+    }
+    si->queued = t->have_ss ? 2 : 1; /* 2: the norm is in the status block */
+    si->compute_s = timer_now() - t0;
+    return rc;
+}
+
+/* The queued step's update, gated on the device by its found-inf flag. */
+static int queue_apply(struct trainer *t, struct step_info *si, plumb_err *e)
+{
+    double t0 = timer_now();
+    int rc = optim_step_gated(&t->opt, t->mo->params(t->m), t->mo->grads(t->m), t->s_rows, t->s_grads, t->q_rows_n,
+                              t->s_n, (float)si->lr, t->d_found, e);
+    if (rc) return err_wrap(e, "optimizer step %ld", t->step);
+    si->opt_s = timer_now() - t0;
+    return PLUMB_OK;
+}
+
+/* The queued step's outcome into its pinned slot, behind an event. */
+static int queue_finish(struct trainer *t, const struct step_info *si, long step, plumb_err *e)
+{
+    struct dev *d = t->d;
+    int slot = (int)(t->q_seq & 1);
+    struct step_out *o = &t->h_out[slot];
+    int rc = d->be->memcpy_async(d, NULL, o->loss, t->q_loss_dev, sizeof o->loss, MEMCPY_D2H, e);
+    if (!rc) rc = d->be->memcpy_async(d, NULL, o->scratch, t->d_scratch, SCR_BYTES, MEMCPY_D2H, e);
+    if (!rc) rc = d->be->event_record(d, t->q_ev[slot], NULL, e);
+    if (rc) return rc;
+    t->q[t->n_q].si = *si;
+    t->q[t->n_q].step = step;
+    t->q[t->n_q].slot = slot;
+    t->n_q++;
+    t->q_seq++;
+    return PLUMB_OK;
+}
+
+/* Reads the oldest queued step's outcome (waiting for its event) and takes
+ * the host's part of its decisions as trainer_step takes them for a step
+ * that was not queued: the loss, the norm, the non-finite skip (the gate
+ * skipped the update on the device) and the scaler's count. *si gets the
+ * complete step, *step its number. */
+static int settle_one(struct trainer *t, struct step_info *si, long *step, plumb_err *e)
+{
+    if (t->n_q < 1) return err_set(e, PLUMB_EINTERNAL, "queued step: nothing to settle");
+    struct queued q = t->q[0];
+    t->q[0] = t->q[1];
+    t->n_q--;
+    *si = q.si;
+    *step = q.step;
+    int rc = t->d->be->event_sync(t->d, t->q_ev[q.slot], e);
+    if (rc) return err_wrap(e, "step %ld", q.step);
+    const struct step_out *o = &t->h_out[q.slot];
+    struct scratch_host sh;
+    memcpy(&sh.sumsq, o->scratch + SCR_SUMSQ, sizeof sh.sumsq);
+    memcpy(&sh.found, o->scratch + SCR_FOUND, sizeof sh.found);
+    /* 1 rank: the agreed loss is this rank's, in the same fixed point */
+    int64_t loss_fix = llrint(o->loss[0] * LOSS_FIX), count = (int64_t)o->loss[1];
+    si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
+    if (sh.found) si->flags[SF_NONFINITE] = 1;
+    if (!si->flags[SF_NONFINITE]) {
+        /* what step_apply computes (want_norm as when the step was queued) */
+        si->grad_norm = si->queued == 2 ? sqrt(sh.sumsq) : NAN;
+        if (si->queued == 2 && !isfinite(si->grad_norm)) si->flags[SF_NONFINITE] = 1;
+    }
+    int applied = scaler_update(&t->sc, si->flags[SF_NONFINITE] > 0);
+    if (applied) t->opt_t++;
+    si->skipped = !applied;
+    si->queued = 0;
+    if (si->skipped && t->rank == 0 && !t->cfg->quiet)
+        log_warn("step %ld: non-finite gradients on %lld rank(s): step skipped, loss scale now %g", q.step,
+                 (long long)si->flags[SF_NONFINITE], scaler_scale(&t->sc));
+    return PLUMB_OK;
+}
+
+/* Waits for the queued steps and forgets them (a rollback overwrites what they did). */
+static void queue_drop(struct trainer *t)
+{
+    for (int i = 0; i < t->n_q; i++) {
+        plumb_err e = {0};
+        (void)t->d->be->event_sync(t->d, t->q_ev[t->q[i].slot], &e);
+    }
+    t->n_q = 0;
+}
+
+/* Forgets the step graphs (their device addresses may go stale: an eval or
+ * a restore can regrow a workspace the graphs point into). */
+static void graphs_drop(struct trainer *t)
+{
+    for (int i = 0; i < GRAPHS; i++) {
+        if (t->sg[i].g) t->d->be->graph_destroy(t->d, t->sg[i].g);
+        memset(&t->sg[i], 0, sizeof t->sg[i]);
+    }
+}
+
+/* What a step graph depends on: the batch's device buffers, its shape, the
+ * scalars baked into the launches (lr, gradient scale) and the path taken. */
+static void graph_key(const struct trainer *t, const struct host_batch *b, const struct step_info *si, uint64_t *k)
+{
+    memset(k, 0, sizeof(uint64_t) * (MODEL_MAX_FIELDS + 5));
+    for (int f = 0; f < t->fs.n_fields; f++) k[f] = (uint64_t)(uintptr_t)t->db.field[f];
+    float lr = (float)si->lr, gs = (float)(si->scale / (double)b->st.global_valid);
+    uint32_t lb, gb;
+    memcpy(&lb, &lr, 4);
+    memcpy(&gb, &gs, 4);
+    k[MODEL_MAX_FIELDS] = (uint64_t)t->db.B << 32 | (uint32_t)t->db.n_valid;
+    k[MODEL_MAX_FIELDS + 1] = (uint64_t)lb << 32 | gb;
+    k[MODEL_MAX_FIELDS + 2] = (uint64_t)want_norm(t) << 1 | (uint64_t)(t->fuse != 0);
+    k[MODEL_MAX_FIELDS + 3] = 1; /* a used slot */
+}
+
+/* A queued step (fast_queue, then queue_apply) as a graph where it can be:
+ * the first step with a key runs op by op (it also settles workspace sizes
+ * and cached allocations), the second is captured, later ones replay it. A
+ * capture that fails turns graphs off for the run (logged) and the step
+ * runs op by op. A partial last batch is another key: op by op the first
+ * time it is seen. */
+static int queue_local(struct trainer *t, struct host_batch *b, struct step_info *si, plumb_err *e)
+{
+    if (!t->graph_on || !t->use_feed) return fast_queue(t, b, si, e);
+    struct dev *d = t->d;
+    uint64_t key[MODEL_MAX_FIELDS + 5];
+    graph_key(t, b, si, key);
+    struct step_graph *g = NULL, *lru = &t->sg[0];
+    for (int i = 0; i < GRAPHS; i++) {
+        if (!memcmp(t->sg[i].key, key, sizeof key)) g = &t->sg[i];
+        if (t->sg[i].used < lru->used) lru = &t->sg[i];
+    }
+    if (!g) {
+        /* seen once: op by op, remembered */
+        if (lru->g) d->be->graph_destroy(d, lru->g);
+        memset(lru, 0, sizeof *lru);
+        memcpy(lru->key, key, sizeof key);
+        lru->used = ++t->sg_clock;
+        return fast_queue(t, b, si, e);
+    }
+    g->used = ++t->sg_clock;
+    if (!g->g) {
+        int rc = d->be->graph_begin(d, NULL, e);
+        if (rc) return rc;
+        plumb_err ce = {0};
+        int qrc = fast_queue(t, b, si, &ce);
+        if (!qrc && si->queued && !si->flags[SF_OOM] && !si->flags[SF_ERROR]) qrc = queue_apply(t, si, &ce);
+        plumb_err ge = {0};
+        int grc = d->be->graph_end(d, NULL, &g->g, &ge);
+        if (qrc || grc || !si->queued) {
+            /* nothing of the captured work ran: turn graphs off and run the step op by op */
+            if (t->rank == 0)
+                log_warn("graph: capture of step %ld failed (%s); graphs off for this run", b->st.step,
+                         qrc ? ce.msg : grc ? ge.msg : "the step did not queue");
+            if (g->g) d->be->graph_destroy(d, g->g);
+            g->g = NULL;
+            t->graph_on = 0;
+            graphs_drop(t);
+            struct step_info keep = *si;
+            memset(si, 0, sizeof *si);
+            si->lr = keep.lr, si->scale = keep.scale;
+            return fast_queue(t, b, si, e);
+        }
+        t->captures++;
+    } else {
+        /* the host state a capture leaves (the sparse list's pointers) is the same every replay */
+        si->queued = want_norm(t) ? 2 : 1;
+        t->have_ss = want_norm(t);
+    }
+    double t0 = timer_now();
+    int rc = d->be->graph_launch(d, g->g, NULL, e);
+    si->compute_s = timer_now() - t0;
+    if (rc) return rc;
+    si->graphed = 1;
+    t->graphed++;
+    return PLUMB_OK;
+}
+
 /* Phase 1, fast numerics. */
 static int fast_local(struct trainer *t, struct host_batch *b, struct step_info *si, int skip, int64_t *loss_fix,
                       int64_t *count, plumb_err *e)
@@ -1133,8 +1465,10 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
             }
         }
         si->compute_s = timer_now() - t0;
+    } else if (t->queue && t->split <= 1 && !skip && b->n > 0) {
+        rc = queue_local(t, b, si, e); /* the loss stays on the device: agreed as 0 (1 rank) */
     } else {
-        rc = fast_local(t, b, si, skip, loss_fix, count, e);
+        if (!(rc = model_defer(t, 0, e))) rc = fast_local(t, b, si, skip, loss_fix, count, e);
     }
     if (inject_take(INJECT_NAN, b->st.step, t->rank)) {
         log_warn("injected fault: non-finite gradient at step %ld", b->st.step);
@@ -1436,6 +1770,13 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
         t->step = b->st.step + 1;
         return PLUMB_OK;
     }
+    if (si->queued) {
+        /* the host's part waits for settle_one; the update is gated on the device */
+        if (!si->graphed && !si->flags[SF_NONFINITE] && (rc = queue_apply(t, si, e))) return rc;
+        if ((rc = queue_finish(t, si, b->st.step, e))) return rc;
+        t->step = b->st.step + 1;
+        return PLUMB_OK;
+    }
     si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
     if (!si->flags[SF_NONFINITE]) {
         if ((rc = step_reduce(t, si, e))) return rc;
@@ -1573,6 +1914,69 @@ static int rollback(struct trainer *t, struct loader **ld, struct devfeed **feed
     return data_start(t, ld, feed, e);
 }
 
+/* trainer_run's tallies over the steps it records. */
+struct run_state {
+    long nrun, win, k;
+    double loss_first, loss_last;
+    long n_first, n_last;
+    double wait_total, step_total, samples_total;
+    int tty;
+    double *ring;          /* [win] the losses of the last win steps recorded */
+};
+
+/* One finished step of trainer_run: metrics.jsonl, the non-finite run
+ * (*back = 1: more than --max-bad-steps in a row, roll back), the loss
+ * windows, the progress line. */
+static int record_step(struct trainer *t, struct run_state *rs, const struct step_info *si,
+                       const struct step_meta *mt, int *back, plumb_err *e)
+{
+    const struct train_config *cfg = t->cfg;
+    (void)e;
+    *back = 0;
+    rs->wait_total += mt->wait_s;
+    rs->step_total += mt->step_s;
+    rs->samples_total += (double)mt->gv;
+    double sps = mt->step_s > 0 ? (double)mt->gv / mt->step_s : 0;
+    long now = t->step;
+    t->step = mt->step + 1; /* the line names the step it describes */
+    metrics_step(t, si, mt->epoch, mt->step_s, mt->wait_s, sps);
+    t->step = now;
+    if (cfg->health && t->metrics) metrics_health(t);
+    /* non-finite steps in a row (not OOM or deliberate skips) */
+    if (si->skipped && !si->oom_skipped && !si->deliberate) t->bad_run++;
+    else t->bad_run = 0;
+    if (cfg->max_bad_steps > 0 && t->bad_run > cfg->max_bad_steps) {
+        t->step = mt->step + 1; /* where the eager step would stand */
+        *back = 1;
+        return PLUMB_OK;
+    }
+    if (isfinite(si->loss) && rs->k < rs->win) rs->loss_first += si->loss, rs->n_first++;
+    /* the last window of the steps run (a run may stop early: --stop-at) */
+    if (rs->ring) rs->ring[rs->k % rs->win] = si->loss;
+    rs->k++;
+    if (rs->tty)
+        fprintf(stderr, "\rstep %ld/%ld  loss %.4f  lr %.3g  scale %g  %.0f samples/s  data wait %2.0f%%   ",
+                mt->step + 1, cfg->steps, si->loss, si->lr, si->scale,
+                rs->step_total > 0 ? rs->samples_total / rs->step_total : 0,
+                rs->step_total > 0 ? 100 * rs->wait_total / rs->step_total : 0);
+    return PLUMB_OK;
+}
+
+/* Settles and records queued steps until `keep` remain. */
+static int settle_record(struct trainer *t, struct run_state *rs, int keep, int *back, plumb_err *e)
+{
+    *back = 0;
+    while (t->n_q > keep) {
+        struct step_meta mt = t->q[0].meta;
+        struct step_info si;
+        long step;
+        int rc = settle_one(t, &si, &step, e);
+        if (!rc) rc = record_step(t, rs, &si, &mt, back, e);
+        if (rc || *back) return rc;
+    }
+    return PLUMB_OK;
+}
+
 int trainer_open(const struct train_config *cfg, struct comm *c, struct trainer **out, plumb_err *e)
 {
     *out = NULL;
@@ -1617,7 +2021,16 @@ const struct model_ops *trainer_model(struct trainer *t, struct model **m)
 }
 
 struct dev *trainer_dev(struct trainer *t) { return t->d; }
-int trainer_digest(struct trainer *t, char hex[65], plumb_err *e) { return param_digest(t, hex, e); }
+int trainer_digest(struct trainer *t, char hex[65], plumb_err *e)
+{
+    while (t->n_q > 0) {
+        struct step_info si;
+        long sn;
+        int rc = settle_one(t, &si, &sn, e);
+        if (rc) return rc;
+    }
+    return param_digest(t, hex, e);
+}
 
 /* The public view of one step. */
 static void stats_of(const struct step_info *si, struct trainer_step_stats *st)
@@ -1660,6 +2073,12 @@ int trainer_step_on(struct trainer *t, const struct batch *b, long step, long gl
     struct step_info si;
     int rc = trainer_step(t, &hb, &si, e);
     t->use_feed = feed;
+    /* st: the caller reads the step's figures, so it is settled now (and
+     * any before it); NULL: settled one step behind, as trainer_steps does */
+    while (!rc && t->n_q > (st ? 0 : 1)) {
+        long sn;
+        rc = settle_one(t, &si, &sn, e);
+    }
     stats_of(&si, st);
     return rc;
 }
@@ -1701,7 +2120,18 @@ int trainer_steps(struct trainer *t, long start, long warm, long n, struct train
         rc = trainer_step(t, b, &si, e);
         if (feed) devfeed_release(feed);
         else loader_release(ld, b);
+        /* queued steps settled one behind, as trainer_run settles them */
+        while (!rc && t->n_q > 1) {
+            long sn;
+            rc = settle_one(t, &si, &sn, e);
+        }
     }
+    while (!rc && t->n_q > 0) {
+        struct step_info si;
+        long sn;
+        rc = settle_one(t, &si, &sn, e);
+    }
+    queue_drop(t);
     if (!rc) rc = dev_sync(t->d, e);
     double el = timer_now() - t0;
     if (feed) {
@@ -1763,15 +2193,41 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     sigaction(SIGINT, &sa, &old_int);
     if (cfg->watchdog_s > 0) watchdog_start(cfg->watchdog_s);
 
+    /* --stop-at: the workload's deciding metric and its direction */
+    double target = NAN;
+    const char *tmetric = NULL;
+    int thigher = 1;
+    if (cfg->stop_at && *cfg->stop_at) {
+        char *end;
+        target = strtod(cfg->stop_at, &end);
+        if (end == cfg->stop_at || *end || !isfinite(target)) {
+            rc = err_set(e, PLUMB_EUSAGE, "--stop-at: '%s' (expected a number)", cfg->stop_at);
+        } else if (!t->wl->accept || !t->wl->accept->metric) {
+            rc = err_set(e, PLUMB_EUSAGE, "--stop-at: workload %s names no deciding metric", t->wl->name);
+        } else if (cfg->eval_every <= 0) {
+            rc = err_set(e, PLUMB_EUSAGE, "--stop-at needs --eval-every N (the evals that test it)");
+        } else {
+            tmetric = t->wl->accept->metric;
+            thigher = t->wl->accept->higher_is_better;
+        }
+        if (rc) {
+            trainer_close(t);
+            return rc;
+        }
+    }
+    res->setup_s = timer_now() - t_start;
+    double t_loop = timer_now();
     struct loader *ld = NULL;
     struct devfeed *feed = NULL;
     if (t->step < cfg->steps) rc = data_start(t, &ld, &feed, e);
-    long nrun = cfg->steps - t->step, k = 0;
-    long win = nrun / 10 > 0 ? nrun / 10 : 1;
-    double loss_first = 0, loss_last = 0;
-    long n_first = 0, n_last = 0;
-    double wait_total = 0, step_total = 0, samples_total = 0;
-    int tty = cfg->progress && t->rank == 0 && isatty(2);
+    struct run_state rs;
+    memset(&rs, 0, sizeof rs);
+    rs.nrun = cfg->steps - t->step;
+    rs.win = rs.nrun / 10 > 0 ? rs.nrun / 10 : 1;
+    rs.tty = cfg->progress && t->rank == 0 && isatty(2);
+    rs.ring = malloc((size_t)rs.win * sizeof *rs.ring);
+    if (!rs.ring) rc = err_set(e, PLUMB_ENOMEM, "trainer: out of memory for %ld losses", rs.win);
+    int tty = rs.tty;
     struct eval_metrics last_eval;
     memset(&last_eval, 0, sizeof last_eval);
     long last_eval_step = -1;
@@ -1799,37 +2255,33 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         watchdog_enter(wd);
         rc = trainer_step(t, b, &si, e);
         watchdog_leave();
-        long gv = b->st.global_valid, epoch = b->st.epoch;
+        long gv = b->st.global_valid, epoch = b->st.epoch, sn = b->st.step;
         if (feed) devfeed_release(feed);
         else loader_release(ld, b);
         if (rc) break;
-        double step_s = timer_now() - ts;
-        wait_total += wait_s;
-        step_total += step_s;
-        samples_total += (double)gv;
-        double sps = step_s > 0 ? (double)gv / step_s : 0;
-        metrics_step(t, &si, epoch, step_s, wait_s, sps);
-        if (cfg->health && t->metrics) metrics_health(t);
-        /* non-finite steps in a row (not OOM or deliberate skips) */
-        if (si.skipped && !si.oom_skipped && !si.deliberate) t->bad_run++;
-        else t->bad_run = 0;
-        if (cfg->max_bad_steps > 0 && t->bad_run > cfg->max_bad_steps) {
-            if ((rc = rollback(t, &ld, &feed, e))) break;
-            continue;
+        struct step_meta mt = {sn, epoch, gv, timer_now() - ts, wait_s};
+        int back = 0; /* a settled step rolled back */
+        if (si.queued) {
+            t->q[t->n_q - 1].meta = mt;
+        } else {
+            /* a step that was not queued: the queued ones before it first */
+            if ((rc = settle_record(t, &rs, 0, &back, e)) || back) goto rolled;
+            if ((rc = record_step(t, &rs, &si, &mt, &back, e)) || back) goto rolled;
         }
-        if (isfinite(si.loss)) {
-            if (k < win) loss_first += si.loss, n_first++;
-            if (k >= nrun - win) loss_last += si.loss, n_last++;
-        }
-        k++;
-        if (tty)
-            fprintf(stderr, "\rstep %ld/%ld  loss %.4f  lr %.3g  scale %g  %.0f samples/s  data wait %2.0f%%   ", t->step,
-                    cfg->steps, si.loss, si.lr, si.scale, step_total > 0 ? samples_total / step_total : 0,
-                    step_total > 0 ? 100 * wait_total / step_total : 0);
+        /* one step behind: the queue holds at most this step */
+        if ((rc = settle_record(t, &rs, 1, &back, e)) || back) goto rolled;
         int stop = si.flags[SF_STOP] > 0;
         int do_eval = cfg->eval_every > 0 && t->step % cfg->eval_every == 0 && t->step < cfg->steps;
+        int do_ckpt = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && t->step % cfg->ckpt_every == 0) || stop);
+        if (do_eval || do_ckpt || stop || t->step >= cfg->steps) {
+            /* decisions on the host: every queued step settled first */
+            if ((rc = settle_record(t, &rs, 0, &back, e)) || back) goto rolled;
+        }
         if (do_eval && !stop) {
+            double te = timer_now();
+            graphs_drop(t);
             if ((rc = run_eval(t, &last_eval, e))) break;
+            res->eval_s += timer_now() - te;
             last_eval_step = t->step;
             metrics_eval(t, &last_eval, &res->reference);
             if (t->rank == 0 && !cfg->quiet) {
@@ -1838,8 +2290,21 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
                 if (tty) fprintf(stderr, "\n");
                 log_info("eval at step %ld: %s", t->step, line);
             }
+            double v = tmetric ? eval_metric(&last_eval, tmetric) : NAN;
+            if (tmetric && isfinite(v) && (thigher ? v >= target : v <= target)) {
+                /* time to quality: every rank sees the same exact metrics, so all stop here */
+                res->reached = 1;
+                res->reached_step = t->step;
+                res->reached_s = timer_now() - t_loop;
+                res->reached_value = v;
+                if (t->rank == 0 && !cfg->quiet)
+                    log_info("--stop-at %s: %s %.5f %s %s at step %ld, %.0f samples, %.2f s (evals %.2f s of it)",
+                             cfg->stop_at, tmetric, v, thigher ? ">=" : "<=", cfg->stop_at, t->step,
+                             (double)t->step * (double)cfg->batch, res->reached_s, res->eval_s);
+                if (do_ckpt && (rc = ckpt_save(t, res->ckpt_path, e))) break;
+                break;
+            }
         }
-        int do_ckpt = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && t->step % cfg->ckpt_every == 0) || stop);
         if (do_ckpt && (rc = ckpt_save(t, res->ckpt_path, e))) break;
         if (stop) {
             res->interrupted = 1;
@@ -1855,7 +2320,27 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
             }
             break;
         }
+        continue;
+    rolled:
+        if (rc) break;
+        /* more than --max-bad-steps non-finite steps in a row: the steps
+         * queued behind the last one are dropped (the checkpoint overwrites
+         * them), then back to the checkpoint */
+        queue_drop(t);
+        graphs_drop(t);
+        rc = rollback(t, &ld, &feed, e);
     }
+    if (!rc && t->n_q) {
+        int back = 0;
+        rc = settle_record(t, &rs, 0, &back, e);
+    }
+    queue_drop(t);
+    for (long i = rs.k - rs.win > 0 ? rs.k - rs.win : 0; rs.ring && i < rs.k; i++)
+        if (isfinite(rs.ring[i % rs.win])) rs.loss_last += rs.ring[i % rs.win], rs.n_last++;
+    free(rs.ring);
+    double loss_first = rs.loss_first, loss_last = rs.loss_last;
+    long n_first = rs.n_first, n_last = rs.n_last;
+    double wait_total = rs.wait_total, step_total = rs.step_total, samples_total = rs.samples_total;
     if (tty) fprintf(stderr, "\n");
     data_stop(&ld, &feed);
     if (cfg->watchdog_s > 0) watchdog_stop();
@@ -1870,8 +2355,18 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (last_eval_step == t->step && !cfg->predictions) {
             res->eval = last_eval;
         } else {
+            double te = timer_now();
             rc = run_eval(t, &res->eval, e);
             if (!rc) metrics_eval(t, &res->eval, &res->reference);
+            double v = !rc && tmetric ? eval_metric(&res->eval, tmetric) : NAN;
+            if (!res->reached && isfinite(v) && (thigher ? v >= target : v <= target)) {
+                /* the final eval is an eval of the run too */
+                res->eval_s += timer_now() - te;
+                res->reached = 1;
+                res->reached_step = t->step;
+                res->reached_s = timer_now() - t_loop;
+                res->reached_value = v;
+            }
         }
         res->has_eval = !rc;
         if (!rc && want) rc = t->wl->eval->write_predictions(t->acc, cfg->predictions, e);

@@ -65,6 +65,7 @@ struct train_config {
     double momentum;           /* SGD */
     double beta1, beta2, adam_eps; /* AdamW */
     long eval_every;           /* 0: only at the end */
+    const char *stop_at;       /* NULL, or the value of the workload's accept metric that ends the run (time to quality) */
     long eval_batch;
     const char *ckpt_dir;      /* NULL: no checkpoints */
     long ckpt_every;           /* 0: only at the end / on a signal */
@@ -83,6 +84,8 @@ struct train_config {
     double clip_grad_norm;     /* 0: no clipping */
     const char *device;        /* "cpu", "cuda:0"... (local rank picks the ordinal when none) */
     const char *fuse_sparse_sgd; /* "no" | "auto": the sparse rows' SGD inside the backward where allowed */
+    const char *bind;          /* rank binding: "none" or "numa" (train/bind.h; applied by cmd_train) */
+    const char *graph;         /* "on" | "off": the queued step as a CUDA/HIP graph (trainer.c, "the queued step") */
     const char *comm;          /* gradient comm: "auto", "mpi", "self", "nccl" (the host comm
                                   itself is the caller's; see setup_comm in trainer.c) */
     long threads;              /* cpu threads per rank, 0 = cores / local ranks */
@@ -133,6 +136,13 @@ struct train_result {
     long bad_lines_skipped;    /* file data with --bad-lines skip */
     long truncated_lines;      /* incomplete last lines dropped */
     char model_desc[256];
+    /* --stop-at: the eval that reached the target (reached = 0: none did) */
+    int reached;
+    long reached_step;
+    double reached_s;          /* from the first step to the end of that eval, evals included */
+    double reached_value;
+    double eval_s;             /* seconds spent in the evals during training */
+    double setup_s;            /* trainer_open and the data's open, before the first step */
 };
 
 /* Status word flags, all-reduced each step (step 2 above). */
@@ -148,7 +158,8 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
  * trainer_open sets everything up (collective, like trainer_run);
  * trainer_step_on runs one global step on a batch the caller built (this
  * rank's samples of global step `step`, global_valid samples in the global
- * batch; host or device fields, see train/model.h); trainer_steps runs
+ * batch; host or device fields, see train/model.h; st NULL: a queued step's
+ * outcome is read one step behind, st given: at once); trainer_steps runs
  * warm + n steps from step `start` on the trainer's own data path (loader
  * or device feed) and times the last n: the host's wait for data, the time
  * spent building batches, the elapsed time to a synchronisation (tm may be

@@ -50,6 +50,15 @@ long criteo_skipped(const struct criteo_reader *r);   /* malformed lines skipped
 long criteo_truncated(const struct criteo_reader *r); /* 0 or 1 */
 void criteo_close(struct criteo_reader *r);
 
+/* The whole file (plain or gzip) into memory, parsed on `threads` threads
+ * (0: OpenMP's default): the samples, skips, truncation and errors of
+ * criteo_next called line by line, at most max samples (0: all). *out is
+ * malloc'ed; *skipped and *truncated are added to. */
+int criteo_read_all(const char *path, enum criteo_bad bad, long max, int threads, struct criteo_sample **out,
+                    long *n, long *skipped, long *truncated, plumb_err *e);
+/* Test hook: bytes of text criteo_read_all parses per round (32 MiB). */
+extern size_t criteo_read_chunk;
+
 /* Writes one sample's line in the real format from raw values: dense[13]
  * integers with missing[i] != 0 written as empty, tokens[26] strings. */
 int criteo_format_line(char *buf, size_t n, int label, const long long *dense,

@@ -201,6 +201,11 @@ void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t
  * loss-scale check, clipping or norm over it). PLUMB_EUNSUPPORTED when the
  * backend has no fused op. */
 int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e);
+/* on = 1: ctr_forward_backward* queue their work and return without
+ * synchronising (loss must be NULL): the loss {sum, count} stays at
+ * *loss_dev (device double [2]) and the sparse list's length at *rows_n
+ * (device int64); ctr_sparse_grads reports n = 0. on = 0: as before. */
+int ctr_defer(struct ctr_model *m, int on, const double **loss_dev, const int64_t **rows_n);
 
 /* Eval forward: scores[b] = sigmoid(logit_b) for b < B written to host memory
  * (may be NULL), logits to host (may be NULL); *loss (may be NULL) over the

@@ -1,49 +1,43 @@
 #include "models/ctr/data.h"
+#include "core/file.h"
 #include "core/log.h"
+#include "models/ctr/cache.h"
 #include "models/ctr/ctr.h"
 #include "train/options.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int read_all(const char *path, const struct data_opts *o, long max, struct criteo_sample **out,
-                    long *n, long *skipped, long *truncated, plumb_err *e)
+/* A file's samples: its binary cache mapped (FILE itself a cache, or
+ * FILE.plumbcache beside it: refused when stale or corrupt), else FILE
+ * parsed on all threads. Cache slot k of d holds the mapping. */
+static int load_file(struct dataset *d, int k, const char *path, const struct data_opts *o, long max,
+                     struct criteo_sample **out, long *n, plumb_err *e)
 {
-    struct criteo_reader *r;
-    int rc = criteo_open(path, o->bad, &r, e);
+    char side[4200];
+    const char *cache = NULL, *src = NULL;
+    if (criteo_cache_is(path)) {
+        cache = path;
+    } else {
+        snprintf(side, sizeof side, "%s%s", path, CRITEO_CACHE_SUFFIX);
+        if (file_exists(side)) cache = side, src = path;
+    }
+    if (!cache) {
+        int rc = criteo_read_all(path, o->bad, max, 0, out, n, &d->skipped, &d->truncated, e);
+        if (!rc) d->own[k] = *out;
+        return rc;
+    }
+    struct criteo_cache *c = &d->cache[k];
+    int rc = criteo_cache_map(cache, src, c, e);
     if (rc) return rc;
-    size_t cap = 1 << 16, cnt = 0;
-    struct criteo_sample *v = malloc(cap * sizeof *v);
-    if (!v) {
-        criteo_close(r);
-        return err_set(e, PLUMB_ENOMEM, "%s: out of memory", path);
-    }
-    for (;;) {
-        if (max > 0 && (long)cnt >= max) break;
-        if (cnt == cap) {
-            struct criteo_sample *nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv) {
-                free(v);
-                criteo_close(r);
-                return err_set(e, PLUMB_ENOMEM, "%s: out of memory after %zu samples", path, cnt);
-            }
-            v = nv;
-        }
-        int got;
-        if ((rc = criteo_next(r, &v[cnt], &got, e))) {
-            free(v);
-            criteo_close(r);
-            return rc;
-        }
-        if (!got) break;
-        cnt++;
-    }
-    *skipped += criteo_skipped(r);
-    *truncated += criteo_truncated(r);
-    if (criteo_skipped(r)) log_warn("%s: %ld malformed lines skipped (--bad-lines skip)", path, criteo_skipped(r));
-    criteo_close(r);
-    *out = v;
-    *n = (long)cnt;
+    if (c->skipped && o->bad != CRITEO_BAD_SKIP)
+        return err_set(e, PLUMB_EUSAGE, "%s: its source had %ld malformed lines, skipped when the cache was written "
+                       "(run with --bad-lines skip, or rewrite the cache)", cache, c->skipped);
+    d->skipped += c->skipped;
+    d->truncated += c->truncated;
+    *out = (struct criteo_sample *)c->samples; /* read-only mapping: only read */
+    *n = max > 0 && c->rows > max ? max : c->rows;
+    log_info("%s: %ld samples from the cache %s (mapped)", path, *n, cache);
     return PLUMB_OK;
 }
 
@@ -81,11 +75,13 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
 #pragma omp parallel for schedule(static)
                     for (long i = 0; i < n; i++) synth_sample(syn, sp, (uint64_t)i, &m[i], NULL);
                 }
+                d->own[0] = d->mem[0], d->own[1] = d->mem[1];
                 if (d->mem[0] && d->mem[1]) {
                     where = "generated into memory";
                 } else { /* out of memory: stay on demand */
                     free(d->mem[0]), free(d->mem[1]);
                     d->mem[0] = d->mem[1] = NULL;
+                    d->own[0] = d->own[1] = NULL;
                 }
             }
         }
@@ -96,33 +92,28 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
     }
     struct criteo_sample *all;
     long n;
-    if ((rc = read_all(spec, o, o->max_rows, &all, &n, &d->skipped, &d->truncated, e))) {
-        free(d);
+    if ((rc = load_file(d, 0, spec, o, o->max_rows, &all, &n, e))) {
+        dataset_free(d);
         return rc;
     }
     if (o->eval_file && *o->eval_file) {
         d->mem[0] = all;
         d->n[0] = n;
-        if ((rc = read_all(o->eval_file, o, 0, &d->mem[1], &d->n[1], &d->skipped, &d->truncated, e))) {
+        if ((rc = load_file(d, 1, o->eval_file, o, 0, &d->mem[1], &d->n[1], e))) {
             dataset_free(d);
             return rc;
         }
     } else {
         long ne = (long)((double)n * o->eval_fraction);
         if (ne < 1 || ne >= n) {
-            free(all);
-            free(d);
+            dataset_free(d);
             return err_set(e, PLUMB_EUSAGE, "%s: %ld samples cannot be split with --eval-fraction %g", spec, n,
                            o->eval_fraction);
         }
+        /* the eval split is the tail of the same samples (only read) */
         d->mem[0] = all;
         d->n[0] = n - ne;
-        d->mem[1] = malloc((size_t)ne * sizeof *d->mem[1]);
-        if (!d->mem[1]) {
-            dataset_free(d);
-            return err_set(e, PLUMB_ENOMEM, "out of memory");
-        }
-        memcpy(d->mem[1], all + (n - ne), (size_t)ne * sizeof *all);
+        d->mem[1] = all + (n - ne);
         d->n[1] = ne;
     }
     if (d->n[0] < 1 || d->n[1] < 1) {
@@ -140,8 +131,10 @@ void dataset_free(struct dataset *d)
 {
     if (!d) return;
     synth_free(d->syn);
-    free(d->mem[0]);
-    free(d->mem[1]);
+    free(d->own[0]);
+    free(d->own[1]);
+    criteo_cache_unmap(&d->cache[0]);
+    criteo_cache_unmap(&d->cache[1]);
     free(d);
 }
 

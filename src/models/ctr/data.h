@@ -5,14 +5,16 @@
  *     n_train and n_eval chosen by the caller; with data_opts.materialize
  *     generated once at open into memory (the same samples: a feed that
  *     must keep up with a GPU then copies instead of evaluating the teacher);
- *   - a Criteo TSV file (plain or gzip): parsed once by the streaming reader
- *     into memory (160 bytes per sample); the eval split is --eval-data FILE,
+ *   - a Criteo TSV file (plain or gzip): parsed once on all threads into
+ *     memory (160 bytes per sample), or its binary cache mapped (FILE.plumbcache
+ *     beside it, or the cache itself: models/ctr/cache.h); the eval split is --eval-data FILE,
  *     or else the last eval_fraction of the file's lines (the later samples,
  *     as Criteo's own day split holds out the last day). */
 #ifndef PLUMB_DATA_H
 #define PLUMB_DATA_H
 #include <stdint.h>
 #include "core/err.h"
+#include "models/ctr/cache.h"
 #include "models/ctr/criteo.h"
 #include "models/ctr/synth.h"
 #include "train/loader.h"
@@ -35,7 +37,9 @@ struct dataset {
     int synthetic;
     long n[2];                     /* samples in split 0 (train) and 1 (eval) */
     struct synth *syn;
-    struct criteo_sample *mem[2];  /* file data */
+    struct criteo_sample *mem[2];  /* file data (views into own[] or a cache's mapping) */
+    void *own[2];                  /* malloc'ed sample arrays */
+    struct criteo_cache cache[2];  /* mapped binary caches (models/ctr/cache.h) */
     long skipped, truncated;       /* malformed lines skipped, truncated last lines */
     char desc[512];
 };

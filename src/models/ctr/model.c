@@ -51,6 +51,7 @@ struct ctr_model {
     uint16_t *act16_b[CTR_MAX_LAYERS + 1], *act16_t[CTR_MAX_LAYERS + 1], *g16[2], *w16;
     int has16;
     float fused_lr;   /* >= 0: the next backward applies sparse SGD (ctr_fuse_sparse_sgd) */
+    int deferred;     /* ctr_defer: the loss and the row count stay on the device */
     ctr_grad_ready_fn ready;  /* backward hook (ctr_set_grad_ready_hook), or NULL */
     void *ready_ctx;
 };
@@ -714,6 +715,11 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
                               m->rgrads, m->d_nrows, e);
     int64_t nr = 0;
     double sc[2] = {0, 0};
+    if (!rc && m->deferred) {
+        /* ctr_defer: the loss (sc) and the row count (d_nrows) stay on the device */
+        m->nrows = 0;
+        return PLUMB_OK;
+    }
     if (!rc && flr >= 0.0f && !loss) {
         /* fused and no loss asked for: nothing the host needs, so no
          * synchronisation here (the row count stays on the device) */
@@ -767,6 +773,14 @@ int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e)
     return PLUMB_OK;
 }
 
+
+int ctr_defer(struct ctr_model *m, int on, const double **loss_dev, const int64_t **rows_n)
+{
+    m->deferred = on != 0;
+    if (loss_dev) *loss_dev = m->sc;
+    if (rows_n) *rows_n = m->d_nrows;
+    return PLUMB_OK;
+}
 
 /* ---------------- digest ---------------- */
 

@@ -116,6 +116,12 @@ static int m_predict(struct model *w, const struct batch *b, float *out, plumb_e
 
 static int m_fuse_sparse_sgd(struct model *w, float lr, plumb_err *e) { return ctr_fuse_sparse_sgd(w->m, lr, e); }
 
+static int m_defer(struct model *w, int on, const double **loss_dev, const int64_t **rows_n, plumb_err *e)
+{
+    (void)e;
+    return ctr_defer(w->m, on, loss_dev, rows_n);
+}
+
 static int m_forward(struct model *w, const struct batch *b, plumb_err *e)
 {
     if (!b->on_device) return err_set(e, PLUMB_EINTERNAL, "ctr forward: device batches only");
@@ -137,6 +143,7 @@ static const struct model_ops ctr_model_ops = {
     .predict = m_predict,
     .fuse_sparse_sgd = m_fuse_sparse_sgd,
     .forward = m_forward,
+    .defer = m_defer,
 };
 
 /* ---------------------------------------------------------------- eval */

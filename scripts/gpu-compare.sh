@@ -14,6 +14,8 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 OUT=${OUT:-$here/compare-gpu-out}
+# under scripts/gpu-round.sh: $OUT/compare
+[ -n "${GPU_ROUND:-}" ] && OUT=$OUT/compare
 SEEDS=${SEEDS:-5}
 mkdir -p "$OUT"
 LOG=$OUT/compare-gpu.log
@@ -30,9 +32,9 @@ step() { # step NAME TIMEOUT_S CMD...
 }
 log "compare-gpu on $(hostname) at $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 | tee -a "$LOG"
-step accept 3000 build/plumb accept --checks rng,numerics,train-ctr,parity --device all --seeds "$SEEDS" --out "$OUT/acc"
+step accept ${ACCEPT_S:-240} build/plumb accept --checks rng,numerics,train-ctr,parity --device all --seeds "$SEEDS" --out "$OUT/acc"
 step compare 120 build/plumb compare "$OUT/acc" --a cuda:0 --b cpu --out "$OUT/cmp"
-step ladder 3000 build/plumb attribute --device cuda:0 --seeds "$SEEDS" --rungs fast-strict,fast-vendor --out "$OUT/lad"
+step ladder ${LADDER_S:-150} build/plumb attribute --device cuda:0 --seeds "$SEEDS" --rungs fast-strict,fast-vendor --out "$OUT/lad"
 L=$OUT/lad/checks/ladder-cuda-0
 if [ -f "$L/rung2-fast-strict.seeds.jsonl" ] && [ -f "$L/rung3-fast-vendor.seeds.jsonl" ]; then
   step tf32 120 build/plumb compare --metrics "$L/rung2-fast-strict.seeds.jsonl" "$L/rung3-fast-vendor.seeds.jsonl" \

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# plumb comm's all-reduce against the OSU micro-benchmarks' osu_allreduce on
+# this machine's MPI, side by side (BENCHMARKS.md, "plumb comm against
+# osu_allreduce"). OSU is not part of plumb: build it from its source
+# elsewhere (e.g. under /tmp: ./configure CC=mpicc CXX=mpicxx && make -C
+# mpi/collective osu_allreduce) and pass the binary.
+#
+# Both sides time the same thing: MPI_Allreduce of fp32 sum, out of place,
+# every call timed on its own with a barrier between calls (OSU's method;
+# plumb comm --timing each), the mean over ranks of each rank's mean call
+# time; algbw = size / time (1e9 B/s). The two run alternately, REPEATS
+# rounds, each first in every other round, so drift in the machine's load
+# hits both alike.
+# Usage: bench/comm_vs_osu.sh OSU_ALLREDUCE [NP] [BYTES] [ITERS] [REPEATS]
+set -eu
+OSU=${1:?usage: bench/comm_vs_osu.sh OSU_ALLREDUCE [NP] [BYTES] [ITERS] [REPEATS]}
+NP=${2:-2}
+BYTES=${3:-67108864}
+ITERS=${4:-50}
+REPEATS=${5:-5}
+WARM=${WARM:-10}
+PLUMB=${PLUMB:-build/plumb}
+MPI="mpirun --oversubscribe -np $NP"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+printf '%-6s %-8s %12s %10s\n' round tool time_us algbw_GBps
+osu() { # one osu_allreduce run: "size  avg-latency(us)" rows
+  local t
+  t=$($MPI "$OSU" -m "$BYTES:$BYTES" -i "$ITERS" -x "$WARM" | awk -v b="$BYTES" '$1 == b {print $2}')
+  [ -n "$t" ] || { echo "osu_allreduce printed no row for $BYTES B" >&2; exit 1; }
+  awk -v r="$1" -v t="$t" -v b="$BYTES" 'BEGIN {printf "%-6s %-8s %12.1f %10.4f\n", r, "osu", t, b / (t * 1e3)}'
+}
+plumb() { # one plumb comm run: the out-of-place time column of the row of BYTES
+  local t
+  t=$($MPI "$PLUMB" comm --ops allreduce --dtype fp32 -b "$BYTES" -e "$BYTES" -w "$WARM" -n "$ITERS" -c 0 \
+      --timing each --timeout 600 | awk -v b="$BYTES" '$1 == b {print $6}')
+  [ -n "$t" ] || { echo "plumb comm printed no row for $BYTES B" >&2; exit 1; }
+  awk -v r="$1" -v t="$t" -v b="$BYTES" 'BEGIN {printf "%-6s %-8s %12.1f %10.4f\n", r, "plumb", t, b / (t * 1e3)}'
+}
+# odd rounds OSU first, even rounds plumb first
+for r in $(seq 1 "$REPEATS"); do
+  if [ $((r % 2)) = 1 ]; then osu "$r"; plumb "$r"; else plumb "$r"; osu "$r"; fi
+done

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call of a round's GPU evidence, on the GPU host, in the folder
+# scripts/gpu-prep.sh fills: the machine, the whole GPU suite unfiltered
+# (scripts/gpu-suite.sh: a red suite stops here with a verdict), then each
+# topic script named on the command line (scripts/gpu-TOPIC.sh), each under
+# its own time limit so one that hangs cannot eat the call.
+# Usage: bash scripts/gpu-round.sh TOPIC[:SECONDS] ...   e.g. engine:240 comm:60
+# Writes $OUT/round.log, $OUT/gpu-suite.log and $OUT/TOPIC/.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+OUT=${OUT:-$here/round-out}
+export OUT GPU_ROUND=1
+mkdir -p "$OUT"
+LOG=$OUT/round.log
+: >"$LOG"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+log() { echo "$*" | tee -a "$LOG"; }
+log "gpu-round $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ): $*"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit,persistence_mode,mig.mode.current \
+  --format=csv 2>&1 | tee -a "$LOG"
+. "$here/scripts/gpu-libs.sh"
+export PLUMB_BACKEND_PATH=$here/build
+. "$here/scripts/gpu-suite.sh"
+for spec in "$@"; do
+  topic=${spec%%:*}
+  limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=300
+  s=$here/scripts/gpu-$topic.sh
+  if [ ! -f "$s" ]; then log "==== $topic: no $s"; continue; fi
+  mkdir -p "$OUT/$topic"
+  log ""; log "==== $topic (limit $limit s)"
+  t0=$SECONDS
+  timeout -k 5 "$limit" bash "$s" >"$OUT/$topic/run.log" 2>&1
+  rc=$?
+  tail -n 40 "$OUT/$topic/run.log" | tee -a "$LOG"
+  log "==== $topic: exit $rc ($((SECONDS - t0)) s)"
+done
+log "gpu-round done at $(date -u +%FT%TZ)"
