@@ -9,7 +9,8 @@
 #          and lcov (`make coverage`); `make fuzz` (CI) needs clang's libFuzzer
 #          and sanitizer runtimes (libclang-rt-dev) and its OpenMP (libomp-dev)
 #   gpu:   hipcc and the HIP headers for `make hip`
-#   bench: PyTorch for the reference side of bench/ctr_cpu (large: not in test)
+#   bench: PyTorch for the reference side of bench/ctr_cpu, bench/gpt_reference.py
+#          (which wrote bench/gpt_tiny_reference.bin) and bench/gpt_pytorch.py (large: not in test)
 set -euo pipefail
 want=${1:-test}
 build_pkgs="build-essential pkg-config libopenblas-dev libgsl-dev libopenmpi-dev openmpi-bin libjansson-dev libmicrohttpd-dev libhwloc-dev zlib1g-dev libssl-dev"

@@ -19,6 +19,9 @@ cp -L "$(dirname "$(command -v nvcc)")"/../lib/libcupti.so.13 "$DEST/fallback/" 
 # the test binary's fake vendor libraries (health, fake GPU plugin tests)
 mkdir -p "$DEST/build/tests" && cp build/tests/libfake_*.so "$DEST/build/tests/" 2>/dev/null || true
 cp -r scripts bench "$DEST/"
+# llm.c's train_gpt2cu for scripts/gpu-gpt.sh, when built (scripts/llmc-build.sh; never committed)
+LLMC_DIR=${LLMC_DIR:-.llmc}
+if [ -x "$LLMC_DIR/train_gpt2cu" ]; then cp -r "$LLMC_DIR" "$DEST/llmc"; fi
 # tests/: the shell tests and the fixtures the test binary reads (topology XML, browser pages...)
 [ -d tests ] && mkdir -p "$DEST/tests" && cp -r tests/*.sh tests/*.xml tests/*.py tests/*.supp "$DEST/tests/" 2>/dev/null || true
 # libmicrohttpd12 as a Debian package (not installed here by default for every build)

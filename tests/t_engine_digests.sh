@@ -73,7 +73,7 @@ check fast-bf16 "$(dg "$TMP/fb.out")"
 # digests and the same metrics lines, through the loader and the device
 # feed, with non-finite steps skipped and a rollback they trigger
 QS="$FAST --optimizer sgd"
-steps() { jq -c 'select(.type != "health") | [.type, .step, .loss, .grad_norm, .skipped, .skipped_total, .auc]' "$1/metrics.jsonl"; }
+steps() { jq -c 'select(.type != "health") | [.type, .step, .loss, .grad_norm, .skipped, .skipped_total, .auc]' "$1"/checks/train-*/metrics.jsonl; }
 for v in 0 1; do
   PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QS --out "$TMP/q$v" >"$TMP/q$v.out" 2>&1
   PLUMB_TRAIN_QUEUE=$v PLUMB_TRAIN_DEVFEED=1 "$PLUMB" train ctr $QS --precision bf16 --out "$TMP/qf$v" >"$TMP/qf$v.out" 2>&1
@@ -91,6 +91,6 @@ for r in q qf qn; do
 done
 grep -q "rolled back from step 10 to the checkpoint at step 8" "$TMP/qn1.out" && ok "queued: the rollback after 3 non-finite steps" \
   || fail "queued rollback" "$(grep -i roll "$TMP/qn1.out")"
-[ "$(jq -s '[.[] | select(.type == "step" and .skipped)] | length' "$TMP/qn1/metrics.jsonl")" = 3 ] \
+[ "$(jq -s '[.[] | select(.type == "step" and .skipped)] | length' "$TMP"/qn1/checks/train-*/metrics.jsonl)" = 3 ] \
   && ok "queued: 3 skipped steps recorded" || fail "queued skips" "$(steps "$TMP/qn1" | grep true)"
 finish

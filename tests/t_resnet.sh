@@ -51,7 +51,7 @@ m1=$(J "$TMP/s1/results.json" '[.top1,.loss]|tostring'); m4=$(J "$TMP/s4/results
   && ok "sync BN eval [top1, loss]: 1 = 2 = 4 ranks $m1" || fail "sync BN eval" "$m1 vs $m4"
 [ "$(J "$TMP/s4/results.json" '.checks[0].name')" = train-resnet ] && ok "results.json: the check train-resnet" \
   || fail "check name" "$(J "$TMP/s4/results.json" '.checks[0].name')"
-n=$(jq -s '[.[] | select(.type=="eval")][-1].count' "$TMP/s4/metrics.jsonl" 2>/dev/null)
+n=$(jq -s '[.[] | select(.type=="eval")][-1].count' "$TMP/s4/checks/train-resnet/metrics.jsonl" 2>/dev/null)
 [ "$n" = 250 ] && ok "eval on 4 ranks scores each of the 250 samples once (chunks of 100)" || fail "eval count" "$n"
 
 # 2. --bn local on 4 ranks: per-rank statistics, another model
@@ -79,7 +79,7 @@ fi
 setsid $MPI -np 2 "$PLUMB" train resnet $G --checkpoint-dir "$TMP/kk" --checkpoint-every 2 --out "$TMP/k1" >"$TMP/k1.out" 2>&1 &
 pid=$!
 for _ in $(seq 1 900); do
-  n=$(grep -c '"type":"step"' "$TMP/k1/metrics.jsonl" 2>/dev/null || true)
+  n=$(grep -c '"type":"step"' "$TMP/k1/checks/train-resnet/metrics.jsonl" 2>/dev/null || true)
   [ "${n:-0}" -ge 5 ] && break; sleep 0.1
 done
 kids=$(pgrep -P "$pid" 2>/dev/null); kill -9 $kids "$pid" 2>/dev/null; wait "$pid" 2>/dev/null

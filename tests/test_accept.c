@@ -115,7 +115,7 @@ TEST(workload_accept_every_descriptor_validates)
     const struct workload *wl;
     plumb_err e = {0};
     CHECK(accept_workload_find("nope", "--workload", &wl, &e) == PLUMB_EUSAGE && !wl);
-    CHECK(strstr(e.msg, "--workload: 'nope' is not a workload") && strstr(e.msg, "ctr, toy"));
+    CHECK(strstr(e.msg, "--workload: 'nope' is not a workload") && strstr(e.msg, "ctr, gpt, toy"));
     CHECK(accept_workload_find("toy", "--workload", &wl, &e) == PLUMB_OK && wl == workload_find("toy"));
 }
 
@@ -204,9 +204,15 @@ TEST(workload_accept_names_and_directions)
     /* precisions: toy is fp32 only; ctr (NULL) all three */
     CHECK(accept_precision_ok(toy, DT_F32) && !accept_precision_ok(toy, DT_BF16) && !accept_precision_ok(toy, DT_F16));
     CHECK(accept_precision_ok(ctr, DT_BF16) && accept_precision_ok(ctr, DT_F16));
-    /* --standard's default set: ctr (a run in seconds, on the device); toy opts out, saying why */
+    /* --standard's default set: ctr and gpt (runs in seconds, on the device); toy opts out, saying why */
     char why[256];
     CHECK(accept_workload_standard(ctr, why, sizeof why) == 1 && !why[0]);
+    const struct workload *gpt = workload_find("gpt");
+    REQUIRE(gpt && gpt->accept);
+    CHECK(accept_workload_standard(gpt, why, sizeof why) == 1 && !why[0]);
+    CHECK(accept_metric_higher(gpt, "val_loss") == 0 && accept_metric_higher(gpt, "perplexity") == 0);
+    accept_bound_name(gpt->accept, buf, sizeof buf);
+    CHECK_STREQ(buf, "val_loss_ceiling");
     CHECK(accept_workload_standard(toy, why, sizeof why) == 0 && strstr(why, "host"));
     struct workload slow = *ctr;
     struct workload_accept sa = *ctr->accept;

@@ -7,6 +7,7 @@
 #include "dev/train_ops.h"
 #include "train/optim.h"
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* [0,6) "w" decay, [6,8) "b" no decay, [8,12) "w2" decay, then a sparse
@@ -97,5 +98,50 @@ TEST(optim_adamw_decays_only_flagged_tensors)
     optim_free(&o);
     plumb_err e2 = {0};
     CHECK(optim_init(&o, d, &L, "lamb", 0, 0, 0.9, 0.999, 1e-8, &e2) == PLUMB_EUSAGE && strstr(e2.msg, "lamb"));
+    dev_close(d);
+}
+
+/* GPT-2 124M's layout alternates decaying matrices with biases and
+ * LayerNorm weights (148 tensors, 97 ranges): 150 tensors alternating here,
+ * updated in one pass (adamw_masked) with the bits of adamw per tensor. */
+TEST(optim_adamw_many_alternating_ranges)
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    REQUIRE(dev_open("cpu", &d, &e) == 0);
+    if (!d->ops->train) TEST_SKIP("no training ops");
+    const struct train_ops *T = d->ops->train;
+    enum { NT = 150, PER = 5, N = NT * PER };
+    static struct model_tensor many[NT];
+    for (int i = 0; i < NT; i++) {
+        memset(&many[i], 0, sizeof many[i]);
+        snprintf(many[i].name, sizeof many[i].name, "t%d", i);
+        many[i].offset = (size_t)i * PER, many[i].numel = PER, many[i].rows = 1, many[i].cols = PER;
+        many[i].flags = (i % 3) ? TENSOR_DECAY : 0;
+    }
+    const struct model_layout LM = {.n_params = N, .n_dense = N, .n_tensors = NT, .tensors = many, .out_width = 1};
+    static float w[N], ref[N], g[N], m[N], v[N];
+    fill(w, N, 1.0f);
+    memcpy(ref, w, sizeof w);
+    memset(m, 0, sizeof m);
+    memset(v, 0, sizeof v);
+    struct optim o;
+    REQUIRE(optim_init(&o, d, &LM, "adamw", 0.1, 0.0, 0.9, 0.95, 1e-8, &e) == 0);
+    CHECK_EQ_INT(o.n_ranges, 100); /* no decay, decay (2 tensors), ... */
+    for (int step = 1; step <= 3; step++) {
+        fill(g, N, 0.2f * (float)step);
+        REQUIRE(optim_step(&o, w, g, NULL, NULL, 0, 0.01f, step, &e) == 0);
+        double bc1 = 1.0 - pow((double)0.9f, step), bc2 = 1.0 - pow((double)0.95f, step);
+        for (int t = 0; t < NT; t++) {
+            const struct model_tensor *x = &many[t];
+            REQUIRE(T->adamw(d, NULL, ref + x->offset, g + x->offset, m + x->offset, v + x->offset, x->numel, 0.01f,
+                             0.9f, 0.95f, 1e-8f, (x->flags & TENSOR_DECAY) ? 0.1f : 0.0f, (float)bc1, (float)bc2,
+                             &e) == 0);
+        }
+    }
+    CHECK(!memcmp(w, ref, sizeof w));
+    CHECK(!memcmp(o.m, m, sizeof m) && !memcmp(o.v, v, sizeof v));
+    if (T->adamw_masked) CHECK_EQ_INT(o.n_dec, 50);
+    optim_free(&o);
     dev_close(d);
 }

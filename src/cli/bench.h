@@ -13,5 +13,6 @@ struct bench_workload {
 int bench_ceilings(int argc, char **argv);
 int bench_ctr(int argc, char **argv);
 int bench_resnet(int argc, char **argv);
+int bench_gpt(int argc, char **argv);
 
 #endif

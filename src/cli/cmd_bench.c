@@ -12,6 +12,7 @@ static const struct bench_workload g_workloads[] = {
     {"ctr", "DLRM training samples/s per precision and batch, step split, memory, leak check, vs PyTorch", bench_ctr},
     {"resnet", "ResNet training images/s per precision and batch, step split, memory, leak check, vs PyTorch",
      bench_resnet},
+    {"gpt", "GPT-2 training tokens/s, model TFLOP/s and MFU, step split, peak memory, vs PyTorch", bench_gpt},
     {NULL, NULL, NULL},
 };
 

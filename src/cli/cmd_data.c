@@ -5,6 +5,9 @@
  *   plumb data synth-cifar --out DIR   writes the synthetic class-conditional
  *     images of resnet's --data synthetic as a CIFAR-10 binary directory
  *     (models/resnet/imgsynth.h describes the generator).
+ *   plumb data synth-tokens --tokens N --out FILE   writes gpt's synthetic
+ *     token chain (models/gpt/data.h) as an llm.c token file, so llm.c and
+ *     PyTorch train on the tokens plumb train gpt --data synthetic reads.
  *   plumb data cache FILE   parses a Criteo file into the binary cache the
  *     loader maps (models/ctr/cache.h). */
 #include "cli/args.h"
@@ -13,6 +16,7 @@
 #include "models/ctr/cache.h"
 #include "models/ctr/eval.h"
 #include "models/ctr/synth.h"
+#include "models/gpt/data.h"
 #include "core/file.h"
 #include "models/resnet/cifar.h"
 #include "models/resnet/imgsynth.h"
@@ -160,6 +164,56 @@ static int synth_cifar(int argc, char **argv)
     return 0;
 }
 
+static int synth_tokens(int argc, char **argv)
+{
+    long tokens = 1048576, vocab = 50257, seed = 1234, first = 0;
+    const char *out = NULL, *split = "train";
+    const struct opt opts[] = {
+        {"--tokens", OPT_INT, &tokens, "1048576", "tokens to write", "1..2147483647", "N"},
+        {"--out", OPT_STR, &out, NULL, "output llm.c token file (required)", NULL, "FILE"},
+        {"--vocab", OPT_INT, &vocab, "50257", "vocabulary of the chain (gpt2-124m: 50257; gpt-tiny: 256)", "2..65536", "V"},
+        {"--data-seed", OPT_INT, &seed, "1234", "dataset seed (plumb train gpt --data-seed)", "0..", "N"},
+        {"--split", OPT_CHOICE, &split, "train", "which split of the synthetic stream", "train|val", NULL},
+        {"--first", OPT_INT, &first, "0", "position of the first token written in the split", "0..", "N"},
+        {0},
+    };
+    plumb_err e = {0};
+    int rc = args_parse("plumb data synth-tokens --out FILE [options]",
+                        "Write the synthetic token stream that `plumb train gpt --data synthetic` draws (a first-order "
+                        "Markov chain with a random successor table, restarted every 1024 tokens; models/gpt/data.h) "
+                        "as an llm.c token file: 256 int32 header (magic 20240520, version 1, count), then uint16 "
+                        "tokens. llm.c's train_gpt2cu and bench/gpt_pytorch.py --tokens read it as they are.",
+                        opts, argc, argv, NULL, 0, NULL, &e);
+    if (rc == ARGS_HELP) return 0;
+    if (rc) return cli_fail("data", &e);
+    if (!out) {
+        err_set(&e, PLUMB_EUSAGE, "synth-tokens: --out FILE is required");
+        return cli_fail("data", &e);
+    }
+    const int k = strcmp(split, "val") ? GPT_TRAIN : GPT_VAL;
+    const uint64_t end = (uint64_t)first + (uint64_t)tokens;
+    struct gpt_data_opts o = {.seed = (uint64_t)seed, .vocab = (int)vocab, .val_fraction = 0.1};
+    if (k == GPT_TRAIN) o.synth_train = end;
+    else o.synth_val = end;
+    struct gpt_data *d = NULL;
+    if (gpt_data_open("synthetic", NULL, &o, &d, &e)) return cli_fail("data", &e);
+    int32_t *t32 = malloc((size_t)tokens * sizeof *t32);
+    uint16_t *t16 = malloc((size_t)tokens * sizeof *t16);
+    if (!t32 || !t16) rc = err_set(&e, PLUMB_ENOMEM, "synth-tokens: cannot hold %ld tokens", tokens);
+    if (!rc) {
+        gpt_data_read(d, k, (uint64_t)first, (size_t)tokens, t32);
+        for (long i = 0; i < tokens; i++) t16[i] = (uint16_t)t32[i];
+        rc = gpt_token_file_write(out, t16, (size_t)tokens, &e);
+    }
+    free(t32);
+    free(t16);
+    gpt_data_free(d);
+    if (rc) return cli_fail("data", &e);
+    printf("wrote %ld synthetic tokens (%s split from %ld, vocabulary %ld, data seed %ld) to %s\n", tokens, split,
+           first, vocab, seed, out);
+    return 0;
+}
+
 /* plumb data cache FILE: the parsed samples of a Criteo file written once
  * as a binary cache the loader maps (models/ctr/cache.h). */
 static int data_cache(int argc, char **argv)
@@ -206,6 +260,7 @@ static int data_cache(int argc, char **argv)
 int cmd_data(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "cache")) return data_cache(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "synth-tokens")) return synth_tokens(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "synth-criteo")) return synth_criteo(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "synth-cifar")) return synth_cifar(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -213,14 +268,15 @@ int cmd_data(int argc, char **argv)
                "  synth-criteo   write synthetic Criteo TSV from the teacher model and report the teacher's AUC\n"
                "  synth-cifar    write synthetic class-conditional images as a CIFAR-10 binary directory\n"
                "  cache          parse a Criteo file once into a binary cache that plumb train maps\n"
+               "  synth-tokens   write gpt's synthetic token chain as an llm.c token file\n"
                "\nRun 'plumb data SUBCOMMAND --help' for its options.\n");
         return 0;
     }
     plumb_err e = {0};
     if (argc >= 2 && argv[1][0] == '-')
-        err_set(&e, PLUMB_EUSAGE, "unknown option '%s' (expected a subcommand: synth-criteo, synth-cifar or cache)", argv[1]);
+        err_set(&e, PLUMB_EUSAGE, "unknown option '%s' (expected a subcommand: cache, synth-criteo, synth-cifar or synth-tokens)", argv[1]);
     else
-        err_set(&e, PLUMB_EUSAGE, "%s%s%s (expected synth-criteo, synth-cifar or cache)", argc >= 2 ? "unknown subcommand '" : "no subcommand",
+        err_set(&e, PLUMB_EUSAGE, "%s%s%s (expected cache, synth-criteo, synth-cifar or synth-tokens)", argc >= 2 ? "unknown subcommand '" : "no subcommand",
                 argc >= 2 ? argv[1] : "", argc >= 2 ? "'" : "");
     return cli_fail("data", &e);
 }

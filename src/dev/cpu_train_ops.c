@@ -9,6 +9,7 @@
  * default fallback; fmaf is correctly rounded in both, so the bits agree. */
 #include "dev/train_ops.h"
 #include "dev/cpu_train.h"
+#include "dev/cpu_train_gpt.h"
 #include "dev/dev.h"
 #include "dev/train_math.h"
 #include "dev/cpu_train_vision.h"
@@ -1018,6 +1019,18 @@ const struct train_ops cpu_train_ops = {
     .linear_bwd16 = cpu_linear_bwd16,
     .embedding_interact_fwd16 = cpu_embedding_interact_fwd16,
     .interact_bwd16 = cpu_interact_bwd16,
+    /* transformer ops (gpt): cpu_train_gpt.c */
+    .encoder_fwd = cpu_encoder_fwd,
+    .encoder_bwd = cpu_encoder_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .matmul_fwd = cpu_matmul_fwd,
+    .matmul_bwd = cpu_matmul_bwd,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .residual_fwd = cpu_residual_fwd,
+    .classifier_fwd_bwd = cpu_classifier_fwd_bwd,
+    .adamw_masked = cpu_adamw_masked,
     /* vision ops (resnet): dev/cpu_train_conv.c */
     .conv2d_fwd = cpu_conv2d_fwd,
     .conv2d_bwd_data = cpu_conv2d_bwd_data,

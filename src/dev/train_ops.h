@@ -371,6 +371,170 @@ struct train_ops {
                           const uint16_t *dout16, int ldo, float *dbottom, float *demb, int B, int T,
                           int D, dtype_t rt, plumb_err *e);
 
+    /* ---------------- transformer ops (gpt) ----------------
+     * The GPT-2 layers (models/gpt). Shapes: B sequences of T positions, width
+     * C = NH heads x HS, vocabulary V; a "row" r = b*T + t of a [B, T, C]
+     * tensor. Token ids are int32 and validated by the caller on the host
+     * (0 <= id < V; a target < 0 is "ignore"). Golden orders name the shared
+     * definitions in dev/train_gpt_math.h (PLUMB_HD: the cpu backend and the
+     * GPU kernels evaluate the same source). Fast: any fixed order (BLAS,
+     * tiled kernels), deterministic run to run. */
+
+    /* Token + position embedding, both modes:
+     *   out[b,t,:] = round(wte[tok[b,t],:] + wpe[t,:])   (one fp32 add)
+     * wte [V, C], wpe [>= T, C], tok [B, T], out [B, T, C]. */
+    int (*encoder_fwd)(struct dev *d, dev_stream *s, const float *wte, const float *wpe,
+                       const int32_t *tok, float *out, int B, int T, int C, dtype_t rt,
+                       plumb_err *e);
+
+    /* Backward of encoder_fwd. ACCUMULATES into dwte (the tied classifier
+     * wrote it first), overwrites dwpe[0:T):
+     *   dwpe[t,:] = sum over b of dout[b,t,:]  (fp32 adds, ascending b from 0)
+     *   dwte[v,:] = dwte[v,:] + S_v (one fp32 add) for every token v of the
+     *     batch, S_v the sum of dout[p,:] over the positions p = b*T+t with
+     *     tok[p] = v in embedding_bwd's sum order (positions ascending; golden
+     *     one chain from 0, fast chunks of TRAIN_SPARSE_CHUNK); rows of
+     *     tokens not in the batch are left as they are.
+     * dout [B, T, C], dwte [V, C], dwpe [>= T, C]. */
+    int (*encoder_bwd)(struct dev *d, dev_stream *s, const float *dout, const int32_t *tok,
+                       float *dwte, float *dwpe, int B, int T, int C, plumb_err *e);
+
+    /* LayerNorm of each row of x [R, C] with weight w [C] and bias b [C]:
+     *   y = round((x - mean) * rstd * w + b), rstd = 1 / sqrt(var + eps);
+     *   mean [R], rstd [R] (fp32, may be NULL) receive the row statistics the
+     *   backward reads. y must not alias x (the backward reads x).
+     * Golden: glayernorm_row of core/gmath.h, then the round.
+     * Fast: two passes per row in any fixed order. */
+    int (*layernorm_fwd)(struct dev *d, dev_stream *s, const float *x, const float *w,
+                         const float *b, float *y, float *mean, float *rstd, int R, int C,
+                         float eps, dtype_t rt, plumb_err *e);
+
+    /* Backward of layernorm_fwd from x, w and the saved mean, rstd; dy [R, C]:
+     *   h_i = (x_i - mean) * rstd (the forward's expression), g_i = dy_i * w_i,
+     *   a = sum(g) / C, c = sum(g_i * h_i) / C,
+     *   dx_i = round(dres_i + ((g_i - a) - h_i * c) * rstd)   (dres NULL: 0 +)
+     *   dw[i] = sum over rows of dy * h ; db[i] = sum over rows of dy
+     *   (overwritten).
+     * dres [R, C] (may be NULL) is the gradient arriving through the
+     * residual connection; dx may alias it (accumulated in place).
+     * Golden (gpt_gold_ln_bwd_row per row): the sums are gmath.h pairwise
+     *   sums (products rounded first), divisions IEEE by (float)C, each
+     *   expression left to right as written, dx = round(dres + v); dw[i]:
+     *   acc = fmaf(dy[r,i], h[r,i], acc) over r ascending from 0, db[i] plain
+     *   fp32 adds over r ascending from 0.
+     * Fast: rows in parallel, dw/db from fixed row chunks added in chunk order. */
+    int (*layernorm_bwd)(struct dev *d, dev_stream *s, const float *x, const float *w,
+                         const float *mean, const float *rstd, const float *dy,
+                         const float *dres, float *dx, float *dw, float *db, int R, int C,
+                         dtype_t rt, plumb_err *e);
+
+    /* GEMM with bias and optional tanh-GELU, weight in PyTorch layout:
+     *   a[B,N] = x[B,K] w[N,K]^T + bias[N]   (bias may be NULL)
+     *   gelu == 0: y = round(a), pre unused (may be NULL);
+     *   gelu != 0: pre = round(a) (the pre-activation the backward reads) and
+     *   y = round(gelu(pre)).
+     * Golden: a is linear_fwd's chain (acc = fmaf(x, w, acc), k ascending
+     *   from 0, then acc + bias[n]); gelu is ggeluf of core/gmath.h.
+     * Fast: BLAS; on CUDA the bias and GELU ride in the cuBLASLt epilogue
+     *   (GELU_AUX_BIAS: the GELU then sees the unrounded pre-activation). */
+    int (*matmul_fwd)(struct dev *d, dev_stream *s, const float *x, const float *w,
+                      const float *bias, float *y, float *pre, int B, int K, int N, int gelu,
+                      dtype_t rt, plumb_err *e);
+
+    /* Backward of matmul_fwd (gelu == 0) with the GELU of the layer BELOW
+     * fused into dx. x [B,K] the forward input, w [N,K], dy [B,N] (rt values);
+     * pre_in [B,K] (may be NULL): x = round(gelu(pre_in)) was produced by a
+     * gelu matmul_fwd, and dx is then the gradient of pre_in:
+     *   dx[B,K] = round((dy w)[b,k] * gelu'(pre_in[b,k]))  (pre_in NULL:
+     *             round(dy w); dx may be NULL: not needed)
+     *   dw[N,K] = dy^T x (fp32, overwritten)
+     *   dbias[N] = sum over b of dy (fp32, overwritten; NULL: no bias)
+     * Golden: dx is linear_bwd's chain (over n ascending from 0), then one fp32
+     *   multiply by ggelu_gradf(pre_in); dw and dbias as linear_bwd.
+     * Fast: BLAS; on CUDA the GELU backward rides in the dx GEMM's epilogue
+     *   (cuBLASLt DGELU). */
+    int (*matmul_bwd)(struct dev *d, dev_stream *s, const float *x, const float *w,
+                      const float *dy, const float *pre_in, float *dx, float *dw, float *dbias,
+                      int B, int K, int N, dtype_t rt, plumb_err *e);
+
+    /* Causal multi-head self-attention. qkv [B, T, 3C]: q, k, v of each
+     * position in columns [0,C), [C,2C), [2C,3C), head h at columns
+     * h*HS .. h*HS+HS-1 of each (C = NH*HS). For head h, query t, key j <= t:
+     *   s_tj = (q_t . k_j) * scale, scale = 1 / sqrtf(HS) (fp32)
+     *   out[b,t,h*HS+i] = round(sum_j softmax_j(s_t)_j v_j[i])   [B, T, C]
+     *   lse[b,h,t] = log(sum_j exp(s_tj)) (fp32, [B, NH, T]) for the backward.
+     * Golden (gpt_gold_attn_row; a materialised softmax row): dots are fmaf
+     *   chains over i ascending from 0; m = max (left-to-right `>` scan),
+     *   e_j = gexpf(s_tj - m), l = gmath.h pairwise sum of e_0..e_t,
+     *   p_j = e_j / l, out_i = fmaf chain of p_j * v_j[i] over j ascending
+     *   from 0, rounded; lse = m + glogf(l).
+     * Fast: flash-style (key tiles streamed against a tile of queries,
+     *   online softmax; no T x T matrix in memory). */
+    int (*attention_fwd)(struct dev *d, dev_stream *s, const float *qkv, float *out, float *lse,
+                         int B, int T, int NH, int HS, dtype_t rt, plumb_err *e);
+
+    /* Backward of attention_fwd from qkv, its out and lse; dout [B, T, C] ->
+     * dqkv [B, T, 3C] (overwritten):
+     *   p_tj = exp(s_tj - lse_t), dp_tj = dout_t . v_j, D_t = dout_t . out_t,
+     *   ds_tj = p_tj * (dp_tj - D_t),
+     *   dq_t = scale * sum_{j<=t} ds_tj k_j, dk_j = scale * sum_{t>=j} ds_tj q_t,
+     *   dv_j = sum_{t>=j} p_tj dout_t, each rounded to rt.
+     * Golden (gpt_gold_attn_bwd_row, then gpt_gold_attn_bwd_key): dots fmaf
+     *   chains over i ascending from 0, s_tj as the forward, p = gexpf(s - lse),
+     *   ds = p * (dp - D); dq: fmaf chain of ds_tj k_j[i] over j ascending,
+     *   dk: of ds_tj q_t[i] over t ascending from j, dv: of p_tj dout_t[i]
+     *   over t ascending from j; dq and dk then times scale; rounded.
+     * Fast: recomputes p from lse tile by tile; dk, dv accumulated per key
+     *   tile over the query tiles in ascending order, dq per query tile over
+     *   the key tiles in ascending order (no atomics, no T x T matrix). */
+    int (*attention_bwd)(struct dev *d, dev_stream *s, const float *qkv, const float *out,
+                         const float *lse, const float *dout, float *dqkv, int B, int T, int NH,
+                         int HS, dtype_t rt, plumb_err *e);
+
+    /* Residual add, both modes: y[i] = round(a[i] + b[i]); y may alias a or
+     * b. Its backward is the identity for both inputs (layernorm_bwd's dres
+     * adds the residual gradient). */
+    int (*residual_fwd)(struct dev *d, dev_stream *s, const float *a, const float *b, float *y,
+                        size_t n, dtype_t rt, plumb_err *e);
+
+    /* Tied classifier fused with softmax cross-entropy over R rows x [R, C]
+     * and the first V rows of wte [>= V, C] (padding rows are not read):
+     *   z[r,v] = round(x[r,:] . wte[v,:]), v < V (the logits)
+     *   loss_r = log(sum_v exp(z[r,v])) - z[r, tgt[r]]; tgt[r] < 0: ignored
+     *     (loss 0, gradient 0)
+     *   losses [R] (may be NULL): loss_r;
+     *   sum_count [2] (device double, may be NULL): {sum of loss_r over the
+     *     valid rows, double adds in ascending r from 0; number of valid rows}
+     *   g[r,v] = round((softmax(z_r)_v - [v == tgt[r]]) * grad_scale)
+     *   dx [R, C] (NULL: forward only, dwte then unused) = round(g wte)
+     *   dwte [V, C] (overwritten) = g^T x
+     * Golden (gpt_gold_xent_row per row): z is an fmaf chain over c
+     *   ascending from 0; m = max (left-to-right), e_v = gexpf(z_v - m),
+     *   l = pairwise sum over v, loss = (m + glogf(l)) - z_tgt, softmax e_v / l;
+     *   dx: fmaf chain over v ascending from 0; dwte: over r ascending from 0.
+     * Fast: rows in chunks whose fp32 logits fit a bounded scratch (never the
+     *   whole batch's logits), BLAS GEMMs, dwte summed over the chunks in
+     *   ascending chunk order. */
+    int (*classifier_fwd_bwd)(struct dev *d, dev_stream *s, const float *x, const float *wte,
+                              const int32_t *tgt, int R, int C, int V, float grad_scale,
+                              float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
+                              plumb_err *e);
+
+    /* AdamW over a whole parameter buffer in one pass, with per-tensor
+     * weight decay and the gradient scaled on the fly: for each i,
+     *   g' = g[i] * gscale (one fp32 multiply; gscale = clip factor times the
+     *        loss-scale reciprocal, 1 leaves g as it is),
+     *   then the adamw update above with g' and weight decay wd when i lies in
+     *   one of the nr ranges [dec[2j], dec[2j+1]) (device int64, ascending,
+     *   disjoint: the tensors that decay, e.g. the matrices), 0 elsewhere.
+     * The bits of adamw called per tensor on pre-scaled gradients, in one
+     * launch instead of one per tensor and without a pass of its own for
+     * clipping. w, g, m, v: [n] */
+    int (*adamw_masked)(struct dev *d, dev_stream *s, float *w, const float *g, float *m,
+                        float *v, size_t n, float lr, float b1, float b2, float eps, float wd,
+                        float bc1, float bc2, float gscale, const int64_t *dec, int nr,
+                        plumb_err *e);
+
     /* ---------------- vision ops (resnet) ----------------
      * Images are NHWC (channels last): x [N, H, W, C] row-major, pixel
      * (n, h, w) is the C floats at ((n H + h) W + w) C; "rows" M = N H W

@@ -45,7 +45,10 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 enum tprof_id {
     TP_LINEAR_FWD, TP_LINEAR_BWD, TP_LBWD_MASK, TP_LBWD_DX, TP_LBWD_DW, TP_RELU, TP_EMB_FWD, TP_EMB_BWD,
     TP_SORT, TP_SEGSUM, TP_COALESCE, TP_INTER_FWD, TP_INTER_BWD, TP_BCE, TP_SIGMOID, TP_SGD, TP_SGD_SPARSE,
-    TP_ADAMW, TP_SUMSQ, TP_SCALE, TP_AFFINE, TP_ROUND, TP_COUNT
+    TP_ADAMW, TP_SUMSQ, TP_SCALE, TP_AFFINE, TP_ROUND,
+    /* transformer ops (gpt) */
+    TP_GPT_EMBEDDING, TP_GPT_LAYERNORM, TP_GPT_MATMUL_FWD, TP_GPT_MATMUL_BWD, TP_GPT_ATTN_FWD, TP_GPT_ATTN_BWD,
+    TP_GPT_RESIDUAL, TP_GPT_CLASSIFIER, TP_GPT_ADAMW, TP_COUNT
 };
 int tprof_on(void);
 void tprof_add(int id, double s);

@@ -10,6 +10,7 @@
  * Fast: vendor exp/log1p, deterministic tree reductions with a fixed shape
  * (never atomics on floats), so a fast result repeats run to run. */
 #include "gpu/train_gpu.h"
+#include "gpu/train_gpt.h"
 #include "dev/train_math.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -67,7 +68,9 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
 static const char *g_tp_names[TP_COUNT] = {
     "linear_fwd", "linear_bwd", "  bwd: mask+dbias", "  bwd: dx gemm", "  bwd: dw gemm", "relu", "embedding_fwd",
     "embedding_bwd", "  sparse: sort+seg sum", "  sparse: seg sum", "sparse_coalesce", "interact_fwd", "interact_bwd",
-    "bce_logits", "sigmoid", "sgd", "sgd_sparse", "adamw", "sumsq", "scale_check", "affine", "round_fp32"};
+    "bce_logits", "sigmoid", "sgd", "sgd_sparse", "adamw", "sumsq", "scale_check", "affine", "round_fp32",
+    "gpt embedding", "gpt layernorm", "gpt matmul_fwd", "gpt matmul_bwd", "gpt attention_fwd", "gpt attention_bwd",
+    "gpt residual", "gpt classifier", "gpt adamw_masked"};
 static double g_tp_s[TP_COUNT];
 static long g_tp_n[TP_COUNT];
 static int g_tp = -1;
@@ -853,6 +856,9 @@ const struct train_ops gpu_train_ops = {
 #else
     g_linear_fwd16, g_linear_bwd16, g_embedding_interact_fwd16, g_interact_bwd16,
 #endif
+    /* transformer ops (gpt): train_gpt_ops.cu */
+    tg_encoder_fwd, tg_encoder_bwd, tg_layernorm_fwd, tg_layernorm_bwd, tg_matmul_fwd, tg_matmul_bwd,
+    tg_attention_fwd, tg_attention_bwd, tg_residual_fwd, tg_classifier_fwd_bwd, tg_adamw_masked,
     /* vision ops (resnet): train_conv.cu, train_vision.cu */
     g_conv2d_fwd, g_conv2d_bwd_data, g_conv2d_bwd_filter, g_bn_stats, g_bn_mean, g_bn_var, g_bn_rstd, g_bn_apply,
     g_bn_bwd_stats, g_bn_bwd_data, g_bn_bwd_params, g_maxpool_fwd, g_maxpool_bwd, g_avgpool_fwd, g_avgpool_bwd, g_add,

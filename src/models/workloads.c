@@ -2,12 +2,14 @@
 #include "models/workloads.h"
 #include "models/ctr/workload.h"
 #include "models/resnet/workload.h"
+#include "models/gpt/workload.h"
 #include "models/toy/toy.h"
 #include <stdio.h>
 #include <string.h>
 
 static const struct workload *const table[] = {
     &ctr_workload,
+    &gpt_workload,
     &toy_workload,
     &resnet_workload,
 };

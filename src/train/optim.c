@@ -24,12 +24,12 @@ int optim_init(struct optim *o, struct dev *d, const struct model_layout *L, con
     /* dense ranges: the dense tensors in offset order, a new range where
      * the decay flag changes; the first starts at 0, the last ends at n_dense */
     int nt = L->n_tensors, nd = 0;
-    const struct model_tensor *order[OPTIM_MAX_DENSE_TENSORS]; /* 16 KiB */
+    const struct model_tensor *order[OPTIM_MAX_DENSE]; /* 16 KiB */
     for (int i = 0; i < nt; i++) {
         const struct model_tensor *t = &L->tensors[i];
         if (t->flags & (TENSOR_SPARSE | TENSOR_BUFFER)) continue;
-        if (nd >= OPTIM_MAX_DENSE_TENSORS)
-            return err_set(e, PLUMB_EINTERNAL, "optimizer: more than %d dense tensors", OPTIM_MAX_DENSE_TENSORS);
+        if (nd >= OPTIM_MAX_DENSE)
+            return err_set(e, PLUMB_EINTERNAL, "optimizer: more than %d dense tensors", OPTIM_MAX_DENSE);
         int j = nd++;
         while (j > 0 && order[j - 1]->offset > t->offset) order[j] = order[j - 1], j--;
         order[j] = t;
@@ -39,8 +39,6 @@ int optim_init(struct optim *o, struct dev *d, const struct model_layout *L, con
     for (int i = 1; i < nd; i++) {
         int dec = (order[i]->flags & TENSOR_DECAY) != 0;
         if (dec == cur_dec) continue;
-        if (o->n_ranges >= OPTIM_MAX_RANGES - 1)
-            return err_set(e, PLUMB_EINTERNAL, "optimizer: more than %d dense ranges", OPTIM_MAX_RANGES);
         o->lo[o->n_ranges] = cur_lo, o->hi[o->n_ranges] = order[i]->offset, o->dec[o->n_ranges++] = cur_dec;
         cur_lo = order[i]->offset;
         cur_dec = dec;
@@ -55,7 +53,9 @@ void optim_free(struct optim *o)
     if (o->m) dev_free(o->d, o->m);
     if (o->v) dev_free(o->d, o->v);
     if (o->buf) dev_free(o->d, o->buf);
+    if (o->dec_dev) dev_free(o->d, o->dec_dev);
     o->m = o->v = o->buf = NULL;
+    o->dec_dev = NULL;
 }
 
 static int zalloc(struct dev *d, float **p, size_t n, plumb_err *e)
@@ -72,6 +72,19 @@ int optim_state_alloc(struct optim *o, plumb_err *e)
         if ((rc = zalloc(o->d, &o->m, o->L->n_params, e)) || (rc = zalloc(o->d, &o->v, o->L->n_params, e)))
             return err_wrap(e, "AdamW state for %zu parameters", o->L->n_params);
         o->n_state = o->L->n_params;
+        if (o->T->adamw_masked) {
+            /* the decaying ranges as {lo, hi} pairs (ascending, disjoint) */
+            int64_t pairs[2 * OPTIM_MAX_DENSE];
+            int nr = 0;
+            for (int r = 0; r < o->n_ranges; r++)
+                if (o->dec[r] && o->hi[r] > o->lo[r]) pairs[2 * nr] = (int64_t)o->lo[r], pairs[2 * nr + 1] = (int64_t)o->hi[r], nr++;
+            if (nr) {
+                if ((rc = dev_alloc(o->d, 2 * (size_t)nr * sizeof(int64_t), (void **)&o->dec_dev, e)) ||
+                    (rc = dev_upload(o->d, o->dec_dev, pairs, 2 * (size_t)nr * sizeof(int64_t), e)))
+                    return err_wrap(e, "AdamW decay ranges");
+            }
+            o->n_dec = nr;
+        }
     } else if (o->kind == OPTIM_SGD && o->momentum > 0 && !o->buf) {
         if ((rc = zalloc(o->d, &o->buf, o->L->n_dense, e))) return err_wrap(e, "SGD momentum for %zu parameters", o->L->n_dense);
         o->n_state = o->L->n_dense;
@@ -106,7 +119,11 @@ int optim_step(struct optim *o, float *params, const float *dense_grad, const in
     } else {
         if ((rc = optim_state_alloc(o, e))) return rc;
         double bc1 = 1.0 - pow((double)o->beta1, (double)step), bc2 = 1.0 - pow((double)o->beta2, (double)step);
-        for (int r = 0; r < o->n_ranges && !rc; r++) {
+        const int masked = T->adamw_masked && o->n_ranges > 1; /* one launch; gscale 1: the gradient as it is */
+        if (masked)
+            rc = T->adamw_masked(d, NULL, params, dense_grad, o->m, o->v, o->L->n_dense, lr, o->beta1, o->beta2,
+                                 o->eps, o->weight_decay, (float)bc1, (float)bc2, 1.0f, o->dec_dev, o->n_dec, e);
+        for (int r = 0; r < o->n_ranges && !rc && !masked; r++) {
             size_t lo = o->lo[r], len = o->hi[r] - o->lo[r];
             float wd = o->dec[r] ? o->weight_decay : 0.0f;
             if (!len) continue;

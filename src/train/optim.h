@@ -7,7 +7,12 @@
  *     dense adamw, sparse rows adamw_sparse (lazy: touched rows only).
  * Consecutive dense tensors with the same flags are updated by one call over
  * their range (padding included: its gradient is 0), so a model whose dense
- * tensors all decay alike costs one launch. State (AdamW m and v, each
+ * tensors all decay alike costs one launch. AdamW on a device with
+ * adamw_masked updates the whole dense region in one launch with the
+ * decaying ranges as a device list (the bits of adamw per range: the op's
+ * contract, tests/test_train_gpt_ops.c), so a model whose decaying matrices
+ * alternate with biases and LayerNorm weights (GPT-2 124M: 148 tensors, 97
+ * ranges) still costs one. State (AdamW m and v, each
  * [n_params] laid out like the parameters; SGD momentum [n_dense]) is
  * allocated on first use and saved in checkpoints. */
 #ifndef PLUMB_OPTIM_H
@@ -20,8 +25,9 @@
 #include "train/model.h"
 
 enum optim_kind { OPTIM_SGD = 0, OPTIM_ADAMW = 1 };
-#define OPTIM_MAX_RANGES 256
-#define OPTIM_MAX_DENSE_TENSORS 2048
+/* dense tensors (so ranges) a layout may have: resnet152 has about 470,
+ * gpt2-124m 148 */
+#define OPTIM_MAX_DENSE 2048
 
 struct optim {
     enum optim_kind kind;
@@ -38,8 +44,10 @@ struct optim {
     /* dense ranges of equal flags: [lo[i], hi[i]) decays when dec[i]
      * (resnet152: two per block, 104) */
     int n_ranges;
-    size_t lo[OPTIM_MAX_RANGES], hi[OPTIM_MAX_RANGES];
-    int dec[OPTIM_MAX_RANGES];
+    size_t lo[OPTIM_MAX_DENSE], hi[OPTIM_MAX_DENSE];
+    int dec[OPTIM_MAX_DENSE];
+    int64_t *dec_dev;          /* adamw_masked: device [2 n_dec] {lo, hi} of the decaying ranges */
+    int n_dec;
 };
 
 /* kind "sgd" or "adamw". */

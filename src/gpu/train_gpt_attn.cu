@@ -1,0 +1,148 @@
+/* Causal multi-head attention on the GPU (train_ops.h attention_fwd /
+ * attention_bwd).
+ *
+ * Golden: one thread per query row (forward, backward rows) or key column
+ * (backward keys) evaluates dev/train_gpt_math.h's gpt_gold_attn_row /
+ * _bwd_row / _bwd_key, with the softmax rows materialised in workspace
+ * slot 3 ([B*NH*T, T] forward; P and dS [B*NH, T, T] backward), so the bits
+ * are the cpu backend's.
+ *
+ * Fast: flash-style, no T x T matrix in memory. The inputs hold rt values
+ * (bf16 when training in bf16) and every product is accumulated in fp32.
+ * One block of 128 threads per (tile of BR queries, sequence, head); a
+ * query row is owned by TPR = 128 / BR consecutive lanes (a row group,
+ * inside one warp of either width), which split its keys for the scores and
+ * its head dimensions for the output.
+ *   forward: the Q tile in shared memory; key/value tiles of BC = BR
+ *     positions streamed up to the diagonal; scores, the online softmax
+ *     (running max m and sum l per row, rescaling the output by
+ *     exp(m_old - m_new)), P V accumulated in registers; out = O / l,
+ *     lse = m + log l.
+ *   backward: D_t = dout_t . out_t first; then one block per key tile
+ *     (dK, dV) loops over the query tiles at or after it in ascending order,
+ *     recomputing P = exp(s - lse) and dS = P (dP - D) per tile from the
+ *     saved lse, and accumulates dK, dV in registers in that fixed order; a
+ *     second kernel, one block per query tile, recomputes dS over the key
+ *     tiles in ascending order for dQ. Each accumulator has one owner and a
+ *     fixed order: deterministic, no atomics.
+ * Tiles by head width: HS <= 64: 32 x 32; <= 128: 16 x 16 (shared memory
+ * below 48 KiB; on gfx90a LDS is 64 KiB); wider heads are not supported. */
+#include "gpu/train_gpt.h"
+#include "gpu/train_gpt_kern.cuh"
+
+
+static inline int golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN; }
+
+/* ---------------- golden ---------------- */
+
+__global__ void k_attn_fwd_gold(const float *qkv, float *out, float *lse, float *p, int B, int T, int NH, int HS,
+                                float scale, int rt)
+{
+    const size_t rows = (size_t)B * NH * T;
+    const size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (q >= rows) return;
+    const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
+    const int C = NH * HS, C3 = 3 * C;
+    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    gpt_gold_attn_row(base + (size_t)t * C3, base + C, base + 2 * C, (size_t)C3, t, HS, scale, p + q * T,
+                      out + ((size_t)b * T + t) * C + (size_t)h * HS, lse + ((size_t)b * NH + h) * T + t, rt);
+}
+
+__global__ void k_attn_bwd_rows_gold(const float *qkv, const float *out, const float *lse, const float *dout, float *P,
+                                     float *DS, float *dqkv, int B, int T, int NH, int HS, float scale, int rt)
+{
+    const size_t rows = (size_t)B * NH * T;
+    const size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (q >= rows) return;
+    const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
+    const int C = NH * HS, C3 = 3 * C;
+    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const size_t bh = (size_t)b * NH + h, ro = ((size_t)b * T + t) * C + (size_t)h * HS;
+    gpt_gold_attn_bwd_row(base + (size_t)t * C3, base + C, base + 2 * C, (size_t)C3, dout + ro, out + ro, t, HS, scale,
+                          lse[bh * T + t], P + (bh * T + t) * T, DS + (bh * T + t) * T,
+                          dqkv + (size_t)b * T * C3 + (size_t)t * C3 + (size_t)h * HS, rt);
+}
+
+__global__ void k_attn_bwd_keys_gold(const float *qkv, const float *dout, const float *P, const float *DS, float *dqkv,
+                                     int B, int T, int NH, int HS, float scale, int rt)
+{
+    const size_t cols = (size_t)B * NH * T;
+    const size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (q >= cols) return;
+    const int j = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
+    const int C = NH * HS, C3 = 3 * C;
+    const size_t bh = (size_t)b * NH + h;
+    float *dk = dqkv + (size_t)b * T * C3 + (size_t)j * C3 + C + (size_t)h * HS;
+    gpt_gold_attn_bwd_key(qkv + (size_t)b * T * C3 + (size_t)h * HS, (size_t)C3, dout + (size_t)b * T * C + (size_t)h * HS,
+                          (size_t)C, P + bh * T * T, DS + bh * T * T, (size_t)T, j, T, HS, scale, dk, dk + C, rt);
+}
+
+/* ---------------- fast: flash-style tiles ---------------- */
+
+/* ---------------- entry points ---------------- */
+
+static int grid_ok(struct dev *d, int B, int NH, plumb_err *e)
+{
+    if ((long)B * NH > 65535)
+        return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: attention: %d sequences x %d heads exceed the grid's 65535", d->label,
+                       B, NH);
+    return PLUMB_OK;
+}
+
+#define FLASH_DISPATCH(KERNEL, ...)                                                                         \
+    do {                                                                                                    \
+        if (HS <= 64)                                                                                       \
+            KERNEL<32, 64><<<dim3((unsigned)((T + 31) / 32), (unsigned)(B * NH)), NT, 0, st->s>>>(__VA_ARGS__); \
+        else                                                                                                \
+            KERNEL<16, 128><<<dim3((unsigned)((T + 15) / 16), (unsigned)(B * NH)), NT, 0, st->s>>>(__VA_ARGS__); \
+    } while (0)
+
+int tg_attention_fwd_impl(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T,
+                          int NH, int HS, dtype_t rt, plumb_err *e)
+{
+    const float scale = 1.0f / sqrtf((float)HS);
+    const size_t rows = (size_t)B * NH * T;
+    int rc;
+    if (golden(d)) {
+        void *ws;
+        if ((rc = tws_get(d, 3, rows * (size_t)T * sizeof(float), &ws, e))) return rc;
+        k_attn_fwd_gold<<<(unsigned)((rows + 127) / 128), 128, 0, st->s>>>(qkv, out, lse, (float *)ws, B, T, NH, HS, scale,
+                                                                           (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_attn_fwd_gold", e);
+        return PLUMB_OK;
+    }
+    if ((rc = grid_ok(d, B, NH, e))) return rc;
+    FLASH_DISPATCH(k_flash_fwd, qkv, out, lse, T, NH, HS, scale, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_flash_fwd", e);
+    return PLUMB_OK;
+}
+
+int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv, const float *out, const float *lse,
+                          const float *dout, float *dqkv, int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
+{
+    const float scale = 1.0f / sqrtf((float)HS);
+    const size_t rows = (size_t)B * NH * T;
+    void *ws;
+    int rc;
+    if (golden(d)) {
+        const size_t tt = rows * (size_t)T;
+        if ((rc = tws_get(d, 3, 2 * tt * sizeof(float), &ws, e))) return rc;
+        float *P = (float *)ws, *DS = P + tt;
+        const unsigned g = (unsigned)((rows + 127) / 128);
+        k_attn_bwd_rows_gold<<<g, 128, 0, st->s>>>(qkv, out, lse, dout, P, DS, dqkv, B, T, NH, HS, scale, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_attn_bwd_rows_gold", e);
+        k_attn_bwd_keys_gold<<<g, 128, 0, st->s>>>(qkv, dout, P, DS, dqkv, B, T, NH, HS, scale, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_attn_bwd_keys_gold", e);
+        return PLUMB_OK;
+    }
+    if ((rc = grid_ok(d, B, NH, e))) return rc;
+    if ((rc = tws_get(d, 0, rows * sizeof(float), &ws, e))) return rc;
+    float *D = (float *)ws;
+    k_flash_bwd_pre<<<(unsigned)((rows + 127) / 128), 128, 0, st->s>>>(out, dout, D, B, T, NH, HS);
+    GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
+    FLASH_DISPATCH(k_flash_bwd_dkv, qkv, dout, lse, D, dqkv, T, NH, HS, scale, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_flash_bwd_dkv", e);
+    FLASH_DISPATCH(k_flash_bwd_dq, qkv, dout, lse, D, dqkv, T, NH, HS, scale, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_flash_bwd_dq", e);
+    return PLUMB_OK;
+}

@@ -1,0 +1,577 @@
+/* GEMM + bias + tanh-GELU (train_ops.h matmul_fwd / matmul_bwd) and the
+ * tied classifier with softmax cross-entropy (classifier_fwd_bwd) on the GPU.
+ *
+ * Golden: the linear layers' golden kernels (train_linear.cu: one fmaf chain
+ * per output in the contracted index's order) give the GEMM, then the GELU
+ * pass evaluates gmath.h's ggeluf / ggelu_gradf; the classifier runs one
+ * thread per logit / gradient element with the chains of train_ops.h and
+ * one thread per row for the shared cross-entropy row (dev/train_gpt_math.h).
+ *
+ * Fast (CUDA): cuBLASLt with the bias and the GELU in the epilogue
+ * (BIAS / GELU_AUX_BIAS writing the pre-activation as the aux matrix) and the
+ * GELU backward in the dx GEMM's epilogue (DGELU reading it); 16-bit compute
+ * converts the operands to bf16/fp16 copies (exact: they hold rt values)
+ * for native tensor-core GEMMs with fp32 accumulation and output; the
+ * reduction scheme is NONE and the algorithm pinned per shape, so results
+ * repeat. dbias is a fixed-chunk column sum. Where cuBLASLt has no algorithm
+ * (and on HIP) the plugin's GEMM (blas_gemm) plus our own epilogue kernels.
+ * The classifier runs over row chunks whose fp32 logits fit 256 MiB (never
+ * the whole batch's): logits GEMM, a row kernel (block max and sum, loss,
+ * gradient rounded and stored in place or as its 16-bit copy), dx GEMM, and
+ * dwte accumulated over the chunks in ascending order by the GEMM's beta = 1. */
+#include "gpu/train_gpt.h"
+#include "gpu/train_gpt_kern.cuh"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TPB 256
+
+static inline int golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN; }
+static size_t al256(size_t b) { return (b + 255) / 256 * 256; }
+
+/* ---------------- elementwise: GELU, rounding, 16-bit copies ---------------- */
+
+/* y = round(gelu(pre)) */
+__global__ void k_gelu(const float *pre, float *y, size_t n, int gold, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = gg_round(gold ? ggeluf(pre[i]) : fast_gelu(pre[i]), rt);
+}
+/* after the GELU_AUX epilogue: pre and y rounded to rt (y may be NULL) */
+__global__ void k_round2(float *pre, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        pre[i] = gg_round(pre[i], rt);
+        if (y) y[i] = gg_round(y[i], rt);
+    }
+}
+/* dx = round(dx * gelu'(pre)) */
+__global__ void k_dgelu(float *dx, const float *pre, size_t n, int gold, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = gg_round(dx[i] * (gold ? ggelu_gradf(pre[i]) : fast_gelu_grad(pre[i])), rt);
+}
+__global__ void k_to16g(const float *x, uint16_t *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = rt == DT_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+}
+
+static int launch_round2(struct dev *d, struct dev_stream *st, float *a, float *b, size_t n, int rt, plumb_err *e)
+{
+    if (rt == DT_F32) return PLUMB_OK;
+    k_round2<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(a, b, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_round2", e);
+    return PLUMB_OK;
+}
+static int to16(struct dev *d, struct dev_stream *st, const float *x, size_t n, uint16_t *y, int rt, plumb_err *e)
+{
+    k_to16g<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, y, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_to16g", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- column sums (dbias) ---------------- */
+
+#define CS_ROWS 64
+__global__ void k_colsum_gold(const float *dy, int B, int N, float *db)
+{
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) s = s + dy[(size_t)b * N + n];
+    db[n] = s;
+}
+__global__ void k_colsum_part(const float *dy, int B, int N, float *part)
+{
+    const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int b = b0; b < b1; b++) s = s + dy[(size_t)b * N + n];
+        part[(size_t)c * N + n] = s;
+    }
+}
+__global__ void k_colsum_chunks(const float *part, int nc, int N, float *db)
+{
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int c = 0; c < nc; c++) s = s + part[(size_t)c * N + n];
+        db[n] = s;
+    }
+}
+
+int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e)
+{
+    if (golden(d)) {
+        k_colsum_gold<<<(N + 127) / 128, 128, 0, st->s>>>(dy, B, N, dbias);
+        GPU_CHECK_LAUNCH(d, "k_colsum_gold", e);
+        return PLUMB_OK;
+    }
+    const int nc = (B + CS_ROWS - 1) / CS_ROWS;
+    if (nc > 65535) return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: column sum of %d rows exceeds %d", d->label, B, 65535 * CS_ROWS);
+    void *ws;
+    int rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e);
+    if (rc) return rc;
+    k_colsum_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, B, N, (float *)ws);
+    GPU_CHECK_LAUNCH(d, "k_colsum_part", e);
+    k_colsum_chunks<<<gpu_grid((size_t)N, 128), 128, 0, st->s>>>((const float *)ws, nc, N, dbias);
+    GPU_CHECK_LAUNCH(d, "k_colsum_chunks", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- row-major GEMM through the plugin's blas_gemm ---------------- */
+
+/* C[m,n] (ldc) = A[m,k] B[k,n] (+ C when acc): trans_a: A stored [k,m];
+ * trans_b: B stored [n,k]; operands fp32 or 16-bit (ab) */
+static int gemm(struct dev *d, struct dev_stream *st, int m, int n, int k, int ta, int tb, const void *a, int lda,
+                const void *b, int ldb, float *c, int ldc, int acc, dtype_t ab, plumb_err *e)
+{
+    struct gemm_desc g;
+    memset(&g, 0, sizeof g);
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.trans_a = ta;
+    g.trans_b = tb;
+    g.ab_type = ab;
+    g.a = a;
+    g.lda = lda;
+    g.b = b;
+    g.ldb = ldb;
+    g.c = c;
+    g.ldc = ldc;
+    g.accumulate = acc;
+    return blas_gemm(d, st, &g, e);
+}
+
+#if !defined(PLUMB_HIP)
+/* ---------------- cuBLASLt with epilogues (CUDA) ---------------- */
+#include <cublasLt.h>
+
+enum { GE_NONE = 0, GE_BIAS, GE_GELU_AUX, GE_GELU_AUX_BIAS, GE_DGELU };
+
+struct gl_key {
+    int ta, tb, m, n, k, lda, ldb, ldc, ldaux, abtype, compute, epi, align;
+};
+struct gl_plan {
+    struct gl_key key;
+    int used, ok;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+#define GL_PLANS 64
+#define GL_WS_BYTES ((size_t)32 << 20)
+struct gl_state {
+    struct dev *d;
+    cublasLtHandle_t h;
+    void *ws;
+    struct gl_plan plans[GL_PLANS];
+    int next;
+};
+static struct gl_state g_gl[16];
+static pthread_mutex_t g_gl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct gl_state *gl_of(struct dev *d, plumb_err *e)
+{
+    for (int i = 0; i < 16; i++)
+        if (g_gl[i].d == d) return &g_gl[i];
+    for (int i = 0; i < 16; i++)
+        if (!g_gl[i].d) {
+            struct gl_state *s = &g_gl[i];
+            memset(s, 0, sizeof *s);
+            cublasStatus_t cs = cublasLtCreate(&s->h);
+            if (cs != CUBLAS_STATUS_SUCCESS) {
+                gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtCreate failed: %s", d->label, cublasLtGetStatusString(cs));
+                return NULL;
+            }
+            if (cudaMalloc(&s->ws, GL_WS_BYTES) != cudaSuccess) {
+                cublasLtDestroy(s->h);
+                gpu_err(e, PLUMB_ENOMEM, "%s: cannot allocate the gpt cuBLASLt workspace", d->label);
+                return NULL;
+            }
+            s->d = d;
+            return s;
+        }
+    gpu_err(e, PLUMB_EINTERNAL, "%s: too many devices for the gpt cuBLASLt plans", d->label);
+    return NULL;
+}
+
+static void gl_clear(struct gl_plan *p)
+{
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+static int gl_align(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 4 && (a % (uintptr_t)al)) al >>= 1;
+    return al;
+}
+
+static void gl_make(struct gl_state *s, const struct gl_key *k, struct gl_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->key = *k;
+    p->used = 1;
+    if (cublasLtMatmulDescCreate(&p->op, (cublasComputeType_t)k->compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return;
+    cublasOperation_t oa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = k->epi == GE_BIAS            ? CUBLASLT_EPILOGUE_BIAS
+                             : k->epi == GE_GELU_AUX      ? CUBLASLT_EPILOGUE_GELU_AUX
+                             : k->epi == GE_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                             : k->epi == GE_DGELU         ? CUBLASLT_EPILOGUE_DGELU
+                                                          : CUBLASLT_EPILOGUE_DEFAULT;
+    if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa) ||
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) ||
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi))
+        return;
+    if (k->epi == GE_BIAS || k->epi == GE_GELU_AUX_BIAS) {
+        cudaDataType_t bt = CUDA_R_32F; /* the fp32 bias of an fp32 D */
+        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)) return;
+    }
+    if (k->epi == GE_GELU_AUX || k->epi == GE_GELU_AUX_BIAS || k->epi == GE_DGELU) {
+        int64_t ld = k->ldaux;
+        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld)) return;
+    }
+    const cudaDataType_t at = (cudaDataType_t)k->abtype;
+    if (cublasLtMatrixLayoutCreate(&p->la, at, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda) ||
+        cublasLtMatrixLayoutCreate(&p->lb, at, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb) ||
+        cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc))
+        return;
+    cublasLtMatmulPreference_t pref;
+    if (cublasLtMatmulPreferenceCreate(&pref)) return;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE, al = (uint32_t)k->align;
+    size_t wsb = GL_WS_BYTES;
+    int bad = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) ||
+              cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
+                                                   sizeof scheme);
+    for (int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; !bad && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
+        bad = cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (!bad &&
+        cublasLtMatmulAlgoGetHeuristic(s->h, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
+            CUBLAS_STATUS_SUCCESS &&
+        found > 0) {
+        p->algo = res.algo;
+        p->ok = 1;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+}
+
+/* Column-major C[m,n] (fp32, ldc) = op(A) op(B) (+ C when beta = 1) with an
+ * epilogue; A and B fp32 (ab16 = 0) or rt's 16-bit type. PLUMB_EUNSUPPORTED
+ * (no message) when cuBLASLt has no algorithm: the caller falls back. */
+static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
+                   const void *Bm, int ldb, float *C, int ldc, float beta, int rt, int ab16, int epi, const float *bias,
+                   const float *aux, int ldaux, plumb_err *e)
+{
+    pthread_mutex_lock(&g_gl_lock);
+    struct gl_state *s = gl_of(d, e);
+    if (!s) {
+        pthread_mutex_unlock(&g_gl_lock);
+        return e ? e->code : PLUMB_EDEVICE;
+    }
+    struct gl_key key;
+    memset(&key, 0, sizeof key);
+    key.ta = ta;
+    key.tb = tb;
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = lda;
+    key.ldb = ldb;
+    key.ldc = ldc;
+    key.ldaux = ldaux;
+    key.epi = epi;
+    if (ab16) {
+        key.abtype = rt == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        key.compute = CUBLAS_COMPUTE_32F;
+    } else {
+        key.abtype = CUDA_R_32F;
+        key.compute = d->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    }
+    int al = gl_align(A);
+    if (gl_align(Bm) < al) al = gl_align(Bm);
+    if (gl_align(C) < al) al = gl_align(C);
+    if (aux && gl_align(aux) < al) al = gl_align(aux);
+    key.align = al;
+    struct gl_plan *p = NULL;
+    for (int i = 0; i < GL_PLANS && !p; i++)
+        if (s->plans[i].used && !memcmp(&s->plans[i].key, &key, sizeof key)) p = &s->plans[i];
+    if (!p) {
+        for (int i = 0; i < GL_PLANS && !p; i++)
+            if (!s->plans[i].used) p = &s->plans[i];
+        if (!p) {
+            p = &s->plans[s->next];
+            s->next = (s->next + 1) % GL_PLANS;
+            gl_clear(p);
+        }
+        gl_make(s, &key, p);
+    }
+    if (!p->ok) {
+        pthread_mutex_unlock(&g_gl_lock);
+        return PLUMB_EUNSUPPORTED;
+    }
+    cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
+    if (epi == GE_BIAS || epi == GE_GELU_AUX_BIAS)
+        cs = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (cs == CUBLAS_STATUS_SUCCESS && (epi == GE_GELU_AUX || epi == GE_GELU_AUX_BIAS || epi == GE_DGELU))
+        cs = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+        pthread_mutex_unlock(&g_gl_lock);
+        return gpu_err(e, PLUMB_EDEVICE, "%s: cuBLASLt epilogue pointers: %s", d->label, cublasLtGetStatusString(cs));
+    }
+    const float alpha = 1.0f;
+    cs = cublasLtMatmul(s->h, p->op, &alpha, A, p->la, Bm, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, s->ws,
+                        GL_WS_BYTES, st->s);
+    pthread_mutex_unlock(&g_gl_lock);
+    if (cs != CUBLAS_STATUS_SUCCESS)
+        return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul (gpt) m=%d n=%d k=%d failed: %s", d->label, m, n, k,
+                       cublasLtGetStatusString(cs));
+    return PLUMB_OK;
+}
+#endif /* !PLUMB_HIP */
+
+/* ---------------- matmul_fwd / matmul_bwd ---------------- */
+
+int tg_matmul_fwd_impl(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *bias, float *y,
+                       float *pre, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e)
+{
+    const size_t BN = (size_t)B * N;
+    int rc;
+    if (golden(d)) {
+        /* a = linear_fwd's chain + bias, rounded; then gmath.h's GELU */
+        if ((rc = tr_linear_fwd(d, st, x, w, bias, gelu ? pre : y, B, K, N, 0, rt, e))) return rc;
+        if (!gelu) return PLUMB_OK;
+        k_gelu<<<gpu_grid(BN, TPB), TPB, 0, st->s>>>(pre, y, BN, 1, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_gelu", e);
+        return PLUMB_OK;
+    }
+#if !defined(PLUMB_HIP)
+    {
+        /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B), bias and GELU in the epilogue */
+        const int ab16 = rt != DT_F32;
+        const void *xa = x, *wa = w;
+        if (ab16) {
+            void *ws;
+            const size_t ox = al256((size_t)B * K * 2);
+            if ((rc = tws_get(d, 1, ox + (size_t)N * K * 2, &ws, e))) return rc;
+            uint16_t *x16 = (uint16_t *)ws, *w16 = (uint16_t *)((char *)ws + ox);
+            if ((rc = to16(d, st, x, (size_t)B * K, x16, (int)rt, e)) || (rc = to16(d, st, w, (size_t)N * K, w16, (int)rt, e)))
+                return rc;
+            xa = x16;
+            wa = w16;
+        }
+        const int epi = gelu ? (bias ? GE_GELU_AUX_BIAS : GE_GELU_AUX) : (bias ? GE_BIAS : GE_NONE);
+        rc = gl_gemm(d, st, 1, 0, N, B, K, wa, K, xa, K, y, N, 0.0f, (int)rt, ab16, epi, bias, gelu ? pre : NULL,
+                     gelu ? N : 0, e);
+        if (rc == PLUMB_OK) return gelu ? launch_round2(d, st, pre, y, BN, (int)rt, e) : launch_round2(d, st, y, NULL, BN, (int)rt, e);
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+#endif
+    /* the plugin's GEMM with our epilogue (bias, round), then the GELU */
+    if ((rc = tr_linear_fwd(d, st, x, w, bias, gelu ? pre : y, B, K, N, 0, rt, e))) return rc;
+    if (!gelu) return PLUMB_OK;
+    k_gelu<<<gpu_grid(BN, TPB), TPB, 0, st->s>>>(pre, y, BN, 0, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_gelu", e);
+    return PLUMB_OK;
+}
+
+int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *dy,
+                       const float *pre_in, float *dx, float *dw, float *dbias, int B, int K, int N, dtype_t rt,
+                       plumb_err *e)
+{
+    const size_t BK = (size_t)B * K;
+    const int gold = golden(d);
+    int rc;
+    if (dbias && (rc = tg_colsum(d, st, dy, B, N, dbias, e))) return rc;
+#if !defined(PLUMB_HIP)
+    if (!gold) {
+        const int ab16 = rt != DT_F32;
+        const void *xa = x, *wa = w, *dya = dy;
+        if (ab16) {
+            void *ws;
+            const size_t ox = 0, ow = al256(BK * 2), ody = ow + al256((size_t)N * K * 2);
+            if ((rc = tws_get(d, 1, ody + (size_t)B * N * 2, &ws, e))) return rc;
+            char *w1 = (char *)ws;
+            if ((rc = to16(d, st, x, BK, (uint16_t *)(w1 + ox), (int)rt, e)) ||
+                (rc = to16(d, st, w, (size_t)N * K, (uint16_t *)(w1 + ow), (int)rt, e)) ||
+                (rc = to16(d, st, dy, (size_t)B * N, (uint16_t *)(w1 + ody), (int)rt, e)))
+                return rc;
+            xa = w1 + ox;
+            wa = w1 + ow;
+            dya = w1 + ody;
+        }
+        int ok = 1;
+        if (dx) {
+            /* dx^T [K x B] = (w viewed K x N)(dy viewed N x B), times gelu'(pre_in) in the epilogue */
+            rc = gl_gemm(d, st, 0, 0, K, B, N, wa, K, dya, N, dx, K, 0.0f, (int)rt, ab16, pre_in ? GE_DGELU : GE_NONE,
+                         NULL, pre_in, pre_in ? K : 0, e);
+            if (rc == PLUMB_OK) rc = launch_round2(d, st, dx, NULL, BK, (int)rt, e);
+            if (rc == PLUMB_EUNSUPPORTED) ok = 0;
+            else if (rc) return rc;
+        }
+        if (ok) {
+            /* dw^T [K x N] = (x viewed K x B)(dy viewed N x B)^T */
+            rc = gl_gemm(d, st, 0, 1, K, N, B, xa, K, dya, N, dw, K, 0.0f, (int)rt, ab16, GE_NONE, NULL, NULL, 0, e);
+            if (rc != PLUMB_EUNSUPPORTED) return rc;
+        }
+    }
+#endif
+    /* golden (the linear layers' chains), or the plugin's GEMM: dx unrounded
+     * when the GELU backward follows */
+    if ((rc = tr_linear_bwd(d, st, x, w, NULL, (float *)dy, dx, dw, NULL, B, K, N, 0, pre_in && dx ? DT_F32 : rt, 0, NULL,
+                            e)))
+        return rc;
+    if (!pre_in || !dx) return PLUMB_OK;
+    k_dgelu<<<gpu_grid(BK, TPB), TPB, 0, st->s>>>(dx, pre_in, BK, gold, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_dgelu", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- classifier + cross-entropy ---------------- */
+
+#define XENT_CHUNK_BYTES ((size_t)256 << 20)
+
+/* golden logits of a chunk: one thread per (r, v), z = round(gg_dot(x_r, w_v)) */
+__global__ void k_xent_logits_gold(const float *x, const float *w, float *z, int nr, int C, int V, int rt)
+{
+    const size_t tot = (size_t)nr * V;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / (size_t)V, v = i - r * (size_t)V;
+        z[i] = gg_round(gg_dot(x + r * C, w + v * C, C), rt);
+    }
+}
+/* golden rows: one thread per row, the shared cross-entropy row in place */
+__global__ void k_xent_rows_gold(float *z, const int32_t *tgt, int nr, int V, float gs, int grad, float *loss, int rt)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= nr) return;
+    float *zr = z + (size_t)r * V;
+    const int tg = tgt[r];
+    if (tg < 0) {
+        loss[r] = 0.0f;
+        if (grad)
+            for (int v = 0; v < V; v++) zr[v] = 0.0f;
+        return;
+    }
+    loss[r] = gpt_gold_xent_row(zr, V, tg, gs, grad ? zr : NULL, rt);
+}
+/* golden dx: one thread per (r, c), a chain over v ascending */
+__global__ void k_xent_dx_gold(const float *g, const float *w, float *dx, int nr, int C, int V, int rt)
+{
+    const size_t tot = (size_t)nr * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / (size_t)C, c = i - r * (size_t)C;
+        float acc = 0.0f;
+        for (int v = 0; v < V; v++) acc = fmaf(g[r * V + v], w[(size_t)v * C + c], acc);
+        dx[i] = gg_round(acc, rt);
+    }
+}
+/* golden dwte: one thread per (v, c), the chain continued over the chunk's rows */
+__global__ void k_xent_dw_gold(const float *g, const float *x, float *dw, int nr, int C, int V)
+{
+    const size_t tot = (size_t)V * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t v = i / (size_t)C, c = i - v * (size_t)C;
+        float acc = dw[i];
+        for (int r = 0; r < nr; r++) acc = fmaf(g[(size_t)r * V + v], x[(size_t)r * C + c], acc);
+        dw[i] = acc;
+    }
+}
+/* sum_count = {double adds of the valid rows' losses in ascending r, count} (both modes) */
+__global__ void k_xent_sum(const float *loss, const int32_t *tgt, int R, double *sc)
+{
+    double s = 0.0;
+    long n = 0;
+    for (int r = 0; r < R; r++)
+        if (tgt[r] >= 0) {
+            s += (double)loss[r];
+            n++;
+        }
+    sc[0] = s;
+    sc[1] = (double)n;
+}
+__global__ void k_round_inplace(float *x, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = gg_round(x[i], rt);
+}
+
+int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
+                  int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
+                  plumb_err *e)
+{
+    const int gold = golden(d), grad = dx != NULL;
+    const int ab16 = !gold && rt != DT_F32;
+    int RC = (int)(XENT_CHUNK_BYTES / ((size_t)V * sizeof(float)));
+    if (RC < 1) RC = 1;
+    if (RC > R) RC = R;
+    int rc;
+    void *w0, *w1, *w2 = NULL;
+    /* slot 0: per-row losses when the caller keeps none; slot 1: the logits chunk [RC, V];
+     * slot 2 (16-bit compute): g16 [RC, V], w16 [V, C], x16 [RC, C] */
+    if ((rc = tws_get(d, 0, (size_t)R * sizeof(float), &w0, e))) return rc;
+    if ((rc = tws_get(d, 1, (size_t)RC * V * sizeof(float), &w1, e))) return rc;
+    float *lossv = losses ? losses : (float *)w0, *Z = (float *)w1;
+    uint16_t *g16 = NULL, *w16 = NULL, *x16 = NULL;
+    const size_t og = 0, ow = al256((size_t)RC * V * 2), ox = ow + al256((size_t)V * C * 2);
+    if (ab16) {
+        if ((rc = tws_get(d, 2, ox + (size_t)RC * C * 2, &w2, e))) return rc;
+        g16 = (uint16_t *)((char *)w2 + og);
+        w16 = (uint16_t *)((char *)w2 + ow);
+        x16 = (uint16_t *)((char *)w2 + ox);
+        if ((rc = to16(d, st, wte, (size_t)V * C, w16, (int)rt, e))) return rc;
+    }
+    if (grad) GPU_CHECK(d, cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), st->s), e);
+    for (int r0 = 0, ch = 0; r0 < R; r0 += RC, ch++) {
+        const int nr = R - r0 < RC ? R - r0 : RC;
+        const float *xc = x + (size_t)r0 * C;
+        const size_t nz = (size_t)nr * V, nx = (size_t)nr * C;
+        if (gold) {
+            k_xent_logits_gold<<<gpu_grid(nz, TPB), TPB, 0, st->s>>>(xc, wte, Z, nr, C, V, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_xent_logits_gold", e);
+            k_xent_rows_gold<<<(nr + 127) / 128, 128, 0, st->s>>>(Z, tgt + r0, nr, V, grad_scale, grad, lossv + r0,
+                                                                  (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_xent_rows_gold", e);
+            if (!grad) continue;
+            k_xent_dx_gold<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(Z, wte, dx + (size_t)r0 * C, nr, C, V, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_xent_dx_gold", e);
+            k_xent_dw_gold<<<gpu_grid((size_t)V * C, TPB), TPB, 0, st->s>>>(Z, xc, dwte, nr, C, V);
+            GPU_CHECK_LAUNCH(d, "k_xent_dw_gold", e);
+            continue;
+        }
+        /* Z [nr, V] = x_c [nr, C] wte^T (wte stored [V, C]) */
+        const void *xa = xc, *wa = wte;
+        if (ab16) {
+            if ((rc = to16(d, st, xc, nx, x16, (int)rt, e))) return rc;
+            xa = x16;
+            wa = w16;
+        }
+        const dtype_t ab = ab16 ? rt : DT_F32;
+        if ((rc = gemm(d, st, nr, V, C, 0, 1, xa, C, wa, C, Z, V, 0, ab, e))) return rc;
+        k_xent_rows_fast<<<nr, TPB, 0, st->s>>>(Z, g16, tgt + r0, V, grad_scale, grad, lossv + r0, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
+        if (!grad) continue;
+        const void *ga = ab16 ? (const void *)g16 : (const void *)Z;
+        /* dx_c [nr, C] = G [nr, V] wte [V, C]; dwte [V, C] += G^T x_c (chunks in order) */
+        if ((rc = gemm(d, st, nr, C, V, 0, 0, ga, V, wa, C, dx + (size_t)r0 * C, C, 0, ab, e))) return rc;
+        if (rt != DT_F32) {
+            k_round_inplace<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(dx + (size_t)r0 * C, nx, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_round_inplace", e);
+        }
+        if ((rc = gemm(d, st, V, C, nr, 1, 0, ga, V, xa, C, dwte, C, ch > 0, ab, e))) return rc;
+    }
+    if (sum_count) {
+        k_xent_sum<<<1, 1, 0, st->s>>>(lossv, tgt, R, sum_count);
+        GPU_CHECK_LAUNCH(d, "k_xent_sum", e);
+    }
+    return PLUMB_OK;
+}

@@ -1,0 +1,385 @@
+/* Device code of the fast transformer kernels (flash attention, LayerNorm,
+ * the classifier's rows, the GELU), included by gpu/train_gpt_*.cu and by
+ * tests/tools/gpu_emu.cc, which runs these same kernels on the cpu (threads
+ * as pthreads, __syncthreads as a barrier, warp shuffles through shared
+ * memory) for PLUMB_WARP = 32 and 64 against the golden definitions.
+ * Needs, from gpu/vendor.h or the emulation: PLUMB_WARP, plumb_shfl_xor,
+ * plumb_warp_sum, plumb_block_max, plumb_block_sum, the CUDA thread
+ * built-ins; and dev/train_gpt_math.h. */
+#ifndef PLUMB_GPU_TRAIN_GPT_KERN_CUH
+#define PLUMB_GPU_TRAIN_GPT_KERN_CUH
+#include "dev/train_gpt_math.h"
+
+#define NT 128 /* threads per flash block */
+
+/* ---------------- GELU ---------------- */
+
+__device__ static inline float fast_gelu(float x)
+{
+    const float k = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + tanhf(k * fmaf(0.044715f * x * x, x, x)));
+}
+__device__ static inline float fast_gelu_grad(float x)
+{
+    const float k = 0.7978845608028654f, x2 = x * x;
+    const float th = tanhf(k * fmaf(0.044715f * x2, x, x));
+    return fmaf(0.5f * x * (1.0f - th * th), k * fmaf(0.134145f, x2, 1.0f), 0.5f * (1.0f + th));
+}
+
+/* ---------------- LayerNorm ---------------- */
+
+/* fast: one warp per row, two passes (mean, then the centred squares) */
+static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd, int R,
+                              int C, float eps, int rt)
+{
+    const int lane = threadIdx.x % PLUMB_WARP;
+    const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
+    if (r >= R) return; /* the whole warp */
+    const float *xr = x + (size_t)r * C;
+    float s = 0.0f;
+    for (int i = lane; i < C; i += PLUMB_WARP) s += xr[i];
+    const float mu = plumb_warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int i = lane; i < C; i += PLUMB_WARP) {
+        const float dd = xr[i] - mu;
+        v = fmaf(dd, dd, v);
+    }
+    const float rs = 1.0f / sqrtf(plumb_warp_sum(v) / (float)C + eps);
+    float *yr = y + (size_t)r * C;
+    for (int i = lane; i < C; i += PLUMB_WARP) yr[i] = gg_round(fmaf((xr[i] - mu) * rs, w[i], b[i]), rt);
+    if (lane == 0) {
+        if (mean) mean[r] = mu;
+        if (rstd) rstd[r] = rs;
+    }
+}
+
+/* fast dx: one warp per row */
+static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
+                              const float *dres, float *dx, int R, int C, int rt)
+{
+    const int lane = threadIdx.x % PLUMB_WARP;
+    const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
+    if (r >= R) return;
+    const size_t o = (size_t)r * C;
+    const float mu = mean[r], rs = rstd[r];
+    float a = 0.0f, c = 0.0f;
+    for (int i = lane; i < C; i += PLUMB_WARP) {
+        const float g = dy[o + i] * w[i];
+        a += g;
+        c = fmaf(g, (x[o + i] - mu) * rs, c);
+    }
+    a = plumb_warp_sum(a) / (float)C;
+    c = plumb_warp_sum(c) / (float)C;
+    for (int i = lane; i < C; i += PLUMB_WARP) {
+        const float g = dy[o + i] * w[i], h = (x[o + i] - mu) * rs;
+        const float v = ((g - a) - h * c) * rs;
+        dx[o + i] = gg_round(dres ? dres[o + i] + v : v, rt);
+    }
+}
+
+#define LN_ROWS 64
+/* fast dw/db partial sums: part[k][i] over rows [64k, 64k+64) ascending
+ * (parts: [nc, 2C], w-part then b-part) */
+static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy, float *part,
+                               int R, int C)
+{
+    const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
+        float aw = 0.0f, ab = 0.0f;
+        for (int r = r0; r < r1; r++) {
+            const float g = dy[(size_t)r * C + i];
+            aw = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], aw);
+            ab = ab + g;
+        }
+        part[(size_t)k * 2 * C + i] = aw;
+        part[(size_t)k * 2 * C + C + i] = ab;
+    }
+}
+/* the chunks in ascending order */
+static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *dw, float *db)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < 2 * C; i += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < nc; k++) s = s + part[(size_t)k * 2 * C + i];
+        if (i < C) dw[i] = s;
+        else db[i - C] = s;
+    }
+}
+
+/* ---------------- the classifier's rows ---------------- */
+
+/* fast rows: one block per row; logits z (fp32, rounded to rt first), the
+ * gradient stored in place (g16 NULL) or as its 16-bit copy g16 */
+static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, float gs, int grad, float *loss,
+                                 int rt)
+{
+    __shared__ float red[PLUMB_WARP];
+    const int r = blockIdx.x;
+    float *zr = z + (size_t)r * V;
+    const int tg = tgt[r];
+    float m = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float zv = gg_round(zr[v], rt);
+        zr[v] = zv;
+        m = fmaxf(m, zv);
+    }
+    m = plumb_block_max(m, red);
+    float l = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) l += expf(zr[v] - m);
+    l = plumb_block_sum(l, red);
+    if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (m + logf(l)) - zr[tg];
+    if (!grad) return;
+    __syncthreads(); /* zr[tg] read before it is overwritten */
+    const float inv = 1.0f / l;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float gv = tg < 0 ? 0.0f : gg_round((expf(zr[v] - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
+        if (g16) g16[(size_t)r * V + v] = rt == DT_F16 ? f32_to_f16(gv) : f32_to_bf16(gv);
+        else zr[v] = gv;
+    }
+}
+/* ---------------- flash attention ---------------- */
+
+/* max / sum over the TPR lanes of a row group (consecutive, aligned lanes of one warp) */
+template <int TPR> __device__ static inline float group_max(float v)
+{
+#pragma unroll
+    for (int o = TPR / 2; o > 0; o >>= 1) v = fmaxf(v, plumb_shfl_xor(v, o));
+    return v;
+}
+template <int TPR> __device__ static inline float group_sum(float v)
+{
+#pragma unroll
+    for (int o = TPR / 2; o > 0; o >>= 1) v += plumb_shfl_xor(v, o);
+    return v;
+}
+
+/* rows [r0, r0 + NR) of the q (part 0), k (1) or v (2) columns of head h into
+ * S [NR][HSM + 1]; rows past T are 0 */
+template <int NR, int HSM>
+__device__ static inline void load_rows(float (*S)[HSM + 1], const float *base, int part, int r0, int T, int C, int HS)
+{
+    const size_t C3 = 3 * (size_t)C;
+    for (int idx = threadIdx.x; idx < NR * HS; idx += NT) {
+        const int rr = idx / HS, i = idx - rr * HS, t = r0 + rr;
+        S[rr][i] = t < T ? base[(size_t)t * C3 + (size_t)part * C + i] : 0.0f;
+    }
+}
+/* the same for a [B, T, C] tensor (dout, out) */
+template <int NR, int HSM>
+__device__ static inline void load_rows_c(float (*S)[HSM + 1], const float *base, int r0, int T, int C, int HS)
+{
+    for (int idx = threadIdx.x; idx < NR * HS; idx += NT) {
+        const int rr = idx / HS, i = idx - rr * HS, t = r0 + rr;
+        S[rr][i] = t < T ? base[(size_t)t * C + i] : 0.0f;
+    }
+}
+
+template <int BR, int HSM>
+__global__ void __launch_bounds__(NT) k_flash_fwd(const float *qkv, float *out, float *lse, int T, int NH, int HS,
+                                                  float scale, int rt)
+{
+    constexpr int BC = BR, TPR = NT / BR, NS = BC / TPR, NO = HSM / TPR;
+    __shared__ float Qs[BR][HSM + 1], Ks[BC][HSM + 1], Vs[BC][HSM + 1], Ps[BR][BC + 1];
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+    const int r = threadIdx.x / TPR, sub = threadIdx.x % TPR;
+    const int q0 = blockIdx.x * BR, t = q0 + r;
+    load_rows<BR, HSM>(Qs, base, 0, q0, T, C, HS);
+    float m = -INFINITY, l = 0.0f, o[NO];
+#pragma unroll
+    for (int q = 0; q < NO; q++) o[q] = 0.0f;
+    const int last = q0 + BR - 1 < T - 1 ? q0 + BR - 1 : T - 1; /* the tile's last query */
+    for (int k0 = 0; k0 <= last; k0 += BC) {
+        __syncthreads(); /* the previous tile's K, V, P are no longer read */
+        load_rows<BC, HSM>(Ks, base, 1, k0, T, C, HS);
+        load_rows<BC, HSM>(Vs, base, 2, k0, T, C, HS);
+        __syncthreads();
+        float s[NS], mt = -INFINITY;
+#pragma unroll
+        for (int q = 0; q < NS; q++) {
+            const int jj = sub + TPR * q, j = k0 + jj;
+            float a = -INFINITY;
+            if (t < T && j <= t) {
+                float acc = 0.0f;
+                for (int i = 0; i < HS; i++) acc = fmaf(Qs[r][i], Ks[jj][i], acc);
+                a = acc * scale;
+            }
+            s[q] = a;
+            mt = fmaxf(mt, a);
+        }
+        mt = group_max<TPR>(mt);
+        const float mn = fmaxf(m, mt);
+        const float alpha = m == -INFINITY ? 0.0f : expf(m - mn);
+        float ps = 0.0f;
+#pragma unroll
+        for (int q = 0; q < NS; q++) {
+            const float p = s[q] == -INFINITY ? 0.0f : expf(s[q] - mn);
+            Ps[r][sub + TPR * q] = p;
+            ps += p;
+        }
+        ps = group_sum<TPR>(ps);
+        l = l * alpha + ps;
+        m = mn;
+        __syncthreads(); /* the row's P from the other lanes of its group */
+#pragma unroll
+        for (int q = 0; q < NO; q++) {
+            const int i = sub + TPR * q;
+            float acc = 0.0f;
+            if (i < HS)
+                for (int jj = 0; jj < BC; jj++) acc = fmaf(Ps[r][jj], Vs[jj][i], acc);
+            o[q] = fmaf(o[q], alpha, acc);
+        }
+    }
+    if (t >= T) return;
+    const float inv = 1.0f / l;
+    float *orow = out + ((size_t)b * T + t) * C + (size_t)h * HS;
+#pragma unroll
+    for (int q = 0; q < NO; q++) {
+        const int i = sub + TPR * q;
+        if (i < HS) orow[i] = gg_round(o[q] * inv, rt);
+    }
+    if (sub == 0) lse[(size_t)bh * T + t] = m + logf(l);
+}
+
+/* D[bh, t] = dout_t . out_t over the head's HS columns */
+static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS)
+{
+    const size_t rows = (size_t)B * NH * T;
+    const size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (q >= rows) return;
+    const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
+    const size_t o = ((size_t)b * T + t) * (size_t)NH * HS + (size_t)h * HS;
+    float acc = 0.0f;
+    for (int i = 0; i < HS; i++) acc = fmaf(dout[o + i], out[o + i], acc);
+    D[q] = acc;
+}
+
+/* P and dS of the [BR x BC] tile (queries q0.., keys k0..) into Ps, dSs:
+ * each thread a strided set of elements */
+template <int BR, int HSM>
+__device__ static inline void tile_p_ds(float (*Qs)[HSM + 1], float (*dOs)[HSM + 1], float (*Ks)[HSM + 1],
+                                        float (*Vs)[HSM + 1], const float *Ls, const float *Ds, float (*Ps)[BR + 1],
+                                        float (*dSs)[BR + 1], int q0, int k0, int T, int HS, float scale)
+{
+    for (int el = threadIdx.x; el < BR * BR; el += NT) {
+        const int rr = el / BR, cc = el - rr * BR, t = q0 + rr, j = k0 + cc;
+        float p = 0.0f, ds = 0.0f;
+        if (t < T && j <= t) {
+            float a = 0.0f, dp = 0.0f;
+            for (int i = 0; i < HS; i++) {
+                a = fmaf(Qs[rr][i], Ks[cc][i], a);
+                dp = fmaf(dOs[rr][i], Vs[cc][i], dp);
+            }
+            p = expf(a * scale - Ls[rr]);
+            ds = p * (dp - Ds[rr]);
+        }
+        if (Ps) Ps[rr][cc] = p;
+        dSs[rr][cc] = ds;
+    }
+}
+
+template <int BR, int HSM>
+__global__ void __launch_bounds__(NT) k_flash_bwd_dkv(const float *qkv, const float *dout, const float *lse,
+                                                      const float *D, float *dqkv, int T, int NH, int HS, float scale,
+                                                      int rt)
+{
+    constexpr int BC = BR, TPK = NT / BC, NO = HSM / TPK;
+    __shared__ float Ks[BC][HSM + 1], Vs[BC][HSM + 1], Qs[BR][HSM + 1], dOs[BR][HSM + 1];
+    __shared__ float Ps[BR][BC + 1], dSs[BR][BC + 1], Ls[BR], Ds[BR];
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+    const float *dob = dout + (size_t)b * T * C + (size_t)h * HS;
+    const int c = threadIdx.x / TPK, sub = threadIdx.x % TPK;
+    const int k0 = blockIdx.x * BC;
+    load_rows<BC, HSM>(Ks, base, 1, k0, T, C, HS);
+    load_rows<BC, HSM>(Vs, base, 2, k0, T, C, HS);
+    float dk[NO], dv[NO];
+#pragma unroll
+    for (int q = 0; q < NO; q++) dk[q] = dv[q] = 0.0f;
+    for (int q0 = k0 / BR * BR; q0 < T; q0 += BR) { /* the query tiles at or after the key tile, ascending */
+        __syncthreads();
+        load_rows<BR, HSM>(Qs, base, 0, q0, T, C, HS);
+        load_rows_c<BR, HSM>(dOs, dob, q0, T, C, HS);
+        for (int rr = threadIdx.x; rr < BR; rr += NT) {
+            const int t = q0 + rr;
+            Ls[rr] = t < T ? lse[(size_t)bh * T + t] : 0.0f;
+            Ds[rr] = t < T ? D[(size_t)bh * T + t] : 0.0f;
+        }
+        __syncthreads();
+        tile_p_ds<BR, HSM>(Qs, dOs, Ks, Vs, Ls, Ds, Ps, dSs, q0, k0, T, HS, scale);
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < NO; q++) {
+            const int i = sub + TPK * q;
+            if (i >= HS) continue;
+            float a = dk[q], v = dv[q];
+            for (int rr = 0; rr < BR; rr++) { /* queries ascending */
+                v = fmaf(Ps[rr][c], dOs[rr][i], v);
+                a = fmaf(dSs[rr][c], Qs[rr][i], a);
+            }
+            dk[q] = a;
+            dv[q] = v;
+        }
+    }
+    const int j = k0 + c;
+    if (j >= T) return;
+    float *dkr = dqkv + ((size_t)b * T + j) * 3 * C + C + (size_t)h * HS;
+#pragma unroll
+    for (int q = 0; q < NO; q++) {
+        const int i = sub + TPK * q;
+        if (i < HS) {
+            dkr[i] = gg_round(dk[q] * scale, rt);
+            dkr[C + i] = gg_round(dv[q], rt);
+        }
+    }
+}
+
+template <int BR, int HSM>
+__global__ void __launch_bounds__(NT) k_flash_bwd_dq(const float *qkv, const float *dout, const float *lse,
+                                                     const float *D, float *dqkv, int T, int NH, int HS, float scale,
+                                                     int rt)
+{
+    constexpr int BC = BR, TPR = NT / BR, NO = HSM / TPR;
+    __shared__ float Qs[BR][HSM + 1], dOs[BR][HSM + 1], Ks[BC][HSM + 1], Vs[BC][HSM + 1];
+    __shared__ float dSs[BR][BC + 1], Ls[BR], Ds[BR];
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+    const int r = threadIdx.x / TPR, sub = threadIdx.x % TPR;
+    const int q0 = blockIdx.x * BR, t = q0 + r;
+    load_rows<BR, HSM>(Qs, base, 0, q0, T, C, HS);
+    load_rows_c<BR, HSM>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, q0, T, C, HS);
+    for (int rr = threadIdx.x; rr < BR; rr += NT) {
+        const int tt = q0 + rr;
+        Ls[rr] = tt < T ? lse[(size_t)bh * T + tt] : 0.0f;
+        Ds[rr] = tt < T ? D[(size_t)bh * T + tt] : 0.0f;
+    }
+    float dq[NO];
+#pragma unroll
+    for (int q = 0; q < NO; q++) dq[q] = 0.0f;
+    const int last = q0 + BR - 1 < T - 1 ? q0 + BR - 1 : T - 1;
+    for (int k0 = 0; k0 <= last; k0 += BC) { /* key tiles ascending, up to the diagonal */
+        __syncthreads();
+        load_rows<BC, HSM>(Ks, base, 1, k0, T, C, HS);
+        load_rows<BC, HSM>(Vs, base, 2, k0, T, C, HS);
+        __syncthreads();
+        tile_p_ds<BR, HSM>(Qs, dOs, Ks, Vs, Ls, Ds, (float(*)[BR + 1])NULL, dSs, q0, k0, T, HS, scale);
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < NO; q++) {
+            const int i = sub + TPR * q;
+            if (i >= HS) continue;
+            float a = dq[q];
+            for (int cc = 0; cc < BC; cc++) a = fmaf(dSs[r][cc], Ks[cc][i], a);
+            dq[q] = a;
+        }
+    }
+    if (t >= T) return;
+    float *dqr = dqkv + ((size_t)b * T + t) * 3 * C + (size_t)h * HS;
+#pragma unroll
+    for (int q = 0; q < NO; q++) {
+        const int i = sub + TPR * q;
+        if (i < HS) dqr[i] = gg_round(dq[q] * scale, rt);
+    }
+}
+
+#endif

@@ -1,0 +1,347 @@
+/* The GPU transformer ops (dev/train_ops.h, "transformer ops (gpt)"): the
+ * table entries with their argument checks, and the small ops written here
+ * (embedding, LayerNorm, residual add, AdamW over a buffer with per-tensor
+ * decay). The GEMM/classifier and attention families are in
+ * train_gpt_gemm.cu and train_gpt_attn.cu (see train_gpt.h).
+ *
+ * Golden: one thread per output row (or column) evaluates the shared
+ * definition of dev/train_gpt_math.h / core/gmath.h, so the bits are the cpu
+ * backend's. Fast: a warp (PLUMB_WARP lanes: 32 on NVIDIA, 64 on CDNA) per
+ * row with the vendor's fixed butterfly; column sums in fixed 64-row chunks
+ * added in chunk order: deterministic, no atomics. */
+#include "gpu/train_gpt.h"
+#include "gpu/train_gpt_kern.cuh"
+
+#define TPB 256
+
+#define NEED(cond, ...)                                                                                    \
+    do {                                                                                                   \
+        if (!(cond)) return gpu_err(e, PLUMB_EUSAGE, __VA_ARGS__);                                         \
+    } while (0)
+#define RT_OK(op)                                                                                          \
+    NEED(rt == DT_F32 || rt == DT_BF16 || rt == DT_F16, "%s: %s: rounding type %d is not fp32, bf16 or fp16", \
+         d->label, op, (int)rt)
+#define ENTER()                                                                                            \
+    do {                                                                                                   \
+        int rc_ = gpu_enter(d, e);                                                                         \
+        if (rc_) return rc_;                                                                               \
+    } while (0)
+
+static inline int golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN; }
+
+/* ---------------- embedding ---------------- */
+
+__global__ void k_enc_fwd(const float *wte, const float *wpe, const int32_t *tok, float *out, size_t R, int T, int C,
+                          int rt)
+{
+    const size_t tot = R * (size_t)C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / (size_t)C;
+        const int c = (int)(i - r * (size_t)C), t = (int)(r % (size_t)T);
+        out[i] = gg_round(wte[(size_t)tok[r] * C + c] + wpe[(size_t)t * C + c], rt);
+    }
+}
+
+int tg_encoder_fwd(struct dev *d, dev_stream *s, const float *wte, const float *wpe, const int32_t *tok,
+                         float *out, int B, int T, int C, dtype_t rt, plumb_err *e)
+{
+    NEED(wte && wpe && tok && out, "%s: encoder_fwd: NULL wte, wpe, tok or out", d->label);
+    NEED(B > 0 && T > 0 && C > 0, "%s: encoder_fwd: bad shape B=%d T=%d C=%d (expected > 0)", d->label, B, T, C);
+    RT_OK("encoder_fwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_EMBEDDING);
+    struct dev_stream *st = gpu_stream(d, s);
+    const size_t R = (size_t)B * T;
+    k_enc_fwd<<<gpu_grid(R * C, TPB), TPB, 0, st->s>>>(wte, wpe, tok, out, R, T, C, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_enc_fwd", e);
+    return PLUMB_OK;
+}
+
+/* dwpe[t, c] = sum over b ascending of dout[b, t, c] (both modes) */
+__global__ void k_enc_dwpe(const float *dout, float *dwpe, int B, int T, int C)
+{
+    const size_t tot = (size_t)T * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) s = s + dout[(size_t)b * tot + i];
+        dwpe[i] = s;
+    }
+}
+
+/* dwte[rows[u], :] += sums[u, :] for u < *n (distinct rows) */
+__global__ void k_rows_add(float *dwte, const int64_t *rows, const float *sums, const int64_t *n, size_t cap, int C)
+{
+    const size_t U = (size_t)*n < cap ? (size_t)*n : cap, tot = U * (size_t)C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t u = i / (size_t)C, c = i - u * (size_t)C;
+        float *o = dwte + (size_t)rows[u] * C + c;
+        *o = *o + sums[i];
+    }
+}
+
+static size_t al256(size_t b) { return (b + 255) / 256 * 256; }
+
+int tg_encoder_bwd(struct dev *d, dev_stream *s, const float *dout, const int32_t *tok, float *dwte, float *dwpe,
+                         int B, int T, int C, plumb_err *e)
+{
+    NEED(dout && tok && dwte && dwpe, "%s: encoder_bwd: NULL dout, tok, dwte or dwpe", d->label);
+    NEED(B > 0 && T > 0 && C > 0, "%s: encoder_bwd: bad shape B=%d T=%d C=%d (expected > 0)", d->label, B, T, C);
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_EMBEDDING);
+    struct dev_stream *st = gpu_stream(d, s);
+    const size_t n = (size_t)B * T;
+    k_enc_dwpe<<<gpu_grid((size_t)T * C, TPB), TPB, 0, st->s>>>(dout, dwpe, B, T, C);
+    GPU_CHECK_LAUNCH(d, "k_enc_dwpe", e);
+    /* the token rows' sums in embedding_bwd's order: one table at offset 0,
+     * each position a sample (slot 3: offset, count, rows, sums) */
+    void *ws;
+    const size_t o_rows = 256, o_sums = o_rows + al256(n * sizeof(int64_t));
+    int rc = tws_get(d, 3, o_sums + n * (size_t)C * sizeof(float), &ws, e);
+    if (rc) return rc;
+    char *w = (char *)ws;
+    int64_t *off = (int64_t *)w, *n_out = off + 1, *rows = (int64_t *)(w + o_rows);
+    float *sums = (float *)(w + o_sums);
+    GPU_CHECK(d, cudaMemsetAsync(off, 0, 2 * sizeof(int64_t), st->s), e);
+    rc = tr_embedding_bwd(d, st, off, (const uint32_t *)tok, dout, (int)n, (int)n, 1, C, rows, sums, n_out, e);
+    if (rc) return rc;
+    k_rows_add<<<gpu_grid(n * C, TPB), TPB, 0, st->s>>>(dwte, rows, sums, n_out, n, C);
+    GPU_CHECK_LAUNCH(d, "k_rows_add", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- residual ---------------- */
+
+__global__ void k_residual(const float *a, const float *b, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = gg_round(a[i] + b[i], rt);
+}
+
+int tg_residual_fwd(struct dev *d, dev_stream *s, const float *a, const float *b, float *y, size_t n, dtype_t rt,
+                          plumb_err *e)
+{
+    NEED((a && b && y) || n == 0, "%s: residual_fwd: NULL a, b or y", d->label);
+    RT_OK("residual_fwd");
+    if (!n) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_RESIDUAL);
+    k_residual<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, y, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_residual", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- layernorm ---------------- */
+
+/* golden: one thread per row, gmath.h's glayernorm_row, then the round */
+__global__ void k_ln_fwd_gold(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd, int R,
+                              int C, float eps, int rt)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= R) return;
+    float mu, rs;
+    float *yr = y + (size_t)r * C;
+    glayernorm_row(x + (size_t)r * C, w, b, yr, C, eps, &mu, &rs);
+    for (int i = 0; i < C; i++) yr[i] = gg_round(yr[i], rt);
+    if (mean) mean[r] = mu;
+    if (rstd) rstd[r] = rs;
+}
+
+int tg_layernorm_fwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, float *y,
+                           float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && b && y, "%s: layernorm_fwd: NULL x, w, b or y", d->label);
+    NEED(x != y, "%s: layernorm_fwd: y must not alias x (the backward reads x)", d->label);
+    NEED(R > 0 && C > 0, "%s: layernorm_fwd: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
+    NEED(eps > 0.0f, "%s: layernorm_fwd: eps %g (expected > 0)", d->label, (double)eps);
+    RT_OK("layernorm_fwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
+    struct dev_stream *st = gpu_stream(d, s);
+    if (golden(d)) {
+        k_ln_fwd_gold<<<(R + 127) / 128, 128, 0, st->s>>>(x, w, b, y, mean, rstd, R, C, eps, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_ln_fwd_gold", e);
+    } else {
+        const int rows = TPB / PLUMB_WARP;
+        k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, b, y, mean, rstd, R, C, eps, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast", e);
+    }
+    return PLUMB_OK;
+}
+
+/* golden dx: one thread per row (gpt_gold_ln_bwd_row) */
+__global__ void k_ln_bwd_gold(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
+                              const float *dres, float *dx, int R, int C, int rt)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= R) return;
+    const size_t o = (size_t)r * C;
+    gpt_gold_ln_bwd_row(x + o, w, mean[r], rstd[r], dy + o, dres ? dres + o : NULL, dx + o, C, rt);
+}
+
+/* golden dw/db: one thread per column, chains over rows ascending from 0 */
+__global__ void k_ln_dwdb_gold(const float *x, const float *mean, const float *rstd, const float *dy, float *dw,
+                               float *db, int R, int C)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= C) return;
+    float aw = 0.0f, ab = 0.0f;
+    for (int r = 0; r < R; r++) {
+        const float g = dy[(size_t)r * C + i], h = (x[(size_t)r * C + i] - mean[r]) * rstd[r];
+        aw = fmaf(g, h, aw);
+        ab = ab + g;
+    }
+    dw[i] = aw;
+    db[i] = ab;
+}
+
+int tg_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
+                           const float *rstd, const float *dy, const float *dres, float *dx, float *dw, float *db, int R,
+                           int C, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && mean && rstd && dy && dx && dw && db, "%s: layernorm_bwd: NULL argument", d->label);
+    NEED(dx != dy && dx != x, "%s: layernorm_bwd: dx must not alias x or dy (it may alias dres)", d->label);
+    NEED(R > 0 && C > 0, "%s: layernorm_bwd: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
+    RT_OK("layernorm_bwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
+    struct dev_stream *st = gpu_stream(d, s);
+    /* dw/db first: they read dy and x, which dx never overwrites */
+    if (golden(d)) {
+        k_ln_dwdb_gold<<<(C + 127) / 128, 128, 0, st->s>>>(x, mean, rstd, dy, dw, db, R, C);
+        GPU_CHECK_LAUNCH(d, "k_ln_dwdb_gold", e);
+        k_ln_bwd_gold<<<(R + 127) / 128, 128, 0, st->s>>>(x, w, mean, rstd, dy, dres, dx, R, C, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_ln_bwd_gold", e);
+        return PLUMB_OK;
+    }
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+    NEED(nc <= 65535, "%s: layernorm_bwd: %d rows exceed %d", d->label, R, 65535 * LN_ROWS);
+    void *ws;
+    int rc = tws_get(d, 0, (size_t)nc * 2 * C * sizeof(float), &ws, e);
+    if (rc) return rc;
+    float *part = (float *)ws;
+    k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, dy, part, R, C);
+    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
+    k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
+    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
+    const int rows = TPB / PLUMB_WARP;
+    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dres, dx, R, C, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
+    return PLUMB_OK;
+}
+
+/* ---------------- GEMM, classifier, attention (dispatch) ---------------- */
+
+int tg_matmul_fwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *bias, float *y,
+                        float *pre, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && y, "%s: matmul_fwd: NULL x, w or y", d->label);
+    NEED(!gelu || (pre && pre != y), "%s: matmul_fwd: gelu needs pre, distinct from y", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: matmul_fwd: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    RT_OK("matmul_fwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_MATMUL_FWD);
+    return tg_matmul_fwd_impl(d, gpu_stream(d, s), x, w, bias, y, pre, B, K, N, gelu, rt, e);
+}
+
+int tg_matmul_bwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *dy,
+                        const float *pre_in, float *dx, float *dw, float *dbias, int B, int K, int N, dtype_t rt,
+                        plumb_err *e)
+{
+    NEED(x && w && dy && dw, "%s: matmul_bwd: NULL x, w, dy or dw", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: matmul_bwd: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    RT_OK("matmul_bwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_MATMUL_BWD);
+    return tg_matmul_bwd_impl(d, gpu_stream(d, s), x, w, dy, pre_in, dx, dw, dbias, B, K, N, rt, e);
+}
+
+static int attn_args(struct dev *d, const char *op, int B, int T, int NH, int HS, plumb_err *e)
+{
+    NEED(B > 0 && T > 0 && NH > 0 && HS > 0, "%s: %s: bad shape B=%d T=%d NH=%d HS=%d (expected > 0)", d->label, op, B,
+         T, NH, HS);
+    NEED(HS <= 128, "%s: %s: head width %d (expected at most 128: the flash tiles' limit)", d->label, op, HS);
+    NEED((double)B * T * NH * HS * 3 < 9.0e18, "%s: %s: tensor too large", d->label, op);
+    return PLUMB_OK;
+}
+
+int tg_attention_fwd(struct dev *d, dev_stream *s, const float *qkv, float *out, float *lse, int B, int T,
+                           int NH, int HS, dtype_t rt, plumb_err *e)
+{
+    NEED(qkv && out && lse, "%s: attention_fwd: NULL qkv, out or lse", d->label);
+    int rc = attn_args(d, "attention_fwd", B, T, NH, HS, e);
+    if (rc) return rc;
+    RT_OK("attention_fwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_ATTN_FWD);
+    return tg_attention_fwd_impl(d, gpu_stream(d, s), qkv, out, lse, B, T, NH, HS, rt, e);
+}
+
+int tg_attention_bwd(struct dev *d, dev_stream *s, const float *qkv, const float *out, const float *lse,
+                           const float *dout, float *dqkv, int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
+{
+    NEED(qkv && out && lse && dout && dqkv, "%s: attention_bwd: NULL argument", d->label);
+    NEED(dqkv != qkv, "%s: attention_bwd: dqkv must not alias qkv", d->label);
+    int rc = attn_args(d, "attention_bwd", B, T, NH, HS, e);
+    if (rc) return rc;
+    RT_OK("attention_bwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_ATTN_BWD);
+    return tg_attention_bwd_impl(d, gpu_stream(d, s), qkv, out, lse, dout, dqkv, B, T, NH, HS, rt, e);
+}
+
+int tg_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const float *wte, const int32_t *tgt,
+                                int R, int C, int V, float grad_scale, float *losses, double *sum_count, float *dx,
+                                float *dwte, dtype_t rt, plumb_err *e)
+{
+    NEED(x && wte && tgt, "%s: classifier_fwd_bwd: NULL x, wte or tgt", d->label);
+    NEED(!dx || dwte, "%s: classifier_fwd_bwd: dx needs dwte", d->label);
+    NEED(R > 0 && C > 0 && V > 0, "%s: classifier_fwd_bwd: bad shape R=%d C=%d V=%d (expected > 0)", d->label, R, C, V);
+    RT_OK("classifier_fwd_bwd");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_CLASSIFIER);
+    return tg_classifier(d, gpu_stream(d, s), x, wte, tgt, R, C, V, grad_scale, losses, sum_count, dx, dwte, rt, e);
+}
+
+/* ---------------- AdamW with per-tensor decay ---------------- */
+
+/* the weight decay of element i: wd inside one of the nr ranges, else 0
+ * (binary search over the range starts; the list is small and cached) */
+__device__ static inline float decay_of(size_t i, const int64_t *dec, int nr, float wd)
+{
+    int lo = 0, hi = nr - 1, j = -1;
+    while (lo <= hi) {
+        const int mid = (lo + hi) / 2;
+        if ((size_t)dec[2 * mid] <= i) {
+            j = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return j >= 0 && i < (size_t)dec[2 * j + 1] ? wd : 0.0f;
+}
+
+__global__ void k_adamw_masked(float *w, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+                               float eps, float wd, float bc1, float bc2, float gscale, const int64_t *dec, int nr)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        gpt_adamw_one(w + i, g[i], m + i, v + i, lr, b1, b2, eps, decay_of(i, dec, nr, wd), bc1, bc2, gscale);
+}
+
+int tg_adamw_masked(struct dev *d, dev_stream *s, float *w, const float *g, float *m, float *v, size_t n,
+                          float lr, float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale,
+                          const int64_t *dec, int nr, plumb_err *e)
+{
+    NEED((w && g && m && v) || n == 0, "%s: adamw_masked: NULL w, g, m or v", d->label);
+    NEED(nr >= 0 && (dec || nr == 0), "%s: adamw_masked: %d decay ranges without a range list", d->label, nr);
+    NEED(bc1 > 0.0f && bc1 <= 1.0f && bc2 > 0.0f && bc2 <= 1.0f,
+         "%s: adamw_masked: bias corrections bc1=%g bc2=%g (expected in (0,1])", d->label, (double)bc1, (double)bc2);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_ADAMW);
+    k_adamw_masked<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2,
+                                                                      gscale, dec, nr);
+    GPU_CHECK_LAUNCH(d, "k_adamw_masked", e);
+    return PLUMB_OK;
+}
+

@@ -1,0 +1,22 @@
+# The GPU plugins' fast transformer kernels (src/gpu/train_gpt_kern.cuh: flash
+# attention, LayerNorm, the classifier's rows, the GELU) run on the cpu under
+# tests/tools/gpu_emu.cc's emulation of threads, barriers and warp shuffles,
+# for warp width 32 (NVIDIA) and 64 (CDNA), against the golden definitions.
+# Checks the kernel source itself on a host without a GPU; it does not check
+# the compilers, the vendor libraries or the hardware (the GPU suite does).
+. "$(dirname "$0")/lib.sh"
+src="$PLUMB_ROOT/tests/tools/gpu_emu.cc"
+command -v g++ >/dev/null || { skip "gpu kernel emulation" "g++ not installed"; finish; }
+for w in 32 64; do
+  if ! g++ -std=c++17 -O1 -Wall -Wno-unknown-pragmas -DPLUMB_WARP=$w -I"$PLUMB_ROOT/src" "$src" -o "$TMP/emu$w" -lpthread 2>"$TMP/err"; then
+    fail "emulation builds (warp $w)" "$(head -c 400 "$TMP/err")"; continue
+  fi
+  "$TMP/emu$w" >"$TMP/out$w" 2>&1; rc=$?
+  n=$(grep -c '^ok' "$TMP/out$w")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ]; then
+    ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'))"
+  else
+    fail "warp $w kernels against golden" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
+  fi
+done
+finish

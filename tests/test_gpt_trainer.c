@@ -1,0 +1,109 @@
+/* gpt through the one trainer against PyTorch: bench/gpt_reference.py's 10
+ * clipped AdamW steps, run by trainer_run from the reference's initial
+ * parameters (--init-from) on its 4 sequences (a token file of them, fixed
+ * windows: the batch of every step is those 4, in the sampler's order): the
+ * losses in metrics.jsonl within 5e-5 of PyTorch's, fast and golden (the
+ * optimizer, the clipping and the schedule are the trainer's). Runs on
+ * test_device(). */
+#include "test.h"
+#include "comm/comm.h"
+#include "core/file.h"
+#include "core/jsonx.h"
+#include "models/gpt/data.h"
+#include "models/gpt/refstate.h"
+#include "models/workloads.h"
+#include "train/options.h"
+#include "train/trainer.h"
+#include <jansson.h>
+#include <stdlib.h>
+
+static void ref_path(char *buf, size_t n)
+{
+    const char *root = getenv("PLUMB_ROOT");
+    snprintf(buf, n, "%s/bench/gpt_tiny_reference.bin", root ? root : ".");
+}
+
+static void run_case(const char *numerics)
+{
+    char ref[1024], train[1024], val[1024], out[1024];
+    ref_path(ref, sizeof ref);
+    struct gpt_ref r;
+    plumb_err e = {0};
+    REQUIRE(gpt_ref_load(ref, &r, &e) == 0);
+    const int B = r.B, T = r.T;
+    /* the reference's 4 x 32 tokens and the last target: one stream of
+     * B*T + 1 tokens; padded to (B + 1) T so there are B train windows */
+    int32_t *tok = malloc((size_t)B * T * 4), *tgt = malloc((size_t)B * T * 4);
+    REQUIRE(gpt_ref_i32(&r, "tokens", tok, (size_t)B * T, &e) == 0 && gpt_ref_i32(&r, "targets", tgt, (size_t)B * T, &e) == 0);
+    uint16_t s[(4 + 1) * 32 + 8] = {0};
+    for (int i = 0; i < B * T; i++) s[i] = (uint16_t)tok[i];
+    s[B * T] = (uint16_t)tgt[B * T - 1];
+    snprintf(train, sizeof train, "%s/ref_train_%s.bin", test_tmpdir(), numerics);
+    snprintf(val, sizeof val, "%s/ref_val_%s.bin", test_tmpdir(), numerics);
+    snprintf(out, sizeof out, "%s/ref_run_%s", test_tmpdir(), numerics);
+    REQUIRE(gpt_token_file_write(train, s, (size_t)(B + 1) * T, &e) == 0);
+    REQUIRE(gpt_token_file_write(val, s, (size_t)T + 1, &e) == 0);
+    REQUIRE(file_mkdirs(out, &e) == 0);
+    char dspec[1100], st[32], bs[32], sl[32], lr[32], wd[32], b2[32];
+    snprintf(dspec, sizeof dspec, "tokens:%s", train);
+    snprintf(st, sizeof st, "%d", r.steps);
+    snprintf(bs, sizeof bs, "%d", B);
+    snprintf(sl, sizeof sl, "%d", T);
+    snprintf(lr, sizeof lr, "%.17g", r.lr);
+    snprintf(wd, sizeof wd, "%.17g", r.weight_decay);
+    snprintf(b2, sizeof b2, "%.17g", r.beta2);
+    const char *words[] = {"--preset", "gpt-tiny", "--device", test_device(), "--numerics", numerics, "--data", dspec,
+                           "--eval-data", val, "--seq-len", sl, "--windows", "fixed", "--init-from", ref, "--batch", bs,
+                           "--micro-shard", bs, "--steps", st, "--lr", lr, "--warmup", "0", "--schedule", "constant",
+                           "--weight-decay", wd, "--adam-beta2", b2, "--clip-grad-norm", "1", "--threads", "1",
+                           "--quiet", NULL, "--health-interval", "0", NULL};
+    struct train_config cfg;
+    train_config_defaults(&cfg, workload_find("gpt"));
+    for (int i = 0; words[i]; i += 2) {
+        int rc = train_option_set(&cfg, words[i], words[i + 1], &e);
+        CHECK_MSG(rc == 0, "%s: %s", words[i], e.msg);
+        if (rc) return;
+    }
+    REQUIRE(train_config_finish(&cfg, &e) == 0);
+    cfg.out_dir = out;
+    cfg.progress = 0;
+    struct comm *c = NULL;
+    REQUIRE(comm_init("self", &c, &e) == 0);
+    struct train_result tr;
+    int rc = trainer_run(&cfg, c, &tr, &e);
+    comm_finalize(c);
+    if (rc == PLUMB_EDEVICE || rc == PLUMB_EUNSUPPORTED) TEST_SKIP("%s", e.msg);
+    CHECK_MSG(rc == 0, "trainer_run: %s", e.msg);
+    if (rc) return;
+    /* the step losses of metrics.jsonl */
+    char mpath[1200], *text = NULL;
+    size_t len = 0;
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", out);
+    REQUIRE(file_read_all(mpath, &text, &len, &e) == 0);
+    float *want = malloc((size_t)r.steps * 4);
+    REQUIRE(gpt_ref_f32(&r, "losses", want, (size_t)r.steps, &e) == 0);
+    int seen = 0;
+    double worst = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (!j) continue;
+        const char *ty = json_string_value(json_object_get(j, "type"));
+        if (ty && !strcmp(ty, "step")) {
+            const long step = (long)json_integer_value(json_object_get(j, "step"));
+            const double l = json_number_value(json_object_get(j, "loss"));
+            if (step >= 1 && step <= r.steps) {
+                worst = fmax(worst, fabs(l - want[step - 1]));
+                if (getenv("PLUMB_TEST_VERBOSE")) fprintf(stderr, "  step %ld loss %.6f torch %.6f\n", step, l, want[step - 1]);
+                seen++;
+            }
+        }
+        json_decref(j);
+    }
+    CHECK_EQ_INT(seen, r.steps);
+    CHECK_MSG(worst <= 5e-5, "%s: trainer step losses differ from PyTorch's by up to %g", numerics, worst);
+    free(text), free(want), free(tok), free(tgt);
+    gpt_ref_free(&r);
+}
+
+TEST(gpt_trainer_matches_pytorch_fast) { run_case("fast"); }
+TEST(gpt_trainer_matches_pytorch_golden) { run_case("golden"); }

@@ -1,0 +1,237 @@
+/* GPU transformer ops against the cpu backend. With PLUMB_TEST_DEVICE=cuda
+ * (or hip) every transformer op runs on the GPU and on the cpu on the same
+ * inputs, chained as one GPT block forward and backward: golden results must
+ * be the same bits; fast results must agree within fp32 / bf16 bounds and
+ * repeat bit for bit run to run. gpt-tiny trained through the trainer on
+ * both must end with the same golden parameter digest. Shapes cover both flash tile
+ * sizes (head width 64: 32 x 32 tiles; 96: 16 x 16), sequences that are not
+ * a multiple of the tile, and the classifier's row chunks. Without a GPU
+ * every test skips and says why. */
+#include "test.h"
+#include "core/philox.h"
+#include "dev/dev.h"
+#include "dev/train_gpt_math.h"
+#include "dev/train_ops.h"
+#include "comm/comm.h"
+#include "models/gpt/gpt.h"
+#include "models/workloads.h"
+#include "train/options.h"
+#include "train/trainer.h"
+#include <stdlib.h>
+
+static int is_gpu_spec(const char *s) { return !strncmp(s, "cuda", 4) || !strncmp(s, "hip", 3); }
+
+#define SKIP_UNLESS_GPU()                                                                                     \
+    do {                                                                                                      \
+        if (!is_gpu_spec(test_device()))                                                                      \
+            TEST_SKIP("PLUMB_TEST_DEVICE=%s: GPU training tests run with PLUMB_TEST_DEVICE=cuda or hip", test_device()); \
+    } while (0)
+
+static struct dev *open_on(const char *spec, enum numerics mode)
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    if (dev_open(spec, &d, &e)) {
+        fprintf(stderr, "  dev_open(%s): %s\n", spec, e.msg);
+        return NULL;
+    }
+    if (dev_set_numerics(d, mode, 0, &e) || !d->ops->train || !d->ops->train->attention_fwd) {
+        fprintf(stderr, "  %s: no transformer ops\n", spec);
+        dev_close(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void *put(struct dev *d, const void *h, size_t bytes)
+{
+    void *p = NULL;
+    plumb_err e = {0};
+    if (dev_alloc(d, bytes ? bytes : 4, &p, &e)) return NULL;
+    void *z = h ? NULL : calloc(1, bytes ? bytes : 4);
+    dev_upload(d, p, h ? h : z, bytes, &e);
+    free(z);
+    return p;
+}
+
+/* The outputs of one block's ops, forward and backward, in order. */
+#define NOUT 16
+struct outs {
+    float *v[NOUT];
+    size_t n[NOUT];
+    const char *name[NOUT];
+    int k;
+};
+static void keep(struct dev *d, struct outs *o, const char *name, const float *p, size_t n)
+{
+    plumb_err e = {0};
+    o->v[o->k] = malloc(n * sizeof(float) + 4);
+    dev_sync(d, &e);
+    dev_download(d, o->v[o->k], p, n * sizeof(float), &e);
+    o->n[o->k] = n;
+    o->name[o->k++] = name;
+}
+
+/* x [R, C] -> ln -> qkv -> attention -> proj -> +x -> ln -> fc+gelu -> proj ->
+ * classifier; then the backward of each, on device d */
+static int run_block(struct dev *d, int B, int T, int NH, int HS, int V, dtype_t rt, struct outs *o)
+{
+    const int C = NH * HS, R = B * T;
+    const size_t RC = (size_t)R * C;
+    const struct train_ops *Op = d->ops->train;
+    plumb_err e = {0};
+    /* inputs from Philox: the same on every device */
+    const size_t nw = (size_t)C * 3 * C + (size_t)C * C + 8 * (size_t)C * C + (size_t)V * C;
+    float *h = malloc((RC + nw + 16 * (size_t)C) * sizeof(float));
+    for (size_t i = 0; i < RC + nw + 16 * (size_t)C; i++) h[i] = philox_uniform_at(11, RNG_DATA, 7, 0, i) * 2.0f - 1.0f;
+    for (size_t i = RC; i < RC + nw; i++) h[i] = gg_round(h[i] * 0.2f, rt);
+    int32_t *tgt = malloc((size_t)R * 4);
+    for (int r = 0; r < R; r++) tgt[r] = r % 7 == 6 ? -1 : (int32_t)(philox_u32_at(11, RNG_DATA, 8, 0, r) % (uint32_t)V);
+    float *x = put(d, h, RC * 4), *W = put(d, h + RC, nw * 4), *vec = put(d, h + RC + nw, 16 * (size_t)C * 4);
+    int32_t *dt = put(d, tgt, (size_t)R * 4);
+    const float *wqkv = W, *wap = W + (size_t)3 * C * C, *wfc = wap + (size_t)C * C, *wfp = wfc + (size_t)4 * C * C,
+                *wte = wfp + (size_t)4 * C * C;
+    float *ln1 = put(d, NULL, RC * 4), *m1 = put(d, NULL, R * 4), *s1 = put(d, NULL, R * 4), *qkv = put(d, NULL, 3 * RC * 4);
+    float *att = put(d, NULL, RC * 4), *lse = put(d, NULL, (size_t)B * NH * T * 4), *tmp = put(d, NULL, RC * 4);
+    float *r2 = put(d, NULL, RC * 4), *ln2 = put(d, NULL, RC * 4), *m2 = put(d, NULL, R * 4), *s2 = put(d, NULL, R * 4);
+    float *fc = put(d, NULL, 4 * RC * 4), *fg = put(d, NULL, 4 * RC * 4), *r3 = put(d, NULL, RC * 4);
+    float *losses = put(d, NULL, R * 4), *dr3 = put(d, NULL, RC * 4), *dwte = put(d, NULL, (size_t)V * C * 4);
+    double *sc = put(d, NULL, 16);
+    float *dfc = put(d, NULL, 4 * RC * 4), *dln = put(d, NULL, RC * 4), *datt = put(d, NULL, RC * 4);
+    float *dqkv = put(d, NULL, 3 * RC * 4), *gW = put(d, NULL, nw * 4), *gv = put(d, NULL, 16 * (size_t)C * 4);
+    int rc = 0;
+#define OK(call)                                                                                          \
+    do {                                                                                                  \
+        if (!rc && (rc = (call))) fprintf(stderr, "  %s: %s\n", #call, e.msg);                            \
+    } while (0)
+    OK(Op->layernorm_fwd(d, NULL, x, vec, vec + C, ln1, m1, s1, R, C, 1e-5f, rt, &e));
+    OK(Op->matmul_fwd(d, NULL, ln1, wqkv, vec + 2 * C, qkv, NULL, R, C, 3 * C, 0, rt, &e));
+    OK(Op->attention_fwd(d, NULL, qkv, att, lse, B, T, NH, HS, rt, &e));
+    OK(Op->matmul_fwd(d, NULL, att, wap, vec + 5 * C, tmp, NULL, R, C, C, 0, rt, &e));
+    OK(Op->residual_fwd(d, NULL, x, tmp, r2, RC, DT_F32, &e));
+    OK(Op->layernorm_fwd(d, NULL, r2, vec + 6 * C, vec + 7 * C, ln2, m2, s2, R, C, 1e-5f, rt, &e));
+    OK(Op->matmul_fwd(d, NULL, ln2, wfc, vec + 8 * C, fg, fc, R, C, 4 * C, 1, rt, &e));
+    OK(Op->matmul_fwd(d, NULL, fg, wfp, vec + 12 * C, tmp, NULL, R, 4 * C, C, 0, rt, &e));
+    OK(Op->residual_fwd(d, NULL, r2, tmp, r3, RC, DT_F32, &e));
+    OK(Op->classifier_fwd_bwd(d, NULL, r3, wte, dt, R, C, V, 1.0f / R, losses, sc, dr3, dwte, rt, &e));
+    keep(d, o, "qkv", qkv, 3 * RC);
+    keep(d, o, "attention out", att, RC);
+    keep(d, o, "lse", lse, (size_t)B * NH * T);
+    keep(d, o, "mlp gelu", fg, 4 * RC);
+    keep(d, o, "block out", r3, RC);
+    keep(d, o, "losses", losses, R);
+    keep(d, o, "classifier dx", dr3, RC);
+    keep(d, o, "classifier dwte", dwte, (size_t)V * C);
+    float *gwfp = gW + (wfp - W), *gwfc = gW + (wfc - W), *gwap = gW + (wap - W), *gwqkv = gW;
+    OK(Op->matmul_bwd(d, NULL, fg, wfp, dr3, fc, dfc, gwfp, gv + 12 * C, R, 4 * C, C, rt, &e));
+    OK(Op->matmul_bwd(d, NULL, ln2, wfc, dfc, NULL, dln, gwfc, gv + 8 * C, R, C, 4 * C, rt, &e));
+    OK(Op->layernorm_bwd(d, NULL, r2, vec + 6 * C, m2, s2, dln, dr3, dr3, gv + 6 * C, gv + 7 * C, R, C, DT_F32, &e));
+    OK(Op->matmul_bwd(d, NULL, att, wap, dr3, NULL, datt, gwap, gv + 5 * C, R, C, C, rt, &e));
+    OK(Op->attention_bwd(d, NULL, qkv, att, lse, datt, dqkv, B, T, NH, HS, rt, &e));
+    OK(Op->matmul_bwd(d, NULL, ln1, wqkv, dqkv, NULL, dln, gwqkv, gv + 2 * C, R, C, 3 * C, rt, &e));
+    OK(Op->layernorm_bwd(d, NULL, x, vec, m1, s1, dln, dr3, dr3, gv, gv + C, R, C, DT_F32, &e));
+    keep(d, o, "mlp dfc (GELU fused)", dfc, 4 * RC);
+    keep(d, o, "dqkv", dqkv, 3 * RC);
+    keep(d, o, "dx", dr3, RC);
+    keep(d, o, "weight gradients", gW, nw - (size_t)V * C);
+    keep(d, o, "vector gradients", gv, 13 * (size_t)C);
+#undef OK
+    void *all[] = {x, W, vec, dt, ln1, m1, s1, qkv, att, lse, tmp, r2, ln2, m2, s2, fc, fg, r3, losses, dr3, dwte, sc,
+                   dfc, dln, datt, dqkv, gW, gv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(d, all[i]);
+    free(h);
+    free(tgt);
+    return rc;
+}
+
+static void outs_free(struct outs *o)
+{
+    for (int i = 0; i < o->k; i++) free(o->v[i]);
+    o->k = 0;
+}
+
+/* worst |a - b| / (|a| + floor) of each output; floor is a fraction of the output's scale */
+static void compare(const struct outs *c, const struct outs *g, double tol, const char *what)
+{
+    for (int i = 0; i < c->k; i++) {
+        size_t bad = 0, first = 0;
+        double scale = 0;
+        for (size_t j = 0; j < c->n[i]; j++) scale = fmax(scale, fabs(c->v[i][j]));
+        for (size_t j = 0; j < c->n[i]; j++) {
+            const float a = c->v[i][j], b = g->v[i][j];
+            int ok = tol == 0 ? !memcmp(&a, &b, 4) : fabs((double)a - b) <= tol * (fabs((double)a) + 0.05 * scale);
+            if (!ok && bad++ == 0) first = j;
+        }
+        CHECK_MSG(bad == 0, "%s: %s: %zu of %zu differ, first at %zu: cpu %.9g gpu %.9g", what, c->name[i], bad, c->n[i],
+                  first, bad ? (double)c->v[i][first] : 0.0, bad ? (double)g->v[i][first] : 0.0);
+    }
+}
+
+static void block_case(enum numerics mode, int B, int T, int NH, int HS, int V, dtype_t rt)
+{
+    SKIP_UNLESS_GPU();
+    struct dev *c = open_on("cpu", mode), *g = open_on(test_device(), mode);
+    REQUIRE(c && g);
+    char what[96];
+    snprintf(what, sizeof what, "%s B%d T%d NH%d HS%d V%d %s", mode ? "golden" : "fast", B, T, NH, HS, V,
+             dtype_name(rt));
+    struct outs oc = {0}, og = {0}, og2 = {0};
+    REQUIRE(run_block(c, B, T, NH, HS, V, rt, &oc) == 0);
+    REQUIRE(run_block(g, B, T, NH, HS, V, rt, &og) == 0);
+    REQUIRE(run_block(g, B, T, NH, HS, V, rt, &og2) == 0);
+    compare(&oc, &og, mode == NUMERICS_GOLDEN ? 0 : rt == DT_F32 ? 2e-4 : 4e-2, what);
+    compare(&og, &og2, 0, "GPU run to run"); /* fast repeats bit for bit too */
+    outs_free(&oc);
+    outs_free(&og);
+    outs_free(&og2);
+    dev_close(g);
+    dev_close(c);
+}
+
+TEST(gpu_gpt_block_golden_fp32) { block_case(NUMERICS_GOLDEN, 2, 45, 2, 64, 300, DT_F32); }
+TEST(gpu_gpt_block_golden_bf16_hs96) { block_case(NUMERICS_GOLDEN, 1, 37, 2, 96, 131, DT_BF16); }
+TEST(gpu_gpt_block_fast_fp32) { block_case(NUMERICS_FAST, 2, 100, 2, 64, 300, DT_F32); }
+TEST(gpu_gpt_block_fast_bf16) { block_case(NUMERICS_FAST, 2, 100, 3, 64, 1000, DT_BF16); }
+TEST(gpu_gpt_block_fast_fp32_hs96) { block_case(NUMERICS_FAST, 1, 70, 2, 96, 257, DT_F32); }
+
+/* gpt-tiny through the trainer on the GPU and on the cpu, 6 steps of the
+ * preset (AdamW, clipping, cosine): golden the same parameter digest (fp32
+ * and bf16); fast the final losses within 1e-3 (fp32) / 2e-2 (bf16) */
+static int tiny_run(const char *device, const char *numerics, const char *prec, struct train_result *tr, plumb_err *e)
+{
+    const char *words[] = {"--preset", "gpt-tiny", "--device", device, "--numerics", numerics, "--precision", prec,
+                           "--steps", "6", "--batch", "8", "--micro-shard", "4", "--train-samples", "256",
+                           "--eval-samples", "16", "--eval-batch", "8", "--health-interval", "0", "--quiet", NULL, NULL};
+    struct train_config cfg;
+    train_config_defaults(&cfg, workload_find("gpt"));
+    for (int i = 0; words[i]; i += 2)
+        if (train_option_set(&cfg, words[i], words[i + 1], e)) return PLUMB_EUSAGE;
+    int rc = train_config_finish(&cfg, e);
+    if (rc) return rc;
+    cfg.progress = 0;
+    struct comm *c = NULL;
+    if ((rc = comm_init("self", &c, e))) return rc;
+    rc = trainer_run(&cfg, c, tr, e);
+    comm_finalize(c);
+    return rc;
+}
+
+TEST(gpu_gpt_tiny_trainer_matches_cpu)
+{
+    SKIP_UNLESS_GPU();
+    const char *modes[] = {"fast", "golden"}, *precs[] = {"fp32", "bf16"};
+    for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 2; p++) {
+            struct train_result tc, tg;
+            plumb_err e = {0};
+            int rc = tiny_run("cpu", modes[m], precs[p], &tc, &e);
+            CHECK_MSG(rc == 0, "cpu %s %s: %s", modes[m], precs[p], e.msg);
+            if (!rc) rc = tiny_run(test_device(), modes[m], precs[p], &tg, &e);
+            CHECK_MSG(rc == 0, "%s %s %s: %s", test_device(), modes[m], precs[p], e.msg);
+            if (rc) continue;
+            if (m == 1) CHECK_MSG(!strcmp(tc.param_digest, tg.param_digest), "golden %s digest cpu %s gpu %s", precs[p],
+                                  tc.param_digest, tg.param_digest);
+            const double lc = eval_metric(&tc.eval, "val_loss"), lg = eval_metric(&tg.eval, "val_loss");
+            CHECK_MSG(fabs(lc - lg) <= (p ? 2e-2 : 1e-3), "%s %s val loss cpu %.6f gpu %.6f", modes[m], precs[p], lc, lg);
+        }
+}

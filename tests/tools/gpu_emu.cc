@@ -1,0 +1,314 @@
+// The GPU's fast transformer kernels (src/gpu/train_gpt_kern.cuh) run on the
+// cpu: each block's threads are pthreads, __syncthreads is a block barrier,
+// a warp shuffle goes through a shared array between two warp barriers, and
+// __shared__ arrays are function statics (blocks run one after another). So
+// the very source the plugins compile is checked without a GPU, for the warp
+// width given by -DPLUMB_WARP (32: NVIDIA, 64: CDNA), against the golden
+// definitions of src/dev/train_gpt_math.h and core/gmath.h:
+//   flash attention forward (out, lse) and backward (dq, dk, dv) on shapes
+//   that use both tile sizes and partial tiles; LayerNorm forward and
+//   backward (dx, dw, db); the classifier's cross-entropy rows; the GELU.
+// Prints one line per check and "N passed, N failed"; exits 1 on a failure.
+// Built and run by tests/t_gpu_emu.sh:
+//   g++ -std=c++17 -O1 -Wno-unknown-pragmas -DPLUMB_WARP=64 -Isrc tests/tools/gpu_emu.cc -lpthread
+#include <pthread.h>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#ifndef PLUMB_WARP
+#define PLUMB_WARP 32
+#endif
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+static thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+static pthread_barrier_t g_block_bar, g_warp_bar[1024 / 16];
+static float g_xch[1024];
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __launch_bounds__(n)
+
+static inline void __syncthreads() { pthread_barrier_wait(&g_block_bar); }
+template <typename T> static inline T plumb_shfl_xor(T v, int lane_mask)
+{
+    const unsigned t = threadIdx.x, w = t / PLUMB_WARP;
+    g_xch[t] = (float)v;
+    pthread_barrier_wait(&g_warp_bar[w]);
+    const T r = (T)g_xch[(t % PLUMB_WARP ^ (unsigned)lane_mask) + w * PLUMB_WARP];
+    pthread_barrier_wait(&g_warp_bar[w]);
+    return r;
+}
+// gpu/vendor.h's reductions, the same expressions
+static inline float plumb_warp_sum(float v)
+{
+    for (int off = PLUMB_WARP / 2; off > 0; off >>= 1) v += plumb_shfl_xor(v, off);
+    return v;
+}
+static inline float plumb_warp_max(float v)
+{
+    for (int off = PLUMB_WARP / 2; off > 0; off >>= 1) v = fmaxf(v, plumb_shfl_xor(v, off));
+    return v;
+}
+static inline float plumb_block_sum(float v, float *scratch)
+{
+    int lane = threadIdx.x % PLUMB_WARP, wid = threadIdx.x / PLUMB_WARP, nw = blockDim.x / PLUMB_WARP;
+    v = plumb_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[wid] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : 0.0f;
+    return plumb_warp_sum(v);
+}
+static inline float plumb_block_max(float v, float *scratch)
+{
+    int lane = threadIdx.x % PLUMB_WARP, wid = threadIdx.x / PLUMB_WARP, nw = blockDim.x / PLUMB_WARP;
+    v = plumb_warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[wid] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : -INFINITY;
+    return plumb_warp_max(v);
+}
+
+#include "gpu/train_gpt_kern.cuh"
+
+// ---- launching: one block at a time, its threads as pthreads ----
+
+template <typename F> struct job {
+    F *f;
+    unsigned t;
+    dim3 b;
+};
+template <typename F> static void *run_thread(void *p)
+{
+    job<F> *j = (job<F> *)p;
+    threadIdx = dim3(j->t);
+    blockIdx = j->b;
+    (*j->f)();
+    return nullptr;
+}
+template <typename F> static void launch(dim3 grid, dim3 block, F f)
+{
+    const unsigned n = block.x;
+    if (n % PLUMB_WARP || n > 1024) {
+        fprintf(stderr, "launch: %u threads is not a multiple of the warp %d\n", n, PLUMB_WARP);
+        exit(2);
+    }
+    blockDim = block;
+    gridDim = grid;
+    pthread_barrier_init(&g_block_bar, nullptr, n);
+    for (unsigned w = 0; w < n / PLUMB_WARP; w++) pthread_barrier_init(&g_warp_bar[w], nullptr, PLUMB_WARP);
+    std::vector<pthread_t> th(n);
+    std::vector<job<F>> jobs(n);
+    for (unsigned by = 0; by < grid.y; by++)
+        for (unsigned bx = 0; bx < grid.x; bx++) {
+            for (unsigned t = 0; t < n; t++) {
+                jobs[t] = job<F>{&f, t, dim3(bx, by)};
+                pthread_create(&th[t], nullptr, run_thread<F>, &jobs[t]);
+            }
+            for (unsigned t = 0; t < n; t++) pthread_join(th[t], nullptr);
+        }
+    pthread_barrier_destroy(&g_block_bar);
+    for (unsigned w = 0; w < n / PLUMB_WARP; w++) pthread_barrier_destroy(&g_warp_bar[w]);
+}
+
+// ---- checks ----
+
+static int g_pass, g_fail;
+static uint64_t g_rs = 0x2545f4914f6cdd1dull;
+static float frand(float lo, float hi)
+{
+    g_rs ^= g_rs << 13;
+    g_rs ^= g_rs >> 7;
+    g_rs ^= g_rs << 17;
+    return lo + (hi - lo) * (float)((g_rs >> 11) * (1.0 / 9007199254740992.0));
+}
+static void check(const char *what, const float *got, const float *want, size_t n, double tol)
+{
+    double scale = 0, worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double err = fabs((double)got[i] - want[i]) / (fabs((double)want[i]) + 0.01 * scale + 1e-30);
+        if (!(err <= worst)) worst = err, at = i; // NaN counts as the worst
+    }
+    const int ok = worst <= tol;
+    printf("%s warp %d: %s: worst relative error %.3g at %zu (got %.9g, golden %.9g, bound %.0e)\n", ok ? "ok  " : "FAIL",
+           PLUMB_WARP, what, worst, at, n ? got[at] : 0.0, n ? want[at] : 0.0, tol);
+    ok ? g_pass++ : g_fail++;
+}
+
+static void attention(int B, int T, int NH, int HS)
+{
+    const int C = NH * HS, C3 = 3 * C;
+    const size_t n3 = (size_t)B * T * C3, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    std::vector<float> qkv(n3), dout(n1), out(n1), lse(nl), D(nl), dqkv(n3, 0.0f);
+    for (auto &v : qkv) v = frand(-1.5f, 1.5f);
+    for (auto &v : dout) v = frand(-1, 1);
+    const float scale = 1.0f / sqrtf((float)HS);
+    // golden reference on the same inputs
+    std::vector<float> go(n1), gl(nl), gq(n3, 0.0f), P((size_t)T * T), DS((size_t)T * T), p(T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *base = qkv.data() + (size_t)b * T * C3 + h * HS;
+            for (int t = 0; t < T; t++)
+                gpt_gold_attn_row(base + (size_t)t * C3, base + C, base + 2 * C, C3, t, HS, scale, p.data(),
+                                  go.data() + ((size_t)b * T + t) * C + h * HS, gl.data() + ((size_t)b * NH + h) * T + t, 0);
+            for (int t = 0; t < T; t++)
+                gpt_gold_attn_bwd_row(base + (size_t)t * C3, base + C, base + 2 * C, C3,
+                                      dout.data() + ((size_t)b * T + t) * C + h * HS,
+                                      go.data() + ((size_t)b * T + t) * C + h * HS, t, HS, scale,
+                                      gl[((size_t)b * NH + h) * T + t], P.data() + (size_t)t * T, DS.data() + (size_t)t * T,
+                                      gq.data() + ((size_t)b * T + t) * C3 + h * HS, 0);
+            for (int j = 0; j < T; j++)
+                gpt_gold_attn_bwd_key(base, C3, dout.data() + (size_t)b * T * C + h * HS, C, P.data(), DS.data(), T, j, T, HS,
+                                      scale, gq.data() + ((size_t)b * T + j) * C3 + C + h * HS,
+                                      gq.data() + ((size_t)b * T + j) * C3 + 2 * C + h * HS, 0);
+        }
+    const float *q = qkv.data(), *dO = dout.data();
+    float *o = out.data(), *l = lse.data(), *Dp = D.data(), *dq = dqkv.data();
+    const int br = HS <= 64 ? 32 : 16;
+    const dim3 grid((unsigned)((T + br - 1) / br), (unsigned)(B * NH));
+    if (HS <= 64) {
+        launch(grid, dim3(NT), [&] { k_flash_fwd<32, 64>(q, o, l, T, NH, HS, scale, 0); });
+    } else {
+        launch(grid, dim3(NT), [&] { k_flash_fwd<16, 128>(q, o, l, T, NH, HS, scale, 0); });
+    }
+    launch(dim3((unsigned)((nl + 127) / 128)), dim3(128), [&] { k_flash_bwd_pre(o, dO, Dp, B, T, NH, HS); });
+    if (HS <= 64) {
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dkv<32, 64>(q, dO, l, Dp, dq, T, NH, HS, scale, 0); });
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dq<32, 64>(q, dO, l, Dp, dq, T, NH, HS, scale, 0); });
+    } else {
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dkv<16, 128>(q, dO, l, Dp, dq, T, NH, HS, scale, 0); });
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dq<16, 128>(q, dO, l, Dp, dq, T, NH, HS, scale, 0); });
+    }
+    char what[128];
+    snprintf(what, sizeof what, "flash attention B%d T%d NH%d HS%d out", B, T, NH, HS);
+    check(what, o, go.data(), n1, 2e-5);
+    snprintf(what, sizeof what, "flash attention B%d T%d NH%d HS%d lse", B, T, NH, HS);
+    check(what, l, gl.data(), nl, 2e-6);
+    snprintf(what, sizeof what, "flash attention B%d T%d NH%d HS%d dqkv", B, T, NH, HS);
+    check(what, dq, gq.data(), n3, 1e-4);
+    // run to run: the same bits
+    std::vector<float> dq2(n3, 0.0f);
+    float *dq2p = dq2.data();
+    if (HS <= 64) {
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dkv<32, 64>(q, dO, l, Dp, dq2p, T, NH, HS, scale, 0); });
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dq<32, 64>(q, dO, l, Dp, dq2p, T, NH, HS, scale, 0); });
+    } else {
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dkv<16, 128>(q, dO, l, Dp, dq2p, T, NH, HS, scale, 0); });
+        launch(grid, dim3(NT), [&] { k_flash_bwd_dq<16, 128>(q, dO, l, Dp, dq2p, T, NH, HS, scale, 0); });
+    }
+    const int same = !memcmp(dq, dq2p, n3 * sizeof(float));
+    printf("%s warp %d: flash backward B%d T%d repeats bit for bit\n", same ? "ok  " : "FAIL", PLUMB_WARP, B, T);
+    same ? g_pass++ : g_fail++;
+}
+
+static void layernorm(int R, int C)
+{
+    const size_t n = (size_t)R * C;
+    std::vector<float> x(n), w(C), b(C), y(n), mean(R), rstd(R), dy(n), dres(n), dx(n), dw(C), db(C);
+    for (auto &v : x) v = frand(-2, 2);
+    for (auto &v : w) v = frand(0.5f, 1.5f);
+    for (auto &v : b) v = frand(-0.5f, 0.5f);
+    for (auto &v : dy) v = frand(-1, 1);
+    for (auto &v : dres) v = frand(-1, 1);
+    dx = dres;
+    std::vector<float> gy(n), gm(R), gr(R), gdx(n), gdw(C, 0.0f), gdb(C, 0.0f);
+    for (int r = 0; r < R; r++) {
+        glayernorm_row(x.data() + (size_t)r * C, w.data(), b.data(), gy.data() + (size_t)r * C, C, 1e-5f, &gm[r], &gr[r]);
+        gpt_gold_ln_bwd_row(x.data() + (size_t)r * C, w.data(), gm[r], gr[r], dy.data() + (size_t)r * C,
+                            dres.data() + (size_t)r * C, gdx.data() + (size_t)r * C, C, 0);
+        for (int i = 0; i < C; i++) {
+            gdw[i] = fmaf(dy[(size_t)r * C + i], (x[(size_t)r * C + i] - gm[r]) * gr[r], gdw[i]);
+            gdb[i] = gdb[i] + dy[(size_t)r * C + i];
+        }
+    }
+    const float *xp = x.data(), *wp = w.data(), *bp = b.data(), *dyp = dy.data();
+    float *yp = y.data(), *mp = mean.data(), *rp = rstd.data(), *dxp = dx.data(), *dwp = dw.data(), *dbp = db.data();
+    const int rows = 256 / PLUMB_WARP;
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_fwd_fast(xp, wp, bp, yp, mp, rp, R, C, 1e-5f, 0); });
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+    std::vector<float> part((size_t)nc * 2 * C);
+    float *pp = part.data();
+    launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, pp, R, C); });
+    launch(dim3(2), dim3(128), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, dxp, dxp, R, C, 0); });
+    char what[96];
+    snprintf(what, sizeof what, "layernorm R%d C%d y", R, C);
+    check(what, yp, gy.data(), n, 1e-5);
+    snprintf(what, sizeof what, "layernorm R%d C%d rstd", R, C);
+    check(what, rp, gr.data(), R, 1e-5);
+    snprintf(what, sizeof what, "layernorm R%d C%d dx (onto dres)", R, C);
+    check(what, dxp, gdx.data(), n, 1e-5);
+    snprintf(what, sizeof what, "layernorm R%d C%d dw, db", R, C);
+    check(what, dwp, gdw.data(), C, 1e-5);
+    check(what, dbp, gdb.data(), C, 1e-5);
+}
+
+static void xent(int R, int V)
+{
+    std::vector<float> z((size_t)R * V), gz, loss(R), gloss(R);
+    std::vector<int32_t> tgt(R);
+    for (auto &v : z) v = frand(-4, 4);
+    for (int r = 0; r < R; r++) tgt[r] = r % 5 == 4 ? -1 : (int32_t)(frand(0, 1) * (V - 1));
+    gz = z;
+    for (int r = 0; r < R; r++) {
+        float *zr = gz.data() + (size_t)r * V;
+        if (tgt[r] < 0) {
+            gloss[r] = 0.0f;
+            for (int v = 0; v < V; v++) zr[v] = 0.0f;
+        } else {
+            gloss[r] = gpt_gold_xent_row(zr, V, tgt[r], 0.125f, zr, 0);
+        }
+    }
+    float *zp = z.data(), *lp = loss.data();
+    const int32_t *tp = tgt.data();
+    launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(zp, nullptr, tp, V, 0.125f, 1, lp, 0); });
+    char what[96];
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d loss", R, V);
+    check(what, lp, gloss.data(), R, 1e-5);
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d gradient", R, V);
+    check(what, zp, gz.data(), (size_t)R * V, 1e-5);
+}
+
+static void gelu()
+{
+    std::vector<float> x(4001), y(4001), g(4001), gy(4001), gg(4001);
+    for (int i = 0; i < 4001; i++) x[i] = -10.0f + 0.005f * i;
+    for (int i = 0; i < 4001; i++) {
+        y[i] = fast_gelu(x[i]);
+        gy[i] = ggeluf(x[i]);
+        g[i] = fast_gelu_grad(x[i]);
+        gg[i] = ggelu_gradf(x[i]);
+    }
+    /* tanhf saturates to -1 below x = -5: the fast gradient is 0 where the
+     * golden one is -5e-7 (relative to 1% of the largest, 5e-5) */
+    check("gelu", y.data(), gy.data(), 4001, 1e-5);
+    check("gelu gradient", g.data(), gg.data(), 4001, 1e-4);
+}
+
+int main()
+{
+    attention(2, 100, 2, 64); // 32 x 32 tiles, a partial last tile
+    attention(1, 37, 2, 96);  // 16 x 16 tiles
+    attention(1, 1, 1, 64);   // one position
+    attention(1, 64, 3, 16);  // exactly two tiles, narrow heads
+    layernorm(37, 200);
+    layernorm(130, 64);
+    xent(7, 1000);
+    xent(3, 50);
+    gelu();
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
