@@ -175,20 +175,33 @@ int criteo_open(const char *path, enum criteo_bad bad, struct criteo_reader **ou
  * gzip member cut short (a copy or download that stopped early) reads as a
  * short stream whose end zlib reports as Z_BUF_ERROR ("unexpected end of
  * file"); without this check the rows before the cut train silently. */
-static int read_end(struct criteo_reader *r, int got, plumb_err *e)
+int criteo_gz_end(void *gzv, const char *path, long lineno, int got, plumb_err *e)
 {
+    gzFile gz = gzv;
     int zerr = Z_OK;
-    const char *m = gzerror(r->gz, &zerr);
+    const char *m = gzerror(gz, &zerr);
     if (got == 0 && (zerr == Z_OK || zerr == Z_STREAM_END)) return PLUMB_OK;
     if (zerr == Z_BUF_ERROR)
         return err_set(e, PLUMB_EUSAGE,
                        "%s: truncated gzip stream after line %ld (read error: the file ends inside its compressed "
                        "data: an incomplete copy or download?)",
-                       r->path, r->lineno);
+                       path, lineno);
     if (zerr == Z_ERRNO)
-        return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", r->path, r->lineno + 1, strerror(errno));
-    return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", r->path, r->lineno + 1,
-                   m && *m ? m : "zlib error");
+        return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", path, lineno + 1, strerror(errno));
+    return err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", path, lineno + 1, m && *m ? m : "zlib error");
+}
+
+int criteo_line_too_long(const char *path, long lineno, plumb_err *e)
+{
+    return err_set(e, PLUMB_EUSAGE,
+                   "%s: line %ld is longer than %d bytes (not a Criteo TSV file? a line has 40 tab-separated "
+                   "fields, ~200 bytes)",
+                   path, lineno, CRITEO_MAX_LINE);
+}
+
+static int read_end(struct criteo_reader *r, int got, plumb_err *e)
+{
+    return criteo_gz_end(r->gz, r->path, r->lineno, got, e);
 }
 
 /* Reads the next line into r->line; *len its length; *nl whether it ended in
@@ -215,12 +228,7 @@ static int read_line(struct criteo_reader *r, size_t *len, int *nl, plumb_err *e
         size_t avail = r->rlen - r->rpos;
         char *nlp = memchr(s, '\n', avail);
         size_t take = nlp ? (size_t)(nlp - s) : avail;
-        if (n + take > CRITEO_MAX_LINE)
-            return err_set(e, PLUMB_EUSAGE,
-                           "%s: line %ld is longer than %d bytes (not a Criteo TSV file? a line has 40 "
-                           "tab-separated fields, ~200 bytes)",
-                           r->path, r->lineno + 1, CRITEO_MAX_LINE),
-                   -1;
+        if (n + take > CRITEO_MAX_LINE) return criteo_line_too_long(r->path, r->lineno + 1, e), -1;
         if (n + take + 1 > r->cap) {
             size_t nc = r->cap;
             while (n + take + 1 > nc) nc *= 2;

@@ -40,6 +40,16 @@ int criteo_parse_line(const char *line, size_t len, struct criteo_sample *s, plu
  * line is ~200 bytes; anything longer is not Criteo data. */
 #define CRITEO_MAX_LINE (1 << 20)
 
+/* The end of a gzread (it returned got <= 0) on gz (a gzFile), after line
+ * `lineno` of `path`: PLUMB_OK for a clean end of file, else the error
+ * (PLUMB_EUSAGE): a gzip member cut short reads as a short stream whose end
+ * zlib reports as Z_BUF_ERROR, "truncated gzip stream"; without the check
+ * the rows before the cut train silently. Both readers (criteo.c, and the
+ * parallel criteo_par.c) end through it, so they fail alike. */
+int criteo_gz_end(void *gz, const char *path, long lineno, int got, plumb_err *e);
+/* Line `lineno` of `path` is over CRITEO_MAX_LINE: the error (PLUMB_EUSAGE). */
+int criteo_line_too_long(const char *path, long lineno, plumb_err *e);
+
 enum criteo_bad { CRITEO_BAD_ERROR = 0, CRITEO_BAD_SKIP = 1 };
 
 struct criteo_reader;

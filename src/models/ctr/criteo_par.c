@@ -72,12 +72,19 @@ int criteo_read_all(const char *path, enum criteo_bad bad, long max, int threads
         size_t got = 0;
         while (got < want && !eof) {
             int r = gzread(gz, buf + have + got, (unsigned)(want - got));
-            if (r < 0) {
-                int zerr;
-                rc = err_set(e, PLUMB_EUSAGE, "%s: line %ld: read error: %s", path, lineno + 1, gzerror(gz, &zerr));
+            if (r <= 0) {
+                if (r < 0 || criteo_gz_end(gz, path, 0, r, NULL)) {
+                    /* name the last whole line read, as the line-by-line reader does:
+                     * those before this buffer plus the buffer's own */
+                    long whole = lineno;
+                    for (const char *q = buf, *end = buf + have + got; (q = memchr(q, '\n', (size_t)(end - q))); q++)
+                        whole++;
+                    rc = criteo_gz_end(gz, path, whole, r, e);
+                    break;
+                }
+                eof = 1;
                 break;
             }
-            if (r == 0) eof = 1;
             got += (size_t)r;
         }
         if (rc) break;
@@ -85,7 +92,13 @@ int criteo_read_all(const char *path, enum criteo_bad bad, long max, int threads
         if (!eof) {
             char *last = memrchr(buf, '\n', total);
             if (!last) {
-                /* no line ends in the buffer: read on, growing it once it is full */
+                /* no line ends in the buffer: read on, growing it once it is full,
+                 * up to the line cap (a binary file or /dev/zero must not take
+                 * all memory) */
+                if (total > CRITEO_MAX_LINE) {
+                    rc = criteo_line_too_long(path, lineno + 1, e);
+                    break;
+                }
                 if (total == bcap) {
                     char *nb = realloc(buf, bcap * 2);
                     if (!nb) {
