@@ -51,13 +51,13 @@ print(int(find(d)))" "$O/train-$tag.results.json" 2>/dev/null)
 }
 : >"$O/summary.txt"
 echo "engine speed: new $(cat COMMIT 2>/dev/null) vs old $(cat old/COMMIT 2>/dev/null)" | tee -a "$O/summary.txt"
-for rep in 1 2; do
+for rep in $(seq 1 "${ENGINE_REPS:-2}"); do
   for b in old build; do
     run_bench "$b-bf16-$rep" "$b" bf16 32768 100
     run_bench "$b-fp32-$rep" "$b" fp32 2048 200
   done
 done
-for rep in 1 2; do
+for rep in $(seq 1 "${ENGINE_REPS:-2}"); do
   for b in old build; do
     run_train "$b-bf16-$rep" "$b" bf16 32768 400
     run_train "$b-fp32-$rep" "$b" fp32 2048 1500

@@ -77,6 +77,7 @@ for cfg in bf16:32768:800 fp32:2048:3000; do
     step "train-$pr-$bs-graph-$g" 60 $P train ctr $K --precision $pr --batch $bs --steps $n --graph $g \
       --out "$O/train-$pr-$bs-$g"
     SPS[$pr-$bs-$g]=$(steady "$O/train-$pr-$bs-$g")
+    log "  run folder: $(cd "$O/train-$pr-$bs-$g" 2>/dev/null && find . -type f | tr '\n' ' '); steady ${SPS[$pr-$bs-$g]:-none}"
   done
 done
 step train-fp32-2048-sync 60 env PLUMB_TRAIN_QUEUE=0 $P train ctr $K --precision fp32 --batch 2048 --steps 3000 \
@@ -128,9 +129,9 @@ for c in bf16-32768 fp32-2048; do
     "$c" "${on:-0}" "${off:-0}" "$(ratio "${on:-0}" "${off:-0}")" "$(setup_s "$O/train-$c-on")" "$(evals_s "$O/train-$c-on")"
 done
 printf 'train fp32-2048  synchronous step (PLUMB_TRAIN_QUEUE=0) %12.0f samples/s\n' "${SPS[fp32-2048-sync]:-0}"
-a=$(dg "$O/train-fp32-2048-on.out"); b=$(dg "$O/train-fp32-2048-off.out"); c=$(dg "$O/train-fp32-2048-sync.out")
+a=$(dg "$O/train-fp32-2048-graph-on.out"); b=$(dg "$O/train-fp32-2048-graph-off.out"); c=$(dg "$O/train-fp32-2048-sync.out")
 echo "fast digests fp32: graph on ${a:-?}; = off: $([ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO); = synchronous: $([ -n "$a" ] && [ "$a" = "$c" ] && echo yes || echo NO)"
-a=$(dg "$O/train-bf16-32768-on.out"); b=$(dg "$O/train-bf16-32768-off.out")
+a=$(dg "$O/train-bf16-32768-graph-on.out"); b=$(dg "$O/train-bf16-32768-graph-off.out")
 echo "fast digests bf16: graph on = off: $([ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
 tc=$(tj torch-bf16 '.results[0].torch_compile_samples_per_s'); te=$(tj torch-fp32 '.results[0].torch_eager_samples_per_s')
 echo "torch.compile bf16/32768: ${tc:-?} samples/s; plumb train graph on / compile = $(ratio "${SPS[bf16-32768-on]:-0}" "${tc:-0}") (goal 3)"

@@ -999,6 +999,9 @@ plain:
         if (!x) xf = (const float *)ws;
         if (!y) yf = (float *)((char *)ws + ox);
     }
+    /* the padded mirror the backward reads is filled here too (the contract
+     * of train_ops.h: linear_fwd16 fills it from x when K % 8 != 0) */
+    if (x && x16 && K % 8 != 0 && (rc = pad16(d, st, x, (size_t)B, K, pad8(K), x16, (int)rt, e))) return rc;
     if ((rc = tr_linear_fwd(d, st, xf, w, bias, yf, B, K, N, relu, rt, e))) return rc;
     return y16 ? round16(d, st, yf, y16, (size_t)B * N, (int)rt, e) : PLUMB_OK;
     }
