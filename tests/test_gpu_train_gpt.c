@@ -167,6 +167,31 @@ static void compare(const struct outs *c, const struct outs *g, double tol, cons
     }
 }
 
+/* 16-bit fast mode, cpu against GPU: each side rounds every stage's output
+ * to rt in its own summation order, so single elements whose value cancels
+ * (a gradient near 0, a softmax row's small terms) may differ by many of their
+ * own ulps while the tensor as a whole agrees: the norm-wise relative
+ * difference ||cpu - gpu|| / ||cpu|| is held to 20 u (u = 2^-9 for bf16:
+ * about ten rounded stages in a block, on either side); the worst element is
+ * printed. */
+static void compare_norm(const struct outs *c, const struct outs *g, double tol, const char *what)
+{
+    for (int i = 0; i < c->k; i++) {
+        double d2 = 0, a2 = 0, worst = 0;
+        size_t at = 0;
+        for (size_t j = 0; j < c->n[i]; j++) {
+            const double a = c->v[i][j], b = g->v[i][j], dd = a - b;
+            d2 += dd * dd, a2 += a * a;
+            if (!(fabs(dd) <= worst)) worst = fabs(dd), at = j;
+        }
+        const double rel = a2 > 0 ? sqrt(d2 / a2) : sqrt(d2);
+        CHECK_MSG(rel <= tol, "%s: %s: norm-wise relative difference %.3g > %.3g (worst element %zu: cpu %.9g gpu %.9g)",
+                  what, c->name[i], rel, tol, at, (double)c->v[i][at], (double)g->v[i][at]);
+        if (rel <= tol && getenv("PLUMB_TEST_VERBOSE"))
+            fprintf(stderr, "  %s: %s: norm-wise %.3g (bound %.3g)\n", what, c->name[i], rel, tol);
+    }
+}
+
 static void block_case(enum numerics mode, int B, int T, int NH, int HS, int V, dtype_t rt)
 {
     SKIP_UNLESS_GPU();
@@ -179,7 +204,10 @@ static void block_case(enum numerics mode, int B, int T, int NH, int HS, int V, 
     REQUIRE(run_block(c, B, T, NH, HS, V, rt, &oc) == 0);
     REQUIRE(run_block(g, B, T, NH, HS, V, rt, &og) == 0);
     REQUIRE(run_block(g, B, T, NH, HS, V, rt, &og2) == 0);
-    compare(&oc, &og, mode == NUMERICS_GOLDEN ? 0 : rt == DT_F32 ? 2e-4 : 4e-2, what);
+    if (mode == NUMERICS_FAST && rt != DT_F32)
+        compare_norm(&oc, &og, 20 * 0x1p-9, what);
+    else
+        compare(&oc, &og, mode == NUMERICS_GOLDEN ? 0 : 2e-4, what);
     compare(&og, &og2, 0, "GPU run to run"); /* fast repeats bit for bit too */
     outs_free(&oc);
     outs_free(&og);

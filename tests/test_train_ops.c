@@ -978,8 +978,9 @@ static float round_bf(float v, dtype_t rt) { return rt == DT_BF16 ? bf16_to_f32(
 
 /* Each optional op of train_ops.h against the composition its definition
  * names, on the same device, bit for bit in both modes: linear_fwd16 /
- * linear_bwd16 with tensors given as their 16-bit mirrors alone (padding
- * columns after K filled with NaN: they must not be read; written as zeros),
+ * linear_bwd16 with tensors given as their 16-bit mirrors alone (the padded
+ * mirror has zeros after K, as train_ops.h says, which a GPU GEMM over the
+ * padded width reads; dx16's padding is written as zeros),
  * the interaction's 16-bit output and gradient at a stride wider than the
  * row, the fused gather + interaction, and the fused sparse SGD. A device
  * without an op skips naming it. */
@@ -1006,14 +1007,21 @@ static void optional_ops_case(enum numerics mode, dtype_t rt, int B, int K, int 
     for (size_t i = 0; i < BN; i++) dy[i] = i % 5 == 0 ? 0.0f : round_bf(dy[i], rt); /* arrives masked */
     uint16_t *x16 = malloc(BKp * 2), *dy16 = malloc(BN * 2);
     for (int b = 0; b < B; b++)
-        for (int k = 0; k < Kp; k++) x16[(size_t)b * Kp + k] = k < K ? to16(x[(size_t)b * K + k], rt) : 0xffff;
+        for (int k = 0; k < Kp; k++) x16[(size_t)b * Kp + k] = k < K ? to16(x[(size_t)b * K + k], rt) : 0;
     for (size_t i = 0; i < BN; i++) dy16[i] = to16(dy[i], rt);
     float *px = TO(d, x, BK), *pw = TO(d, w, NK), *pb = TO(d, bias, N), *pdy = TO(d, dy, BN);
     uint16_t *px16 = TO(d, x16, BKp), *pdy16 = TO(d, dy16, BN);
     float *py = dput(d, NULL, BN * 4), *pdx = dput(d, NULL, BK * 4), *pdw1 = dput(d, NULL, NK * 4);
     float *pdw2 = dput(d, NULL, NK * 4), *pbx1 = dput(d, NULL, K * 4), *pbx2 = dput(d, NULL, K * 4);
-    uint16_t *py16 = dput(d, NULL, BN * 2), *pdx16 = TO(d, x16, BKp), *pfill = dput(d, NULL, BKp * 2);
+    uint16_t *py16 = dput(d, NULL, BN * 2), *pdx16 = dput(d, NULL, BKp * 2), *pfill = dput(d, NULL, BKp * 2);
     REQUIRE(px && pw && pb && pdy && px16 && pdy16 && py && pdx && pdw1 && pdw2 && pbx1 && pbx2 && py16 && pdx16 && pfill);
+    {
+        /* dx16's padding columns must be written as zeros: junk there first */
+        uint16_t *junk = malloc(BKp * 2);
+        for (size_t i = 0; i < BKp; i++) junk[i] = 0x7f7f;
+        dev_upload(d, pdx16, junk, BKp * 2, &e);
+        free(junk);
+    }
     /* the fp32 ops */
     REQUIRE(O->linear_fwd(d, NULL, px, pw, pb, py, B, K, N, 1, rt, &e) == 0);
     REQUIRE(O->linear_bwd_relu_in(d, NULL, px, pw, NULL, pdy, pdx, pdw1, NULL, B, K, N, 0, rt, pbx1, &e) == 0);
