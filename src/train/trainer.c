@@ -2430,6 +2430,11 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         }
         /* one step behind: the queue holds at most this step */
         if ((rc = settle_record(t, &rs, 1, &back, e)) || back) goto rolled;
+        /* a queued step's time runs to here, through the wait for the step
+         * before it (the settle above): in steady state the device's step
+         * time, not the host's enqueue time (which made samples/s overstate
+         * throughput on the H200: BENCHMARKS.md, issue 18's section) */
+        if (si.queued && t->n_q > 0) t->q[t->n_q - 1].meta.step_s = timer_now() - ts;
         int stop = si.flags[SF_STOP] > 0;
         int do_eval = cfg->eval_every > 0 && t->step % cfg->eval_every == 0 && t->step < cfg->steps;
         int do_ckpt = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && t->step % cfg->ckpt_every == 0) || stop);
