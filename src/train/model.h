@@ -318,7 +318,7 @@ struct train_option;
  * tests/test_accept.c checks every workload's literal (the metric names,
  * the overrides through the option table, the margin's grammar). */
 struct workload_accept {
-    const char *preset;                  /* the preset every accept run trains ("ctr-tiny") */
+    const char *preset;                  /* the preset every accept run trains (the workload's smallest) */
     const struct preset_default *fast;   /* the fast runs' options on top of the preset's defaults (NULL, or
                                             ends with {0}); seed runs and ladder rungs then set their seed,
                                             numerics and precision, and --seed-steps its steps */

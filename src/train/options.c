@@ -38,7 +38,7 @@ const struct train_option train_options[] = {
     {"--adam-eps", TOPT_NUM, F(adam_eps), "1e-8", "AdamW epsilon", "(0..", "X"},
     {"--eval-every", TOPT_INT, F(eval_every), "0", "evaluate every N steps (0 = only at the end)", "0..", "N"},
     {"--stop-at", TOPT_STR, F(stop_at), NULL,
-     "stop at the first eval where the workload's deciding metric reaches X (ctr: auc >= X; with --eval-every)", NULL, "X"},
+     "stop at the first eval where the workload's deciding metric reaches X (higher-is-better metrics: >= X, lower: <= X; with --eval-every)", NULL, "X"},
     {"--eval-batch", TOPT_INT, F(eval_batch), "4096", "eval chunk size (fixed, so any rank count scores alike)", "1..1000000", "N"},
     {"--checkpoint-dir", TOPT_STR, F(ckpt_dir), NULL, "write checkpoints here (and read them with --resume)", NULL, "DIR"},
     {"--checkpoint-every", TOPT_INT, F(ckpt_every), "0", "checkpoint every N steps (0 = at the end and on SIGTERM/SIGINT)", "0..", "N"},
