@@ -1,5 +1,5 @@
-/* GPU backend plugins: libplumb-<name>.so found next to the executable, then
- * in each directory of PLUMB_BACKEND_PATH. The plugin exports
+/* GPU backend plugins: libplumb-<name>.so found in each directory of
+ * PLUMB_BACKEND_PATH, then next to the executable. The plugin exports
  * PLUMB_BACKEND_SYMBOL; an ABI mismatch or a failed dlopen (missing driver
  * library, wrong version) is reported with the path and dlerror() text. */
 #include "dev/dev.h"
@@ -76,22 +76,25 @@ const struct dev_backend *plugin_load(const char *name, plumb_err *e)
         s->tried = 1;
         char file[64], path[PATH_MAX], exe[PATH_MAX];
         snprintf(file, sizeof file, "libplumb-%s.so", name);
-        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (len > 0) {
-            exe[len] = '\0';
-            char *slash = strrchr(exe, '/');
-            if (slash) *slash = '\0';
-            snprintf(path, sizeof path, "%s/%s", exe, file);
-            if (access(path, F_OK) == 0) s->be = try_path(path, s->why, sizeof s->why);
-        }
+        /* PLUMB_BACKEND_PATH first: an explicit choice (a test's fake plugin, a
+         * build carried to another host) wins over the plugin next to the
+         * executable, as LD_LIBRARY_PATH wins over the default paths */
         const char *env = getenv("PLUMB_BACKEND_PATH");
-        if (!s->be && env && *env) {
+        if (env && *env) {
             char *copy = strdup(env), *save = NULL;
             for (char *dir = strtok_r(copy, ":", &save); dir && !s->be; dir = strtok_r(NULL, ":", &save)) {
                 snprintf(path, sizeof path, "%s/%s", dir, file);
                 if (access(path, F_OK) == 0) s->be = try_path(path, s->why, sizeof s->why);
             }
             free(copy);
+        }
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (len > 0) {
+            exe[len] = '\0';
+            char *slash = strrchr(exe, '/');
+            if (slash) *slash = '\0';
+            snprintf(path, sizeof path, "%s/%s", exe, file);
+            if (!s->be && access(path, F_OK) == 0) s->be = try_path(path, s->why, sizeof s->why);
         }
         if (!s->be && !s->why[0])
             snprintf(s->why, sizeof s->why, "%s not found next to the executable (%s) or in PLUMB_BACKEND_PATH (%s)",
