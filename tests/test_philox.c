@@ -5,7 +5,7 @@
 
 struct kat { uint32_t ctr[4], key[2], out[4]; };
 
-/* Random123 tests/kat_vectors, "philox4x32 10" lines (also in shared/FACTS.md). */
+/* Random123 tests/kat_vectors, "philox4x32 10" lines. */
 static const struct kat kats[] = {
     {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
     {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},

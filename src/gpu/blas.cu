@@ -4,7 +4,7 @@
  *   fp32 inputs  -> CUBLAS_COMPUTE_32F_PEDANTIC (IEEE fp32, no TF32), or
  *                   CUBLAS_COMPUTE_32F_FAST_TF32 when the device allows TF32;
  *   bf16/fp16    -> CUBLAS_COMPUTE_32F (fp32 accumulation, fp32 output).
- * Determinism (DESIGN.md section 5): each stream owns its workspace (gpu.h),
+ * Determinism (docs/GPU.md): each stream owns its workspace (gpu.h),
  * split-K reductions are limited to cuBLASLt's fixed-order schemes (or
  * forbidden with PLUMB_GEMM_REDUCTION=none), and the algorithm chosen for a
  * shape is pinned in a per-device plan cache so later calls never re-query.

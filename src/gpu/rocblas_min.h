@@ -1,6 +1,6 @@
 /* The few rocBLAS entry points the hip plugin calls, declared here so the
  * plugin builds without rocBLAS headers and loads the library with dlopen
- * (DESIGN.md section 4). Values are from rocBLAS's public rocblas-types.h
+ * (docs/HACKING.md, "Rules"). Values are from rocBLAS's public rocblas-types.h
  * (stable since rocBLAS 2.x): datatype f16_r=150, f32_r=151, bf16_r=168;
  * operation none=111, transpose=112; gemm algo standard=0; atomics
  * not_allowed=0. */

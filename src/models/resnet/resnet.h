@@ -1,4 +1,4 @@
-/* resnet: the ResNets of WORKLOADS.md over the device's train_ops
+/* resnet: the ResNets of docs/RESNET.md over the device's train_ops
  * (dev/train_ops.h, "vision ops"), explicit forward and backward, NHWC.
  *
  * Presets (resnet_config_preset):
