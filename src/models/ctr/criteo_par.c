@@ -73,15 +73,13 @@ int criteo_read_all(const char *path, enum criteo_bad bad, long max, int threads
         while (got < want && !eof) {
             int r = gzread(gz, buf + have + got, (unsigned)(want - got));
             if (r <= 0) {
-                if (r < 0 || criteo_gz_end(gz, path, 0, r, NULL)) {
-                    /* name the last whole line read, as the line-by-line reader does:
-                     * those before this buffer plus the buffer's own */
-                    long whole = lineno;
-                    for (const char *q = buf, *end = buf + have + got; (q = memchr(q, '\n', (size_t)(end - q))); q++)
-                        whole++;
-                    rc = criteo_gz_end(gz, path, whole, r, e);
-                    break;
-                }
+                /* an error names the last whole line read, as the line-by-line
+                 * reader does: those before this buffer plus the buffer's own
+                 * (counted once, at the end of the file) */
+                long whole = lineno;
+                for (const char *q = buf, *end = buf + have + got; (q = memchr(q, '\n', (size_t)(end - q))); q++)
+                    whole++;
+                if ((rc = criteo_gz_end(gz, path, whole, r, e))) break;
                 eof = 1;
                 break;
             }
