@@ -57,10 +57,11 @@ W=/tmp/gpu-speed; mkdir -p $W
 TH=$(( $(nproc) - 2 )); [ $TH -gt 16 ] && TH=16
 K="--preset dlrm-kaggle --device cuda --train-samples 4194304 --eval-samples 65536 --health-interval 0 --param-digest"
 
-# steady-state samples/s of a run folder: the steps after the first 20% (capture, warm-up)
+# steady-state samples/s of a run folder: the steps after the first 20% (capture, warm-up);
+# metrics.jsonl is in the run's check folder, checks/train-ctr-cuda/ on a GPU
 steady() { jq -s '[.[] | select(.type == "step")] as $s | ($s | length) as $n |
   [$s[] | select(.step > ($n / 5 | floor))] | ((map(.samples_per_s * .step_s) | add) / (map(.step_s) | add))' \
-  "$1/checks/train-ctr/metrics.jsonl" 2>/dev/null; }
+  "$1"/checks/train-ctr*/metrics.jsonl 2>/dev/null; }
 dg() { awk '/^param_digest/{print $2}' "$1" 2>/dev/null; }
 setup_s() { jq -r '.train.setup_s' "$1/results.json" 2>/dev/null; }
 evals_s() { jq -r '.train.eval_s' "$1/results.json" 2>/dev/null; }
