@@ -37,7 +37,7 @@
  * past a query tile are never visited; inside the diagonal tile keys j > t
  * (and rows past T) are masked to p = 0, and 16-wide sub-tiles wholly past a
  * warp's rows are skipped (their products are exact zeros).
- * Shared memory (dynamic; tc_smem_* give the bytes): HSM 64: forward 44.5
+ * Shared memory (dynamic; sz<E, HSM>::FWD, DKV, DQ in bytes): HSM 64: forward 44.5
  * KiB, dK/dV 71.5 KiB, dQ 62.5 KiB; HSM 128: 60.5, 103.5, 94.5 KiB.
  * Registers (ptxas, sm_90, bf16): forward 128 (HSM 64) / 167 (128), dK/dV
  * 239 / 255 (8 bytes spilled at HSM 128), dQ 128 / 254; no other spills. */
