@@ -534,11 +534,15 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
 #define XENT_CHUNK_BYTES ((size_t)1 << 30)
 #define XENT_ROW_ALIGN 128
 
-/* rows per chunk for R rows of V fp32 logits */
+/* rows per chunk for R rows of V fp32 logits; PLUMB_GPT_XENT_CHUNK_BYTES
+ * (a test hook: tests/test_gpu_train_gpt.c runs many small chunks against one)
+ * replaces the cap */
 static int xent_chunk_rows(int R, int V)
 {
     const size_t row = (size_t)V * sizeof(float);
-    size_t cap = XENT_CHUNK_BYTES / row; /* rows that fit */
+    const char *hook = getenv("PLUMB_GPT_XENT_CHUNK_BYTES");
+    const size_t bytes = hook && atoll(hook) > 0 ? (size_t)atoll(hook) : XENT_CHUNK_BYTES;
+    size_t cap = bytes / row; /* rows that fit */
     if (cap < 1) cap = 1;
     const size_t nch = ((size_t)R + cap - 1) / cap;
     size_t rc = ((size_t)R + nch - 1) / nch;
