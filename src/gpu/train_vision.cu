@@ -145,6 +145,8 @@ __global__ void __launch_bounds__(256) k_bn_red_part(int kind, const float *x, c
             mu[v] = mean && kind != BV_X ? mean[c0 + v] : 0.0f;
             rs[v] = rstd && kind == BV_DY ? rstd[c0 + v] : 0.0f;
         }
+        /* unrolled for loads in flight; the adds stay in row order */
+#pragma unroll 4
         for (size_t m = m0 + ty; m < m1; m += RY) {
             float xv[V], gv[V];
             const size_t i = m * (size_t)C + c0;
