@@ -105,6 +105,8 @@ struct rbn {
 struct rconv {
     struct train_conv g; /* g.N = max_batch; set per call */
     size_t w;            /* parameter offset of [K, R, S, C] */
+    size_t numel;        /* K R S C */
+    size_t w16;          /* element offset of its mirror in m->w16 (256-byte aligned) */
 };
 struct rblock {
     int nconv; /* 2 (basic) or 3 (bottleneck) */
@@ -161,7 +163,8 @@ struct resnet_model {
     int32_t *pred;          /* device [MB] */
     float *gshard;          /* golden folding: [nshards, n_params] per-shard gradients */
     int has16;              /* bf16/fp16 with the mirror ops: mirrors allocated */
-    uint16_t *w16;          /* [n_params] the rounded weights' mirror, made each step */
+    size_t n_w16;           /* elements of w16: each conv weight's mirror rounded up to 128 */
+    uint16_t *w16;          /* the rounded conv weights' mirrors, made each step */
     uint16_t *stem_a16;     /* stem_a's mirror */
     uint16_t *g16;          /* [max_act] the mirror of the BN backward's dx the next convolution reads */
     int gshard_cap;         /* shards it holds */
@@ -193,6 +196,9 @@ static int add_conv(struct resnet_model *m, size_t *off, const char *name, struc
     if (train_conv_set(&cv->g, m->max_batch, H, W, C, K, RS, RS, stride, pad))
         return err_set(e, PLUMB_EUSAGE, "resnet: %s: a %dx%d window does not fit %dx%d", name, RS, RS, H, W);
     cv->w = *off;
+    cv->numel = (size_t)K * RS * RS * C;
+    cv->w16 = m->n_w16; /* each mirror on its own 256-byte boundary, as the library's staging copies */
+    m->n_w16 += (cv->numel + 127) / 128 * 128;
     char nm[48];
     snprintf(nm, sizeof nm, "%s.weight", name);
     int rc = add_tensor(m, off, nm, (size_t)K * RS * RS * C, RESNET_T_CONV, e);
@@ -389,7 +395,7 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
     if (!rc) rc = act_alloc(m, &m->stem_c, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
     if (!rc) rc = act_alloc(m, &m->stem_a, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
     if (!rc) rc = act16_alloc(m, &m->stem_a16, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
-    if (!rc && m->has16) rc = zalloc(m, (void **)&m->w16, m->n_params * sizeof(uint16_t), e);
+    if (!rc && m->has16) rc = zalloc(m, (void **)&m->w16, m->n_w16 * sizeof(uint16_t), e);
     if (!rc) rc = bn_alloc(m, &m->stem_bn, e);
     if (!rc && m->pool) {
         rc = act_alloc(m, &m->pool_y, m->pg.P, m->pg.Q, m->pg.C, e);
@@ -600,7 +606,6 @@ struct step {
     const float *W;     /* conv / fc weights as the ops read them (rounded copy) */
     int folding;        /* golden whole-batch folding: weight gradients per shard */
     int m16;            /* fast bf16/fp16, not folding: the ops read and write 16-bit mirrors */
-    const uint16_t *W16; /* the mirror of W (m16) */
     int ns;             /* shards (folding) or 1 */
     int s0[1024];       /* first row of each shard */
 };
@@ -682,8 +687,28 @@ static int conv_forward(struct step *st, const struct rconv *cv, const float *x,
     struct train_conv g = cv->g;
     g.N = st->B;
     if (st->m16)
-        return st->m->T->conv2d_fwd16(st->m->d, NULL, &g, x, x16, st->W + cv->w, st->W16 + cv->w, y, st->m->prec, e);
+        return st->m->T->conv2d_fwd16(st->m->d, NULL, &g, x, x16, st->W + cv->w, st->m->w16 + cv->w16, y,
+                                      st->m->prec, e);
     return st->m->T->conv2d_fwd(st->m->d, NULL, &g, x, st->W + cv->w, y, st->m->prec, e);
+}
+
+/* the conv weights' mirrors from the rounded working copy (exact) */
+static int mirror_one(struct resnet_model *m, const struct rconv *cv, plumb_err *e)
+{
+    if (m->d->ops->cast(m->d, NULL, m->wwork + cv->w, DT_F32, m->w16 + cv->w16, m->prec, cv->numel))
+        return err_set(e, PLUMB_EINTERNAL, "resnet: the %s mirror of a conv weight (%zu values at %zu) failed",
+                       dtype_name(m->prec), cv->numel, cv->w);
+    return PLUMB_OK;
+}
+static int mirror_weights(struct resnet_model *m, plumb_err *e)
+{
+    int rc = mirror_one(m, &m->stem, e);
+    for (int b = 0; b < m->nblocks && !rc; b++) {
+        const struct rblock *k = &m->blk[b];
+        for (int i = 0; i < k->nconv && !rc; i++) rc = mirror_one(m, &k->conv[i], e);
+        if (!rc && k->proj) rc = mirror_one(m, &k->sc, e);
+    }
+    return rc;
 }
 
 static int forward(struct step *st, plumb_err *e)
@@ -696,10 +721,7 @@ static int forward(struct step *st, plumb_err *e)
     if (m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->params, m->wwork, m->n_params, m->prec, e);
     st->W = m->prec != DT_F32 ? m->wwork : m->params;
     st->m16 = m->has16 && !golden(m) && !st->folding;
-    st->W16 = m->w16;
-    if (!rc && st->m16 && d->ops->cast(d, NULL, m->wwork, DT_F32, m->w16, m->prec, m->n_params))
-        rc = err_set(e, PLUMB_EINTERNAL, "resnet: the weights' %s mirror (cast of %zu values) failed",
-                     dtype_name(m->prec), m->n_params);
+    if (!rc && st->m16) rc = mirror_weights(m, e);
     const int shw = m->stem.g.P * m->stem.g.Q;
     if (!rc) rc = conv_forward(st, &m->stem, m->in_x, NULL, m->stem_c, e);
     if (!rc) rc = bn_forward(st, &m->stem_bn, m->stem_c, m->stem_a, m->stem_a16, shw, NULL, 1, e);
@@ -807,7 +829,7 @@ static int conv_dgrad(struct step *st, const struct rconv *cv, const float *dy, 
     struct train_conv g = cv->g;
     g.N = st->B;
     if (st->m16)
-        return st->m->T->conv2d_bwd_data16(st->m->d, NULL, &g, dy, dy16, st->W + cv->w, st->W16 + cv->w, dx,
+        return st->m->T->conv2d_bwd_data16(st->m->d, NULL, &g, dy, dy16, st->W + cv->w, st->m->w16 + cv->w16, dx,
                                            st->m->prec, e);
     return st->m->T->conv2d_bwd_data(st->m->d, NULL, &g, dy, st->W + cv->w, dx, st->m->prec, e);
 }
