@@ -35,8 +35,8 @@ run() { # run NAME TIMEOUT_S CMD...
   grep -E "^(FAIL|fail)|passed, .* failed" "$D/$name.log" | tail -n 12 | tee -a "$LOG"
   return $rc
 }
-run test_vision 22 env PLUMB_TEST_DEVICE=cuda build/plumb-tests vision
-run test_resnet 12 env PLUMB_TEST_DEVICE=cuda build/plumb-tests resnet
+run test_vision 20 env PLUMB_TEST_DEVICE=cuda build/plumb-tests vision
+run test_resnet 14 env PLUMB_TEST_DEVICE=cuda build/plumb-tests resnet
 l=$(left)
 t=25
 [ "$t" -gt "$l" ] && t=$l
