@@ -238,6 +238,15 @@ __global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
+/* the same 4 at a time (n % 4 == 0, 16-byte aligned) */
+__global__ void k_relu_bwd4(const float *y, const float *dy, float *dx, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 yv = ((const float4 *)y)[i], gv = ((const float4 *)dy)[i];
+        ((float4 *)dx)[i] = make_float4(yv.x > 0.0f ? gv.x : 0.0f, yv.y > 0.0f ? gv.y : 0.0f,
+                                        yv.z > 0.0f ? gv.z : 0.0f, yv.w > 0.0f ? gv.w : 0.0f);
+    }
+}
 
 static int g_relu_fwd(struct dev *d, dev_stream *s, const float *x, float *y, size_t n, dtype_t rt, plumb_err *e)
 {
@@ -258,6 +267,11 @@ static int g_relu_bwd(struct dev *d, dev_stream *s, const float *y, const float 
     if (!n) return PLUMB_OK;
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_RELU);
+    if (n % 4 == 0 && !(((uintptr_t)y | (uintptr_t)dy | (uintptr_t)dx) & 15)) {
+        k_relu_bwd4<<<gpu_grid(n / 4, TPB), TPB, 0, gpu_stream(d, s)->s>>>(y, dy, dx, n / 4);
+        GPU_CHECK_LAUNCH(d, "k_relu_bwd4", e);
+        return PLUMB_OK;
+    }
     k_relu_bwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(y, dy, dx, n);
     GPU_CHECK_LAUNCH(d, "k_relu_bwd", e);
     return PLUMB_OK;
@@ -910,5 +924,7 @@ const struct train_ops gpu_train_ops = {
     g_cls_xent,
     g_sgd_momentum,
     g_sumsq_dn, g_scale_check_dn, g_sgd_sparse_dn, g_sgd_gated,
+    /* vision ops with 16-bit mirrors: train_conv.cu, train_vision.cu */
+    g_conv2d_fwd16, g_conv2d_bwd_data16, g_conv2d_bwd_filter16, g_bn_apply16, g_bn_bwd_data16, g_bn_bwd_reduce,
 };
 #endif
