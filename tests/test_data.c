@@ -424,6 +424,48 @@ TEST(data_fill_rows_equal_hash_mod_rows)
     free(idx), free(sparse), free(dense), free(lab), free(mem);
 }
 
+/* data_fill gathers in blocks and takes the remainders after each block:
+ * every field of every sample equals the sample's own, for counts that are
+ * not a multiple of the block, one sample and none. */
+TEST(data_fill_blocks_equal_samples)
+{
+    enum { N = 1500 };
+    struct criteo_sample *mem = calloc(N, sizeof *mem);
+    REQUIRE(mem != NULL);
+    uint64_t s = 12345;
+    for (int i = 0; i < N; i++) {
+        uint32_t *w = (uint32_t *)&mem[i];
+        for (size_t k = 0; k < sizeof mem[i] / 4; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            w[k] = (uint32_t)(s >> 40); /* < 2^24: dense words stay finite floats */
+        }
+        mem[i].label = (float)(i % 3 == 0);
+    }
+    int64_t rows[CRITEO_CAT];
+    for (int t = 0; t < CRITEO_CAT; t++) rows[t] = 1000 + 37 * t;
+    struct dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.mem[0] = mem;
+    ds.n[0] = N;
+    uint32_t *idx = malloc(N * sizeof *idx), *sparse = malloc((size_t)N * CRITEO_CAT * sizeof *sparse);
+    float *dense = malloc((size_t)N * CRITEO_DENSE * sizeof *dense), *lab = malloc(N * sizeof *lab);
+    REQUIRE(idx && sparse && dense && lab);
+    for (int i = 0; i < N; i++) idx[i] = (uint32_t)((i * 7919u + 13u) % N);
+    const int counts[] = {N, 1, 0, 255, 256, 257, 1000};
+    long bad = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int n = counts[c];
+        data_fill(&ds, 0, idx, n, rows, dense, sparse, lab);
+        for (int i = 0; i < n; i++) {
+            const struct criteo_sample *m = &mem[idx[i]];
+            bad += lab[i] != m->label || memcmp(dense + (size_t)i * CRITEO_DENSE, m->dense, sizeof m->dense) != 0;
+            for (int t = 0; t < CRITEO_CAT; t++) bad += sparse[(size_t)i * CRITEO_CAT + t] != m->cat[t] % (uint32_t)rows[t];
+        }
+    }
+    CHECK_MSG(bad == 0, "%ld fields differ from the samples'", bad);
+    free(idx), free(sparse), free(dense), free(lab), free(mem);
+}
+
 /* A gzip file cut short: at a line boundary of the uncompressed text (a
  * sync-flushed stream without its trailer) and in the middle of the
  * compressed bytes. Both are errors naming the file and "truncated gzip
