@@ -7,6 +7,8 @@
 #include "models/ctr/data.h"
 #include "models/ctr/eval.h"
 #include "models/ctr/synth.h"
+#include "dev/dev.h"
+#include "train/devfeed.h"
 #include <stdlib.h>
 #include <zlib.h>
 
@@ -463,6 +465,69 @@ TEST(data_fill_blocks_equal_samples)
         }
     }
     CHECK_MSG(bad == 0, "%ld fields differ from the samples'", bad);
+    free(idx), free(sparse), free(dense), free(lab), free(mem);
+}
+
+/* The device feed on the cpu device with a pool of build threads: batches
+ * cut into chunks that the threads claim (the last one partial), across
+ * epoch boundaries (the sampler's look-ahead) and a partial last batch of an
+ * epoch: every batch equals data_fill of the sampler's indices. */
+TEST(data_devfeed_pool_batches_equal_sampler_fill)
+{
+    enum { N = 7001, B = 3000, STEPS = 10, THREADS = 3 };
+    plumb_err e = {0};
+    struct criteo_sample *mem = calloc(N, sizeof *mem);
+    REQUIRE(mem != NULL);
+    uint64_t x = 777;
+    for (int i = 0; i < N; i++) {
+        uint32_t *w = (uint32_t *)&mem[i];
+        for (size_t k = 0; k < sizeof mem[i] / 4; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            w[k] = (uint32_t)(x >> 40);
+        }
+    }
+    struct dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.mem[0] = ds.mem[1] = mem;
+    ds.n[0] = N;
+    ds.n[1] = 1;
+    int64_t rows[CRITEO_CAT];
+    for (int t = 0; t < CRITEO_CAT; t++) rows[t] = 5000 + t;
+    struct dev *d = NULL;
+    REQUIRE(dev_open("cpu", &d, &e) == 0);
+    struct data_source src;
+    struct feed_source fs;
+    ctr_source_wrap(&src, &ds, rows);
+    ctr_feed_source(&src, &fs);
+    struct sampler s, ref;
+    REQUIRE(sampler_init(&s, N, B, B, 21, 1, &e) == 0);
+    REQUIRE(sampler_init(&ref, N, B, B, 21, 1, &e) == 0);
+    struct devfeed *f = NULL;
+    REQUIRE(devfeed_start(d, &fs, SPLIT_TRAIN, &s, 0, 1, 0, STEPS, 3, THREADS, &f, &e) == 0);
+    uint32_t *idx = malloc(B * sizeof *idx), *sparse = malloc((size_t)B * CRITEO_CAT * 4);
+    float *dense = malloc((size_t)B * CRITEO_DENSE * 4), *lab = malloc(B * 4);
+    REQUIRE(idx && sparse && dense && lab);
+    long bad = 0;
+    for (long step = 0; step < STEPS; step++) {
+        struct batch b;
+        long sn;
+        double w;
+        REQUIRE(devfeed_next(f, &b, &sn, &w, &e) == 0);
+        struct sampler_step st;
+        int sv[1];
+        REQUIRE(sampler_get(&ref, step, 0, 1, &st, idx, sv, &e) == 0);
+        data_fill(&ds, 0, idx, (int)st.local_valid, rows, dense, sparse, lab);
+        bad += sn != step || b.n_valid != st.local_valid;
+        bad += memcmp(b.field[CTR_F_DENSE], dense, (size_t)st.local_valid * CRITEO_DENSE * 4) != 0;
+        bad += memcmp(b.field[CTR_F_SPARSE], sparse, (size_t)st.local_valid * CRITEO_CAT * 4) != 0;
+        bad += memcmp(b.field[CTR_F_LABEL], lab, (size_t)st.local_valid * 4) != 0;
+        devfeed_release(f);
+    }
+    CHECK_MSG(bad == 0, "%ld mismatches between the feed's batches and the sampler's", bad);
+    devfeed_stop(f);
+    sampler_free(&s);
+    sampler_free(&ref);
+    dev_close(d);
     free(idx), free(sparse), free(dense), free(lab), free(mem);
 }
 

@@ -31,7 +31,7 @@ struct feed_slot {
  * claims a chunk of the next job): a helper still asleep when the others
  * have built everything costs nothing, and the producer waits for the
  * chunks to be built, not for every helper to wake. */
-#define BUILD_CHUNK 256
+#define BUILD_CHUNK 256 /* the smallest chunk; a large batch takes multiples (pool_build) */
 struct build_pool {
     pthread_t *th;
     int n, started;
@@ -42,7 +42,7 @@ struct build_pool {
     /* the job (gen) */
     struct devfeed *f;
     struct feed_slot *sl;
-    int count, nchunks;
+    int count, nchunks, chunk;
     _Atomic uint64_t claim; /* gen << 32 | next chunk */
     atomic_int built;       /* chunks of the job built */
 };
@@ -67,10 +67,10 @@ struct devfeed {
     int pool_inited;
 };
 
-static void build_chunk(struct devfeed *f, struct feed_slot *sl, int count, int c)
+static void build_chunk(struct devfeed *f, struct feed_slot *sl, int count, int chunk, int c)
 {
-    int i0 = c * BUILD_CHUNK;
-    int cnt = count - i0 < BUILD_CHUNK ? count - i0 : BUILD_CHUNK;
+    int i0 = c * chunk;
+    int cnt = count - i0 < chunk ? count - i0 : chunk;
     void *dst[MODEL_MAX_FIELDS];
     for (int k = 0; k < f->fs.n_fields; k++) dst[k] = (char *)sl->h[k] + (size_t)i0 * feed_field_bytes(&f->fs, k);
     f->fs.ops->fill(f->fs.src, f->split, sl->st.epoch, sl->idx + i0, cnt, dst);
@@ -79,14 +79,14 @@ static void build_chunk(struct devfeed *f, struct feed_slot *sl, int count, int 
 /* Claims and builds chunks of job `gen` until none is left; 1 when this
  * thread built the job's last chunk. */
 static int build_claimed(struct build_pool *p, uint64_t gen, struct devfeed *f, struct feed_slot *sl, int count,
-                         int nchunks)
+                         int chunk, int nchunks)
 {
     int last = 0;
     for (;;) {
         uint64_t c = atomic_load(&p->claim);
         if ((c >> 32) != (gen & 0xffffffffu) || (int)(uint32_t)c >= nchunks) break;
         if (!atomic_compare_exchange_weak(&p->claim, &c, c + 1)) continue;
-        build_chunk(f, sl, count, (int)(uint32_t)c);
+        build_chunk(f, sl, count, chunk, (int)(uint32_t)c);
         if (atomic_fetch_add(&p->built, 1) + 1 == nchunks) last = 1;
     }
     return last;
@@ -110,9 +110,9 @@ static void *pool_main(void *arg)
         seen = p->gen;
         struct devfeed *f = p->f;
         struct feed_slot *sl = p->sl;
-        int count = p->count, nchunks = p->nchunks;
+        int count = p->count, chunk = p->chunk, nchunks = p->nchunks;
         pthread_mutex_unlock(&p->mu);
-        int last = build_claimed(p, (uint64_t)seen, f, sl, count, nchunks);
+        int last = build_claimed(p, (uint64_t)seen, f, sl, count, chunk, nchunks);
         pthread_mutex_lock(&p->mu);
         if (last) pthread_cond_signal(&p->done);
     }
@@ -161,9 +161,13 @@ static void pool_stop(struct build_pool *p)
 static void pool_build(struct devfeed *f, struct feed_slot *sl, int count)
 {
     struct build_pool *p = &f->pool;
-    int nchunks = (count + BUILD_CHUNK - 1) / BUILD_CHUNK;
+    /* about four chunks a thread, in multiples of BUILD_CHUNK: each chunk
+     * restarts the builder's prefetch pipeline, so not smaller than needed */
+    int chunk = count / (4 * (p->n + 1)) / BUILD_CHUNK * BUILD_CHUNK;
+    if (chunk < BUILD_CHUNK) chunk = BUILD_CHUNK;
+    int nchunks = (count + chunk - 1) / chunk;
     if (p->started < p->n || p->n == 0 || nchunks <= 1) { /* a helper did not start, or one chunk: build alone */
-        for (int c = 0; c < nchunks; c++) build_chunk(f, sl, count, c);
+        for (int c = 0; c < nchunks; c++) build_chunk(f, sl, count, chunk, c);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -172,6 +176,7 @@ static void pool_build(struct devfeed *f, struct feed_slot *sl, int count)
     p->sl = sl;
     p->count = count;
     p->nchunks = nchunks;
+    p->chunk = chunk;
     atomic_store(&p->built, 0);
     atomic_store(&p->claim, ((uint64_t)p->gen & 0xffffffffu) << 32);
     /* as many helpers as there are chunks beyond the producer's first */
@@ -180,7 +185,7 @@ static void pool_build(struct devfeed *f, struct feed_slot *sl, int count)
         for (int i = 0; i < nchunks - 1; i++) pthread_cond_signal(&p->go);
     uint64_t gen = (uint64_t)p->gen;
     pthread_mutex_unlock(&p->mu);
-    (void)build_claimed(p, gen, f, sl, count, nchunks);
+    (void)build_claimed(p, gen, f, sl, count, chunk, nchunks);
     pthread_mutex_lock(&p->mu);
     while (atomic_load(&p->built) < nchunks) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
