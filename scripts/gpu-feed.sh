@@ -3,7 +3,7 @@
 # from the folder scripts/gpu-prep.sh filled (prebuilt build/, scripts/,
 # bench/, tests/). The unfiltered GPU suite runs before this script
 # (scripts/gpu-suite.sh); it is not repeated here. Under 60 s: every step
-# under `timeout`, later steps skipped once FEED_BUDGET_S (55) is spent.
+# under `timeout`, later steps skipped once FEED_BUDGET_S (58) is spent.
 # Writes logs and JSON under $OUT/feed/, prints a summary. NVLink multicast
 # stays off; clocks, power and MIG are untouched.
 #
@@ -32,7 +32,7 @@ mkdir -p "$O"
 LOG=$O/feed.log
 : >"$LOG"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-BUDGET=${FEED_BUDGET_S:-55}
+BUDGET=${FEED_BUDGET_S:-58}
 T0=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
 step() { # step NAME TIMEOUT_S CMD...: skipped once the budget is spent
@@ -66,12 +66,11 @@ waits() { jq -rs '[.[] | select(.type == "step")] as $s | ($s | length) as $n |
 # "device loader ratio" per configuration of a bench JSON
 rows() { jq -r '.results[] | "\(.precision) \(.batch) device \(.samples_per_s | round) loader \(.loader_samples_per_s | round) ratio \(.loader_over_device * 1000 | round / 1000) build \(.loader_build_ms_per_batch * 1000 | round / 1000) ms"' "$1" 2>/dev/null; }
 
-step ratio5 22 $P $B --precision bf16 --batch 32768,32768,32768,32768,32768 --steps 200 --json "$O/ratio5.json"
-step fp32 12 $P $B --precision fp32 --batch 2048,2048 --steps 400 --json "$O/fp32.json"
-step unfused 14 $P $B --fuse-sgd no --precision bf16,fp32 --batch 32768,2048 --steps 200 --json "$O/unfused.json"
-step train-bf16 14 $P train ctr $K --precision bf16 --batch 32768 --steps 800 --out "$O/train-bf16"
-step train-fp32 14 $P train ctr $K --precision fp32 --batch 2048 --steps 3000 --out "$O/train-fp32"
-
+step ratio5 24 $P $B --precision bf16 --batch 32768,32768,32768,32768,32768 --steps 200 --json "$O/ratio5.json"
+step fp32 10 $P $B --precision fp32 --batch 2048,2048 --steps 400 --json "$O/fp32.json"
+step train-bf16 12 $P train ctr $K --precision bf16 --batch 32768 --steps 800 --out "$O/train-bf16"
+step train-fp32 12 $P train ctr $K --precision fp32 --batch 2048 --steps 3000 --out "$O/train-fp32"
+step unfused 12 $P $B --fuse-sgd no --precision bf16,fp32 --batch 32768,2048 --steps 200 --json "$O/unfused.json"
 {
   echo "== summary (gpu-feed, $(cat COMMIT 2>/dev/null)) =="
   echo "bench ctr, the trainer's step on device batches vs through the device feed (--threads 14):"
