@@ -272,7 +272,10 @@ static void sweep_prepare(struct bufs *b, const struct comm_check_gen *g, enum c
     }
     if (!check) return;
     comm_check_gen_fill(g, R, 0, n, b->mine);
-    if (is_reduction(coll)) comm_check_gen_reduce(g, 0, n, b->want);
+    /* on one rank a reduction is the rank's own input, as is the broadcast on its root */
+    if ((is_reduction(coll) && g->world == 1) || (coll == COMM_BROADCAST && root == R))
+        memcpy(b->want, b->mine, n * dtype_size(g->t));
+    else if (is_reduction(coll)) comm_check_gen_reduce(g, 0, n, b->want);
     else if (coll == COMM_BROADCAST) comm_check_gen_fill(g, root, 0, n, b->want);
 }
 
@@ -286,9 +289,14 @@ static void row_prepare(struct bufs *b, const struct comm_check_gen *g, struct b
     size_t p = bt->p, es = dtype_size(bt->t);
     bt->want = b->want;
     if (bt->coll == COMM_REDUCE_SCATTER) bt->want = b->want + (size_t)R * p * es;
-    if (bt->coll == COMM_ALLGATHER || bt->coll == COMM_ALLTOALL)
-        for (int r = 0; r < W; r++)
-            comm_check_gen_fill(g, r, bt->coll == COMM_ALLTOALL ? (size_t)R * p : 0, p, b->want + (size_t)r * p * es);
+    if (bt->coll != COMM_ALLGATHER && bt->coll != COMM_ALLTOALL) return;
+    size_t j0 = bt->coll == COMM_ALLTOALL ? (size_t)R * p : 0;
+    for (int r = 0; r < W; r++) {
+        char *dst = b->want + (size_t)r * p * es;
+        /* this rank's own block: its inputs, made already */
+        if (r == R) memcpy(dst, b->mine + j0 * es, p * es);
+        else comm_check_gen_fill(g, r, j0, p, dst);
+    }
 }
 
 /* one rank's findings of one batch, exchanged with the others */
