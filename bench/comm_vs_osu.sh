@@ -20,7 +20,9 @@ ITERS=${4:-50}
 REPEATS=${5:-5}
 WARM=${WARM:-10}
 PLUMB=${PLUMB:-build/plumb}
-MPI="mpirun --oversubscribe -np $NP"
+# MPI_ARGS: more mpirun options, the same for both (e.g. --mca
+# btl_vader_single_copy_mechanism none where a container forbids CMA)
+MPI="mpirun --oversubscribe ${MPI_ARGS:-} -np $NP"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 printf '%-6s %-8s %12s %10s\n' round tool time_us algbw_GBps
 osu() { # one osu_allreduce run: "size  avg-latency(us)" rows

@@ -2,7 +2,7 @@
 # Prepares one device call (run HERE, on the build machine): builds plumb,
 # the test binary and libplumb-cuda.so, and copies what scripts/gpu-check.sh
 # needs into DEST (default /work/main/.gpuwork, ignored by git): build/,
-# scripts/, bench/, and fallback/ with the shared libraries plumb links that
+# scripts/, bench/, osu/ (when OSU_DIR names a built osu_allreduce), and fallback/ with the shared libraries plumb links that
 # the GPU host may lack (libmicrohttpd12 and its chain, from Debian packages
 # or this machine; glibc and libraries over 6 MB stay behind). gpu-check.sh
 # uses a fallback library only when ldd says the host has none.
@@ -22,6 +22,13 @@ cp -r scripts bench "$DEST/"
 # llm.c's train_gpt2cu for scripts/gpu-gpt.sh, when built (scripts/llmc-build.sh; never committed)
 LLMC_DIR=${LLMC_DIR:-.llmc}
 if [ -x "$LLMC_DIR/train_gpt2cu" ]; then cp -r "$LLMC_DIR" "$DEST/llmc"; fi
+# osu_allreduce for scripts/gpu-comm.sh's side by side with plumb comm
+# (bench/comm_vs_osu.sh; OSU built from its source against this machine's
+# Open MPI, never committed): OSU_DIR=the folder holding the binary
+if [ -n "${OSU_DIR:-}" ]; then
+  if [ -x "$OSU_DIR/osu_allreduce" ]; then mkdir -p "$DEST/osu" && cp "$OSU_DIR/osu_allreduce" "$DEST/osu/"
+  else echo "gpu-prep: OSU_DIR=$OSU_DIR has no executable osu_allreduce; not carried" >&2; fi
+fi
 # tests/: the shell tests and the fixtures the test binary reads (topology XML, browser pages...)
 [ -d tests ] && mkdir -p "$DEST/tests" && cp -r tests/*.sh tests/*.xml tests/*.py tests/*.supp "$DEST/tests/" 2>/dev/null || true
 # libmicrohttpd12 as a Debian package (not installed here by default for every build)

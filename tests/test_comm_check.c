@@ -6,6 +6,8 @@
  * 2, 3 and 4 MPI ranks and over the fake NCCL. */
 #include "test.h"
 #include "accept/comm_check.h"
+#include "accept/comm_check_data.h"
+#include "core/philox.h"
 #include "accept/comm_thresholds.h"
 #include "core/kvfile.h"
 #include "health/health.h"
@@ -107,6 +109,162 @@ TEST(comm_check_inputs_sum_exactly_in_any_order)
         same += comm_check_input(7, 3, COMM_ALLGATHER, DT_F32, COMM_SUM, 2, 0, j) ==
                 comm_check_input(7, 3, COMM_ALLGATHER, DT_F32, COMM_SUM, 2, 1, j);
     CHECK_MSG(same < 3, "%d of 1000 fp32 elements equal on two ranks", same);
+}
+
+/* The documented input of rank r, element j, computed the plain way (a
+ * divide per element): the bulk generator must give the same numbers. */
+static double input_by_definition(unsigned long long seed, unsigned id, int sum, dtype_t t, int n, int r, size_t j)
+{
+    uint32_t w[4];
+    philox_block(seed, RNG_COMM_CHECK, (uint32_t)r, id, (uint64_t)j >> 1, w);
+    uint64_t u = (uint64_t)w[(j & 1) * 2 + 1] << 32 | w[(j & 1) * 2];
+    double L = comm_check_exact_limit(t);
+    if (sum) {
+        uint64_t m = (uint64_t)floor(L / n);
+        double k = (double)((u >> 1) % (m ? m : 1) + 1);
+        return (u & 1) ? -k : k;
+    }
+    return (double)(u % (uint64_t)(2 * L + 1)) - L;
+}
+
+TEST(comm_check_bulk_inputs_and_results_match_the_definition)
+{
+    const dtype_t types[] = {DT_F32, DT_BF16, DT_F16, DT_I64, DT_F64, DT_I32};
+    const int worlds[] = {1, 3, 4, 7};
+    const size_t j0 = 4095, n = 20001; /* an odd start: a pair split at each end */
+    char *buf = malloc(n * 8), *red = malloc(n * 8);
+    REQUIRE(buf && red);
+    long bad = 0, bad_red = 0, checked = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t wi = 0; wi < 4; wi++)
+            for (int opi = 0; opi < 3; opi++) {
+                dtype_t t = types[ti];
+                int W = worlds[wi];
+                enum comm_op op = (enum comm_op)opi;
+                /* a reduction (sum: small nonzero values) and a data-movement collective */
+                enum comm_coll colls[2] = {COMM_REDUCE_SCATTER, COMM_ALLTOALL};
+                for (int ci = 0; ci < 2; ci++) {
+                    if (ci && op != COMM_SUM) continue;
+                    struct comm_check_gen g;
+                    unsigned id = 9 + (unsigned)ti * 16 + (unsigned)ci;
+                    comm_check_gen_init(&g, 42, id, colls[ci], t, op, W);
+                    int sum = ci == 0 && op == COMM_SUM;
+                    for (int r = 0; r < W; r++) {
+                        comm_check_gen_fill(&g, r, j0, n, buf);
+                        for (size_t k = 0; k < n; k++, checked++) {
+                            double want = input_by_definition(42, id, sum, t, W, r, j0 + k);
+                            bad += comm_check_get(buf, t, k) != want ||
+                                   comm_check_input(42, id, colls[ci], t, op, W, r, j0 + k) != want;
+                        }
+                    }
+                    if (ci) continue;
+                    comm_check_gen_reduce(&g, j0, n, red);
+                    for (size_t k = 0; k < n; k++) {
+                        double acc = input_by_definition(42, id, sum, t, W, 0, j0 + k);
+                        for (int r = 1; r < W; r++) {
+                            double v = input_by_definition(42, id, sum, t, W, r, j0 + k);
+                            acc = op == COMM_SUM ? acc + v : op == COMM_MAX ? fmax(acc, v) : fmin(acc, v);
+                        }
+                        bad_red += comm_check_get(red, t, k) != acc;
+                    }
+                }
+            }
+    CHECK_MSG(bad == 0, "%ld of %ld inputs differ from the definition", bad, checked);
+    CHECK_MSG(bad_red == 0, "%ld exact results differ from the ranks' inputs reduced in float64", bad_red);
+    free(buf);
+    free(red);
+}
+
+TEST(comm_check_compare_counts_every_wrong_element)
+{
+    enum { N = 300000 }; /* several threads' share */
+    float *want = malloc(N * sizeof *want), *got = malloc(N * sizeof *got);
+    REQUIRE(want && got);
+    for (size_t i = 0; i < N; i++) want[i] = got[i] = (float)(i % 1000) - 500;
+    int64_t first;
+    CHECK_EQ_INT(comm_check_compare(DT_F32, got, want, N, &first), 0);
+    CHECK_EQ_INT(first, -1);
+    got[500] = -0.0f; /* want[500] is +0: the same number */
+    CHECK_EQ_INT(comm_check_compare(DT_F32, got, want, N, &first), 0);
+    got[N - 1] = NAN, got[123457] += 1, got[7] = 2e9f;
+    CHECK_EQ_INT(comm_check_compare(DT_F32, got, want, N, &first), 3);
+    CHECK_EQ_INT(first, 7);
+    /* 16-bit: one flipped low bit in the last element */
+    uint16_t a[5] = {1, 2, 3, 4, 5}, b[5] = {1, 2, 3, 4, 5 ^ 1};
+    CHECK_EQ_INT(comm_check_compare(DT_BF16, b, a, 5, &first), 1);
+    CHECK_EQ_INT(first, 4);
+    free(want);
+    free(got);
+}
+
+/* A 1-rank comm that delivers nothing: its collectives return without
+ * writing. Every element a collective must write out of place keeps the
+ * poison and must count as wrong; in place on one rank the input is already
+ * the answer. */
+static int deliver_nothing(struct comm *c, const struct comm_args *a, dev_stream *after, plumb_err *e)
+{
+    (void)c, (void)a, (void)after, (void)e;
+    return PLUMB_OK;
+}
+
+TEST(comm_check_every_element_of_every_row_is_checked)
+{
+    plumb_err e = {0};
+    struct comm *self;
+    REQUIRE(comm_init("self", &self, &e) == 0);
+    static struct comm_ops lazy_ops;
+    lazy_ops = *self->ops;
+    lazy_ops.name = "lazy";
+    lazy_ops.start = deliver_nothing;
+    struct comm lazy = *self;
+    lazy.ops = &lazy_ops;
+    struct comm_check_opts o;
+    comm_check_opts_default(&o);
+    o.colls = (1u << COMM_COLL_N) - 1;
+    dtype_t t[] = {DT_F32, DT_BF16, DT_F16, DT_I64};
+    memcpy(o.dtypes, t, sizeof t);
+    o.ndtypes = 4;
+    o.min_bytes = 8;
+    o.max_bytes = 1 << 20;
+    o.step_factor = 4;
+    o.warmup = 0;
+    o.iters = 1;
+    struct check_result r;
+    struct comm_check_outcome oc;
+    struct check_ctx ctx = {.device = "cpu"};
+    REQUIRE(check_comm_run(&ctx, self, &lazy, &o, &r, &oc, &e) == 0);
+    CHECK_EQ_INT(r.status, CHECK_FAIL);
+    json_t *sweeps = json_object_get(json_object_get(r.obj, "details"), "sweeps");
+    CHECK_EQ_INT(json_array_size(sweeps), 24);
+    size_t i, k;
+    json_t *sw, *row;
+    long bad = 0, rows = 0;
+    long long total = 0;
+    json_array_foreach(sweeps, i, sw)
+    {
+        long long sw_sum = 0;
+        json_array_foreach(json_object_get(sw, "rows"), k, row)
+        {
+            long long count = json_integer_value(json_object_get(row, "count"));
+            long long out = json_integer_value(json_object_get(json_object_get(row, "out"), "wrong"));
+            json_t *in = json_object_get(row, "in");
+            bad += out != count || (json_is_object(in) && json_integer_value(json_object_get(in, "wrong")) != 0);
+            sw_sum += out;
+            rows++;
+        }
+        bad += json_integer_value(json_object_get(sw, "wrong")) != sw_sum;
+        total += sw_sum;
+    }
+    CHECK_MSG(bad == 0, "%ld rows where out of place wrong != count or in place wrong != 0", bad);
+    CHECK_EQ_INT(rows, 24 * 9); /* 8 B, 32 B, .. 1 MiB */
+    const char *reason = json_string_value(json_object_get(r.obj, "reason"));
+    char want[96];
+    /* the poison (2 x 2^24) is what the first element got */
+    snprintf(want, sizeof want, "%lld wrong elements; first: rank 0, allreduce fp32 8 B out-of-place, offset 0: "
+             "expected ", total);
+    CHECK_MSG(reason && strstr(reason, want) && strstr(reason, ", got 33554432"), "%s (want '%s')", reason, want);
+    check_free(&r);
+    comm_finalize(self);
 }
 
 /* one sweep on 1 rank: self (host buffers) or the cpu device's comm */

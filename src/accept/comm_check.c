@@ -1,6 +1,7 @@
 /* The comm check: nccl-tests' sweep, bandwidth and #wrong over the comm
  * interface (comm_check.h, docs/COMM.md). */
 #include "accept/comm_check.h"
+#include "accept/comm_check_data.h"
 #include "core/log.h"
 #include "core/philox.h"
 #include "core/timer.h"
@@ -82,50 +83,11 @@ double comm_check_input(unsigned long long seed, unsigned case_id, enum comm_col
                         int n, int r, size_t j)
 {
     /* two words per element (stream elements 2j and 2j + 1, one Philox
-     * block for two elements): 64 random bits, enough for the 2^53 ranges */
-    uint32_t w[4];
-    philox_block(seed, RNG_COMM_CHECK, (uint32_t)r, case_id, (uint64_t)j >> 1, w);
-    uint64_t u = (uint64_t)w[(j & 1) * 2 + 1] << 32 | w[(j & 1) * 2];
-    double L = comm_check_exact_limit(t);
-    if (is_reduction(coll) && op == COMM_SUM) {
-        uint64_t m = (uint64_t)floor(L / (n > 0 ? n : 1));
-        if (m < 1) m = 1;
-        double k = (double)((u >> 1) % m + 1); /* [1, m] */
-        return (u & 1) ? -k : k;
-    }
-    uint64_t span = (uint64_t)(2 * L + 1);
-    return (double)(u % span) - L; /* [-L, L] */
-}
-
-/* ---- elements in host memory ---- */
-
-static void put(void *p, dtype_t t, size_t i, double v)
-{
-    switch (t) {
-    case DT_F32: ((float *)p)[i] = (float)v; break;
-    case DT_F64: ((double *)p)[i] = v; break;
-    case DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
-    case DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
-    case DT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case DT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case DT_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case DT_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    }
-}
-
-static double get(const void *p, dtype_t t, size_t i)
-{
-    switch (t) {
-    case DT_F32: return ((const float *)p)[i];
-    case DT_F64: return ((const double *)p)[i];
-    case DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-    case DT_I32: return ((const int32_t *)p)[i];
-    case DT_I64: return (double)((const int64_t *)p)[i];
-    case DT_U32: return ((const uint32_t *)p)[i];
-    case DT_U8: return ((const uint8_t *)p)[i];
-    }
-    return NAN;
+     * block for two elements): 64 random bits, enough for the 2^53 ranges;
+     * accept/comm_check_data.c maps them */
+    struct comm_check_gen g;
+    comm_check_gen_init(&g, seed, case_id, coll, t, op, n);
+    return comm_check_gen_value(&g, r, j);
 }
 
 /* ---- buffers: on the comm's device, or host memory ---- */
@@ -133,19 +95,38 @@ static double get(const void *p, dtype_t t, size_t i)
 struct bufs {
     struct dev *d;       /* NULL: host memory */
     char *send, *recv;   /* [cap] bytes each, where the collectives run */
-    char *hs, *hr;       /* [cap] bytes each, host staging */
+    /* host memory, [cap] bytes each (pinned when d is a GPU, so the copies
+     * run at the link's speed): */
+    char *ones;          /* the timing inputs, 1 in every element */
+    char *poison;        /* 2L in every element: never an input, never a result */
+    char *mine;          /* this rank's inputs, elements 0.. (a sweep's, whatever the size) */
+    char *want;          /* the exact results (reductions, broadcast: a sweep's; gathers: a row's) */
+    char *got;           /* what the check collective delivered, downloaded */
+    int filled_t;        /* the dtype ones and poison hold (-1: none) */
     size_t cap;
 };
 
+static char **bufs_host(struct bufs *b, int k)
+{
+    char **h[] = {&b->ones, &b->poison, &b->mine, &b->want, &b->got};
+    return h[k];
+}
+#define BUFS_NHOST 5
+
 static void bufs_free(struct bufs *b)
 {
+    int pinned = b->d && b->d->be->host_alloc && b->d->be->host_free;
     if (b->d) {
         if (b->send) dev_free(b->d, b->send);
         if (b->recv) dev_free(b->d, b->recv);
     } else {
         free(b->send), free(b->recv);
     }
-    free(b->hs), free(b->hr);
+    for (int k = 0; k < BUFS_NHOST; k++) {
+        char **h = bufs_host(b, k);
+        if (*h && pinned) b->d->be->host_free(b->d, *h);
+        else free(*h);
+    }
     memset(b, 0, sizeof *b);
 }
 
@@ -154,21 +135,33 @@ static int bufs_alloc(struct bufs *b, struct dev *d, size_t cap, plumb_err *e)
     memset(b, 0, sizeof *b);
     b->d = d;
     b->cap = cap ? cap : 8;
-    int rc = PLUMB_OK;
+    b->filled_t = -1;
     if (d) {
-        if ((rc = dev_alloc(d, b->cap, (void **)&b->send, e)) || (rc = dev_alloc(d, b->cap, (void **)&b->recv, e))) {
+        if (dev_alloc(d, b->cap, (void **)&b->send, e) || dev_alloc(d, b->cap, (void **)&b->recv, e)) {
             bufs_free(b);
             return err_wrap(e, "comm check: two buffers of %zu bytes on %s", b->cap, d->label);
         }
     } else {
         b->send = malloc(b->cap);
         b->recv = malloc(b->cap);
+        if (!b->send || !b->recv) {
+            bufs_free(b);
+            return err_set(e, PLUMB_ENOMEM, "comm check: cannot allocate 2 buffers of %zu bytes", b->cap);
+        }
     }
-    b->hs = malloc(b->cap);
-    b->hr = malloc(b->cap);
-    if (!b->send || !b->recv || !b->hs || !b->hr) {
-        bufs_free(b);
-        return err_set(e, PLUMB_ENOMEM, "comm check: cannot allocate 4 buffers of %zu bytes", cap);
+    int pinned = d && d->be->host_alloc && d->be->host_free;
+    for (int k = 0; k < BUFS_NHOST; k++) {
+        char **h = bufs_host(b, k);
+        if (pinned) {
+            if (d->be->host_alloc(d, b->cap, (void **)h, e)) {
+                *h = NULL;
+                bufs_free(b);
+                return err_wrap(e, "comm check: %d host buffers of %zu bytes for %s", BUFS_NHOST, cap, d->label);
+            }
+        } else if (!(*h = malloc(b->cap))) {
+            bufs_free(b);
+            return err_set(e, PLUMB_ENOMEM, "comm check: cannot allocate %d host buffers of %zu bytes", BUFS_NHOST, cap);
+        }
     }
     return PLUMB_OK;
 }
@@ -203,6 +196,7 @@ struct batch {
     size_t p;          /* per-rank count (blocked) or the count */
     size_t bytes;      /* nccl-tests' size */
     unsigned case_id;
+    const char *want;  /* host: the exact values of what this rank receives (checked_elems) */
     char what[160];    /* for the watchdog and messages */
 };
 
@@ -238,25 +232,19 @@ static void batch_args(const struct batch *bt, struct bufs *b, int R, struct com
     if (bt->coll == COMM_REDUCE_SCATTER) a->recv = b->recv + (size_t)R * bt->p * es;
 }
 
-/* Writes this rank's inputs where the batch reads them, and a poison value
- * (2L: never an input, never an exact result) everywhere the collective
- * must write, so a result that is not delivered is wrong too. */
-static int batch_init(const struct batch *bt, struct bufs *b, unsigned long long seed, int W, int R, plumb_err *e)
+/* Writes this rank's inputs (b->mine) where the batch reads them, and the
+ * poison value everywhere the collective must write, so a result that is
+ * not delivered is wrong too. */
+static int batch_init(const struct batch *bt, struct bufs *b, int W, int R, plumb_err *e)
 {
     size_t sn, rn, blen, at, es = dtype_size(bt->t);
     batch_layout(bt, W, R, &sn, &rn, &blen, &at);
-    double poison = 2 * comm_check_exact_limit(bt->t);
     if (bt->in_place) {
-        for (size_t i = 0; i < blen; i++) put(b->hs, bt->t, i, poison);
-        for (size_t j = 0; j < sn; j++)
-            put(b->hs, bt->t, at + j, comm_check_input(seed, bt->case_id, bt->coll, bt->t, bt->op, W, R, j));
-        return to_buf(b, b->recv, b->hs, blen * es, e);
+        int rc = to_buf(b, b->recv, b->poison, blen * es, e);
+        return rc ? rc : to_buf(b, b->recv + at * es, b->mine, sn * es, e);
     }
-    for (size_t j = 0; j < sn; j++)
-        put(b->hs, bt->t, j, comm_check_input(seed, bt->case_id, bt->coll, bt->t, bt->op, W, R, j));
-    for (size_t i = 0; i < rn; i++) put(b->hr, bt->t, i, poison);
-    int rc = to_buf(b, b->send, b->hs, sn * es, e);
-    return rc ? rc : to_buf(b, b->recv, b->hr, rn * es, e);
+    int rc = to_buf(b, b->send, b->mine, sn * es, e);
+    return rc ? rc : to_buf(b, b->recv, b->poison, rn * es, e);
 }
 
 /* Timing inputs: ones wherever the batch reads or writes (normal numbers,
@@ -265,29 +253,50 @@ static int batch_fill_ones(const struct batch *bt, struct bufs *b, int W, int R,
 {
     size_t sn, rn, blen, at, es = dtype_size(bt->t);
     batch_layout(bt, W, R, &sn, &rn, &blen, &at);
-    size_t n = sn > rn ? sn : rn;
-    if (blen > n) n = blen;
-    for (size_t i = 0; i < n; i++) put(b->hs, bt->t, i, 1.0);
-    int rc = to_buf(b, b->send, b->hs, (bt->in_place ? 0 : sn) * es, e);
-    return rc ? rc : to_buf(b, b->recv, b->hs, (bt->in_place ? blen : rn) * es, e);
+    int rc = to_buf(b, b->send, b->ones, (bt->in_place ? 0 : sn) * es, e);
+    return rc ? rc : to_buf(b, b->recv, b->ones, (bt->in_place ? blen : rn) * es, e);
 }
 
-/* the exact value of element i of what rank R receives */
-static double expected(const struct batch *bt, unsigned long long seed, int W, int R, size_t i)
+/* The host buffers of a sweep (collective, dtype) on rank R of W: ones and
+ * poison in the dtype; with the check on, this rank's inputs for the largest
+ * row, and for reductions and broadcast the exact results (they do not
+ * depend on the size: row S reads the first elements). */
+static void sweep_prepare(struct bufs *b, const struct comm_check_gen *g, enum comm_coll coll, int root, int R,
+                          int check)
 {
-    size_t p = bt->p;
-    enum comm_coll c = bt->coll;
-    if (c == COMM_BROADCAST) return comm_check_input(seed, bt->case_id, c, bt->t, bt->op, W, bt->root, i);
-    if (c == COMM_ALLGATHER) return comm_check_input(seed, bt->case_id, c, bt->t, bt->op, W, (int)(i / p), i % p);
-    if (c == COMM_ALLTOALL)
-        return comm_check_input(seed, bt->case_id, c, bt->t, bt->op, W, (int)(i / p), (size_t)R * p + i % p);
-    size_t j = c == COMM_REDUCE_SCATTER ? (size_t)R * p + i : i;
-    double acc = comm_check_input(seed, bt->case_id, c, bt->t, bt->op, W, 0, j);
-    for (int r = 1; r < W; r++) {
-        double v = comm_check_input(seed, bt->case_id, c, bt->t, bt->op, W, r, j);
-        acc = bt->op == COMM_SUM ? acc + v : bt->op == COMM_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+    size_t n = b->cap / dtype_size(g->t);
+    if (b->filled_t != (int)g->t) {
+        comm_check_fill_value(g->t, 1.0, n, b->ones);
+        comm_check_fill_value(g->t, 2 * comm_check_exact_limit(g->t), n, b->poison);
+        b->filled_t = (int)g->t;
     }
-    return acc;
+    if (!check) return;
+    comm_check_gen_fill(g, R, 0, n, b->mine);
+    /* on one rank a reduction is the rank's own input, as is the broadcast on its root */
+    if ((is_reduction(coll) && g->world == 1) || (coll == COMM_BROADCAST && root == R))
+        memcpy(b->want, b->mine, n * dtype_size(g->t));
+    else if (is_reduction(coll)) comm_check_gen_reduce(g, 0, n, b->want);
+    else if (coll == COMM_BROADCAST) comm_check_gen_fill(g, root, 0, n, b->want);
+}
+
+/* Points bt->want at the exact values of what rank R receives in this row
+ * (recv[i], i < the checked count), computing them for the gathers:
+ *   allreduce, reduce: op over ranks of element i;  reduce-scatter: of R*p + i;
+ *   broadcast: the root's element i;
+ *   allgather: element i % p of rank i / p;  alltoall: element R*p + i % p of rank i / p. */
+static void row_prepare(struct bufs *b, const struct comm_check_gen *g, struct batch *bt, int W, int R)
+{
+    size_t p = bt->p, es = dtype_size(bt->t);
+    bt->want = b->want;
+    if (bt->coll == COMM_REDUCE_SCATTER) bt->want = b->want + (size_t)R * p * es;
+    if (bt->coll != COMM_ALLGATHER && bt->coll != COMM_ALLTOALL) return;
+    size_t j0 = bt->coll == COMM_ALLTOALL ? (size_t)R * p : 0;
+    for (int r = 0; r < W; r++) {
+        char *dst = b->want + (size_t)r * p * es;
+        /* this rank's own block: its inputs, made already */
+        if (r == R) memcpy(dst, b->mine + j0 * es, p * es);
+        else comm_check_gen_fill(g, r, j0, p, dst);
+    }
 }
 
 /* one rank's findings of one batch, exchanged with the others */
@@ -299,11 +308,10 @@ struct rank_rec {
 };
 
 /* what this rank receives and must check: elements and where */
-static size_t checked_elems(const struct batch *bt, int W, int R, struct bufs *b, struct comm_args *a, char **where)
+static size_t checked_elems(const struct batch *bt, int W, int R, struct comm_args *a, char **where)
 {
     size_t sn, rn, blen, at;
     batch_layout(bt, W, R, &sn, &rn, &blen, &at);
-    (void)b;
     *where = (char *)a->recv;
     if (bt->coll == COMM_REDUCE && R != bt->root) return 0;
     return rn;
@@ -395,10 +403,10 @@ static int run_batch(struct sweep_ctx *s, struct batch *bt, struct rank_rec *all
     }
     /* the check run */
     if (o->check) {
-        if ((rc = batch_init(bt, &s->b, o->seed, s->W, s->R, e))) return rc;
+        if ((rc = batch_init(bt, &s->b, s->W, s->R, e))) return rc;
         if ((rc = comm_run(s->c, &a, bt->what, e))) return rc;
         char *where;
-        size_t n = checked_elems(bt, s->W, s->R, &s->b, &a, &where), es = dtype_size(bt->t);
+        size_t n = checked_elems(bt, s->W, s->R, &a, &where), es = dtype_size(bt->t);
         if (o->corrupt_rank == s->R && n) {
             if (!s->injected_note)
                 log_warn("inject corrupt@%d: rank %d flips bit 0 of the middle element it received after every checked "
@@ -406,12 +414,12 @@ static int run_batch(struct sweep_ctx *s, struct batch *bt, struct rank_rec *all
             s->injected_note = 1;
             if ((rc = flip_bit(&s->b, bt->t, where, n / 2, e))) return rc;
         }
-        if ((rc = from_buf(&s->b, s->b.hr, where, n * es, e))) return rc;
-        for (size_t i = 0; i < n; i++) {
-            double want = expected(bt, o->seed, s->W, s->R, i), got = get(s->b.hr, bt->t, i);
-            if (got == want) continue;
-            if (!me.wrong) me.offset = (int64_t)i, me.want = want, me.got = got;
-            me.wrong++;
+        if ((rc = from_buf(&s->b, s->b.got, where, n * es, e))) return rc;
+        /* every element against its exact value */
+        me.wrong = comm_check_compare(bt->t, s->b.got, bt->want, n, &me.offset);
+        if (me.wrong) {
+            me.want = comm_check_get(bt->want, bt->t, (size_t)me.offset);
+            me.got = comm_check_get(s->b.got, bt->t, (size_t)me.offset);
         }
     }
     rc = comm_allgather(s->host, &me, sizeof me, all, "comm check: exchange timings and wrong counts", e);
@@ -621,11 +629,16 @@ int check_comm_run(const struct check_ctx *ctx, struct comm *host, struct comm *
             long long sw_wrong = 0;
             const json_t *last = NULL;
             double factor = comm_busbw_factor((enum comm_coll)coll, s.W);
+            const unsigned case_id = (unsigned)(coll * 64 + (int)t * 4 + (int)o->op);
+            struct comm_check_gen gen;
+            comm_check_gen_init(&gen, o->seed, case_id, (enum comm_coll)coll, t, o->op, s.W);
+            sweep_prepare(&s.b, &gen, (enum comm_coll)coll, o->root, s.R, o->check);
             for (size_t S = o->min_bytes; S <= o->max_bytes && !rc && !out->broken && !s.failed;) {
                 struct batch bt = {.coll = (enum comm_coll)coll, .t = t, .op = o->op, .root = o->root};
                 comm_check_counts(bt.coll, t, s.W, S, &bt.p, &bt.bytes);
-                bt.case_id = (unsigned)(coll * 64 + (int)t * 4 + (int)o->op);
+                bt.case_id = case_id;
                 if (bt.p > 0) {
+                    if (o->check) row_prepare(&s.b, &gen, &bt, s.W, s.R);
                     json_t *row = json_object();
                     json_object_set_new(row, "bytes", json_integer((json_int_t)bt.bytes));
                     json_object_set_new(row, "count", json_integer((json_int_t)(bt.bytes / dtype_size(t))));
