@@ -16,6 +16,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Line-buffered stdout even into a file or pipe: a long run that a
+     * scheduler or `timeout` kills keeps every line it printed. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
         usage(stderr);
         return 2;

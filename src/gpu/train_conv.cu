@@ -70,6 +70,19 @@ int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* At device close (backend.cu), as tws_release. */
+void tvws_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_tvws_lock);
+    for (int i = 0; i < TVWS_DEVS; i++)
+        if (g_tvws[i].d == d) {
+            for (int k = 0; k < TVWS_N; k++)
+                if (g_tvws[i].p[k]) (void)cudaFree(g_tvws[i].p[k]);
+            memset(&g_tvws[i], 0, sizeof g_tvws[i]);
+        }
+    pthread_mutex_unlock(&g_tvws_lock);
+}
+
 /* ---------------- golden: one thread per output element ---------------- */
 
 __global__ void k_conv_fwd_golden(struct train_conv g, const float *x, const float *w, float *y, size_t n, int rt)

@@ -207,6 +207,22 @@ static void gl_clear(struct gl_plan *p)
     memset(p, 0, sizeof *p);
 }
 
+/* At device close (backend.cu), as lt_release in train_linear.cu. */
+void gl_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_gl_lock);
+    for (int i = 0; i < 16; i++)
+        if (g_gl[i].d == d) {
+            struct gl_state *s = &g_gl[i];
+            for (int k = 0; k < GL_PLANS; k++)
+                if (s->plans[k].used) gl_clear(&s->plans[k]);
+            if (s->ws) (void)cudaFree(s->ws);
+            if (s->h) cublasLtDestroy(s->h);
+            memset(s, 0, sizeof *s);
+        }
+    pthread_mutex_unlock(&g_gl_lock);
+}
+
 static int gl_align(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -591,3 +607,8 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     }
     return PLUMB_OK;
 }
+
+#if defined(PLUMB_HIP)
+/* no cuBLASLt state on HIP */
+void gl_release(struct dev *d) { (void)d; }
+#endif

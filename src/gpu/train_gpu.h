@@ -127,6 +127,26 @@ int convlib_run(struct dev *d, struct dev_stream *st, int dir, const struct trai
                 const void *b, void *out, dtype_t rt, plumb_err *e);
 void convlib_describe(char *buf, size_t n);
 
+/* Per-device state of the train ops, released when the device closes
+ * (backend.cu's gpu_close calls gpu_train_release after synchronising):
+ * tws_get's and tvws_get's workspaces, the cuBLASLt plans, handles and
+ * workspaces of train_linear.cu and train_gpt_gemm.cu, and conv_lib.cu's
+ * plans and handle. Each is keyed by the struct dev, so without it every
+ * open leaked them, and a process's 17th device failed. */
+void tws_release(struct dev *d);
+void tvws_release(struct dev *d);
+void lt_release(struct dev *d);
+void gl_release(struct dev *d);
+void convlib_release(struct dev *d);
+static inline void gpu_train_release(struct dev *d)
+{
+    convlib_release(d);
+    gl_release(d);
+    lt_release(d);
+    tvws_release(d);
+    tws_release(d);
+}
+
 /* the table entries (argument checks included) */
 int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *w, float *y,
                  dtype_t rt, plumb_err *e);

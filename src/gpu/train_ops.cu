@@ -63,6 +63,22 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* At device close (backend.cu): the slot is freed, so a process that opens
+ * and closes devices (accept's seeds, the ladder's rungs) neither leaks the
+ * buffers nor runs out of slots, and a later device that happens to get the
+ * same struct dev address starts clean. The caller has synchronised. */
+void tws_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_tws_lock);
+    for (int i = 0; i < TWS_DEVS; i++)
+        if (g_tws[i].d == d) {
+            for (int k = 0; k < 4; k++)
+                if (g_tws[i].p[k]) (void)cudaFree(g_tws[i].p[k]);
+            memset(&g_tws[i], 0, sizeof g_tws[i]);
+        }
+    pthread_mutex_unlock(&g_tws_lock);
+}
+
 /* ---------------- profile ---------------- */
 
 static const char *g_tp_names[TP_COUNT] = {

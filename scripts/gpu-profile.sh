@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Where the gpt and resnet steps' GPU time goes, on the GPU host, from the
+# folder scripts/gpu-prep.sh fills: CUPTI kernel times per kernel name
+# (bench/kprof.cc through CUDA_INJECTION64_PATH; no synchronisation added)
+# for plumb's step and for PyTorch eager on the same shapes, so each of
+# plumb's kernels can be set against the peer's. Figures for BENCHMARKS.md's
+# gpt and resnet sections (profile tables). At most PROFILE_BUDGET_S seconds
+# (default 150); every step under `timeout`. Writes $OUT/profile/.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+OUT=${OUT:-$here/gpu-out}
+D=$OUT/profile
+mkdir -p "$D"
+LOG=$D/gpu-profile.log
+: >"$LOG"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+BUDGET=${PROFILE_BUDGET_S:-150}
+T0=$SECONDS
+log() { echo "$*" | tee -a "$LOG"; }
+step() { # step NAME TIMEOUT_S AFTER_S CMD...: CMD under kprof (AFTER_S: KPROF_AFTER_S, drops warm-up activity)
+  local name=$1 t=$2 ka=$3; shift 3
+  local l=$((BUDGET - (SECONDS - T0)))
+  if [ "$l" -lt 10 ]; then log "==== $name: SKIPPED ($l s left)"; return 99; fi
+  [ "$t" -gt "$l" ] && t=$l
+  log "==== $name: $*"
+  local t1=$SECONDS
+  timeout "$t" env CUDA_INJECTION64_PATH="$here/build/libplumb-kprof.so" KPROF_TOP=40 KPROF_AFTER_S="$ka" \
+    KPROF_OUT="$D/$name.kprof.txt" "$@" >"$D/$name.log" 2>&1
+  local rc=$?
+  log "==== $name: exit $rc ($((SECONDS - t1)) s)"
+  [ -f "$D/$name.kprof.txt" ] && head -n 32 "$D/$name.kprof.txt" | tee -a "$LOG"
+  return $rc
+}
+. "$here/scripts/gpu-libs.sh"
+export PLUMB_BACKEND_PATH=$here/build
+P=build/plumb
+step gpt_plumb 40 0 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 20 --warmup 3
+step gpt_torch 50 0 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch 16 --device cuda --precision bf16 \
+  --mode eager --steps 40 --warmup 3
+step r18_plumb 30 3 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 150 \
+  --warmup 3 --leak-steps 0
+step r18_torch 40 3 python3 bench/resnet_torch.py --model resnet18 --batch 512 --precision bf16 --modes eager \
+  --steps 150 --warmup 3
+step r50_plumb 30 3 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 40 \
+  --warmup 2 --leak-steps 0
+log "gpu-profile: $((SECONDS - T0)) s of $BUDGET"
