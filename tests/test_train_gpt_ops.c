@@ -715,12 +715,16 @@ TEST(gpt_ops_golden_equals_shared_definitions)
 }
 
 /* Fast against golden on one input, bf16: the bounds the model's fast path is
- * held to (rounding to bf16 is 2^-9 relative; a few roundings apart). */
+ * held to (rounding to bf16 is 2^-9 relative; a few roundings apart). The
+ * inputs are bf16 values, as the model's stored activations are (the
+ * contract of attention_fwd in train_ops.h). */
 TEST(gpt_ops_fast_within_bounds_of_golden)
 {
     enum { B = 2, T = 40, NH = 2, HS = 16, C = NH * HS, C3 = 3 * C };
     const int Rn = B * T;
     float *qkv = frand((size_t)Rn * C3, -1, 1), *g = frand((size_t)Rn * C, -1, 1);
+    for (size_t i = 0; i < (size_t)Rn * C3; i++) qkv[i] = gg_round(qkv[i], DT_BF16);
+    for (size_t i = 0; i < (size_t)Rn * C; i++) g[i] = gg_round(g[i], DT_BF16);
     float *res[2][3];
     for (int mode = 0; mode < 2; mode++) {
         OPEN(d, (enum numerics)mode, 0);

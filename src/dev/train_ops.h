@@ -469,7 +469,10 @@ struct train_ops {
      *   p_j = e_j / l, out_i = fmaf chain of p_j * v_j[i] over j ascending
      *   from 0, rounded; lse = m + glogf(l).
      * Fast: flash-style (key tiles streamed against a tile of queries,
-     *   online softmax; no T x T matrix in memory). */
+     *   online softmax; no T x T matrix in memory). With rt bf16 or fp16 the
+     *   fast path takes qkv (and the backward's dout) as rt values, as every
+     *   activation the models store is: the CUDA tensor-core kernels read them
+     *   as 16-bit operands (exact for rt values; other inputs are rounded). */
     int (*attention_fwd)(struct dev *d, dev_stream *s, const float *qkv, float *out, float *lse,
                          int B, int T, int NH, int HS, dtype_t rt, plumb_err *e);
 

@@ -131,16 +131,20 @@ __device__ static inline float xent_g(float zv, int v, int tg, float m, float in
 {
     return tg < 0 ? 0.0f : gg_round((expf(zv - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
 }
-static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, float gs, int grad, float *loss,
-                                 int rt)
+static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
+                                 float *loss, int rt)
 {
+    /* z [rows, ld] (the first V columns of each row are the logits; ld >= V,
+     * a multiple of 8 in the classifier so every row starts 16-byte aligned
+     * for the GEMMs and for these float4 loads); g16 the same layout */
     __shared__ float red[PLUMB_WARP];
     const int r = blockIdx.x;
-    float *zr = z + (size_t)r * V;
+    float *zr = z + (size_t)r * ld;
+    uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
     const int tg = tgt[r];
-    const int vec = (V & 3) == 0, V4 = V >> 2;
+    const int vec = (ld & 3) == 0, V4 = vec ? V >> 2 : 0; /* quads, then the tail 4 V4 .. V-1 one by one */
     float m = -INFINITY, s = 0.0f;
-    if (vec) {
+    {
         const float4 *z4 = (const float4 *)zr;
         for (int q = threadIdx.x; q < V4; q += blockDim.x) {
             const float4 a = z4[q];
@@ -149,16 +153,15 @@ static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *
             xent_acc(gg_round(a.z, rt), m, s);
             xent_acc(gg_round(a.w, rt), m, s);
         }
-    } else {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) xent_acc(gg_round(zr[v], rt), m, s);
     }
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) xent_acc(gg_round(zr[v], rt), m, s);
     const float mb = plumb_block_max(m, red);
     const float l = plumb_block_sum(m == -INFINITY ? 0.0f : s * expf(m - mb), red);
     if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (mb + logf(l)) - gg_round(zr[tg], rt);
     if (!grad) return;
     __syncthreads(); /* zr[tg] read before it is overwritten */
     const float inv = 1.0f / l;
-    if (vec) {
+    {
         float4 *z4 = (float4 *)zr;
         for (int q = threadIdx.x; q < V4; q += blockDim.x) {
             const float4 a = z4[q];
@@ -167,21 +170,20 @@ static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *
             const float g1 = xent_g(gg_round(a.y, rt), v + 1, tg, mb, inv, gs, rt);
             const float g2 = xent_g(gg_round(a.z, rt), v + 2, tg, mb, inv, gs, rt);
             const float g3 = xent_g(gg_round(a.w, rt), v + 3, tg, mb, inv, gs, rt);
-            if (g16) {
+            if (gr) {
                 uint2 w;
                 w.x = (uint32_t)to16_of(g0, rt) | (uint32_t)to16_of(g1, rt) << 16;
                 w.y = (uint32_t)to16_of(g2, rt) | (uint32_t)to16_of(g3, rt) << 16;
-                ((uint2 *)(g16 + (size_t)r * V))[q] = w;
+                ((uint2 *)gr)[q] = w;
             } else {
                 z4[q] = make_float4(g0, g1, g2, g3);
             }
         }
-    } else {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) {
-            const float gv = xent_g(gg_round(zr[v], rt), v, tg, mb, inv, gs, rt);
-            if (g16) g16[(size_t)r * V + v] = to16_of(gv, rt);
-            else zr[v] = gv;
-        }
+    }
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) {
+        const float gv = xent_g(gg_round(zr[v], rt), v, tg, mb, inv, gs, rt);
+        if (gr) gr[v] = to16_of(gv, rt);
+        else zr[v] = gv;
     }
 }
 /* ---------------- flash attention ---------------- */

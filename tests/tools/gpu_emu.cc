@@ -284,11 +284,23 @@ static void xent(int R, int V, int rt = 0)
             gloss[r] = gpt_gold_xent_row(zr, V, tgt[r], 0.125f, zr, rt);
         }
     }
-    float *zp = z.data(), *lp = loss.data();
-    uint16_t *gp = rt ? g16.data() : nullptr;
+    // rows padded to LD = V rounded up to 8 (the classifier's layout); the
+    // padding holds NaN, which the kernel must never read
+    const int LD = (V + 7) & ~7;
+    std::vector<float> zl((size_t)R * LD, NAN);
+    std::vector<uint16_t> g16l((size_t)R * LD, 0xffff);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) zl[(size_t)r * LD + v] = z[(size_t)r * V + v];
+    float *zp = zl.data(), *lp = loss.data();
+    uint16_t *gp = rt ? g16l.data() : nullptr;
     const int32_t *tp = tgt.data();
-    launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(zp, gp, tp, V, 0.125f, 1, lp, rt); });
-    const float *got = zp;
+    launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(zp, gp, tp, V, LD, 0.125f, 1, lp, rt); });
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) {
+            z[(size_t)r * V + v] = zl[(size_t)r * LD + v];
+            g16[(size_t)r * V + v] = g16l[(size_t)r * LD + v];
+        }
+    const float *got = z.data();
     if (rt) {
         for (size_t i = 0; i < g16.size(); i++) g16f[i] = bf16_to_f32(g16[i]);
         got = g16f.data();
