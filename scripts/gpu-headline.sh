@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The gpt and resnet headline figures on the GPU host in one short pass
+# (from the folder scripts/gpu-prep.sh fills; the suite runs before it):
+#   gpt     plumb bench gpt, gpt2-124m B=16 T=1024 bf16, with torch.compile
+#           (bench/gpt_pytorch.py) in the same run;
+#   r18     plumb bench resnet, resnet18 CIFAR bf16/512, with torch.compile;
+#   r152    plumb bench resnet, resnet152 at 224, fp32 and bf16, batch 64
+#           (the source documents' single-GPU table shape);
+#   r50     plumb bench resnet, resnet50 at 224, bf16/256 (no PyTorch).
+# Figures for BENCHMARKS.md's gpt and resnet sections. At most
+# HEADLINE_BUDGET_S seconds (default 200), every step under `timeout`.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+OUT=${OUT:-$here/gpu-out}
+D=$OUT/headline
+mkdir -p "$D"
+LOG=$D/headline.log
+: >"$LOG"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+BUDGET=${HEADLINE_BUDGET_S:-200}
+T0=$SECONDS
+log() { echo "$*" | tee -a "$LOG"; }
+step() { # step NAME TIMEOUT_S CMD...
+  local name=$1 t=$2; shift 2
+  local l=$((BUDGET - (SECONDS - T0)))
+  if [ "$l" -lt 15 ]; then log "==== $name: SKIPPED ($l s left)"; return 99; fi
+  [ "$t" -gt "$l" ] && t=$l
+  log "==== $name: $*"
+  local t1=$SECONDS
+  timeout "$t" "$@" >"$D/$name.log" 2>&1
+  local rc=$?
+  log "==== $name: exit $rc ($((SECONDS - t1)) s)"
+  grep -E "^(bf16|fp32|fp16) |pytorch|FLOPs per token" "$D/$name.log" | tee -a "$LOG"
+  return $rc
+}
+. "$here/scripts/gpu-libs.sh"
+export PLUMB_BACKEND_PATH=$here/build
+P=build/plumb
+step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
+  --vs-pytorch --torch-modes compile --json "$D/gpt.json"
+step r18 100 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
+  --leak-steps 0 --vs-pytorch --torch-modes compile --torch-timeout 80 --json "$D/r18.json"
+step r152 45 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 10 --warmup 3 \
+  --leak-steps 0 --json "$D/r152.json"
+step r50 30 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 10 --warmup 3 \
+  --leak-steps 0 --json "$D/r50.json"
+log "gpu-headline: $((SECONDS - T0)) s of $BUDGET"
