@@ -32,8 +32,11 @@ step() { # step NAME TIMEOUT_S CMD...
 }
 log "compare-gpu on $(hostname) at $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 | tee -a "$LOG"
-step accept ${ACCEPT_S:-240} build/plumb accept --checks rng,numerics,train-ctr,parity --device all --seeds "$SEEDS" --out "$OUT/acc"
-step compare 120 build/plumb compare "$OUT/acc" --a cuda:0 --b cpu --out "$OUT/cmp"
+# COMPARE_PARTS=ladder: only parts 2 and 3 (part 1 shown in an earlier call)
+if [ "${COMPARE_PARTS:-all}" != ladder ]; then
+  step accept ${ACCEPT_S:-240} build/plumb accept --checks rng,numerics,train-ctr,parity --device all --seeds "$SEEDS" --out "$OUT/acc"
+  step compare 120 build/plumb compare "$OUT/acc" --a cuda:0 --b cpu --out "$OUT/cmp"
+fi
 step ladder ${LADDER_S:-150} build/plumb attribute --device cuda:0 --seeds "$SEEDS" --rungs fast-strict,fast-vendor --out "$OUT/lad"
 L=$OUT/lad/checks/ladder-cuda-0
 if [ -f "$L/rung2-fast-strict.seeds.jsonl" ] && [ -f "$L/rung3-fast-vendor.seeds.jsonl" ]; then

@@ -4,6 +4,7 @@
 # for warp width 32 (NVIDIA) and 64 (CDNA), against the golden definitions.
 # Checks the kernel source itself on a host without a GPU; it does not check
 # the compilers, the vendor libraries or the hardware (the GPU suite does).
+# Then the CUDA-only tensor-core attention (tests/tools/gpu_emu_tc.cc).
 . "$(dirname "$0")/lib.sh"
 src="$PLUMB_ROOT/tests/tools/gpu_emu.cc"
 command -v g++ >/dev/null || { skip "gpu kernel emulation" "g++ not installed"; finish; }
@@ -19,4 +20,18 @@ for w in 32 64; do
     fail "warp $w kernels against golden" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
   fi
 done
+# the tensor-core attention kernels (gpu/train_gpt_attn_tc.cuh) under the
+# WMMA stand-in of tests/tools/emu_tc/ (warp 32 only: they are CUDA-only)
+src="$PLUMB_ROOT/tests/tools/gpu_emu_tc.cc"
+if ! g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -DPLUMB_CUDA -I"$PLUMB_ROOT/src" -I"$PLUMB_ROOT/tests/tools/emu_tc" "$src" -o "$TMP/emutc" -lpthread 2>"$TMP/err"; then
+  fail "tensor-core emulation builds" "$(head -c 400 "$TMP/err")"
+else
+  "$TMP/emutc" >"$TMP/outtc" 2>&1; rc=$?
+  n=$(grep -c '^ok' "$TMP/outtc")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ]; then
+    ok "tensor-core attention: $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
+  else
+    fail "tensor-core attention kernels against the float64 reference" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
+  fi
+fi
 finish

@@ -7,6 +7,8 @@
 #include "models/ctr/data.h"
 #include "models/ctr/eval.h"
 #include "models/ctr/synth.h"
+#include "dev/dev.h"
+#include "train/devfeed.h"
 #include <stdlib.h>
 #include <zlib.h>
 
@@ -421,6 +423,111 @@ TEST(data_fill_rows_equal_hash_mod_rows)
         for (int t = 0; t < CRITEO_CAT; t++)
             bad += sparse[(size_t)i * CRITEO_CAT + t] != mem[idx[i]].cat[t] % (uint32_t)rows[t];
     CHECK_MSG(bad == 0, "%ld of %d rows differ from hash %% rows", bad, N * CRITEO_CAT);
+    free(idx), free(sparse), free(dense), free(lab), free(mem);
+}
+
+/* data_fill gathers in blocks and takes the remainders after each block:
+ * every field of every sample equals the sample's own, for counts that are
+ * not a multiple of the block, one sample and none. */
+TEST(data_fill_blocks_equal_samples)
+{
+    enum { N = 1500 };
+    struct criteo_sample *mem = calloc(N, sizeof *mem);
+    REQUIRE(mem != NULL);
+    uint64_t s = 12345;
+    for (int i = 0; i < N; i++) {
+        uint32_t *w = (uint32_t *)&mem[i];
+        for (size_t k = 0; k < sizeof mem[i] / 4; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            w[k] = (uint32_t)(s >> 40); /* < 2^24: dense words stay finite floats */
+        }
+        mem[i].label = (float)(i % 3 == 0);
+    }
+    int64_t rows[CRITEO_CAT];
+    for (int t = 0; t < CRITEO_CAT; t++) rows[t] = 1000 + 37 * t;
+    struct dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.mem[0] = mem;
+    ds.n[0] = N;
+    uint32_t *idx = malloc(N * sizeof *idx), *sparse = malloc((size_t)N * CRITEO_CAT * sizeof *sparse);
+    float *dense = malloc((size_t)N * CRITEO_DENSE * sizeof *dense), *lab = malloc(N * sizeof *lab);
+    REQUIRE(idx && sparse && dense && lab);
+    for (int i = 0; i < N; i++) idx[i] = (uint32_t)((i * 7919u + 13u) % N);
+    const int counts[] = {N, 1, 0, 255, 256, 257, 1000};
+    long bad = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int n = counts[c];
+        data_fill(&ds, 0, idx, n, rows, dense, sparse, lab);
+        for (int i = 0; i < n; i++) {
+            const struct criteo_sample *m = &mem[idx[i]];
+            bad += lab[i] != m->label || memcmp(dense + (size_t)i * CRITEO_DENSE, m->dense, sizeof m->dense) != 0;
+            for (int t = 0; t < CRITEO_CAT; t++) bad += sparse[(size_t)i * CRITEO_CAT + t] != m->cat[t] % (uint32_t)rows[t];
+        }
+    }
+    CHECK_MSG(bad == 0, "%ld fields differ from the samples'", bad);
+    free(idx), free(sparse), free(dense), free(lab), free(mem);
+}
+
+/* The device feed on the cpu device with a pool of build threads: batches
+ * cut into chunks that the threads claim (the last one partial), across
+ * epoch boundaries (the sampler's look-ahead) and a partial last batch of an
+ * epoch: every batch equals data_fill of the sampler's indices. */
+TEST(data_devfeed_pool_batches_equal_sampler_fill)
+{
+    enum { N = 7001, B = 3000, STEPS = 10, THREADS = 3 };
+    plumb_err e = {0};
+    struct criteo_sample *mem = calloc(N, sizeof *mem);
+    REQUIRE(mem != NULL);
+    uint64_t x = 777;
+    for (int i = 0; i < N; i++) {
+        uint32_t *w = (uint32_t *)&mem[i];
+        for (size_t k = 0; k < sizeof mem[i] / 4; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            w[k] = (uint32_t)(x >> 40);
+        }
+    }
+    struct dataset ds;
+    memset(&ds, 0, sizeof ds);
+    ds.mem[0] = ds.mem[1] = mem;
+    ds.n[0] = N;
+    ds.n[1] = 1;
+    int64_t rows[CRITEO_CAT];
+    for (int t = 0; t < CRITEO_CAT; t++) rows[t] = 5000 + t;
+    struct dev *d = NULL;
+    REQUIRE(dev_open("cpu", &d, &e) == 0);
+    struct data_source src;
+    struct feed_source fs;
+    ctr_source_wrap(&src, &ds, rows);
+    ctr_feed_source(&src, &fs);
+    struct sampler s, ref;
+    REQUIRE(sampler_init(&s, N, B, B, 21, 1, &e) == 0);
+    REQUIRE(sampler_init(&ref, N, B, B, 21, 1, &e) == 0);
+    struct devfeed *f = NULL;
+    REQUIRE(devfeed_start(d, &fs, SPLIT_TRAIN, &s, 0, 1, 0, STEPS, 3, THREADS, &f, &e) == 0);
+    uint32_t *idx = malloc(B * sizeof *idx), *sparse = malloc((size_t)B * CRITEO_CAT * 4);
+    float *dense = malloc((size_t)B * CRITEO_DENSE * 4), *lab = malloc(B * 4);
+    REQUIRE(idx && sparse && dense && lab);
+    long bad = 0;
+    for (long step = 0; step < STEPS; step++) {
+        struct batch b;
+        long sn;
+        double w;
+        REQUIRE(devfeed_next(f, &b, &sn, &w, &e) == 0);
+        struct sampler_step st;
+        int sv[1];
+        REQUIRE(sampler_get(&ref, step, 0, 1, &st, idx, sv, &e) == 0);
+        data_fill(&ds, 0, idx, (int)st.local_valid, rows, dense, sparse, lab);
+        bad += sn != step || b.n_valid != st.local_valid;
+        bad += memcmp(b.field[CTR_F_DENSE], dense, (size_t)st.local_valid * CRITEO_DENSE * 4) != 0;
+        bad += memcmp(b.field[CTR_F_SPARSE], sparse, (size_t)st.local_valid * CRITEO_CAT * 4) != 0;
+        bad += memcmp(b.field[CTR_F_LABEL], lab, (size_t)st.local_valid * 4) != 0;
+        devfeed_release(f);
+    }
+    CHECK_MSG(bad == 0, "%ld mismatches between the feed's batches and the sampler's", bad);
+    devfeed_stop(f);
+    sampler_free(&s);
+    sampler_free(&ref);
+    dev_close(d);
     free(idx), free(sparse), free(dense), free(lab), free(mem);
 }
 

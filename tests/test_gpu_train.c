@@ -441,6 +441,31 @@ TEST(gpu_train_linear_fast)
     linear_case(NUMERICS_FAST, 4096, 13, 512, 1, 1, DT_F32);
 }
 
+/* Devices opened one after another in one process (accept's seeds, the
+ * ladder's rungs): each close must release the plugin's per-device state.
+ * The freed struct dev is kept occupied by a host block of its size so the
+ * next open gets a new address (as it does in a long run, where other
+ * allocations take the freed block); the plugin's caches were keyed by that
+ * address with 16 slots and never released, so the 17th device failed
+ * ("too many devices for the cuBLASLt plan cache"), leaking each device's
+ * workspaces on the way. */
+TEST(gpu_train_devices_opened_in_turn_release_their_state)
+{
+    const char *spec = test_device();
+    if (!is_gpu_spec(spec)) TEST_SKIP("PLUMB_TEST_DEVICE=%s: GPU training tests run with PLUMB_TEST_DEVICE=cuda or hip", spec);
+    enum { N_OPENS = 40 };
+    void *hold[N_OPENS] = {0};
+    for (int i = 0; i < N_OPENS; i++) {
+        linear_case(NUMERICS_FAST, 130, 367, 512, 1, 1, i % 2 ? DT_BF16 : DT_F32);
+        if (test_failed_now) {
+            fprintf(stderr, "  device open %d of %d failed\n", i + 1, N_OPENS);
+            break;
+        }
+        hold[i] = malloc(sizeof(struct dev));
+    }
+    for (int i = 0; i < N_OPENS; i++) free(hold[i]);
+}
+
 /* ---------------- small elementwise ops, loss, optimizers ---------------- */
 
 static void small_ops(enum numerics mode)

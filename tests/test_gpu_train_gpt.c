@@ -222,6 +222,67 @@ TEST(gpu_gpt_block_fast_fp32) { block_case(NUMERICS_FAST, 2, 100, 2, 64, 300, DT
 TEST(gpu_gpt_block_fast_bf16) { block_case(NUMERICS_FAST, 2, 100, 3, 64, 1000, DT_BF16); }
 TEST(gpu_gpt_block_fast_fp32_hs96) { block_case(NUMERICS_FAST, 1, 70, 2, 96, 257, DT_F32); }
 
+/* The classifier over many row chunks (PLUMB_GPT_XENT_CHUNK_BYTES: 7 rows of
+ * logits) against one chunk, on the GPU: golden the same bits (the dwte
+ * chains continue across chunks); fast within 1e-5 norm-wise in fp32 (the
+ * dwte chunk sums reassociate, the GEMMs' algorithms follow the row count)
+ * and 2^-7 in bf16 (a logit one rounding step apart moves its gradient by
+ * a bf16 ulp); repeated runs the same bits. */
+static int cls_run(struct dev *d, int R, int C, int V, dtype_t rt, const char *chunk, struct outs *o)
+{
+    const struct train_ops *Op = d->ops->train;
+    plumb_err e = {0};
+    float *h = malloc(((size_t)R * C + (size_t)V * C) * sizeof(float));
+    for (size_t i = 0; i < (size_t)R * C + (size_t)V * C; i++)
+        h[i] = gg_round((philox_uniform_at(12, RNG_DATA, 7, 0, i) * 2.0f - 1.0f) * 0.5f, rt);
+    int32_t *tgt = malloc((size_t)R * 4);
+    for (int r = 0; r < R; r++) tgt[r] = r % 7 == 6 ? -1 : (int32_t)(philox_u32_at(12, RNG_DATA, 8, 0, r) % (uint32_t)V);
+    float *x = put(d, h, (size_t)R * C * 4), *wte = put(d, h + (size_t)R * C, (size_t)V * C * 4);
+    int32_t *dt = put(d, tgt, (size_t)R * 4);
+    float *losses = put(d, NULL, (size_t)R * 4), *dx = put(d, NULL, (size_t)R * C * 4),
+          *dwte = put(d, NULL, (size_t)V * C * 4);
+    double *sc = put(d, NULL, 16);
+    if (chunk) setenv("PLUMB_GPT_XENT_CHUNK_BYTES", chunk, 1);
+    int rc = Op->classifier_fwd_bwd(d, NULL, x, wte, dt, R, C, V, 1.0f / R, losses, sc, dx, dwte, rt, &e);
+    unsetenv("PLUMB_GPT_XENT_CHUNK_BYTES");
+    if (rc) fprintf(stderr, "  classifier_fwd_bwd: %s\n", e.msg);
+    else {
+        keep(d, o, "losses", losses, (size_t)R);
+        keep(d, o, "dx", dx, (size_t)R * C);
+        keep(d, o, "dwte", dwte, (size_t)V * C);
+    }
+    void *all[] = {x, wte, dt, losses, dx, dwte, sc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(d, all[i]);
+    free(h);
+    free(tgt);
+    return rc;
+}
+
+static void cls_chunks_case(enum numerics mode, dtype_t rt)
+{
+    SKIP_UNLESS_GPU();
+    struct dev *g = open_on(test_device(), mode);
+    REQUIRE(g);
+    const int R = 300, C = 64, V = 1000;
+    char chunk[32], what[64];
+    snprintf(chunk, sizeof chunk, "%zu", (size_t)7 * V * sizeof(float));
+    snprintf(what, sizeof what, "%s %s classifier chunks", mode ? "golden" : "fast", dtype_name(rt));
+    struct outs one = {0}, many = {0}, many2 = {0};
+    REQUIRE(cls_run(g, R, C, V, rt, NULL, &one) == 0);
+    REQUIRE(cls_run(g, R, C, V, rt, chunk, &many) == 0);
+    REQUIRE(cls_run(g, R, C, V, rt, chunk, &many2) == 0);
+    if (mode == NUMERICS_GOLDEN) compare(&one, &many, 0, what);
+    else compare_norm(&one, &many, rt == DT_F32 ? 1e-5 : 0x1p-7, what);
+    compare(&many, &many2, 0, "GPU chunked run to run");
+    outs_free(&one);
+    outs_free(&many);
+    outs_free(&many2);
+    dev_close(g);
+}
+TEST(gpu_gpt_classifier_chunks_golden_bf16) { cls_chunks_case(NUMERICS_GOLDEN, DT_BF16); }
+TEST(gpu_gpt_classifier_chunks_fast_fp32) { cls_chunks_case(NUMERICS_FAST, DT_F32); }
+TEST(gpu_gpt_classifier_chunks_fast_bf16) { cls_chunks_case(NUMERICS_FAST, DT_BF16); }
+
 /* gpt-tiny through the trainer on the GPU and on the cpu, 6 steps of the
  * preset (AdamW, clipping, cosine): golden the same parameter digest (fp32
  * and bf16); fast the final losses within 1e-3 (fp32) / 2e-2 (bf16) */

@@ -23,15 +23,36 @@ static double urand(void)
     rs ^= rs << 17;
     return (double)(rs >> 11) * (1.0 / 9007199254740992.0);
 }
+/* The host buffers of the running test (frand, dcopy, get and the tests'
+ * own arrays go through keep): done() frees them all with the device. A
+ * test stopped early by a REQUIRE leaves its buffers to the next done(). */
+static void **scratch;
+static size_t n_scratch, cap_scratch;
+static void *keep(void *p)
+{
+    if (!p || (n_scratch == cap_scratch &&
+               !(scratch = realloc(scratch, (cap_scratch = cap_scratch ? 2 * cap_scratch : 64) * sizeof *scratch)))) {
+        fprintf(stderr, "test_train_gpt_ops: out of host memory\n");
+        abort();
+    }
+    scratch[n_scratch++] = p;
+    return p;
+}
+static void done(struct dev *d)
+{
+    if (d) dev_close(d);
+    for (size_t i = 0; i < n_scratch; i++) free(scratch[i]);
+    n_scratch = 0;
+}
 static float *frand(size_t n, double lo, double hi)
 {
-    float *x = malloc(n * sizeof(float) + 16);
+    float *x = keep(malloc(n * sizeof(float) + 16));
     for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
     return x;
 }
 static double *dcopy(const float *x, size_t n)
 {
-    double *y = malloc(n * sizeof(double) + 16);
+    double *y = keep(malloc(n * sizeof(double) + 16));
     for (size_t i = 0; i < n; i++) y[i] = x[i];
     return y;
 }
@@ -67,7 +88,7 @@ static void *put(struct dev *d, const void *h, size_t bytes)
 }
 static float *get(struct dev *d, const void *p, size_t n)
 {
-    float *h = malloc(n * sizeof(float) + 16);
+    float *h = keep(malloc(n * sizeof(float) + 16));
     plumb_err e = {0};
     dev_sync(d, &e);
     dev_download(d, h, p, n * sizeof(float), &e);
@@ -156,7 +177,7 @@ static void check_layernorm(enum numerics mode)
     double wx = fd_worst(c.x, Rn * C, dx, ln_ref, &c);
     double ww = fd_worst(c.w, C, dw, ln_ref, &c), wb = fd_worst(c.b, C, db, ln_ref, &c);
     CHECK_MSG(wx < 2e-4 && ww < 1e-4 && wb < 1e-5, "layernorm gradients: dx %g dw %g db %g", wx, ww, wb);
-    dev_close(d);
+    done(d);
 }
 TEST(gpt_ops_layernorm_fd_fast) { check_layernorm(NUMERICS_FAST); }
 TEST(gpt_ops_layernorm_fd_golden) { check_layernorm(NUMERICS_GOLDEN); }
@@ -194,7 +215,7 @@ static void check_matmul(enum numerics mode)
     const struct train_ops *T = d->ops->train;
     /* x = gelu(pre) through the op itself (an identity GEMM would do too:
      * here a matmul_fwd with gelu from an identity weight) */
-    float *eye = calloc(K * K, sizeof(float));
+    float *eye = keep(calloc(K * K, sizeof(float)));
     for (int i = 0; i < K; i++) eye[i * K + i] = 1.0f;
     float *ppre_in = put(d, pre, sizeof(float) * B * K), *peye = put(d, eye, sizeof(float) * K * K);
     float *ppre = put(d, NULL, sizeof(float) * B * K), *px = put(d, NULL, sizeof(float) * B * K);
@@ -227,7 +248,7 @@ static void check_matmul(enum numerics mode)
     float *ppre2 = put(d, NULL, sizeof(float) * B * N), *pdx2 = put(d, NULL, sizeof(float) * B * K);
     REQUIRE(T->matmul_fwd(d, NULL, px, pw, pb, py, ppre2, B, K, N, 1, DT_F32, &e) == 0);
     /* dL/da = R * gelu'(a): an identity GEMM's dx fused with pre_in = a */
-    float *peyeN = put(d, NULL, sizeof(float) * N * N), *eyeN = calloc(N * N, sizeof(float));
+    float *peyeN = put(d, NULL, sizeof(float) * N * N), *eyeN = keep(calloc(N * N, sizeof(float)));
     for (int i = 0; i < N; i++) eyeN[i * N + i] = 1.0f;
     dev_upload(d, peyeN, eyeN, sizeof(float) * N * N, &e);
     float *pda = put(d, NULL, sizeof(float) * B * N), *pdwI = put(d, NULL, sizeof(float) * N * N);
@@ -238,7 +259,7 @@ static void check_matmul(enum numerics mode)
     wx = fd_worst(c2.x, B * K, dx2, mm_ref, &c2);
     ww = fd_worst(c2.w, N * K, dw2, mm_ref, &c2);
     CHECK_MSG(wx < 3e-4 && ww < 3e-4, "gelu matmul gradients: dx %g dw %g", wx, ww);
-    dev_close(d);
+    done(d);
 }
 TEST(gpt_ops_matmul_gelu_fd_fast) { check_matmul(NUMERICS_FAST); }
 TEST(gpt_ops_matmul_gelu_fd_golden) { check_matmul(NUMERICS_GOLDEN); }
@@ -296,7 +317,7 @@ static void check_attention(enum numerics mode, int B, int T, int NH, int HS, do
     REQUIRE(Tp->attention_fwd(d, NULL, pq, po, pl, B, T, NH, HS, DT_F32, &e) == 0);
     REQUIRE(Tp->attention_bwd(d, NULL, pq, po, pl, pR, pdq, B, T, NH, HS, DT_F32, &e) == 0);
     float *out = get(d, po, n1), *lse = get(d, pl, (size_t)B * NH * T), *dq = get(d, pdq, n3);
-    struct at_ctx c = {dcopy(qkv, n3), dcopy(R, n1), B, T, NH, HS, malloc(n1 * 8), malloc((size_t)B * NH * T * 8)};
+    struct at_ctx c = {dcopy(qkv, n3), dcopy(R, n1), B, T, NH, HS, keep(malloc(n1 * 8)), keep(malloc((size_t)B * NH * T * 8))};
     at_ref(&c);
     double wo = 0, wl = 0;
     for (size_t i = 0; i < n1; i++) wo = fmax(wo, fabs(out[i] - c.out[i]));
@@ -307,7 +328,7 @@ static void check_attention(enum numerics mode, int B, int T, int NH, int HS, do
     double wg = fd_worst(c.qkv, n3, dq, at_ref, &c);
     fd_stride = 1;
     CHECK_MSG(wg < tol_bwd, "attention B%d T%d NH%d HS%d: dqkv worst relative error %g", B, T, NH, HS, wg);
-    dev_close(d);
+    done(d);
 }
 TEST(gpt_ops_attention_fd_fast) { check_attention(NUMERICS_FAST, 2, 7, 2, 5, 2e-6, 2e-4); }
 TEST(gpt_ops_attention_fd_golden) { check_attention(NUMERICS_GOLDEN, 2, 7, 2, 5, 2e-6, 2e-4); }
@@ -387,7 +408,7 @@ static void check_encoder(enum numerics mode)
     bad = 0;
     for (int i = 0; i < 50; i++) bad += f32_bits(y[i]) != f32_bits(gg_round(a[i] + bb[i], DT_F16));
     CHECK_EQ_INT(bad, 0);
-    dev_close(d);
+    done(d);
 }
 TEST(gpt_ops_encoder_residual_fast) { check_encoder(NUMERICS_FAST); }
 TEST(gpt_ops_encoder_residual_golden) { check_encoder(NUMERICS_GOLDEN); }
@@ -468,7 +489,7 @@ static void check_classifier(enum numerics mode)
     float *loss2 = get(d, pl2, R);
     if (mode == NUMERICS_GOLDEN) CHECK(same_bits(loss, loss2, R));
     else CHECK(max_rel(loss2, loss, R, 1e-3) < 1e-5);
-    dev_close(d);
+    done(d);
 }
 TEST(gpt_ops_classifier_fd_fast) { check_classifier(NUMERICS_FAST); }
 /* many row chunks (a 3-row logits scratch): golden the same bits as one
@@ -501,7 +522,7 @@ TEST(gpt_ops_classifier_chunks)
             if (mode == NUMERICS_GOLDEN) CHECK_MSG(same_bits(res[0][i], res[1][i], ns[i]), "golden output %d", i);
             else CHECK_MSG(max_rel(res[1][i], res[0][i], ns[i], 1e-2) < 1e-5, "fast output %d: %g", i, max_rel(res[1][i], res[0][i], ns[i], 1e-2));
         }
-        dev_close(d);
+        done(d);
     }
 }
 TEST(gpt_ops_classifier_fd_golden) { check_classifier(NUMERICS_GOLDEN); }
@@ -523,7 +544,7 @@ TEST(gpt_ops_adamw_masked_equals_adamw_per_range)
         REQUIRE(T->adamw_masked(d, NULL, pw, pg, pm, pv, n, lr, b1, b2, eps, wd, bc1, bc2, gscale, pdec, 3, &e) == 0);
         float *w1 = get(d, pw, n), *m1 = get(d, pm, n), *v1 = get(d, pv, n);
         /* the reference: adamw per segment on pre-scaled gradients */
-        float *gs = malloc(n * 4);
+        float *gs = keep(malloc(n * 4));
         for (int i = 0; i < n; i++) gs[i] = g[i] * gscale;
         float *qw = put(d, w, n * 4), *qg = put(d, gs, n * 4), *qm = put(d, m, n * 4), *qv = put(d, v, n * 4);
         const int64_t seg[] = {0, 700, 1000, 1024, 2999, n};
@@ -543,7 +564,7 @@ TEST(gpt_ops_adamw_masked_equals_adamw_per_range)
                   PLUMB_EUSAGE);
             CHECK(strstr(e.msg, "range 1") != NULL);
         }
-        dev_close(d);
+        done(d);
     }
 }
 
@@ -574,9 +595,9 @@ static float *gold_run(int threads, dtype_t rt, size_t *n_out)
     Tp->attention_fwd(d, NULL, pq, po, pl, B, T, NH, HS, rt, &e);
     Tp->attention_bwd(d, NULL, pq, po, pl, pg, pdq, B, T, NH, HS, rt, &e);
     float *h;
-    memcpy(res + o, h = get(d, po, (size_t)Rn * C), (size_t)Rn * C * 4), o += (size_t)Rn * C, free(h);
-    memcpy(res + o, h = get(d, pl, (size_t)B * NH * T), (size_t)B * NH * T * 4), o += (size_t)B * NH * T, free(h);
-    memcpy(res + o, h = get(d, pdq, (size_t)Rn * 3 * C), (size_t)Rn * 3 * C * 4), o += (size_t)Rn * 3 * C, free(h);
+    memcpy(res + o, h = get(d, po, (size_t)Rn * C), (size_t)Rn * C * 4), o += (size_t)Rn * C;
+    memcpy(res + o, h = get(d, pl, (size_t)B * NH * T), (size_t)B * NH * T * 4), o += (size_t)B * NH * T;
+    memcpy(res + o, h = get(d, pdq, (size_t)Rn * 3 * C), (size_t)Rn * 3 * C * 4), o += (size_t)Rn * 3 * C;
     /* layernorm + matmul with GELU, forward and backward */
     float *px = put(d, x, (size_t)Rn * C * 4), *plw = put(d, lw, C * 4), *plb = put(d, b, C * 4);
     float *py = put(d, NULL, (size_t)Rn * C * 4), *pm = put(d, NULL, Rn * 4), *prs = put(d, NULL, Rn * 4);
@@ -595,18 +616,18 @@ static float *gold_run(int threads, dtype_t rt, size_t *n_out)
     const float *outs[] = {py, pfg, pf, pz, pdf, pdw, pdw2, pdb, pdln, pdx, pdlw, pdlb};
     const size_t ns[] = {(size_t)Rn * C, (size_t)Rn * 4 * C, (size_t)Rn * 4 * C, (size_t)Rn * C, (size_t)Rn * 4 * C,
                          4 * C * C, 4 * C * C, 4 * C, (size_t)Rn * C, (size_t)Rn * C, C, C};
-    for (int i = 0; i < 12; i++) memcpy(res + o, h = get(d, outs[i], ns[i]), ns[i] * 4), o += ns[i], free(h);
+    for (int i = 0; i < 12; i++) memcpy(res + o, h = get(d, outs[i], ns[i]), ns[i] * 4), o += ns[i];
     /* classifier */
     float *pwte = put(d, w, (size_t)V * C * 4), *pls = put(d, NULL, Rn * 4), *pcx = put(d, NULL, (size_t)Rn * C * 4);
     float *pcw = put(d, NULL, (size_t)V * C * 4);
     int32_t *pt = put(d, tgt, sizeof tgt);
     Tp->classifier_fwd_bwd(d, NULL, py, pwte, pt, Rn, C, V, 0.25f, pls, NULL, pcx, pcw, rt, &e);
-    memcpy(res + o, h = get(d, pls, Rn), Rn * 4), o += Rn, free(h);
-    memcpy(res + o, h = get(d, pcx, (size_t)Rn * C), (size_t)Rn * C * 4), o += (size_t)Rn * C, free(h);
-    memcpy(res + o, h = get(d, pcw, (size_t)V * C), (size_t)V * C * 4), o += (size_t)V * C, free(h);
+    memcpy(res + o, h = get(d, pls, Rn), Rn * 4), o += Rn;
+    memcpy(res + o, h = get(d, pcx, (size_t)Rn * C), (size_t)Rn * C * 4), o += (size_t)Rn * C;
+    memcpy(res + o, h = get(d, pcw, (size_t)V * C), (size_t)V * C * 4), o += (size_t)V * C;
     cpu_train_par_scale = 1.0;
     CHECK_MSG(!e.msg[0], "golden run: %s", e.msg);
-    dev_close(d);
+    done(d);
     *n_out = o;
     return res;
 }
@@ -690,16 +711,20 @@ TEST(gpt_ops_golden_equals_shared_definitions)
         bad += f32_bits(ls[r]) != f32_bits(gpt_gold_xent_row(z, V, tgt[r], 1.0f, NULL, DT_F32));
     }
     CHECK_EQ_INT(bad, 0);
-    dev_close(d);
+    done(d);
 }
 
 /* Fast against golden on one input, bf16: the bounds the model's fast path is
- * held to (rounding to bf16 is 2^-9 relative; a few roundings apart). */
+ * held to (rounding to bf16 is 2^-9 relative; a few roundings apart). The
+ * inputs are bf16 values, as the model's stored activations are (the
+ * contract of attention_fwd in train_ops.h). */
 TEST(gpt_ops_fast_within_bounds_of_golden)
 {
     enum { B = 2, T = 40, NH = 2, HS = 16, C = NH * HS, C3 = 3 * C };
     const int Rn = B * T;
     float *qkv = frand((size_t)Rn * C3, -1, 1), *g = frand((size_t)Rn * C, -1, 1);
+    for (size_t i = 0; i < (size_t)Rn * C3; i++) qkv[i] = gg_round(qkv[i], DT_BF16);
+    for (size_t i = 0; i < (size_t)Rn * C; i++) g[i] = gg_round(g[i], DT_BF16);
     float *res[2][3];
     for (int mode = 0; mode < 2; mode++) {
         OPEN(d, (enum numerics)mode, 0);
@@ -718,4 +743,5 @@ TEST(gpt_ops_fast_within_bounds_of_golden)
     const double wl = max_rel(res[0][1], res[1][1], (size_t)B * NH * T, 1.0);
     const double wq = max_rel(res[0][2], res[1][2], (size_t)Rn * C3, 0.05);
     CHECK_MSG(wo <= 1.6e-2 && wl <= 1e-5 && wq <= 3.2e-2, "fast vs golden (bf16): out %g lse %g dqkv %g", wo, wl, wq);
+    done(NULL);
 }

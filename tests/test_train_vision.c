@@ -13,6 +13,7 @@
 #include "dev/train_vision.h"
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t rs = 0x2545f4914f6cdd1dull;
 static double urand(void)
@@ -455,6 +456,138 @@ static void bn_case(enum numerics mode, size_t M, int C, int relu, int residual)
 
 TEST(train_vision_bn_golden) { bn_case(NUMERICS_GOLDEN, 300, 5, 0, 0); bn_case(NUMERICS_GOLDEN, 2500, 3, 1, 1); }
 TEST(train_vision_bn_fast) { bn_case(NUMERICS_FAST, 300, 5, 0, 0); bn_case(NUMERICS_FAST, 2500, 3, 1, 1); }
+/* channel counts a multiple of 4 (a GPU's 4-wide path) and not a power of 2 */
+TEST(train_vision_bn_fast_wide)
+{
+    bn_case(NUMERICS_FAST, 3000, 64, 1, 1);
+    bn_case(NUMERICS_FAST, 2000, 48, 0, 0);
+    bn_case(NUMERICS_FAST, 1500, 36, 1, 0);
+}
+
+/* The ops with 16-bit mirrors give the bits of the fp32 ops they name, and
+ * the mirrors hold those values in rt; bn_bwd_reduce gives the bits of
+ * bn_bwd_stats and bn_bwd_params. Per device, so a GPU backend checks its
+ * own fused and 4-wide kernels against its plain ones. */
+static int same_bits(const char *what, const void *a, const void *b, size_t bytes)
+{
+    if (!memcmp(a, b, bytes)) return 1;
+    fprintf(stderr, "  %s: the bits differ\n", what);
+    return 0;
+}
+static void mirror_case(enum numerics mode, size_t M, int C, dtype_t rt)
+{
+    OPEN(d, mode, 0);
+    const struct train_ops *T = d->ops->train;
+    if (!T->bn_apply16 || !T->bn_bwd_data16 || !T->bn_bwd_reduce || !T->conv2d_fwd16) {
+        dev_close(d);
+        TEST_SKIP("device %s has no 16-bit mirror ops", test_device());
+    }
+    plumb_err e = {0};
+    const size_t n = M * (size_t)C;
+    const int golden = mode == NUMERICS_GOLDEN;
+    float *x = rnd(n, -2, 3), *z = rnd(n, -1, 1), *dy = rnd(n, -1, 1), *gam = rnd(C, 0.5, 1.5), *bet = rnd(C, -1, 1);
+    round_all(x, n, rt), round_all(z, n, rt), round_all(dy, n, rt);
+    float *gx = PUT(d, x, n), *gz = PUT(d, z, n), *gdy = PUT(d, dy, n), *gg = PUT(d, gam, C), *gb = PUT(d, bet, C);
+    float *gmean = ZEROS(d, C), *grstd = ZEROS(d, C), *gy = ZEROS(d, n), *gy2 = ZEROS(d, n), *mdy = ZEROS(d, 2 * (size_t)C);
+    uint16_t *gy16 = dput(d, NULL, n * 2);
+    void *part = dput(d, NULL, train_bn_part_bytes(2 * C, golden)), *part2 = dput(d, NULL, train_bn_part_bytes(2 * C, golden));
+    float *dg = ZEROS(d, C), *db = ZEROS(d, C), *dg2 = ZEROS(d, C), *db2 = ZEROS(d, C);
+    REQUIRE(T->bn_stats(d, NULL, gx, M, C, NULL, part, &e) == 0);
+    REQUIRE(T->bn_mean(d, NULL, part, C, (int64_t)M, gmean, &e) == 0);
+    REQUIRE(T->bn_stats(d, NULL, gx, M, C, gmean, part, &e) == 0);
+    REQUIRE(T->bn_var(d, NULL, part, C, (int64_t)M, 1e-5f, 0.1f, NULL, grstd, NULL, NULL, &e) == 0);
+    /* forward: y and its mirror */
+    REQUIRE(T->bn_apply(d, NULL, gx, gmean, grstd, gg, gb, gz, gy, M, C, 1, rt, &e) == 0);
+    CHECK_MSG(T->bn_apply16(d, NULL, gx, gmean, grstd, gg, gb, gz, gy2, gy16, M, C, 1, rt, &e) == 0, "%s", e.msg);
+    float *y = malloc(n * 4), *y2 = malloc(n * 4);
+    uint16_t *y16 = malloc(n * 2), *want16 = malloc(n * 2);
+    dget(d, y, gy, n * 4);
+    dget(d, y2, gy2, n * 4);
+    dget(d, y16, gy16, n * 2);
+    for (size_t i = 0; i < n; i++) want16[i] = rt == DT_F16 ? f32_to_f16(y[i]) : f32_to_bf16(y[i]);
+    CHECK(same_bits("bn_apply16 y", y, y2, n * 4));
+    CHECK(same_bits("bn_apply16 y16", y16, want16, n * 2));
+    /* backward: reduce = stats + params; data16 = data + mirror */
+    REQUIRE(T->bn_bwd_stats(d, NULL, gx, gdy, gmean, grstd, M, C, part, &e) == 0);
+    REQUIRE(T->bn_bwd_params(d, NULL, gx, gdy, gmean, grstd, M, C, dg, db, &e) == 0);
+    CHECK_MSG(T->bn_bwd_reduce(d, NULL, gx, gdy, gmean, grstd, M, C, part2, dg2, db2, &e) == 0, "%s", e.msg);
+    size_t pb = train_bn_part_bytes(2 * C, golden);
+    void *hp = malloc(pb), *hp2 = malloc(pb);
+    float *h1 = malloc(C * 4), *h2 = malloc(C * 4);
+    dget(d, hp, part, pb);
+    dget(d, hp2, part2, pb);
+    CHECK(same_bits("bn_bwd_reduce part", hp, hp2, pb));
+    dget(d, h1, dg, C * 4);
+    dget(d, h2, dg2, C * 4);
+    CHECK(same_bits("bn_bwd_reduce dgamma", h1, h2, C * 4));
+    dget(d, h1, db, C * 4);
+    dget(d, h2, db2, C * 4);
+    CHECK(same_bits("bn_bwd_reduce dbeta", h1, h2, C * 4));
+    REQUIRE(T->bn_mean(d, NULL, part, 2 * C, (int64_t)M, mdy, &e) == 0);
+    REQUIRE(T->bn_bwd_data(d, NULL, gx, gdy, gmean, grstd, gg, mdy, gy, M, C, rt, &e) == 0);
+    CHECK_MSG(T->bn_bwd_data16(d, NULL, gx, gdy, gmean, grstd, gg, mdy, gy2, gy16, M, C, rt, &e) == 0, "%s", e.msg);
+    dget(d, y, gy, n * 4);
+    dget(d, y2, gy2, n * 4);
+    dget(d, y16, gy16, n * 2);
+    for (size_t i = 0; i < n; i++) want16[i] = rt == DT_F16 ? f32_to_f16(y[i]) : f32_to_bf16(y[i]);
+    CHECK(same_bits("bn_bwd_data16 dx", y, y2, n * 4));
+    CHECK(same_bits("bn_bwd_data16 dx16", y16, want16, n * 2));
+    /* a 16-bit argument that is not bf16 or fp16 is refused */
+    CHECK(T->bn_apply16(d, NULL, gx, gmean, grstd, gg, gb, gz, gy2, gy16, M, C, 1, DT_F32, &e) == PLUMB_EUSAGE);
+    /* convolutions: mirrors given, mirrors made by the op, the fp32 op */
+    struct train_conv g;
+    REQUIRE(train_conv_set(&g, 3, 8, 7, C, 16, 3, 3, 1, 1) == 0);
+    size_t nx = (size_t)3 * 8 * 7 * C, nw = (size_t)16 * 9 * C, ny = (size_t)3 * g.P * g.Q * 16;
+    float *cx = rnd(nx, -1, 1), *cw = rnd(nw, -0.5, 0.5), *cdy = rnd(ny, -1, 1);
+    round_all(cx, nx, rt), round_all(cw, nw, rt), round_all(cdy, ny, rt);
+    uint16_t *m16 = malloc((nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny)) * 2);
+#define MIRROR(src, cnt, dst)                                                                          \
+    do {                                                                                               \
+        for (size_t i_ = 0; i_ < (cnt); i_++) m16[i_] = rt == DT_F16 ? f32_to_f16(src[i_]) : f32_to_bf16(src[i_]); \
+        dst = dput(d, m16, (cnt) * 2);                                                                 \
+    } while (0)
+    uint16_t *gx16, *gw16, *gdy16;
+    MIRROR(cx, nx, gx16);
+    MIRROR(cw, nw, gw16);
+    MIRROR(cdy, ny, gdy16);
+#undef MIRROR
+    float *gcx = PUT(d, cx, nx), *gcw = PUT(d, cw, nw), *gcdy = PUT(d, cdy, ny);
+    size_t no[3] = {ny, nx, nw};
+    float *o[3][3], *h[3][3];
+    for (int v = 0; v < 3; v++)
+        for (int k = 0; k < 3; k++) o[v][k] = ZEROS(d, no[k]);
+    for (int v = 0; v < 3; v++) { /* 0: fp32 op, 1: mirrors given, 2: mirrors NULL */
+        const uint16_t *a = v == 1 ? gx16 : NULL, *b = v == 1 ? gw16 : NULL, *c = v == 1 ? gdy16 : NULL;
+        int rc = v == 0 ? T->conv2d_fwd(d, NULL, &g, gcx, gcw, o[v][0], rt, &e)
+                        : T->conv2d_fwd16(d, NULL, &g, gcx, a, gcw, b, o[v][0], rt, &e);
+        if (!rc) rc = v == 0 ? T->conv2d_bwd_data(d, NULL, &g, gcdy, gcw, o[v][1], rt, &e)
+                             : T->conv2d_bwd_data16(d, NULL, &g, gcdy, c, gcw, b, o[v][1], rt, &e);
+        if (!rc) rc = v == 0 ? T->conv2d_bwd_filter(d, NULL, &g, gcx, gcdy, o[v][2], rt, &e)
+                             : T->conv2d_bwd_filter16(d, NULL, &g, gcx, a, gcdy, c, o[v][2], rt, &e);
+        CHECK_MSG(rc == 0, "conv variant %d: %s", v, e.msg);
+        for (int k = 0; k < 3; k++) {
+            h[v][k] = malloc(no[k] * 4);
+            dget(d, h[v][k], o[v][k], no[k] * 4);
+        }
+    }
+    const char *nm[3] = {"conv2d_fwd16 y", "conv2d_bwd_data16 dx", "conv2d_bwd_filter16 dw"};
+    for (int v = 1; v < 3; v++)
+        for (int k = 0; k < 3; k++) CHECK(same_bits(nm[k], h[0][k], h[v][k], no[k] * 4));
+    for (int v = 0; v < 3; v++)
+        for (int k = 0; k < 3; k++) free(h[v][k]), dev_free(d, o[v][k]);
+    void *dv[] = {gx, gz, gdy, gg, gb, gmean, grstd, gy, gy2, mdy, gy16, part, part2, dg, db, dg2, db2, gx16, gw16,
+                  gdy16, gcx, gcw, gcdy};
+    for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) dev_free(d, dv[i]);
+    free(x), free(z), free(dy), free(gam), free(bet), free(y), free(y2), free(y16), free(want16), free(hp), free(hp2);
+    free(h1), free(h2), free(cx), free(cw), free(cdy), free(m16);
+    dev_close(d);
+}
+TEST(train_vision_mirror_ops_match_fp32_ops)
+{
+    mirror_case(NUMERICS_FAST, 3000, 64, DT_BF16);
+    mirror_case(NUMERICS_FAST, 1000, 6, DT_F16);
+    mirror_case(NUMERICS_GOLDEN, 700, 8, DT_BF16);
+}
 
 /* Splitting the rows into k parts and adding the parts' fixed-point sums as
  * integers gives the bits of the whole batch: statistics of N ranks equal

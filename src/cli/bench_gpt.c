@@ -49,13 +49,21 @@ struct timing {
     size_t peak_alloc, peak_reserved;
 };
 
-static int config_for(const struct opts *o, const char *prec, long total_steps, struct train_config *c, plumb_err *e)
-{
+/* The numbers of config_for's words as text. The config keeps pointers to
+ * the text of its options (a workload option such as --seq-len is stored as
+ * that text, train/options.h), so this lives as long as the config. */
+struct config_text {
     char bs[32], sl[32], st[32], th[32];
-    snprintf(bs, sizeof bs, "%ld", o->batch);
-    snprintf(sl, sizeof sl, "%ld", o->seq);
-    snprintf(st, sizeof st, "%ld", total_steps);
-    snprintf(th, sizeof th, "%ld", o->threads);
+};
+
+static int config_for(const struct opts *o, const char *prec, long total_steps, struct config_text *txt,
+                      struct train_config *c, plumb_err *e)
+{
+    char *bs = txt->bs, *sl = txt->sl, *st = txt->st, *th = txt->th;
+    snprintf(bs, sizeof txt->bs, "%ld", o->batch);
+    snprintf(sl, sizeof txt->sl, "%ld", o->seq);
+    snprintf(st, sizeof txt->st, "%ld", total_steps);
+    snprintf(th, sizeof txt->th, "%ld", o->threads);
     /* the preset's optimizer (AdamW, clipping) at a constant lr: throughput only */
     const char *words[] = {"--preset", o->preset, "--device", o->device, "--precision", prec, "--batch", bs,
                            "--seq-len", sl, "--steps", st, "--warmup", "0", "--schedule", "constant",
@@ -73,7 +81,8 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     memset(t, 0, sizeof *t);
     const long total = o->warmup + 3 * o->steps + 8;
     struct train_config cfg;
-    int rc = config_for(o, prec, total, &cfg, e);
+    struct config_text txt;
+    int rc = config_for(o, prec, total, &txt, &cfg, e);
     if (rc) return rc;
     struct trainer *tr = NULL;
     if ((rc = trainer_open(&cfg, hc, &tr, e))) return rc;

@@ -39,4 +39,22 @@ int cpu_add(struct dev *d, dev_stream *s, const float *a, const float *b, float 
 int cpu_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labels, int B, int V, int n_valid,
                  float grad_scale, float *loss_ps, double *sum_count, int32_t *pred, float *dz, plumb_err *e);
 
+/* dev/cpu_train_vision16.c: the ops with 16-bit mirrors */
+int cpu_conv2d_fwd16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const uint16_t *x16,
+                     const float *w, const uint16_t *w16, float *y, dtype_t rt, plumb_err *e);
+int cpu_conv2d_bwd_data16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
+                          const uint16_t *dy16, const float *w, const uint16_t *w16, float *dx, dtype_t rt,
+                          plumb_err *e);
+int cpu_conv2d_bwd_filter16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                            const uint16_t *x16, const float *dy, const uint16_t *dy16, float *dw, dtype_t rt,
+                            plumb_err *e);
+int cpu_bn_apply16(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
+                   const float *gamma, const float *beta, const float *z, float *y, uint16_t *y16, size_t M, int C,
+                   int relu, dtype_t rt, plumb_err *e);
+int cpu_bn_bwd_data16(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                      const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M,
+                      int C, dtype_t rt, plumb_err *e);
+int cpu_bn_bwd_reduce(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                      const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, plumb_err *e);
+
 #endif

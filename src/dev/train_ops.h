@@ -469,7 +469,10 @@ struct train_ops {
      *   p_j = e_j / l, out_i = fmaf chain of p_j * v_j[i] over j ascending
      *   from 0, rounded; lse = m + glogf(l).
      * Fast: flash-style (key tiles streamed against a tile of queries,
-     *   online softmax; no T x T matrix in memory). */
+     *   online softmax; no T x T matrix in memory). With rt bf16 or fp16 the
+     *   fast path takes qkv (and the backward's dout) as rt values, as every
+     *   activation the models store is: the CUDA tensor-core kernels read them
+     *   as 16-bit operands (exact for rt values; other inputs are rounded). */
     int (*attention_fwd)(struct dev *d, dev_stream *s, const float *qkv, float *out, float *lse,
                          int B, int T, int NH, int HS, dtype_t rt, plumb_err *e);
 
@@ -702,6 +705,42 @@ struct train_ops {
     /* sgd, unless *skip. */
     int (*sgd_gated)(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr,
                      float wd, const int *skip, plumb_err *e);
+
+    /* ---------------- vision ops with 16-bit mirrors (optional) ----------------
+     * rt = DT_BF16 or DT_F16. A mirror holds an rt-rounded tensor's values
+     * in rt (exact), written by the op that writes the tensor, so the fast
+     * convolution reads 16-bit operands without a conversion pass of its
+     * own. Every fp32 tensor is still given (and written): a mirror is an
+     * extra, the fp32 results are bit for bit those of the op named, in both
+     * modes (golden ignores the mirrors it reads). */
+
+    /* conv2d_fwd / conv2d_bwd_data / conv2d_bwd_filter with the operands'
+     * mirrors x16 [N,H,W,C], w16 [K,R,S,C], dy16 [N,P,Q,K], each may be
+     * NULL (then made by the op from its fp32 tensor). */
+    int (*conv2d_fwd16)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                        const uint16_t *x16, const float *w, const uint16_t *w16, float *y, dtype_t rt,
+                        plumb_err *e);
+    int (*conv2d_bwd_data16)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
+                             const uint16_t *dy16, const float *w, const uint16_t *w16, float *dx,
+                             dtype_t rt, plumb_err *e);
+    int (*conv2d_bwd_filter16)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                               const uint16_t *x16, const float *dy, const uint16_t *dy16, float *dw,
+                               dtype_t rt, plumb_err *e);
+    /* bn_apply, also writing y16 [M,C] (may be NULL), y's mirror. */
+    int (*bn_apply16)(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, const float *z, float *y, uint16_t *y16,
+                      size_t M, int C, int relu, dtype_t rt, plumb_err *e);
+    /* bn_bwd_data, also writing dx16 [M,C] (may be NULL), dx's mirror. */
+    int (*bn_bwd_data16)(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                         const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16,
+                         size_t M, int C, dtype_t rt, plumb_err *e);
+    /* bn_bwd_stats and bn_bwd_params over the same M rows in one call: part
+     * as bn_bwd_stats writes it, dgamma / dbeta as bn_bwd_params writes
+     * them (the same bits as the two calls; fast mode: one pass over x and
+     * dy serves both). */
+    int (*bn_bwd_reduce)(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                         const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta,
+                         plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

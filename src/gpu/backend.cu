@@ -5,6 +5,7 @@
  * copies, streams with their own GEMM workspace, events, device info with
  * datasheet peaks, and the determinism description. */
 #include "gpu/gpu.h"
+#include "gpu/train_gpu.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,7 @@ static void gpu_close(struct dev *d)
     if (!g) return;
     (void)cudaSetDevice(d->ordinal);
     (void)cudaDeviceSynchronize();
+    gpu_train_release(d);
     blas_fini(d);
     stream_fini(&g->def);
     free(g);

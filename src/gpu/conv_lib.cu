@@ -253,6 +253,14 @@ static int run_plan(struct dev *d, mio_handle_t h, const struct plan *p, const v
                "miopenConvolutionBackwardWeights");
     return PLUMB_OK;
 }
+static void plan_destroy(struct plan *p)
+{
+    if (p->ta) (void)M.DestroyTensorDescriptor(p->ta);
+    if (p->tb) (void)M.DestroyTensorDescriptor(p->tb);
+    if (p->tout) (void)M.DestroyTensorDescriptor(p->tout);
+    if (p->conv) (void)M.DestroyConvolutionDescriptor(p->conv);
+}
+static void handle_destroy(mio_handle_t h) { (void)M.Destroy(h); }
 #define LIB_NAME "MIOpen (libMIOpen.so.1)"
 #define LIB_ENV "PLUMB_MIOPEN_LIB"
 typedef mio_handle_t lib_handle_t;
@@ -497,6 +505,14 @@ static int run_plan(struct dev *d, cdn_handle_t h, const struct plan *p, const v
                "cudnnConvolutionBackwardFilter");
     return PLUMB_OK;
 }
+static void plan_destroy(struct plan *p)
+{
+    if (p->ta) (void)Cd.DestroyTensorDescriptor(p->ta);
+    if (p->tb) (void)Cd.DestroyTensorDescriptor(p->tb);
+    if (p->f) (void)Cd.DestroyFilterDescriptor(p->f);
+    if (p->conv) (void)Cd.DestroyConvolutionDescriptor(p->conv);
+}
+static void handle_destroy(cdn_handle_t h) { (void)Cd.Destroy(h); }
 #define LIB_NAME "cuDNN (libcudnn.so.9)"
 #define LIB_ENV "PLUMB_CUDNN_LIB"
 typedef cdn_handle_t lib_handle_t;
@@ -521,6 +537,31 @@ int convlib_ok(struct dev *d, dtype_t rt)
     int ok = g_state == 1;
     pthread_mutex_unlock(&g_lib_lock);
     return ok;
+}
+
+/* At device close (backend.cu): the device's plans and library handle go,
+ * so opening devices one after another neither leaks descriptors nor runs
+ * out of handle slots, and a later device at the same address starts clean. */
+void convlib_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_lib_lock);
+    if (g_state == 1) {
+        int k = 0;
+        for (int i = 0; i < g_nplans; i++)
+            if (g_plans[i]->key.d == d) {
+                plan_destroy(g_plans[i]);
+                free(g_plans[i]);
+            } else {
+                g_plans[k++] = g_plans[i];
+            }
+        g_nplans = k;
+        for (int i = 0; i < 64; i++)
+            if (g_handles[i].d == d) {
+                handle_destroy(g_handles[i].h);
+                memset(&g_handles[i], 0, sizeof g_handles[i]);
+            }
+    }
+    pthread_mutex_unlock(&g_lib_lock);
 }
 
 void convlib_describe(char *buf, size_t n)
@@ -562,7 +603,10 @@ int convlib_run(struct dev *d, struct dev_stream *st, int dir, const struct trai
                 p->key = key;
                 rc = make_plan(d, h, p, a, b, out, e);
                 if (!rc) g_plans[g_nplans++] = p; /* (a failed plan's descriptors are not reused) */
-                else free(p);
+                else {
+                    plan_destroy(p);
+                    free(p);
+                }
                 if (rc) p = NULL;
             }
         }

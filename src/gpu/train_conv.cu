@@ -70,6 +70,19 @@ int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* At device close (backend.cu), as tws_release. */
+void tvws_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_tvws_lock);
+    for (int i = 0; i < TVWS_DEVS; i++)
+        if (g_tvws[i].d == d) {
+            for (int k = 0; k < TVWS_N; k++)
+                if (g_tvws[i].p[k]) (void)cudaFree(g_tvws[i].p[k]);
+            memset(&g_tvws[i], 0, sizeof g_tvws[i]);
+        }
+    pthread_mutex_unlock(&g_tvws_lock);
+}
+
 /* ---------------- golden: one thread per output element ---------------- */
 
 __global__ void k_conv_fwd_golden(struct train_conv g, const float *x, const float *w, float *y, size_t n, int rt)
@@ -282,21 +295,58 @@ __global__ void k_tv_from16(const uint16_t *x, float *y, size_t n, int rt)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] = from16_rt(x[i], rt);
 }
-static int to16(struct dev *d, struct dev_stream *st, const float *x, size_t n, int slot, int rt, uint16_t **out,
-                plumb_err *e)
+/* 4 at a time: n4 quads, fp32 side 16-byte and 16-bit side 8-byte aligned */
+__global__ void k_tv_to16x4(const float *x, uint16_t *y, size_t n4, int rt)
 {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = ((const float4 *)x)[i];
+        ushort4 h;
+        h.x = to16_rt(v.x, rt), h.y = to16_rt(v.y, rt), h.z = to16_rt(v.z, rt), h.w = to16_rt(v.w, rt);
+        ((ushort4 *)y)[i] = h;
+    }
+}
+__global__ void k_tv_from16x4(const uint16_t *x, float *y, size_t n4, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        ushort4 h = ((const ushort4 *)x)[i];
+        ((float4 *)y)[i] = make_float4(from16_rt(h.x, rt), from16_rt(h.y, rt), from16_rt(h.z, rt), from16_rt(h.w, rt));
+    }
+}
+static int quad_ok(const void *f32, const void *h16, size_t n)
+{
+    return n % 4 == 0 && !((uintptr_t)f32 & 15) && !((uintptr_t)h16 & 7);
+}
+/* *out = x16 when given (the caller's mirror), else a staging slot filled
+ * from x (x NULL: an output slot, not filled) */
+static int to16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, size_t n, int slot,
+                int rt, const uint16_t **out, plumb_err *e)
+{
+    if (x16) {
+        *out = x16;
+        return PLUMB_OK;
+    }
     void *ws;
     int rc = tvws_get(d, slot, n * sizeof(uint16_t), &ws, e);
     if (rc) return rc;
-    *out = (uint16_t *)ws;
+    *out = (const uint16_t *)ws;
     if (x) {
-        k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, *out, n, rt);
-        GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
+        if (quad_ok(x, ws, n)) {
+            k_tv_to16x4<<<gpu_grid(n / 4, TPB), TPB, 0, st->s>>>(x, (uint16_t *)ws, n / 4, rt);
+            GPU_CHECK_LAUNCH(d, "k_tv_to16x4", e);
+        } else {
+            k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, (uint16_t *)ws, n, rt);
+            GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
+        }
     }
     return PLUMB_OK;
 }
 static int from16(struct dev *d, struct dev_stream *st, const uint16_t *x, size_t n, float *y, int rt, plumb_err *e)
 {
+    if (quad_ok(y, x, n)) {
+        k_tv_from16x4<<<gpu_grid(n / 4, TPB), TPB, 0, st->s>>>(x, y, n / 4, rt);
+        GPU_CHECK_LAUNCH(d, "k_tv_from16x4", e);
+        return PLUMB_OK;
+    }
     k_tv_from16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, y, n, rt);
     GPU_CHECK_LAUNCH(d, "k_tv_from16", e);
     return PLUMB_OK;
@@ -326,11 +376,10 @@ static int check_geom(struct dev *d, const char *op, const struct train_conv *g,
     NEED(rt == DT_F32 || rt == DT_BF16 || rt == DT_F16, "%s: %s: rounding type %d is not fp32, bf16 or fp16", \
          d->label, op, (int)rt)
 
-int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *w, float *y,
-                 dtype_t rt, plumb_err *e)
+/* the fp32 ops and their 16-bit-mirror forms (mirrors NULL: made here) */
+static int conv_fwd_any(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                        const uint16_t *xm, const float *w, const uint16_t *wm, float *y, dtype_t rt, plumb_err *e)
 {
-    NEED(x && w && y, "%s: conv2d_fwd: NULL x, w or y", d->label);
-    RT_OK("conv2d_fwd");
     int rc = check_geom(d, "conv2d_fwd", g, e);
     if (rc) return rc;
     rc = gpu_enter(d, e);
@@ -346,12 +395,12 @@ int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const
         if (rt == DT_F32) {
             rc = convlib_run(d, st, CONVLIB_FWD, g, x, w, y, rt, e);
         } else {
-            uint16_t *x16, *w16, *y16;
+            const uint16_t *x16, *w16, *y16;
             size_t nx = (size_t)g->N * g->H * g->W * g->C, nw = (size_t)g->K * g->R * g->S * g->C;
-            rc = to16(d, st, x, nx, TVWS_A16, (int)rt, &x16, e);
-            if (!rc) rc = to16(d, st, w, nw, TVWS_B16, (int)rt, &w16, e);
-            if (!rc) rc = to16(d, st, NULL, ny, TVWS_C16, (int)rt, &y16, e);
-            if (!rc) rc = convlib_run(d, st, CONVLIB_FWD, g, x16, w16, y16, rt, e);
+            rc = to16(d, st, x, xm, nx, TVWS_A16, (int)rt, &x16, e);
+            if (!rc) rc = to16(d, st, w, wm, nw, TVWS_B16, (int)rt, &w16, e);
+            if (!rc) rc = to16(d, st, NULL, NULL, ny, TVWS_C16, (int)rt, &y16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FWD, g, x16, w16, (void *)y16, rt, e);
             if (!rc) rc = from16(d, st, y16, ny, y, (int)rt, e);
         }
         if (rc != PLUMB_EUNSUPPORTED) return rc; /* else: no deterministic algorithm, our kernels */
@@ -359,11 +408,9 @@ int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const
     return ig_fwd(d, st, g, x, w, y, (int)rt, e);
 }
 
-int g_conv2d_bwd_data(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy, const float *w,
-                      float *dx, dtype_t rt, plumb_err *e)
+static int conv_data_any(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
+                         const uint16_t *dym, const float *w, const uint16_t *wm, float *dx, dtype_t rt, plumb_err *e)
 {
-    NEED(dy && w && dx, "%s: conv2d_bwd_data: NULL dy, w or dx", d->label);
-    RT_OK("conv2d_bwd_data");
     int rc = check_geom(d, "conv2d_bwd_data", g, e);
     if (rc) return rc;
     rc = gpu_enter(d, e);
@@ -379,12 +426,12 @@ int g_conv2d_bwd_data(struct dev *d, dev_stream *s, const struct train_conv *g, 
         if (rt == DT_F32) {
             rc = convlib_run(d, st, CONVLIB_DATA, g, dy, w, dx, rt, e);
         } else {
-            uint16_t *dy16, *w16, *dx16;
+            const uint16_t *dy16, *w16, *dx16;
             size_t ny = (size_t)g->N * g->P * g->Q * g->K, nw = (size_t)g->K * g->R * g->S * g->C;
-            rc = to16(d, st, dy, ny, TVWS_A16, (int)rt, &dy16, e);
-            if (!rc) rc = to16(d, st, w, nw, TVWS_B16, (int)rt, &w16, e);
-            if (!rc) rc = to16(d, st, NULL, nx, TVWS_C16, (int)rt, &dx16, e);
-            if (!rc) rc = convlib_run(d, st, CONVLIB_DATA, g, dy16, w16, dx16, rt, e);
+            rc = to16(d, st, dy, dym, ny, TVWS_A16, (int)rt, &dy16, e);
+            if (!rc) rc = to16(d, st, w, wm, nw, TVWS_B16, (int)rt, &w16, e);
+            if (!rc) rc = to16(d, st, NULL, NULL, nx, TVWS_C16, (int)rt, &dx16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_DATA, g, dy16, w16, (void *)dx16, rt, e);
             if (!rc) rc = from16(d, st, dx16, nx, dx, (int)rt, e);
         }
         if (rc != PLUMB_EUNSUPPORTED) return rc;
@@ -392,11 +439,10 @@ int g_conv2d_bwd_data(struct dev *d, dev_stream *s, const struct train_conv *g, 
     return ig_data(d, st, g, dy, w, dx, (int)rt, e);
 }
 
-int g_conv2d_bwd_filter(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *dy,
-                        float *dw, dtype_t rt, plumb_err *e)
+static int conv_filter_any(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                           const uint16_t *xm, const float *dy, const uint16_t *dym, float *dw, dtype_t rt,
+                           plumb_err *e)
 {
-    NEED(x && dy && dw, "%s: conv2d_bwd_filter: NULL x, dy or dw", d->label);
-    RT_OK("conv2d_bwd_filter");
     int rc = check_geom(d, "conv2d_bwd_filter", g, e);
     if (rc) return rc;
     rc = gpu_enter(d, e);
@@ -414,15 +460,65 @@ int g_conv2d_bwd_filter(struct dev *d, dev_stream *s, const struct train_conv *g
         } else {
             /* 16-bit operands; the library's dw is 16-bit too (as PyTorch's
              * autocast convolution's), widened into the fp32 gradient */
-            uint16_t *x16, *dy16, *dw16;
+            const uint16_t *x16, *dy16, *dw16;
             size_t nx = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->K;
-            rc = to16(d, st, x, nx, TVWS_A16, (int)rt, &x16, e);
-            if (!rc) rc = to16(d, st, dy, ny, TVWS_B16, (int)rt, &dy16, e);
-            if (!rc) rc = to16(d, st, NULL, nw, TVWS_C16, (int)rt, &dw16, e);
-            if (!rc) rc = convlib_run(d, st, CONVLIB_FILTER, g, x16, dy16, dw16, rt, e);
+            rc = to16(d, st, x, xm, nx, TVWS_A16, (int)rt, &x16, e);
+            if (!rc) rc = to16(d, st, dy, dym, ny, TVWS_B16, (int)rt, &dy16, e);
+            if (!rc) rc = to16(d, st, NULL, NULL, nw, TVWS_C16, (int)rt, &dw16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FILTER, g, x16, dy16, (void *)dw16, rt, e);
             if (!rc) rc = from16(d, st, dw16, nw, dw, (int)rt, e);
         }
         if (rc != PLUMB_EUNSUPPORTED) return rc;
     }
     return ig_filter(d, st, g, x, dy, dw, e);
+}
+
+int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *w, float *y,
+                 dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && y, "%s: conv2d_fwd: NULL x, w or y", d->label);
+    RT_OK("conv2d_fwd");
+    return conv_fwd_any(d, s, g, x, NULL, w, NULL, y, rt, e);
+}
+int g_conv2d_bwd_data(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy, const float *w,
+                      float *dx, dtype_t rt, plumb_err *e)
+{
+    NEED(dy && w && dx, "%s: conv2d_bwd_data: NULL dy, w or dx", d->label);
+    RT_OK("conv2d_bwd_data");
+    return conv_data_any(d, s, g, dy, NULL, w, NULL, dx, rt, e);
+}
+int g_conv2d_bwd_filter(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *dy,
+                        float *dw, dtype_t rt, plumb_err *e)
+{
+    NEED(x && dy && dw, "%s: conv2d_bwd_filter: NULL x, dy or dw", d->label);
+    RT_OK("conv2d_bwd_filter");
+    return conv_filter_any(d, s, g, x, NULL, dy, NULL, dw, rt, e);
+}
+
+/* 16-bit mirrors: the library path reads them instead of staging copies
+ * (the same values, so the same results); every other path reads fp32 */
+#define RT16_OK(op)                                                                      \
+    NEED(rt == DT_BF16 || rt == DT_F16, "%s: %s: rounding type %d is not bf16 or fp16", d->label, op, (int)rt)
+int g_conv2d_fwd16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const uint16_t *x16,
+                   const float *w, const uint16_t *w16, float *y, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && y, "%s: conv2d_fwd16: NULL x, w or y", d->label);
+    RT16_OK("conv2d_fwd16");
+    return conv_fwd_any(d, s, g, x, x16, w, w16, y, rt, e);
+}
+int g_conv2d_bwd_data16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
+                        const uint16_t *dy16, const float *w, const uint16_t *w16, float *dx, dtype_t rt,
+                        plumb_err *e)
+{
+    NEED(dy && w && dx, "%s: conv2d_bwd_data16: NULL dy, w or dx", d->label);
+    RT16_OK("conv2d_bwd_data16");
+    return conv_data_any(d, s, g, dy, dy16, w, w16, dx, rt, e);
+}
+int g_conv2d_bwd_filter16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                          const uint16_t *x16, const float *dy, const uint16_t *dy16, float *dw, dtype_t rt,
+                          plumb_err *e)
+{
+    NEED(x && dy && dw, "%s: conv2d_bwd_filter16: NULL x, dy or dw", d->label);
+    RT16_OK("conv2d_bwd_filter16");
+    return conv_filter_any(d, s, g, x, x16, dy, dy16, dw, rt, e);
 }

@@ -26,9 +26,20 @@
  *     tiles in ascending order for dQ. Each accumulator has one owner and a
  *     fixed order: deterministic, no atomics.
  * Tiles by head width: HS <= 64: 32 x 32; <= 128: 16 x 16 (shared memory
- * below 48 KiB; on gfx90a LDS is 64 KiB); wider heads are not supported. */
+ * below 48 KiB; on gfx90a LDS is 64 KiB); wider heads are not supported.
+ *
+ * Fast, 16-bit (rt bf16 or fp16) on CUDA: the tensor-core kernels of
+ * gpu/train_gpt_attn_tc.cuh (WMMA, 64 x 64 tiles, the same structure and
+ * the same rules: online softmax, lse saved, a fixed order per
+ * accumulator, no atomics) for HS <= 128. fp32 training keeps the scalar
+ * kernels above (tensor cores would round the fp32 operands), as do HIP
+ * builds (PLUMB_ATTN_TC undefined: no WMMA for gfx90a here) and any run with
+ * PLUMB_GPT_ATTN=scalar (docs/GPT.md). */
 #include "gpu/train_gpt.h"
 #include "gpu/train_gpt_kern.cuh"
+#include "gpu/train_gpt_attn_tc.cuh"
+#include <stdlib.h>
+#include <string.h>
 
 
 static inline int golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN; }
@@ -77,6 +88,71 @@ __global__ void k_attn_bwd_keys_gold(const float *qkv, const float *dout, const 
                           (size_t)C, P + bh * T * T, DS + bh * T * T, (size_t)T, j, T, HS, scale, dk, dk + C, rt);
 }
 
+/* ---------------- fast: tensor-core tiles (CUDA, 16-bit) ---------------- */
+
+/* PLUMB_GPT_ATTN: unset, "" or "tc": the tensor-core kernels where they
+ * apply; "scalar": the scalar flash kernels always; anything else an error */
+static int use_tc(struct dev *d, int HS, dtype_t rt, int *tc, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_GPT_ATTN");
+    *tc = 0;
+    if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc or scalar", d->label, v);
+#if defined(PLUMB_ATTN_TC)
+    *tc = (rt == DT_BF16 || rt == DT_F16) && HS <= 128 && !(v && !strcmp(v, "scalar"));
+#else
+    (void)HS;
+    (void)rt;
+#endif
+    return PLUMB_OK;
+}
+
+#if defined(PLUMB_ATTN_TC)
+/* dynamic shared memory past the default 48 KiB must be allowed per kernel */
+template <typename K> static int tc_smem(struct dev *d, K *kernel, size_t bytes, const char *name, plumb_err *e)
+{
+    if (bytes <= 48 * 1024) return PLUMB_OK;
+    const cudaError_t r = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (r != cudaSuccess)
+        return gpu_err(e, PLUMB_EDEVICE, "%s: cudaFuncSetAttribute(%s, MaxDynamicSharedMemorySize, %zu) failed: %s (%s)",
+                       d->label, name, bytes, cudaGetErrorName(r), cudaGetErrorString(r));
+    return PLUMB_OK;
+}
+
+template <typename E, int HSM>
+static int tc_fwd(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T, int NH,
+                  int HS, float scale, int rt, plumb_err *e)
+{
+    const size_t smem = tcattn::sz<E, HSM>::FWD;
+    int rc = tc_smem(d, tcattn::k_tc_fwd<E, HSM>, smem, "k_tc_fwd", e);
+    if (rc) return rc;
+    const dim3 grid((unsigned)((T + tcattn::TB - 1) / tcattn::TB), (unsigned)(B * NH));
+    tcattn::k_tc_fwd<E, HSM><<<grid, tcattn::TNT, smem, st->s>>>(qkv, out, lse, T, NH, HS, scale, rt);
+    GPU_CHECK_LAUNCH(d, "k_tc_fwd", e);
+    return PLUMB_OK;
+}
+
+template <typename E, int HSM>
+static int tc_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const float *dout, const float *lse,
+                  const float *D, float *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
+{
+    typedef tcattn::sz<E, HSM> SZ;
+    int rc;
+    if ((rc = tc_smem(d, tcattn::k_tc_bwd_dkv<E, HSM>, SZ::DKV, "k_tc_bwd_dkv", e)) ||
+        (rc = tc_smem(d, tcattn::k_tc_bwd_dq<E, HSM>, SZ::DQ, "k_tc_bwd_dq", e)))
+        return rc;
+    const dim3 grid((unsigned)((T + tcattn::TB - 1) / tcattn::TB), (unsigned)(B * NH));
+    tcattn::k_tc_bwd_dkv<E, HSM><<<grid, tcattn::TNT, SZ::DKV, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    GPU_CHECK_LAUNCH(d, "k_tc_bwd_dkv", e);
+    tcattn::k_tc_bwd_dq<E, HSM><<<grid, tcattn::TNT, SZ::DQ, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    GPU_CHECK_LAUNCH(d, "k_tc_bwd_dq", e);
+    return PLUMB_OK;
+}
+
+/* E by rt, HSM the head width rounded up to 32, 64 or 128 */
+#define TC_DISPATCH(FN, ...)                                                                                     (rt == DT_F16 ? (HS <= 32 ? FN<__half, 32>(__VA_ARGS__) : HS <= 64 ? FN<__half, 64>(__VA_ARGS__)                                                                        : FN<__half, 128>(__VA_ARGS__))                                    : (HS <= 32 ? FN<__nv_bfloat16, 32>(__VA_ARGS__) : HS <= 64 ? FN<__nv_bfloat16, 64>(__VA_ARGS__)                                                                    : FN<__nv_bfloat16, 128>(__VA_ARGS__)))
+#endif
+
 /* ---------------- fast: flash-style tiles ---------------- */
 
 /* ---------------- entry points ---------------- */
@@ -112,6 +188,11 @@ int tg_attention_fwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
         return PLUMB_OK;
     }
     if ((rc = grid_ok(d, B, NH, e))) return rc;
+    int tc;
+    if ((rc = use_tc(d, HS, rt, &tc, e))) return rc;
+#if defined(PLUMB_ATTN_TC)
+    if (tc) return TC_DISPATCH(tc_fwd, d, st, qkv, out, lse, B, T, NH, HS, scale, (int)rt, e);
+#endif
     FLASH_DISPATCH(k_flash_fwd, qkv, out, lse, T, NH, HS, scale, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_flash_fwd", e);
     return PLUMB_OK;
@@ -136,10 +217,15 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
         return PLUMB_OK;
     }
     if ((rc = grid_ok(d, B, NH, e))) return rc;
+    int tc;
+    if ((rc = use_tc(d, HS, rt, &tc, e))) return rc;
     if ((rc = tws_get(d, 0, rows * sizeof(float), &ws, e))) return rc;
     float *D = (float *)ws;
     k_flash_bwd_pre<<<(unsigned)((rows + 127) / 128), 128, 0, st->s>>>(out, dout, D, B, T, NH, HS);
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
+#if defined(PLUMB_ATTN_TC)
+    if (tc) return TC_DISPATCH(tc_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);
+#endif
     FLASH_DISPATCH(k_flash_bwd_dkv, qkv, dout, lse, D, dqkv, T, NH, HS, scale, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_dkv", e);
     FLASH_DISPATCH(k_flash_bwd_dq, qkv, dout, lse, D, dqkv, T, NH, HS, scale, (int)rt);

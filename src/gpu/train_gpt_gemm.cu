@@ -52,10 +52,34 @@ __global__ void k_dgelu(float *dx, const float *pre, size_t n, int gold, int rt)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dx[i] = gg_round(dx[i] * (gold ? ggelu_gradf(pre[i]) : fast_gelu_grad(pre[i])), rt);
 }
+/* after the BIAS epilogue of a GELU layer: pre rounded to rt in place, then
+ * y = round(gelu(pre)) from the rounded value (one pass: k_round2 then k_gelu
+ * read and wrote pre twice) */
+__global__ void k_round_gelu(float *pre, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float p = gg_round(pre[i], rt);
+        pre[i] = p;
+        y[i] = gg_round(fast_gelu(p), rt);
+    }
+}
 __global__ void k_to16g(const float *x, uint16_t *y, size_t n, int rt)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] = rt == DT_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+}
+/* the same, 4 values a thread: float4 loads, one 8-byte store (x 16-byte and
+ * y 8-byte aligned); the n % 4 tail by the first block's first threads */
+__global__ void k_to16g4(const float4 *x, uint2 *y, size_t n4, const float *xt, uint16_t *yt, int nt, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 a = x[i];
+        uint2 w;
+        w.x = (uint32_t)to16_of(a.x, rt) | (uint32_t)to16_of(a.y, rt) << 16;
+        w.y = (uint32_t)to16_of(a.z, rt) | (uint32_t)to16_of(a.w, rt) << 16;
+        y[i] = w;
+    }
+    if (blockIdx.x == 0 && (int)threadIdx.x < nt) yt[threadIdx.x] = to16_of(xt[threadIdx.x], rt);
 }
 
 static int launch_round2(struct dev *d, struct dev_stream *st, float *a, float *b, size_t n, int rt, plumb_err *e)
@@ -67,6 +91,13 @@ static int launch_round2(struct dev *d, struct dev_stream *st, float *a, float *
 }
 static int to16(struct dev *d, struct dev_stream *st, const float *x, size_t n, uint16_t *y, int rt, plumb_err *e)
 {
+    if (!((uintptr_t)x % 16) && !((uintptr_t)y % 8)) {
+        const size_t n4 = n / 4;
+        k_to16g4<<<gpu_grid(n4, TPB), TPB, 0, st->s>>>((const float4 *)x, (uint2 *)y, n4, x + 4 * n4, y + 4 * n4,
+                                                         (int)(n - 4 * n4), rt);
+        GPU_CHECK_LAUNCH(d, "k_to16g4", e);
+        return PLUMB_OK;
+    }
     k_to16g<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, y, n, rt);
     GPU_CHECK_LAUNCH(d, "k_to16g", e);
     return PLUMB_OK;
@@ -83,12 +114,18 @@ __global__ void k_colsum_gold(const float *dy, int B, int N, float *db)
     for (int b = 0; b < B; b++) s = s + dy[(size_t)b * N + n];
     db[n] = s;
 }
-__global__ void k_colsum_part(const float *dy, int B, int N, float *part)
+/* dy16 (not NULL): each dy element, read once here, also stored as its
+ * 16-bit copy (exact: dy holds rt values), for the GEMMs that follow */
+__global__ void k_colsum_part(const float *dy, int B, int N, float *part, uint16_t *dy16, int rt)
 {
     const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
         float s = 0.0f;
-        for (int b = b0; b < b1; b++) s = s + dy[(size_t)b * N + n];
+        for (int b = b0; b < b1; b++) {
+            const float v = dy[(size_t)b * N + n];
+            s = s + v;
+            if (dy16) dy16[(size_t)b * N + n] = to16_of(v, rt);
+        }
         part[(size_t)c * N + n] = s;
     }
 }
@@ -101,19 +138,27 @@ __global__ void k_colsum_chunks(const float *part, int nc, int N, float *db)
     }
 }
 
+/* tg_colsum (fast) that also stores dy16 [B, N], the 16-bit copy of dy */
+static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, uint16_t *dy16,
+                    int rt, plumb_err *e);
+
 int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e)
 {
-    if (golden(d)) {
-        k_colsum_gold<<<(N + 127) / 128, 128, 0, st->s>>>(dy, B, N, dbias);
-        GPU_CHECK_LAUNCH(d, "k_colsum_gold", e);
-        return PLUMB_OK;
-    }
+    if (!golden(d)) return colsum16(d, st, dy, B, N, dbias, NULL, 0, e);
+    k_colsum_gold<<<(N + 127) / 128, 128, 0, st->s>>>(dy, B, N, dbias);
+    GPU_CHECK_LAUNCH(d, "k_colsum_gold", e);
+    return PLUMB_OK;
+}
+
+static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, uint16_t *dy16,
+                    int rt, plumb_err *e)
+{
     const int nc = (B + CS_ROWS - 1) / CS_ROWS;
     if (nc > 65535) return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: column sum of %d rows exceeds %d", d->label, B, 65535 * CS_ROWS);
     void *ws;
     int rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e);
     if (rc) return rc;
-    k_colsum_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, B, N, (float *)ws);
+    k_colsum_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, B, N, (float *)ws, dy16, rt);
     GPU_CHECK_LAUNCH(d, "k_colsum_part", e);
     k_colsum_chunks<<<gpu_grid((size_t)N, 128), 128, 0, st->s>>>((const float *)ws, nc, N, dbias);
     GPU_CHECK_LAUNCH(d, "k_colsum_chunks", e);
@@ -205,6 +250,22 @@ static void gl_clear(struct gl_plan *p)
     if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
     if (p->op) cublasLtMatmulDescDestroy(p->op);
     memset(p, 0, sizeof *p);
+}
+
+/* At device close (backend.cu), as lt_release in train_linear.cu. */
+void gl_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_gl_lock);
+    for (int i = 0; i < 16; i++)
+        if (g_gl[i].d == d) {
+            struct gl_state *s = &g_gl[i];
+            for (int k = 0; k < GL_PLANS; k++)
+                if (s->plans[k].used) gl_clear(&s->plans[k]);
+            if (s->ws) (void)cudaFree(s->ws);
+            if (s->h) cublasLtDestroy(s->h);
+            memset(s, 0, sizeof *s);
+        }
+    pthread_mutex_unlock(&g_gl_lock);
 }
 
 static int gl_align(const void *p)
@@ -339,6 +400,23 @@ static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
 }
 #endif /* !PLUMB_HIP */
 
+/* Row-major C[m,n] (ldc) = A[m,k] B[k,n] (+ C when acc) for the classifier:
+ * on CUDA through gl_gemm (the column-major product C^T = B^T A^T, the
+ * reduction scheme NONE, the plan pinned per shape and alignment: the path
+ * whose sm90 kernels the other GEMMs get), falling back to blas_gemm where
+ * cuBLASLt has no algorithm; on HIP blas_gemm. ab: DT_F32 or rt's 16-bit type. */
+static int cls_gemm(struct dev *d, struct dev_stream *st, int m, int n, int k, int ta, int tb, const void *a, int lda,
+                    const void *b, int ldb, float *c, int ldc, int acc, dtype_t ab, plumb_err *e)
+{
+#if !defined(PLUMB_HIP)
+    const int ab16 = ab != DT_F32;
+    int rc = gl_gemm(d, st, tb, ta, n, m, k, b, ldb, a, lda, c, ldc, acc ? 1.0f : 0.0f, ab16 ? (int)ab : DT_F32, ab16,
+                     GE_NONE, NULL, NULL, 0, e);
+    if (rc != PLUMB_EUNSUPPORTED) return rc;
+#endif
+    return gemm(d, st, m, n, k, ta, tb, a, lda, b, ldb, c, ldc, acc, ab, e);
+}
+
 /* ---------------- matmul_fwd / matmul_bwd ---------------- */
 
 int tg_matmul_fwd_impl(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *bias, float *y,
@@ -378,9 +456,10 @@ int tg_matmul_fwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
         rc = gl_gemm(d, st, 1, 0, N, B, K, wa, K, xa, K, out, N, 0.0f, (int)rt, ab16, bias ? GE_BIAS : GE_NONE, bias,
                      NULL, 0, e);
         if (rc == PLUMB_OK) {
-            if ((rc = launch_round2(d, st, out, NULL, BN, (int)rt, e)) || !gelu) return rc;
-            k_gelu<<<gpu_grid(BN, TPB), TPB, 0, st->s>>>(pre, y, BN, 0, (int)rt);
-            GPU_CHECK_LAUNCH(d, "k_gelu", e);
+            if (!gelu) return launch_round2(d, st, out, NULL, BN, (int)rt, e);
+            if (rt == DT_F32) k_gelu<<<gpu_grid(BN, TPB), TPB, 0, st->s>>>(pre, y, BN, 0, (int)rt);
+            else k_round_gelu<<<gpu_grid(BN, TPB), TPB, 0, st->s>>>(pre, y, BN, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_round_gelu", e);
             return PLUMB_OK;
         }
         if (rc != PLUMB_EUNSUPPORTED) return rc;
@@ -400,10 +479,10 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
 {
     const size_t BK = (size_t)B * K;
     const int gold = golden(d);
-    int rc;
-    if (dbias && (rc = tg_colsum(d, st, dy, B, N, dbias, e))) return rc;
+    int rc, db_done = 0; /* dbias summed (the fast CUDA path does it first) */
 #if !defined(PLUMB_HIP)
     if (!gold) {
+        db_done = 1;
         const int ab16 = rt != DT_F32;
         const void *xa = x, *wa = w, *dya = dy;
         if (ab16) {
@@ -411,13 +490,18 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
             const size_t ox = 0, ow = al256(BK * 2), ody = ow + al256((size_t)N * K * 2);
             if ((rc = tws_get(d, 1, ody + (size_t)B * N * 2, &ws, e))) return rc;
             char *w1 = (char *)ws;
-            if ((rc = to16(d, st, x, BK, (uint16_t *)(w1 + ox), (int)rt, e)) ||
-                (rc = to16(d, st, w, (size_t)N * K, (uint16_t *)(w1 + ow), (int)rt, e)) ||
-                (rc = to16(d, st, dy, (size_t)B * N, (uint16_t *)(w1 + ody), (int)rt, e)))
+            /* the column sum reads dy once and stores its 16-bit copy on the
+             * way (slot 1 is taken first: a later growth would drop it) */
+            if (dbias) rc = colsum16(d, st, dy, B, N, dbias, (uint16_t *)(w1 + ody), (int)rt, e);
+            else rc = to16(d, st, dy, (size_t)B * N, (uint16_t *)(w1 + ody), (int)rt, e);
+            if (rc || (rc = to16(d, st, x, BK, (uint16_t *)(w1 + ox), (int)rt, e)) ||
+                (rc = to16(d, st, w, (size_t)N * K, (uint16_t *)(w1 + ow), (int)rt, e)))
                 return rc;
             xa = w1 + ox;
             wa = w1 + ow;
             dya = w1 + ody;
+        } else if (dbias && (rc = tg_colsum(d, st, dy, B, N, dbias, e))) {
+            return rc;
         }
         int ok = 1;
         if (dx) {
@@ -441,6 +525,7 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
         }
     }
 #endif
+    if (dbias && !db_done && (rc = tg_colsum(d, st, dy, B, N, dbias, e))) return rc;
     /* golden (the linear layers' chains), or the plugin's GEMM: dx unrounded
      * when the GELU backward follows */
     if ((rc = tr_linear_bwd(d, st, x, w, NULL, (float *)dy, dx, dw, NULL, B, K, N, 0, pre_in && dx ? DT_F32 : rt, 0, NULL,
@@ -454,7 +539,33 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
 
 /* ---------------- classifier + cross-entropy ---------------- */
 
-#define XENT_CHUNK_BYTES ((size_t)256 << 20)
+/* The fp32 logits of one row chunk are at most XENT_CHUNK_BYTES (never the
+ * whole batch's: 16384 x 50304 would be 3.3 GB). 1 GiB holds 5336 rows of
+ * gpt2's 50304 columns, so B=16 T=1024 runs as 4 chunks of 4096 rows
+ * (fewer, larger GEMMs: each has 4096 x 50304 x 768 to share among the SMs)
+ * and the chunk's workspace (the fp32 logits, their 16-bit gradient, the
+ * 16-bit wte) stays near 1.6 GB on any card. Chunks are split evenly and
+ * their rows rounded up to a multiple of 128 (the GEMM tiles' height), so
+ * no chunk is a thin remainder. */
+#define XENT_CHUNK_BYTES ((size_t)1 << 30)
+#define XENT_ROW_ALIGN 128
+
+/* rows per chunk for R rows of V fp32 logits; PLUMB_GPT_XENT_CHUNK_BYTES
+ * (a test hook: tests/test_gpu_train_gpt.c runs many small chunks against one)
+ * replaces the cap */
+static int xent_chunk_rows(int R, int V)
+{
+    const size_t row = (size_t)V * sizeof(float);
+    const char *hook = getenv("PLUMB_GPT_XENT_CHUNK_BYTES");
+    const size_t bytes = hook && atoll(hook) > 0 ? (size_t)atoll(hook) : XENT_CHUNK_BYTES;
+    size_t cap = bytes / row; /* rows that fit */
+    if (cap < 1) cap = 1;
+    const size_t nch = ((size_t)R + cap - 1) / cap;
+    size_t rc = ((size_t)R + nch - 1) / nch;
+    const size_t up = (rc + XENT_ROW_ALIGN - 1) / XENT_ROW_ALIGN * XENT_ROW_ALIGN;
+    if (up <= cap) rc = up; /* the rounding never crosses the cap */
+    return rc > (size_t)R ? R : (int)rc;
+}
 
 /* golden logits of a chunk: one thread per (r, v), z = round(gg_dot(x_r, w_v)) */
 __global__ void k_xent_logits_gold(const float *x, const float *w, float *z, int nr, int C, int V, int rt)
@@ -503,17 +614,45 @@ __global__ void k_xent_dw_gold(const float *g, const float *x, float *dw, int nr
     }
 }
 /* sum_count = {double adds of the valid rows' losses in ascending r, count} (both modes) */
+/* Thread 0 adds in that order; the block's threads stage the next tile of
+ * losses and targets in shared memory meanwhile (one thread reading global
+ * memory for each add measured 1 ms for 16384 rows on the H200). One block. */
+#define XSUM_TILE 2048
+#define XSUM_TPB 256
 __global__ void k_xent_sum(const float *loss, const int32_t *tgt, int R, double *sc)
 {
+    __shared__ float lb[2][XSUM_TILE];
+    __shared__ int ok[2][XSUM_TILE];
     double s = 0.0;
     long n = 0;
-    for (int r = 0; r < R; r++)
-        if (tgt[r] >= 0) {
-            s += (double)loss[r];
-            n++;
+    const int nt = (R + XSUM_TILE - 1) / XSUM_TILE;
+    for (int i = threadIdx.x; i < XSUM_TILE && i < R; i += blockDim.x) {
+        lb[0][i] = loss[i];
+        ok[0][i] = tgt[i] >= 0;
+    }
+    __syncthreads();
+    for (int t = 0; t < nt; t++) {
+        if (t + 1 < nt) { /* the other buffer, last read in round t - 1 */
+            const int o = (t + 1) * XSUM_TILE, len = R - o < XSUM_TILE ? R - o : XSUM_TILE, b = (t + 1) & 1;
+            for (int i = threadIdx.x; i < len; i += blockDim.x) {
+                lb[b][i] = loss[o + i];
+                ok[b][i] = tgt[o + i] >= 0;
+            }
         }
-    sc[0] = s;
-    sc[1] = (double)n;
+        if (threadIdx.x == 0) {
+            const int o = t * XSUM_TILE, len = R - o < XSUM_TILE ? R - o : XSUM_TILE, b = t & 1;
+            for (int i = 0; i < len; i++)
+                if (ok[b][i]) {
+                    s += (double)lb[b][i];
+                    n++;
+                }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        sc[0] = s;
+        sc[1] = (double)n;
+    }
 }
 __global__ void k_round_inplace(float *x, size_t n, int rt)
 {
@@ -527,18 +666,21 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
 {
     const int gold = golden(d), grad = dx != NULL;
     const int ab16 = !gold && rt != DT_F32;
-    int RC = (int)(XENT_CHUNK_BYTES / ((size_t)V * sizeof(float)));
-    if (RC < 1) RC = 1;
-    if (RC > R) RC = R;
+    /* fast: the logits and 16-bit gradient rows have a leading dimension LD
+     * rounded up to 8 columns. With LD = V = 50257 (GPT-2's odd vocabulary)
+     * every row after the first was misaligned and cuBLASLt could only pick
+     * its align1 sm75 kernels (~32 ms of a gpt2-124m step on the H200). */
+    const int LD = gold ? V : (V + 7) & ~7;
+    const int RC = xent_chunk_rows(R, LD);
     int rc;
     void *w0, *w1, *w2 = NULL;
     /* slot 0: per-row losses when the caller keeps none; slot 1: the logits chunk [RC, V];
      * slot 2 (16-bit compute): g16 [RC, V], w16 [V, C], x16 [RC, C] */
     if ((rc = tws_get(d, 0, (size_t)R * sizeof(float), &w0, e))) return rc;
-    if ((rc = tws_get(d, 1, (size_t)RC * V * sizeof(float), &w1, e))) return rc;
+    if ((rc = tws_get(d, 1, (size_t)RC * LD * sizeof(float), &w1, e))) return rc;
     float *lossv = losses ? losses : (float *)w0, *Z = (float *)w1;
     uint16_t *g16 = NULL, *w16 = NULL, *x16 = NULL;
-    const size_t og = 0, ow = al256((size_t)RC * V * 2), ox = ow + al256((size_t)V * C * 2);
+    const size_t og = 0, ow = al256((size_t)RC * LD * 2), ox = ow + al256((size_t)V * C * 2);
     if (ab16) {
         if ((rc = tws_get(d, 2, ox + (size_t)RC * C * 2, &w2, e))) return rc;
         g16 = (uint16_t *)((char *)w2 + og);
@@ -572,22 +714,27 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
             wa = w16;
         }
         const dtype_t ab = ab16 ? rt : DT_F32;
-        if ((rc = gemm(d, st, nr, V, C, 0, 1, xa, C, wa, C, Z, V, 0, ab, e))) return rc;
-        k_xent_rows_fast<<<nr, TPB, 0, st->s>>>(Z, g16, tgt + r0, V, grad_scale, grad, lossv + r0, (int)rt);
+        if ((rc = cls_gemm(d, st, nr, V, C, 0, 1, xa, C, wa, C, Z, LD, 0, ab, e))) return rc;
+        k_xent_rows_fast<<<nr, TPB, 0, st->s>>>(Z, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0, (int)rt);
         GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
         if (!grad) continue;
         const void *ga = ab16 ? (const void *)g16 : (const void *)Z;
         /* dx_c [nr, C] = G [nr, V] wte [V, C]; dwte [V, C] += G^T x_c (chunks in order) */
-        if ((rc = gemm(d, st, nr, C, V, 0, 0, ga, V, wa, C, dx + (size_t)r0 * C, C, 0, ab, e))) return rc;
+        if ((rc = cls_gemm(d, st, nr, C, V, 0, 0, ga, LD, wa, C, dx + (size_t)r0 * C, C, 0, ab, e))) return rc;
         if (rt != DT_F32) {
             k_round_inplace<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(dx + (size_t)r0 * C, nx, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_round_inplace", e);
         }
-        if ((rc = gemm(d, st, V, C, nr, 1, 0, ga, V, xa, C, dwte, C, ch > 0, ab, e))) return rc;
+        if ((rc = cls_gemm(d, st, V, C, nr, 1, 0, ga, LD, xa, C, dwte, C, ch > 0, ab, e))) return rc;
     }
     if (sum_count) {
-        k_xent_sum<<<1, 1, 0, st->s>>>(lossv, tgt, R, sum_count);
+        k_xent_sum<<<1, XSUM_TPB, 0, st->s>>>(lossv, tgt, R, sum_count);
         GPU_CHECK_LAUNCH(d, "k_xent_sum", e);
     }
     return PLUMB_OK;
 }
+
+#if defined(PLUMB_HIP)
+/* no cuBLASLt state on HIP */
+void gl_release(struct dev *d) { (void)d; }
+#endif

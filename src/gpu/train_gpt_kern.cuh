@@ -108,32 +108,81 @@ static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *
 
 /* ---------------- the classifier's rows ---------------- */
 
-/* fast rows: one block per row; logits z (fp32, rounded to rt first), the
- * gradient stored in place (g16 NULL) or as its 16-bit copy g16 */
-static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, float gs, int grad, float *loss,
-                                 int rt)
+/* fast rows: one block per row of z [V] (fp32 logits, read as rounded to rt;
+ * z itself is only written when the gradient goes in place). Two passes over
+ * the row: an online max and sum of exp (each thread keeps its own (m, s)
+ * and rescales s when m grows; the threads' pairs are then merged against
+ * the block max), then the gradient stored in place (g16 NULL) or as its
+ * 16-bit copy g16. When V % 4 == 0 (z and g16 rows then 16- and 8-byte
+ * aligned from the 256-byte aligned chunk) both passes read float4 and the
+ * copy is stored 4 values (8 bytes) at a time; otherwise one value at a time.
+ * Bytes per logit: 4 read (pass 1) + 4 read + 2 (or 4, in place) written. */
+__device__ static inline uint16_t to16_of(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
+__device__ static inline void xent_acc(float zv, float &m, float &s)
 {
+    if (zv > m) {
+        s = s * expf(m - zv) + 1.0f; /* m = -inf at the start: s = 0 * 0 + 1 */
+        m = zv;
+    } else {
+        s += expf(zv - m);
+    }
+}
+__device__ static inline float xent_g(float zv, int v, int tg, float m, float inv, float gs, int rt)
+{
+    return tg < 0 ? 0.0f : gg_round((expf(zv - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
+}
+static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
+                                 float *loss, int rt)
+{
+    /* z [rows, ld] (the first V columns of each row are the logits; ld >= V,
+     * a multiple of 8 in the classifier so every row starts 16-byte aligned
+     * for the GEMMs and for these float4 loads); g16 the same layout */
     __shared__ float red[PLUMB_WARP];
     const int r = blockIdx.x;
-    float *zr = z + (size_t)r * V;
+    float *zr = z + (size_t)r * ld;
+    uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
     const int tg = tgt[r];
-    float m = -INFINITY;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float zv = gg_round(zr[v], rt);
-        zr[v] = zv;
-        m = fmaxf(m, zv);
+    const int vec = (ld & 3) == 0, V4 = vec ? V >> 2 : 0; /* quads, then the tail 4 V4 .. V-1 one by one */
+    float m = -INFINITY, s = 0.0f;
+    {
+        const float4 *z4 = (const float4 *)zr;
+        for (int q = threadIdx.x; q < V4; q += blockDim.x) {
+            const float4 a = z4[q];
+            xent_acc(gg_round(a.x, rt), m, s);
+            xent_acc(gg_round(a.y, rt), m, s);
+            xent_acc(gg_round(a.z, rt), m, s);
+            xent_acc(gg_round(a.w, rt), m, s);
+        }
     }
-    m = plumb_block_max(m, red);
-    float l = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) l += expf(zr[v] - m);
-    l = plumb_block_sum(l, red);
-    if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (m + logf(l)) - zr[tg];
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) xent_acc(gg_round(zr[v], rt), m, s);
+    const float mb = plumb_block_max(m, red);
+    const float l = plumb_block_sum(m == -INFINITY ? 0.0f : s * expf(m - mb), red);
+    if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (mb + logf(l)) - gg_round(zr[tg], rt);
     if (!grad) return;
     __syncthreads(); /* zr[tg] read before it is overwritten */
     const float inv = 1.0f / l;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float gv = tg < 0 ? 0.0f : gg_round((expf(zr[v] - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
-        if (g16) g16[(size_t)r * V + v] = rt == DT_F16 ? f32_to_f16(gv) : f32_to_bf16(gv);
+    {
+        float4 *z4 = (float4 *)zr;
+        for (int q = threadIdx.x; q < V4; q += blockDim.x) {
+            const float4 a = z4[q];
+            const int v = 4 * q;
+            const float g0 = xent_g(gg_round(a.x, rt), v, tg, mb, inv, gs, rt);
+            const float g1 = xent_g(gg_round(a.y, rt), v + 1, tg, mb, inv, gs, rt);
+            const float g2 = xent_g(gg_round(a.z, rt), v + 2, tg, mb, inv, gs, rt);
+            const float g3 = xent_g(gg_round(a.w, rt), v + 3, tg, mb, inv, gs, rt);
+            if (gr) {
+                uint2 w;
+                w.x = (uint32_t)to16_of(g0, rt) | (uint32_t)to16_of(g1, rt) << 16;
+                w.y = (uint32_t)to16_of(g2, rt) | (uint32_t)to16_of(g3, rt) << 16;
+                ((uint2 *)gr)[q] = w;
+            } else {
+                z4[q] = make_float4(g0, g1, g2, g3);
+            }
+        }
+    }
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) {
+        const float gv = xent_g(gg_round(zr[v], rt), v, tg, mb, inv, gs, rt);
+        if (gr) gr[v] = to16_of(gv, rt);
         else zr[v] = gv;
     }
 }

@@ -127,7 +127,43 @@ int convlib_run(struct dev *d, struct dev_stream *st, int dir, const struct trai
                 const void *b, void *out, dtype_t rt, plumb_err *e);
 void convlib_describe(char *buf, size_t n);
 
+/* Per-device state of the train ops, released when the device closes
+ * (backend.cu's gpu_close calls gpu_train_release after synchronising):
+ * tws_get's and tvws_get's workspaces, the cuBLASLt plans, handles and
+ * workspaces of train_linear.cu and train_gpt_gemm.cu, and conv_lib.cu's
+ * plans and handle. Each is keyed by the struct dev, so without it every
+ * open leaked them, and a process's 17th device failed. */
+void tws_release(struct dev *d);
+void tvws_release(struct dev *d);
+void lt_release(struct dev *d);
+void gl_release(struct dev *d);
+void convlib_release(struct dev *d);
+static inline void gpu_train_release(struct dev *d)
+{
+    convlib_release(d);
+    gl_release(d);
+    lt_release(d);
+    tvws_release(d);
+    tws_release(d);
+}
+
 /* the table entries (argument checks included) */
+int g_conv2d_fwd16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const uint16_t *x16,
+                   const float *w, const uint16_t *w16, float *y, dtype_t rt, plumb_err *e);
+int g_conv2d_bwd_data16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
+                        const uint16_t *dy16, const float *w, const uint16_t *w16, float *dx, dtype_t rt,
+                        plumb_err *e);
+int g_conv2d_bwd_filter16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                          const uint16_t *x16, const float *dy, const uint16_t *dy16, float *dw, dtype_t rt,
+                          plumb_err *e);
+int g_bn_apply16(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
+                 const float *gamma, const float *beta, const float *z, float *y, uint16_t *y16, size_t M, int C,
+                 int relu, dtype_t rt, plumb_err *e);
+int g_bn_bwd_data16(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                    const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M,
+                    int C, dtype_t rt, plumb_err *e);
+int g_bn_bwd_reduce(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
+                    const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, plumb_err *e);
 int g_conv2d_fwd(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const float *w, float *y,
                  dtype_t rt, plumb_err *e);
 int g_conv2d_bwd_data(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy, const float *w,

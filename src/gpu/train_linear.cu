@@ -546,6 +546,24 @@ static void plan_clear(struct lt_plan *p)
     memset(p, 0, sizeof *p);
 }
 
+/* At device close (backend.cu): the plans, the handle and the workspace of
+ * the device go, and its slot is free again (without this a process that
+ * opened 17 devices one after another failed "too many devices"). */
+void lt_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_lt_lock);
+    for (int i = 0; i < 16; i++)
+        if (g_lt[i].d == d) {
+            struct lt_state *s = &g_lt[i];
+            for (int k = 0; k < LT_PLANS; k++)
+                if (s->plans[k].used) plan_clear(&s->plans[k]);
+            if (s->ws) (void)cudaFree(s->ws);
+            if (s->h) cublasLtDestroy(s->h);
+            memset(s, 0, sizeof *s);
+        }
+    pthread_mutex_unlock(&g_lt_lock);
+}
+
 static int ptr_align(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -1146,3 +1164,8 @@ int tr_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t
 {
     return widen16(d, st, x16, R, K, ld, x, rt, e);
 }
+
+#if defined(PLUMB_HIP)
+/* no cuBLASLt state on HIP */
+void lt_release(struct dev *d) { (void)d; }
+#endif

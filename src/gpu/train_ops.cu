@@ -63,6 +63,22 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* At device close (backend.cu): the slot is freed, so a process that opens
+ * and closes devices (accept's seeds, the ladder's rungs) neither leaks the
+ * buffers nor runs out of slots, and a later device that happens to get the
+ * same struct dev address starts clean. The caller has synchronised. */
+void tws_release(struct dev *d)
+{
+    pthread_mutex_lock(&g_tws_lock);
+    for (int i = 0; i < TWS_DEVS; i++)
+        if (g_tws[i].d == d) {
+            for (int k = 0; k < 4; k++)
+                if (g_tws[i].p[k]) (void)cudaFree(g_tws[i].p[k]);
+            memset(&g_tws[i], 0, sizeof g_tws[i]);
+        }
+    pthread_mutex_unlock(&g_tws_lock);
+}
+
 /* ---------------- profile ---------------- */
 
 static const char *g_tp_names[TP_COUNT] = {
@@ -222,6 +238,15 @@ __global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
+/* the same 4 at a time (n % 4 == 0, 16-byte aligned) */
+__global__ void k_relu_bwd4(const float *y, const float *dy, float *dx, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 yv = ((const float4 *)y)[i], gv = ((const float4 *)dy)[i];
+        ((float4 *)dx)[i] = make_float4(yv.x > 0.0f ? gv.x : 0.0f, yv.y > 0.0f ? gv.y : 0.0f,
+                                        yv.z > 0.0f ? gv.z : 0.0f, yv.w > 0.0f ? gv.w : 0.0f);
+    }
+}
 
 static int g_relu_fwd(struct dev *d, dev_stream *s, const float *x, float *y, size_t n, dtype_t rt, plumb_err *e)
 {
@@ -242,6 +267,11 @@ static int g_relu_bwd(struct dev *d, dev_stream *s, const float *y, const float 
     if (!n) return PLUMB_OK;
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_RELU);
+    if (n % 4 == 0 && !(((uintptr_t)y | (uintptr_t)dy | (uintptr_t)dx) & 15)) {
+        k_relu_bwd4<<<gpu_grid(n / 4, TPB), TPB, 0, gpu_stream(d, s)->s>>>(y, dy, dx, n / 4);
+        GPU_CHECK_LAUNCH(d, "k_relu_bwd4", e);
+        return PLUMB_OK;
+    }
     k_relu_bwd<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(y, dy, dx, n);
     GPU_CHECK_LAUNCH(d, "k_relu_bwd", e);
     return PLUMB_OK;
@@ -627,12 +657,42 @@ __global__ void k_sumsq_blocks(const float *x, size_t n, size_t bl0, size_t nbl,
     for (size_t i = i0; i < i1; i++) acc += (double)x[i] * (double)x[i];
     part[j] = acc;
 }
-/* block sums added to out[0] in ascending block order */
+/* tot + part[0] + part[1] + ... + part[k-1], added left to right by thread 0
+ * of the block (the sequential definition: the same bits as one thread's
+ * loop over global memory). The other threads only stage the next tile of
+ * part into shared memory (coalesced) while thread 0 adds the current one, so
+ * the adds wait on shared memory instead of on one global load each (one
+ * thread doing both measured 7 ms for 1.2e5 partials on the H200). */
+#define ORDSUM_TILE 2048
+__device__ static double ordered_dsum(const double *part, size_t k, double tot)
+{
+    __shared__ double buf[2][ORDSUM_TILE];
+    const size_t nt = (k + ORDSUM_TILE - 1) / ORDSUM_TILE;
+    for (size_t i = threadIdx.x; i < ORDSUM_TILE && i < k; i += blockDim.x) buf[0][i] = part[i];
+    __syncthreads();
+    for (size_t t = 0; t < nt; t++) {
+        if (t + 1 < nt) { /* tile t + 1 into the other buffer, read last in round t - 1 */
+            const size_t o = (t + 1) * ORDSUM_TILE, len = k - o < ORDSUM_TILE ? k - o : ORDSUM_TILE;
+            double *nb = buf[(t + 1) & 1];
+            for (size_t i = threadIdx.x; i < len; i += blockDim.x) nb[i] = part[o + i];
+        }
+        if (threadIdx.x == 0) {
+            const size_t o = t * ORDSUM_TILE, len = k - o < ORDSUM_TILE ? k - o : ORDSUM_TILE;
+            const double *cb = buf[t & 1];
+#pragma unroll 16
+            for (size_t i = 0; i < len; i++) tot += cb[i];
+        }
+        __syncthreads();
+    }
+    return tot;
+}
+#define ORDSUM_TPB 256
+
+/* block sums added to out[0] in ascending block order (one block of ORDSUM_TPB) */
 __global__ void k_sumsq_total(const double *part, size_t nbl, double *out)
 {
-    double tot = out[0];
-    for (size_t j = 0; j < nbl; j++) tot += part[j];
-    out[0] = tot;
+    const double tot = ordered_dsum(part, nbl, out[0]);
+    if (threadIdx.x == 0) out[0] = tot;
 }
 
 static int g_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, double *out, plumb_err *e)
@@ -650,7 +710,7 @@ static int g_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, doubl
         size_t k = nb - b0 < round ? nb - b0 : round;
         k_sumsq_blocks<<<(unsigned)((k + TPB - 1) / TPB), TPB, 0, st->s>>>(x, n, b0, k, (double *)ws);
         GPU_CHECK_LAUNCH(d, "k_sumsq_blocks", e);
-        k_sumsq_total<<<1, 1, 0, st->s>>>((const double *)ws, k, out);
+        k_sumsq_total<<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, k, out);
         GPU_CHECK_LAUNCH(d, "k_sumsq_total", e);
     }
     return PLUMB_OK;
@@ -745,9 +805,8 @@ __global__ void k_sumsq_total_dn(const double *part, const int64_t *rows_n, size
     size_t n = dn_rows(rows_n, n_max) * per, nb = (n + SUMSQ_BLK - 1) / SUMSQ_BLK;
     if (nb <= bl0) return;
     size_t k = nb - bl0 < nbl ? nb - bl0 : nbl;
-    double tot = out[0];
-    for (size_t j = 0; j < k; j++) tot += part[j];
-    out[0] = tot;
+    const double tot = ordered_dsum(part, k, out[0]);
+    if (threadIdx.x == 0) out[0] = tot;
 }
 
 static int g_sumsq_dn(struct dev *d, dev_stream *s, const float *x, const int64_t *rows_n, size_t per, size_t n_max,
@@ -768,7 +827,7 @@ static int g_sumsq_dn(struct dev *d, dev_stream *s, const float *x, const int64_
         k_sumsq_blocks_dn<<<(unsigned)((k + TPB - 1) / TPB), TPB, 0, st->s>>>(x, rows_n, per, n_max, b0, k,
                                                                             (double *)ws);
         GPU_CHECK_LAUNCH(d, "k_sumsq_blocks_dn", e);
-        k_sumsq_total_dn<<<1, 1, 0, st->s>>>((const double *)ws, rows_n, per, n_max, b0, k, out);
+        k_sumsq_total_dn<<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, rows_n, per, n_max, b0, k, out);
         GPU_CHECK_LAUNCH(d, "k_sumsq_total_dn", e);
     }
     return PLUMB_OK;
@@ -865,5 +924,7 @@ const struct train_ops gpu_train_ops = {
     g_cls_xent,
     g_sgd_momentum,
     g_sumsq_dn, g_scale_check_dn, g_sgd_sparse_dn, g_sgd_gated,
+    /* vision ops with 16-bit mirrors: train_conv.cu, train_vision.cu */
+    g_conv2d_fwd16, g_conv2d_bwd_data16, g_conv2d_bwd_filter16, g_bn_apply16, g_bn_bwd_data16, g_bn_bwd_reduce,
 };
 #endif

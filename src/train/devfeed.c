@@ -2,6 +2,7 @@
 #include "train/devfeed.h"
 #include "core/timer.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,20 +25,26 @@ struct feed_slot {
 /* The batch builders: a pool of threads that wait on a condition variable.
  * (OpenMP's workers spin after every parallel region by default; each step's
  * build left a dozen cores spinning, which slowed the thread launching the
- * GPU work by several per cent.) Job g: worker w builds chunks w, w+n, ...
- * of CHUNK samples. */
-#define BUILD_CHUNK 512
+ * GPU work by several per cent.) A job is cut into chunks of BUILD_CHUNK
+ * samples that the producer and the helpers claim from one atomic counter
+ * (the job's generation in its high word, so a helper that wakes late never
+ * claims a chunk of the next job): a helper still asleep when the others
+ * have built everything costs nothing, and the producer waits for the
+ * chunks to be built, not for every helper to wake. */
+#define BUILD_CHUNK 256 /* the smallest chunk; a large batch takes multiples (pool_build) */
 struct build_pool {
     pthread_t *th;
     int n, started;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     long gen;
-    int pending, stop;
-    /* the job */
+    int stop;
+    /* the job (gen) */
     struct devfeed *f;
     struct feed_slot *sl;
-    int count;
+    int count, nchunks, chunk;
+    _Atomic uint64_t claim; /* gen << 32 | next chunk */
+    atomic_int built;       /* chunks of the job built */
 };
 
 struct devfeed {
@@ -60,14 +67,29 @@ struct devfeed {
     int pool_inited;
 };
 
-static void build_part(struct devfeed *f, struct feed_slot *sl, int count, int w, int nw)
+static void build_chunk(struct devfeed *f, struct feed_slot *sl, int count, int chunk, int c)
 {
-    for (int i0 = w * BUILD_CHUNK; i0 < count; i0 += nw * BUILD_CHUNK) {
-        int cnt = count - i0 < BUILD_CHUNK ? count - i0 : BUILD_CHUNK;
-        void *dst[MODEL_MAX_FIELDS];
-        for (int k = 0; k < f->fs.n_fields; k++) dst[k] = (char *)sl->h[k] + (size_t)i0 * feed_field_bytes(&f->fs, k);
-        f->fs.ops->fill(f->fs.src, f->split, sl->st.epoch, sl->idx + i0, cnt, dst);
+    int i0 = c * chunk;
+    int cnt = count - i0 < chunk ? count - i0 : chunk;
+    void *dst[MODEL_MAX_FIELDS];
+    for (int k = 0; k < f->fs.n_fields; k++) dst[k] = (char *)sl->h[k] + (size_t)i0 * feed_field_bytes(&f->fs, k);
+    f->fs.ops->fill(f->fs.src, f->split, sl->st.epoch, sl->idx + i0, cnt, dst);
+}
+
+/* Claims and builds chunks of job `gen` until none is left; 1 when this
+ * thread built the job's last chunk. */
+static int build_claimed(struct build_pool *p, uint64_t gen, struct devfeed *f, struct feed_slot *sl, int count,
+                         int chunk, int nchunks)
+{
+    int last = 0;
+    for (;;) {
+        uint64_t c = atomic_load(&p->claim);
+        if ((c >> 32) != (gen & 0xffffffffu) || (int)(uint32_t)c >= nchunks) break;
+        if (!atomic_compare_exchange_weak(&p->claim, &c, c + 1)) continue;
+        build_chunk(f, sl, count, chunk, (int)(uint32_t)c);
+        if (atomic_fetch_add(&p->built, 1) + 1 == nchunks) last = 1;
     }
+    return last;
 }
 
 struct pool_arg {
@@ -79,7 +101,6 @@ static void *pool_main(void *arg)
 {
     struct pool_arg *a = arg;
     struct build_pool *p = a->p;
-    const int w = a->w;
     free(a);
     long seen = 0;
     pthread_mutex_lock(&p->mu);
@@ -89,11 +110,11 @@ static void *pool_main(void *arg)
         seen = p->gen;
         struct devfeed *f = p->f;
         struct feed_slot *sl = p->sl;
-        int count = p->count;
+        int count = p->count, chunk = p->chunk, nchunks = p->nchunks;
         pthread_mutex_unlock(&p->mu);
-        build_part(f, sl, count, w, p->n + 1);
+        int last = build_claimed(p, (uint64_t)seen, f, sl, count, chunk, nchunks);
         pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done);
+        if (last) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -135,25 +156,38 @@ static void pool_stop(struct build_pool *p)
     pthread_cond_destroy(&p->done);
 }
 
-/* the whole batch: the helpers and the producer, then wait for all */
+/* the whole batch: the helpers and the producer claim its chunks; the
+ * producer returns once every chunk is built */
 static void pool_build(struct devfeed *f, struct feed_slot *sl, int count)
 {
     struct build_pool *p = &f->pool;
-    if (p->started < p->n || p->n == 0) { /* a helper did not start: build alone */
-        build_part(f, sl, count, 0, 1);
+    /* about four chunks a thread, in multiples of BUILD_CHUNK: each chunk
+     * restarts the builder's prefetch pipeline, so not smaller than needed */
+    int chunk = count / (4 * (p->n + 1)) / BUILD_CHUNK * BUILD_CHUNK;
+    if (chunk < BUILD_CHUNK) chunk = BUILD_CHUNK;
+    int nchunks = (count + chunk - 1) / chunk;
+    if (p->started < p->n || p->n == 0 || nchunks <= 1) { /* a helper did not start, or one chunk: build alone */
+        for (int c = 0; c < nchunks; c++) build_chunk(f, sl, count, chunk, c);
         return;
     }
     pthread_mutex_lock(&p->mu);
+    p->gen++;
     p->f = f;
     p->sl = sl;
     p->count = count;
-    p->pending = p->n;
-    p->gen++;
-    pthread_cond_broadcast(&p->go);
+    p->nchunks = nchunks;
+    p->chunk = chunk;
+    atomic_store(&p->built, 0);
+    atomic_store(&p->claim, ((uint64_t)p->gen & 0xffffffffu) << 32);
+    /* as many helpers as there are chunks beyond the producer's first */
+    if (nchunks - 1 >= p->n) pthread_cond_broadcast(&p->go);
+    else
+        for (int i = 0; i < nchunks - 1; i++) pthread_cond_signal(&p->go);
+    uint64_t gen = (uint64_t)p->gen;
     pthread_mutex_unlock(&p->mu);
-    build_part(f, sl, count, p->n, p->n + 1);
+    (void)build_claimed(p, gen, f, sl, count, chunk, nchunks);
     pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load(&p->built) < nchunks) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -304,6 +338,12 @@ int devfeed_start(struct dev *d, const struct feed_source *fs, int split, struct
         if (!rc && (!sl->idx || !sl->shard_valid)) rc = err_set(e, PLUMB_ENOMEM, "devfeed: out of memory");
     }
     if (!rc) {
+        /* the next epoch's permutation computed while this one is served
+         * (a quarter of the build threads for its draws, at most 4): an
+         * epoch boundary would otherwise stall the feed for the whole
+         * shuffle (tens of ms for millions of samples) */
+        int at = threads / 4;
+        sampler_set_ahead(s, at < 1 ? 1 : at > 4 ? 4 : at, end);
         /* threads - 1 helpers: the producer builds its share too; a helper
          * that cannot start leaves the producer building alone (slower, not wrong) */
         (void)pool_start(&f->pool, threads > 1 ? threads - 1 : 0);

@@ -128,6 +128,9 @@ int loader_start(const struct feed_source *fs, struct sampler *s, int rank, int 
         loader_stop(l);
         return err_set(e, PLUMB_ENOMEM, "loader: cannot allocate %d batches of %d samples", depth, cap);
     }
+    /* the next epoch's permutation computed while this one is served (one
+     * thread: host steps are slow beside a GPU's) */
+    sampler_set_ahead(s, 1, end);
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     if (pthread_create(&l->th, NULL, loader_main, l) != 0) {

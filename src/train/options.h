@@ -48,7 +48,9 @@ extern const struct train_option train_options[];
 /* Every option at its table default for workload wl (its first preset). */
 void train_config_defaults(struct train_config *c, const struct workload *wl);
 /* Sets option `name` ("--steps") from text (NULL for a flag), validated;
- * marks it given, so no preset default overrides it. */
+ * marks it given, so no preset default overrides it. String options and
+ * the workload's own options keep the pointer, not a copy: value must live
+ * as long as c. */
 int train_option_set(struct train_config *c, const char *name, const char *value, plumb_err *e);
 /* After the options: the preset's defaults for options not given, the
  * derived fields (numerics, precision, skip list) and the checks that span

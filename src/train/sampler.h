@@ -14,6 +14,8 @@
  * depend on W (golden data parallel sums per-shard gradients). */
 #ifndef PLUMB_SAMPLER_H
 #define PLUMB_SAMPLER_H
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "core/err.h"
@@ -26,6 +28,16 @@ struct sampler {
     int shuffle;       /* 0: identity order (eval, tests) */
     long perm_epoch;   /* epoch of perm[], -1 none */
     uint32_t *perm;    /* [n] */
+    /* look-ahead (sampler_set_ahead): epoch perm_epoch + 1's permutation is
+     * computed on a thread of its own into perm_next while perm_epoch's
+     * batches are served, so an epoch boundary does not stall the feed */
+    int ahead_threads;      /* OpenMP threads of the look-ahead's draws; 0: off */
+    long ahead_end;         /* no look-ahead for an epoch starting at or past this step */
+    uint32_t *perm_next;    /* [n] */
+    long next_epoch;        /* the epoch in (or being computed into) perm_next; -1 none */
+    int next_live;          /* the thread runs or has not been joined */
+    pthread_t next_th;
+    atomic_int next_cancel; /* set: the thread stops early (perm_next then invalid) */
 };
 
 /* Where one rank's part of one global step lies. */
@@ -48,9 +60,20 @@ int sampler_nshards(const struct sampler *s); /* ceil(B / M) */
  * valid count of each. Recomputes the permutation when the epoch changes. */
 int sampler_get(struct sampler *s, long step, int rank, int world, struct sampler_step *st,
                 uint32_t *idx, int *shard_valid, plumb_err *e);
+/* Turns the look-ahead on (threads >= 1: OpenMP threads for its Philox
+ * draws) or off (0), for the epochs that start before step `end` (the
+ * feed's last step + 1: an epoch no step reaches is not computed). The
+ * permutations are the same either way; without memory for a second
+ * permutation it stays off. Call it before handing the sampler to a feed
+ * thread; sampler_free stops the look-ahead. */
+void sampler_set_ahead(struct sampler *s, int threads, long end);
 /* Largest number of samples one rank gets in any step. */
 long sampler_local_capacity(const struct sampler *s, int rank, int world);
 /* Fisher-Yates permutation of [0, n) for (seed, epoch). */
 void sampler_permutation(uint64_t seed, long epoch, long n, uint32_t *perm);
+/* The same with `threads` OpenMP threads for the draws (0: OpenMP's
+ * default); *cancel (may be NULL) set stops it early: returns 1 when it
+ * completed, 0 when cancelled (perm then holds no permutation). */
+int sampler_permutation_on(uint64_t seed, long epoch, long n, uint32_t *perm, int threads, const atomic_int *cancel);
 
 #endif

@@ -27,6 +27,13 @@ struct dim3 {
     unsigned x, y, z;
     dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
+struct float4 {
+    float x, y, z, w;
+};
+static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
+struct uint2 {
+    uint32_t x, y;
+};
 static thread_local dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 static pthread_barrier_t g_block_bar, g_warp_bar[1024 / 16];
@@ -256,30 +263,55 @@ static void layernorm(int R, int C)
     check(what, dbp, gdb.data(), C, 1e-5);
 }
 
-static void xent(int R, int V)
+// rt 0: fp32, the gradient in place; rt DT_BF16: logits rounded, the
+// gradient as its bf16 copy g16 (the 16-bit classifier path)
+static void xent(int R, int V, int rt = 0)
 {
-    std::vector<float> z((size_t)R * V), gz, loss(R), gloss(R);
+    std::vector<float> z((size_t)R * V), gz, loss(R), gloss(R), g16f((size_t)R * V);
+    std::vector<uint16_t> g16((size_t)R * V);
     std::vector<int32_t> tgt(R);
     for (auto &v : z) v = frand(-4, 4);
     for (int r = 0; r < R; r++) tgt[r] = r % 5 == 4 ? -1 : (int32_t)(frand(0, 1) * (V - 1));
+    if (R > 1) tgt[1] = V - 1; // the last column (the tail of a float4 row)
     gz = z;
+    for (auto &v : gz) v = gg_round(v, rt);
     for (int r = 0; r < R; r++) {
         float *zr = gz.data() + (size_t)r * V;
         if (tgt[r] < 0) {
             gloss[r] = 0.0f;
             for (int v = 0; v < V; v++) zr[v] = 0.0f;
         } else {
-            gloss[r] = gpt_gold_xent_row(zr, V, tgt[r], 0.125f, zr, 0);
+            gloss[r] = gpt_gold_xent_row(zr, V, tgt[r], 0.125f, zr, rt);
         }
     }
-    float *zp = z.data(), *lp = loss.data();
+    // rows padded to LD = V rounded up to 8 (the classifier's layout); the
+    // padding holds NaN, which the kernel must never read
+    const int LD = (V + 7) & ~7;
+    std::vector<float> zl((size_t)R * LD, NAN);
+    std::vector<uint16_t> g16l((size_t)R * LD, 0xffff);
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) zl[(size_t)r * LD + v] = z[(size_t)r * V + v];
+    float *zp = zl.data(), *lp = loss.data();
+    uint16_t *gp = rt ? g16l.data() : nullptr;
     const int32_t *tp = tgt.data();
-    launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(zp, nullptr, tp, V, 0.125f, 1, lp, 0); });
+    launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(zp, gp, tp, V, LD, 0.125f, 1, lp, rt); });
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) {
+            z[(size_t)r * V + v] = zl[(size_t)r * LD + v];
+            g16[(size_t)r * V + v] = g16l[(size_t)r * LD + v];
+        }
+    const float *got = z.data();
+    if (rt) {
+        for (size_t i = 0; i < g16.size(); i++) g16f[i] = bf16_to_f32(g16[i]);
+        got = g16f.data();
+    }
     char what[96];
-    snprintf(what, sizeof what, "cross-entropy rows R%d V%d loss", R, V);
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s loss", R, V, rt ? "bf16" : "fp32");
     check(what, lp, gloss.data(), R, 1e-5);
-    snprintf(what, sizeof what, "cross-entropy rows R%d V%d gradient", R, V);
-    check(what, zp, gz.data(), (size_t)R * V, 1e-5);
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s gradient", R, V, rt ? "bf16" : "fp32");
+    // bf16: a gradient one rounding step from the golden one where the
+    // fast exp differs in the last place
+    check(what, got, gz.data(), (size_t)R * V, rt ? 1e-2 : 1e-5);
 }
 
 static void gelu()
@@ -308,6 +340,8 @@ int main()
     layernorm(130, 64);
     xent(7, 1000);
     xent(3, 50);
+    xent(5, 1000, DT_BF16);
+    xent(4, 257, DT_BF16);
     gelu();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

@@ -81,11 +81,12 @@ int gpt_ref_load(const char *path, struct gpt_ref *r, plumb_err *e)
         const json_int_t off = json_integer_value(json_object_get(t, "offset"));
         const json_int_t nb = json_integer_value(json_object_get(t, "nbytes"));
         if (off < 0 || nb < 0 || r->payload + (size_t)off + (size_t)nb > r->len) {
+            /* the message first: the name belongs to the header JSON that gpt_ref_free releases */
             const char *nm = json_string_value(json_object_get(t, "name"));
-            size_t have = r->len;
+            rc = err_set(e, PLUMB_EUSAGE, "%s: tensor %s [%lld, +%lld) lies past the end of the payload (file has %zu bytes)",
+                         path, nm ? nm : "?", (long long)off, (long long)nb, r->len);
             gpt_ref_free(r);
-            return err_set(e, PLUMB_EUSAGE, "%s: tensor %s [%lld, +%lld) lies past the end of the payload (file has %zu bytes)",
-                           path, nm ? nm : "?", (long long)off, (long long)nb, have);
+            return rc;
         }
     }
     return gpt_config_validate(&r->c, e);

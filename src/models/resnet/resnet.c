@@ -105,6 +105,8 @@ struct rbn {
 struct rconv {
     struct train_conv g; /* g.N = max_batch; set per call */
     size_t w;            /* parameter offset of [K, R, S, C] */
+    size_t numel;        /* K R S C */
+    size_t w16;          /* element offset of its mirror in m->w16 (256-byte aligned) */
 };
 struct rblock {
     int nconv; /* 2 (basic) or 3 (bottleneck) */
@@ -118,6 +120,9 @@ struct rblock {
     float *ax[2]; /* BN + ReLU outputs of the inner layers */
     float *sx, *sa;
     float *out;
+    /* 16-bit mirrors (dev/train_ops.h) of the tensors a convolution reads,
+     * written by the BN that writes the tensor (NULL: none) */
+    uint16_t *in16, *ax16[2], *out16;
     size_t p0, p1; /* its parameter range */
 };
 
@@ -157,6 +162,11 @@ struct resnet_model {
     float *loss_ps;         /* device [MB] */
     int32_t *pred;          /* device [MB] */
     float *gshard;          /* golden folding: [nshards, n_params] per-shard gradients */
+    int has16;              /* bf16/fp16 with the mirror ops: mirrors allocated */
+    size_t n_w16;           /* elements of w16: each conv weight's mirror rounded up to 128 */
+    uint16_t *w16;          /* the rounded conv weights' mirrors, made each step */
+    uint16_t *stem_a16;     /* stem_a's mirror */
+    uint16_t *g16;          /* [max_act] the mirror of the BN backward's dx the next convolution reads */
     int gshard_cap;         /* shards it holds */
     resnet_grad_ready_fn ready;
     void *ready_ctx;
@@ -186,6 +196,9 @@ static int add_conv(struct resnet_model *m, size_t *off, const char *name, struc
     if (train_conv_set(&cv->g, m->max_batch, H, W, C, K, RS, RS, stride, pad))
         return err_set(e, PLUMB_EUSAGE, "resnet: %s: a %dx%d window does not fit %dx%d", name, RS, RS, H, W);
     cv->w = *off;
+    cv->numel = (size_t)K * RS * RS * C;
+    cv->w16 = m->n_w16; /* each mirror on its own 256-byte boundary, as the library's staging copies */
+    m->n_w16 += (cv->numel + 127) / 128 * 128;
     char nm[48];
     snprintf(nm, sizeof nm, "%s.weight", name);
     int rc = add_tensor(m, off, nm, (size_t)K * RS * RS * C, RESNET_T_CONV, e);
@@ -227,6 +240,12 @@ static int act_alloc(struct resnet_model *m, float **p, int H, int W, int C, plu
     if (n > m->max_act) m->max_act = n;
     return zalloc(m, (void **)p, n * sizeof(float), e);
 }
+/* a mirror of [MB, H, W, C] 16-bit values (only when the model has them) */
+static int act16_alloc(struct resnet_model *m, uint16_t **p, int H, int W, int C, plumb_err *e)
+{
+    if (!m->has16) return PLUMB_OK;
+    return zalloc(m, (void **)p, (size_t)m->max_batch * H * W * C * sizeof(uint16_t), e);
+}
 static int bn_alloc(struct resnet_model *m, struct rbn *bn, plumb_err *e)
 {
     int rc = zalloc(m, (void **)&bn->mean, (size_t)bn->C * sizeof(float), e);
@@ -240,7 +259,7 @@ void resnet_free(struct resnet_model *m)
     struct dev *d = m->d;
     void *ps[] = {m->params, m->grads, m->wwork, m->bufs, m->in_x, m->labels, m->stem_c, m->stem_a, m->pool_y,
                   m->pool_idx, m->stem_bn.mean, m->stem_bn.rstd, m->pooled, m->dpooled, m->logits, m->dlogits,
-                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred, m->gshard};
+                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred, m->gshard, m->w16, m->stem_a16, m->g16};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(d, ps[i]);
     for (int i = 0; i < N_SLOTS; i++)
@@ -249,7 +268,7 @@ void resnet_free(struct resnet_model *m)
         struct rblock *k = &m->blk[b];
         void *bs[] = {k->cx[0], k->cx[1], k->cx[2], k->bn[0].mean, k->bn[0].rstd, k->bn[1].mean, k->bn[1].rstd,
                       k->bn[2].mean, k->bn[2].rstd, k->ax[0], k->ax[1], k->sx, k->sa, k->out, k->sbn.mean,
-                      k->sbn.rstd};
+                      k->sbn.rstd, k->ax16[0], k->ax16[1], k->out16};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i]) dev_free(d, bs[i]);
     }
@@ -363,6 +382,8 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
         return err_set(e, PLUMB_ENOMEM, "resnet: out of host memory");
     }
     rc = layout(m, e);
+    m->has16 = precision != DT_F32 && T->conv2d_fwd16 && T->conv2d_bwd_data16 && T->conv2d_bwd_filter16 &&
+               T->bn_apply16 && T->bn_bwd_data16 && d->ops->cast;
     /* ---- buffers ---- */
     const size_t fs = sizeof(float), MB = (size_t)max_batch;
     if (!rc) rc = zalloc(m, (void **)&m->params, m->n_params * fs, e);
@@ -373,6 +394,8 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
     if (!rc) rc = zalloc(m, (void **)&m->labels, MB * sizeof(int32_t), e);
     if (!rc) rc = act_alloc(m, &m->stem_c, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
     if (!rc) rc = act_alloc(m, &m->stem_a, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
+    if (!rc) rc = act16_alloc(m, &m->stem_a16, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
+    if (!rc && m->has16) rc = zalloc(m, (void **)&m->w16, m->n_w16 * sizeof(uint16_t), e);
     if (!rc) rc = bn_alloc(m, &m->stem_bn, e);
     if (!rc && m->pool) {
         rc = act_alloc(m, &m->pool_y, m->pg.P, m->pg.Q, m->pg.C, e);
@@ -384,10 +407,12 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
             const struct train_conv *g = &k->conv[i].g;
             rc = act_alloc(m, &k->cx[i], g->P, g->Q, g->K, e);
             if (!rc && i < k->nconv - 1) rc = act_alloc(m, &k->ax[i], g->P, g->Q, g->K, e);
+            if (!rc && i < k->nconv - 1) rc = act16_alloc(m, &k->ax16[i], g->P, g->Q, g->K, e);
             if (!rc) rc = bn_alloc(m, &k->bn[i], e);
         }
         const struct train_conv *last = &k->conv[k->nconv - 1].g;
         if (!rc) rc = act_alloc(m, &k->out, last->P, last->Q, last->K, e);
+        if (!rc) rc = act16_alloc(m, &k->out16, last->P, last->Q, last->K, e);
         if (!rc && k->proj) {
             rc = act_alloc(m, &k->sx, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
             if (!rc) rc = act_alloc(m, &k->sa, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
@@ -399,6 +424,7 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
     if (!rc) rc = act_alloc(m, &m->logits, 1, 1, c->classes, e);
     if (!rc) rc = act_alloc(m, &m->dlogits, 1, 1, c->classes, e);
     for (int i = 0; i < N_SLOTS && !rc; i++) rc = zalloc(m, (void **)&m->slot[i], m->max_act * fs, e);
+    if (!rc && m->has16) rc = zalloc(m, (void **)&m->g16, m->max_act * sizeof(uint16_t), e);
     if (!rc) rc = zalloc(m, &m->part, train_bn_part_bytes(2 * m->maxC, 1), e);
     if (!rc && !(m->hpart = malloc(train_bn_part_bytes(2 * m->maxC, 1))))
         rc = err_set(e, PLUMB_ENOMEM, "resnet: out of host memory");
@@ -579,6 +605,7 @@ struct step {
     int synced;         /* BN statistics all-reduced */
     const float *W;     /* conv / fc weights as the ops read them (rounded copy) */
     int folding;        /* golden whole-batch folding: weight gradients per shard */
+    int m16;            /* fast bf16/fp16, not folding: the ops read and write 16-bit mirrors */
     int ns;             /* shards (folding) or 1 */
     int s0[1024];       /* first row of each shard */
 };
@@ -608,8 +635,20 @@ static int zero_part(struct step *st, int K, plumb_err *e)
 
 /* BN (+ residual z) (+ ReLU) of x [B, HW, C] into y. Training: statistics
  * over the global batch (or local); eval: running statistics. */
-static int bn_forward(struct step *st, struct rbn *bn, const float *x, float *y, int HW, const float *z, int relu,
-                      plumb_err *e)
+/* bn (+ z) (+ ReLU) into y, and into its mirror y16 too when the step
+ * keeps mirrors (y16 may be NULL) */
+static int bn_apply_to(struct step *st, const float *x, const float *mean, const float *rstd, const float *gamma,
+                       const float *beta, const float *z, float *y, uint16_t *y16, size_t M, int C, int relu,
+                       plumb_err *e)
+{
+    struct resnet_model *m = st->m;
+    if (st->m16 && y16)
+        return m->T->bn_apply16(m->d, NULL, x, mean, rstd, gamma, beta, z, y, y16, M, C, relu, m->prec, e);
+    return m->T->bn_apply(m->d, NULL, x, mean, rstd, gamma, beta, z, y, M, C, relu, m->prec, e);
+}
+
+static int bn_forward(struct step *st, struct rbn *bn, const float *x, float *y, uint16_t *y16, int HW,
+                      const float *z, int relu, plumb_err *e)
 {
     struct resnet_model *m = st->m;
     const struct train_ops *T = m->T;
@@ -621,7 +660,7 @@ static int bn_forward(struct step *st, struct rbn *bn, const float *x, float *y,
     if (!st->train) {
         if (!M) return PLUMB_OK;
         rc = T->bn_rstd(d, NULL, rv, bn->C, BN_EPS, m->ev_rstd, e);
-        if (!rc) rc = T->bn_apply(d, NULL, x, rm, m->ev_rstd, gamma, beta, z, y, M, bn->C, relu, m->prec, e);
+        if (!rc) rc = bn_apply_to(st, x, rm, m->ev_rstd, gamma, beta, z, y, y16, M, bn->C, relu, e);
         return rc;
     }
     const int64_t count = st->synced ? st->gvalid * HW : (int64_t)M;
@@ -636,16 +675,40 @@ static int bn_forward(struct step *st, struct rbn *bn, const float *x, float *y,
     if (!rc)
         rc = T->bn_var(d, NULL, m->part, bn->C, count, BN_EPS, BN_MOMENTUM, bn->mean, bn->rstd,
                        st->keep_running ? NULL : rm, st->keep_running ? NULL : rv, e);
-    if (!rc && M) rc = T->bn_apply(d, NULL, x, bn->mean, bn->rstd, gamma, beta, z, y, M, bn->C, relu, m->prec, e);
+    if (!rc && M) rc = bn_apply_to(st, x, bn->mean, bn->rstd, gamma, beta, z, y, y16, M, bn->C, relu, e);
     return rc;
 }
 
-static int conv_forward(struct step *st, const struct rconv *cv, const float *x, float *y, plumb_err *e)
+/* x16: x's mirror or NULL */
+static int conv_forward(struct step *st, const struct rconv *cv, const float *x, const uint16_t *x16, float *y,
+                        plumb_err *e)
 {
     if (!st->B) return PLUMB_OK;
     struct train_conv g = cv->g;
     g.N = st->B;
+    if (st->m16)
+        return st->m->T->conv2d_fwd16(st->m->d, NULL, &g, x, x16, st->W + cv->w, st->m->w16 + cv->w16, y,
+                                      st->m->prec, e);
     return st->m->T->conv2d_fwd(st->m->d, NULL, &g, x, st->W + cv->w, y, st->m->prec, e);
+}
+
+/* the conv weights' mirrors from the rounded working copy (exact) */
+static int mirror_one(struct resnet_model *m, const struct rconv *cv, plumb_err *e)
+{
+    if (m->d->ops->cast(m->d, NULL, m->wwork + cv->w, DT_F32, m->w16 + cv->w16, m->prec, cv->numel))
+        return err_set(e, PLUMB_EINTERNAL, "resnet: the %s mirror of a conv weight (%zu values at %zu) failed",
+                       dtype_name(m->prec), cv->numel, cv->w);
+    return PLUMB_OK;
+}
+static int mirror_weights(struct resnet_model *m, plumb_err *e)
+{
+    int rc = mirror_one(m, &m->stem, e);
+    for (int b = 0; b < m->nblocks && !rc; b++) {
+        const struct rblock *k = &m->blk[b];
+        for (int i = 0; i < k->nconv && !rc; i++) rc = mirror_one(m, &k->conv[i], e);
+        if (!rc && k->proj) rc = mirror_one(m, &k->sc, e);
+    }
+    return rc;
 }
 
 static int forward(struct step *st, plumb_err *e)
@@ -657,10 +720,13 @@ static int forward(struct step *st, plumb_err *e)
     int rc = PLUMB_OK;
     if (m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->params, m->wwork, m->n_params, m->prec, e);
     st->W = m->prec != DT_F32 ? m->wwork : m->params;
+    st->m16 = m->has16 && !golden(m) && !st->folding;
+    if (!rc && st->m16) rc = mirror_weights(m, e);
     const int shw = m->stem.g.P * m->stem.g.Q;
-    if (!rc) rc = conv_forward(st, &m->stem, m->in_x, m->stem_c, e);
-    if (!rc) rc = bn_forward(st, &m->stem_bn, m->stem_c, m->stem_a, shw, NULL, 1, e);
+    if (!rc) rc = conv_forward(st, &m->stem, m->in_x, NULL, m->stem_c, e);
+    if (!rc) rc = bn_forward(st, &m->stem_bn, m->stem_c, m->stem_a, m->stem_a16, shw, NULL, 1, e);
     float *cur = m->stem_a;
+    uint16_t *cur16 = m->pool ? NULL : m->stem_a16;
     if (!rc && m->pool && B) {
         struct train_conv g = m->pg;
         g.N = B;
@@ -670,24 +736,28 @@ static int forward(struct step *st, plumb_err *e)
     for (int b = 0; b < m->nblocks && !rc; b++) {
         struct rblock *k = &m->blk[b];
         k->in = cur;
+        k->in16 = cur16;
         const float *x = cur;
+        const uint16_t *x16 = cur16;
         for (int i = 0; i < k->nconv - 1 && !rc; i++) {
             const struct train_conv *g = &k->conv[i].g;
-            rc = conv_forward(st, &k->conv[i], x, k->cx[i], e);
-            if (!rc) rc = bn_forward(st, &k->bn[i], k->cx[i], k->ax[i], g->P * g->Q, NULL, 1, e);
+            rc = conv_forward(st, &k->conv[i], x, x16, k->cx[i], e);
+            if (!rc) rc = bn_forward(st, &k->bn[i], k->cx[i], k->ax[i], k->ax16[i], g->P * g->Q, NULL, 1, e);
             x = k->ax[i];
+            x16 = k->ax16[i];
         }
         const int L = k->nconv - 1;
         const struct train_conv *g = &k->conv[L].g;
-        if (!rc) rc = conv_forward(st, &k->conv[L], x, k->cx[L], e);
+        if (!rc) rc = conv_forward(st, &k->conv[L], x, x16, k->cx[L], e);
         const float *z = k->in;
         if (!rc && k->proj) {
-            rc = conv_forward(st, &k->sc, k->in, k->sx, e);
-            if (!rc) rc = bn_forward(st, &k->sbn, k->sx, k->sa, k->sc.g.P * k->sc.g.Q, NULL, 0, e);
+            rc = conv_forward(st, &k->sc, k->in, k->in16, k->sx, e);
+            if (!rc) rc = bn_forward(st, &k->sbn, k->sx, k->sa, NULL, k->sc.g.P * k->sc.g.Q, NULL, 0, e);
             z = k->sa;
         }
-        if (!rc) rc = bn_forward(st, &k->bn[L], k->cx[L], k->out, g->P * g->Q, z, 1, e);
+        if (!rc) rc = bn_forward(st, &k->bn[L], k->cx[L], k->out, k->out16, g->P * g->Q, z, 1, e);
         cur = k->out;
+        cur16 = k->out16;
     }
     if (!rc && B) {
         const struct rblock *k = &m->blk[m->nblocks - 1];
@@ -727,10 +797,18 @@ static float *gdst(const struct step *st, int j)
     return st->folding ? st->m->gshard + (size_t)j * st->m->n_params : st->m->grads;
 }
 
-/* weight gradient of conv cv from its input x and output gradient dy */
-static int conv_wgrad(struct step *st, const struct rconv *cv, const float *x, const float *dy, plumb_err *e)
+/* weight gradient of conv cv from its input x and output gradient dy (x16,
+ * dy16: their mirrors or NULL) */
+static int conv_wgrad(struct step *st, const struct rconv *cv, const float *x, const uint16_t *x16, const float *dy,
+                      const uint16_t *dy16, plumb_err *e)
 {
     struct resnet_model *m = st->m;
+    if (st->m16) { /* not folding: one pass over the local batch */
+        if (!st->B) return PLUMB_OK;
+        struct train_conv g = cv->g;
+        g.N = st->B;
+        return m->T->conv2d_bwd_filter16(m->d, NULL, &g, x, x16, dy, dy16, m->grads + cv->w, m->prec, e);
+    }
     const size_t in_px = (size_t)cv->g.H * cv->g.W * cv->g.C, out_px = (size_t)cv->g.P * cv->g.Q * cv->g.K;
     int rc = PLUMB_OK;
     for (int j = 0; j < st->ns && !rc; j++) {
@@ -744,35 +822,49 @@ static int conv_wgrad(struct step *st, const struct rconv *cv, const float *x, c
     return rc;
 }
 
-static int conv_dgrad(struct step *st, const struct rconv *cv, const float *dy, float *dx, plumb_err *e)
+static int conv_dgrad(struct step *st, const struct rconv *cv, const float *dy, const uint16_t *dy16, float *dx,
+                      plumb_err *e)
 {
     if (!st->B) return PLUMB_OK;
     struct train_conv g = cv->g;
     g.N = st->B;
+    if (st->m16)
+        return st->m->T->conv2d_bwd_data16(st->m->d, NULL, &g, dy, dy16, st->W + cv->w, st->m->w16 + cv->w16, dx,
+                                           st->m->prec, e);
     return st->m->T->conv2d_bwd_data(st->m->d, NULL, &g, dy, st->W + cv->w, dx, st->m->prec, e);
 }
 
 /* BN backward: dy [B, HW, C] (the gradient of bn's output v, masked) ->
- * dx (may be dy), gamma / beta gradients (per shard with fold) */
-static int bn_backward(struct step *st, struct rbn *bn, const float *x, const float *dy, float *dx, int HW,
-                       plumb_err *e)
+ * dx (may be dy) and, with mirrors, dx16 (may be NULL); gamma / beta
+ * gradients (per shard with fold) */
+static int bn_backward(struct step *st, struct rbn *bn, const float *x, const float *dy, float *dx, uint16_t *dx16,
+                       int HW, plumb_err *e)
 {
     struct resnet_model *m = st->m;
     const struct train_ops *T = m->T;
     struct dev *d = m->d;
     const size_t M = (size_t)st->B * HW;
     const int64_t count = st->synced ? st->gvalid * HW : (int64_t)M;
-    int rc = M ? T->bn_bwd_stats(d, NULL, x, dy, bn->mean, bn->rstd, M, bn->C, m->part, e) : zero_part(st, 2 * bn->C, e);
+    /* not folding, the parameter gradients are over the same M rows as the
+     * statistics: one call for both (the bits of the two) */
+    const int one = T->bn_bwd_reduce && !st->folding && M;
+    int rc = !M ? zero_part(st, 2 * bn->C, e)
+             : one ? T->bn_bwd_reduce(d, NULL, x, dy, bn->mean, bn->rstd, M, bn->C, m->part, m->grads + bn->gamma,
+                                      m->grads + bn->beta, e)
+                   : T->bn_bwd_stats(d, NULL, x, dy, bn->mean, bn->rstd, M, bn->C, m->part, e);
     if (!rc) rc = sync_part(st, 2 * bn->C, e);
     if (!rc) rc = T->bn_mean(d, NULL, m->part, 2 * bn->C, count, m->mdy, e);
-    for (int j = 0; j < st->ns && !rc; j++) {
+    for (int j = 0; j < st->ns && !rc && !one; j++) {
         const int n = shard_n(st, j);
         if (!n) continue;
         const size_t r0 = (size_t)st->s0[j] * HW, rn = (size_t)n * HW;
         rc = T->bn_bwd_params(d, NULL, x + r0 * bn->C, dy + r0 * bn->C, bn->mean, bn->rstd, rn, bn->C,
                               gdst(st, j) + bn->gamma, gdst(st, j) + bn->beta, e);
     }
-    if (!rc && M)
+    if (!rc && M && st->m16 && dx16)
+        rc = T->bn_bwd_data16(d, NULL, x, dy, bn->mean, bn->rstd, m->params + bn->gamma, m->mdy, dx, dx16, M, bn->C,
+                              m->prec, e);
+    else if (!rc && M)
         rc = T->bn_bwd_data(d, NULL, x, dy, bn->mean, bn->rstd, m->params + bn->gamma, m->mdy, dx, M, bn->C, m->prec, e);
     return rc;
 }
@@ -799,30 +891,33 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
     if (!rc && k->proj) {
         float *t = NULL;
         rc = slot_take(m, &t, e);
-        if (!rc) rc = bn_backward(st, &k->sbn, k->sx, gout, t, k->sc.g.P * k->sc.g.Q, e);
+        if (!rc) rc = bn_backward(st, &k->sbn, k->sx, gout, t, m->g16, k->sc.g.P * k->sc.g.Q, e);
         if (!rc) rc = slot_take(m, &shortg, e);
-        if (!rc) rc = conv_dgrad(st, &k->sc, t, shortg, e);
-        if (!rc) rc = conv_wgrad(st, &k->sc, k->in, t, e);
+        if (!rc) rc = conv_dgrad(st, &k->sc, t, m->g16, shortg, e);
+        if (!rc) rc = conv_wgrad(st, &k->sc, k->in, k->in16, t, m->g16, e);
         slot_give(m, t);
         g2 = gout; /* bn in place: the shortcut has its own gradient now */
     } else if (!rc) {
         rc = slot_take(m, &g2, e);
     }
-    if (!rc) rc = bn_backward(st, &k->bn[L], k->cx[L], gout, g2, gl->P * gl->Q, e);
+    /* m->g16: the mirror of each BN backward's dx, read by the two
+     * convolutions right after it (one at a time, in stream order) */
+    if (!rc) rc = bn_backward(st, &k->bn[L], k->cx[L], gout, g2, m->g16, gl->P * gl->Q, e);
     for (int i = L; i >= 0 && !rc; i--) {
-        /* g2 = d cx[i] */
+        /* g2 = d cx[i] (its mirror in m->g16) */
         const float *x = i ? k->ax[i - 1] : k->in;
+        const uint16_t *x16 = i ? k->ax16[i - 1] : k->in16;
         float *nx = NULL;
-        rc = conv_wgrad(st, &k->conv[i], x, g2, e);
+        rc = conv_wgrad(st, &k->conv[i], x, x16, g2, m->g16, e);
         if (!rc) rc = slot_take(m, &nx, e);
-        if (!rc) rc = conv_dgrad(st, &k->conv[i], g2, nx, e);
+        if (!rc) rc = conv_dgrad(st, &k->conv[i], g2, m->g16, nx, e);
         slot_give(m, g2);
         g2 = nx;
         if (!rc && i) {
             const struct train_conv *gi = &k->conv[i - 1].g;
             size_t n = (size_t)st->B * gi->P * gi->Q * gi->K;
             if (n) rc = T->relu_bwd(d, NULL, k->ax[i - 1], nx, nx, n, e);
-            if (!rc) rc = bn_backward(st, &k->bn[i - 1], k->cx[i - 1], nx, nx, gi->P * gi->Q, e);
+            if (!rc) rc = bn_backward(st, &k->bn[i - 1], k->cx[i - 1], nx, nx, m->g16, gi->P * gi->Q, e);
         }
     }
     const struct train_conv *g0 = &k->conv[0].g;
@@ -883,8 +978,8 @@ static int backward(struct step *st, float grad_scale, struct resnet_loss *loss,
         g = t;
     }
     if (!rc && nst) rc = T->relu_bwd(d, NULL, m->stem_a, g, g, nst, e);
-    if (!rc) rc = bn_backward(st, &m->stem_bn, m->stem_c, g, g, shw, e);
-    if (!rc) rc = conv_wgrad(st, &m->stem, m->in_x, g, e);
+    if (!rc) rc = bn_backward(st, &m->stem_bn, m->stem_c, g, g, m->g16, shw, e);
+    if (!rc) rc = conv_wgrad(st, &m->stem, m->in_x, NULL, g, m->g16, e);
     if (!rc) rc = grad_ready(st, m->nblocks + 1, 0, m->stem_end, e);
     slot_give(m, g);
     if (!rc && st->folding) { /* each shard's whole gradient, in shard order */

@@ -1,0 +1,300 @@
+/* The GPU's fast attention in 16-bit training (on CUDA the tensor-core
+ * kernels of gpu/train_gpt_attn_tc.cuh; on HIP, or with
+ * PLUMB_GPT_ATTN=scalar, the scalar flash kernels) against a float64
+ * reference computed here from the same rt-rounded inputs: out, lse and the
+ * q, k, v parts of dqkv. Shapes: T below, at and past the 64-wide tile and
+ * not a multiple of it, T = 1, head widths 16, 32, 64 and 96 (zero-padded
+ * to 32, 64, 128), several heads and sequences, bf16 and fp16. Each case
+ * runs twice and must repeat bit for bit (the backward has a fixed order, no
+ * atomics); the scalar kernels run on the same inputs and must meet the
+ * same bounds. Without a GPU every test skips and says why.
+ *
+ * Bounds, with u the unit roundoff of rt (2^-8 bf16, 2^-11 fp16): the
+ * outputs are rounded to rt (|rel| <= u each) and the tensor-core path also
+ * rounds P and dS to rt before their products (FlashAttention-2's
+ * rounding), each sum in fp32; rounding errors are independent across
+ * terms, so the norm-wise relative difference ||gpu - ref|| / ||ref|| of
+ * each output is held to 3u (expected about u); every element to
+ * 2u |ref| + 16u max|ref| (a wrong row or tile shows up as O(1)); lse (fp32)
+ * to 1e-4 (1 + |ref|). */
+#include "test.h"
+#include "core/philox.h"
+#include "dev/dev.h"
+#include "dev/train_gpt_math.h"
+#include "dev/train_ops.h"
+#include <stdlib.h>
+
+static int gpu_spec(const char *s) { return !strncmp(s, "cuda", 4) || !strncmp(s, "hip", 3); }
+
+struct attn_io {
+    float *out, *lse, *dqkv;
+};
+
+/* the float64 reference of dev/train_ops.h's attention_fwd / _bwd */
+static void reference(const float *qkv, const float *dout, int B, int T, int NH, int HS, double *out, double *lse,
+                      double *dqkv)
+{
+    const int C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const double scale = (double)(1.0f / sqrtf((float)HS));
+    double *p = malloc((size_t)T * sizeof(double)), *o = malloc((size_t)HS * sizeof(double));
+    memset(dqkv, 0, (size_t)B * T * C3 * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+            double *dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
+            for (int t = 0; t < T; t++) {
+                const float *q = base + (size_t)t * C3, *g = dout + ((size_t)b * T + t) * C + (size_t)h * HS;
+                double m = -INFINITY, l = 0;
+                for (int j = 0; j <= t; j++) {
+                    double s = 0;
+                    for (int i = 0; i < HS; i++) s += (double)q[i] * base[(size_t)j * C3 + C + i];
+                    p[j] = s * scale;
+                    if (p[j] > m) m = p[j];
+                }
+                for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - m));
+                for (int i = 0; i < HS; i++) o[i] = 0;
+                for (int j = 0; j <= t; j++) {
+                    p[j] /= l;
+                    for (int i = 0; i < HS; i++) o[i] += p[j] * base[(size_t)j * C3 + 2 * C + i];
+                }
+                double Dt = 0;
+                for (int i = 0; i < HS; i++) {
+                    out[((size_t)b * T + t) * C + (size_t)h * HS + i] = o[i];
+                    Dt += (double)g[i] * o[i];
+                }
+                lse[((size_t)b * NH + h) * T + t] = m + log(l);
+                for (int j = 0; j <= t; j++) {
+                    const float *k = base + (size_t)j * C3 + C, *v = k + C;
+                    double dp = 0;
+                    for (int i = 0; i < HS; i++) dp += (double)g[i] * v[i];
+                    const double ds = p[j] * (dp - Dt);
+                    for (int i = 0; i < HS; i++) {
+                        dbase[(size_t)t * C3 + i] += scale * ds * k[i];
+                        dbase[(size_t)j * C3 + C + i] += scale * ds * q[i];
+                        dbase[(size_t)j * C3 + 2 * C + i] += p[j] * g[i];
+                    }
+                }
+            }
+        }
+    free(p);
+    free(o);
+}
+
+/* forward then backward on the GPU; results into io (host) */
+static int run_gpu(struct dev *d, const float *qkv, const float *dout, int B, int T, int NH, int HS, dtype_t rt,
+                   struct attn_io *io, plumb_err *e)
+{
+    const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    const struct train_ops *Op = d->ops->train;
+    void *g_qkv = NULL, *g_dout = NULL, *g_out = NULL, *g_lse = NULL, *g_dqkv = NULL;
+    int rc = dev_alloc(d, n3 * 4, &g_qkv, e);
+    if (!rc) rc = dev_alloc(d, n1 * 4, &g_dout, e);
+    if (!rc) rc = dev_alloc(d, n1 * 4, &g_out, e);
+    if (!rc) rc = dev_alloc(d, nl * 4, &g_lse, e);
+    if (!rc) rc = dev_alloc(d, n3 * 4, &g_dqkv, e);
+    if (!rc) rc = dev_upload(d, g_qkv, qkv, n3 * 4, e);
+    if (!rc) rc = dev_upload(d, g_dout, dout, n1 * 4, e);
+    if (!rc) rc = Op->attention_fwd(d, NULL, g_qkv, g_out, g_lse, B, T, NH, HS, rt, e);
+    if (!rc) rc = Op->attention_bwd(d, NULL, g_qkv, g_out, g_lse, g_dout, g_dqkv, B, T, NH, HS, rt, e);
+    if (!rc) rc = dev_sync(d, e);
+    if (!rc) rc = dev_download(d, io->out, g_out, n1 * 4, e);
+    if (!rc) rc = dev_download(d, io->lse, g_lse, nl * 4, e);
+    if (!rc) rc = dev_download(d, io->dqkv, g_dqkv, n3 * 4, e);
+    dev_free(d, g_qkv);
+    dev_free(d, g_dout);
+    dev_free(d, g_out);
+    dev_free(d, g_lse);
+    dev_free(d, g_dqkv);
+    return rc;
+}
+
+/* x: n values with a stride (the q, k or v part of dqkv: part offset, 3C
+ * rows of C) against ref; norm-wise and element-wise bounds */
+static void check_part(const char *what, const char *name, const float *x, const double *ref, size_t rows, size_t C,
+                       size_t ld, double u, double acc_floor)
+{
+    double d2 = 0, r2 = 0, mx = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < C; i++) mx = fmax(mx, fabs(ref[r * ld + i]));
+    size_t bad = 0, at = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < C; i++) {
+            const double a = ref[r * ld + i], dd = (double)x[r * ld + i] - a;
+            d2 += dd * dd, r2 += a * a;
+            if (!(fabs(dd) <= 2 * u * fabs(a) + 16 * u * mx + acc_floor) && bad++ == 0) at = r * ld + i;
+        }
+    const double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+    CHECK_MSG(rel <= 3 * u, "%s: %s: norm-wise relative difference %.3g > 3u = %.3g", what, name, rel, 3 * u);
+    CHECK_MSG(bad == 0,
+              "%s: %s: %zu elements past 2u|ref| + 16u max|ref| (max %.3g) + %.3g (fp32 sums), first at %zu: ref %.9g gpu %.9g",
+              what, name, bad, mx, acc_floor, at, bad ? ref[at] : 0.0, bad ? (double)x[at] : 0.0);
+    if (getenv("PLUMB_TEST_VERBOSE")) fprintf(stderr, "  %s: %s: norm-wise %.3g u\n", what, name, rel / u);
+}
+
+/* acc_floor: what fp32 accumulation alone may leave where the exact result
+ * cancels to 0 (at T = 1 every dS = P (dP - D) is exactly 0, but dP = dout . v
+ * and D = dout . out are two fp32 sums of HS products in different orders):
+ * |err dS_tj| <= P_tj 2 gamma_HS HS max|dout| max|qkv|, so for dq and dk
+ * |err| <= scale 2 HS^2 2^-24 max|dout| max|qkv|^2 (sum_j P_tj = 1). It is far
+ * below 16u max|ref| wherever the result does not cancel. */
+static void check_io(const char *what, const struct attn_io *io, const double *out, const double *lse,
+                     const double *dqkv, int B, int T, int NH, int HS, double u, double acc_floor)
+{
+    const size_t C = (size_t)NH * HS, R = (size_t)B * T, nl = (size_t)B * NH * T;
+    check_part(what, "out", io->out, out, R, C, C, u, acc_floor);
+    size_t bad = 0, at = 0;
+    for (size_t i = 0; i < nl; i++)
+        if (!(fabs((double)io->lse[i] - lse[i]) <= 1e-4 * (1 + fabs(lse[i]))) && bad++ == 0) at = i;
+    CHECK_MSG(bad == 0, "%s: lse: %zu of %zu past 1e-4 (1 + |ref|), first at %zu: ref %.9g gpu %.9g", what, bad, nl, at,
+              bad ? lse[at] : 0.0, bad ? (double)io->lse[at] : 0.0);
+    check_part(what, "dq", io->dqkv, dqkv, R, C, 3 * C, u, acc_floor);
+    check_part(what, "dk", io->dqkv + C, dqkv + C, R, C, 3 * C, u, acc_floor);
+    check_part(what, "dv", io->dqkv + 2 * C, dqkv + 2 * C, R, C, 3 * C, u, acc_floor);
+}
+
+static void io_alloc(struct attn_io *io, size_t n1, size_t nl, size_t n3)
+{
+    io->out = malloc(n1 * 4 + 4);
+    io->lse = malloc(nl * 4 + 4);
+    io->dqkv = malloc(n3 * 4 + 4);
+}
+static void io_free(struct attn_io *io)
+{
+    free(io->out);
+    free(io->lse);
+    free(io->dqkv);
+}
+static int io_same(const struct attn_io *a, const struct attn_io *b, size_t n1, size_t nl, size_t n3)
+{
+    return !memcmp(a->out, b->out, n1 * 4) && !memcmp(a->lse, b->lse, nl * 4) && !memcmp(a->dqkv, b->dqkv, n3 * 4);
+}
+
+/* the value of PLUMB_GPT_ATTN around a call, restored after */
+static char *env_save(void)
+{
+    const char *v = getenv("PLUMB_GPT_ATTN");
+    return v ? strdup(v) : NULL;
+}
+static void env_restore(char *v)
+{
+    if (v) setenv("PLUMB_GPT_ATTN", v, 1);
+    else unsetenv("PLUMB_GPT_ATTN");
+    free(v);
+}
+
+/* on device spec (gpu: also a second run and the scalar kernels) */
+static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dtype_t rt)
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    REQUIRE(dev_open(spec, &d, &e) == 0);
+    if (dev_set_numerics(d, NUMERICS_FAST, 0, &e) || !d->ops->train || !d->ops->train->attention_fwd) {
+        dev_close(d);
+        REQUIRE(!"no fast transformer ops on the device");
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s B%d T%d NH%d HS%d %s", spec, B, T, NH, HS, dtype_name(rt));
+    const double u = rt == DT_F16 ? 0x1p-11 : 0x1p-8;
+    const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = malloc(n3 * 4), *dout = malloc(n1 * 4);
+    /* q, k in [-1.5, 1.5) (scores spread over a few units: peaked and flat
+     * rows), v and dout in [-1, 1); rounded to rt as stored activations are */
+    for (size_t i = 0; i < n3; i++) {
+        const int part = (int)(i % (3 * C) / C);
+        const float a = part < 2 ? 3.0f : 2.0f;
+        qkv[i] = gg_round((philox_uniform_at(23, RNG_DATA, 1, (uint32_t)T, i) - 0.5f) * a, (int)rt);
+    }
+    for (size_t i = 0; i < n1; i++) dout[i] = gg_round(philox_uniform_at(23, RNG_DATA, 2, (uint32_t)T, i) * 2 - 1, (int)rt);
+    double *rout = malloc(n1 * sizeof(double)), *rlse = malloc(nl * sizeof(double)), *rd = malloc(n3 * sizeof(double));
+    reference(qkv, dout, B, T, NH, HS, rout, rlse, rd);
+    double mq = 0, mg = 0;
+    for (size_t i = 0; i < n3; i++) mq = fmax(mq, fabs(qkv[i]));
+    for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
+    const double acc_floor = (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
+
+    struct attn_io a, a2, s;
+    io_alloc(&a, n1, nl, n3);
+    io_alloc(&a2, n1, nl, n3);
+    io_alloc(&s, n1, nl, n3);
+    char *saved = env_save();
+    unsetenv("PLUMB_GPT_ATTN");
+    int rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a, &e), rs = -1;
+    CHECK_MSG(rc == 0, "%s: %s", what, e.msg);
+    if (gpu) {
+        if (!rc) rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a2, &e);
+        CHECK_MSG(rc == 0, "%s (again): %s", what, e.msg);
+        setenv("PLUMB_GPT_ATTN", "scalar", 1);
+        rs = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &s, &e);
+        CHECK_MSG(rs == 0, "%s (scalar): %s", what, e.msg);
+    }
+    env_restore(saved);
+    if (!rc) {
+        check_io(what, &a, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
+        if (gpu)
+            CHECK_MSG(io_same(&a, &a2, n1, nl, n3), "%s: two runs differ (forward or backward not deterministic)", what);
+    }
+    if (!rs) {
+        char ws[112];
+        snprintf(ws, sizeof ws, "%s scalar", what);
+        check_io(ws, &s, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
+    }
+    io_free(&a);
+    io_free(&a2);
+    io_free(&s);
+    free(rout);
+    free(rlse);
+    free(rd);
+    free(qkv);
+    free(dout);
+    dev_close(d);
+}
+
+static void attn_case(int B, int T, int NH, int HS, dtype_t rt)
+{
+    if (!gpu_spec(test_device()))
+        TEST_SKIP("PLUMB_TEST_DEVICE=%s: GPU attention tests run with PLUMB_TEST_DEVICE=cuda or hip", test_device());
+    attn_on(test_device(), 1, B, T, NH, HS, rt);
+}
+
+/* the reference and the bounds themselves, against the cpu backend's fast
+ * path (fp32 P, the outputs rounded): runs everywhere */
+TEST(cpu_gpt_attn_fast_meets_reference)
+{
+    attn_on("cpu", 0, 2, 100, 3, 64, DT_BF16);
+    attn_on("cpu", 0, 1, 77, 2, 96, DT_F16);
+    attn_on("cpu", 0, 2, 1, 1, 16, DT_BF16);
+}
+
+TEST(gpu_gpt_attn_fast_bf16_t100_hs64) { attn_case(2, 100, 3, 64, DT_BF16); }
+TEST(gpu_gpt_attn_fast_bf16_t37_hs32) { attn_case(1, 37, 2, 32, DT_BF16); }
+TEST(gpu_gpt_attn_fast_bf16_t1) { attn_case(2, 1, 2, 64, DT_BF16); }
+TEST(gpu_gpt_attn_fast_bf16_t130_hs96) { attn_case(1, 130, 2, 96, DT_BF16); }
+TEST(gpu_gpt_attn_fast_bf16_t256_hs64) { attn_case(1, 256, 2, 64, DT_BF16); }
+TEST(gpu_gpt_attn_fast_fp16_t64_hs64) { attn_case(3, 64, 2, 64, DT_F16); }
+TEST(gpu_gpt_attn_fast_fp16_t200_hs16) { attn_case(2, 200, 4, 16, DT_F16); }
+TEST(gpu_gpt_attn_fast_fp16_t77_hs128) { attn_case(1, 77, 1, 128, DT_F16); }
+
+/* a PLUMB_GPT_ATTN value that is neither tc nor scalar is refused, named */
+TEST(gpu_gpt_attn_env_bad_value)
+{
+    if (!gpu_spec(test_device()))
+        TEST_SKIP("PLUMB_TEST_DEVICE=%s: GPU attention tests run with PLUMB_TEST_DEVICE=cuda or hip", test_device());
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    REQUIRE(dev_open(test_device(), &d, &e) == 0);
+    REQUIRE(dev_set_numerics(d, NUMERICS_FAST, 0, &e) == 0 && d->ops->train && d->ops->train->attention_fwd);
+    const int B = 1, T = 8, NH = 1, HS = 16;
+    float *h = calloc((size_t)B * T * 3 * NH * HS, 4);
+    struct attn_io io;
+    io_alloc(&io, (size_t)B * T * NH * HS, (size_t)B * NH * T, (size_t)B * T * 3 * NH * HS);
+    char *saved = env_save();
+    setenv("PLUMB_GPT_ATTN", "tensor", 1);
+    const int rc = run_gpu(d, h, h, B, T, NH, HS, DT_BF16, &io, &e);
+    env_restore(saved);
+    CHECK_MSG(rc == PLUMB_EUSAGE, "PLUMB_GPT_ATTN=tensor: rc %d (%s), expected PLUMB_EUSAGE", rc, e.msg);
+    CHECK_MSG(strstr(e.msg, "PLUMB_GPT_ATTN=tensor") != NULL, "message does not name the value: %s", e.msg);
+    io_free(&io);
+    free(h);
+    dev_close(d);
+}

@@ -1,0 +1,225 @@
+// The tensor-core flash attention kernels (src/gpu/train_gpt_attn_tc.cuh)
+// run on the cpu: a block's 128 threads are pthreads, __syncthreads a block
+// barrier, __syncwarp and __shfl_xor_sync warp barriers, the dynamic shared
+// memory one static array, and nvcuda::wmma the stand-in of
+// tests/tools/emu_tc/mma.h (each lane holds a whole fragment; lane 0
+// stores). So the kernels' tiling, masking, staging, aliasing of shared
+// memory and synchronisation are checked without a GPU (not the hardware's
+// fragment layout, not the compiler): out, lse, dq, dk, dv against a
+// float64 reference within the bounds of tests/test_gpu_attn.c (norm-wise
+// 3u, every element 2u|ref| + 16u max|ref|, lse 1e-4 (1 + |ref|)), bf16
+// and fp16, partial tiles, T < 64, head widths 16 to 128.
+// Prints one line per check and "N passed, N failed"; exits 1 on a failure.
+// Built and run by tests/t_gpu_emu.sh:
+//   g++ -std=c++17 -O2 -Wno-unknown-pragmas -DPLUMB_CUDA -Isrc -Itests/tools/emu_tc tests/tools/gpu_emu_tc.cc -lpthread
+#include <pthread.h>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+static thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+static pthread_barrier_t g_block_bar, g_warp_bar[4];
+static float g_xch[128];
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__
+#define __align__(n)
+#define __launch_bounds__(n)
+
+static inline void __syncthreads() { pthread_barrier_wait(&g_block_bar); }
+static inline void __syncwarp() { pthread_barrier_wait(&g_warp_bar[threadIdx.x / 32]); }
+static inline float __shfl_xor_sync(unsigned, float v, int lane_mask)
+{
+    const unsigned t = threadIdx.x, w = t / 32;
+    g_xch[t] = v;
+    __syncwarp();
+    const float r = g_xch[(t % 32 ^ (unsigned)lane_mask) + w * 32];
+    __syncwarp();
+    return r;
+}
+
+#include <mma.h>
+namespace nvcuda {
+namespace wmma {
+void emu_store_lane0(float *p, const float *x, unsigned ldm, bool rowm)
+{
+    if (threadIdx.x % 32) return;
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) (rowm ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]) = x[r * 16 + c];
+}
+} // namespace wmma
+} // namespace nvcuda
+namespace tcattn {
+alignas(128) unsigned char smem[256 * 1024];
+}
+#include "gpu/train_gpt_attn_tc.cuh"
+
+template <typename F> struct job {
+    F *f;
+    unsigned t;
+    dim3 b;
+};
+template <typename F> static void *run_thread(void *p)
+{
+    job<F> *j = (job<F> *)p;
+    threadIdx = dim3(j->t);
+    blockIdx = j->b;
+    (*j->f)();
+    return nullptr;
+}
+// one block at a time; shared memory poisoned with NaN before each, so a
+// read of a tile not yet written shows up
+template <typename F> static void launch(dim3 grid, size_t smem_bytes, F f)
+{
+    const unsigned n = tcattn::TNT;
+    if (smem_bytes > sizeof tcattn::smem) {
+        fprintf(stderr, "launch: %zu bytes of shared memory\n", smem_bytes);
+        exit(2);
+    }
+    blockDim = dim3(n);
+    gridDim = grid;
+    pthread_barrier_init(&g_block_bar, nullptr, n);
+    for (unsigned w = 0; w < n / 32; w++) pthread_barrier_init(&g_warp_bar[w], nullptr, 32);
+    std::vector<pthread_t> th(n);
+    std::vector<job<F>> jobs(n);
+    for (unsigned by = 0; by < grid.y; by++)
+        for (unsigned bx = 0; bx < grid.x; bx++) {
+            memset(tcattn::smem, 0xff, sizeof tcattn::smem);
+            for (unsigned t = 0; t < n; t++) {
+                jobs[t] = job<F>{&f, t, dim3(bx, by)};
+                pthread_create(&th[t], nullptr, run_thread<F>, &jobs[t]);
+            }
+            for (unsigned t = 0; t < n; t++) pthread_join(th[t], nullptr);
+        }
+    pthread_barrier_destroy(&g_block_bar);
+    for (unsigned w = 0; w < n / 32; w++) pthread_barrier_destroy(&g_warp_bar[w]);
+}
+
+static int g_pass, g_fail;
+static uint64_t g_rs = 0x2545f4914f6cdd1dull;
+static float frand(float lo, float hi)
+{
+    g_rs ^= g_rs << 13;
+    g_rs ^= g_rs >> 7;
+    g_rs ^= g_rs << 17;
+    return lo + (hi - lo) * (float)((g_rs >> 11) * (1.0 / 9007199254740992.0));
+}
+
+// x (rows of C values, ld apart) against ref: tests/test_gpu_attn.c's bounds
+static void check(const char *what, const float *x, const double *ref, size_t rows, size_t C, size_t ld, double u)
+{
+    double d2 = 0, r2 = 0, mx = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < C; i++) mx = fmax(mx, fabs(ref[r * ld + i]));
+    size_t bad = 0, at = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < C; i++) {
+            const double a = ref[r * ld + i], dd = (double)x[r * ld + i] - a;
+            d2 += dd * dd, r2 += a * a;
+            if (!(fabs(dd) <= 2 * u * fabs(a) + 16 * u * mx) && bad++ == 0) at = r * ld + i;
+        }
+    const double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+    const int ok = rel <= 3 * u && bad == 0;
+    printf("%s %s: norm-wise %.3g u, %zu elements past the bound%s", ok ? "ok  " : "FAIL", what, rel / u, bad,
+           bad ? "" : "\n");
+    if (bad) printf(" (first at %zu: ref %.9g got %.9g)\n", at, ref[at], (double)x[at]);
+    ok ? g_pass++ : g_fail++;
+}
+
+template <typename E, int HSM> static void attention(int B, int T, int NH, int HS, int rt)
+{
+    const int C = NH * HS;
+    const size_t C3 = 3 * (size_t)C, n3 = (size_t)B * T * C3, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    const double u = rt == DT_F16 ? 0x1p-11 : 0x1p-8;
+    std::vector<float> qkv(n3), dout(n1), out(n1, NAN), lse(nl, NAN), D(nl), dqkv(n3, NAN);
+    for (size_t i = 0; i < n3; i++) qkv[i] = gg_round(frand(-1.5f, 1.5f) * (i % C3 < 2 * (size_t)C ? 1.0f : 0.67f), rt);
+    for (auto &v : dout) v = gg_round(frand(-1, 1), rt);
+    const float scale = 1.0f / sqrtf((float)HS);
+    // float64 reference
+    std::vector<double> ro(n1), rl(nl), rd(n3, 0.0), p(T), o(HS);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *base = qkv.data() + (size_t)b * T * C3 + (size_t)h * HS;
+            double *dbase = rd.data() + (size_t)b * T * C3 + (size_t)h * HS;
+            for (int t = 0; t < T; t++) {
+                const float *q = base + (size_t)t * C3, *g = dout.data() + ((size_t)b * T + t) * C + (size_t)h * HS;
+                double m = -INFINITY, l = 0;
+                for (int j = 0; j <= t; j++) {
+                    double s = 0;
+                    for (int i = 0; i < HS; i++) s += (double)q[i] * base[(size_t)j * C3 + C + i];
+                    p[j] = s * (double)scale;
+                    m = fmax(m, p[j]);
+                }
+                for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - m));
+                for (int i = 0; i < HS; i++) o[i] = 0;
+                for (int j = 0; j <= t; j++) {
+                    p[j] /= l;
+                    for (int i = 0; i < HS; i++) o[i] += p[j] * base[(size_t)j * C3 + 2 * C + i];
+                }
+                double Dt = 0;
+                for (int i = 0; i < HS; i++) ro[((size_t)b * T + t) * C + (size_t)h * HS + i] = o[i], Dt += g[i] * o[i];
+                rl[((size_t)b * NH + h) * T + t] = m + log(l);
+                for (int j = 0; j <= t; j++) {
+                    const float *k = base + (size_t)j * C3 + C, *v = k + C;
+                    double dp = 0;
+                    for (int i = 0; i < HS; i++) dp += (double)g[i] * v[i];
+                    const double ds = p[j] * (dp - Dt);
+                    for (int i = 0; i < HS; i++) {
+                        dbase[(size_t)t * C3 + i] += scale * ds * k[i];
+                        dbase[(size_t)j * C3 + C + i] += scale * ds * q[i];
+                        dbase[(size_t)j * C3 + 2 * C + i] += p[j] * g[i];
+                    }
+                }
+            }
+        }
+    const dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+    typedef tcattn::sz<E, HSM> SZ;
+    const float *q = qkv.data(), *dO = dout.data();
+    float *po = out.data(), *pl = lse.data(), *pd = D.data(), *pq = dqkv.data();
+    launch(grid, SZ::FWD, [&] { tcattn::k_tc_fwd<E, HSM>(q, po, pl, T, NH, HS, scale, rt); });
+    for (size_t r = 0; r < nl; r++) { // k_flash_bwd_pre's D
+        const size_t t = r % T, h = r / T % NH, b = r / ((size_t)T * NH), off = (b * T + t) * C + h * HS;
+        float acc = 0.0f;
+        for (int i = 0; i < HS; i++) acc = fmaf(dout[off + i], out[off + i], acc);
+        D[r] = acc;
+    }
+    launch(grid, SZ::DKV, [&] { tcattn::k_tc_bwd_dkv<E, HSM>(q, dO, pl, pd, pq, T, NH, HS, scale, rt); });
+    launch(grid, SZ::DQ, [&] { tcattn::k_tc_bwd_dq<E, HSM>(q, dO, pl, pd, pq, T, NH, HS, scale, rt); });
+    char what[128];
+    const char *tn = rt == DT_F16 ? "fp16" : "bf16";
+#define W(name) (snprintf(what, sizeof what, "tc attention B%d T%d NH%d HS%d (HSM %d) %s %s", B, T, NH, HS, HSM, tn, name), what)
+    check(W("out"), out.data(), ro.data(), (size_t)B * T, C, C, u);
+    size_t bad = 0, at = 0;
+    for (size_t i = 0; i < nl; i++)
+        if (!(fabs((double)lse[i] - rl[i]) <= 1e-4 * (1 + fabs(rl[i]))) && bad++ == 0) at = i;
+    printf("%s %s: %zu past 1e-4 (1 + |ref|)", bad ? "FAIL" : "ok  ", W("lse"), bad);
+    if (bad) printf(" (first at %zu: ref %.9g got %.9g)", at, rl[at], (double)lse[at]);
+    printf("\n");
+    bad ? g_fail++ : g_pass++;
+    check(W("dq"), dqkv.data(), rd.data(), (size_t)B * T, C, C3, u);
+    check(W("dk"), dqkv.data() + C, rd.data() + C, (size_t)B * T, C, C3, u);
+    check(W("dv"), dqkv.data() + 2 * C, rd.data() + 2 * C, (size_t)B * T, C, C3, u);
+#undef W
+}
+
+int main()
+{
+    attention<__nv_bfloat16, 64>(2, 100, 2, 64, DT_BF16);
+    attention<__nv_bfloat16, 32>(1, 37, 2, 32, DT_BF16);
+    attention<__nv_bfloat16, 64>(1, 1, 1, 64, DT_BF16);
+    attention<__half, 128>(1, 70, 1, 96, DT_F16);
+    attention<__half, 32>(1, 130, 2, 16, DT_F16);
+    attention<__nv_bfloat16, 64>(1, 128, 1, 48, DT_BF16);
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
