@@ -4,7 +4,8 @@
 # scripts/gpu-prep.sh filled (prebuilt build/ with libplumb-cuda.so, scripts/,
 # fallback/, and osu/osu_allreduce when OSU_DIR was given there). The
 # unfiltered GPU suite runs before this script; it is not repeated here.
-# Every step under `timeout`; about 30 s of GPU time expected, 90 s at most:
+# Every step under `timeout`: about 1.5 min in all expected (the NCCL sweep
+# ~20 s of it, 90 s at most; the OSU side by side ~40 s, 150 s at most):
 #   topology  plumb comm --topology (hwloc + NVML: PCI bus, NUMA node, CPUs,
 #             nearest NIC, NVLinks, the link matrix, binding advice), next to
 #             nvidia-smi's own view (topo -m, bus id, NUMA affinity) so the
@@ -85,8 +86,8 @@ else
   else
     # a 2-rank probe of both; a container that forbids CMA gets vader's copy-in/copy-out
     MPI_ARGS=""
-    probe() { timeout 60 mpirun --oversubscribe $MPI_ARGS -np 2 "$OSU" -m 8:8 -i 1 -x 1 >"$O/osu_probe.txt" 2>&1 \
-      && timeout 60 mpirun --oversubscribe $MPI_ARGS -np 2 build/plumb comm -b 8 -e 8 -w 0 -n 1 >>"$O/osu_probe.txt" 2>&1; }
+    probe() { timeout 30 mpirun --oversubscribe $MPI_ARGS -np 2 "$OSU" -m 8:8 -i 1 -x 1 >"$O/osu_probe.txt" 2>&1 \
+      && timeout 30 mpirun --oversubscribe $MPI_ARGS -np 2 build/plumb comm -b 8 -e 8 -w 0 -n 1 >>"$O/osu_probe.txt" 2>&1; }
     if ! probe; then
       MPI_ARGS="--mca btl_vader_single_copy_mechanism none"
       probe || osu_why="a 2-rank mpirun of osu_allreduce or plumb comm fails here: $(grep -iE 'error|abort|fail' "$O/osu_probe.txt" | head -2 | tr '\n' ';')"
