@@ -117,6 +117,21 @@ static void end_broken_job(struct comm *host, const struct comm_check_outcome *o
     }
 }
 
+/* An error after comm_init: what this rank opened is released (the comm,
+ * the device, the watchdog), so nothing leaks; a usage error is seen by every
+ * rank alike and each finalizes, anything else may have left other ranks
+ * inside a collective, so the whole job ends (as plumb train does). */
+static int comm_fail(struct comm *host, struct comm *c, struct dev *d, const plumb_err *e)
+{
+    const int code = cli_fail("comm", e);
+    watchdog_stop();
+    if (c && c != host) comm_finalize(c);
+    if (d) dev_close(d);
+    if (host->world > 1 && e->code != PLUMB_EUSAGE) comm_abort(host, code);
+    comm_finalize(host);
+    return code;
+}
+
 int cmd_comm(int argc, char **argv)
 {
     const char *minb = NULL, *maxb = NULL, *stepb = NULL, *ops = NULL, *dtypes = NULL, *redop = NULL, *device = NULL;
@@ -239,17 +254,17 @@ int cmd_comm(int argc, char **argv)
             if (host->world > 1) {
                 err_set(&e, PLUMB_EUSAGE, "--device %s names one GPU, but there are %d ranks (give --device %.*s: a GPU per "
                         "local rank)", device, host->world, (int)strcspn(device, ":"), device);
-                return cli_fail("comm", &e);
+                return comm_fail(host, c, d, &e);
             }
             snprintf(spec, sizeof spec, "%s", device);
         } else if (dev_spec_for_local_rank(device, host->local_rank, host->local_world, spec, &e)) {
-            return cli_fail("comm", &e);
+            return comm_fail(host, c, d, &e);
         }
-        if (dev_open(spec, &d, &e)) return cli_fail("comm", &e);
+        if (dev_open(spec, &d, &e)) return comm_fail(host, c, d, &e);
         /* NCCL's own deadline comes first, so a hang inside NCCL is a named,
          * recorded failure (communicator aborted) before the watchdog ends
          * the process */
-        if (comm_open_device(host, d, transport, 0.8 * timeout, &c, &e)) return cli_fail("comm", &e);
+        if (comm_open_device(host, d, transport, 0.8 * timeout, &c, &e)) return comm_fail(host, c, d, &e);
         snprintf(devdesc, sizeof devdesc, "%s [%s]", d->label, d->info.name);
         if (!skuname) skuname = d->info.name;
     } else {
@@ -259,7 +274,7 @@ int cmd_comm(int argc, char **argv)
         if (!skuname) skuname = model;
     }
     struct comm_thresholds thr;
-    if (comm_thresholds_resolve(thr_file, skuname, &thr, &e)) return cli_fail("comm", &e);
+    if (comm_thresholds_resolve(thr_file, skuname, &thr, &e)) return comm_fail(host, c, d, &e);
     o.thr = &thr;
     int r0 = host->rank == 0;
     if (r0) {
@@ -271,7 +286,7 @@ int cmd_comm(int argc, char **argv)
                o.check, timeout);
         printf("# transport: %s\n", c->desc);
     }
-    if (print_ranks(host, devdesc, &e)) return cli_fail("comm", &e);
+    if (print_ranks(host, devdesc, &e)) return comm_fail(host, c, d, &e);
     fflush(stdout);
 
     struct results res;
@@ -279,7 +294,7 @@ int cmd_comm(int argc, char **argv)
     if (r0 && out) {
         char cmdline[1024];
         cmdline_join(argc, argv, cmdline, sizeof cmdline);
-        if (results_open(&res, out, cmdline, &e)) return cli_fail("comm", &e);
+        if (results_open(&res, out, cmdline, &e)) return comm_fail(host, c, d, &e);
         have_res = 1;
     }
     o.table = r0 ? stdout : NULL;
@@ -289,7 +304,7 @@ int cmd_comm(int argc, char **argv)
     rc = check_comm_run(&ctx, host, c, &o, &r, &oc, &e);
     if (rc) {
         if (have_res) results_close(&res);
-        return cli_fail("comm", &e);
+        return comm_fail(host, c, d, &e);
     }
     if (oc.broken) log_error("comm: %s", json_string_value(json_object_get(r.obj, "reason")));
     int failed = r.status == CHECK_FAIL;
@@ -301,7 +316,7 @@ int cmd_comm(int argc, char **argv)
             if (results_write(&res, &e)) {
                 results_close(&res);
                 check_free(&r);
-                return cli_fail("comm", &e);
+                return comm_fail(host, c, d, &e);
             }
             printf("results: %s/results.json\n", res.dir);
             results_close(&res);
