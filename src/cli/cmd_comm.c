@@ -118,16 +118,19 @@ static void end_broken_job(struct comm *host, const struct comm_check_outcome *o
 }
 
 /* An error after comm_init: what this rank opened is released (the comm,
- * the device, the watchdog), so nothing leaks; a usage error is seen by every
- * rank alike and each finalizes, anything else may have left other ranks
- * inside a collective, so the whole job ends (as plumb train does). */
+ * the device, the watchdog), so nothing leaks. A usage error is seen by every
+ * rank alike, and on one rank nobody waits, so each finalizes. Any other
+ * error on several ranks may have left the others inside a collective: this
+ * rank returns without finalizing and leaves the ending to each rank's own
+ * deadline and the watchdog, which name the missing rank (an abort here would
+ * pre-empt them: the others would see "remote process exited" instead). */
 static int comm_fail(struct comm *host, struct comm *c, struct dev *d, const plumb_err *e)
 {
     const int code = cli_fail("comm", e);
+    if (host->world > 1 && e->code != PLUMB_EUSAGE) return code;
     watchdog_stop();
     if (c && c != host) comm_finalize(c);
     if (d) dev_close(d);
-    if (host->world > 1 && e->code != PLUMB_EUSAGE) comm_abort(host, code);
     comm_finalize(host);
     return code;
 }
