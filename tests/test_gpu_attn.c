@@ -18,6 +18,7 @@
  * 2u |ref| + 16u max|ref| (a wrong row or tile shows up as O(1)); lse (fp32)
  * to 1e-4 (1 + |ref|). */
 #include "test.h"
+#include "attn_ref.h"
 #include "core/philox.h"
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
@@ -30,56 +31,6 @@ struct attn_io {
     float *out, *lse, *dqkv;
 };
 
-/* the float64 reference of dev/train_ops.h's attention_fwd / _bwd */
-static void reference(const float *qkv, const float *dout, int B, int T, int NH, int HS, double *out, double *lse,
-                      double *dqkv)
-{
-    const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C;
-    const double scale = (double)(1.0f / sqrtf((float)HS));
-    double *p = malloc((size_t)T * sizeof(double)), *o = malloc((size_t)HS * sizeof(double));
-    memset(dqkv, 0, (size_t)B * T * C3 * sizeof(double));
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-            double *dbase = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
-            for (int t = 0; t < T; t++) {
-                const float *q = base + (size_t)t * C3, *g = dout + ((size_t)b * T + t) * C + (size_t)h * HS;
-                double m = -INFINITY, l = 0;
-                for (int j = 0; j <= t; j++) {
-                    double s = 0;
-                    for (int i = 0; i < HS; i++) s += (double)q[i] * base[(size_t)j * C3 + C + i];
-                    p[j] = s * scale;
-                    if (p[j] > m) m = p[j];
-                }
-                for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - m));
-                for (int i = 0; i < HS; i++) o[i] = 0;
-                for (int j = 0; j <= t; j++) {
-                    p[j] /= l;
-                    for (int i = 0; i < HS; i++) o[i] += p[j] * base[(size_t)j * C3 + 2 * C + i];
-                }
-                double Dt = 0;
-                for (int i = 0; i < HS; i++) {
-                    out[((size_t)b * T + t) * C + (size_t)h * HS + i] = o[i];
-                    Dt += (double)g[i] * o[i];
-                }
-                lse[((size_t)b * NH + h) * T + t] = m + log(l);
-                for (int j = 0; j <= t; j++) {
-                    const float *k = base + (size_t)j * C3 + C, *v = k + C;
-                    double dp = 0;
-                    for (int i = 0; i < HS; i++) dp += (double)g[i] * v[i];
-                    const double ds = p[j] * (dp - Dt);
-                    for (int i = 0; i < HS; i++) {
-                        dbase[(size_t)t * C3 + i] += scale * ds * k[i];
-                        dbase[(size_t)j * C3 + C + i] += scale * ds * q[i];
-                        dbase[(size_t)j * C3 + 2 * C + i] += p[j] * g[i];
-                    }
-                }
-            }
-        }
-    free(p);
-    free(o);
-}
 
 /* forward then backward on the GPU; results into io (host) */
 static int run_gpu(struct dev *d, const float *qkv, const float *dout, int B, int T, int NH, int HS, dtype_t rt,
@@ -207,7 +158,7 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
     }
     for (size_t i = 0; i < n1; i++) dout[i] = gg_round(philox_uniform_at(23, RNG_DATA, 2, (uint32_t)T, i) * 2 - 1, (int)rt);
     double *rout = malloc(n1 * sizeof(double)), *rlse = malloc(nl * sizeof(double)), *rd = malloc(n3 * sizeof(double));
-    reference(qkv, dout, B, T, NH, HS, rout, rlse, rd);
+    attn_ref64(qkv, dout, B, T, NH, HS, rout, rlse, rd, NULL, NULL);
     double mq = 0, mg = 0;
     for (size_t i = 0; i < n3; i++) mq = fmax(mq, fabs(qkv[i]));
     for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));

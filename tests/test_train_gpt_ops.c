@@ -7,6 +7,7 @@
  * adamw per range. Runs on test_device() through device memory, so a GPU
  * backend runs it too (PLUMB_TEST_DEVICE=cuda). */
 #include "test.h"
+#include "attn_ref.h"
 #include "dev/cpu_train_gpt.h"
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
@@ -714,60 +715,10 @@ TEST(gpt_ops_golden_equals_shared_definitions)
     done(d);
 }
 
-/* The magnitudes a rounding of each term of attention's sums scales with,
- * in float64 from the inputs: mo[t,i] = sum_j p_tj |v_j[i]| for out;
- * md = scale sum |ds_tj k_j[i]| (dq), scale sum |ds_tj q_t[i]| (dk),
- * sum p_tj |dout_t[i]| (dv) for dqkv. A fast path that rounds p and ds to
- * bf16 before its tensor-core products (flash-attention style, train_ops.h)
- * moves an output by up to u times these, which can be far more than u
- * times the output itself where the terms cancel. */
-static void attn_magnitudes(const float *qkv, const float *g, int B, int T, int NH, int HS, double *mo, double *md)
-{
-    const int C = NH * HS, C3 = 3 * C;
-    const double scale = (double)(1.0f / sqrtf((float)HS));
-    memset(mo, 0, (size_t)B * T * C * sizeof(double));
-    memset(md, 0, (size_t)B * T * C3 * sizeof(double));
-    double *p = malloc((size_t)T * sizeof(double)), *o = malloc((size_t)HS * sizeof(double));
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *base = qkv + (size_t)b * T * C3 + h * HS;
-            double *mb = md + (size_t)b * T * C3 + h * HS;
-            for (int t = 0; t < T; t++) {
-                const float *q = base + (size_t)t * C3, *gt = g + ((size_t)b * T + t) * C + h * HS;
-                double m = -INFINITY, l = 0, Dt = 0;
-                for (int j = 0; j <= t; j++) {
-                    double sv = 0;
-                    for (int i = 0; i < HS; i++) sv += (double)q[i] * base[(size_t)j * C3 + C + i];
-                    p[j] = sv * scale;
-                    m = fmax(m, p[j]);
-                }
-                for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - m));
-                for (int i = 0; i < HS; i++) o[i] = 0;
-                for (int j = 0; j <= t; j++) {
-                    p[j] /= l;
-                    for (int i = 0; i < HS; i++) {
-                        const double v = base[(size_t)j * C3 + 2 * C + i];
-                        o[i] += p[j] * v;
-                        mo[((size_t)b * T + t) * C + h * HS + i] += p[j] * fabs(v);
-                    }
-                }
-                for (int i = 0; i < HS; i++) Dt += gt[i] * o[i];
-                for (int j = 0; j <= t; j++) {
-                    const float *k = base + (size_t)j * C3 + C, *v = k + C;
-                    double dp = 0;
-                    for (int i = 0; i < HS; i++) dp += (double)gt[i] * v[i];
-                    const double ds = p[j] * (dp - Dt);
-                    for (int i = 0; i < HS; i++) {
-                        mb[(size_t)t * C3 + i] += scale * fabs(ds * k[i]);
-                        mb[(size_t)j * C3 + C + i] += scale * fabs(ds * q[i]);
-                        mb[(size_t)j * C3 + 2 * C + i] += p[j] * fabs(gt[i]);
-                    }
-                }
-            }
-        }
-    free(p);
-    free(o);
-}
+/* A fast path that rounds p and ds to bf16 before its tensor-core products
+ * (flash-attention style, train_ops.h) moves an output by up to u times the
+ * magnitudes attn_ref64 (tests/attn_ref.h) gives beside it, which can be far
+ * more than u times the output itself where the terms cancel. */
 /* the worst of |a - b| / max(rel max(floor, |b|), 4 u (|b| + mag)): <= 1 passes */
 static double attn_worst(const float *a, const float *b, const double *mag, size_t n, double rel, double floor_)
 {
@@ -783,7 +734,7 @@ static double attn_worst(const float *a, const float *b, const double *mag, size
  * held to (rounding to bf16 is 2^-9 relative; a few roundings apart): each
  * element within 1.6e-2 (out; 3.2e-2 dqkv) relative to max(0.05, |golden|),
  * or within 4u of |golden| plus the magnitude its rounded terms scale with
- * (attn_magnitudes). The inputs are bf16 values, as the model's stored
+ * (attn_ref64's magnitudes, tests/attn_ref.h). The inputs are bf16 values, as the model's stored
  * activations are (the contract of attention_fwd in train_ops.h). */
 TEST(gpt_ops_fast_within_bounds_of_golden)
 {
@@ -807,7 +758,7 @@ TEST(gpt_ops_fast_within_bounds_of_golden)
         dev_close(d);
     }
     double *mo = malloc((size_t)Rn * C * sizeof(double)), *md = malloc((size_t)Rn * C3 * sizeof(double));
-    attn_magnitudes(qkv, g, B, T, NH, HS, mo, md);
+    attn_ref64(qkv, g, B, T, NH, HS, NULL, NULL, NULL, mo, md);
     const double wo = attn_worst(res[0][0], res[1][0], mo, (size_t)Rn * C, 1.6e-2, 0.05);
     const double wl = max_rel(res[0][1], res[1][1], (size_t)B * NH * T, 1.0);
     const double wq = attn_worst(res[0][2], res[1][2], md, (size_t)Rn * C3, 3.2e-2, 0.05);

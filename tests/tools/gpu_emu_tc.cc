@@ -63,6 +63,7 @@ namespace tcattn {
 alignas(128) unsigned char smem[256 * 1024];
 }
 #include "gpu/train_gpt_attn_tc.cuh"
+#include "../attn_ref.h"
 
 template <typename F> struct job {
     F *f;
@@ -155,48 +156,9 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
         qkv[i] = gg_round(g_uniform ? frand(-1, 1) : frand(-1.5f, 1.5f) * (i % C3 < 2 * (size_t)C ? 1.0f : 0.67f), rt);
     for (auto &v : dout) v = gg_round(frand(-1, 1), rt);
     const float scale = 1.0f / sqrtf((float)HS);
-    // float64 reference
-    std::vector<double> ro(n1), rl(nl), rd(n3, 0.0), p(T), o(HS), mo(n1, 0.0), md(n3, 0.0);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *base = qkv.data() + (size_t)b * T * C3 + (size_t)h * HS;
-            double *dbase = rd.data() + (size_t)b * T * C3 + (size_t)h * HS;
-            for (int t = 0; t < T; t++) {
-                const float *q = base + (size_t)t * C3, *g = dout.data() + ((size_t)b * T + t) * C + (size_t)h * HS;
-                double m = -INFINITY, l = 0;
-                for (int j = 0; j <= t; j++) {
-                    double s = 0;
-                    for (int i = 0; i < HS; i++) s += (double)q[i] * base[(size_t)j * C3 + C + i];
-                    p[j] = s * (double)scale;
-                    m = fmax(m, p[j]);
-                }
-                for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - m));
-                for (int i = 0; i < HS; i++) o[i] = 0;
-                for (int j = 0; j <= t; j++) {
-                    p[j] /= l;
-                    for (int i = 0; i < HS; i++) o[i] += p[j] * base[(size_t)j * C3 + 2 * C + i];
-                    for (int i = 0; i < HS; i++) mo[((size_t)b * T + t) * C + (size_t)h * HS + i] += p[j] * fabs(base[(size_t)j * C3 + 2 * C + i]);
-                }
-                double Dt = 0;
-                for (int i = 0; i < HS; i++) ro[((size_t)b * T + t) * C + (size_t)h * HS + i] = o[i], Dt += g[i] * o[i];
-                rl[((size_t)b * NH + h) * T + t] = m + log(l);
-                for (int j = 0; j <= t; j++) {
-                    const float *k = base + (size_t)j * C3 + C, *v = k + C;
-                    double dp = 0;
-                    for (int i = 0; i < HS; i++) dp += (double)g[i] * v[i];
-                    const double ds = p[j] * (dp - Dt);
-                    for (int i = 0; i < HS; i++) {
-                        dbase[(size_t)t * C3 + i] += scale * ds * k[i];
-                        dbase[(size_t)j * C3 + C + i] += scale * ds * q[i];
-                        dbase[(size_t)j * C3 + 2 * C + i] += p[j] * g[i];
-                        double *mbase = md.data() + (size_t)b * T * C3 + (size_t)h * HS;
-                        mbase[(size_t)t * C3 + i] += scale * fabs(ds * k[i]);
-                        mbase[(size_t)j * C3 + C + i] += scale * fabs(ds * q[i]);
-                        mbase[(size_t)j * C3 + 2 * C + i] += p[j] * fabs(g[i]);
-                    }
-                }
-            }
-        }
+    // float64 reference, with the magnitudes of the combined bound (tests/attn_ref.h)
+    std::vector<double> ro(n1), rl(nl), rd(n3), mo(n1), md(n3);
+    attn_ref64(qkv.data(), dout.data(), B, T, NH, HS, ro.data(), rl.data(), rd.data(), mo.data(), md.data());
     const dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
     typedef tcattn::sz<E, HSM> SZ;
     const float *q = qkv.data(), *dO = dout.data();
