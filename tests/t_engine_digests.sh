@@ -73,11 +73,12 @@ check fast-bf16 "$(dg "$TMP/fb.out")"
 # digests and the same metrics lines, through the loader and the device
 # feed, with non-finite steps skipped and a rollback they trigger
 QS="$FAST --optimizer sgd"
+QU="$QS --fuse-sparse-sgd no" # the list path (auto, the default, fuses)
 steps() { jq -c 'select(.type != "health") | [.type, .step, .loss, .grad_norm, .skipped, .skipped_total, .auc]' "$1"/checks/train-*/metrics.jsonl; }
 for v in 0 1; do
-  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QS --out "$TMP/q$v" >"$TMP/q$v.out" 2>&1
-  PLUMB_TRAIN_QUEUE=$v PLUMB_TRAIN_DEVFEED=1 "$PLUMB" train ctr $QS --precision bf16 --out "$TMP/qf$v" >"$TMP/qf$v.out" 2>&1
-  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QS --inject nan@7,nan@8,nan@9 --max-bad-steps 2 --checkpoint-dir "$TMP/qck$v" \
+  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QU --out "$TMP/q$v" >"$TMP/q$v.out" 2>&1
+  PLUMB_TRAIN_QUEUE=$v PLUMB_TRAIN_DEVFEED=1 "$PLUMB" train ctr $QU --precision bf16 --out "$TMP/qf$v" >"$TMP/qf$v.out" 2>&1
+  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QU --inject nan@7,nan@8,nan@9 --max-bad-steps 2 --checkpoint-dir "$TMP/qck$v" \
     --checkpoint-every 4 --eval-every 5 --out "$TMP/qn$v" >"$TMP/qn$v.out" 2>&1
 done
 "$PLUMB" train ctr ${QS/--quiet/} --steps 2 --out "$TMP/qlog" 2>&1 | grep -q "step: queued" && ok "sgd on 1 rank: the step is queued" \
@@ -89,6 +90,29 @@ for r in q qf qn; do
   [ "$(steps "$TMP/${r}0")" = "$(steps "$TMP/${r}1")" ] && ok "$r: queued = synchronous metrics lines" \
     || fail "$r metrics" "$(diff <(steps "$TMP/${r}0") <(steps "$TMP/${r}1") | head -5)"
 done
+# the sparse SGD fused into the embedding backward (--fuse-sparse-sgd auto):
+# the same digests and metrics lines (the gradient norm over the list the
+# fused backward keeps), queued and synchronous, also with non-finite steps
+# (the touched rows put back) and the rollback they trigger
+for v in 0 1; do
+  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QS --fuse-sparse-sgd auto --out "$TMP/z$v" >"$TMP/z$v.out" 2>&1
+  PLUMB_TRAIN_QUEUE=$v PLUMB_TRAIN_DEVFEED=1 "$PLUMB" train ctr $QS --fuse-sparse-sgd auto --precision bf16 \
+    --out "$TMP/zf$v" >"$TMP/zf$v.out" 2>&1
+  PLUMB_TRAIN_QUEUE=$v "$PLUMB" train ctr $QS --fuse-sparse-sgd auto --inject nan@7,nan@8,nan@9 --max-bad-steps 2 \
+    --checkpoint-dir "$TMP/zck$v" --checkpoint-every 4 --eval-every 5 --out "$TMP/zn$v" >"$TMP/zn$v.out" 2>&1
+  for r in q qf qn; do
+    z=z${r#q}
+    a=$(dg "$TMP/${r}$v.out"); b=$(dg "$TMP/${z}$v.out")
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "$r (queue $v): fused sparse SGD = unfused digest $a" \
+      || fail "$r fused digest (queue $v)" "unfused '$a' fused '$b'"
+    [ "$(steps "$TMP/${r}$v")" = "$(steps "$TMP/${z}$v")" ] && ok "$r (queue $v): fused = unfused metrics lines" \
+      || fail "$r fused metrics (queue $v)" "$(diff <(steps "$TMP/${r}$v") <(steps "$TMP/${z}$v") | head -5)"
+  done
+done
+grep -q '"sparse_sgd": "fused"' "$TMP"/z1/results.json && ok "results.json records the fused sparse SGD" \
+  || fail "fused recorded" "$(grep -o '"sparse_sgd[^,]*' "$TMP"/z1/results.json)"
+grep -q '"sparse_sgd": "list"' "$TMP"/q1/results.json && ok "results.json records the list path (--fuse-sparse-sgd no)" \
+  || fail "list recorded" "$(grep -o '"sparse_sgd[^,]*' "$TMP"/q1/results.json)"
 grep -q "rolled back from step 10 to the checkpoint at step 8" "$TMP/qn1.out" && ok "queued: the rollback after 3 non-finite steps" \
   || fail "queued rollback" "$(grep -i roll "$TMP/qn1.out")"
 [ "$(jq -s '[.[] | select(.type == "step" and .skipped)] | length' "$TMP"/qn1/checks/train-*/metrics.jsonl)" = 3 ] \

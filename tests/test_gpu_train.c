@@ -718,7 +718,7 @@ static void sparse_ops(enum numerics mode, int B, int rows_per_table, int hot, i
         float *gtab2 = up(p.g, table, R * D * 4);
         int64_t *gnr2 = up(p.g, NULL, 8);
         REQUIRE(gtab2 && gnr2);
-        REQUIRE(G->embedding_bwd_sgd(p.g, NULL, goff, gidx, gdemb, B, NV, T, D, gtab2, lr, gnr2, &e) == 0);
+        REQUIRE(G->embedding_bwd_sgd(p.g, NULL, goff, gidx, gdemb, B, NV, T, D, gtab2, lr, gnr2, NULL, &e) == 0);
         int64_t *hn2 = down(p.g, gnr2, 8);
         CHECK(hn2 && *hn2 == nr_c);
         free(hn2);

@@ -989,7 +989,7 @@ static void optional_ops_case(enum numerics mode, dtype_t rt, int B, int K, int 
     OPEN(d, mode, 0);
     const struct train_ops *O = d->ops->train;
     if (!O->linear_fwd16 || !O->linear_bwd16 || !O->linear_bwd_relu_in || !O->embedding_interact_fwd ||
-        !O->embedding_bwd_sgd || !O->embedding_interact_fwd16 || !O->interact_bwd16) {
+        !O->embedding_bwd_sgd || !O->embedding_interact_fwd16 || !O->interact_bwd16 || !O->sparse_put_dn) {
         dev_close(d);
         TEST_SKIP("%s lacks an optional train op", d->label);
     }
@@ -1167,13 +1167,62 @@ static void optional_ops_case(enum numerics mode, dtype_t rt, int B, int K, int 
     int64_t n1 = 0, n2 = 0;
     dget(d, &n1, pn1, 8);
     REQUIRE(O->sgd_sparse(d, NULL, ptab, prows, prg, (size_t)n1, D, lr, &e) == 0);
-    REQUIRE(O->embedding_bwd_sgd(d, NULL, poff, pidx, pge1, B, B - 1, T, D, ptab2, lr, pn2, &e) == 0);
+    REQUIRE(O->embedding_bwd_sgd(d, NULL, poff, pidx, pge1, B, B - 1, T, D, ptab2, lr, pn2, NULL, &e) == 0);
     dget(d, &n2, pn2, 8);
     float *t1 = malloc(R * D * 4), *t2 = malloc(R * D * 4);
     dget(d, t1, ptab, R * D * 4), dget(d, t2, ptab2, R * D * 4);
     CHECK_EQ_INT(n2, n1);
     CHECK_MSG(!memcmp(t1, t2, R * D * 4), "embedding_bwd_sgd differs from embedding_bwd + sgd_sparse");
     CHECK_MSG(memcmp(t1, table, R * D * 4) != 0, "the fused sparse SGD left the table as it was");
+    {
+        /* what the step's checks need: the unfused list's rows and sums, the
+         * touched rows' old values and the non-finite flag, with the same
+         * update; then the undo (sparse_put_dn) gated on the flag */
+        int zero = 0, found = -1;
+        int64_t n3 = 0, *prows3 = dput(d, NULL, (size_t)B * T * 8), *pn3 = dput(d, NULL, 8);
+        float *psum3 = dput(d, NULL, BTD * 4), *pprev = dput(d, NULL, BTD * 4), *ptab3 = TO(d, table, R * D);
+        int *pfound = dput(d, &zero, sizeof zero);
+        REQUIRE(prows3 && pn3 && psum3 && pprev && ptab3 && pfound);
+        const struct sgd_fused_out fo = {prows3, psum3, pprev, pfound};
+        REQUIRE(O->embedding_bwd_sgd(d, NULL, poff, pidx, pge1, B, B - 1, T, D, ptab3, lr, pn3, &fo, &e) == 0);
+        dget(d, &n3, pn3, 8), dget(d, &found, pfound, sizeof found);
+        CHECK_EQ_INT(n3, n1);
+        CHECK_EQ_INT(found, 0);
+        float *t3 = malloc(R * D * 4), *s1 = malloc(BTD * 4), *s3 = malloc(BTD * 4), *pv = malloc(BTD * 4);
+        int64_t *r1 = malloc((size_t)B * T * 8), *r3 = malloc((size_t)B * T * 8);
+        REQUIRE(t3 && s1 && s3 && pv && r1 && r3 && n1 > 0 && n1 <= (int64_t)B * T);
+        dget(d, t3, ptab3, R * D * 4), dget(d, r1, prows, n1 * 8), dget(d, r3, prows3, n1 * 8);
+        dget(d, s1, prg, n1 * D * 4), dget(d, s3, psum3, n1 * D * 4), dget(d, pv, pprev, n1 * D * 4);
+        CHECK_MSG(!memcmp(t3, t1, R * D * 4), "embedding_bwd_sgd with outputs: the table differs");
+        CHECK_MSG(!memcmp(r3, r1, n1 * 8), "embedding_bwd_sgd: rows differ from embedding_bwd's");
+        CHECK_MSG(!memcmp(s3, s1, n1 * D * 4), "embedding_bwd_sgd: sums differ from embedding_bwd's");
+        size_t bad = 0;
+        for (int64_t u = 0; u < n1; u++) bad += memcmp(pv + u * D, table + r1[u] * D, D * 4) != 0;
+        CHECK_MSG(bad == 0, "embedding_bwd_sgd: %zu of %lld rows' old values differ", bad, (long long)n1);
+        /* the flag is 0: nothing put back; then put back unconditionally: the table before the step */
+        REQUIRE(O->sparse_put_dn(d, NULL, ptab3, prows3, pprev, pn3, (size_t)B * T, D, pfound, &e) == 0);
+        dget(d, t3, ptab3, R * D * 4);
+        CHECK_MSG(!memcmp(t3, t1, R * D * 4), "sparse_put_dn wrote with its flag 0");
+        REQUIRE(O->sparse_put_dn(d, NULL, ptab3, prows3, pprev, pn3, (size_t)B * T, D, NULL, &e) == 0);
+        dget(d, t3, ptab3, R * D * 4);
+        CHECK_MSG(!memcmp(t3, table, R * D * 4), "sparse_put_dn: the table is not as before the fused step");
+        /* a NaN in one valid sample's gradient: the flag is set */
+        float *gn = malloc(BTD * 4);
+        REQUIRE(gn);
+        dget(d, gn, pge1, BTD * 4);
+        gn[3] = NAN;
+        float *pgn = TO(d, gn, BTD);
+        const struct sgd_fused_out fo2 = {NULL, NULL, NULL, pfound};
+        REQUIRE(pgn && O->embedding_bwd_sgd(d, NULL, poff, pidx, pgn, B, B - 1, T, D, ptab3, lr, pn3, &fo2, &e) == 0);
+        dget(d, &found, pfound, sizeof found);
+        CHECK_EQ_INT(found, 1);
+        const struct sgd_fused_out fo3 = {NULL, NULL, pprev, NULL};
+        CHECK(O->embedding_bwd_sgd(d, NULL, poff, pidx, pge1, B, B - 1, T, D, ptab3, lr, pn3, &fo3, &e) ==
+              PLUMB_EUSAGE);
+        void *dv3[] = {prows3, pn3, psum3, pprev, ptab3, pfound, pgn};
+        for (size_t i = 0; i < sizeof dv3 / sizeof dv3[0]; i++) dev_free(d, dv3[i]);
+        free(t3), free(s1), free(s3), free(pv), free(r1), free(r3), free(gn);
+    }
     void *dv[] = {px, pw, pb, pdy, px16, pdy16, py, pdx, pdw1, pdw2, pbx1, pbx2, py16, pdx16, pfill, ptab, pbot, pg,
                   poff, pidx, pg16, po16, pe1, pe2, pe3, po1, po2, pgb1, pgb2, pge1, pge2, prows, pn1, pn2, prg, ptab2};
     for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) dev_free(d, dv[i]);

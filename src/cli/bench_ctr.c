@@ -181,8 +181,6 @@ static int bench_config(const struct opts *o, struct comm *hc, const struct data
         struct batch b = DB(step);
         rc = trainer_step_on(tr, &b, step, batch, NULL, e);
     }
-    t->fused = cfg.fuse_sparse_sgd && !strcmp(cfg.fuse_sparse_sgd, "auto") && mo->fuse_sparse_sgd &&
-               d->ops->train && d->ops->train->embedding_bwd_sgd && hc->world == 1;
     struct dev_mem_stats ms;
     /* device-resident timing: whole steps, one synchronisation at the end
      * (each trainer step reads its small status block back: the decision
@@ -193,6 +191,9 @@ static int bench_config(const struct opts *o, struct comm *hc, const struct data
         rc = trainer_step_on(tr, &b, step, batch, NULL, e); /* queued: read one step behind */
     }
     double enq = now() - t0; /* the host's time in the steps */
+    long fused_n = 0;
+    trainer_step_kinds(tr, &fused_n, NULL);
+    t->fused = fused_n > 0; /* what the trainer did, not what the options allow */
     if (!rc) rc = dev_sync(d, e);
     double whole = now() - t0;
     t->enqueue_ms = 1e3 * enq / (double)o->steps;

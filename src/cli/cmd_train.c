@@ -364,6 +364,11 @@ int cmd_train(int argc, char **argv)
         if (tr.interrupted) json_object_set_new(summary, "stop_reason", json_string(tr.stop_reason));
         json_object_set_new(summary, "setup_s", json_real(tr.setup_s));
         json_object_set_new(summary, "eval_s", json_real(tr.eval_s));
+        /* how the steps ran: the sparse SGD fused into the backward or applied
+         * from the row list; steps replayed as a device graph */
+        json_object_set_new(summary, "sparse_sgd", json_string(tr.sparse_sgd));
+        json_object_set_new(summary, "fused_steps", json_integer(tr.fused_steps));
+        json_object_set_new(summary, "graphed_steps", json_integer(tr.graphed_steps));
         if (cfg.stop_at) {
             /* time to quality (--stop-at) */
             json_object_set_new(summary, "stop_at", json_string(cfg.stop_at));

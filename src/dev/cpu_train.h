@@ -9,7 +9,8 @@ int cpu_embedding_interact_fwd(struct dev *d, dev_stream *s, const float *table,
                                const uint32_t *idx, const float *bottom, float *emb, float *out, int B, int T,
                                int D, dtype_t rt, plumb_err *e);
 int cpu_embedding_bwd_sgd(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx, const float *dout,
-                          int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out, plumb_err *e);
+                          int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out,
+                          const struct sgd_fused_out *out, plumb_err *e);
 int cpu_linear_fwd16(struct dev *d, dev_stream *s, const float *x, uint16_t *x16, const float *w, const uint16_t *w16,
                      const float *bias, float *y, uint16_t *y16, int B, int K, int N, int relu, dtype_t rt,
                      plumb_err *e);

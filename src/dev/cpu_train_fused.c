@@ -15,6 +15,7 @@
 #include "dev/cpu_train.h"
 #include "dev/dev.h"
 #include <omp.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,18 +108,32 @@ int cpu_embedding_interact_fwd(struct dev *d, dev_stream *s, const float *table,
 }
 
 int cpu_embedding_bwd_sgd(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx, const float *dout,
-                          int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out, plumb_err *e)
+                          int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out,
+                          const struct sgd_fused_out *out, plumb_err *e)
 {
     NEED(off && idx && dout && table && n_out, "embedding_bwd_sgd: NULL argument");
     NEED(B > 0 && T > 0 && D > 0 && n_valid >= 0 && n_valid <= B,
          "embedding_bwd_sgd: bad shape B=%d n_valid=%d T=%d D=%d", B, n_valid, T, D);
-    /* the sparse gradient lives only in scratch: [n_valid*T] rows, [n_valid*T, D] sums */
+    NEED(!(out && out->prev && !out->rows), "embedding_bwd_sgd: prev without rows");
+    /* the sparse gradient in the caller's list or in scratch: [n_valid*T] rows, [n_valid*T, D] sums */
     const size_t n = (size_t)n_valid * T;
-    int64_t *rows = scratch(FS_ROWS, (n ? n : 1) * sizeof(int64_t));
-    float *grads = scratch(FS_GRADS, (n ? n : 1) * (size_t)D * sizeof(float));
+    int64_t *rows = out && out->rows ? out->rows : scratch(FS_ROWS, (n ? n : 1) * sizeof(int64_t));
+    float *grads = out && out->sums ? out->sums : scratch(FS_GRADS, (n ? n : 1) * (size_t)D * sizeof(float));
     if (!rows || !grads) return err_set(e, PLUMB_ENOMEM, "embedding_bwd_sgd: out of memory (%zu rows)", n);
     int rc = P->embedding_bwd(d, s, off, idx, dout, B, n_valid, T, D, rows, grads, n_out, e);
-    return rc ? rc : P->sgd_sparse(d, s, table, rows, grads, (size_t)*n_out, D, lr, e);
+    if (rc) return rc;
+    const size_t U = (size_t)*n_out;
+    if (out && out->found_inf) {
+        for (size_t i = 0; i < U * (size_t)D; i++)
+            if (!isfinite(grads[i])) {
+                *out->found_inf = 1;
+                break;
+            }
+    }
+    if (out && out->prev)
+        for (size_t u = 0; u < U; u++)
+            memcpy(out->prev + u * (size_t)D, table + (size_t)rows[u] * D, (size_t)D * sizeof(float));
+    return P->sgd_sparse(d, s, table, rows, grads, U, D, lr, e);
 }
 
 /* ---------------- 16-bit operand mirrors ---------------- */

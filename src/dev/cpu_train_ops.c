@@ -983,6 +983,20 @@ static int cpu_sgd_sparse_dn(struct dev *d, dev_stream *s, float *table, const i
     return cpu_sgd_sparse(d, s, table, rows, grads, rows_of(rows_n, n_max), D, lr, e);
 }
 
+static int cpu_sparse_put_dn(struct dev *d, dev_stream *s, float *table, const int64_t *rows, const float *vals,
+                             const int64_t *rows_n, size_t n_max, int D, const int *when, plumb_err *e)
+{
+    (void)d, (void)s;
+    NEED(rows_n, "sparse_put_dn: NULL count");
+    NEED(D > 0, "sparse_put_dn: D=%d (expected > 0)", D);
+    if (when && !*when) return PLUMB_OK;
+    const size_t U = rows_of(rows_n, n_max);
+    NEED((table && rows && vals) || U == 0, "sparse_put_dn: NULL argument");
+    for (size_t u = 0; u < U; u++)
+        memcpy(table + (size_t)rows[u] * D, vals + u * (size_t)D, (size_t)D * sizeof(float));
+    return PLUMB_OK;
+}
+
 static int cpu_sgd_gated(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr, float wd,
                          const int *skip, plumb_err *e)
 {
@@ -1054,6 +1068,7 @@ const struct train_ops cpu_train_ops = {
     .bn_apply16 = cpu_bn_apply16,
     .bn_bwd_data16 = cpu_bn_bwd_data16,
     .bn_bwd_reduce = cpu_bn_bwd_reduce,
+    .sparse_put_dn = cpu_sparse_put_dn,
     .cls_xent = cpu_cls_xent,
     .sumsq_dn = cpu_sumsq_dn,
     .scale_check_dn = cpu_scale_check_dn,

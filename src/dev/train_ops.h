@@ -95,6 +95,14 @@ static inline size_t train_bn_part_bytes(int K, int golden)
     return golden ? 2 * (size_t)K * sizeof(int64_t) : (size_t)K * sizeof(float);
 }
 
+/* What embedding_bwd_sgd leaves for the step's checks (see there). */
+struct sgd_fused_out {
+    int64_t *rows;
+    float *sums;
+    float *prev;
+    int *found_inf;
+};
+
 struct train_ops {
     /* ---------------- dense layers ---------------- */
 
@@ -293,13 +301,23 @@ struct train_ops {
                                   plumb_err *e);
 
     /* embedding_bwd(...) then sgd_sparse(table, rows, grads, U, D, lr): the
-     * sparse gradient is applied to the table as each row's sum is formed
-     * and never stored. *n_out (device int64) = U, the rows touched. For one
-     * rank with plain SGD and nothing that must see the sparse gradient
-     * first (no loss-scale check, clipping or norm of it). */
+     * sparse gradient is applied to the table as each row's sum is formed.
+     * *n_out (device int64) = U, the rows touched. For one rank with plain
+     * SGD and no loss-scale multiply or clipping (nothing that must change
+     * the sum before it is applied). What the step's checks need is left in
+     * *out (NULL, or any member NULL: not written):
+     *   rows [U]       the distinct rows, ascending (embedding_bwd's rows_out);
+     *   sums [U, D]    each row's sum (embedding_bwd's grads_out): a norm of
+     *                  them (sumsq_dn) has the unfused list's bits;
+     *   prev [U, D]    each row's table values before the update, so a step
+     *                  found non-finite is undone exactly (sparse_put_dn);
+     *   found_inf      device int set to 1 when a sum is inf or NaN (as
+     *                  scale_check would), left unchanged otherwise.
+     * prev needs rows. */
     int (*embedding_bwd_sgd)(struct dev *d, dev_stream *s, const int64_t *off,
                              const uint32_t *idx, const float *dout, int B, int n_valid, int T,
-                             int D, float *table, float lr, int64_t *n_out, plumb_err *e);
+                             int D, float *table, float lr, int64_t *n_out,
+                             const struct sgd_fused_out *out, plumb_err *e);
 
     /* linear_bwd(x, w, y, dy -> dx, dw, dbias) where x is itself the output
      * of a ReLU layer (x >= 0), followed by that layer's ReLU backward: dx is
@@ -741,6 +759,16 @@ struct train_ops {
     int (*bn_bwd_reduce)(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
                          const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta,
                          plumb_err *e);
+
+    /* ---------------- the fused sparse SGD's undo (optional) ---------------- */
+
+    /* table[rows[u], :] = vals[u, :] for u < U (*rows_n, clamped to n_max),
+     * when *when != 0 (when NULL: always): embedding_bwd_sgd's prev put back
+     * for a step that is skipped, so the table holds the bits it had before
+     * the step. rows [U], vals [U, D]. */
+    int (*sparse_put_dn)(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
+                         const float *vals, const int64_t *rows_n, size_t n_max, int D,
+                         const int *when, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

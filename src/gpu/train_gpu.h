@@ -83,7 +83,7 @@ int tr_embedding_bwd(struct dev *d, struct dev_stream *st, const int64_t *off, c
                      int64_t *n_out, plumb_err *e);
 int tr_embedding_bwd_sgd(struct dev *d, struct dev_stream *st, const int64_t *off, const uint32_t *idx,
                          const float *dout, int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out,
-                         plumb_err *e);
+                         const struct sgd_fused_out *out, plumb_err *e);
 int tr_sparse_coalesce(struct dev *d, struct dev_stream *st, const int64_t *rows_in, const float *vals_in,
                        size_t n, int D, int64_t *rows_out, float *vals_out, int64_t *n_out, plumb_err *e);
 

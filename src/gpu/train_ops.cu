@@ -304,14 +304,15 @@ static int g_embedding_bwd(struct dev *d, dev_stream *s, const int64_t *off, con
 
 static int g_embedding_bwd_sgd(struct dev *d, dev_stream *s, const int64_t *off, const uint32_t *idx,
                                const float *dout, int B, int n_valid, int T, int D, float *table, float lr,
-                               int64_t *n_out, plumb_err *e)
+                               int64_t *n_out, const struct sgd_fused_out *out, plumb_err *e)
 {
     NEED(off && idx && dout && table && n_out, "%s: embedding_bwd_sgd: NULL argument", d->label);
+    NEED(!(out && out->prev && !out->rows), "%s: embedding_bwd_sgd: prev without rows", d->label);
     NEED(B > 0 && T > 0 && D > 0 && n_valid >= 0 && n_valid <= B,
          "%s: embedding_bwd_sgd: bad shape B=%d n_valid=%d T=%d D=%d", d->label, B, n_valid, T, D);
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_EMB_BWD);
-    return tr_embedding_bwd_sgd(d, gpu_stream(d, s), off, idx, dout, B, n_valid, T, D, table, lr, n_out, e);
+    return tr_embedding_bwd_sgd(d, gpu_stream(d, s), off, idx, dout, B, n_valid, T, D, table, lr, n_out, out, e);
 }
 
 static int g_sparse_coalesce(struct dev *d, dev_stream *s, const int64_t *rows_in, const float *vals_in, size_t n,
@@ -903,6 +904,31 @@ static int g_sgd_gated(struct dev *d, dev_stream *s, float *w, const float *g, s
     return PLUMB_OK;
 }
 
+__global__ void k_sparse_put_dn(float *table, const int64_t *rows, const float *vals, const int64_t *rows_n,
+                                size_t n_max, int D, const int *when)
+{
+    if (when && !*when) return;
+    size_t tot = dn_rows(rows_n, n_max) * (size_t)D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        size_t u = i / (size_t)D, k = i % (size_t)D;
+        table[(size_t)rows[u] * D + k] = vals[i];
+    }
+}
+
+static int g_sparse_put_dn(struct dev *d, dev_stream *s, float *table, const int64_t *rows, const float *vals,
+                           const int64_t *rows_n, size_t n_max, int D, const int *when, plumb_err *e)
+{
+    NEED(((table && rows && vals) || n_max == 0) && rows_n, "%s: sparse_put_dn: NULL argument", d->label);
+    NEED(D > 0, "%s: sparse_put_dn: D=%d (expected > 0)", d->label, D);
+    if (!n_max) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_SGD_SPARSE);
+    k_sparse_put_dn<<<gpu_grid(n_max * (size_t)D, TPB), TPB, 0, gpu_stream(d, s)->s>>>(table, rows, vals, rows_n,
+                                                                                        n_max, D, when);
+    GPU_CHECK_LAUNCH(d, "k_sparse_put_dn", e);
+    return PLUMB_OK;
+}
+
 #if !defined(__HIP_DEVICE_COMPILE__)
 const struct train_ops gpu_train_ops = {
     g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
@@ -926,5 +952,7 @@ const struct train_ops gpu_train_ops = {
     g_sumsq_dn, g_scale_check_dn, g_sgd_sparse_dn, g_sgd_gated,
     /* vision ops with 16-bit mirrors: train_conv.cu, train_vision.cu */
     g_conv2d_fwd16, g_conv2d_bwd_data16, g_conv2d_bwd_filter16, g_bn_apply16, g_bn_bwd_data16, g_bn_bwd_reduce,
+    /* the fused sparse SGD's undo */
+    g_sparse_put_dn,
 };
 #endif

@@ -379,7 +379,7 @@ __device__ static inline float chunk_chain(const float *part, int D, unsigned s0
 __global__ void k_seg_sum_ordered(const uint32_t *va, const uint32_t *vb, const unsigned long long *meta, int npass,
                                   const unsigned *start, const unsigned *total, const float *vals, int D, float *out,
                                   size_t maxu, const float *part, unsigned CH, const int64_t *rows, float *table,
-                                  float lr)
+                                  float lr, float *sums, float *prev, int *found)
 {
     const uint32_t *perm = sorted_in_b(meta, npass) ? vb : va;
     const unsigned U = *total;
@@ -395,7 +395,16 @@ __global__ void k_seg_sum_ordered(const uint32_t *va, const uint32_t *vb, const 
                 acc = chunk_chain(part, D, s0, s1, CH, k);
             else
                 acc = group_chain(perm, vals, D, s0, s1, k);
-            dst[k] = table ? fmaf(-lr, acc, dst[k]) : acc;
+            if (!table) {
+                dst[k] = acc;
+                continue;
+            }
+            /* fused: what the step's checks need (train_ops.h sgd_fused_out), then the update */
+            const float old = dst[k];
+            if (prev) prev[u * D + k] = old;
+            if (sums) sums[u * D + k] = acc;
+            if (found && !isfinite(acc)) *found = 1;
+            dst[k] = fmaf(-lr, acc, old);
         }
     }
 }
@@ -417,7 +426,8 @@ static int cub_sort(struct dev *d, struct dev_stream *st, void *tmp, size_t *tmp
  * given, applied to it as sparse SGD with lr (vals_out unused). */
 static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, const float *vals, int64_t *rows_out,
                         float *vals_out, int64_t *n_out, int from_emb, const int64_t *off, const uint32_t *idx, int T,
-                        const int64_t *rows_in, float *table, float lr, plumb_err *e)
+                        const int64_t *rows_in, float *table, float lr, const struct sgd_fused_out *fo,
+                        plumb_err *e)
 {
     if (n == 0) {
         GPU_CHECK(d, cudaMemsetAsync(n_out, 0, sizeof(int64_t), st->s), e);
@@ -450,8 +460,9 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     const unsigned CH = TRAIN_SPARSE_CHUNK;
     const size_t nw = (n + CH - 1) / CH;
     size_t o_part = (o_seg + n * 4 + 15) / 16 * 16;
+    const int own_rows = table && !(fo && fo->rows); /* fused: the rows in the workspace unless the caller keeps them */
     size_t o_rows = (o_part + (fast ? 2 * nw * (size_t)D * 4 : 0) + 15) / 16 * 16;
-    size_t o_tmp = (o_rows + (table ? n * 8 : 0) + 255) / 256 * 256;
+    size_t o_tmp = (o_rows + (own_rows ? n * 8 : 0) + 255) / 256 * 256;
     size_t total_b = o_tmp + sort_tmp;
     void *ws;
     int rc = tws_get(d, 0, total_b, &ws, e);
@@ -465,7 +476,8 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
     unsigned *total = (unsigned *)(meta + 1);
     unsigned *seg_of = (unsigned *)(w + o_seg);
     float *part = fast ? (float *)(w + o_part) : NULL;
-    if (table) rows_out = (int64_t *)(w + o_rows);
+    if (own_rows) rows_out = (int64_t *)(w + o_rows);
+    else if (table) rows_out = fo->rows;
 
     unsigned g = gpu_grid(n, TPB);
     tprof_scope psort(st, TP_SORT);
@@ -531,7 +543,8 @@ static int coalesce_run(struct dev *d, struct dev_stream *st, size_t n, int D, c
         }
         size_t blocks = (n + gpb - 1) / gpb;
         k_seg_sum_ordered<<<(unsigned)(blocks < 65536 * 8 ? blocks : 65536 * 8), TPB, 0, st->s>>>(
-            va, vb, smeta, npass, start, total, vals, D, vals_out, n, part, CH, rows_out, table, lr);
+            va, vb, smeta, npass, start, total, vals, D, vals_out, n, part, CH, rows_out, table, lr,
+            table && fo ? fo->sums : NULL, table && fo ? fo->prev : NULL, table && fo ? fo->found_inf : NULL);
         GPU_CHECK_LAUNCH(d, "k_seg_sum_ordered", e);
     }
     return PLUMB_OK;
@@ -543,16 +556,16 @@ int tr_embedding_bwd(struct dev *d, struct dev_stream *st, const int64_t *off, c
 {
     (void)B;
     size_t n = (size_t)n_valid * T;
-    return coalesce_run(d, st, n, D, dout, rows_out, grads_out, n_out, 1, off, idx, T, NULL, NULL, 0.0f, e);
+    return coalesce_run(d, st, n, D, dout, rows_out, grads_out, n_out, 1, off, idx, T, NULL, NULL, 0.0f, NULL, e);
 }
 
 int tr_embedding_bwd_sgd(struct dev *d, struct dev_stream *st, const int64_t *off, const uint32_t *idx,
                          const float *dout, int B, int n_valid, int T, int D, float *table, float lr, int64_t *n_out,
-                         plumb_err *e)
+                         const struct sgd_fused_out *out, plumb_err *e)
 {
     (void)B;
     size_t n = (size_t)n_valid * T;
-    return coalesce_run(d, st, n, D, dout, NULL, NULL, n_out, 1, off, idx, T, NULL, table, lr, e);
+    return coalesce_run(d, st, n, D, dout, NULL, NULL, n_out, 1, off, idx, T, NULL, table, lr, out, e);
 }
 
 /* per-block first position of a negative row (-1: none) */
@@ -599,5 +612,6 @@ int tr_sparse_coalesce(struct dev *d, struct dev_stream *st, const int64_t *rows
             return gpu_err(e, PLUMB_EUSAGE, "sparse row %lld at position %lld is negative", (long long)v, first);
         }
     }
-    return coalesce_run(d, st, n, D, vals_in, rows_out, vals_out, n_out, 0, NULL, NULL, 0, rows_in, NULL, 0.0f, e);
+    return coalesce_run(d, st, n, D, vals_in, rows_out, vals_out, n_out, 0, NULL, NULL, 0, rows_in, NULL, 0.0f, NULL,
+                        e);
 }

@@ -184,10 +184,14 @@ struct model_ops {
      * host floats; no gradient is touched. */
     int (*predict)(struct model *m, const struct batch *b, float *out, plumb_err *e);
     /* Optional (NULL: none): the sparse rows' plain SGD fused into the next
-     * backward, which then leaves the sparse list empty; bit-identical to
-     * forward_backward + sgd_sparse on the list. PLUMB_EUNSUPPORTED when the
-     * device cannot. */
-    int (*fuse_sparse_sgd)(struct model *m, float lr, plumb_err *e);
+     * backward; bit-identical to forward_backward + sgd_sparse on the list.
+     * The backward then leaves the sparse list empty, unless keep (the list
+     * of rows and sums as unfused, for a norm) or prev (device [sparse cap,
+     * D]: the touched rows' values before the update in list order, for an
+     * exact undo of a skipped step; the rows stay in the list). found_inf
+     * (device int, may be NULL) is set to 1 when a sum is inf or NaN.
+     * PLUMB_EUNSUPPORTED when the device cannot. */
+    int (*fuse_sparse_sgd)(struct model *m, float lr, int keep, float *prev, int *found_inf, plumb_err *e);
     /* Optional: a forward-only pass to the loss on a device batch (timing). */
     int (*forward)(struct model *m, const struct batch *b, plumb_err *e);
     /* Optional (NULL: 0): 1 when the model with this spec couples the samples

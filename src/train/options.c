@@ -69,9 +69,10 @@ const struct train_option train_options[] = {
     {"--graph", TOPT_CHOICE, F(graph), "on",
      "CUDA/HIP graph of the queued step, captured once per batch buffer and shape and replayed (off: launched op by "
      "op; the cpu has none)", "on|off", NULL},
-    {"--fuse-sparse-sgd", TOPT_CHOICE, F(fuse_sparse_sgd), "no",
-     "auto: the sparse rows' SGD inside the embedding backward where nothing must see their gradient first (1 rank, "
-     "plain SGD, no dynamic loss scale, clipping or metrics norm); a non-finite sparse gradient is then applied, not caught",
+    {"--fuse-sparse-sgd", TOPT_CHOICE, F(fuse_sparse_sgd), "auto",
+     "auto: the sparse rows' SGD inside the embedding backward where nothing must change their gradient first (fast "
+     "numerics, 1 rank, plain SGD, no dynamic loss scale or clipping); same bits as no: a non-finite step is put back "
+     "and the metrics norm still sees the rows",
      "no|auto", NULL},
     {"--threads", TOPT_INT, F(threads), "0", "cpu threads per rank (0 = cores / ranks on this host)", "0..4096", "N"},
     {"--out", TOPT_STR, F(out), NULL, "run folder (metrics.jsonl, results.json); default runs/<UTC>-<host>-<id>", NULL, "DIR"},

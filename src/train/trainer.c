@@ -164,6 +164,7 @@ struct trainer {
     int g_engine_err;         /* fold_shard failed in the engine (not the model) */
     int whole;                /* the model couples a batch's samples (model_ops.whole_batch) */
     int fuse;                 /* the sparse SGD runs inside the backward (--fuse-sparse-sgd) */
+    int fused_step;           /* this step's backward applied it (the touched rows' old values in d_sg_in) */
     float *buf_snap;          /* the model's buffers at the start of a step (device) */
     /* metrics */
     FILE *metrics;
@@ -198,6 +199,7 @@ struct trainer {
     } sg[GRAPHS];
     unsigned sg_clock;
     long graphed, captures;
+    long fused_total;         /* steps whose backward applied the sparse SGD */
 };
 
 /* ------------------------------------------------------------------ utils */
@@ -613,13 +615,16 @@ static int setup_comm(struct trainer *t, plumb_err *e)
         if ((rc = comm_open_device(t->c, t->d, use_nccl ? "nccl" : "host", to, &t->dc, e)))
             return err_wrap(e, "--comm %s", kind);
     }
-    /* --fuse-sparse-sgd auto: only where nothing must see the sparse
+    /* --fuse-sparse-sgd auto: only where nothing must change the sparse
      * gradient before it is applied (one rank, nothing exchanged, plain SGD,
-     * no dynamic loss scale to check, no clipping; the norm for
-     * metrics.jsonl also needs it, checked per step) */
+     * no dynamic loss scale to multiply by, no clipping). The decisions keep
+     * their semantics: the fused backward flags a non-finite sum (d_found),
+     * leaves the list for the metrics norm when it is wanted, and saves the
+     * touched rows' old values (in d_sg_in) so a skipped step is put back
+     * bit for bit (fused_undo). */
     t->fuse = cfg->fuse_sparse_sgd && !strcmp(cfg->fuse_sparse_sgd, "auto") && fast && !t->exch &&
               t->world == 1 && !strcmp(cfg->optimizer, "sgd") && !(cfg->momentum > 0) && !t->sc.enabled &&
-              !(cfg->clip_grad_norm > 0) && t->mo->fuse_sparse_sgd && t->D > 0;
+              !(cfg->clip_grad_norm > 0) && t->mo->fuse_sparse_sgd && t->to->sparse_put_dn && t->D > 0;
     if ((rc = setup_queue(t, e))) return rc;
     if (t->exch) {
         /* dense buckets: layers in backward order merged up to PLUMB_NCCL_BUCKET_MB (default 25; 0 = one bucket) */
@@ -1124,6 +1129,36 @@ static int grad_ready(void *ctx, int k, size_t off, size_t len, dev_stream *s, p
     return k < t->n_layers && t->close_at[k] >= 0 ? launch_upto(t, t->close_at[k], s, e) : PLUMB_OK;
 }
 
+/* Asks the model to fuse this step's sparse SGD into its backward (t->fuse):
+ * the touched rows' old values go to d_sg_in, a non-finite sum sets
+ * d_found, and the list stays for the norm when it is wanted. *fused = 1
+ * when the backward will apply it. */
+static int fuse_ask(struct trainer *t, const struct step_info *si, int *fused, plumb_err *me)
+{
+    *fused = 0;
+    t->fused_step = 0;
+    if (!t->fuse) return PLUMB_OK;
+    int rc = t->mo->fuse_sparse_sgd(t->m, (float)si->lr, want_norm(t), t->d_sg_in, t->d_found, me);
+    if (rc == PLUMB_EUNSUPPORTED) {
+        t->fuse = 0;
+        memset(me, 0, sizeof *me);
+        return PLUMB_OK;
+    }
+    if (!rc) *fused = t->fused_step = 1, t->fused_total++;
+    return rc;
+}
+
+/* A fused step that is skipped: the touched rows get their old values back
+ * (the table then holds the bits an unfused skipped step leaves). rows_n is
+ * the list's device count; when is a device flag (NULL: now). */
+static int fused_undo(struct trainer *t, const int64_t *rows, const int64_t *rows_n, const int *when, plumb_err *e)
+{
+    if (!t->fused_step || !t->sparse_cap) return PLUMB_OK;
+    int rc = t->to->sparse_put_dn(t->d, NULL, t->mo->params(t->m) + t->L->n_dense, rows, t->d_sg_in, rows_n,
+                                  (size_t)t->sparse_cap, t->D, when, e);
+    return rc ? err_wrap(e, "undo of the fused sparse SGD") : PLUMB_OK;
+}
+
 /* Forward + backward of the step's local batch (whole), or of its samples
  * [off, off+cnt) (OOM split), from the device feed or the host batch. */
 static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off, long cnt, float gscale,
@@ -1217,14 +1252,11 @@ static int fast_queue(struct trainer *t, struct host_batch *b, struct step_info 
     if (rc) return rc;
     struct step_ctx sc = {.ctx = t, .comm = &t->mcomm};
     plumb_err me = {0};
-    int mrc = PLUMB_OK, fused = 0;
-    if (t->fuse && !want_norm(t)) {
-        mrc = t->mo->fuse_sparse_sgd(t->m, (float)si->lr, &me);
-        if (mrc == PLUMB_EUNSUPPORTED) t->fuse = 0, mrc = PLUMB_OK, memset(&me, 0, sizeof me);
-        else if (!mrc) fused = 1;
-    }
+    int fused = 0;
+    int mrc = fuse_ask(t, si, &fused, &me);
     if (!mrc) mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &sc, NULL, &me);
     si->compute_s = timer_now() - t0;
+    if (mrc) t->fused_step = 0; /* a failed backward ends before the fused update (its last op) runs */
     if (mrc == PLUMB_ENOMEM) {
         si->flags[SF_OOM] = 1;
         return PLUMB_OK;
@@ -1234,14 +1266,17 @@ static int fast_queue(struct trainer *t, struct host_batch *b, struct step_info 
         return PLUMB_OK;
     }
     t->mo->sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
-    /* fused: the sparse rows are applied already, no list is left */
+    /* fused: the sparse rows are applied already (the optimizer has no list
+     * to apply) and the backward checked their sums; the list stays for the norm */
     size_t nmax = fused ? 0 : cap;
     t->s_rows = t->l_rows, t->s_grads = t->l_grads, t->s_n = nmax;
     rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
     if (!rc && nmax) rc = t->to->scale_check_dn(d, NULL, t->l_grads, t->q_rows_n, D, nmax, inv, t->d_found, e);
+    /* a non-finite step (the gate below skips the dense update) leaves the table as it was */
+    if (!rc && fused) rc = fused_undo(t, t->l_rows, t->q_rows_n, t->d_found, e);
     if (!rc && want_norm(t)) {
         rc = t->to->sumsq(d, NULL, grads, t->n_dense, t->d_sumsq, e);
-        if (!rc && nmax) rc = t->to->sumsq_dn(d, NULL, t->l_grads, t->q_rows_n, D, nmax, t->d_sumsq, e);
+        if (!rc && cap) rc = t->to->sumsq_dn(d, NULL, t->l_grads, t->q_rows_n, D, cap, t->d_sumsq, e);
         t->have_ss = 1;
     }
     si->queued = t->have_ss ? 2 : 1; /* 2: the norm is in the status block */
@@ -1437,13 +1472,11 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         struct model_loss l;
         plumb_err me = {0};
         struct step_ctx sc = {.ctx = t, .grad_ready = t->exch ? grad_ready : NULL, .comm = &t->mcomm};
-        int mrc = PLUMB_OK;
-        if (t->fuse && !want_norm(t)) {
-            /* the sparse rows' SGD inside the backward (--fuse-sparse-sgd) */
-            mrc = t->mo->fuse_sparse_sgd(t->m, (float)si->lr, &me);
-            if (mrc == PLUMB_EUNSUPPORTED) t->fuse = 0, mrc = PLUMB_OK, memset(&me, 0, sizeof me);
-        }
+        int fused = 0;
+        /* the sparse rows' SGD inside the backward (--fuse-sparse-sgd) */
+        int mrc = fuse_ask(t, si, &fused, &me);
         if (!mrc) mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &sc, &l, &me);
+        if (mrc) t->fused_step = 0; /* a failed backward ends before the fused update (its last op) runs */
         if (mrc == PLUMB_ENOMEM) {
             si->flags[SF_OOM] = 1;
         } else if (mrc) {
@@ -1455,9 +1488,10 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
             t->mo->sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
             ok = 1;
             if (!t->exch) {
-                /* unscale + inf check of the local gradients, on the device */
+                /* unscale + inf check of the local gradients, on the device
+                 * (fused: the backward checked the sparse sums) */
                 rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
-                if (!rc) rc = t->to->scale_check(d, NULL, t->l_grads, t->l_n * D, inv, t->d_found, e);
+                if (!rc && !fused) rc = t->to->scale_check(d, NULL, t->l_grads, t->l_n * D, inv, t->d_found, e);
             }
         }
     } else if (!rc && !skip && b->n > 0) {
@@ -1507,6 +1541,8 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
             if (rc) return rc;
             t->have_ss = 1;
         }
+        /* fused: the list was for the norm; the optimizer has none to apply */
+        if (t->fused_step) t->s_n = 0;
         struct scratch_host sh;
         if ((rc = read_scratch(t, &sh, e))) return rc;
         t->ss = sh.sumsq;
@@ -1526,6 +1562,7 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
     double gscale = si->scale / (double)b->st.global_valid;
     *loss_fix = 0;
     *count = 0;
+    t->fused_step = 0;
     double t0 = timer_now();
     int skip = 0;
     if (t->oom_inject_left > 0) {
@@ -1897,6 +1934,8 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     if (si->queued) {
         /* the host's part waits for settle_one; the update is gated on the device */
         if (!si->graphed && !si->flags[SF_NONFINITE] && (rc = queue_apply(t, si, e))) return rc;
+        /* flagged on the host (an injected fault): the fused rows put back too */
+        if (si->flags[SF_NONFINITE] && (rc = fused_undo(t, t->l_rows, t->q_rows_n, NULL, e))) return rc;
         if ((rc = queue_finish(t, si, b->st.step, e))) return rc;
         t->step = b->st.step + 1;
         return PLUMB_OK;
@@ -1910,6 +1949,11 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     /* the scaler (all ranks decide the same: the flags are global) */
     int applied = scaler_update(&t->sc, si->flags[SF_NONFINITE] > 0);
     si->skipped = !applied;
+    if (si->skipped && t->fused_step) {
+        /* the fused rows put back (their count into the status block's slot for the op) */
+        int64_t n = (int64_t)t->l_n;
+        if ((rc = to_dev(t, t->d_n, &n, sizeof n, e)) || (rc = fused_undo(t, t->l_rows, t->d_n, NULL, e))) return rc;
+    }
     /* GradScaler's recovery: an overflow at a scale above 1 backs the scale
      * off; only a non-finite step at a scale that no longer amplifies the
      * gradients (<= 1, or no dynamic scaling) counts toward --max-bad-steps */
@@ -2169,6 +2213,12 @@ const struct model_ops *trainer_model(struct trainer *t, struct model **m)
 {
     *m = t->m;
     return t->mo;
+}
+
+void trainer_step_kinds(const struct trainer *t, long *fused, long *graphed)
+{
+    if (fused) *fused = t->fused_total;
+    if (graphed) *graphed = t->graphed;
 }
 
 struct dev *trainer_dev(struct trainer *t) { return t->d; }
@@ -2556,6 +2606,9 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     res->samples_per_s = step_total > 0 ? samples_total / step_total : 0;
     res->data_wait_frac = step_total > 0 ? wait_total / step_total : 0;
     res->wall_s = timer_now() - t_start;
+    res->fused_steps = t->fused_total;
+    snprintf(res->sparse_sgd, sizeof res->sparse_sgd, "%s", t->D <= 0 ? "none" : t->fused_total ? "fused" : "list");
+    res->graphed_steps = t->graphed;
     trainer_close(t);
     return rc;
 }

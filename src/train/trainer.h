@@ -152,6 +152,9 @@ struct train_result {
     double reached_value;
     double eval_s;             /* seconds spent in the evals during training */
     double setup_s;            /* trainer_open and the data's open, before the first step */
+    long fused_steps;          /* steps whose sparse SGD ran inside the backward (--fuse-sparse-sgd) */
+    char sparse_sgd[8];        /* "fused" (some steps were), "list" (applied from the row list), "none" (no sparse rows) */
+    long graphed_steps;        /* steps replayed as a device graph (--graph) */
 };
 
 /* Status word flags, all-reduced each step (step 2 above). */
@@ -190,6 +193,8 @@ struct trainer_steps_time {
 int trainer_steps(struct trainer *t, long start, long warm, long n, struct trainer_steps_time *tm, plumb_err *e);
 const struct model_ops *trainer_model(struct trainer *t, struct model **m);
 struct dev *trainer_dev(struct trainer *t);
+/* Steps so far whose sparse SGD ran inside the backward, and steps replayed as a graph. */
+void trainer_step_kinds(const struct trainer *t, long *fused, long *graphed);
 int trainer_digest(struct trainer *t, char hex[65], plumb_err *e);
 
 /* The value of metric `name` in m, NaN when absent. */

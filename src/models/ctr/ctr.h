@@ -193,14 +193,19 @@ void ctr_sparse_grads(struct ctr_model *m, int64_t **rows, float **grads, size_t
 
 /* Fused sparse SGD for the next forward_backward only (train_ops
  * embedding_bwd_sgd): its backward applies table[row] = fmaf(-lr, g, table[row])
- * with each touched row's summed gradient g as it forms it, and leaves the
- * sparse list empty (ctr_sparse_grads n = 0), so a following optimizer step
- * (train/optim.h) with SGD updates only the dense parameters. The result is
- * bit-identical to forward_backward + SGD(lr) on the full lists. Only for
- * plain SGD where nothing must see the sparse gradient first (one rank, no
- * loss-scale check, clipping or norm over it). PLUMB_EUNSUPPORTED when the
- * backend has no fused op. */
-int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e);
+ * with each touched row's summed gradient g as it forms it, so a following
+ * optimizer step (train/optim.h) with SGD updates only the dense parameters.
+ * The result is bit-identical to forward_backward + SGD(lr) on the full
+ * lists. Only for plain SGD where nothing must change the sparse gradient
+ * before it is applied (one rank, no loss-scale multiply, no clipping).
+ * keep = 0 and prev NULL: the sparse list is left empty (ctr_sparse_grads
+ * n = 0). keep = 1: the list (rows, sums) is left as an unfused backward
+ * leaves it, for a norm over it. prev (device [max batch * 26 rows, D], or
+ * NULL): each touched row's values before the update, in list order (the
+ * rows are then left in the list), so a skipped step can be put back
+ * (train_ops sparse_put_dn). found_inf (device int, or NULL): set to 1 when
+ * a sum is inf or NaN. PLUMB_EUNSUPPORTED when the backend has no fused op. */
+int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, int keep, float *prev, int *found_inf, plumb_err *e);
 /* on = 1: ctr_forward_backward* queue their work and return without
  * synchronising (loss must be NULL): the loss {sum, count} stays at
  * *loss_dev (device double [2]) and the sparse list's length at *rows_n

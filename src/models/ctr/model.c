@@ -51,6 +51,9 @@ struct ctr_model {
     uint16_t *act16_b[CTR_MAX_LAYERS + 1], *act16_t[CTR_MAX_LAYERS + 1], *g16[2], *w16;
     int has16;
     float fused_lr;   /* >= 0: the next backward applies sparse SGD (ctr_fuse_sparse_sgd) */
+    int fused_keep;   /* ... and leaves the list (rows, sums) as an unfused backward does */
+    float *fused_prev; /* ... and the touched rows' values before the update [MB*26, D] (not owned) */
+    int *fused_found; /* ... and sets this device flag when a sum is non-finite (not owned) */
     int deferred;     /* ctr_defer: the loss and the row count stay on the device */
     ctr_grad_ready_fn ready;  /* backward hook (ctr_set_grad_ready_hook), or NULL */
     void *ready_ctx;
@@ -707,10 +710,14 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     /* sparse gradient: the list (rows, rgrads), or applied to the table at once */
     const float flr = m->fused_lr;
     m->fused_lr = -1.0f;
-    if (!rc && flr >= 0.0f)
+    /* fused and a list asked for (the keep or prev of ctr_fuse_sparse_sgd): the rows always */
+    const int list = flr >= 0.0f && (m->fused_keep || m->fused_prev);
+    if (!rc && flr >= 0.0f) {
+        const struct sgd_fused_out fo = {list ? m->rows : NULL, m->fused_keep ? m->rgrads : NULL, m->fused_prev,
+                                         m->fused_found};
         rc = T->embedding_bwd_sgd(d, NULL, m->d_off, m->in_idx, m->demb, B, n_valid, CTR_N_TABLES, D,
-                                  m->params + m->n_dense, flr, m->d_nrows, e);
-    else if (!rc)
+                                  m->params + m->n_dense, flr, m->d_nrows, &fo, e);
+    } else if (!rc)
         rc = T->embedding_bwd(d, NULL, m->d_off, m->in_idx, m->demb, B, n_valid, CTR_N_TABLES, D, m->rows,
                               m->rgrads, m->d_nrows, e);
     int64_t nr = 0;
@@ -720,7 +727,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
         m->nrows = 0;
         return PLUMB_OK;
     }
-    if (!rc && flr >= 0.0f && !loss) {
+    if (!rc && flr >= 0.0f && !loss && !list) {
         /* fused and no loss asked for: nothing the host needs, so no
          * synchronisation here (the row count stays on the device) */
         m->nrows = 0;
@@ -729,7 +736,7 @@ static int backward_after_forward(struct ctr_model *m, int B, int n_valid, float
     if (!rc) rc = dev_download(d, &nr, m->d_nrows, sizeof nr, e);
     if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
     if (rc) return rc;
-    m->nrows = flr >= 0.0f ? 0 : (size_t)nr; /* fused: the table is updated, no list left */
+    m->nrows = flr >= 0.0f && !list ? 0 : (size_t)nr; /* fused: the table is updated, no list left unless asked */
     if (loss) {
         loss->sum = sc[0];
         loss->count = (int64_t)sc[1];
@@ -764,12 +771,15 @@ int ctr_predict(struct ctr_model *m, const struct ctr_batch *b, float *scores, f
 
 /* ---------------- the fused sparse SGD ---------------- */
 
-int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, plumb_err *e)
+int ctr_fuse_sparse_sgd(struct ctr_model *m, float lr, int keep, float *prev, int *found_inf, plumb_err *e)
 {
     if (!m->T->embedding_bwd_sgd)
         return err_set(e, PLUMB_EUNSUPPORTED, "%s has no fused sparse SGD", m->d->label);
     if (!(lr >= 0.0f) || !isfinite(lr)) return err_set(e, PLUMB_EUSAGE, "ctr fused sparse SGD: lr %g", (double)lr);
     m->fused_lr = lr;
+    m->fused_keep = keep != 0;
+    m->fused_prev = prev;
+    m->fused_found = found_inf;
     return PLUMB_OK;
 }
 

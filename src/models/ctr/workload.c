@@ -125,7 +125,10 @@ static int m_predict(struct model *w, const struct batch *b, float *out, plumb_e
     return ctr_predict(w->m, &hb, NULL, out, NULL, e);
 }
 
-static int m_fuse_sparse_sgd(struct model *w, float lr, plumb_err *e) { return ctr_fuse_sparse_sgd(w->m, lr, e); }
+static int m_fuse_sparse_sgd(struct model *w, float lr, int keep, float *prev, int *found_inf, plumb_err *e)
+{
+    return ctr_fuse_sparse_sgd(w->m, lr, keep, prev, found_inf, e);
+}
 
 static int m_defer(struct model *w, int on, const double **loss_dev, const int64_t **rows_n, plumb_err *e)
 {
