@@ -4,9 +4,9 @@
 #   gpt     plumb bench gpt, gpt2-124m B=16 T=1024 bf16, with torch.compile
 #           (bench/gpt_pytorch.py) in the same run;
 #   r18     plumb bench resnet, resnet18 CIFAR bf16/512, with torch.compile;
+#   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile;
 #   r152    plumb bench resnet, resnet152 at 224, fp32 and bf16, batch 64
-#           (the source documents' single-GPU table shape);
-#   r50     plumb bench resnet, resnet50 at 224, bf16/256 (no PyTorch).
+#           (the source documents' single-GPU table shape).
 # Figures for BENCHMARKS.md's gpt and resnet sections. At most
 # HEADLINE_BUDGET_S seconds (default 200), every step under `timeout`.
 set -u
@@ -41,8 +41,8 @@ step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precisio
   --vs-pytorch --torch-modes compile --json "$D/gpt.json"
 step r18 100 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
   --leak-steps 0 --vs-pytorch --torch-modes compile --torch-timeout 80 --json "$D/r18.json"
-step r152 45 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 10 --warmup 3 \
+step r50 170 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 10 --warmup 3 \
+  --leak-steps 0 --vs-pytorch --torch-modes compile --torch-timeout 150 --json "$D/r50.json"
+step r152 60 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 10 --warmup 3 \
   --leak-steps 0 --json "$D/r152.json"
-step r50 30 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 10 --warmup 3 \
-  --leak-steps 0 --json "$D/r50.json"
 log "gpu-headline: $((SECONDS - T0)) s of $BUDGET"

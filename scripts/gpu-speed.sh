@@ -19,6 +19,8 @@
 #   auc      plumb bench ctr --to-auc 0.74 --vs-pytorch (the teacher of its data seed: AUC 0.779): time to AUC, plumb's trainer
 #            against PyTorch's own loop (bench/ctr_to_auc_pytorch.py, DataLoader with
 #            pinned memory), batch 2048, SGD lr 0.1, warm-up 100, eval every 250 steps
+#   unfused  bf16/32768 with --fuse-sparse-sgd no (the default fuses): speed and digest
+#   loader   bench ctr bf16/32768 five times: the loader/device ratio of each
 #   tsv      a 10 M-line Criteo TSV generated on the host (plumb data synth-criteo in 16
 #            shards), trained from the file in page cache and from its binary cache
 #            (plumb data cache) at bf16/32768, against the synthetic figure
@@ -81,6 +83,10 @@ for cfg in bf16:32768:800 fp32:2048:3000; do
     log "  run folder: $(cd "$O/train-$pr-$bs-$g" 2>/dev/null && find . -type f | tr '\n' ' '); steady ${SPS[$pr-$bs-$g]:-none}"
   done
 done
+# the sparse SGD from the row list (--fuse-sparse-sgd no) against the default fused backward
+step train-bf16-32768-unfused 60 $P train ctr $K --precision bf16 --batch 32768 --steps 800 --fuse-sparse-sgd no \
+  --out "$O/train-bf16-32768-unfused"
+SPS[bf16-32768-unfused]=$(steady "$O/train-bf16-32768-unfused")
 step train-fp32-2048-sync 60 env PLUMB_TRAIN_QUEUE=0 $P train ctr $K --precision fp32 --batch 2048 --steps 3000 \
   --out "$O/train-fp32-2048-sync"
 SPS[fp32-2048-sync]=$(steady "$O/train-fp32-2048-sync")
@@ -90,6 +96,12 @@ step torch-bf16 150 $P bench ctr --device cuda --workdir $W --threads $TH --prec
   --warmup 20 --leak-steps 0 --vs-pytorch --torch-modes compile --json "$O/torch-bf16.json"
 step torch-fp32 60 $P bench ctr --device cuda --workdir $W --threads $TH --precision fp32 --batch 2048 --steps 200 \
   --warmup 20 --leak-steps 0 --vs-pytorch --torch-modes eager --json "$O/torch-fp32.json"
+
+# the loader column against the device column, five runs (goal: within 5% in each)
+for i in 1 2 3 4 5; do
+  step loader-$i 40 $P bench ctr --device cuda --workdir $W --threads $TH --precision bf16 --batch 32768 --steps 200 \
+    --warmup 20 --leak-steps 0 --json "$O/loader-$i.json"
+done
 
 # time to AUC
 step to-auc 90 $P bench ctr --device cuda --workdir $W --no-throughput --pool 4194304 --auc-eval 131072 \
@@ -138,6 +150,11 @@ tc=$(tj torch-bf16 '.results[0].torch_compile_samples_per_s'); te=$(tj torch-fp3
 echo "torch.compile bf16/32768: ${tc:-?} samples/s; plumb train graph on / compile = $(ratio "${SPS[bf16-32768-on]:-0}" "${tc:-0}") (goal 3)"
 echo "torch eager fp32/2048:    ${te:-?} samples/s; plumb train graph on / eager = $(ratio "${SPS[fp32-2048-on]:-0}" "${te:-0}") (goal 4)"
 echo "bench ctr (the trainer's step on device batches): bf16/32768 $(tj torch-bf16 '.results[0].samples_per_s'), fp32/2048 $(tj torch-fp32 '.results[0].samples_per_s') samples/s; loader/device $(tj torch-bf16 '.results[0].loader_over_device')"
+printf 'train bf16-32768 --fuse-sparse-sgd no (graph on) %12.0f samples/s; fused/unfused %s; digest = fused: %s\n' \
+  "${SPS[bf16-32768-unfused]:-0}" "$(ratio "${SPS[bf16-32768-on]:-0}" "${SPS[bf16-32768-unfused]:-0}")" \
+  "$(a=$(dg "$O/train-bf16-32768-graph-on.out"); b=$(dg "$O/train-bf16-32768-unfused.out"); [ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
+echo "fused steps (results.json): $(jq -r '.train.fused_steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null) of $(jq -r '.train.steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null); graphed $(jq -r '.train.graphed_steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null)"
+echo "loader/device, five runs of bench ctr bf16/32768: $(for i in 1 2 3 4 5; do tj loader-$i '.results[0].loader_over_device'; done | tr '\n' ' ')"
 echo "to AUC $(tj to-auc .to_auc.target) (teacher $(tj to-auc .to_auc.teacher_auc)), batch $(tj to-auc .to_auc.batch), lr $(tj to-auc .to_auc.lr):"
 echo "  plumb   reached $(tj to-auc .to_auc.plumb.reached) at step $(tj to-auc .to_auc.plumb.steps) in $(tj to-auc .to_auc.plumb.reached_s) s (evals $(tj to-auc .to_auc.plumb.eval_s) s)"
 echo "  pytorch reached $(tj to-auc '.to_auc.pytorch[0].reached') at step $(tj to-auc '.to_auc.pytorch[0].steps') in $(tj to-auc '.to_auc.pytorch[0].reached_s') s; plumb $(tj to-auc '.to_auc.pytorch[0].plumb_speedup')x faster (goal 3)"
