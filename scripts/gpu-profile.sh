@@ -35,13 +35,31 @@ step() { # step NAME TIMEOUT_S AFTER_S CMD...: CMD under kprof (AFTER_S: KPROF_A
 . "$here/scripts/gpu-libs.sh"
 export PLUMB_BACKEND_PATH=$here/build
 P=build/plumb
+# PROFILE_PARTS: which of gpt r18 r50 ctr to run (default: gpt r18 r50)
+PARTS=" ${PROFILE_PARTS:-gpt r18 r50} "
+part() { case "$PARTS" in *" $1 "*) return 0;; esac; return 1; }
+if part ctr; then
+  # the ctr step: plumb train (metrics.jsonl every step, with the norm) against plumb bench ctr
+  # (the same queued step, no metrics) at bf16/32768; kprof's total GPU time over the steps
+  # against the wall time says whether the device or the host sets the pace
+  step ctr_train 40 6 $P train ctr --preset dlrm-kaggle --device cuda --train-samples 4194304 --eval-samples 65536 \
+    --health-interval 0 --precision bf16 --batch 32768 --steps 6000 --out "$D/ctr-train"
+  step ctr_bench 40 6 $P bench ctr --device cuda --workdir /tmp/gpu-prof --precision bf16 --batch 32768 --steps 6000 \
+    --warmup 20 --leak-steps 0
+fi
+if part gpt; then
 step gpt_plumb 40 0 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 20 --warmup 3
 step gpt_torch 50 0 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch 16 --device cuda --precision bf16 \
   --mode eager --steps 40 --warmup 3
+fi
+if part r18; then
 step r18_plumb 30 3 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 150 \
   --warmup 3 --leak-steps 0
 step r18_torch 40 3 python3 bench/resnet_torch.py --model resnet18 --batch 512 --precision bf16 --modes eager \
   --steps 150 --warmup 3
+fi
+if part r50; then
 step r50_plumb 30 3 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 40 \
   --warmup 2 --leak-steps 0
+fi
 log "gpu-profile: $((SECONDS - T0)) s of $BUDGET"
