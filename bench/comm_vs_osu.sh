@@ -39,6 +39,15 @@ plumb() { # one plumb comm run: the out-of-place time column of the row of BYTES
   awk -v r="$1" -v t="$t" -v b="$BYTES" 'BEGIN {printf "%-6s %-8s %12.1f %10.4f\n", r, "plumb", t, b / (t * 1e3)}'
 }
 # odd rounds OSU first, even rounds plumb first
+rows=$(mktemp); trap 'rm -f "$rows"' EXIT
 for r in $(seq 1 "$REPEATS"); do
   if [ $((r % 2)) = 1 ]; then osu "$r"; plumb "$r"; else plumb "$r"; osu "$r"; fi
-done
+done | tee "$rows"
+# the medians of the rounds, and their ratio (algbw plumb / osu)
+median() { awk -v t="$1" '$2 == t {print $3}' "$rows" | sort -g |
+  awk '{v[NR] = $1} END {if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
+mo=$(median osu); mp=$(median plumb)
+awk -v o="$mo" -v p="$mp" -v b="$BYTES" -v n="$REPEATS" 'BEGIN {
+  r = o / p
+  printf "medians of %d rounds: osu %.1f us (%.4f GB/s), plumb %.1f us (%.4f GB/s); plumb/osu algbw %.3f: %s\n",
+    n, o, b / (o * 1e3), p, b / (p * 1e3), r, (r >= 0.95 && r <= 1.05) ? "within 5%" : "NOT within 5%" }'

@@ -647,17 +647,12 @@ static int g_adamw_sparse(struct dev *d, dev_stream *s, float *table, float *m, 
 
 /* ---------------- gradient utilities ---------------- */
 
-#define SUMSQ_BLK 1024
-/* one thread per 1024-element block: double sum in ascending i (both modes) */
+#include "gpu/train_sumsq.cuh"
 __global__ void k_sumsq_blocks(const float *x, size_t n, size_t bl0, size_t nbl, double *part)
 {
-    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (j >= nbl) return;
-    size_t i0 = (bl0 + j) * SUMSQ_BLK, i1 = i0 + SUMSQ_BLK < n ? i0 + SUMSQ_BLK : n;
-    double acc = 0.0;
-    for (size_t i = i0; i < i1; i++) acc += (double)x[i] * (double)x[i];
-    part[j] = acc;
+    sumsq_group(x, n, bl0, nbl, part);
 }
+static unsigned sumsq_grid(size_t nbl) { return (unsigned)((nbl + SQ_GROUP - 1) / SQ_GROUP); }
 /* tot + part[0] + part[1] + ... + part[k-1], added left to right by thread 0
  * of the block (the sequential definition: the same bits as one thread's
  * loop over global memory). The other threads only stage the next tile of
@@ -709,7 +704,7 @@ static int g_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, doubl
     if (rc) return rc;
     for (size_t b0 = 0; b0 < nb; b0 += round) {
         size_t k = nb - b0 < round ? nb - b0 : round;
-        k_sumsq_blocks<<<(unsigned)((k + TPB - 1) / TPB), TPB, 0, st->s>>>(x, n, b0, k, (double *)ws);
+        k_sumsq_blocks<<<sumsq_grid(k), SQ_TPB, 0, st->s>>>(x, n, b0, k, (double *)ws);
         GPU_CHECK_LAUNCH(d, "k_sumsq_blocks", e);
         k_sumsq_total<<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, k, out);
         GPU_CHECK_LAUNCH(d, "k_sumsq_total", e);
@@ -791,13 +786,7 @@ __device__ static inline size_t dn_rows(const int64_t *rows_n, size_t n_max)
 __global__ void k_sumsq_blocks_dn(const float *x, const int64_t *rows_n, size_t per, size_t n_max, size_t bl0,
                                   size_t nbl, double *part)
 {
-    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (j >= nbl) return;
-    size_t n = dn_rows(rows_n, n_max) * per;
-    size_t i0 = (bl0 + j) * SUMSQ_BLK, i1 = i0 + SUMSQ_BLK < n ? i0 + SUMSQ_BLK : n;
-    double acc = 0.0;
-    for (size_t i = i0; i < i1; i++) acc += (double)x[i] * (double)x[i];
-    part[j] = acc;
+    sumsq_group(x, dn_rows(rows_n, n_max) * per, bl0, nbl, part);
 }
 /* the blocks of [bl0, bl0 + nbl) that hold elements, ascending: sumsq's order */
 __global__ void k_sumsq_total_dn(const double *part, const int64_t *rows_n, size_t per, size_t n_max, size_t bl0,
@@ -825,7 +814,7 @@ static int g_sumsq_dn(struct dev *d, dev_stream *s, const float *x, const int64_
     if (rc) return rc;
     for (size_t b0 = 0; b0 < nb; b0 += round) {
         size_t k = nb - b0 < round ? nb - b0 : round;
-        k_sumsq_blocks_dn<<<(unsigned)((k + TPB - 1) / TPB), TPB, 0, st->s>>>(x, rows_n, per, n_max, b0, k,
+        k_sumsq_blocks_dn<<<sumsq_grid(k), SQ_TPB, 0, st->s>>>(x, rows_n, per, n_max, b0, k,
                                                                             (double *)ws);
         GPU_CHECK_LAUNCH(d, "k_sumsq_blocks_dn", e);
         k_sumsq_total_dn<<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, rows_n, per, n_max, b0, k, out);

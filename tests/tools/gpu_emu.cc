@@ -88,6 +88,7 @@ static inline float plumb_block_max(float v, float *scratch)
 }
 
 #include "gpu/train_gpt_kern.cuh"
+#include "gpu/train_sumsq.cuh"
 
 // ---- launching: one block at a time, its threads as pthreads ----
 
@@ -330,8 +331,48 @@ static void gelu()
     check("gelu gradient", g.data(), gg.data(), 4001, 1e-4);
 }
 
+// sumsq's per-block sums (gpu/train_sumsq.cuh) against the definition of
+// src/dev/train_ops.h, bit for bit: n not a multiple of the block, fewer
+// elements than one block, a group of 32 blocks cut short, a window
+// [bl0, bl0 + nbl) that starts inside the array
+static void sumsq(size_t n, size_t bl0, size_t nbl)
+{
+    std::vector<float> x(n);
+    uint32_t st = 12345u + (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        st = st * 1664525u + 1013904223u;
+        x[i] = ((float)(st >> 8) / 16777216.0f - 0.5f) * (i % 7 == 0 ? 1e3f : 1e-2f);
+    }
+    std::vector<double> got(nbl, -1.0), want(nbl, 0.0);
+    const float *xp = x.data();
+    double *gp = got.data();
+    launch(dim3((unsigned)((nbl + SQ_GROUP - 1) / SQ_GROUP)), dim3(SQ_TPB), [&] { sumsq_group(xp, n, bl0, nbl, gp); });
+    size_t bad = 0;
+    for (size_t j = 0; j < nbl; j++) {
+        double acc = 0.0;
+        for (size_t i = (bl0 + j) * SUMSQ_BLK; i < (bl0 + j + 1) * SUMSQ_BLK && i < n; i++) acc += (double)x[i] * (double)x[i];
+        want[j] = acc;
+        if (memcmp(&got[j], &want[j], sizeof acc)) bad++;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "sumsq blocks n %zu [%zu, +%zu): the definition's bits", n, bl0, nbl);
+    if (!bad) {
+        printf("ok   %s\n", what);
+        g_pass++;
+    } else {
+        printf("FAIL %s: %zu of %zu blocks differ\n", what, bad, nbl);
+        g_fail++;
+    }
+}
+
 int main()
 {
+    sumsq(100, 0, 1);
+    sumsq(70001, 0, 69);
+    sumsq(40 * 1024 + 3, 5, 36);
+    sumsq(33 * 1024, 0, 33);
+    sumsq(3000, 0, 4); // a block past the end of x sums nothing
+
     attention(2, 100, 2, 64); // 32 x 32 tiles, a partial last tile
     attention(1, 37, 2, 96);  // 16 x 16 tiles
     attention(1, 1, 1, 64);   // one position
