@@ -130,7 +130,8 @@ int inject_parse(const char *spec, plumb_err *e)
     return 0;
 }
 
-int inject_take(enum inject_kind kind, long step, int rank)
+/* The entries that match (kind, step, rank) and have not fired; mark: fire them. */
+static int inject_match(enum inject_kind kind, long step, int rank, int mark)
 {
     if (!g_n) return 0;
     int fire = 0;
@@ -140,12 +141,16 @@ int inject_take(enum inject_kind kind, long step, int rank)
         if (en->fired || en->kind != kind) continue;
         if (en->step >= 0 && en->step != step) continue;
         if (en->rank >= 0 && en->rank != rank) continue;
-        en->fired = 1;
+        if (mark) en->fired = 1;
         fire += en->count;
     }
     pthread_mutex_unlock(&g_mu);
     return fire;
 }
+
+int inject_take(enum inject_kind kind, long step, int rank) { return inject_match(kind, step, rank, 1); }
+
+int inject_pending(enum inject_kind kind, long step, int rank) { return inject_match(kind, step, rank, 0); }
 
 int inject_active(void)
 {

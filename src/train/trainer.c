@@ -196,6 +196,7 @@ struct trainer {
         uint64_t key[MODEL_MAX_FIELDS + 5];
         dev_graph *g;       /* NULL: seen once (the next step with this key captures) */
         unsigned used;      /* LRU clock */
+        int fused;          /* captured with the sparse SGD inside the backward */
     } sg[GRAPHS];
     unsigned sg_clock;
     long graphed, captures;
@@ -1396,6 +1397,9 @@ static void graph_key(const struct trainer *t, const struct host_batch *b, const
 static int queue_local(struct trainer *t, struct host_batch *b, struct step_info *si, plumb_err *e)
 {
     if (!t->graph_on || !t->use_feed) return fast_queue(t, b, si, e);
+    /* a step with an injected non-finite gradient runs op by op: a graph
+     * holds the update, which the host's flag must be able to withhold */
+    if (inject_pending(INJECT_NAN, b->st.step, t->rank)) return fast_queue(t, b, si, e);
     struct dev *d = t->d;
     uint64_t key[MODEL_MAX_FIELDS + 5];
     graph_key(t, b, si, key);
@@ -1436,10 +1440,13 @@ static int queue_local(struct trainer *t, struct host_batch *b, struct step_info
             return fast_queue(t, b, si, e);
         }
         t->captures++;
+        g->fused = t->fused_step;
     } else {
         /* the host state a capture leaves (the sparse list's pointers) is the same every replay */
         si->queued = want_norm(t) ? 2 : 1;
         t->have_ss = want_norm(t);
+        t->fused_step = g->fused;
+        if (g->fused) t->fused_total++;
     }
     double t0 = timer_now();
     int rc = d->be->graph_launch(d, g->g, NULL, e);
