@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The fused sparse SGD's exact semantics on the GPU host (from the folder
 # scripts/gpu-prep.sh fills; the suite runs before it): plumb train ctr on
-# cuda with injected non-finite steps (skipped: the fused rows put back, the
-# graphed step run op by op), the fused backward (default) against
-# --fuse-sparse-sgd no, graph on against off: every digest must be equal,
-# and results.json counts the fused and graphed steps. Writes $OUT/fused/.
+# cuda with injected non-finite steps (skipped: the fused rows put back), the
+# fused backward (default) against --fuse-sparse-sgd no, and --graph off
+# (--inject turns graphs off in any case: graphed_steps 0): every digest must
+# be equal, and results.json counts the fused steps. Writes $OUT/fused/.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"

@@ -130,8 +130,7 @@ int inject_parse(const char *spec, plumb_err *e)
     return 0;
 }
 
-/* The entries that match (kind, step, rank) and have not fired; mark: fire them. */
-static int inject_match(enum inject_kind kind, long step, int rank, int mark)
+int inject_take(enum inject_kind kind, long step, int rank)
 {
     if (!g_n) return 0;
     int fire = 0;
@@ -141,16 +140,12 @@ static int inject_match(enum inject_kind kind, long step, int rank, int mark)
         if (en->fired || en->kind != kind) continue;
         if (en->step >= 0 && en->step != step) continue;
         if (en->rank >= 0 && en->rank != rank) continue;
-        if (mark) en->fired = 1;
+        en->fired = 1;
         fire += en->count;
     }
     pthread_mutex_unlock(&g_mu);
     return fire;
 }
-
-int inject_take(enum inject_kind kind, long step, int rank) { return inject_match(kind, step, rank, 1); }
-
-int inject_pending(enum inject_kind kind, long step, int rank) { return inject_match(kind, step, rank, 0); }
 
 int inject_active(void)
 {

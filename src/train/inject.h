@@ -21,8 +21,6 @@ int inject_parse(const char *spec, plumb_err *e); /* NULL or "" clears */
 /* Returns the number of times to fire (0 = not now) for kind at step on rank,
  * and consumes it. */
 int inject_take(enum inject_kind kind, long step, int rank);
-/* Whether inject_take would fire for (kind, step, rank) now; marks nothing. */
-int inject_pending(enum inject_kind kind, long step, int rank);
 int inject_active(void);
 
 #endif

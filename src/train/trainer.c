@@ -1397,9 +1397,6 @@ static void graph_key(const struct trainer *t, const struct host_batch *b, const
 static int queue_local(struct trainer *t, struct host_batch *b, struct step_info *si, plumb_err *e)
 {
     if (!t->graph_on || !t->use_feed) return fast_queue(t, b, si, e);
-    /* a step with an injected non-finite gradient runs op by op: a graph
-     * holds the update, which the host's flag must be able to withhold */
-    if (inject_pending(INJECT_NAN, b->st.step, t->rank)) return fast_queue(t, b, si, e);
     struct dev *d = t->d;
     uint64_t key[MODEL_MAX_FIELDS + 5];
     graph_key(t, b, si, key);
@@ -1941,7 +1938,8 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     if (si->queued) {
         /* the host's part waits for settle_one; the update is gated on the device */
         if (!si->graphed && !si->flags[SF_NONFINITE] && (rc = queue_apply(t, si, e))) return rc;
-        /* flagged on the host (an injected fault): the fused rows put back too */
+        /* flagged on the host (an injected fault; --inject turns graphs off, so
+         * the update is still to apply): the fused rows put back too */
         if (si->flags[SF_NONFINITE] && (rc = fused_undo(t, t->l_rows, t->q_rows_n, NULL, e))) return rc;
         if ((rc = queue_finish(t, si, b->st.step, e))) return rc;
         t->step = b->st.step + 1;
