@@ -11,8 +11,12 @@ check_json() { # NAME FILE
 import json, math, sys
 j = json.load(open(sys.argv[1]))
 r = j["results"][0]
-for k in ("samples_per_s", "step_ms", "loader_samples_per_s", "loader_step_ms", "forward_ms", "comm_ms"):
+for k in ("samples_per_s", "step_ms", "loader_samples_per_s", "loader_step_ms", "forward_ms", "backward_ms",
+          "optimizer_ms", "comm_ms"):
     assert isinstance(r[k], (int, float)) and math.isfinite(r[k]), (k, r[k])
+# the split's parts are device times to a synchronisation, not enqueue times
+# (a queued step's host time once made backward = enqueue - forward < 0)
+assert r["forward_ms"] > 0 and r["backward_ms"] > 0, (r["forward_ms"], r["backward_ms"])
 assert r["samples_per_s"] > 0 and r["loader_samples_per_s"] > 0 and r["peak_allocated_bytes"] > 0, r
 assert r["leak_steps"] == 4 and r["leak"] is False, r
 assert j["golden"]["equal"] is True and len(j["golden"]["digest_cpu"]) == 64, j["golden"]
