@@ -6,15 +6,7 @@
 # (--inject turns graphs off in any case: graphed_steps 0): every digest must
 # be equal, and results.json counts the fused steps. Writes $OUT/fused/.
 set -u
-here=$(cd "$(dirname "$0")/.." && pwd)
-cd "$here"
-OUT=${OUT:-$here/gpu-out}
-D=$OUT/fused
-mkdir -p "$D"
-export NCCL_NVLS_ENABLE=0
-. "$here/scripts/gpu-libs.sh"
-export PLUMB_BACKEND_PATH=$here/build
-P=build/plumb
+. "$(dirname "$0")/gpu-topic.sh" fused
 K="--preset dlrm-kaggle --device cuda --train-samples 1048576 --eval-samples 65536 --health-interval 0 --param-digest --optimizer sgd"
 dg() { awk '/^param_digest/{print $2}' "$1" 2>/dev/null; }
 fails=0
