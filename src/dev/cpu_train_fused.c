@@ -15,7 +15,6 @@
 #include "dev/cpu_train.h"
 #include "dev/dev.h"
 #include <omp.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,13 +122,8 @@ int cpu_embedding_bwd_sgd(struct dev *d, dev_stream *s, const int64_t *off, cons
     int rc = P->embedding_bwd(d, s, off, idx, dout, B, n_valid, T, D, rows, grads, n_out, e);
     if (rc) return rc;
     const size_t U = (size_t)*n_out;
-    if (out && out->found_inf) {
-        for (size_t i = 0; i < U * (size_t)D; i++)
-            if (!isfinite(grads[i])) {
-                *out->found_inf = 1;
-                break;
-            }
-    }
+    /* the check of scale_check (times 1: every value, subnormals too, is unchanged) */
+    if (out && out->found_inf && (rc = P->scale_check(d, s, grads, U * (size_t)D, 1.0f, out->found_inf, e))) return rc;
     if (out && out->prev)
         for (size_t u = 0; u < U; u++)
             memcpy(out->prev + u * (size_t)D, table + (size_t)rows[u] * D, (size_t)D * sizeof(float));

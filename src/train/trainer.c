@@ -1130,25 +1130,6 @@ static int grad_ready(void *ctx, int k, size_t off, size_t len, dev_stream *s, p
     return k < t->n_layers && t->close_at[k] >= 0 ? launch_upto(t, t->close_at[k], s, e) : PLUMB_OK;
 }
 
-/* Asks the model to fuse this step's sparse SGD into its backward (t->fuse):
- * the touched rows' old values go to d_sg_in, a non-finite sum sets
- * d_found, and the list stays for the norm when it is wanted. *fused = 1
- * when the backward will apply it. */
-static int fuse_ask(struct trainer *t, const struct step_info *si, int *fused, plumb_err *me)
-{
-    *fused = 0;
-    t->fused_step = 0;
-    if (!t->fuse) return PLUMB_OK;
-    int rc = t->mo->fuse_sparse_sgd(t->m, (float)si->lr, want_norm(t), t->d_sg_in, t->d_found, me);
-    if (rc == PLUMB_EUNSUPPORTED) {
-        t->fuse = 0;
-        memset(me, 0, sizeof *me);
-        return PLUMB_OK;
-    }
-    if (!rc) *fused = t->fused_step = 1, t->fused_total++;
-    return rc;
-}
-
 /* A fused step that is skipped: the touched rows get their old values back
  * (the table then holds the bits an unfused skipped step leaves). rows_n is
  * the list's device count; when is a device flag (NULL: now). */
@@ -1233,6 +1214,32 @@ static int split_accumulate(struct trainer *t, struct host_batch *b, struct step
     return rc;
 }
 
+/* Forward + backward of the step's whole local batch, with the step's
+ * sparse SGD fused into the backward where t->fuse: the touched rows' old
+ * values go to d_sg_in, a non-finite sum sets d_found, and the list stays
+ * for the norm when it is wanted. t->fused_step = 1 when the backward
+ * applied it (a failed backward ends before the fused update, its last op). */
+static int fwd_bwd_fused(struct trainer *t, struct host_batch *b, const struct step_info *si, float gscale,
+                         const struct step_ctx *sc, struct model_loss *l, plumb_err *me)
+{
+    t->fused_step = 0;
+    int rc = PLUMB_OK;
+    if (t->fuse) {
+        rc = t->mo->fuse_sparse_sgd(t->m, (float)si->lr, want_norm(t), t->d_sg_in, t->d_found, me);
+        if (rc == PLUMB_EUNSUPPORTED) {
+            t->fuse = 0;
+            memset(me, 0, sizeof *me);
+            rc = PLUMB_OK;
+        } else if (!rc) {
+            t->fused_step = 1;
+        }
+    }
+    if (!rc) rc = fwd_bwd(t, b, 1, 0, 0, gscale, sc, l, me);
+    if (rc) t->fused_step = 0;
+    else if (t->fused_step) t->fused_total++;
+    return rc;
+}
+
 /* Phase 1 of a queued step: forward/backward with the loss and the row
  * count left on the device, the found-inf check and the norm queued behind
  * it; nothing read back. */
@@ -1253,11 +1260,9 @@ static int fast_queue(struct trainer *t, struct host_batch *b, struct step_info 
     if (rc) return rc;
     struct step_ctx sc = {.ctx = t, .comm = &t->mcomm};
     plumb_err me = {0};
-    int fused = 0;
-    int mrc = fuse_ask(t, si, &fused, &me);
-    if (!mrc) mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &sc, NULL, &me);
+    int mrc = fwd_bwd_fused(t, b, si, (float)gscale, &sc, NULL, &me);
     si->compute_s = timer_now() - t0;
-    if (mrc) t->fused_step = 0; /* a failed backward ends before the fused update (its last op) runs */
+    const int fused = t->fused_step;
     if (mrc == PLUMB_ENOMEM) {
         si->flags[SF_OOM] = 1;
         return PLUMB_OK;
@@ -1476,11 +1481,8 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         struct model_loss l;
         plumb_err me = {0};
         struct step_ctx sc = {.ctx = t, .grad_ready = t->exch ? grad_ready : NULL, .comm = &t->mcomm};
-        int fused = 0;
         /* the sparse rows' SGD inside the backward (--fuse-sparse-sgd) */
-        int mrc = fuse_ask(t, si, &fused, &me);
-        if (!mrc) mrc = fwd_bwd(t, b, 1, 0, 0, (float)gscale, &sc, &l, &me);
-        if (mrc) t->fused_step = 0; /* a failed backward ends before the fused update (its last op) runs */
+        int mrc = fwd_bwd_fused(t, b, si, (float)gscale, &sc, &l, &me);
         if (mrc == PLUMB_ENOMEM) {
             si->flags[SF_OOM] = 1;
         } else if (mrc) {
@@ -1495,7 +1497,8 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
                 /* unscale + inf check of the local gradients, on the device
                  * (fused: the backward checked the sparse sums) */
                 rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
-                if (!rc && !fused) rc = t->to->scale_check(d, NULL, t->l_grads, t->l_n * D, inv, t->d_found, e);
+                if (!rc && !t->fused_step)
+                    rc = t->to->scale_check(d, NULL, t->l_grads, t->l_n * D, inv, t->d_found, e);
             }
         }
     } else if (!rc && !skip && b->n > 0) {
