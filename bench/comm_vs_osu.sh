@@ -51,3 +51,21 @@ awk -v o="$mo" -v p="$mp" -v b="$BYTES" -v n="$REPEATS" 'BEGIN {
   r = o / p
   printf "medians of %d rounds: osu %.1f us (%.4f GB/s), plumb %.1f us (%.4f GB/s); plumb/osu algbw %.3f: %s\n",
     n, o, b / (o * 1e3), p, b / (p * 1e3), r, (r >= 0.95 && r <= 1.05) ? "within 5%" : "NOT within 5%" }'
+# the paired figure: each round's osu/plumb time ratio (the two ran back to
+# back), their geometric mean and its 95% confidence interval (Student t on
+# the log ratios); the runs' spread is per process, so only many rounds
+# narrow it
+awk '$2 == "osu" {o[$1] = $3} $2 == "plumb" {p[$1] = $3}
+  END {
+    n = 0
+    for (r in o) if (r in p) { x[++n] = log(o[r] / p[r]) }
+    if (n < 2) { print "paired: fewer than 2 rounds"; exit }
+    for (i = 1; i <= n; i++) m += x[i]; m /= n
+    for (i = 1; i <= n; i++) v += (x[i] - m) ^ 2; sd = sqrt(v / (n - 1))
+    split("12.71 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", tq, " ")
+    df = n - 1; t = df <= 30 ? tq[df] : (df <= 60 ? 2.00 : 1.98)
+    h = t * sd / sqrt(n)
+    lo = exp(m - h); hi = exp(m + h)
+    printf "paired over %d rounds: plumb/osu algbw %.3f, 95%% CI [%.3f, %.3f]: %s\n", n, exp(m), lo, hi,
+      (lo >= 0.95 && hi <= 1.05) ? "within 5%" : (hi < 0.95 || lo > 1.05) ? "NOT within 5%" : "undecided at this many rounds"
+  }' "$rows"
