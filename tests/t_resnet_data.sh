@@ -21,6 +21,15 @@ bad=$(od -An -tu1 -w3073 -v "$D/test_batch.bin" | awk '$1 > 9' | wc -l)
 "$PLUMB" data synth-cifar --out "$TMP/c3" --train 50 --test 12 --data-seed 10 >/dev/null 2>&1
 cmp -s "$D/data_batch_3.bin" "$TMP/c2/data_batch_3.bin" && ! cmp -s "$D/data_batch_3.bin" "$TMP/c3/data_batch_3.bin" \
   && ok "a pure function of the data seed" || fail "seed" "same seed differs or another seed matches"
+# the directory trains as DIR and as cifar:DIR, to the same parameters
+G="--numerics golden --steps 2 --batch 8 --train-samples 40 --eval-samples 10 --eval-batch 10 --quiet --param-digest --health-interval 0 --threads 1"
+"$PLUMB" train resnet --preset resnet-tiny $G --data "$D" --out "$TMP/r1" >"$TMP/r1.out" 2>&1; r1=$?
+"$PLUMB" train resnet --preset resnet-tiny $G --data "cifar:$D" --out "$TMP/r2" >"$TMP/r2.out" 2>&1; r2=$?
+d1=$(awk '/^param_digest/{print $2}' "$TMP/r1.out"); d2=$(awk '/^param_digest/{print $2}' "$TMP/r2.out")
+[ $r1 = 0 ] && [ $r2 = 0 ] && [ -n "$d1" ] && [ "$d1" = "$d2" ] && ok "--data DIR and --data cifar:DIR train alike ($d1)" \
+  || fail "cifar:DIR" "rc $r1/$r2 digests '$d1' '$d2': $(tail -2 "$TMP/r2.out")"
+expect_exit "--data cifar:MISSING: exit 2" 2 "$PLUMB" train resnet --preset resnet-tiny --data "cifar:$TMP/none" --steps 1 --out "$TMP/r3"
+grep -q "$TMP/none: not a directory" "$TMP/err" && ok "names the directory" || fail "cifar:MISSING message" "$(cat "$TMP/err")"
 expect_exit "synth-cifar without --out: exit 2" 2 "$PLUMB" data synth-cifar --train 10
 grep -q "\-\-out DIR is required" "$TMP/err" && ok "names --out" || fail "--out message" "$(cat "$TMP/err")"
 expect_exit "synth-cifar --train 0: exit 2" 2 "$PLUMB" data synth-cifar --out "$TMP/c4" --train 0
