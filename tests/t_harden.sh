@@ -117,6 +117,31 @@ h1=$(cat "$TMP"/rr/checks/rng*/histograms.json 2>/dev/null | md5sum)
   && [ "$(jq '.checks | length' "$TMP/rr/results.json")" = 2 ] \
   && ok "a second command's checks never overwrite the first's artifacts (checks/rng-run2/)" \
   || fail "artifacts overwritten" "$(ls "$TMP/rr/checks")"
+# accept --quick twice into one folder: every artifact of the first kept byte for byte,
+# the second's under checks/KEY-run2/, both runs in results.json, each exit 0
+"$PLUMB" accept --quick --out "$TMP/aq" >/dev/null 2>&1; a1=$?
+(cd "$TMP/aq" && find checks -type f | sort | xargs md5sum) >"$TMP/aq1.sum" 2>/dev/null
+"$PLUMB" accept --quick --out "$TMP/aq" >/dev/null 2>&1; a2=$?
+(cd "$TMP/aq" && md5sum -c --quiet "$TMP/aq1.sum") >"$TMP/aqc" 2>&1; same=$?
+n1=$(wc -l <"$TMP/aq1.sum")
+n2=$(cd "$TMP/aq" && find checks -path '*-run2/*' -type f | wc -l)
+if [ $a1 = 0 ] && [ $a2 = 0 ] && [ $same = 0 ] && [ "$n1" -gt 0 ] && [ "$n2" = "$n1" ] \
+   && [ "$(jq -r '[.runs[].run] | join(",")' "$TMP/aq/results.json")" = "1,2" ]; then
+  ok "accept --quick twice into one folder: the first's $n1 artifacts unchanged, the second's under checks/*-run2/"
+else fail "accept --quick twice" "rc $a1/$a2, changed: $(head -c 200 "$TMP/aqc"), $n1 vs $n2 files: $(ls "$TMP/aq/checks")"; fi
+# an existing folder this user cannot write (root writes anywhere, so as nobody)
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+  AS_NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+  mkdir -p "$TMP/ro/old" "$TMP/rw"; chmod 755 "$TMP" "$TMP/ro" "$TMP/ro/old"; chmod 777 "$TMP/rw"
+  run "--out an existing folder this user cannot write: exit 2 naming --out" 2 "--out $TMP/ro/old: cannot write" \
+    $AS_NOBODY "$PLUMB" train ctr $Q --steps 2 --out "$TMP/ro/old"
+  run "--out a new folder in one this user cannot write: exit 2 naming --out" 2 "--out $TMP/ro/new: cannot create" \
+    $AS_NOBODY "$PLUMB" train ctr $Q --steps 2 --out "$TMP/ro/new"
+  run "--checkpoint-dir this user cannot write: exit 2 naming it" 2 "--checkpoint-dir $TMP/ro/old: not writable" \
+    $AS_NOBODY "$PLUMB" train ctr $Q --steps 2 --out "$TMP/rw/run" --checkpoint-dir "$TMP/ro/old"
+  [ -f "$TMP/rw/run/results.json" ] && jq -e '.checks[0].status == "fail" and .runs[0].verdict == "fail"' "$TMP/rw/run/results.json" >/dev/null \
+    && ok "... and results.json records the check and the run as fail" || fail "unwritable checkpoint dir results" "$(ls "$TMP/rw/run" 2>&1)"
+else skip "unwritable --out and --checkpoint-dir" "needs root and setpriv to run as another user"; fi
 mkdir -p "$TMP/other"; echo "keep me" >"$TMP/other/report.html"
 run "a non-empty folder that is not a run folder: exit 2" 2 "not a plumb run folder" "$PLUMB" train ctr $Q --steps 2 --out "$TMP/other"
 [ "$(cat "$TMP/other/report.html")" = "keep me" ] && [ ! -e "$TMP/other/results.json" ] && ok "... and its files are untouched" \

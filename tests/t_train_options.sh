@@ -41,6 +41,11 @@ grep -q -- "--steps N .*(default: ctr-tiny 1500, dlrm-kaggle 1000)" "$TMP/help" 
 "$PLUMB" train toy --help >"$TMP/thelp" 2>&1
 grep -q -- "--hidden N" "$TMP/thelp" && ! grep -q -- "--rows" "$TMP/thelp" && ok "toy --help lists its own options, not ctr's" \
   || fail "toy --help" "$(head -5 "$TMP/thelp")"
+# --data's help is the workload's own: what each one reads
+"$PLUMB" train resnet --help >"$TMP/rhelp" 2>&1; "$PLUMB" train gpt --help >"$TMP/ghelp" 2>&1
+grep -q -- "--data SRC .*cifar:DIR" "$TMP/rhelp" && grep -q -- "--data SRC .*text:FILE" "$TMP/ghelp" \
+  && grep -q -- "--data SRC .*Criteo TSV" "$TMP/help" && ok "--data's help names each workload's own sources" \
+  || fail "--data help" "$(grep -h -- '--data SRC' "$TMP/rhelp" "$TMP/ghelp" "$TMP/help")"
 # the preset default of an unset option is used; a given one wins; a value with = starting with -- is allowed
 "$PLUMB" train ctr --preset dlrm-kaggle --rows 50 --steps 1 --batch 64 --train-samples 500 --eval-samples 100 --quiet \
   --health-interval 0 --out "$TMP/k" >"$TMP/k.out" 2>&1

@@ -51,7 +51,8 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
         const struct train_option *o = train_option_at(wl, i);
         char def[512] = "";
         train_option_default_desc(wl, o, def, sizeof def);
-        size_t k = (size_t)snprintf(p->help[i], sizeof p->help[i], "%s", o->help);
+        const char *h = !strcmp(o->name, "--data") && wl->data_help ? wl->data_help : o->help;
+        size_t k = (size_t)snprintf(p->help[i], sizeof p->help[i], "%s", h);
         if (o->kind == TOPT_CHOICE) k += (size_t)snprintf(p->help[i] + k, sizeof p->help[i] - k, " [%s]", o->range);
         else if (o->range && (o->kind == TOPT_INT || o->kind == TOPT_NUM || o->kind == TOPT_U64))
             k += (size_t)snprintf(p->help[i] + k, sizeof p->help[i] - k, " [%s]", o->range);

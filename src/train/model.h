@@ -349,6 +349,8 @@ struct workload_accept {
 struct workload {
     const char *name;     /* the name plumb train takes */
     const char *summary;
+    const char *data_help;                /* what --data takes for this workload (help text); NULL: the
+                                             table's generic line */
     const struct train_preset *presets;   /* ends with {0}; the first is the default */
     const struct train_option *options;   /* the workload's own options (values in
                                              train_config.wl_opt[slot]), ends with {0} */

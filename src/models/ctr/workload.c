@@ -327,6 +327,7 @@ static const struct workload_accept ctr_accept = {
 const struct workload ctr_workload = {
     .name = "ctr",
     .summary = "DLRM click-through-rate model on Criteo-format data (or its synthetic teacher)",
+    .data_help = "'synthetic' (the teacher), a Criteo TSV file (plain or .gz), or a `plumb data cache` file",
     .presets = ctr_presets,
     .options = ctr_options,
     .floors = ctr_floors,

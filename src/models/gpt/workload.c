@@ -437,6 +437,8 @@ static const struct workload_accept gpt_accept = {
 const struct workload gpt_workload = {
     .name = "gpt",
     .summary = "GPT-2 language model on llm.c token files, a text file as bytes, or synthetic tokens",
+    .data_help = "'synthetic' (a Markov chain of tokens), llm.c token shards (a file or a glob, optionally tokens:GLOB), or "
+                 "text:FILE (the file's bytes, vocabulary 256)",
     .presets = gpt_presets,
     .options = gpt_options,
     .configure = configure,

@@ -552,6 +552,8 @@ const struct workload resnet_workload = {
     .name = "resnet",
     .summary = "ResNets (torchvision's) on CIFAR-10 binary data, synthetic CIFAR or synthetic 224x224, "
                "synchronised BatchNorm",
+    .data_help = "'synthetic' (class-conditional images at the preset's size), 'synthetic224', or a CIFAR-10 binary "
+                 "directory (DIR or cifar:DIR: data_batch_1..5.bin, test_batch.bin)",
     .presets = resnet_presets,
     .options = resnet_options,
     .configure = configure,

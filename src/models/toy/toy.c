@@ -544,6 +544,7 @@ static const struct workload_accept toy_accept = {
 const struct workload toy_workload = {
     .name = "toy",
     .summary = "two-layer MLP regressor on synthetic data (the model interface's second workload)",
+    .data_help = "'synthetic' (the toy has no file format)",
     .presets = toy_presets,
     .options = toy_options,
     .configure = configure,
