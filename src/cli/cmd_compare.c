@@ -86,8 +86,8 @@ int cmd_compare(int argc, char **argv)
     }
     int one_folder = npos == 1 && !metrics && dev_a && dev_b;
     if (!(npos == 2 || one_folder)) {
-        err_set(&e, PLUMB_EUSAGE, "expected two run folders A B (or one folder with --a DEV --b DEV), got %d arguments; "
-                "see 'plumb compare --help'", npos);
+        err_set(&e, PLUMB_EUSAGE, "expected two run folders A B (or one folder with --a DEV --b DEV), got %d argument%s; "
+                "see 'plumb compare --help'", npos, npos == 1 ? "" : "s");
         return cli_fail("compare", &e);
     }
     if (metrics && (dev_a || dev_b || attribute)) {

@@ -239,7 +239,7 @@ static int data_cache(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("data", &e);
     if (npos != 1) {
-        err_set(&e, PLUMB_EUSAGE, "cache: expected one FILE (got %d arguments)", npos);
+        err_set(&e, PLUMB_EUSAGE, "cache: expected one FILE (got %d argument%s)", npos, npos == 1 ? "" : "s");
         return cli_fail("data", &e);
     }
     char def[4200];

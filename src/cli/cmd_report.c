@@ -37,7 +37,7 @@ int cmd_report(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("report", &e);
     if (npos != 1) {
-        err_set(&e, PLUMB_EUSAGE, "expected one run folder (DIR), got %d arguments; see 'plumb report --help'", npos);
+        err_set(&e, PLUMB_EUSAGE, "expected one run folder (DIR), got %d argument%s; see 'plumb report --help'", npos, npos == 1 ? "" : "s");
         return cli_fail("report", &e);
     }
     /* a bad output path is the user's to fix (exit 2), found before rendering */
