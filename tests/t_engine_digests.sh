@@ -90,6 +90,13 @@ for r in q qf qn; do
   [ "$(steps "$TMP/${r}0")" = "$(steps "$TMP/${r}1")" ] && ok "$r: queued = synchronous metrics lines" \
     || fail "$r metrics" "$(diff <(steps "$TMP/${r}0") <(steps "$TMP/${r}1") | head -5)"
 done
+# the queued outcome read back by two copies (PLUMB_TRAIN_STATUS=copy) instead of
+# the device's one write (status_to_host): the same digest and metrics lines
+PLUMB_TRAIN_STATUS=copy "$PLUMB" train ctr $QU --inject nan@7,nan@8,nan@9 --max-bad-steps 2 --checkpoint-dir "$TMP/qckc" \
+  --checkpoint-every 4 --eval-every 5 --out "$TMP/qnc" >"$TMP/qnc.out" 2>&1
+a=$(dg "$TMP/qn1.out"); b=$(dg "$TMP/qnc.out")
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$(steps "$TMP/qn1")" = "$(steps "$TMP/qnc")" ] \
+  && ok "queued outcome by one write = by two copies (digest, metrics lines)" || fail "status copy" "write '$a' copies '$b'"
 # the sparse SGD fused into the embedding backward (--fuse-sparse-sgd auto):
 # the same digests and metrics lines (the gradient norm over the list the
 # fused backward keeps), queued and synchronous, also with non-finite steps

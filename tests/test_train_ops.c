@@ -827,6 +827,47 @@ TEST(train_ops_device_count_and_gate)
     dev_close(d);
 }
 
+/* The queued step's outcome to the host in one device-side write
+ * (train_ops.h status_to_host): into pinned memory from host_alloc, read
+ * after an event behind it as the trainer reads it, the same bytes as the
+ * two regions; its preconditions refused with a message. */
+TEST(train_ops_status_to_host)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    const struct train_ops *T = d->ops->train;
+    if (!T->status_to_host) {
+        dev_close(d);
+        TEST_SKIP("device %s has no status_to_host (the trainer copies twice)", test_device());
+    }
+    double loss[2] = {12345.678901234567, 32768.0};
+    unsigned char blk[24];
+    for (int i = 0; i < 24; i++) blk[i] = (unsigned char)(0xA5 ^ (i * 37));
+    double *pl = TO(d, loss, 2);
+    unsigned char *pb = TO(d, blk, 24);
+    unsigned char *host = NULL;
+    plumb_err e = {0};
+    REQUIRE(d->be->host_alloc(d, 64, (void **)&host, &e) == 0);
+    memset(host, 0x5A, 64);
+    dev_event *ev = NULL;
+    REQUIRE(d->be->event_create(d, &ev, &e) == 0);
+    REQUIRE(T->status_to_host(d, NULL, host, pl, sizeof loss, pb, sizeof blk, &e) == 0);
+    REQUIRE(d->be->event_record(d, ev, NULL, &e) == 0);
+    REQUIRE(d->be->event_sync(d, ev, &e) == 0);
+    CHECK_MSG(!memcmp(host, loss, sizeof loss), "the loss pair differs");
+    CHECK_MSG(!memcmp(host + sizeof loss, blk, sizeof blk), "the status block differs");
+    int tail = 1;
+    for (int i = (int)(sizeof loss + sizeof blk); i < 64; i++) tail &= host[i] == 0x5A;
+    CHECK_MSG(tail, "bytes past the two regions written");
+    /* an address off 8, a size not a multiple of 8, more than 256 bytes: refused, named */
+    CHECK(T->status_to_host(d, NULL, host + 4, pl, 16, pb, 24, &e) == PLUMB_EUSAGE && strstr(e.msg, "aligned"));
+    CHECK(T->status_to_host(d, NULL, host, pl, 12, pb, 24, &e) == PLUMB_EUSAGE && strstr(e.msg, "multiples of 8"));
+    CHECK(T->status_to_host(d, NULL, host, pl, 16, pb, 248, &e) == PLUMB_EUSAGE && strstr(e.msg, "at most 256"));
+    d->be->event_destroy(d, ev);
+    d->be->host_free(d, host);
+    dev_free(d, pl), dev_free(d, pb);
+    dev_close(d);
+}
+
 /* bf16 storage: outputs are exactly representable in bf16 and equal the
  * rounded fp32 results. */
 TEST(train_ops_bf16_outputs_are_rounded)

@@ -997,6 +997,23 @@ static int cpu_sparse_put_dn(struct dev *d, dev_stream *s, float *table, const i
     return PLUMB_OK;
 }
 
+/* The cpu's device memory is host memory: the two regions copied, with the
+ * GPU op's preconditions (train_ops.h), so the trainer's one-write path and
+ * its contract run on every cpu queued step too. */
+static int cpu_status_to_host(struct dev *d, dev_stream *s, void *host, const void *a, size_t na, const void *b,
+                              size_t nb, plumb_err *e)
+{
+    (void)d, (void)s;
+    NEED(host && (a || !na) && (b || !nb), "status_to_host: NULL argument");
+    NEED(na % 8 == 0 && nb % 8 == 0 && na + nb <= 256,
+         "status_to_host: %zu + %zu bytes (expected multiples of 8, at most 256 in all)", na, nb);
+    NEED((uintptr_t)host % 8 == 0 && (uintptr_t)a % 8 == 0 && (uintptr_t)b % 8 == 0,
+         "status_to_host: an address not 8-byte aligned");
+    if (na) memcpy(host, a, na);
+    if (nb) memcpy((char *)host + na, b, nb);
+    return PLUMB_OK;
+}
+
 static int cpu_sgd_gated(struct dev *d, dev_stream *s, float *w, const float *g, size_t n, float lr, float wd,
                          const int *skip, plumb_err *e)
 {
@@ -1074,4 +1091,5 @@ const struct train_ops cpu_train_ops = {
     .scale_check_dn = cpu_scale_check_dn,
     .sgd_sparse_dn = cpu_sgd_sparse_dn,
     .sgd_gated = cpu_sgd_gated,
+    .status_to_host = cpu_status_to_host,
 };

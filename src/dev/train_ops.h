@@ -769,6 +769,18 @@ struct train_ops {
     int (*sparse_put_dn)(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
                          const float *vals, const int64_t *rows_n, size_t n_max, int D,
                          const int *when, plumb_err *e);
+
+    /* ---------------- the queued step's outcome to the host (optional) ----------------
+     * host[0, na) = a[0, na) and host[na, na + nb) = b[0, nb): two small
+     * device regions (the loss pair, the status block) written into pinned
+     * host memory from the backend's host_alloc (device-addressable under
+     * unified addressing) by the device itself, in stream order like a
+     * copy: the host reads it after an event recorded behind it. One launch
+     * instead of two copy-engine transfers. host, a, b, na and nb are
+     * multiples of 8 and na + nb <= 256. NULL: the trainer makes two
+     * memcpy_async D2H. */
+    int (*status_to_host)(struct dev *d, dev_stream *s, void *host, const void *a, size_t na, const void *b,
+                          size_t nb, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

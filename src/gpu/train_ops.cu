@@ -918,6 +918,35 @@ static int g_sparse_put_dn(struct dev *d, dev_stream *s, float *table, const int
     return PLUMB_OK;
 }
 
+/* host [na + nb bytes as 8-byte words] <- a [na], b [nb]: one thread a
+ * word; the system fence makes the stores to host memory visible before
+ * the kernel counts as complete for an event behind it */
+__global__ void k_status_to_host(unsigned long long *host, const unsigned long long *a, int wa,
+                                 const unsigned long long *b, int wb)
+{
+    int i = threadIdx.x;
+    if (i < wa) host[i] = a[i];
+    else if (i < wa + wb) host[i] = b[i - wa];
+    __threadfence_system();
+}
+
+static int g_status_to_host(struct dev *d, dev_stream *s, void *host, const void *a, size_t na, const void *b,
+                            size_t nb, plumb_err *e)
+{
+    NEED(host && (a || !na) && (b || !nb), "%s: status_to_host: NULL argument", d->label);
+    NEED(na % 8 == 0 && nb % 8 == 0 && na + nb <= 256, "%s: status_to_host: %zu + %zu bytes (expected multiples of 8, "
+         "at most 256 in all)", d->label, na, nb);
+    NEED((uintptr_t)host % 8 == 0 && (uintptr_t)a % 8 == 0 && (uintptr_t)b % 8 == 0,
+         "%s: status_to_host: an address not 8-byte aligned", d->label);
+    if (!na && !nb) return PLUMB_OK;
+    ENTER();
+    const int wa = (int)(na / 8), wb = (int)(nb / 8);
+    k_status_to_host<<<1, 32 * ((wa + wb + 31) / 32), 0, gpu_stream(d, s)->s>>>(
+        (unsigned long long *)host, (const unsigned long long *)a, wa, (const unsigned long long *)b, wb);
+    GPU_CHECK_LAUNCH(d, "k_status_to_host", e);
+    return PLUMB_OK;
+}
+
 #if !defined(__HIP_DEVICE_COMPILE__)
 const struct train_ops gpu_train_ops = {
     g_linear_fwd,   g_linear_bwd,  g_relu_fwd, g_relu_bwd,     g_embedding_fwd, g_embedding_bwd, g_sparse_coalesce,
@@ -943,5 +972,7 @@ const struct train_ops gpu_train_ops = {
     g_conv2d_fwd16, g_conv2d_bwd_data16, g_conv2d_bwd_filter16, g_bn_apply16, g_bn_bwd_data16, g_bn_bwd_reduce,
     /* the fused sparse SGD's undo */
     g_sparse_put_dn,
+    /* the queued step's outcome to the host */
+    g_status_to_host,
 };
 #endif

@@ -186,6 +186,8 @@ struct trainer {
     const double *q_loss_dev; /* the model's device loss {sum, count} */
     const int64_t *q_rows_n;  /* the model's device sparse row count */
     struct step_out *h_out;   /* pinned [2]: what a queued step leaves for the host */
+    int status_write;         /* the outcome goes to h_out by the device's status_to_host, not two
+                                 copies (PLUMB_TRAIN_STATUS=copy: the copies) */
     dev_event *q_ev[2];       /* recorded after each slot's copy */
     struct queued q[2];       /* queued steps, oldest first */
     int n_q;
@@ -560,6 +562,13 @@ static int model_defer(struct trainer *t, int on, plumb_err *e)
     if (!t->mo->defer || t->deferred_on == on) return PLUMB_OK;
     int rc = t->mo->defer(t->m, on, &t->q_loss_dev, &t->q_rows_n, e);
     if (!rc) t->deferred_on = on;
+    if (!rc && on) {
+        /* the model's loss pair and the status block, 8-byte aligned, written in one launch */
+        const char *sv = getenv("PLUMB_TRAIN_STATUS");
+        t->status_write = t->to->status_to_host && !(sv && !strcmp(sv, "copy")) &&
+                          (uintptr_t)t->q_loss_dev % 8 == 0 && (uintptr_t)t->d_scratch % 8 == 0 &&
+                          offsetof(struct step_out, scratch) == sizeof(double[2]);
+    }
     return rc;
 }
 
@@ -1307,8 +1316,15 @@ static int queue_finish(struct trainer *t, const struct step_info *si, long step
     struct dev *d = t->d;
     int slot = (int)(t->q_seq & 1);
     struct step_out *o = &t->h_out[slot];
-    int rc = d->be->memcpy_async(d, NULL, o->loss, t->q_loss_dev, sizeof o->loss, MEMCPY_D2H, e);
-    if (!rc) rc = d->be->memcpy_async(d, NULL, o->scratch, t->d_scratch, SCR_BYTES, MEMCPY_D2H, e);
+    int rc;
+    /* one device-side write of both (the slot is contiguous: loss, then the
+     * block) where the device has it, else two copies; same bytes */
+    if (t->status_write)
+        rc = t->to->status_to_host(d, NULL, o, t->q_loss_dev, sizeof o->loss, t->d_scratch, SCR_BYTES, e);
+    else {
+        rc = d->be->memcpy_async(d, NULL, o->loss, t->q_loss_dev, sizeof o->loss, MEMCPY_D2H, e);
+        if (!rc) rc = d->be->memcpy_async(d, NULL, o->scratch, t->d_scratch, SCR_BYTES, MEMCPY_D2H, e);
+    }
     if (!rc) rc = d->be->event_record(d, t->q_ev[slot], NULL, e);
     if (rc) return rc;
     t->q[t->n_q].si = *si;
