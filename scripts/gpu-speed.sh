@@ -20,6 +20,8 @@
 #            against PyTorch's own loop (bench/ctr_to_auc_pytorch.py, DataLoader with
 #            pinned memory), batch 2048, SGD lr 0.1, warm-up 100, eval every 250 steps
 #   unfused  bf16/32768 with --fuse-sparse-sgd no (the default fuses): speed and digest
+#   copies   bf16/32768 with PLUMB_TRAIN_STATUS=copy (the outcome by two D2H copies, not
+#            status_to_host's one launch): speed and digest
 #   loader   bench ctr bf16/32768 five times: the loader/device ratio of each
 #   tsv      a 10 M-line Criteo TSV generated on the host (plumb data synth-criteo in 16
 #            shards), trained from the file in page cache and from its binary cache
@@ -87,6 +89,10 @@ done
 step train-bf16-32768-unfused 60 $P train ctr $K --precision bf16 --batch 32768 --steps 800 --fuse-sparse-sgd no \
   --out "$O/train-bf16-32768-unfused"
 SPS[bf16-32768-unfused]=$(steady "$O/train-bf16-32768-unfused")
+# the queued outcome by two copies against the one device write (the default)
+step train-bf16-32768-copies 60 env PLUMB_TRAIN_STATUS=copy $P train ctr $K --precision bf16 --batch 32768 --steps 800 \
+  --out "$O/train-bf16-32768-copies"
+SPS[bf16-32768-copies]=$(steady "$O/train-bf16-32768-copies")
 step train-fp32-2048-sync 60 env PLUMB_TRAIN_QUEUE=0 $P train ctr $K --precision fp32 --batch 2048 --steps 3000 \
   --out "$O/train-fp32-2048-sync"
 SPS[fp32-2048-sync]=$(steady "$O/train-fp32-2048-sync")
@@ -153,6 +159,9 @@ echo "bench ctr (the trainer's step on device batches): bf16/32768 $(tj torch-bf
 printf 'train bf16-32768 --fuse-sparse-sgd no (graph on) %12.0f samples/s; fused/unfused %s; digest = fused: %s\n' \
   "${SPS[bf16-32768-unfused]:-0}" "$(ratio "${SPS[bf16-32768-on]:-0}" "${SPS[bf16-32768-unfused]:-0}")" \
   "$(a=$(dg "$O/train-bf16-32768-graph-on.out"); b=$(dg "$O/train-bf16-32768-unfused.out"); [ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
+printf 'train bf16-32768 PLUMB_TRAIN_STATUS=copy (graph on) %12.0f samples/s; one write/copies %s; digest = one write: %s\n' \
+  "${SPS[bf16-32768-copies]:-0}" "$(ratio "${SPS[bf16-32768-on]:-0}" "${SPS[bf16-32768-copies]:-0}")" \
+  "$(a=$(dg "$O/train-bf16-32768-graph-on.out"); b=$(dg "$O/train-bf16-32768-copies.out"); [ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
 echo "fused steps (results.json): $(jq -r '.train.fused_steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null) of $(jq -r '.train.steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null); graphed $(jq -r '.train.graphed_steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null)"
 echo "loader/device, five runs of bench ctr bf16/32768: $(for i in 1 2 3 4 5; do tj loader-$i '.results[0].loader_over_device'; done | tr '\n' ' ')"
 echo "to AUC $(tj to-auc .to_auc.target) (teacher $(tj to-auc .to_auc.teacher_auc)), batch $(tj to-auc .to_auc.batch), lr $(tj to-auc .to_auc.lr):"
