@@ -77,6 +77,12 @@ expect_exit "--dtype int8: exit 2" 2 "$PLUMB" comm --dtype int8
 expect_exit "--inject hang@0 on one rank: exit 2" 2 "$PLUMB" comm --inject hang@0
 grep -q "needs at least 2 ranks" "$TMP/err" && ok "hang on one rank: says why" || fail "hang 1 rank" "$(cat "$TMP/err")"
 expect_exit "--inject corrupt@5 on one rank: exit 2" 2 "$PLUMB" comm --inject corrupt@5
+expect_exit "--min-busbw -1: exit 2" 2 "$PLUMB" comm -b 8 -e 8 --min-busbw -1
+grep -q "\-\-min-busbw -1: expected GB/s >= 0" "$TMP/err" && ok "names --min-busbw and what it takes" || fail "--min-busbw message" "$(cat "$TMP/err")"
+# a largest size beyond this host's memory: a usage error saying what it needs, before any allocation
+expect_exit "-e 90T: exit 2 (not an allocation failure, exit 3)" 2 "$PLUMB" comm -b 8 -e 90000000000000
+grep -Eq "\-e 90000000000000 needs 630000\.00 GB of host memory per rank \(7 buffers" "$TMP/err" \
+  && ok "says how much -e needs and what the host has" || fail "-e too large message" "$(cat "$TMP/err")"
 expect_exit "--help: exit 0" 0 "$PLUMB" comm --help
 grep -q "\-b SIZE .*(default: 8)" "$TMP/out" && grep -q "\-e SIZE .*(default: 64M)" "$TMP/out" && grep -q "\-\-timeout S .*(default: 60)" "$TMP/out" \
   && ok "--help lists -b, -e, --timeout with defaults" || fail "help" "$(head -20 "$TMP/out")"

@@ -218,9 +218,10 @@ int cmd_comm(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "-f %g: expected > 1, or 1 with -i > 0", factor);
         return cli_fail("comm", &e);
     }
-    if (timeout <= 0 || min_busbw < 0 || min_avg < 0) {
-        err_set(&e, PLUMB_EUSAGE, "%s: expected a positive number",
-                timeout <= 0 ? "--timeout" : min_busbw < 0 ? "--min-busbw" : "--min-avg-busbw");
+    if (!(timeout > 0) || !(min_busbw >= 0) || !(min_avg >= 0)) {
+        if (!(timeout > 0)) err_set(&e, PLUMB_EUSAGE, "--timeout %g: expected seconds > 0", timeout);
+        else err_set(&e, PLUMB_EUSAGE, "%s %g: expected GB/s >= 0 (0 = off)", !(min_busbw >= 0) ? "--min-busbw" : "--min-avg-busbw",
+                     !(min_busbw >= 0) ? min_busbw : min_avg);
         return cli_fail("comm", &e);
     }
     o.step_factor = factor;

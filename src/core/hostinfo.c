@@ -357,3 +357,15 @@ int hostinfo_mem_binding(const struct hostinfo *h, int *node, char *policy, size
     hwloc_bitmap_free(set);
     return rc;
 }
+
+double hostinfo_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024.0;
+}

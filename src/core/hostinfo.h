@@ -98,4 +98,9 @@ int hostinfo_mem_binding(const struct hostinfo *h, int *node, char *policy, size
 /* The CPUs this process may run on now (its binding), this machine only. */
 int hostinfo_bound_cpus(const struct hostinfo *h, char *cpus, size_t n, int *count, plumb_err *e);
 
+/* Bytes this machine can still hand out without swapping (/proc/meminfo
+ * MemAvailable); 0 when unknown. For "needs X, has Y" errors before a large
+ * allocation. */
+double hostinfo_mem_available(void);
+
 #endif

@@ -3,6 +3,7 @@
 #include "train/trainer.h"
 #include "core/file.h"
 #include "core/hash.h"
+#include "core/hostinfo.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -359,19 +360,6 @@ static int open_device(struct trainer *t, plumb_err *e)
     return PLUMB_OK;
 }
 
-/* Bytes this host can still hand out (MemAvailable), 0 when unknown. */
-static double host_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024.0;
-}
-
 /* A model too large for the device is a usage error said up front, with
  * what it needs: fp32 parameters [n_params], AdamW's two moments (the same
  * size again, twice), the dense gradients; before anything is allocated. */
@@ -381,7 +369,7 @@ static int check_fits(struct trainer *t, plumb_err *e)
     double np = (double)t->mo->param_count(t->spec);
     int adamw = !strcmp(t->cfg->optimizer, "adamw");
     double need = np * sizeof(float) * (adamw ? 3.0 : 1.0);
-    double have = is_cpu(t) ? host_available() : (double)t->d->info.mem_total;
+    double have = is_cpu(t) ? hostinfo_mem_available() : (double)t->d->info.mem_total;
     if (have <= 0 || need <= have) return PLUMB_OK;
     return err_set(e, PLUMB_EUSAGE,
                    "%s (%s) needs %.1f GB for %.0f fp32 parameters%s; %s has %.1f GB %s: use a smaller model (e.g. "
