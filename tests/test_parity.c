@@ -36,6 +36,28 @@ TEST(parity_welch_matches_scipy)
     }
 }
 
+/* Values at the edge of double precision: the Welch degrees of freedom
+ * stay within [min(n1, n2) - 1, n1 + n2 - 2] (a*a of the variances once
+ * overflowed, and GSL's default handler aborted the process inside
+ * gsl_cdf_tdist_Q: found by fuzz_seeds_jsonl), and a spread that itself
+ * overflows is refused with a message, never an abort. */
+TEST(parity_welch_extreme_values_never_abort)
+{
+    const double x[] = {18000, 1.1e113}, y[] = {0.7598, 0.7601};
+    struct welch_result w;
+    plumb_err e = {0};
+    REQUIRE(parity_welch(x, 2, y, 2, 0.95, &w, &e) == PLUMB_OK);
+    CHECK_MSG(w.df >= 1 && w.df <= 2 && isfinite(w.p) && w.p >= 0 && w.p <= 1, "df %g p %g", w.df, w.p);
+    struct tost_result t;
+    REQUIRE(parity_tost(&w, -0.01, 0.01, 0.05, &t, &e) == PLUMB_OK);
+    CHECK(!t.equivalent);
+    const double tiny[] = {1e-300, 3e-300, 2e-300}, tiny2[] = {5e-301, 1e-300, 2e-300};
+    REQUIRE(parity_welch(tiny, 3, tiny2, 3, 0.95, &w, &e) == PLUMB_OK); /* a*a underflows to 0 */
+    CHECK_MSG(w.df >= 2 && w.df <= 4 && isfinite(w.p), "tiny: df %g p %g", w.df, w.p);
+    const double huge[] = {1e300, -1e300};
+    CHECK(parity_welch(huge, 2, y, 2, 0.95, &w, &e) == PLUMB_EUSAGE && strstr(e.msg, "overflows"));
+}
+
 TEST(parity_tost_matches_statsmodels)
 {
     for (size_t i = 0; i < NFIX; i++) {

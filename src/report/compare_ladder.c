@@ -15,6 +15,7 @@
  * rung turned on. */
 #include "core/jsonx.h"
 #include "report/compare.h"
+#include "report/parity.h"
 #include <gsl/gsl_cdf.h>
 #include <math.h>
 #include <stdio.h>
@@ -98,6 +99,7 @@ static void stats_of(const struct seed_set *s, const char *metric, struct rung_s
         x->mean = m;
         if (x->n > 1) {
             x->sd = sqrt(q / (double)(x->n - 1));
+            parity_gsl_quiet();
             double h = gsl_cdf_tdist_Pinv(0.975, (double)(x->n - 1)) * x->sd / sqrt((double)x->n);
             x->lo = m - h, x->hi = m + h;
         }

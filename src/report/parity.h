@@ -43,6 +43,11 @@ struct welch_result {
     double conf, ci_lo, ci_hi;
 };
 
+/* GSL's abort-on-error handler off, once for the process (every GSL result
+ * here is checked instead); called by the functions below, and by any other
+ * GSL user. */
+void parity_gsl_quiet(void);
+
 /* Welch's t-test of x[0..n1) against y[0..n2); conf is the CI level (0.95).
  * n1, n2 >= 2 and finite values, else PLUMB_EUSAGE. Zero spread on both
  * sides: t = 0 (p = 1) when the means are equal, +-inf (p = 0) otherwise. */

@@ -58,6 +58,18 @@ static void generic(int argc, char **argv)
     if (str) (void)args_split_list(str, buf, sizeof buf, out, 8);
 }
 
+/* w is one of the '|'-separated choices */
+static int is_choice(const char *choices, const char *w)
+{
+    size_t n = strlen(w);
+    for (const char *c = choices; c && *c;) {
+        size_t k = strcspn(c, "|");
+        if (k == n && !strncmp(c, w, n)) return 1;
+        c += k + (c[k] == '|');
+    }
+    return 0;
+}
+
 /* Sets the words as plumb train options on a fresh config of wl. */
 static int train_words(const struct workload *wl, int argc, char **argv, struct train_config *c, plumb_err *e)
 {
@@ -69,7 +81,10 @@ static int train_words(const struct workload *wl, int argc, char **argv, struct 
         const struct train_option *o = train_option_find(wl, name, NULL);
         if (!o) continue; /* not an option: positional words are plumb train's, not the table's */
         const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : NULL;
-        if (o->kind != TOPT_FLAG && !v) {
+        if (o->kind == TOPT_OPTCHOICE && !v) {
+            /* as cli/args.c takes it: the next word only when it is one of the choices, else no value */
+            v = i + 1 < argc && is_choice(o->range, argv[i + 1]) ? argv[++i] : "";
+        } else if (o->kind != TOPT_FLAG && !v) {
             if (i + 1 >= argc) return err_set(e, PLUMB_EUSAGE, "%s needs a value", name);
             v = argv[++i];
         }
@@ -95,7 +110,12 @@ static void train(int argc, char **argv)
         if (n < 0) continue;
         struct train_config c2;
         plumb_err e2 = {0};
-        if (train_words(wl, n, words, &c2, &e2)) abort();
+        if (train_words(wl, n, words, &c2, &e2)) {
+            /* what a reproducer needs: the message and the words that did not parse back */
+            fprintf(stderr, "fuzz_args: %s: the config's own command line does not parse back: %s\n", wl->name, e2.msg);
+            for (int k = 0; k < n; k++) fprintf(stderr, "  [%d] '%s'\n", k, words[k]);
+            abort();
+        }
         if (c2.steps != c.steps || c2.batch != c.batch || c2.data_seed != c.data_seed) abort();
     }
 }
