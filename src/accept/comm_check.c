@@ -135,8 +135,9 @@ static int bufs_alloc(struct bufs *b, struct dev *d, size_t cap, plumb_err *e)
 {
     /* host memory first, said with what it needs: BUFS_NHOST host buffers of
      * the largest size, and send and receive too on the cpu */
+    const size_t size = cap ? cap : 8;
     const int nhost = BUFS_NHOST + (d ? 0 : 2);
-    const double need = (double)nhost * (double)(cap ? cap : 8), have = hostinfo_mem_available();
+    const double need = (double)nhost * (double)size, have = hostinfo_mem_available();
     if (have > 0 && need > have)
         return err_set(e, PLUMB_EUSAGE,
                        "comm check: -e %zu needs %.2f GB of host memory per rank (%d buffers of the largest size); "
@@ -144,19 +145,19 @@ static int bufs_alloc(struct bufs *b, struct dev *d, size_t cap, plumb_err *e)
                        cap, need / 1e9, nhost, have / 1e9);
     memset(b, 0, sizeof *b);
     b->d = d;
-    b->cap = cap ? cap : 8;
+    b->cap = size;
     b->filled_t = -1;
     if (d) {
         if (dev_alloc(d, b->cap, (void **)&b->send, e) || dev_alloc(d, b->cap, (void **)&b->recv, e)) {
             bufs_free(b);
-            return err_wrap(e, "comm check: two buffers of %zu bytes on %s", cap ? cap : 8, d->label);
+            return err_wrap(e, "comm check: two buffers of %zu bytes on %s", size, d->label);
         }
     } else {
         b->send = malloc(b->cap);
         b->recv = malloc(b->cap);
         if (!b->send || !b->recv) {
-            bufs_free(b); /* zeroes b->cap: the message names cap */
-            return err_set(e, PLUMB_ENOMEM, "comm check: cannot allocate 2 buffers of %zu bytes", cap ? cap : 8);
+            bufs_free(b); /* zeroes b->cap: the message names size */
+            return err_set(e, PLUMB_ENOMEM, "comm check: cannot allocate 2 buffers of %zu bytes", size);
         }
     }
     int pinned = d && d->be->host_alloc && d->be->host_free;

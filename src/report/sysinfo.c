@@ -86,7 +86,7 @@ void sysinfo_host_get(struct sysinfo_host *h)
         if (hostinfo_numa_cpus(hi, os, h->numa_cpus[i], sizeof h->numa_cpus[i], NULL)) h->numa_cpus[i][0] = '\0';
     }
     h->mem_total = meminfo_kb("MemTotal") * 1024ull;
-    h->mem_available = meminfo_kb("MemAvailable") * 1024ull;
+    h->mem_available = (uint64_t)hostinfo_mem_available(); /* the one reader the size checks use too */
 }
 
 json_t *sysinfo_host_json(const struct sysinfo_host *h)

@@ -76,6 +76,10 @@ struct step_out {
     char scratch[SCR_BYTES];
 };
 
+/* status_to_host writes the slot as one run: the loss pair, then the block */
+_Static_assert(offsetof(struct step_out, scratch) == sizeof(double[2]) && SCR_BYTES % 8 == 0,
+               "struct step_out: the loss pair and the status block must be contiguous 8-byte words");
+
 /* A queued step waiting for its outcome. */
 /* trainer_run's description of a step (for its metrics line). */
 struct step_meta {
@@ -554,8 +558,7 @@ static int model_defer(struct trainer *t, int on, plumb_err *e)
         /* the model's loss pair and the status block, 8-byte aligned, written in one launch */
         const char *sv = getenv("PLUMB_TRAIN_STATUS");
         t->status_write = t->to->status_to_host && !(sv && !strcmp(sv, "copy")) &&
-                          (uintptr_t)t->q_loss_dev % 8 == 0 && (uintptr_t)t->d_scratch % 8 == 0 &&
-                          offsetof(struct step_out, scratch) == sizeof(double[2]);
+                          (uintptr_t)t->q_loss_dev % 8 == 0 && (uintptr_t)t->d_scratch % 8 == 0;
     }
     return rc;
 }

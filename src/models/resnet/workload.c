@@ -40,6 +40,10 @@ struct resnet_spec {
 
 /* ---------------------------------------------------------------- spec */
 
+/* --data's directory: "cifar:DIR" names the format as gpt's "text:FILE"
+ * does; plain DIR too */
+static const char *data_dir(const char *data) { return !strncmp(data, "cifar:", 6) ? data + 6 : data; }
+
 static int configure(const struct train_config *cfg, void **spec, char *desc, size_t n, plumb_err *e)
 {
     struct resnet_spec *s = calloc(1, sizeof *s);
@@ -52,9 +56,7 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
     }
     s->local_bn = cfg->wl_opt[0] && !strcmp(cfg->wl_opt[0], "local");
     s->augment = !cfg->wl_opt[1] || !strcmp(cfg->wl_opt[1], "yes");
-    const char *data = cfg->data ? cfg->data : "synthetic";
-    /* "cifar:DIR" names the format as gpt's "text:FILE" does; plain DIR too */
-    if (!strncmp(data, "cifar:", 6)) data += 6;
+    const char *data = data_dir(cfg->data ? cfg->data : "synthetic");
     const int big = s->c.image != CIFAR_SIDE;
     struct stat st;
     if (!strcmp(data, "synthetic")) s->src = big ? SRC_SYNTH224 : SRC_SYNTH32;
@@ -288,10 +290,7 @@ static int d_open(const struct train_config *cfg, const void *spec, int material
     if (!ds) return err_set(e, PLUMB_ENOMEM, "resnet data: out of memory");
     struct imgdata_opts o = {.seed = cfg->data_seed, .train_samples = cfg->train_samples,
                              .test_samples = cfg->eval_samples, .classes = s->c.classes};
-    const char *src = s->src == SRC_SYNTH32    ? "synthetic"
-                      : s->src == SRC_SYNTH224 ? "synthetic224"
-                      : !strncmp(cfg->data, "cifar:", 6) ? cfg->data + 6
-                                                          : cfg->data;
+    const char *src = s->src == SRC_SYNTH32 ? "synthetic" : s->src == SRC_SYNTH224 ? "synthetic224" : data_dir(cfg->data);
     int rc = imgdata_open(src, &o, &ds->d, e);
     if (!rc && ds->d->classes != s->c.classes)
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: %d classes, preset %s has %d", src, ds->d->classes, cfg->preset,
