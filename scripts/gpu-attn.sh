@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The tensor-core flash attention (gpu/train_gpt_attn_tc.cuh) on the GPU host,
+# The tensor-core flash attention (gpu/train_gpt_attn_tc.cuh and
+# gpu/train_gpt_attn_mma.cuh) on the GPU host,
 # from the folder scripts/gpu-prep.sh fills (prebuilt build/); builds
 # nothing. Figures for BENCHMARKS.md's "gpt" section (attention kernels):
 #   tests    PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_gpt: the attention
@@ -7,10 +8,12 @@
 #            bit-repeatable), the GPT block against the cpu, gpt-tiny's trainer;
 #   tc       plumb bench gpt, gpt2-124m B=16 T=1024 bf16, 20 steps (default:
 #            the tensor-core kernels);
+#   mma      the same with PLUMB_GPT_ATTN=mma (gpu/train_gpt_attn_mma.cuh:
+#            mma.sync with S, P, dP, dS in registers);
 #   scalar   the same with PLUMB_GPT_ATTN=scalar (the scalar flash kernels).
-# Both bench runs under bench/kprof.cc's CUPTI kernel table when
+# The bench runs under bench/kprof.cc's CUPTI kernel table when
 # build/libplumb-kprof.so exists ($OUT/attn/{tc,scalar}.kprof.txt, top 30).
-# At most ATTN_BUDGET_S seconds (default 60) in all; every step under
+# At most ATTN_BUDGET_S seconds (default 80) in all; every step under
 # `timeout` with what is left. Writes $OUT/attn/ (gpu-attn.log, *.log,
 # *.json, summary.txt). NVLink multicast stays off; clocks, power and MIG are
 # left alone.
@@ -23,7 +26,7 @@ mkdir -p "$D"
 LOG=$D/gpu-attn.log
 : >"$LOG"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-BUDGET=${ATTN_BUDGET_S:-60}
+BUDGET=${ATTN_BUDGET_S:-80}
 T0=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
 left() { echo $((BUDGET - (SECONDS - T0))); }
@@ -54,6 +57,8 @@ B="bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --step
 # shellcheck disable=SC2086
 step tc 16 "${KP[@]}" KPROF_OUT="$D/tc.kprof.txt" env -u PLUMB_GPT_ATTN $P $B --json "$D/tc.json"
 # shellcheck disable=SC2086
+step mma 16 "${KP[@]}" KPROF_OUT="$D/mma.kprof.txt" env PLUMB_GPT_ATTN=mma $P $B --json "$D/mma.json"
+# shellcheck disable=SC2086
 step scalar 16 "${KP[@]}" KPROF_OUT="$D/scalar.kprof.txt" env PLUMB_GPT_ATTN=scalar $P $B --json "$D/scalar.json"
 
 tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step" % (r["tokens_per_s"], r["step_ms"]))' "$1" 2>/dev/null || echo "no result"; }
@@ -61,10 +66,11 @@ tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; 
   echo "gpu-attn summary ($((SECONDS - T0)) s of $BUDGET)"
   echo "tests (gpu_gpt): exit $tests_rc, $(grep -E '^[0-9]+ passed' "$D/tests.log" | tail -n 1)"
   echo "bench gpt2-124m B=16 T=1024 bf16, tensor-core attention: $(tok "$D/tc.json")"
+  echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=mma:     $(tok "$D/mma.json")"
   echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=scalar:  $(tok "$D/scalar.json")"
-  for k in tc scalar; do
+  for k in tc mma scalar; do
     [ -f "$D/$k.kprof.txt" ] || continue
     echo "-- $k: attention kernels (kprof)"
-    grep -E "k_tc_|k_flash_" "$D/$k.kprof.txt" | head -n 8
+    grep -E "k_tc_|k_mma_|k_flash_" "$D/$k.kprof.txt" | head -n 8
   done
 } | tee "$D/summary.txt" | tee -a "$LOG"

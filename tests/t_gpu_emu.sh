@@ -4,7 +4,8 @@
 # for warp width 32 (NVIDIA) and 64 (CDNA), against the golden definitions.
 # Checks the kernel source itself on a host without a GPU; it does not check
 # the compilers, the vendor libraries or the hardware (the GPU suite does).
-# Then the CUDA-only tensor-core attention (tests/tools/gpu_emu_tc.cc).
+# Then the CUDA-only tensor-core attention, the WMMA kernels and the mma.sync
+# ones (tests/tools/gpu_emu_tc.cc: mma.sync emulated from the PTX fragment layout).
 . "$(dirname "$0")/lib.sh"
 src="$PLUMB_ROOT/tests/tools/gpu_emu.cc"
 command -v g++ >/dev/null || { skip "gpu kernel emulation" "g++ not installed"; finish; }
@@ -28,10 +29,11 @@ if ! g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -DPLUMB_CUDA -I"$PLUMB_ROOT/s
 else
   "$TMP/emutc" >"$TMP/outtc" 2>&1; rc=$?
   n=$(grep -c '^ok' "$TMP/outtc")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ]; then
-    ok "tensor-core attention: $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
+  nm=$(grep -c '^ok   mma attention' "$TMP/outtc")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 35 ]; then
+    ok "tensor-core attention (WMMA and mma.sync, $nm mma checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
   else
-    fail "tensor-core attention kernels against the float64 reference" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
+    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 35 expected)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
   fi
 fi
 finish

@@ -6,8 +6,10 @@
  * not a multiple of it, T = 1, head widths 16, 32, 64 and 96 (zero-padded
  * to 32, 64, 128), several heads and sequences, bf16 and fp16. Each case
  * runs twice and must repeat bit for bit (the backward has a fixed order, no
- * atomics); the scalar kernels run on the same inputs and must meet the
- * same bounds. Without a GPU every test skips and says why.
+ * atomics); the scalar kernels and, on CUDA, the mma.sync kernels of
+ * gpu/train_gpt_attn_mma.cuh (PLUMB_GPT_ATTN=mma: head widths up to 64,
+ * wider ones fall back to tc; twice, bit for bit) run on the same inputs and
+ * must meet the same bounds. Without a GPU every test skips and says why.
  *
  * Bounds, with u the unit roundoff of rt (2^-8 bf16, 2^-11 fp16): the
  * outputs are rounded to rt (|rel| <= u each) and the tensor-core path also
@@ -164,13 +166,15 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
     for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
     const double acc_floor = (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
 
-    struct attn_io a, a2, s;
+    struct attn_io a, a2, s, m, m2;
     io_alloc(&a, n1, nl, n3);
     io_alloc(&a2, n1, nl, n3);
     io_alloc(&s, n1, nl, n3);
+    io_alloc(&m, n1, nl, n3);
+    io_alloc(&m2, n1, nl, n3);
     char *saved = env_save();
     unsetenv("PLUMB_GPT_ATTN");
-    int rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a, &e), rs = -1;
+    int rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a, &e), rs = -1, rm = -1;
     CHECK_MSG(rc == 0, "%s: %s", what, e.msg);
     if (gpu) {
         if (!rc) rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a2, &e);
@@ -178,6 +182,11 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
         setenv("PLUMB_GPT_ATTN", "scalar", 1);
         rs = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &s, &e);
         CHECK_MSG(rs == 0, "%s (scalar): %s", what, e.msg);
+        /* the mma.sync kernels (gpu/train_gpt_attn_mma.cuh; wider heads fall back to tc) */
+        setenv("PLUMB_GPT_ATTN", "mma", 1);
+        rm = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &m, &e);
+        if (!rm) rm = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &m2, &e);
+        CHECK_MSG(rm == 0, "%s (mma): %s", what, e.msg);
     }
     env_restore(saved);
     if (!rc) {
@@ -190,9 +199,17 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
         snprintf(ws, sizeof ws, "%s scalar", what);
         check_io(ws, &s, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
     }
+    if (!rm) {
+        char ws[112];
+        snprintf(ws, sizeof ws, "%s mma", what);
+        check_io(ws, &m, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
+        CHECK_MSG(io_same(&m, &m2, n1, nl, n3), "%s: two runs differ (not deterministic)", ws);
+    }
     io_free(&a);
     io_free(&a2);
     io_free(&s);
+    io_free(&m);
+    io_free(&m2);
     free(rout);
     free(rlse);
     free(rd);

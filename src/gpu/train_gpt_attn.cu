@@ -38,6 +38,7 @@
 #include "gpu/train_gpt.h"
 #include "gpu/train_gpt_kern.cuh"
 #include "gpu/train_gpt_attn_tc.cuh"
+#include "gpu/train_gpt_attn_mma.cuh"
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,16 +91,23 @@ __global__ void k_attn_bwd_keys_gold(const float *qkv, const float *dout, const 
 
 /* ---------------- fast: tensor-core tiles (CUDA, 16-bit) ---------------- */
 
-/* PLUMB_GPT_ATTN: unset, "" or "tc": the tensor-core kernels where they
- * apply; "scalar": the scalar flash kernels always; anything else an error */
-static int use_tc(struct dev *d, int HS, dtype_t rt, int *tc, plumb_err *e)
+enum { ATTN_SCALAR = 0, ATTN_TC, ATTN_MMA };
+/* PLUMB_GPT_ATTN: unset, "" or "tc": the WMMA kernels where they apply;
+ * "mma": the mma.sync kernels of gpu/train_gpt_attn_mma.cuh where they apply
+ * (16-bit, head width <= 64), else as tc; "scalar": the scalar flash kernels
+ * always; anything else an error naming the value. *kind: ATTN_* */
+static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
-    *tc = 0;
-    if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc or scalar", d->label, v);
+    *kind = ATTN_SCALAR;
+    if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar") && strcmp(v, "mma"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc, mma or scalar", d->label, v);
 #if defined(PLUMB_ATTN_TC)
-    *tc = (rt == DT_BF16 || rt == DT_F16) && HS <= 128 && !(v && !strcmp(v, "scalar"));
+    const int sixteen = rt == DT_BF16 || rt == DT_F16;
+    if (sixteen && HS <= 128 && !(v && !strcmp(v, "scalar"))) *kind = ATTN_TC;
+#if defined(PLUMB_ATTN_MMA)
+    if (sixteen && HS <= 64 && v && !strcmp(v, "mma")) *kind = ATTN_MMA;
+#endif
 #else
     (void)HS;
     (void)rt;
@@ -149,6 +157,43 @@ static int tc_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const 
     return PLUMB_OK;
 }
 
+#if defined(PLUMB_ATTN_MMA)
+template <typename E, int HSM>
+static int mma_fwd(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T, int NH,
+                   int HS, float scale, int rt, plumb_err *e)
+{
+    const size_t smem = tcattn::mdims<HSM>::FWD;
+    int rc = tc_smem(d, tcattn::k_mma_fwd<E, HSM>, smem, "k_mma_fwd", e);
+    if (rc) return rc;
+    const dim3 grid((unsigned)((T + tcattn::MB - 1) / tcattn::MB), (unsigned)(B * NH));
+    tcattn::k_mma_fwd<E, HSM><<<grid, tcattn::MNT, smem, st->s>>>(qkv, out, lse, T, NH, HS, scale, rt);
+    GPU_CHECK_LAUNCH(d, "k_mma_fwd", e);
+    return PLUMB_OK;
+}
+
+template <typename E, int HSM>
+static int mma_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const float *dout, const float *lse,
+                   const float *D, float *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
+{
+    typedef tcattn::mdims<HSM> MD;
+    int rc;
+    if ((rc = tc_smem(d, tcattn::k_mma_bwd_dkv<E, HSM>, MD::DKV, "k_mma_bwd_dkv", e)) ||
+        (rc = tc_smem(d, tcattn::k_mma_bwd_dq<E, HSM>, MD::DQ, "k_mma_bwd_dq", e)))
+        return rc;
+    const dim3 grid((unsigned)((T + tcattn::MB - 1) / tcattn::MB), (unsigned)(B * NH));
+    tcattn::k_mma_bwd_dkv<E, HSM><<<grid, tcattn::MNT, MD::DKV, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    GPU_CHECK_LAUNCH(d, "k_mma_bwd_dkv", e);
+    tcattn::k_mma_bwd_dq<E, HSM><<<grid, tcattn::MNT, MD::DQ, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    GPU_CHECK_LAUNCH(d, "k_mma_bwd_dq", e);
+    return PLUMB_OK;
+}
+
+/* E by rt, HSM the head width rounded up to 32 or 64 */
+#define MMA_DISPATCH(FN, ...)                                                                                   \
+    (rt == DT_F16 ? (HS <= 32 ? FN<__half, 32>(__VA_ARGS__) : FN<__half, 64>(__VA_ARGS__))                      \
+                  : (HS <= 32 ? FN<__nv_bfloat16, 32>(__VA_ARGS__) : FN<__nv_bfloat16, 64>(__VA_ARGS__)))
+#endif
+
 /* E by rt, HSM the head width rounded up to 32, 64 or 128 */
 #define TC_DISPATCH(FN, ...)                                                                                     (rt == DT_F16 ? (HS <= 32 ? FN<__half, 32>(__VA_ARGS__) : HS <= 64 ? FN<__half, 64>(__VA_ARGS__)                                                                        : FN<__half, 128>(__VA_ARGS__))                                    : (HS <= 32 ? FN<__nv_bfloat16, 32>(__VA_ARGS__) : HS <= 64 ? FN<__nv_bfloat16, 64>(__VA_ARGS__)                                                                    : FN<__nv_bfloat16, 128>(__VA_ARGS__)))
 #endif
@@ -188,10 +233,13 @@ int tg_attention_fwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
         return PLUMB_OK;
     }
     if ((rc = grid_ok(d, B, NH, e))) return rc;
-    int tc;
-    if ((rc = use_tc(d, HS, rt, &tc, e))) return rc;
+    int kind;
+    if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
+#if defined(PLUMB_ATTN_MMA)
+    if (kind == ATTN_MMA) return MMA_DISPATCH(mma_fwd, d, st, qkv, out, lse, B, T, NH, HS, scale, (int)rt, e);
+#endif
 #if defined(PLUMB_ATTN_TC)
-    if (tc) return TC_DISPATCH(tc_fwd, d, st, qkv, out, lse, B, T, NH, HS, scale, (int)rt, e);
+    if (kind == ATTN_TC) return TC_DISPATCH(tc_fwd, d, st, qkv, out, lse, B, T, NH, HS, scale, (int)rt, e);
 #endif
     FLASH_DISPATCH(k_flash_fwd, qkv, out, lse, T, NH, HS, scale, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_flash_fwd", e);
@@ -217,14 +265,17 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
         return PLUMB_OK;
     }
     if ((rc = grid_ok(d, B, NH, e))) return rc;
-    int tc;
-    if ((rc = use_tc(d, HS, rt, &tc, e))) return rc;
+    int kind;
+    if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
     if ((rc = tws_get(d, 0, rows * sizeof(float), &ws, e))) return rc;
     float *D = (float *)ws;
     k_flash_bwd_pre<<<(unsigned)((rows + 127) / 128), 128, 0, st->s>>>(out, dout, D, B, T, NH, HS);
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
+#if defined(PLUMB_ATTN_MMA)
+    if (kind == ATTN_MMA) return MMA_DISPATCH(mma_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);
+#endif
 #if defined(PLUMB_ATTN_TC)
-    if (tc) return TC_DISPATCH(tc_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);
+    if (kind == ATTN_TC) return TC_DISPATCH(tc_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);
 #endif
     FLASH_DISPATCH(k_flash_bwd_dkv, qkv, dout, lse, D, dqkv, T, NH, HS, scale, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_dkv", e);

@@ -1,0 +1,515 @@
+/* Register-resident tensor-core flash attention (FlashAttention-2 style) for
+ * 16-bit training on CUDA, head widths up to 64: the fast path of
+ * train_gpt_attn.cu with PLUMB_GPT_ATTN=mma (docs/GPT.md). The WMMA kernels of
+ * gpu/train_gpt_attn_tc.cuh keep S, P, dP and dS in shared memory between
+ * their products, since a WMMA fragment's layout is opaque; these use
+ * mma.sync.m16n8k16 directly, whose fragment layout the PTX ISA fixes, so the
+ * scores, probabilities and their gradients stay in the registers they were
+ * accumulated in, and an accumulator of S becomes the A operand of P V with
+ * no trip through memory.
+ *
+ * The fragment layout (PTX ISA, "Matrix Fragments for mma.m16n8k16" with
+ * 16-bit inputs): lane = 4 g + q (g = 0..7, q = 0..3);
+ *   A (16 x 16, row-major), 4 registers of two 16-bit values (low half the
+ *     lower column): a0 = A[g][2q, 2q+1], a1 = A[g+8][2q, 2q+1],
+ *     a2 = A[g][2q+8, 2q+9], a3 = A[g+8][2q+8, 2q+9];
+ *   B (16 x 8, k x n, "col"): b0 = B[2q, 2q+1][g], b1 = B[2q+8, 2q+9][g];
+ *   C, D (16 x 8 fp32): c0, c1 = C[g][2q, 2q+1], c2, c3 = C[g+8][2q, 2q+1].
+ * So the C fragments of two neighbouring 8-column tiles of a 16 x 16 block,
+ * rounded to 16 bits pairwise, are exactly that block's A fragment.
+ * tests/tools/gpu_emu_tc.cc emulates the instruction from this layout (a
+ * warp exchanges its registers and each lane computes its four outputs) and
+ * runs these kernels on the cpu against a float64 reference.
+ *
+ * Numerics are those of the WMMA kernels (dev/train_ops.h, docs/GPT.md): the
+ * inputs hold rt values, so staging them in 16 bits is exact; P and dS are
+ * rounded to 16 bits before their products; every sum is fp32; the row sum
+ * l adds the unrounded p; each accumulator has one owner (a lane's
+ * registers) and a fixed order of tiles and 16-wide steps, so the results
+ * repeat bit for bit, with no atomics. The bits differ from the WMMA
+ * kernels' (another order of the 16-wide steps' partial sums).
+ *
+ * Tiles: TB = 64 queries x 64 keys, 4 warps of 16 rows each (queries in the
+ * forward and dQ, keys in dK/dV). Shared memory holds 16-bit tiles only:
+ * row-major [64][HSM + 8] (Q, K, V, dO: a row of HSM + 8 elements is 4 words
+ * past a multiple of 32 banks, so the 32 lanes' fragment words fall in 32
+ * banks) and transposed [HSM][64 + 8] (V^T, K^T, Q^T, dO^T: B operands whose
+ * k index runs along the tile's rows). HSM = 32 or 64 (the head width
+ * rounded up; padded columns are zero and add nothing).
+ *   k_mma_fwd (a block per (query tile, b*NH + h), longest rows first):
+ *     Q fragments in registers; per key tile up to the diagonal: S = Q K^T
+ *     (8 accumulators of 16 x 8), masked and scaled; the online softmax per
+ *     row over the 4 lanes of a quad (running max m, per-lane partial sum
+ *     l, summed over the quad at the end); O = O exp(m_old - m_new) + P V.
+ *   k_mma_bwd_dkv (a block per key tile): K and V staged once;
+ *     per query tile at or after it, ascending: S^T = K Q^T,
+ *     P^T = exp(S^T scale - lse), dV += P^T dO, dP^T = V dO^T,
+ *     dS^T = P^T (dP^T - D), dK += dS^T Q.
+ *   k_mma_bwd_dq (a block per query tile): Q and dO fragments in registers;
+ *     per key tile up to the diagonal: S, P, dP = dO V^T, dS, dQ += dS K.
+ * D_t = dout_t . out_t comes from k_flash_bwd_pre, as for the other kernels.
+ * Shared memory (bytes, HSM 64): forward 27,648; dK/dV 55,808; dQ 46,080. */
+#ifndef PLUMB_GPU_TRAIN_GPT_ATTN_MMA_CUH
+#define PLUMB_GPU_TRAIN_GPT_ATTN_MMA_CUH
+#if defined(PLUMB_CUDA) && !defined(PLUMB_HIP)
+#define PLUMB_ATTN_MMA 1
+#include <stdint.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include "dev/train_gpt_math.h"
+
+namespace tcattn {
+
+constexpr int MB = 64;   /* queries and keys per tile */
+constexpr int MNT = 128; /* threads per block: 4 warps of 16 rows */
+constexpr int LDT = MB + 8; /* transposed tiles [HSM][LDT] */
+template <int HSM> struct mdims {
+    static_assert(HSM == 32 || HSM == 64, "mma attention: head widths up to 64");
+    static constexpr int LDE = HSM + 8; /* row-major tiles [MB][LDE] */
+    static constexpr int KS = HSM / 16; /* 16-wide steps along the head */
+    static constexpr int NO = HSM / 8;  /* 8-wide output tiles along the head */
+    static constexpr size_t ROW_TILE = (size_t)MB * LDE * 2;
+    static constexpr size_t T_TILE = (size_t)HSM * LDT * 2;
+    static constexpr size_t FWD = 2 * ROW_TILE + T_TILE;
+    static constexpr size_t DKV = 4 * ROW_TILE + 2 * T_TILE + 2 * MB * sizeof(float);
+    static constexpr size_t DQ = 4 * ROW_TILE + T_TILE;
+    static_assert(ROW_TILE % 16 == 0 && T_TILE % 16 == 0, "tile alignment");
+};
+
+#if !defined(PLUMB_MMA_EMU)
+/* d = a b + d, one m16n8k16 product of the warp (layout above) */
+template <typename E> __device__ inline void mma16816(float *d, const uint32_t *a, const uint32_t *b);
+template <> __device__ inline void mma16816<__nv_bfloat16>(float *d, const uint32_t *a, const uint32_t *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <> __device__ inline void mma16816<__half>(float *d, const uint32_t *a, const uint32_t *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+/* two values rounded to E (nearest even), lo in the low half */
+template <typename E> __device__ inline uint32_t mm_pack2(float lo, float hi);
+template <> __device__ inline uint32_t mm_pack2<__nv_bfloat16>(float lo, float hi)
+{
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+template <> __device__ inline uint32_t mm_pack2<__half>(float lo, float hi)
+{
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+#endif
+
+/* A fragment of the 16 x 16 block at A (16-bit, row-major, LD a row) */
+template <int LD> __device__ inline void mm_frag_a(uint32_t *a, const uint16_t *A, int g, int q)
+{
+    const uint32_t *r0 = (const uint32_t *)(A + g * LD + 2 * q), *r1 = (const uint32_t *)(A + (g + 8) * LD + 2 * q);
+    a[0] = r0[0];
+    a[1] = r1[0];
+    a[2] = r0[4];
+    a[3] = r1[4];
+}
+/* B fragment (16 x 8, k x n) of a tile stored n-major: Bn[n][k], LD a row */
+template <int LD> __device__ inline void mm_frag_b(uint32_t *b, const uint16_t *Bn, int g, int q)
+{
+    const uint32_t *r = (const uint32_t *)(Bn + g * LD + 2 * q);
+    b[0] = r[0];
+    b[1] = r[4];
+}
+/* A fragment of a 16 x 16 block from the C fragments of its two 8-column halves */
+template <typename E> __device__ inline void mm_c_to_a(uint32_t *a, const float *c0, const float *c1)
+{
+    a[0] = mm_pack2<E>(c0[0], c0[1]);
+    a[1] = mm_pack2<E>(c0[2], c0[3]);
+    a[2] = mm_pack2<E>(c1[0], c1[1]);
+    a[3] = mm_pack2<E>(c1[2], c1[3]);
+}
+
+/* rows [r0, r0 + MB) of a row-major fp32 tensor (row t at base + t stride,
+ * HS columns) into S [MB][LD] as E, two columns a thread; 0 past T and HS */
+template <typename E, int HSM, int LD>
+__device__ inline void mm_stage(uint16_t *S, const float *base, size_t stride, int r0, int T, int HS)
+{
+    for (int idx = threadIdx.x; idx < MB * HSM / 2; idx += MNT) {
+        const int rr = idx / (HSM / 2), i = 2 * (idx % (HSM / 2)), t = r0 + rr;
+        const float *p = base + (size_t)t * stride + i;
+        const float lo = t < T && i < HS ? p[0] : 0.0f, hi = t < T && i + 1 < HS ? p[1] : 0.0f;
+        *(uint32_t *)(S + rr * LD + i) = mm_pack2<E>(lo, hi);
+    }
+}
+/* the same rows transposed: St [HSM][LDT], St[i][rr]; a thread takes two
+ * consecutive rows of one column (consecutive threads read consecutive
+ * columns of global memory) and stores them as one word */
+template <typename E, int HSM>
+__device__ inline void mm_stage_t(uint16_t *St, const float *base, size_t stride, int r0, int T, int HS)
+{
+    for (int idx = threadIdx.x; idx < MB / 2 * HSM; idx += MNT) {
+        const int i = idx % HSM, rr = 2 * (idx / HSM), t = r0 + rr;
+        const float lo = t < T && i < HS ? base[(size_t)t * stride + i] : 0.0f;
+        const float hi = t + 1 < T && i < HS ? base[(size_t)(t + 1) * stride + i] : 0.0f;
+        *(uint32_t *)(St + i * LDT + rr) = mm_pack2<E>(lo, hi);
+    }
+}
+
+/* ------------------------------------------------------------ forward */
+
+template <typename E, int HSM>
+__global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, float *lse, int T, int NH, int HS,
+                                                 float scale, int rt)
+{
+    typedef mdims<HSM> DM;
+    constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO;
+    extern __shared__ __align__(128) unsigned char smem[];
+    uint16_t *Qs = (uint16_t *)smem, *Ks = (uint16_t *)(smem + DM::ROW_TILE),
+             *Vt = (uint16_t *)(smem + 2 * DM::ROW_TILE);
+
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * MB; /* longest rows first */
+    const int wr = 16 * w, wlast = q0 + wr + 15;           /* the warp's rows, its last query */
+    const int t0 = q0 + wr + g, t1 = t0 + 8;               /* this lane's two rows */
+    mm_stage<E, HSM, LDE>(Qs, base, C3, q0, T, HS);
+    __syncthreads();
+    uint32_t qa[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) mm_frag_a<LDE>(qa[ks], Qs + wr * LDE + 16 * ks, g, q);
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    const int qlast = q0 + MB - 1 < T - 1 ? q0 + MB - 1 : T - 1;
+    for (int k0 = 0; k0 <= qlast; k0 += MB) {
+        __syncthreads(); /* the previous K, V^T read by every warp */
+        mm_stage<E, HSM, LDE>(Ks, base + C, C3, k0, T, HS);
+        mm_stage_t<E, HSM>(Vt, base + 2 * C, C3, k0, T, HS);
+        __syncthreads();
+        /* S = Q K^T: 8 tiles of 8 keys; tiles wholly past the warp's rows stay 0 (masked below) */
+        float s[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            if (k0 + 8 * nt > wlast) continue;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                uint32_t kb[2];
+                mm_frag_b<LDE>(kb, Ks + 8 * nt * LDE + 16 * ks, g, q);
+                mma16816<E>(s[nt], qa[ks], kb);
+            }
+        }
+        /* mask (key j <= query t < T), scale, the rows' maxima over the quad */
+        float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int j = k0 + 8 * nt + 2 * q + u;
+                s[nt][u] = t0 < T && j <= t0 ? s[nt][u] * scale : -INFINITY;
+                s[nt][2 + u] = t1 < T && j <= t1 ? s[nt][2 + u] * scale : -INFINITY;
+                x0 = fmaxf(x0, s[nt][u]);
+                x1 = fmaxf(x1, s[nt][2 + u]);
+            }
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+        const float a0 = m0 == -INFINITY ? 0.0f : expf(m0 - n0), a1 = m1 == -INFINITY ? 0.0f : expf(m1 - n1);
+        float p0 = 0.0f, p1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                s[nt][u] = s[nt][u] == -INFINITY ? 0.0f : expf(s[nt][u] - n0);
+                s[nt][2 + u] = s[nt][2 + u] == -INFINITY ? 0.0f : expf(s[nt][2 + u] - n1);
+                p0 += s[nt][u];
+                p1 += s[nt][2 + u];
+            }
+        l0 = l0 * a0 + p0;
+        l1 = l1 * a1 + p1;
+        m0 = n0;
+        m1 = n1;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            o[n][0] *= a0;
+            o[n][1] *= a0;
+            o[n][2] *= a1;
+            o[n][3] *= a1;
+        }
+        /* O += P V over the 16-key steps that hold a key at or before the warp's last row */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            if (k0 + 16 * kk > wlast) continue;
+            uint32_t pa[4];
+            mm_c_to_a<E>(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                uint32_t vb[2];
+                mm_frag_b<LDT>(vb, Vt + 8 * n * LDT + 16 * kk, g, q);
+                mma16816<E>(o[n], pa, vb);
+            }
+        }
+    }
+    /* the row sums over the quad (the same bits in each of its lanes) */
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    float *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS, *r1 = r0 + (size_t)8 * C;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int d = 8 * n + 2 * q + u;
+            if (d >= HS) continue;
+            if (t0 < T) r0[d] = gg_round(o[n][u] * i0, rt);
+            if (t1 < T) r1[d] = gg_round(o[n][2 + u] * i1, rt);
+        }
+    if (q == 0) {
+        if (t0 < T) lse[(size_t)bh * T + t0] = m0 + logf(l0);
+        if (t1 < T) lse[(size_t)bh * T + t1] = m1 + logf(l1);
+    }
+}
+
+/* ------------------------------------------------------------ backward */
+
+/* dK, dV of one key tile over the query tiles at or after it, ascending */
+template <typename E, int HSM>
+__global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const float *dout, const float *lse,
+                                                     const float *D, float *dqkv, int T, int NH, int HS, float scale,
+                                                     int rt)
+{
+    typedef mdims<HSM> DM;
+    constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO;
+    extern __shared__ __align__(128) unsigned char smem[];
+    uint16_t *Ks = (uint16_t *)smem, *Vs = (uint16_t *)(smem + DM::ROW_TILE),
+             *Qs = (uint16_t *)(smem + 2 * DM::ROW_TILE), *dOs = (uint16_t *)(smem + 3 * DM::ROW_TILE),
+             *Qt = (uint16_t *)(smem + 4 * DM::ROW_TILE), *dOt = (uint16_t *)(smem + 4 * DM::ROW_TILE + DM::T_TILE);
+    float *Ls = (float *)(smem + 4 * DM::ROW_TILE + 2 * DM::T_TILE), *Ds = Ls + MB;
+
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const float *dob = dout + (size_t)b * T * C + (size_t)h * HS;
+    const int k0 = (int)blockIdx.x * MB;           /* tile 0 has the most queries: first */
+    const int wr = 16 * w, wfirst = k0 + wr;       /* the warp's keys, its first */
+    const int j0 = wfirst + g, j1 = j0 + 8;        /* this lane's two keys */
+    /* K and V stay in shared memory (their fragments are read per tile, not
+     * held: 32 registers fewer, which keeps this kernel off the spill line) */
+    mm_stage<E, HSM, LDE>(Ks, base + C, C3, k0, T, HS);
+    mm_stage<E, HSM, LDE>(Vs, base + 2 * C, C3, k0, T, HS);
+    float dk[NO][4], dv[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) dk[n][0] = dk[n][1] = dk[n][2] = dk[n][3] = dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0.0f;
+    for (int q0 = k0; q0 < T; q0 += MB) {
+        __syncthreads(); /* the previous tile's Q, dO (both layouts), lse, D read */
+        mm_stage<E, HSM, LDE>(Qs, base, C3, q0, T, HS);
+        mm_stage<E, HSM, LDE>(dOs, dob, (size_t)C, q0, T, HS);
+        mm_stage_t<E, HSM>(Qt, base, C3, q0, T, HS);
+        mm_stage_t<E, HSM>(dOt, dob, (size_t)C, q0, T, HS);
+        for (int r = threadIdx.x; r < MB; r += MNT) {
+            Ls[r] = q0 + r < T ? lse[(size_t)bh * T + q0 + r] : 0.0f;
+            Ds[r] = q0 + r < T ? D[(size_t)bh * T + q0 + r] : 0.0f;
+        }
+        __syncthreads();
+        /* S^T = K Q^T: 8 tiles of 8 queries; tiles wholly before the warp's keys stay 0 */
+        float st[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) st[nt][0] = st[nt][1] = st[nt][2] = st[nt][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            uint32_t ka[4];
+            mm_frag_a<LDE>(ka, Ks + wr * LDE + 16 * ks, g, q);
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                if (q0 + 8 * nt + 7 < wfirst) continue;
+                uint32_t qb[2];
+                mm_frag_b<LDE>(qb, Qs + 8 * nt * LDE + 16 * ks, g, q);
+                mma16816<E>(st[nt], ka, qb);
+            }
+        }
+        /* P^T = exp(S^T scale - lse) where key j <= query t < T, else 0 */
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int c = 8 * nt + 2 * q + u, t = q0 + c;
+                const float L = Ls[c];
+                st[nt][u] = t < T && j0 <= t ? expf(st[nt][u] * scale - L) : 0.0f;
+                st[nt][2 + u] = t < T && j1 <= t ? expf(st[nt][2 + u] * scale - L) : 0.0f;
+            }
+        /* dV += P^T dO over the 16-query steps that reach the warp's keys */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            if (q0 + 16 * kk + 15 < wfirst) continue;
+            uint32_t pa[4];
+            mm_c_to_a<E>(pa, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                uint32_t ob[2];
+                mm_frag_b<LDT>(ob, dOt + 8 * n * LDT + 16 * kk, g, q);
+                mma16816<E>(dv[n], pa, ob);
+            }
+        }
+        /* dP^T = V dO^T, then dS^T = P^T (dP^T - D) in place */
+        float dp[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            uint32_t va[4];
+            mm_frag_a<LDE>(va, Vs + wr * LDE + 16 * ks, g, q);
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                if (q0 + 8 * nt + 7 < wfirst) continue;
+                uint32_t ob[2];
+                mm_frag_b<LDE>(ob, dOs + 8 * nt * LDE + 16 * ks, g, q);
+                mma16816<E>(dp[nt], va, ob);
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int c = 8 * nt + 2 * q + u, t = q0 + c;
+                const float Dc = Ds[c];
+                dp[nt][u] = t < T && j0 <= t ? st[nt][u] * (dp[nt][u] - Dc) : 0.0f;
+                dp[nt][2 + u] = t < T && j1 <= t ? st[nt][2 + u] * (dp[nt][2 + u] - Dc) : 0.0f;
+            }
+        /* dK += dS^T Q */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            if (q0 + 16 * kk + 15 < wfirst) continue;
+            uint32_t da[4];
+            mm_c_to_a<E>(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                uint32_t qb[2];
+                mm_frag_b<LDT>(qb, Qt + 8 * n * LDT + 16 * kk, g, q);
+                mma16816<E>(dk[n], da, qb);
+            }
+        }
+    }
+    float *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int d = 8 * n + 2 * q + u;
+            if (d >= HS) continue;
+            if (j0 < T) {
+                r0[d] = gg_round(dk[n][u] * scale, rt);
+                r0[C + d] = gg_round(dv[n][u], rt);
+            }
+            if (j1 < T) {
+                r1[d] = gg_round(dk[n][2 + u] * scale, rt);
+                r1[C + d] = gg_round(dv[n][2 + u], rt);
+            }
+        }
+}
+
+/* dQ of one query tile over the key tiles up to the diagonal, ascending */
+template <typename E, int HSM>
+__global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const float *dout, const float *lse,
+                                                    const float *D, float *dqkv, int T, int NH, int HS, float scale,
+                                                    int rt)
+{
+    typedef mdims<HSM> DM;
+    constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO;
+    extern __shared__ __align__(128) unsigned char smem[];
+    uint16_t *Qs = (uint16_t *)smem, *dOs = (uint16_t *)(smem + DM::ROW_TILE),
+             *Ks = (uint16_t *)(smem + 2 * DM::ROW_TILE), *Vs = (uint16_t *)(smem + 3 * DM::ROW_TILE),
+             *Kt = (uint16_t *)(smem + 4 * DM::ROW_TILE);
+
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * MB; /* longest rows first */
+    const int wr = 16 * w, wlast = q0 + wr + 15;
+    const int t0 = q0 + wr + g, t1 = t0 + 8;
+    mm_stage<E, HSM, LDE>(Qs, base, C3, q0, T, HS);
+    mm_stage<E, HSM, LDE>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, (size_t)C, q0, T, HS);
+    const float L0 = t0 < T ? lse[(size_t)bh * T + t0] : 0.0f, L1 = t1 < T ? lse[(size_t)bh * T + t1] : 0.0f;
+    const float D0 = t0 < T ? D[(size_t)bh * T + t0] : 0.0f, D1 = t1 < T ? D[(size_t)bh * T + t1] : 0.0f;
+    __syncthreads();
+    uint32_t qa[KS][4], oa[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        mm_frag_a<LDE>(qa[ks], Qs + wr * LDE + 16 * ks, g, q);
+        mm_frag_a<LDE>(oa[ks], dOs + wr * LDE + 16 * ks, g, q);
+    }
+    float dq[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    const int qlast = q0 + MB - 1 < T - 1 ? q0 + MB - 1 : T - 1;
+    for (int k0 = 0; k0 <= qlast; k0 += MB) {
+        __syncthreads(); /* the previous K, V, K^T read by every warp */
+        mm_stage<E, HSM, LDE>(Ks, base + C, C3, k0, T, HS);
+        mm_stage<E, HSM, LDE>(Vs, base + 2 * C, C3, k0, T, HS);
+        mm_stage_t<E, HSM>(Kt, base + C, C3, k0, T, HS);
+        __syncthreads();
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
+            if (k0 + 8 * nt > wlast) continue;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                uint32_t kb[2], vb[2];
+                mm_frag_b<LDE>(kb, Ks + 8 * nt * LDE + 16 * ks, g, q);
+                mma16816<E>(s[nt], qa[ks], kb);
+                mm_frag_b<LDE>(vb, Vs + 8 * nt * LDE + 16 * ks, g, q);
+                mma16816<E>(dp[nt], oa[ks], vb);
+            }
+        }
+        /* P = exp(S scale - lse), dS = P (dP - D) where key j <= query t < T, else 0 */
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int j = k0 + 8 * nt + 2 * q + u;
+                const int v0 = t0 < T && j <= t0, v1 = t1 < T && j <= t1;
+                dp[nt][u] = v0 ? expf(s[nt][u] * scale - L0) * (dp[nt][u] - D0) : 0.0f;
+                dp[nt][2 + u] = v1 ? expf(s[nt][2 + u] * scale - L1) * (dp[nt][2 + u] - D1) : 0.0f;
+            }
+        /* dQ += dS K */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            if (k0 + 16 * kk > wlast) continue;
+            uint32_t da[4];
+            mm_c_to_a<E>(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                uint32_t kb[2];
+                mm_frag_b<LDT>(kb, Kt + 8 * n * LDT + 16 * kk, g, q);
+                mma16816<E>(dq[n], da, kb);
+            }
+        }
+    }
+    float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS, *r1 = r0 + 8 * C3;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int d = 8 * n + 2 * q + u;
+            if (d >= HS) continue;
+            if (t0 < T) r0[d] = gg_round(dq[n][u] * scale, rt);
+            if (t1 < T) r1[d] = gg_round(dq[n][2 + u] * scale, rt);
+        }
+}
+
+} /* namespace tcattn */
+#endif /* PLUMB_CUDA */
+#endif
