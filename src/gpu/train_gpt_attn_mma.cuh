@@ -158,6 +158,109 @@ __device__ inline void mm_stage_t(uint16_t *St, const float *base, size_t stride
     }
 }
 
+/* The softmax runs in base 2: x = s scale log2(e), p = 2^(x - m) with the
+ * running max m and lse kept as m + log2 l, stored as (m + log2 l) ln 2
+ * (exp2f is one SFU instruction where expf adds a range reduction). Each
+ * tile either may hold masked elements for a warp (MASK: key j > query t, or
+ * t >= T: p = 0) or holds none (every key at or before the warp's first row,
+ * every row < T: most tiles of a long sequence), which skips the compares. */
+constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+
+/* forward: the scores s of a tile (C fragments of 8 key tiles: this lane's
+ * rows t0, t1, keys k0 + 8 nt + 2 q + u) become p; m, l updated; a0, a1 the
+ * factors 2^(m_old - m_new) that rescale the output rows */
+template <bool MASK>
+__device__ inline void mm_softmax_rows(float (&s)[8][4], int k0, int q, int t0, int t1, int T, float sl2, float &m0,
+                                       float &m1, float &l0, float &l1, float &a0, float &a1)
+{
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            float v0 = s[nt][u] * sl2, v1 = s[nt][2 + u] * sl2;
+            if (MASK) {
+                const int j = k0 + 8 * nt + 2 * q + u;
+                if (!(t0 < T && j <= t0)) v0 = -INFINITY;
+                if (!(t1 < T && j <= t1)) v1 = -INFINITY;
+            }
+            s[nt][u] = v0;
+            s[nt][2 + u] = v1;
+            x0 = fmaxf(x0, v0);
+            x1 = fmaxf(x1, v1);
+        }
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    a0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - n0);
+    a1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - n1);
+    float p0 = 0.0f, p1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const float e0 = MASK && s[nt][u] == -INFINITY ? 0.0f : exp2f(s[nt][u] - n0);
+            const float e1 = MASK && s[nt][2 + u] == -INFINITY ? 0.0f : exp2f(s[nt][2 + u] - n1);
+            s[nt][u] = e0;
+            s[nt][2 + u] = e1;
+            p0 += e0;
+            p1 += e1;
+        }
+    l0 = l0 * a0 + p0;
+    l1 = l1 * a1 + p1;
+    m0 = n0;
+    m1 = n1;
+}
+
+/* dK/dV: P^T = 2^(S^T scale log2(e) - lse log2(e)) for this lane's keys j0,
+ * j1 and the queries q0 + c (Ls holds lse log2(e) per query) */
+template <bool MASK>
+__device__ inline void mm_p_t(float (&st)[8][4], const float *Ls, int q0, int q, int j0, int j1, int T, float sl2)
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int c = 8 * nt + 2 * q + u, t = q0 + c;
+            const float L = Ls[c];
+            st[nt][u] = !MASK || (t < T && j0 <= t) ? exp2f(st[nt][u] * sl2 - L) : 0.0f;
+            st[nt][2 + u] = !MASK || (t < T && j1 <= t) ? exp2f(st[nt][2 + u] * sl2 - L) : 0.0f;
+        }
+}
+/* dK/dV: dS^T = P^T (dP^T - D) in place of dP^T (Ds holds D per query) */
+template <bool MASK>
+__device__ inline void mm_ds_t(float (&dp)[8][4], const float (&st)[8][4], const float *Ds, int q0, int q, int j0, int j1,
+                               int T)
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int c = 8 * nt + 2 * q + u, t = q0 + c;
+            const float Dc = Ds[c];
+            dp[nt][u] = !MASK || (t < T && j0 <= t) ? st[nt][u] * (dp[nt][u] - Dc) : 0.0f;
+            dp[nt][2 + u] = !MASK || (t < T && j1 <= t) ? st[nt][2 + u] * (dp[nt][2 + u] - Dc) : 0.0f;
+        }
+}
+/* dQ: dS = P (dP - D) in place of dP, P = 2^(S scale log2(e) - L) for this
+ * lane's rows t0, t1 (L0, L1: lse log2(e)) and keys k0 + 8 nt + 2 q + u */
+template <bool MASK>
+__device__ inline void mm_ds_rows(float (&dp)[8][4], const float (&s)[8][4], int k0, int q, int t0, int t1, int T,
+                                  float sl2, float L0, float L1, float D0, float D1)
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int j = k0 + 8 * nt + 2 * q + u;
+            const int v0 = !MASK || (t0 < T && j <= t0), v1 = !MASK || (t1 < T && j <= t1);
+            dp[nt][u] = v0 ? exp2f(s[nt][u] * sl2 - L0) * (dp[nt][u] - D0) : 0.0f;
+            dp[nt][2 + u] = v1 ? exp2f(s[nt][2 + u] * sl2 - L1) * (dp[nt][2 + u] - D1) : 0.0f;
+        }
+}
+
 /* ------------------------------------------------------------ forward */
 
 template <typename E, int HSM>
@@ -185,7 +288,8 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* m in log2 units */
+    const float sl2 = scale * LOG2E;
     const int qlast = q0 + MB - 1 < T - 1 ? q0 + MB - 1 : T - 1;
     for (int k0 = 0; k0 <= qlast; k0 += MB) {
         __syncthreads(); /* the previous K, V^T read by every warp */
@@ -205,38 +309,11 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
                 mma16816<E>(s[nt], qa[ks], kb);
             }
         }
-        /* mask (key j <= query t < T), scale, the rows' maxima over the quad */
-        float x0 = -INFINITY, x1 = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int j = k0 + 8 * nt + 2 * q + u;
-                s[nt][u] = t0 < T && j <= t0 ? s[nt][u] * scale : -INFINITY;
-                s[nt][2 + u] = t1 < T && j <= t1 ? s[nt][2 + u] * scale : -INFINITY;
-                x0 = fmaxf(x0, s[nt][u]);
-                x1 = fmaxf(x1, s[nt][2 + u]);
-            }
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
-        const float a0 = m0 == -INFINITY ? 0.0f : expf(m0 - n0), a1 = m1 == -INFINITY ? 0.0f : expf(m1 - n1);
-        float p0 = 0.0f, p1 = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                s[nt][u] = s[nt][u] == -INFINITY ? 0.0f : expf(s[nt][u] - n0);
-                s[nt][2 + u] = s[nt][2 + u] == -INFINITY ? 0.0f : expf(s[nt][2 + u] - n1);
-                p0 += s[nt][u];
-                p1 += s[nt][2 + u];
-            }
-        l0 = l0 * a0 + p0;
-        l1 = l1 * a1 + p1;
-        m0 = n0;
-        m1 = n1;
+        float a0, a1;
+        if (k0 + MB - 1 <= q0 + wr && q0 + wr + 15 < T)
+            mm_softmax_rows<false>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
+        else
+            mm_softmax_rows<true>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
 #pragma unroll
         for (int n = 0; n < NO; n++) {
             o[n][0] *= a0;
@@ -275,8 +352,8 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
             if (t1 < T) r1[d] = gg_round(o[n][2 + u] * i1, rt);
         }
     if (q == 0) {
-        if (t0 < T) lse[(size_t)bh * T + t0] = m0 + logf(l0);
-        if (t1 < T) lse[(size_t)bh * T + t1] = m1 + logf(l1);
+        if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
+        if (t1 < T) lse[(size_t)bh * T + t1] = (m1 + log2f(l1)) * LN2;
     }
 }
 
@@ -304,6 +381,7 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
     const int k0 = (int)blockIdx.x * MB;           /* tile 0 has the most queries: first */
     const int wr = 16 * w, wfirst = k0 + wr;       /* the warp's keys, its first */
     const int j0 = wfirst + g, j1 = j0 + 8;        /* this lane's two keys */
+    const float sl2 = scale * LOG2E;
     /* K and V stay in shared memory (their fragments are read per tile, not
      * held: 32 registers fewer, which keeps this kernel off the spill line) */
     mm_stage<E, HSM, LDE>(Ks, base + C, C3, k0, T, HS);
@@ -318,7 +396,7 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
         mm_stage_t<E, HSM>(Qt, base, C3, q0, T, HS);
         mm_stage_t<E, HSM>(dOt, dob, (size_t)C, q0, T, HS);
         for (int r = threadIdx.x; r < MB; r += MNT) {
-            Ls[r] = q0 + r < T ? lse[(size_t)bh * T + q0 + r] : 0.0f;
+            Ls[r] = q0 + r < T ? lse[(size_t)bh * T + q0 + r] * LOG2E : 0.0f;
             Ds[r] = q0 + r < T ? D[(size_t)bh * T + q0 + r] : 0.0f;
         }
         __syncthreads();
@@ -338,16 +416,11 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
                 mma16816<E>(st[nt], ka, qb);
             }
         }
-        /* P^T = exp(S^T scale - lse) where key j <= query t < T, else 0 */
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int c = 8 * nt + 2 * q + u, t = q0 + c;
-                const float L = Ls[c];
-                st[nt][u] = t < T && j0 <= t ? expf(st[nt][u] * scale - L) : 0.0f;
-                st[nt][2 + u] = t < T && j1 <= t ? expf(st[nt][2 + u] * scale - L) : 0.0f;
-            }
+        /* P^T where key j <= query t < T, else 0; a tile of queries all at or
+         * after the warp's last key, all < T, needs no mask */
+        const bool full = q0 >= wfirst + 15 && q0 + MB - 1 < T;
+        if (full) mm_p_t<false>(st, Ls, q0, q, j0, j1, T, sl2);
+        else mm_p_t<true>(st, Ls, q0, q, j0, j1, T, sl2);
         /* dV += P^T dO over the 16-query steps that reach the warp's keys */
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
@@ -377,15 +450,8 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
                 mma16816<E>(dp[nt], va, ob);
             }
         }
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int c = 8 * nt + 2 * q + u, t = q0 + c;
-                const float Dc = Ds[c];
-                dp[nt][u] = t < T && j0 <= t ? st[nt][u] * (dp[nt][u] - Dc) : 0.0f;
-                dp[nt][2 + u] = t < T && j1 <= t ? st[nt][2 + u] * (dp[nt][2 + u] - Dc) : 0.0f;
-            }
+        if (full) mm_ds_t<false>(dp, st, Ds, q0, q, j0, j1, T);
+        else mm_ds_t<true>(dp, st, Ds, q0, q, j0, j1, T);
         /* dK += dS^T Q */
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
@@ -440,7 +506,8 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const floa
     const int t0 = q0 + wr + g, t1 = t0 + 8;
     mm_stage<E, HSM, LDE>(Qs, base, C3, q0, T, HS);
     mm_stage<E, HSM, LDE>(dOs, dout + (size_t)b * T * C + (size_t)h * HS, (size_t)C, q0, T, HS);
-    const float L0 = t0 < T ? lse[(size_t)bh * T + t0] : 0.0f, L1 = t1 < T ? lse[(size_t)bh * T + t1] : 0.0f;
+    const float sl2 = scale * LOG2E; /* lse in log2 units below */
+    const float L0 = t0 < T ? lse[(size_t)bh * T + t0] * LOG2E : 0.0f, L1 = t1 < T ? lse[(size_t)bh * T + t1] * LOG2E : 0.0f;
     const float D0 = t0 < T ? D[(size_t)bh * T + t0] : 0.0f, D1 = t1 < T ? D[(size_t)bh * T + t1] : 0.0f;
     __syncthreads();
     uint32_t qa[KS][4], oa[KS][4];
@@ -474,16 +541,9 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const floa
                 mma16816<E>(dp[nt], oa[ks], vb);
             }
         }
-        /* P = exp(S scale - lse), dS = P (dP - D) where key j <= query t < T, else 0 */
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int j = k0 + 8 * nt + 2 * q + u;
-                const int v0 = t0 < T && j <= t0, v1 = t1 < T && j <= t1;
-                dp[nt][u] = v0 ? expf(s[nt][u] * scale - L0) * (dp[nt][u] - D0) : 0.0f;
-                dp[nt][2 + u] = v1 ? expf(s[nt][2 + u] * scale - L1) * (dp[nt][2 + u] - D1) : 0.0f;
-            }
+        /* P and dS = P (dP - D) where key j <= query t < T, else 0 */
+        if (k0 + MB - 1 <= q0 + wr && q0 + wr + 15 < T) mm_ds_rows<false>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
+        else mm_ds_rows<true>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
         /* dQ += dS K */
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
