@@ -10,10 +10,12 @@
 #            the tensor-core kernels);
 #   mma      the same with PLUMB_GPT_ATTN=mma (gpu/train_gpt_attn_mma.cuh:
 #            mma.sync with S, P, dP, dS in registers);
+#   mma-dw1  mma with PLUMB_GPT_DW_SLICES=1 (matmul_bwd's dw as one GEMM, not
+#            in row slices: the A/B of train_gpt_gemm.cu's dw_slices);
 #   scalar   the same with PLUMB_GPT_ATTN=scalar (the scalar flash kernels).
 # The bench runs under bench/kprof.cc's CUPTI kernel table when
 # build/libplumb-kprof.so exists ($OUT/attn/{tc,scalar}.kprof.txt, top 30).
-# At most ATTN_BUDGET_S seconds (default 80) in all; every step under
+# At most ATTN_BUDGET_S seconds (default 100) in all; every step under
 # `timeout` with what is left. Writes $OUT/attn/ (gpu-attn.log, *.log,
 # *.json, summary.txt). NVLink multicast stays off; clocks, power and MIG are
 # left alone.
@@ -26,7 +28,7 @@ mkdir -p "$D"
 LOG=$D/gpu-attn.log
 : >"$LOG"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-BUDGET=${ATTN_BUDGET_S:-80}
+BUDGET=${ATTN_BUDGET_S:-100}
 T0=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
 left() { echo $((BUDGET - (SECONDS - T0))); }
@@ -59,6 +61,8 @@ step tc 16 "${KP[@]}" KPROF_OUT="$D/tc.kprof.txt" env -u PLUMB_GPT_ATTN $P $B --
 # shellcheck disable=SC2086
 step mma 16 "${KP[@]}" KPROF_OUT="$D/mma.kprof.txt" env PLUMB_GPT_ATTN=mma $P $B --json "$D/mma.json"
 # shellcheck disable=SC2086
+step mma-dw1 16 env PLUMB_GPT_ATTN=mma PLUMB_GPT_DW_SLICES=1 $P $B --json "$D/mma-dw1.json"
+# shellcheck disable=SC2086
 step scalar 16 "${KP[@]}" KPROF_OUT="$D/scalar.kprof.txt" env PLUMB_GPT_ATTN=scalar $P $B --json "$D/scalar.json"
 
 tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step" % (r["tokens_per_s"], r["step_ms"]))' "$1" 2>/dev/null || echo "no result"; }
@@ -67,6 +71,7 @@ tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; 
   echo "tests (gpu_gpt): exit $tests_rc, $(grep -E '^[0-9]+ passed' "$D/tests.log" | tail -n 1)"
   echo "bench gpt2-124m B=16 T=1024 bf16, tensor-core attention: $(tok "$D/tc.json")"
   echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=mma:     $(tok "$D/mma.json")"
+  echo "bench gpt2-124m B=16 T=1024 bf16, mma, dw one GEMM:      $(tok "$D/mma-dw1.json")"
   echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=scalar:  $(tok "$D/scalar.json")"
   for k in tc mma scalar; do
     [ -f "$D/$k.kprof.txt" ] || continue

@@ -283,6 +283,78 @@ TEST(gpu_gpt_classifier_chunks_golden_bf16) { cls_chunks_case(NUMERICS_GOLDEN, D
 TEST(gpu_gpt_classifier_chunks_fast_fp32) { cls_chunks_case(NUMERICS_FAST, DT_F32); }
 TEST(gpu_gpt_classifier_chunks_fast_bf16) { cls_chunks_case(NUMERICS_FAST, DT_BF16); }
 
+/* matmul_bwd's dw in row slices (train_gpt_gemm.cu dw_slices: R = 4096 rows
+ * of K = 64, N = 192 make 8 slices by the rule) against one GEMM
+ * (PLUMB_GPT_DW_SLICES=1) on the GPU: dx and dbias the same bits (only dw is
+ * sliced), dw within 1e-5 norm-wise (the slices reassociate the fp32 sum over
+ * rows), repeated runs the same bits; and the sliced run against the cpu as
+ * the block tests hold fast mode (fp32 2e-4 elementwise, bf16 20 u norm-wise).
+ * A bad PLUMB_GPT_DW_SLICES is an error naming it. */
+static int mm_run(struct dev *d, int R, int K, int N, dtype_t rt, const char *slices, struct outs *o, plumb_err *e)
+{
+    const struct train_ops *Op = d->ops->train;
+    const size_t n = (size_t)R * K + (size_t)N * K + (size_t)R * N;
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = gg_round(philox_uniform_at(13, RNG_DATA, 9, 0, i) * 2.0f - 1.0f, rt);
+    float *x = put(d, h, (size_t)R * K * 4), *w = put(d, h + (size_t)R * K, (size_t)N * K * 4),
+          *dy = put(d, h + (size_t)R * K + (size_t)N * K, (size_t)R * N * 4);
+    float *dx = put(d, NULL, (size_t)R * K * 4), *dw = put(d, NULL, (size_t)N * K * 4), *db = put(d, NULL, (size_t)N * 4);
+    if (slices) setenv("PLUMB_GPT_DW_SLICES", slices, 1);
+    int rc = Op->matmul_bwd(d, NULL, x, w, dy, NULL, dx, dw, db, R, K, N, rt, e);
+    unsetenv("PLUMB_GPT_DW_SLICES");
+    if (!rc) {
+        keep(d, o, "dx", dx, (size_t)R * K);
+        keep(d, o, "dw", dw, (size_t)N * K);
+        keep(d, o, "dbias", db, (size_t)N);
+    }
+    void *all[] = {x, w, dy, dx, dw, db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(d, all[i]);
+    free(h);
+    return rc;
+}
+
+static void dw_slices_case(dtype_t rt)
+{
+    SKIP_UNLESS_GPU();
+    struct dev *c = open_on("cpu", NUMERICS_FAST), *g = open_on(test_device(), NUMERICS_FAST);
+    REQUIRE(c && g);
+    const int R = 4096, K = 64, N = 192;
+    char what[64];
+    snprintf(what, sizeof what, "fast %s matmul_bwd dw slices", dtype_name(rt));
+    struct outs oc = {0}, one = {0}, sl = {0}, sl2 = {0};
+    plumb_err e = {0};
+    REQUIRE(mm_run(c, R, K, N, rt, NULL, &oc, &e) == 0);
+    CHECK_MSG(mm_run(g, R, K, N, rt, "1", &one, &e) == 0, "%s (one GEMM): %s", what, e.msg);
+    CHECK_MSG(mm_run(g, R, K, N, rt, NULL, &sl, &e) == 0, "%s (sliced): %s", what, e.msg);
+    CHECK_MSG(mm_run(g, R, K, N, rt, "auto", &sl2, &e) == 0, "%s (sliced again): %s", what, e.msg);
+    if (one.k == 3 && sl.k == 3 && sl2.k == 3 && oc.k == 3) {
+        CHECK_MSG(!memcmp(one.v[0], sl.v[0], one.n[0] * 4) && !memcmp(one.v[2], sl.v[2], one.n[2] * 4),
+                  "%s: dx or dbias changed with the dw slices", what);
+        struct outs a = {.k = 1}, b = {.k = 1};
+        a.v[0] = one.v[1], a.n[0] = one.n[1], a.name[0] = "dw";
+        b.v[0] = sl.v[1], b.n[0] = sl.n[1], b.name[0] = "dw";
+        compare_norm(&a, &b, 1e-5, what);
+        compare(&sl, &sl2, 0, "GPU sliced run to run");
+        if (rt != DT_F32) compare_norm(&oc, &sl, 20 * 0x1p-9, what);
+        else compare(&oc, &sl, 2e-4, what);
+    }
+    struct outs bad = {0};
+    if (!strncmp(test_device(), "cuda", 4)) { /* the slices are the CUDA path's (cuBLASLt) */
+        const int rb = mm_run(g, R, K, N, rt, "3", &bad, &e);
+        CHECK_MSG(rb == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_DW_SLICES=3"), "PLUMB_GPT_DW_SLICES=3: rc %d (%s)", rb,
+                  e.msg);
+    }
+    outs_free(&oc);
+    outs_free(&one);
+    outs_free(&sl);
+    outs_free(&sl2);
+    outs_free(&bad);
+    dev_close(g);
+    dev_close(c);
+}
+TEST(gpu_gpt_matmul_dw_slices_fp32) { dw_slices_case(DT_F32); }
+TEST(gpu_gpt_matmul_dw_slices_bf16) { dw_slices_case(DT_BF16); }
+
 /* gpt-tiny through the trainer on the GPU and on the cpu, 6 steps of the
  * preset (AdamW, clipping, cosine): golden the same parameter digest (fp32
  * and bf16); fast the final losses within 1e-3 (fp32) / 2e-2 (bf16) */

@@ -197,7 +197,8 @@ static int gemm(struct dev *d, struct dev_stream *st, int m, int n, int k, int t
 enum { GE_NONE = 0, GE_BIAS, GE_GELU_AUX, GE_GELU_AUX_BIAS, GE_DGELU };
 
 struct gl_key {
-    int ta, tb, m, n, k, lda, ldb, ldc, ldaux, abtype, compute, epi, align;
+    int ta, tb, m, n, k, lda, ldb, ldc, ldaux, abtype, compute, epi, align, batch;
+    long long sa, sb, sc; /* strided batch: element offsets between the batch's A, B, C */
 };
 struct gl_plan {
     struct gl_key key;
@@ -305,6 +306,17 @@ static void gl_make(struct gl_state *s, const struct gl_key *k, struct gl_plan *
         cublasLtMatrixLayoutCreate(&p->lb, at, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb) ||
         cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc))
         return;
+    if (k->batch > 1) {
+        const int32_t bc = k->batch;
+        const int64_t sa = k->sa, sb = k->sb, sc = k->sc;
+        if (cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
+            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
+            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
+            cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa) ||
+            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb) ||
+            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc))
+            return;
+    }
     cublasLtMatmulPreference_t pref;
     if (cublasLtMatmulPreferenceCreate(&pref)) return;
     uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE, al = (uint32_t)k->align;
@@ -327,11 +339,14 @@ static void gl_make(struct gl_state *s, const struct gl_key *k, struct gl_plan *
 }
 
 /* Column-major C[m,n] (fp32, ldc) = op(A) op(B) (+ C when beta = 1) with an
- * epilogue; A and B fp32 (ab16 = 0) or rt's 16-bit type. PLUMB_EUNSUPPORTED
- * (no message) when cuBLASLt has no algorithm: the caller falls back. */
-static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
-                   const void *Bm, int ldb, float *C, int ldc, float beta, int rt, int ab16, int epi, const float *bias,
-                   const float *aux, int ldaux, plumb_err *e)
+ * epilogue; A and B fp32 (ab16 = 0) or rt's 16-bit type; batch > 1: that
+ * many products at element offsets sa, sb, sc apart (strided batch).
+ * PLUMB_EUNSUPPORTED (no message) when cuBLASLt has no algorithm: the caller
+ * falls back. */
+static int gl_gemm_batched(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A,
+                           int lda, const void *Bm, int ldb, float *C, int ldc, float beta, int rt, int ab16, int epi,
+                           const float *bias, const float *aux, int ldaux, int batch, long long sa, long long sb,
+                           long long sc, plumb_err *e)
 {
     pthread_mutex_lock(&g_gl_lock);
     struct gl_state *s = gl_of(d, e);
@@ -351,6 +366,12 @@ static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
     key.ldc = ldc;
     key.ldaux = ldaux;
     key.epi = epi;
+    key.batch = batch > 1 ? batch : 1;
+    if (key.batch > 1) {
+        key.sa = sa;
+        key.sb = sb;
+        key.sc = sc;
+    }
     if (ab16) {
         key.abtype = rt == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
         key.compute = CUBLAS_COMPUTE_32F;
@@ -362,6 +383,13 @@ static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
     if (gl_align(Bm) < al) al = gl_align(Bm);
     if (gl_align(C) < al) al = gl_align(C);
     if (aux && gl_align(aux) < al) al = gl_align(aux);
+    if (key.batch > 1) { /* every product of the batch starts as aligned as the first */
+        const size_t eb = ab16 ? 2 : 4;
+        const void *offs[3] = {(const void *)(uintptr_t)(sa * eb), (const void *)(uintptr_t)(sb * eb),
+                               (const void *)(uintptr_t)(sc * 4)};
+        for (int i = 0; i < 3; i++)
+            if (gl_align(offs[i]) < al) al = gl_align(offs[i]);
+    }
     key.align = al;
     struct gl_plan *p = NULL;
     for (int i = 0; i < GL_PLANS && !p; i++)
@@ -396,6 +424,43 @@ static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
     if (cs != CUBLAS_STATUS_SUCCESS)
         return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul (gpt) m=%d n=%d k=%d failed: %s", d->label, m, n, k,
                        cublasLtGetStatusString(cs));
+    return PLUMB_OK;
+}
+static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
+                   const void *Bm, int ldb, float *C, int ldc, float beta, int rt, int ab16, int epi, const float *bias,
+                   const float *aux, int ldaux, plumb_err *e)
+{
+    return gl_gemm_batched(d, st, ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, beta, rt, ab16, epi, bias, aux, ldaux, 1, 0,
+                           0, 0, e);
+}
+
+/* Slices of the batch rows for dw = dy^T x (matmul_bwd): the contraction runs
+ * over the B rows, and with no split-K (reduction scheme NONE, for repeatable
+ * bits) one GEMM has only about (K/128)(N/128) output tiles to spread over
+ * the SMs: 36 for gpt2-124m's attention projection (768 x 768), 108 for
+ * c_attn, 144 for the MLP, on the H200's 132. Cut into S slices (one
+ * strided-batched GEMM writes S partial dw's, tr_sum_slices adds them in
+ * slice order: deterministic, S a function of the shape alone), it has
+ * S times as many: S is the smallest power of two giving at least 512 tiles
+ * of 128 x 128, at most 16, each slice at least 512 rows (768 x 768: 16,
+ * c_attn: 8, MLP: 4 at B T = 16384). PLUMB_GPT_DW_SLICES=N (1, 2, 4, 8 or
+ * 16; must divide B) fixes S, 1 being the single GEMM; "auto" or unset the
+ * rule above; anything else an error naming it. */
+static int dw_slices(struct dev *d, int B, int K, int N, int *S, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_GPT_DW_SLICES");
+    if (v && *v && strcmp(v, "auto")) {
+        char *end = NULL;
+        const long n = strtol(v, &end, 10);
+        if (*end || (n != 1 && n != 2 && n != 4 && n != 8 && n != 16))
+            return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_DW_SLICES=%s: expected auto, 1, 2, 4, 8 or 16", d->label, v);
+        *S = B % n == 0 ? (int)n : 1;
+        return PLUMB_OK;
+    }
+    const long tiles = (long)((K + 127) / 128) * ((N + 127) / 128);
+    int s = 1;
+    while (s < 16 && tiles * s < 512 && B % (2 * s) == 0 && B / (2 * s) >= 512) s *= 2;
+    *S = s;
     return PLUMB_OK;
 }
 #endif /* !PLUMB_HIP */
@@ -519,7 +584,20 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
             else if (rc) return rc;
         }
         if (ok) {
-            /* dw^T [K x N] = (x viewed K x B)(dy viewed N x B)^T */
+            /* dw^T [K x N] = (x viewed K x B)(dy viewed N x B)^T, in S row slices
+             * (dw_slices) added in order, or as one GEMM */
+            int S;
+            if ((rc = dw_slices(d, B, K, N, &S, e))) return rc;
+            if (S > 1) {
+                void *wp;
+                const size_t kn = (size_t)K * N;
+                const int Bc = B / S;
+                if ((rc = tws_get(d, 2, (size_t)S * kn * sizeof(float), &wp, e))) return rc;
+                rc = gl_gemm_batched(d, st, 0, 1, K, N, Bc, xa, K, dya, N, (float *)wp, K, 0.0f, (int)rt, ab16, GE_NONE,
+                                     NULL, NULL, 0, S, (long long)Bc * K, (long long)Bc * N, (long long)kn, e);
+                if (rc == PLUMB_OK) return tr_sum_slices(d, st, (const float *)wp, S, kn, dw, e);
+                if (rc != PLUMB_EUNSUPPORTED) return rc;
+            }
             rc = gl_gemm(d, st, 0, 1, K, N, B, xa, K, dya, N, dw, K, 0.0f, (int)rt, ab16, GE_NONE, NULL, NULL, 0, e);
             if (rc != PLUMB_EUNSUPPORTED) return rc;
         }

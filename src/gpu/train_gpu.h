@@ -62,6 +62,8 @@ struct tprof_scope {
 };
 
 /* train_linear.cu */
+/* out [n] = the S slices part [S, n] added in slice order (train_linear.cu) */
+int tr_sum_slices(struct dev *d, struct dev_stream *st, const float *part, int S, size_t n, float *out, plumb_err *e);
 int tr_linear_fwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *bias,
                   float *y, int B, int K, int N, int relu, dtype_t rt, plumb_err *e);
 int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *y,

@@ -367,6 +367,16 @@ __global__ void k_sum_slices(const float *part, int S, size_t n, float *out)
     }
 }
 
+/* out[j] = part[0][j] + ... + part[S-1][j] in slice order: the deterministic
+ * second half of a GEMM whose contraction was cut into S slices (here for
+ * dw below, and in train_gpt_gemm.cu for the transformer's dw) */
+int tr_sum_slices(struct dev *d, struct dev_stream *st, const float *part, int S, size_t n, float *out, plumb_err *e)
+{
+    k_sum_slices<<<gpu_grid(n, 256), 256, 0, st->s>>>(part, S, n, out);
+    GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
+    return PLUMB_OK;
+}
+
 /* Rows of K floats (K % 4 != 0) are not 16-byte aligned, and cuBLASLt then
  * takes its slowest (1-element aligned) kernels, several times slower on the
  * two DLRM layers with K = 13 and K = 367. The fast path pads such rows to
@@ -899,9 +909,8 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
                 if (padk) {
                     k_sum_slices_unpad<<<gpu_grid((size_t)N * K, 256), 256, 0, st->s>>>(part, S, N, K, Kp, dw);
                     GPU_CHECK_LAUNCH(d, "k_sum_slices_unpad", e);
-                } else {
-                    k_sum_slices<<<gpu_grid(kn, 256), 256, 0, st->s>>>(part, S, kn, dw);
-                    GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
+                } else if ((rc = tr_sum_slices(d, st, part, S, kn, dw, e))) {
+                    return rc;
                 }
                 dw_done = 1;
             } else if (rc != PLUMB_EUNSUPPORTED) {
