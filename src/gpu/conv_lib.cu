@@ -14,7 +14,10 @@
  * and train_conv.cu runs its own kernels for that shape.
  *
  * Environment: PLUMB_CUDNN_LIB / PLUMB_MIOPEN_LIB (a path to the library),
- * PLUMB_CONV_WS_MB (the workspace limit, default 256). */
+ * PLUMB_CONV_WS_MB (the workspace limit, default 256), PLUMB_CONV_LOG (set:
+ * one line on stderr per cuDNN plan made: the geometry, the algorithm taken
+ * and its Find time against the fastest result of any kind, so the time that
+ * determinism costs each layer can be read off a run). */
 #include "gpu/train_gpu.h"
 #include <dlfcn.h>
 #include <glob.h>
@@ -473,6 +476,7 @@ static int make_plan(struct dev *d, cdn_handle_t h, struct plan *p, const void *
                                                            ws, wsb),
                "cudnnFindConvolutionBackwardFilterAlgorithmEx");
     p->usable = 0;
+    float taken_ms = -1.0f;
     for (int i = 0; i < nret && !p->usable; i++) { /* sorted by time */
         const cdn_perf_t *r = &perf[i];
         if (r->status != CDN_STATUS_SUCCESS || r->determinism != CDN_DETERMINISTIC || r->memory > wsb) continue;
@@ -480,7 +484,22 @@ static int make_plan(struct dev *d, cdn_handle_t h, struct plan *p, const void *
         p->usable = 1;
         p->algo = r->algo;
         p->ws = r->memory;
+        taken_ms = r->time;
         CCHECK(Cd.SetConvolutionMathType(p->conv, r->mathType), "cudnnSetConvolutionMathType");
+    }
+    const char *lg = getenv("PLUMB_CONV_LOG");
+    if (lg && *lg) {
+        const cdn_perf_t *f = NULL; /* the fastest that ran, deterministic or not */
+        for (int i = 0; i < nret && !f; i++)
+            if (perf[i].status == CDN_STATUS_SUCCESS) f = &perf[i];
+        static const char *dirs[] = {"fwd", "dgrad", "wgrad"};
+        fprintf(stderr,
+                "plumb: %s: cudnn %s N%d H%d W%d C%d -> K%d R%dxS%d stride %d pad %d %s: algo %d %.4f ms%s; fastest algo %d "
+                "%.4f ms (%s, %zu B)\n",
+                d->label, dirs[p->key.dir], g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad,
+                rt == DT_BF16 ? "bf16" : rt == DT_F16 ? "fp16" : "fp32", p->usable ? p->algo : -1, taken_ms,
+                p->usable ? "" : " (none usable: own kernels)", f ? f->algo : -1, f ? f->time : -1.0f,
+                f && f->determinism == CDN_DETERMINISTIC ? "deterministic" : "not deterministic", f ? f->memory : (size_t)0);
     }
     return PLUMB_OK;
 }
