@@ -45,10 +45,11 @@
  *     per query tile at or after it, ascending: S^T = K Q^T,
  *     P^T = exp(S^T scale - lse), dV += P^T dO, dP^T = V dO^T,
  *     dS^T = P^T (dP^T - D), dK += dS^T Q.
- *   k_mma_bwd_dq (a block per query tile): Q and dO fragments in registers;
+ *   k_mma_bwd_dq (a block per query tile): Q and dO staged once;
  *     per key tile up to the diagonal: S, P, dP = dO V^T, dS, dQ += dS K.
  * D_t = dout_t . out_t comes from k_flash_bwd_pre, as for the other kernels.
- * Shared memory (bytes, HSM 64): forward 27,648; dK/dV 55,808; dQ 46,080. */
+ * Shared memory (bytes, HSM 64): forward 27,648; dK/dV 55,808; dQ 46,080.
+ * Registers (ptxas, sm_90, HSM 64): forward 128, dK/dV 214, dQ 163; no spills. */
 #ifndef PLUMB_GPU_TRAIN_GPT_ATTN_MMA_CUH
 #define PLUMB_GPU_TRAIN_GPT_ATTN_MMA_CUH
 #if defined(PLUMB_CUDA) && !defined(PLUMB_HIP)
@@ -130,6 +131,64 @@ template <typename E> __device__ inline void mm_c_to_a(uint32_t *a, const float 
     a[1] = mm_pack2<E>(c0[2], c0[3]);
     a[2] = mm_pack2<E>(c1[0], c1[1]);
     a[3] = mm_pack2<E>(c1[2], c1[3]);
+}
+
+/* acc[nt] (8 tiles of 8 columns) = the 16 rows at A (row-major, LD a row)
+ * times rows 8 nt .. 8 nt + 7 of Bn (row-major, LD) transposed, over KS
+ * 16-wide steps of the head: a 16 x 64 block of A Bn^T, each accumulator
+ * summed over the steps in ascending order; tiles with skip(nt) stay 0 */
+template <typename E, int LD, typename SKIP>
+__device__ inline void mm_step_bt(float (&acc)[8][4], const uint32_t *a, const uint16_t *Bn, int g, int q, SKIP skip)
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        if (skip(nt)) continue;
+        uint32_t b[2];
+        mm_frag_b<LD>(b, Bn + 8 * nt * LD, g, q);
+        mma16816<E>(acc[nt], a, b);
+    }
+}
+template <typename E, int KS, int LD, typename SKIP>
+__device__ inline void mm_rows_bt(float (&acc)[8][4], const uint16_t *A, const uint16_t *Bn, int g, int q, SKIP skip)
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t a[4];
+        mm_frag_a<LD>(a, A + 16 * ks, g, q);
+        mm_step_bt<E, LD>(acc, a, Bn + 16 * ks, g, q, skip);
+    }
+}
+/* the same with A's fragments already in registers (the forward's Q) */
+template <typename E, int KS, int LD, typename SKIP>
+__device__ inline void mm_frags_bt(float (&acc)[8][4], const uint32_t (&a)[KS][4], const uint16_t *Bn, int g, int q,
+                                   SKIP skip)
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) mm_step_bt<E, LD>(acc, a[ks], Bn + 16 * ks, g, q, skip);
+}
+/* out[n] += the 16 x 64 block whose C fragments are c (rounded to E) times
+ * the 64 x (8 NO) tile stored transposed in Bt [8 NO][LDT], in the order of
+ * the 16-wide steps kk ascending; steps with skip(kk) (their c all zero) left
+ * out */
+template <typename E, int NO, typename SKIP>
+__device__ inline void mm_c_bt(float (&out)[NO][4], const float (&c)[8][4], const uint16_t *Bt, int g, int q, SKIP skip)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        if (skip(kk)) continue;
+        uint32_t a[4];
+        mm_c_to_a<E>(a, c[2 * kk], c[2 * kk + 1]);
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            uint32_t b[2];
+            mm_frag_b<LDT>(b, Bt + 8 * n * LDT + 16 * kk, g, q);
+            mma16816<E>(out[n], a, b);
+        }
+    }
 }
 
 /* rows [r0, r0 + MB) of a row-major fp32 tensor (row t at base + t stride,
@@ -282,7 +341,7 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
     const int t0 = q0 + wr + g, t1 = t0 + 8;               /* this lane's two rows */
     mm_stage<E, HSM, LDE>(Qs, base, C3, q0, T, HS);
     __syncthreads();
-    uint32_t qa[KS][4];
+    uint32_t qa[KS][4]; /* held in registers: reloading them per tile spilled 12 bytes (ptxas, sm_90) */
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) mm_frag_a<LDE>(qa[ks], Qs + wr * LDE + 16 * ks, g, q);
     float o[NO][4];
@@ -292,23 +351,13 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
     const float sl2 = scale * LOG2E;
     const int qlast = q0 + MB - 1 < T - 1 ? q0 + MB - 1 : T - 1;
     for (int k0 = 0; k0 <= qlast; k0 += MB) {
-        __syncthreads(); /* the previous K, V^T read by every warp */
+        __syncthreads(); /* the previous K, V^T read by every warp (Q's fragments loaded: first tile) */
         mm_stage<E, HSM, LDE>(Ks, base + C, C3, k0, T, HS);
         mm_stage_t<E, HSM>(Vt, base + 2 * C, C3, k0, T, HS);
         __syncthreads();
         /* S = Q K^T: 8 tiles of 8 keys; tiles wholly past the warp's rows stay 0 (masked below) */
         float s[8][4];
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-            if (k0 + 8 * nt > wlast) continue;
-#pragma unroll
-            for (int ks = 0; ks < KS; ks++) {
-                uint32_t kb[2];
-                mm_frag_b<LDE>(kb, Ks + 8 * nt * LDE + 16 * ks, g, q);
-                mma16816<E>(s[nt], qa[ks], kb);
-            }
-        }
+        mm_frags_bt<E, KS, LDE>(s, qa, Ks, g, q, [&](int nt) { return k0 + 8 * nt > wlast; });
         float a0, a1;
         if (k0 + MB - 1 <= q0 + wr && q0 + wr + 15 < T)
             mm_softmax_rows<false>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
@@ -322,18 +371,7 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
             o[n][3] *= a1;
         }
         /* O += P V over the 16-key steps that hold a key at or before the warp's last row */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            if (k0 + 16 * kk > wlast) continue;
-            uint32_t pa[4];
-            mm_c_to_a<E>(pa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-            for (int n = 0; n < NO; n++) {
-                uint32_t vb[2];
-                mm_frag_b<LDT>(vb, Vt + 8 * n * LDT + 16 * kk, g, q);
-                mma16816<E>(o[n], pa, vb);
-            }
-        }
+        mm_c_bt<E, NO>(o, s, Vt, g, q, [&](int kk) { return k0 + 16 * kk > wlast; });
     }
     /* the row sums over the quad (the same bits in each of its lanes) */
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -401,70 +439,24 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
         }
         __syncthreads();
         /* S^T = K Q^T: 8 tiles of 8 queries; tiles wholly before the warp's keys stay 0 */
+        auto before = [&](int nt) { return q0 + 8 * nt + 7 < wfirst; };
+        auto before16 = [&](int kk) { return q0 + 16 * kk + 15 < wfirst; };
         float st[8][4];
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) st[nt][0] = st[nt][1] = st[nt][2] = st[nt][3] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            uint32_t ka[4];
-            mm_frag_a<LDE>(ka, Ks + wr * LDE + 16 * ks, g, q);
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                if (q0 + 8 * nt + 7 < wfirst) continue;
-                uint32_t qb[2];
-                mm_frag_b<LDE>(qb, Qs + 8 * nt * LDE + 16 * ks, g, q);
-                mma16816<E>(st[nt], ka, qb);
-            }
-        }
+        mm_rows_bt<E, KS, LDE>(st, Ks + wr * LDE, Qs, g, q, before);
         /* P^T where key j <= query t < T, else 0; a tile of queries all at or
          * after the warp's last key, all < T, needs no mask */
         const bool full = q0 >= wfirst + 15 && q0 + MB - 1 < T;
         if (full) mm_p_t<false>(st, Ls, q0, q, j0, j1, T, sl2);
         else mm_p_t<true>(st, Ls, q0, q, j0, j1, T, sl2);
         /* dV += P^T dO over the 16-query steps that reach the warp's keys */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            if (q0 + 16 * kk + 15 < wfirst) continue;
-            uint32_t pa[4];
-            mm_c_to_a<E>(pa, st[2 * kk], st[2 * kk + 1]);
-#pragma unroll
-            for (int n = 0; n < NO; n++) {
-                uint32_t ob[2];
-                mm_frag_b<LDT>(ob, dOt + 8 * n * LDT + 16 * kk, g, q);
-                mma16816<E>(dv[n], pa, ob);
-            }
-        }
+        mm_c_bt<E, NO>(dv, st, dOt, g, q, before16);
         /* dP^T = V dO^T, then dS^T = P^T (dP^T - D) in place */
         float dp[8][4];
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            uint32_t va[4];
-            mm_frag_a<LDE>(va, Vs + wr * LDE + 16 * ks, g, q);
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                if (q0 + 8 * nt + 7 < wfirst) continue;
-                uint32_t ob[2];
-                mm_frag_b<LDE>(ob, dOs + 8 * nt * LDE + 16 * ks, g, q);
-                mma16816<E>(dp[nt], va, ob);
-            }
-        }
+        mm_rows_bt<E, KS, LDE>(dp, Vs + wr * LDE, dOs, g, q, before);
         if (full) mm_ds_t<false>(dp, st, Ds, q0, q, j0, j1, T);
         else mm_ds_t<true>(dp, st, Ds, q0, q, j0, j1, T);
         /* dK += dS^T Q */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            if (q0 + 16 * kk + 15 < wfirst) continue;
-            uint32_t da[4];
-            mm_c_to_a<E>(da, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-            for (int n = 0; n < NO; n++) {
-                uint32_t qb[2];
-                mm_frag_b<LDT>(qb, Qt + 8 * n * LDT + 16 * kk, g, q);
-                mma16816<E>(dk[n], da, qb);
-            }
-        }
+        mm_c_bt<E, NO>(dk, dp, Qt, g, q, before16);
     }
     float *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
 #pragma unroll
@@ -509,54 +501,26 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const floa
     const float sl2 = scale * LOG2E; /* lse in log2 units below */
     const float L0 = t0 < T ? lse[(size_t)bh * T + t0] * LOG2E : 0.0f, L1 = t1 < T ? lse[(size_t)bh * T + t1] * LOG2E : 0.0f;
     const float D0 = t0 < T ? D[(size_t)bh * T + t0] : 0.0f, D1 = t1 < T ? D[(size_t)bh * T + t1] : 0.0f;
-    __syncthreads();
-    uint32_t qa[KS][4], oa[KS][4];
-#pragma unroll
-    for (int ks = 0; ks < KS; ks++) {
-        mm_frag_a<LDE>(qa[ks], Qs + wr * LDE + 16 * ks, g, q);
-        mm_frag_a<LDE>(oa[ks], dOs + wr * LDE + 16 * ks, g, q);
-    }
     float dq[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     const int qlast = q0 + MB - 1 < T - 1 ? q0 + MB - 1 : T - 1;
     for (int k0 = 0; k0 <= qlast; k0 += MB) {
-        __syncthreads(); /* the previous K, V, K^T read by every warp */
+        __syncthreads(); /* the previous K, V, K^T read by every warp (Q, dO staged: first tile) */
         mm_stage<E, HSM, LDE>(Ks, base + C, C3, k0, T, HS);
         mm_stage<E, HSM, LDE>(Vs, base + 2 * C, C3, k0, T, HS);
         mm_stage_t<E, HSM>(Kt, base + C, C3, k0, T, HS);
         __syncthreads();
+        /* S = Q K^T and dP = dO V^T: 8 tiles of 8 keys; tiles wholly past the warp's rows stay 0 */
+        auto past = [&](int nt) { return k0 + 8 * nt > wlast; };
         float s[8][4], dp[8][4];
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-            dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
-            if (k0 + 8 * nt > wlast) continue;
-#pragma unroll
-            for (int ks = 0; ks < KS; ks++) {
-                uint32_t kb[2], vb[2];
-                mm_frag_b<LDE>(kb, Ks + 8 * nt * LDE + 16 * ks, g, q);
-                mma16816<E>(s[nt], qa[ks], kb);
-                mm_frag_b<LDE>(vb, Vs + 8 * nt * LDE + 16 * ks, g, q);
-                mma16816<E>(dp[nt], oa[ks], vb);
-            }
-        }
+        mm_rows_bt<E, KS, LDE>(s, Qs + wr * LDE, Ks, g, q, past);
+        mm_rows_bt<E, KS, LDE>(dp, dOs + wr * LDE, Vs, g, q, past);
         /* P and dS = P (dP - D) where key j <= query t < T, else 0 */
         if (k0 + MB - 1 <= q0 + wr && q0 + wr + 15 < T) mm_ds_rows<false>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
         else mm_ds_rows<true>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
         /* dQ += dS K */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            if (k0 + 16 * kk > wlast) continue;
-            uint32_t da[4];
-            mm_c_to_a<E>(da, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-            for (int n = 0; n < NO; n++) {
-                uint32_t kb[2];
-                mm_frag_b<LDT>(kb, Kt + 8 * n * LDT + 16 * kk, g, q);
-                mma16816<E>(dq[n], da, kb);
-            }
-        }
+        mm_c_bt<E, NO>(dq, dp, Kt, g, q, [&](int kk) { return k0 + 16 * kk > wlast; });
     }
     float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS, *r1 = r0 + 8 * C3;
 #pragma unroll
