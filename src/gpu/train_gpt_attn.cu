@@ -269,7 +269,8 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
     if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
     if ((rc = tws_get(d, 0, rows * sizeof(float), &ws, e))) return rc;
     float *D = (float *)ws;
-    k_flash_bwd_pre<<<(unsigned)((rows + 127) / 128), 128, 0, st->s>>>(out, dout, D, B, T, NH, HS);
+    /* a warp per row: 128 / PLUMB_WARP rows a block */
+    k_flash_bwd_pre<<<gpu_grid(rows, 128 / PLUMB_WARP), 128, 0, st->s>>>(out, dout, D, B, T, NH, HS);
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
 #if defined(PLUMB_ATTN_MMA)
     if (kind == ATTN_MMA) return MMA_DISPATCH(mma_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);

@@ -290,17 +290,24 @@ __global__ void __launch_bounds__(NT) k_flash_fwd(const float *qkv, float *out, 
     if (sub == 0) lse[(size_t)bh * T + t] = m + logf(l);
 }
 
-/* D[bh, t] = dout_t . out_t over the head's HS columns */
+/* D[bh, t] = dout_t . out_t over the head's HS columns: a warp per row
+ * (grid-stride over rows, any grid), lane i taking columns i, i + W, ...,
+ * then the warp's fixed butterfly (deterministic). One thread per row had
+ * each warp's 32 loads fall in 32 rows C floats apart. */
 static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS)
 {
     const size_t rows = (size_t)B * NH * T;
-    const size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (q >= rows) return;
-    const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
-    const size_t o = ((size_t)b * T + t) * (size_t)NH * HS + (size_t)h * HS;
-    float acc = 0.0f;
-    for (int i = 0; i < HS; i++) acc = fmaf(dout[o + i], out[o + i], acc);
-    D[q] = acc;
+    const int lane = threadIdx.x % PLUMB_WARP;
+    const size_t w0 = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / PLUMB_WARP;
+    const size_t nw = (size_t)gridDim.x * blockDim.x / PLUMB_WARP;
+    for (size_t q = w0; q < rows; q += nw) {
+        const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
+        const size_t o = ((size_t)b * T + t) * (size_t)NH * HS + (size_t)h * HS;
+        float acc = 0.0f;
+        for (int i = lane; i < HS; i += PLUMB_WARP) acc = fmaf(dout[o + i], out[o + i], acc);
+        acc = plumb_warp_sum(acc);
+        if (lane == 0) D[q] = acc;
+    }
 }
 
 /* P and dS of the [BR x BC] tile (queries q0.., keys k0..) into Ps, dSs:
