@@ -219,7 +219,9 @@ __device__ inline void mm_stage_t(uint16_t *St, const float *base, size_t stride
 
 /* The softmax runs in base 2: x = s scale log2(e), p = 2^(x - m) with the
  * running max m and lse kept as m + log2 l, stored as (m + log2 l) ln 2
- * (exp2f is one SFU instruction where expf adds a range reduction). Each
+ * (exp2f is one SFU instruction where expf adds a range reduction; the
+ * plugin is built with --fmad=false for the golden kernels, so the scaling
+ * of a score is an explicit fmaf where it can be). Each
  * tile either may hold masked elements for a warp (MASK: key j > query t, or
  * t >= T: p = 0) or holds none (every key at or before the warp's first row,
  * every row < T: most tiles of a long sequence), which skips the compares. */
@@ -284,8 +286,8 @@ __device__ inline void mm_p_t(float (&st)[8][4], const float *Ls, int q0, int q,
         for (int u = 0; u < 2; u++) {
             const int c = 8 * nt + 2 * q + u, t = q0 + c;
             const float L = Ls[c];
-            st[nt][u] = !MASK || (t < T && j0 <= t) ? exp2f(st[nt][u] * sl2 - L) : 0.0f;
-            st[nt][2 + u] = !MASK || (t < T && j1 <= t) ? exp2f(st[nt][2 + u] * sl2 - L) : 0.0f;
+            st[nt][u] = !MASK || (t < T && j0 <= t) ? exp2f(fmaf(st[nt][u], sl2, -L)) : 0.0f;
+            st[nt][2 + u] = !MASK || (t < T && j1 <= t) ? exp2f(fmaf(st[nt][2 + u], sl2, -L)) : 0.0f;
         }
 }
 /* dK/dV: dS^T = P^T (dP^T - D) in place of dP^T (Ds holds D per query) */
@@ -315,8 +317,8 @@ __device__ inline void mm_ds_rows(float (&dp)[8][4], const float (&s)[8][4], int
         for (int u = 0; u < 2; u++) {
             const int j = k0 + 8 * nt + 2 * q + u;
             const int v0 = !MASK || (t0 < T && j <= t0), v1 = !MASK || (t1 < T && j <= t1);
-            dp[nt][u] = v0 ? exp2f(s[nt][u] * sl2 - L0) * (dp[nt][u] - D0) : 0.0f;
-            dp[nt][2 + u] = v1 ? exp2f(s[nt][2 + u] * sl2 - L1) * (dp[nt][2 + u] - D1) : 0.0f;
+            dp[nt][u] = v0 ? exp2f(fmaf(s[nt][u], sl2, -L0)) * (dp[nt][u] - D0) : 0.0f;
+            dp[nt][2 + u] = v1 ? exp2f(fmaf(s[nt][2 + u], sl2, -L1)) * (dp[nt][2 + u] - D1) : 0.0f;
         }
 }
 
