@@ -132,6 +132,12 @@ int file_read_all(const char *path, char **out, size_t *len, plumb_err *e)
     if (len) *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(e, errno == ENOENT ? PLUMB_EUSAGE : PLUMB_EIO, "open %s: %s", path, strerror(errno));
+    /* a directory names the wrong thing (fopen "rb" opens one, fread fails) */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
+    }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
