@@ -163,3 +163,43 @@ TEST(gpt_workload_eval_data_faults_name_eval_data)
     CHECK_EQ_INT(open_gpt_data(spec, train, &e), PLUMB_EUSAGE);
     CHECK_MSG(strstr(e.msg, "--eval-data") && !strstr(e.msg, "--val-data"), "%s", e.msg);
 }
+
+/* --init-from a reference state of another architecture names both (the
+ * file's and the preset's): before, the message read the state's config
+ * after gpt_ref_free had zeroed it ("a model of L0 H0 C0 T0 V0"). The
+ * state here is gpt-tiny's reference with "n_layer": 2 made 1 in its
+ * header. */
+TEST(gpt_init_from_another_architecture_names_it)
+{
+    char ref[1024], bad[1024], out[1024];
+    ref_path(ref, sizeof ref);
+    plumb_err e = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    REQUIRE(file_read_all(ref, &buf, &len, &e) == 0);
+    char *nl = strstr(buf, "\"n_layer\": 2");
+    REQUIRE(nl != NULL);
+    nl[strlen("\"n_layer\": ")] = '1';
+    snprintf(bad, sizeof bad, "%s/ref_l1.bin", test_tmpdir());
+    REQUIRE(file_write_atomic(bad, buf, len, &e) == 0);
+    free(buf);
+    snprintf(out, sizeof out, "%s/ref_l1_run", test_tmpdir());
+    REQUIRE(file_mkdirs(out, &e) == 0);
+    const char *words[] = {"--preset", "gpt-tiny", "--steps", "1", "--batch", "2", "--init-from", bad, "--quiet", NULL,
+                           "--health-interval", "0", NULL};
+    struct train_config cfg;
+    train_config_defaults(&cfg, workload_find("gpt"));
+    for (int i = 0; words[i]; i += 2) REQUIRE(train_option_set(&cfg, words[i], words[i + 1], &e) == 0);
+    REQUIRE(train_config_finish(&cfg, &e) == 0);
+    cfg.out_dir = out;
+    cfg.progress = 0;
+    struct comm *c = NULL;
+    REQUIRE(comm_init("self", &c, &e) == 0);
+    struct train_result tr;
+    int rc = trainer_run(&cfg, c, &tr, &e);
+    comm_finalize(c);
+    CHECK_EQ_INT(rc, PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--init-from") && strstr(e.msg, "a model of L1 H4 C64 T64 V256") &&
+                  strstr(e.msg, "the preset's L2 H4 C64 T64 V256"),
+              "%s", e.msg);
+}

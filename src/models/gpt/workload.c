@@ -127,10 +127,12 @@ static int m_init(struct model *w, uint64_t seed, plumb_err *e)
     const struct gpt_config *c = gpt_config_of(w->m);
     if (r.c.n_layer != c->n_layer || r.c.n_head != c->n_head || r.c.n_embd != c->n_embd ||
         r.c.block_size != c->block_size || r.c.vocab != c->vocab || r.c.vocab_padded != c->vocab_padded) {
+        /* the message first: gpt_ref_free zeroes r.c */
+        rc = err_set(e, PLUMB_EUSAGE, "--init-from %s: a model of L%d H%d C%d T%d V%d (expected the preset's L%d H%d C%d T%d V%d)",
+                     w->init_from, r.c.n_layer, r.c.n_head, r.c.n_embd, r.c.block_size, r.c.vocab, c->n_layer, c->n_head,
+                     c->n_embd, c->block_size, c->vocab);
         gpt_ref_free(&r);
-        return err_set(e, PLUMB_EUSAGE, "--init-from %s: a model of L%d H%d C%d T%d V%d (expected the preset's L%d H%d C%d T%d V%d)",
-                       w->init_from, r.c.n_layer, r.c.n_head, r.c.n_embd, r.c.block_size, r.c.vocab, c->n_layer, c->n_head,
-                       c->n_embd, c->block_size, c->vocab);
+        return rc;
     }
     char nm[64];
     float *h = NULL;
