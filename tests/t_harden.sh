@@ -236,4 +236,24 @@ run "resume naming the same data file by another path: resumes" 0 "" \
   "$PLUMB" train ctr --quiet --health-interval 0 --steps 5 --data "$TMP/d15link.tsv" --checkpoint-dir "$TMP/ck15d" --resume --out "$TMP/m4"
 run "--preset --out X: exit 2 (--out is not the preset)" 2 "--preset needs a value" "$PLUMB" train ctr --preset --out "$TMP/X" $Q --steps 2
 
+# ---- 16. output paths of plumb data and plumb bench: a directory, a missing folder or a
+# path that cannot be created is exit 2 naming the option, before any work (each was exit
+# 3 from the final write: rename/create/mkdir failed, after a whole benchmark for --json)
+mkdir -p "$TMP/odir"; touch "$TMP/ofile"
+run "synth-tokens --out DIR: exit 2" 2 "--out .*is a directory" "$PLUMB" data synth-tokens --tokens 100 --out "$TMP/odir"
+run "synth-tokens --out in a missing folder: exit 2" 2 "--out .*does not exist" "$PLUMB" data synth-tokens --tokens 100 --out "$TMP/nodir/t.bin"
+run "synth-cifar --out an existing file: exit 2" 2 "--out .*ofile.*not a directory" "$PLUMB" data synth-cifar --train 10 --test 5 --out "$TMP/ofile"
+run "synth-cifar --out that cannot be created: exit 2" 2 "--out /proc/nope.*cannot create" "$PLUMB" data synth-cifar --train 10 --test 5 --out /proc/nope
+run "synth-cifar --out '': exit 2" 2 "--out" "$PLUMB" data synth-cifar --train 10 --test 5 --out ""
+"$PLUMB" data synth-criteo --rows 50 --out "$TMP/c16.tsv" >/dev/null 2>&1
+run "data cache --out DIR: exit 2" 2 "--out .*is a directory" "$PLUMB" data cache "$TMP/c16.tsv" --out "$TMP/odir"
+run "data cache --out in a missing folder: exit 2" 2 "--out .*does not exist" "$PLUMB" data cache "$TMP/c16.tsv" --out "$TMP/nodir/c.plumbcache"
+run "bench gpt --json DIR: exit 2 before the benchmark" 2 "^plumb bench gpt: --json .*is a directory" \
+  "$PLUMB" bench gpt --preset gpt-tiny --steps 1 --warmup 0 --batch 2 --json "$TMP/odir"
+grep -q "tokens/s" "$TMP/out" && fail "bench gpt --json DIR ran the benchmark first" "$(head -3 "$TMP/out")" || ok "bench gpt --json DIR: nothing measured"
+run "bench resnet --json in a missing folder: exit 2" 2 "^plumb bench resnet: --json .*does not exist" \
+  "$PLUMB" bench resnet --preset resnet-tiny --steps 1 --warmup 0 --leak-steps 0 --batch 4 --pool 16 --precision fp32 --json "$TMP/nodir/r.json"
+run "bench ctr --json DIR: exit 2" 2 "^plumb bench ctr: --json .*is a directory" \
+  "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --json "$TMP/odir"
+
 finish

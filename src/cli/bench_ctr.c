@@ -25,6 +25,7 @@
  * the plugin); leak check: reserved bytes after warm-up equal reserved bytes
  * after --leak-steps more steps. */
 #include "cli/bench.h"
+#include "core/file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
@@ -671,6 +672,7 @@ int bench_ctr(int argc, char **argv)
                         opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("bench ctr", &e);
+    if (o.json && file_check_output("--json", o.json, &e)) return cli_fail("bench ctr", &e);
     char pbuf[128], bbuf[256], *plist[4], *blist[16];
     int np = args_split_list(o.precisions, pbuf, sizeof pbuf, plist, 4);
     int nbt = args_split_list(o.batches, bbuf, sizeof bbuf, blist, 16);

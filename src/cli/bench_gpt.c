@@ -20,6 +20,7 @@
  * optimizer = the rest of the step; data = the host's wait for the
  * trainer's own data path over --steps more steps (trainer_steps). */
 #include "cli/bench.h"
+#include "core/file.h"
 #include "cli/args.h"
 #include "comm/comm.h"
 #include "core/jsonx.h"
@@ -227,7 +228,7 @@ int bench_gpt(int argc, char **argv)
                         "same device, eager and torch.compile.",
                         opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
-    if (rc) {
+    if (rc || (o.json && file_check_output("--json", o.json, &e))) {
         fprintf(stderr, "plumb bench gpt: %s\n", e.msg);
         return 2;
     }

@@ -25,6 +25,7 @@
  * steps. The PyTorch side trains on random inputs already on the device
  * (the same shapes), SGD momentum 0.9, weight decay 5e-4, as the trainer. */
 #include "cli/bench.h"
+#include "core/file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
@@ -405,6 +406,7 @@ int bench_resnet(int argc, char **argv)
                         opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("bench resnet", &e);
+    if (o.json && file_check_output("--json", o.json, &e)) return cli_fail("bench resnet", &e);
     char pbuf[128], bbuf[256], *plist[4], *blist[16];
     int np = args_split_list(o.precisions, pbuf, sizeof pbuf, plist, 4);
     int nbt = args_split_list(o.batches, bbuf, sizeof bbuf, blist, 16);

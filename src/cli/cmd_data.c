@@ -130,7 +130,7 @@ static int synth_cifar(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "synth-cifar: --out DIR is required");
         return cli_fail("data", &e);
     }
-    if (file_mkdirs(out, &e)) return cli_fail("data", &e);
+    if (file_check_output_dir("--out", out, &e)) return cli_fail("data", &e);
     struct cifar_set tr, te;
     if (imgsynth_cifar_set((uint64_t)seed, IMG_SPLIT_TRAIN, 0, (size_t)train, &tr, &e)) return cli_fail("data", &e);
     if (imgsynth_cifar_set((uint64_t)seed, IMG_SPLIT_TEST, 0, (size_t)test, &te, &e)) {
@@ -190,6 +190,7 @@ static int synth_tokens(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "synth-tokens: --out FILE is required");
         return cli_fail("data", &e);
     }
+    if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
     const int k = strcmp(split, "val") ? GPT_TRAIN : GPT_VAL;
     const uint64_t end = (uint64_t)first + (uint64_t)tokens;
     struct gpt_data_opts o = {.seed = (uint64_t)seed, .vocab = (int)vocab, .val_fraction = 0.1};
@@ -247,6 +248,7 @@ static int data_cache(int argc, char **argv)
         snprintf(def, sizeof def, "%s%s", pos[0], CRITEO_CACHE_SUFFIX);
         out = def;
     }
+    if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
     struct criteo_cache info;
     double t0 = timer_now();
     if (criteo_cache_write(pos[0], out, !strcmp(bad, "skip") ? CRITEO_BAD_SKIP : CRITEO_BAD_ERROR, (int)threads, &info,

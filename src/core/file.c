@@ -221,6 +221,27 @@ int file_check_output(const char *opt, const char *path, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* An output directory (file.h): the checks of file_check_output for a
+ * folder, which is created when missing (plumb train's --checkpoint-dir,
+ * plumb data synth-cifar's --out). */
+int file_check_output_dir(const char *opt, const char *dir, plumb_err *e)
+{
+    struct stat st;
+    if (!dir || !*dir) return err_set(e, PLUMB_EUSAGE, "%s: expected a folder name", opt);
+    if (stat(dir, &st) != 0) {
+        int err = errno;
+        if (err != ENOENT)
+            return err_set(e, PLUMB_EUSAGE, "%s %s: %s", opt, dir, err == ELOOP ? "a symlink loop" : strerror(err));
+        plumb_err me = {0};
+        if (file_mkdirs(dir, &me)) return err_set(e, PLUMB_EUSAGE, "%s %s: cannot create it: %s", opt, dir, me.msg);
+    } else if (!S_ISDIR(st.st_mode)) {
+        return err_set(e, PLUMB_EUSAGE, "%s %s: exists and is not a directory", opt, dir);
+    }
+    if (access(dir, W_OK | X_OK) != 0)
+        return err_set(e, PLUMB_EUSAGE, "%s %s: not writable: %s", opt, dir, strerror(errno));
+    return PLUMB_OK;
+}
+
 static int open_inside(const char *dir, const char *rel, size_t cap, int *fdp, size_t *size, plumb_err *e)
 {
     *fdp = -1;
