@@ -256,4 +256,13 @@ run "bench resnet --json in a missing folder: exit 2" 2 "^plumb bench resnet: --
 run "bench ctr --json DIR: exit 2" 2 "^plumb bench ctr: --json .*is a directory" \
   "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --json "$TMP/odir"
 
+# ---- 17. option values no range table holds: plumb bench ctr --to-auc is 0 (skip) or an AUC
+# in (0, 1) (1.5 and 1 ran --to-auc-max-steps to a target no model reaches; -1 was skipped
+# silently)
+TA="--device cpu --preset ctr-tiny --rows 1000 --no-throughput --auc-eval 1024 --to-auc-every 5 --to-auc-max-steps 10 --to-auc-batch 256"
+for v in 1.5 1 -1 -0.2; do
+  run "bench ctr --to-auc $v: exit 2 naming it and the range" 2 "^plumb bench ctr: --to-auc: $v .*expected 0 .* between 0 and 1" "$PLUMB" bench ctr $TA --to-auc "$v"
+done
+run "bench ctr --to-auc 0.5: runs" 0 "time to AUC 0.5000" "$PLUMB" bench ctr $TA --to-auc 0.5
+
 finish

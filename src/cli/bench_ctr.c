@@ -647,7 +647,7 @@ int bench_ctr(int argc, char **argv)
         {"--auc-batch", OPT_INT, &o.auc_batch, "2048", "batch of the AUC check", "1..1000000", "N"},
         {"--auc-precision", OPT_STR, &o.auc_precision, "fp32", "precision of the AUC check (fp32 or bf16; PyTorch: bf16 autocast)", NULL, "P"},
         {"--auc-eval", OPT_INT, &o.auc_eval, "131072", "eval samples of the AUC check", "1024..100000000", "N"},
-        {"--to-auc", OPT_DOUBLE, &o.to_auc, "0", "time to quality: train until the eval AUC reaches X (0: skip), "
+        {"--to-auc", OPT_DOUBLE, &o.to_auc, "0", "time to quality: train until the eval AUC reaches X, in (0, 1) (0: skip), "
          "plumb and (with --vs-pytorch) PyTorch's own loop", NULL, "X"},
         {"--to-auc-batch", OPT_INT, &o.ta_batch, "2048", "--to-auc: batch", "1..1000000", "N"},
         {"--to-auc-lr", OPT_DOUBLE, &o.ta_lr, "0.1", "--to-auc: SGD learning rate (after the warm-up)", NULL, "X"},
@@ -673,6 +673,13 @@ int bench_ctr(int argc, char **argv)
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("bench ctr", &e);
     if (o.json && file_check_output("--json", o.json, &e)) return cli_fail("bench ctr", &e);
+    /* an AUC lies in [0, 1] and no model ranks the teacher's Bernoulli labels
+     * perfectly: 1 and above (and any negative value) can only be a mistake */
+    if (o.to_auc < 0 || o.to_auc >= 1) {
+        err_set(&e, PLUMB_EUSAGE, "--to-auc: %g (expected 0 to skip, or a target AUC between 0 and 1; the synthetic "
+                "teacher's own AUC is about 0.78)", o.to_auc);
+        return cli_fail("bench ctr", &e);
+    }
     char pbuf[128], bbuf[256], *plist[4], *blist[16];
     int np = args_split_list(o.precisions, pbuf, sizeof pbuf, plist, 4);
     int nbt = args_split_list(o.batches, bbuf, sizeof bbuf, blist, 16);
