@@ -264,5 +264,17 @@ for v in 1.5 1 -1 -0.2; do
   run "bench ctr --to-auc $v: exit 2 naming it and the range" 2 "^plumb bench ctr: --to-auc: $v .*expected 0 .* between 0 and 1" "$PLUMB" bench ctr $TA --to-auc "$v"
 done
 run "bench ctr --to-auc 0.5: runs" 0 "time to AUC 0.5000" "$PLUMB" bench ctr $TA --to-auc 0.5
+# plumb bench gpt / resnet: every list entry and option checked before anything runs, each
+# message naming its own option once (a bad --precision entry ran the entries before it and
+# said "fp64: bench gpt: --precision"; --golden-preset was named --preset; a negative
+# --peak-tflops was taken as 0; "bench resnet: bench resnet: --lr")
+BG="--preset gpt-tiny --steps 1 --warmup 0 --batch 2"
+run "bench gpt --precision fp32,fp64: exit 2 before measuring fp32" 2 "^plumb bench gpt: --precision: 'fp64' is not one of fp32\|bf16\|fp16$" "$PLUMB" bench gpt $BG --precision fp32,fp64
+grep -q "tokens/s" "$TMP/out" && fail "bench gpt --precision fp32,fp64 measured fp32 first" "$(head -3 "$TMP/out")" || ok "bench gpt --precision fp32,fp64: nothing measured"
+run "bench gpt --peak-tflops -1: exit 2" 2 "^plumb bench gpt: --peak-tflops: -1 " "$PLUMB" bench gpt $BG --peak-tflops -1
+BR="--preset resnet-tiny --steps 1 --warmup 0 --leak-steps 0 --batch 4 --pool 16 --precision fp32"
+run "bench resnet --golden-preset bogus: exit 2 naming --golden-preset" 2 "^plumb bench resnet: --golden-preset: .*'bogus'" "$PLUMB" bench resnet $BR --golden-steps 1 --golden-preset bogus
+run "bench resnet --lr -1: exit 2, named once" 2 "^plumb bench resnet: --lr: -1 is out of range" "$PLUMB" bench resnet $BR --lr -1
+run "bench ctr --lr -1: exit 2, named once" 2 "^plumb bench ctr: --lr: -1 is out of range" "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --lr -1
 
 finish

@@ -25,10 +25,10 @@
  * the plugin); leak check: reserved bytes after warm-up equal reserved bytes
  * after --leak-steps more steps. */
 #include "cli/bench.h"
-#include "core/file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "core/file.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/philox.h"
@@ -120,7 +120,7 @@ static int bench_train_config(const char *const *words, struct train_config *c, 
     train_config_defaults(c, workload_find("ctr"));
     for (int i = 0; words[i]; i += 2) {
         int rc = train_option_set(c, words[i], words[i + 1], e);
-        if (rc) return err_wrap(e, "bench ctr");
+        if (rc) return rc;
     }
     return train_config_finish(c, e);
 }
@@ -678,6 +678,18 @@ int bench_ctr(int argc, char **argv)
     if (o.to_auc < 0 || o.to_auc >= 1) {
         err_set(&e, PLUMB_EUSAGE, "--to-auc: %g (expected 0 to skip, or a target AUC between 0 and 1; the synthetic "
                 "teacher's own AUC is about 0.78)", o.to_auc);
+        return cli_fail("bench ctr", &e);
+    }
+    /* --lr through the trainer's option table (its range, its name) before anything runs */
+    {
+        char lr[32];
+        snprintf(lr, sizeof lr, "%.17g", o.lr);
+        const char *w[] = {"--preset", o.preset, "--lr", lr, NULL, NULL};
+        struct train_config c;
+        if (bench_train_config(w, &c, &e)) return cli_fail("bench ctr", &e);
+    }
+    if (o.to_auc > 0 && !(o.ta_lr > 0)) {
+        err_set(&e, PLUMB_EUSAGE, "--to-auc-lr: %g (expected > 0)", o.ta_lr);
         return cli_fail("bench ctr", &e);
     }
     char pbuf[128], bbuf[256], *plist[4], *blist[16];
