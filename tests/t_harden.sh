@@ -246,7 +246,8 @@ run "synth-cifar --out an existing file: exit 2" 2 "--out .*ofile.*not a directo
 run "synth-cifar --out that cannot be created: exit 2" 2 "--out /proc/nope.*cannot create" "$PLUMB" data synth-cifar --train 10 --test 5 --out /proc/nope
 run "synth-cifar --out '': exit 2" 2 "--out" "$PLUMB" data synth-cifar --train 10 --test 5 --out ""
 "$PLUMB" data synth-criteo --rows 50 --out "$TMP/c16.tsv" >/dev/null 2>&1
-run "data cache --out DIR: exit 2" 2 "--out .*is a directory" "$PLUMB" data cache "$TMP/c16.tsv" --out "$TMP/odir"
+mkdir -p "$TMP/odir.plumbcache"
+run "data cache --out DIR: exit 2" 2 "--out .*is a directory" "$PLUMB" data cache "$TMP/c16.tsv" --out "$TMP/odir.plumbcache"
 run "data cache --out in a missing folder: exit 2" 2 "--out .*does not exist" "$PLUMB" data cache "$TMP/c16.tsv" --out "$TMP/nodir/c.plumbcache"
 run "bench gpt --json DIR: exit 2 before the benchmark" 2 "^plumb bench gpt: --json .*is a directory" \
   "$PLUMB" bench gpt --preset gpt-tiny --steps 1 --warmup 0 --batch 2 --json "$TMP/odir"

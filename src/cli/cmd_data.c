@@ -222,8 +222,8 @@ static int data_cache(int argc, char **argv)
     const char *out = NULL, *bad = "error";
     long threads = 0;
     const struct opt opts[] = {
-        {"--out", OPT_STR, &out, NULL, "the cache file (default: FILE.plumbcache, which plumb train --data FILE "
-         "then maps)", NULL, "PATH"},
+        {"--out", OPT_STR, &out, NULL, "the cache file, a name ending in .plumbcache (default: FILE.plumbcache, "
+         "which plumb train --data FILE then maps)", NULL, "PATH"},
         {"--bad-lines", OPT_CHOICE, &bad, "error", "a malformed line: an error, or skipped and counted", "error|skip", NULL},
         {"--threads", OPT_INT, &threads, "0", "parse threads (0: all cores)", "0..1024", "N"},
         {0},
@@ -243,10 +243,20 @@ static int data_cache(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "cache: expected one FILE (got %d argument%s)", npos, npos == 1 ? "" : "s");
         return cli_fail("data", &e);
     }
+    if (criteo_cache_is(pos[0])) {
+        err_set(&e, PLUMB_EUSAGE, "cache %s: a plumb cache already (expected a Criteo TSV file, plain or gzip)", pos[0]);
+        return cli_fail("data", &e);
+    }
     char def[4200];
     if (!out) {
         snprintf(def, sizeof def, "%s%s", pos[0], CRITEO_CACHE_SUFFIX);
         out = def;
+    }
+    /* plumb train --data knows a cache by its name only */
+    if (!criteo_cache_is(out)) {
+        err_set(&e, PLUMB_EUSAGE, "--out %s: expected a name ending in %s (plumb train --data maps a cache by that "
+                "name and reads any other file as Criteo TSV)", out, CRITEO_CACHE_SUFFIX);
+        return cli_fail("data", &e);
     }
     if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
     struct criteo_cache info;

@@ -29,6 +29,9 @@ static int load_file(struct dataset *d, int k, const char *path, const struct da
     }
     struct criteo_cache *c = &d->cache[k];
     int rc = criteo_cache_map(cache, src, c, e);
+    /* a corrupt cache named by --data (or beside its file) is the user's
+     * input, as a malformed TSV is: exit 2, the message says to rewrite it */
+    if (rc == PLUMB_ECORRUPT) e->code = rc = PLUMB_EUSAGE;
     if (rc) return rc;
     if (c->skipped && o->bad != CRITEO_BAD_SKIP)
         return err_set(e, PLUMB_EUSAGE, "%s: its source had %ld malformed lines, skipped when the cache was written "
