@@ -115,6 +115,19 @@ TEST(resnet_workload_data_and_preset_errors)
         CHECK_EQ_INT(wl->configure(&cfg, &spec, NULL, 0, &e), PLUMB_EUSAGE);
         CHECK_MSG(strstr(e.msg, cases[i].want), "%s --data %s: %s", cases[i].preset, cases[i].data, e.msg);
     }
+    /* --eval-data: resnet scores the --data directory's test_batch.bin (or
+     * the synthetic test split); a file given there was ignored silently */
+    {
+        struct train_config cfg;
+        plumb_err e = {0};
+        train_config_defaults(&cfg, wl);
+        REQUIRE(train_option_set(&cfg, "--eval-data", "/tmp/some_test_batch.bin", &e) == 0);
+        REQUIRE(train_config_finish(&cfg, &e) == 0);
+        void *spec = NULL;
+        CHECK_EQ_INT(wl->configure(&cfg, &spec, NULL, 0, &e), PLUMB_EUSAGE);
+        CHECK_MSG(strstr(e.msg, "--eval-data /tmp/some_test_batch.bin") && strstr(e.msg, "test_batch.bin"), "%s", e.msg);
+        if (spec) wl->spec_free(spec);
+    }
     struct train_config cfg;
     plumb_err e = {0};
     train_config_defaults(&cfg, wl);

@@ -69,6 +69,9 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: CIFAR-10 images are 32x32, preset %s takes %dx%d (use --data "
                      "synthetic for its 224x224 source, or a CIFAR preset: resnet-tiny, resnet18, resnet50-cifar)",
                      data, cfg->preset, s->c.image, s->c.image);
+    else if (cfg->eval_data && *cfg->eval_data)
+        rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: resnet scores the test split of its --data (a CIFAR-10 directory's "
+                     "test_batch.bin, or the synthetic test images); expected no --eval-data", cfg->eval_data);
     else if (s->src == SRC_DIR && (stat(data, &st) != 0 || !S_ISDIR(st.st_mode)))
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: not a directory (expected 'synthetic' or a CIFAR-10 binary "
                      "directory with data_batch_1..5.bin and test_batch.bin)", data);
