@@ -273,6 +273,21 @@ TEST(gpt_data_text_and_val_coverage)
     CHECK(strstr(e.msg, "missing.txt") != NULL);
 }
 
+/* Spec errors name the option: "text:" without a file said "open : No such
+ * file or directory"; a validation fraction of 0.5 or more said "validation
+ * fraction 0.6", not the option --eval-fraction that set it. */
+TEST(gpt_data_spec_errors_name_the_option)
+{
+    struct gpt_data_opts o = {3, 0, 0, 0, 0.1, 0};
+    struct gpt_data *d = NULL;
+    plumb_err e = {0};
+    CHECK_EQ_INT(gpt_data_open("text:", NULL, &o, &d, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--data text:") && strstr(e.msg, "expected text:FILE"), "%s", e.msg);
+    o.val_fraction = 0.6;
+    CHECK_EQ_INT(gpt_data_open("synthetic", NULL, &o, &d, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--eval-fraction 0.6") && strstr(e.msg, "below 0.5"), "%s", e.msg);
+}
+
 TEST(gpt_data_synthetic_chain_is_pure)
 {
     struct gpt_data_opts o = {9, 1000, 1 << 16, 1 << 12, 0, 0};

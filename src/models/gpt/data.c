@@ -182,7 +182,8 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
     *out = NULL;
     if (!spec || !*spec) return err_set(e, PLUMB_EUSAGE, "--data: empty (expected synthetic, text:FILE or tokens:GLOB)");
     const double frac = o->val_fraction > 0 ? o->val_fraction : 0.1;
-    if (frac >= 0.5) return err_set(e, PLUMB_EUSAGE, "validation fraction %g (expected below 0.5)", frac);
+    if (frac >= 0.5)
+        return err_set(e, PLUMB_EUSAGE, "--eval-fraction %g: gpt holds out less than half of its tokens (expected below 0.5)", frac);
     struct gpt_data *d = calloc(1, sizeof *d);
     if (!d) return err_set(e, PLUMB_ENOMEM, "out of memory");
     d->seed = o->seed;
@@ -207,7 +208,8 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
         const char *path = spec + 5;
         char *buf = NULL;
         size_t len = 0;
-        if (have_val) rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: text data holds out its last %g instead (expected no --eval-data)", val_spec, frac);
+        if (!*path) rc = err_set(e, PLUMB_EUSAGE, "--data text: names no file (expected text:FILE)");
+        else if (have_val) rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: text data holds out its last %g instead (expected no --eval-data)", val_spec, frac);
         if (!rc) rc = file_read_all(path, &buf, &len, e);
         if (!rc && len < 16) rc = err_set(e, PLUMB_EUSAGE, "%s: %zu bytes of text (expected at least 16)", path, len);
         if (rc) {
