@@ -278,4 +278,24 @@ run "bench resnet --golden-preset bogus: exit 2 naming --golden-preset" 2 "^plum
 run "bench resnet --lr -1: exit 2, named once" 2 "^plumb bench resnet: --lr: -1 is out of range" "$PLUMB" bench resnet $BR --lr -1
 run "bench ctr --lr -1: exit 2, named once" 2 "^plumb bench ctr: --lr: -1 is out of range" "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --lr -1
 
+# ---- 18. plumb data's generators: a count whose buffers need more memory than this host has
+# available is exit 2 saying what it needs (was exit 3 "cannot hold ...", or the OOM killer),
+# before any file is written (synth-criteo left FILE.tmp behind). Each case is run only where
+# MemAvailable is below what it needs.
+avail=$(awk '/^MemAvailable:/{printf "%.0f", $2 * 1024}' /proc/meminfo)
+big() { awk -v a="$avail" -v n="$1" 'BEGIN{exit !(a > 0 && a < n)}'; }
+if big 32000000000; then
+  run "synth-criteo --rows 4000000000: exit 2 saying what it needs" 2 "^plumb data: synth-criteo: --rows 4000000000 needs [0-9.]+ GB" \
+    "$PLUMB" data synth-criteo --rows 4000000000 --out "$TMP/big18.tsv"
+  [ ! -e "$TMP/big18.tsv.tmp" ] && ok "synth-criteo: no temporary file left" || fail "synth-criteo left big18.tsv.tmp" ""
+else skip "synth-criteo --rows 4000000000" "this host has $avail bytes available"; fi
+if big 30800000000; then
+  run "synth-cifar --train/--test 5000000: exit 2 saying what it needs" 2 "^plumb data: synth-cifar: --train 5000000 and --test 5000000 need [0-9.]+ GB" \
+    "$PLUMB" data synth-cifar --train 5000000 --test 5000000 --out "$TMP/big18c"
+else skip "synth-cifar 10 M images" "this host has $avail bytes available"; fi
+if big 12884901882; then
+  run "synth-tokens --tokens 2147483647: exit 2 saying what it needs" 2 "^plumb data: synth-tokens: --tokens 2147483647 needs [0-9.]+ GB" \
+    "$PLUMB" data synth-tokens --tokens 2147483647 --out "$TMP/big18.bin"
+else skip "synth-tokens --tokens 2147483647" "this host has $avail bytes available"; fi
+
 finish

@@ -12,18 +12,31 @@
  *     loader maps (models/ctr/cache.h). */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/file.h"
+#include "core/hostinfo.h"
 #include "core/timer.h"
 #include "models/ctr/cache.h"
 #include "models/ctr/eval.h"
 #include "models/ctr/synth.h"
 #include "models/gpt/data.h"
-#include "core/file.h"
 #include "models/resnet/cifar.h"
 #include "models/resnet/imgsynth.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+
+/* The generators hold what they write in memory: a count whose buffers
+ * need more than this host has available is the user's to change (exit 2
+ * saying what it needs), not an allocation failure halfway (src/train/
+ * trainer.c's check_fits says the same for a model). */
+static int fits(const char *cmd, const char *counts, const char *verb, double need, const char *hint, plumb_err *e)
+{
+    const double have = hostinfo_mem_available();
+    if (have <= 0 || need <= have) return PLUMB_OK;
+    return err_set(e, PLUMB_EUSAGE, "%s: %s %s %.1f GB of memory; this host has %.1f GB available: %s", cmd, counts, verb,
+                   need / 1e9, have / 1e9, hint);
+}
 
 static int synth_criteo(int argc, char **argv)
 {
@@ -50,8 +63,22 @@ static int synth_criteo(int argc, char **argv)
         return cli_fail("data", &e);
     }
     if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
+    char what[64];
+    snprintf(what, sizeof what, "--rows %ld", rows);
+    /* the scores and labels, then eval_auc's (score, label) pairs */
+    if (fits("synth-criteo", what, "needs", (double)rows * 4 * sizeof(float), "write fewer, or in parts with --first", &e))
+        return cli_fail("data", &e);
+    float *p = malloc((size_t)rows * sizeof *p), *y = malloc((size_t)rows * sizeof *y);
+    if (!p || !y) {
+        free(p), free(y);
+        err_set(&e, PLUMB_ENOMEM, "synth-criteo: cannot hold %ld scores", rows);
+        return cli_fail("data", &e);
+    }
     struct synth *s;
-    if (synth_create((uint64_t)seed, &s, &e)) return cli_fail("data", &e);
+    if (synth_create((uint64_t)seed, &s, &e)) {
+        free(p), free(y);
+        return cli_fail("data", &e);
+    }
     size_t n = strlen(out);
     int gz = n > 3 && !strcmp(out + n - 3, ".gz");
     char tmp[4200];
@@ -62,12 +89,8 @@ static int synth_criteo(int argc, char **argv)
     else f = fopen(tmp, "w");
     if (!f && !g) {
         synth_free(s);
+        free(p), free(y);
         err_set(&e, PLUMB_EUSAGE, "synth-criteo: cannot write %s", tmp);
-        return cli_fail("data", &e);
-    }
-    float *p = malloc((size_t)rows * sizeof *p), *y = malloc((size_t)rows * sizeof *y);
-    if (!p || !y) {
-        err_set(&e, PLUMB_ENOMEM, "synth-criteo: cannot hold %ld scores", rows);
         return cli_fail("data", &e);
     }
     int sp = !strcmp(split, "eval") ? SYNTH_EVAL : SYNTH_TRAIN;
@@ -130,6 +153,11 @@ static int synth_cifar(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "synth-cifar: --out DIR is required");
         return cli_fail("data", &e);
     }
+    char what[96];
+    snprintf(what, sizeof what, "--train %ld and --test %ld", train, test);
+    /* both sets, and one file's records while it is written */
+    const double imgs = (double)train + (double)test + (double)(train / CIFAR_TRAIN_FILES + 1 > test ? train / CIFAR_TRAIN_FILES + 1 : test);
+    if (fits("synth-cifar", what, "need", imgs * CIFAR_RECORD, "write fewer images", &e)) return cli_fail("data", &e);
     if (file_check_output_dir("--out", out, &e)) return cli_fail("data", &e);
     struct cifar_set tr, te;
     if (imgsynth_cifar_set((uint64_t)seed, IMG_SPLIT_TRAIN, 0, (size_t)train, &tr, &e)) return cli_fail("data", &e);
@@ -191,6 +219,11 @@ static int synth_tokens(int argc, char **argv)
         return cli_fail("data", &e);
     }
     if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
+    char what[64];
+    snprintf(what, sizeof what, "--tokens %ld", tokens);
+    if (fits("synth-tokens", what, "needs", (double)tokens * (sizeof(int32_t) + sizeof(uint16_t)),
+             "write fewer, or in parts with --first", &e))
+        return cli_fail("data", &e);
     const int k = strcmp(split, "val") ? GPT_TRAIN : GPT_VAL;
     const uint64_t end = (uint64_t)first + (uint64_t)tokens;
     struct gpt_data_opts o = {.seed = (uint64_t)seed, .vocab = (int)vocab, .val_fraction = 0.1};
