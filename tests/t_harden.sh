@@ -298,4 +298,14 @@ if big 12884901882; then
     "$PLUMB" data synth-tokens --tokens 2147483647 --out "$TMP/big18.bin"
 else skip "synth-tokens --tokens 2147483647" "this host has $avail bytes available"; fi
 
+# a model whose buffers for --batch (or --eval-batch) samples do not fit is exit 2 naming the
+# option (was exit 3 "gpt: allocating N bytes: cpu: out of memory"; gpt2-124m --batch 64 needs
+# 41.5 GB on the cpu); under a 4 GB address-space limit, so on any host (not under ASan)
+if [ "${PLUMB_ASAN:-0}" != 1 ]; then
+  run "resnet18 --batch 4096 beyond memory: exit 2 naming --batch" 2 "^plumb train: --batch 4096: .*do not fit" \
+    bash -c 'ulimit -v 4000000; exec "$0" "$@"' "$PLUMB" train resnet --preset resnet18 --batch 4096 --steps 1 --health-interval 0 --quiet --out "$TMP/m18a"
+  run "resnet-tiny --eval-batch 1000000 beyond memory: exit 2 naming --eval-batch" 2 "^plumb train: --eval-batch 1000000: .*do not fit" \
+    bash -c 'ulimit -v 4000000; exec "$0" "$@"' "$PLUMB" train resnet --preset resnet-tiny --batch 4 --eval-batch 1000000 --steps 1 --health-interval 0 --quiet --out "$TMP/m18b"
+else skip "model buffers beyond memory" "PLUMB_ASAN=1: no address-space limit"; fi
+
 finish
