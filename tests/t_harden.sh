@@ -276,6 +276,8 @@ run "bench gpt --peak-tflops -1: exit 2" 2 "^plumb bench gpt: --peak-tflops: -1 
 BR="--preset resnet-tiny --steps 1 --warmup 0 --leak-steps 0 --batch 4 --pool 16 --precision fp32"
 run "bench resnet --golden-preset bogus: exit 2 naming --golden-preset" 2 "^plumb bench resnet: --golden-preset: .*'bogus'" "$PLUMB" bench resnet $BR --golden-steps 1 --golden-preset bogus
 run "bench resnet --lr -1: exit 2, named once" 2 "^plumb bench resnet: --lr: -1 is out of range" "$PLUMB" bench resnet $BR --lr -1
+run "bench ctr --batch 4000000: exit 2 naming --batch (not the --micro-shard it sets)" 2 "^plumb bench ctr: --batch: '4000000' is not a batch size in 1\.\.1000000" \
+  "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --precision fp32 --batch 4000000 --pool 4000000
 run "bench ctr --lr -1: exit 2, named once" 2 "^plumb bench ctr: --lr: -1 is out of range" "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --lr -1
 
 # ---- 18. plumb data's generators: a count whose buffers need more memory than this host has

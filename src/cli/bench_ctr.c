@@ -717,8 +717,9 @@ int bench_ctr(int argc, char **argv)
     for (int i = 0; i < nbt; i++) {
         char *end;
         bs[i] = strtol(blist[i], &end, 10);
-        if (*end || bs[i] < 1 || bs[i] > 4000000) {
-            err_set(&e, PLUMB_EUSAGE, "--batch: '%s' is not a batch size in 1..4000000", blist[i]);
+        /* at most the trainer's --micro-shard range: a step runs its batch as one micro-shard */
+        if (*end || bs[i] < 1 || bs[i] > 1000000) {
+            err_set(&e, PLUMB_EUSAGE, "--batch: '%s' is not a batch size in 1..1000000", blist[i]);
             return cli_fail("bench ctr", &e);
         }
         if (bs[i] > o.pool && !o.no_throughput) {
