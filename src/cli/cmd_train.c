@@ -408,8 +408,11 @@ int cmd_train(int argc, char **argv)
             printf("interrupted at step %ld of %ld (%s); checkpoint %s\n", tr.steps_done, tr.steps_target, tr.stop_reason,
                    tr.ckpt_path[0] ? tr.ckpt_path : "(none: no --checkpoint-dir, the run cannot be resumed)");
         } else {
-            printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
-                   tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);
+            if (tr.steps_done == 0) /* --steps 0: no loss to report */
+                printf("trained %s %s: 0 steps (evaluation only)\n", wl->name, cfg.preset);
+            else
+                printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
+                       tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);
             if (cfg.stop_at && tr.reached)
                 printf("reached %s %s at step %ld (%ld samples) in %.2f s (evals %.2f s; set-up %.2f s before)\n",
                        wl->accept->metric, cfg.stop_at, tr.reached_step, tr.reached_step * cfg.batch, tr.reached_s,
