@@ -278,6 +278,14 @@ run "bench resnet --golden-preset bogus: exit 2 naming --golden-preset" 2 "^plum
 run "bench resnet --lr -1: exit 2, named once" 2 "^plumb bench resnet: --lr: -1 is out of range" "$PLUMB" bench resnet $BR --lr -1
 run "bench ctr --batch 4000000: exit 2 naming --batch (not the --micro-shard it sets)" 2 "^plumb bench ctr: --batch: '4000000' is not a batch size in 1\.\.1000000" \
   "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --precision fp32 --batch 4000000 --pool 4000000
+# --first past the generators' index range: synth-tokens' chain has 2^42 positions (a later
+# one repeated position 0 on: silently the same tokens), synth-criteo's index is a long
+# (first + rows overflowed it)
+run "synth-tokens --first 4398046511099 --tokens 10: exit 2 naming both" 2 "^plumb data: --first 4398046511099 and --tokens 10: .*2\^42" \
+  "$PLUMB" data synth-tokens --first 4398046511099 --tokens 10 --vocab 256 --out "$TMP/f17.bin"
+run "synth-tokens at the chain's last positions: runs" 0 "wrote 10 synthetic tokens" "$PLUMB" data synth-tokens --first 4398046511094 --tokens 10 --vocab 256 --out "$TMP/f17.bin"
+run "synth-criteo --first 9223372036854775800 --rows 10: exit 2 naming both" 2 "^plumb data: --first 9223372036854775800 and --rows 10: " \
+  "$PLUMB" data synth-criteo --first 9223372036854775800 --rows 10 --out "$TMP/f17.tsv"
 run "bench ctr --lr -1: exit 2, named once" 2 "^plumb bench ctr: --lr: -1 is out of range" "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --lr -1
 
 # ---- 18. plumb data's generators: a count whose buffers need more memory than this host has

@@ -21,6 +21,7 @@
 #include "models/gpt/data.h"
 #include "models/resnet/cifar.h"
 #include "models/resnet/imgsynth.h"
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,10 @@ static int synth_criteo(int argc, char **argv)
         return cli_fail("data", &e);
     }
     if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
+    if (first > LONG_MAX - rows) {
+        err_set(&e, PLUMB_EUSAGE, "--first %ld and --rows %ld: the last sample index passes %ld", first, rows, LONG_MAX);
+        return cli_fail("data", &e);
+    }
     char what[64];
     snprintf(what, sizeof what, "--rows %ld", rows);
     /* the scores and labels, then eval_auc's (score, label) pairs */
@@ -219,6 +224,14 @@ static int synth_tokens(int argc, char **argv)
         return cli_fail("data", &e);
     }
     if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
+    /* the chain has 2^32 blocks of GPT_SYNTH_BLOCK positions (models/gpt/data.h);
+     * a later position would repeat an earlier one */
+    const uint64_t last = (uint64_t)GPT_SYNTH_BLOCK << 32;
+    if ((uint64_t)first > last || (uint64_t)tokens > last - (uint64_t)first) {
+        err_set(&e, PLUMB_EUSAGE, "--first %ld and --tokens %ld: past the synthetic chain's %llu positions (2^42; expected "
+                "--first + --tokens <= 2^42)", first, tokens, (unsigned long long)last);
+        return cli_fail("data", &e);
+    }
     char what[64];
     snprintf(what, sizeof what, "--tokens %ld", tokens);
     if (fits("synth-tokens", what, "needs", (double)tokens * (sizeof(int32_t) + sizeof(uint16_t)),
