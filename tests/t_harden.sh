@@ -236,4 +236,86 @@ run "resume naming the same data file by another path: resumes" 0 "" \
   "$PLUMB" train ctr --quiet --health-interval 0 --steps 5 --data "$TMP/d15link.tsv" --checkpoint-dir "$TMP/ck15d" --resume --out "$TMP/m4"
 run "--preset --out X: exit 2 (--out is not the preset)" 2 "--preset needs a value" "$PLUMB" train ctr --preset --out "$TMP/X" $Q --steps 2
 
+# ---- 16. output paths of plumb data and plumb bench: a directory, a missing folder or a
+# path that cannot be created is exit 2 naming the option, before any work (each was exit
+# 3 from the final write: rename/create/mkdir failed, after a whole benchmark for --json)
+mkdir -p "$TMP/odir"; touch "$TMP/ofile"
+run "synth-tokens --out DIR: exit 2" 2 "--out .*is a directory" "$PLUMB" data synth-tokens --tokens 100 --out "$TMP/odir"
+run "synth-tokens --out in a missing folder: exit 2" 2 "--out .*does not exist" "$PLUMB" data synth-tokens --tokens 100 --out "$TMP/nodir/t.bin"
+run "synth-cifar --out an existing file: exit 2" 2 "--out .*ofile.*not a directory" "$PLUMB" data synth-cifar --train 10 --test 5 --out "$TMP/ofile"
+run "synth-cifar --out that cannot be created: exit 2" 2 "--out /proc/nope.*cannot create" "$PLUMB" data synth-cifar --train 10 --test 5 --out /proc/nope
+run "synth-cifar --out '': exit 2" 2 "--out" "$PLUMB" data synth-cifar --train 10 --test 5 --out ""
+"$PLUMB" data synth-criteo --rows 50 --out "$TMP/c16.tsv" >/dev/null 2>&1
+mkdir -p "$TMP/odir.plumbcache"
+run "data cache --out DIR: exit 2" 2 "--out .*is a directory" "$PLUMB" data cache "$TMP/c16.tsv" --out "$TMP/odir.plumbcache"
+run "data cache --out in a missing folder: exit 2" 2 "--out .*does not exist" "$PLUMB" data cache "$TMP/c16.tsv" --out "$TMP/nodir/c.plumbcache"
+run "bench gpt --json DIR: exit 2 before the benchmark" 2 "^plumb bench gpt: --json .*is a directory" \
+  "$PLUMB" bench gpt --preset gpt-tiny --steps 1 --warmup 0 --batch 2 --json "$TMP/odir"
+grep -q "tokens/s" "$TMP/out" && fail "bench gpt --json DIR ran the benchmark first" "$(head -3 "$TMP/out")" || ok "bench gpt --json DIR: nothing measured"
+run "bench resnet --json in a missing folder: exit 2" 2 "^plumb bench resnet: --json .*does not exist" \
+  "$PLUMB" bench resnet --preset resnet-tiny --steps 1 --warmup 0 --leak-steps 0 --batch 4 --pool 16 --precision fp32 --json "$TMP/nodir/r.json"
+run "bench ctr --json DIR: exit 2" 2 "^plumb bench ctr: --json .*is a directory" \
+  "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --json "$TMP/odir"
+
+# ---- 17. option values no range table holds: plumb bench ctr --to-auc is 0 (skip) or an AUC
+# in (0, 1) (1.5 and 1 ran --to-auc-max-steps to a target no model reaches; -1 was skipped
+# silently)
+TA="--device cpu --preset ctr-tiny --rows 1000 --no-throughput --auc-eval 1024 --to-auc-every 5 --to-auc-max-steps 10 --to-auc-batch 256"
+for v in 1.5 1 -1 -0.2; do
+  run "bench ctr --to-auc $v: exit 2 naming it and the range" 2 "^plumb bench ctr: --to-auc: $v .*expected 0 .* between 0 and 1" "$PLUMB" bench ctr $TA --to-auc "$v"
+done
+run "bench ctr --to-auc 0.5: runs" 0 "time to AUC 0.5000" "$PLUMB" bench ctr $TA --to-auc 0.5
+# plumb bench gpt / resnet: every list entry and option checked before anything runs, each
+# message naming its own option once (a bad --precision entry ran the entries before it and
+# said "fp64: bench gpt: --precision"; --golden-preset was named --preset; a negative
+# --peak-tflops was taken as 0; "bench resnet: bench resnet: --lr")
+BG="--preset gpt-tiny --steps 1 --warmup 0 --batch 2"
+run "bench gpt --precision fp32,fp64: exit 2 before measuring fp32" 2 "^plumb bench gpt: --precision: 'fp64' is not one of fp32\|bf16\|fp16$" "$PLUMB" bench gpt $BG --precision fp32,fp64
+grep -q "tokens/s" "$TMP/out" && fail "bench gpt --precision fp32,fp64 measured fp32 first" "$(head -3 "$TMP/out")" || ok "bench gpt --precision fp32,fp64: nothing measured"
+run "bench gpt --peak-tflops -1: exit 2" 2 "^plumb bench gpt: --peak-tflops: -1 " "$PLUMB" bench gpt $BG --peak-tflops -1
+BR="--preset resnet-tiny --steps 1 --warmup 0 --leak-steps 0 --batch 4 --pool 16 --precision fp32"
+run "bench resnet --golden-preset bogus: exit 2 naming --golden-preset" 2 "^plumb bench resnet: --golden-preset: .*'bogus'" "$PLUMB" bench resnet $BR --golden-steps 1 --golden-preset bogus
+run "bench resnet --lr -1: exit 2, named once" 2 "^plumb bench resnet: --lr: -1 is out of range" "$PLUMB" bench resnet $BR --lr -1
+run "bench ctr --batch 4000000: exit 2 naming --batch (not the --micro-shard it sets)" 2 "^plumb bench ctr: --batch: '4000000' is not a batch size in 1\.\.1000000" \
+  "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --precision fp32 --batch 4000000 --pool 4000000
+# --first past the generators' index range: synth-tokens' chain has 2^42 positions (a later
+# one repeated position 0 on: silently the same tokens), synth-criteo's index is a long
+# (first + rows overflowed it)
+run "synth-tokens --first 4398046511099 --tokens 10: exit 2 naming both" 2 "^plumb data: --first 4398046511099 and --tokens 10: .*2\^42" \
+  "$PLUMB" data synth-tokens --first 4398046511099 --tokens 10 --vocab 256 --out "$TMP/f17.bin"
+run "synth-tokens at the chain's last positions: runs" 0 "wrote 10 synthetic tokens" "$PLUMB" data synth-tokens --first 4398046511094 --tokens 10 --vocab 256 --out "$TMP/f17.bin"
+run "synth-criteo --first 9223372036854775800 --rows 10: exit 2 naming both" 2 "^plumb data: --first 9223372036854775800 and --rows 10: " \
+  "$PLUMB" data synth-criteo --first 9223372036854775800 --rows 10 --out "$TMP/f17.tsv"
+run "bench ctr --lr -1: exit 2, named once" 2 "^plumb bench ctr: --lr: -1 is out of range" "$PLUMB" bench ctr --device cpu --preset ctr-tiny --rows 1000 --steps 1 --warmup 0 --leak-steps 0 --batch 256 --precision fp32 --pool 1024 --lr -1
+
+# ---- 18. plumb data's generators: a count whose buffers need more memory than this host has
+# available is exit 2 saying what it needs (was exit 3 "cannot hold ...", or the OOM killer),
+# before any file is written (synth-criteo left FILE.tmp behind). Each case is run only where
+# MemAvailable is below what it needs.
+avail=$(awk '/^MemAvailable:/{printf "%.0f", $2 * 1024}' /proc/meminfo)
+big() { awk -v a="$avail" -v n="$1" 'BEGIN{exit !(a > 0 && a < n)}'; }
+if big 32000000000; then
+  run "synth-criteo --rows 4000000000: exit 2 saying what it needs" 2 "^plumb data: synth-criteo: --rows 4000000000 needs [0-9.]+ GB" \
+    "$PLUMB" data synth-criteo --rows 4000000000 --out "$TMP/big18.tsv"
+  [ ! -e "$TMP/big18.tsv.tmp" ] && ok "synth-criteo: no temporary file left" || fail "synth-criteo left big18.tsv.tmp" ""
+else skip "synth-criteo --rows 4000000000" "this host has $avail bytes available"; fi
+if big 30800000000; then
+  run "synth-cifar --train/--test 5000000: exit 2 saying what it needs" 2 "^plumb data: synth-cifar: --train 5000000 and --test 5000000 need [0-9.]+ GB" \
+    "$PLUMB" data synth-cifar --train 5000000 --test 5000000 --out "$TMP/big18c"
+else skip "synth-cifar 10 M images" "this host has $avail bytes available"; fi
+if big 12884901882; then
+  run "synth-tokens --tokens 2147483647: exit 2 saying what it needs" 2 "^plumb data: synth-tokens: --tokens 2147483647 needs [0-9.]+ GB" \
+    "$PLUMB" data synth-tokens --tokens 2147483647 --out "$TMP/big18.bin"
+else skip "synth-tokens --tokens 2147483647" "this host has $avail bytes available"; fi
+
+# a model whose buffers for --batch (or --eval-batch) samples do not fit is exit 2 naming the
+# option (was exit 3 "gpt: allocating N bytes: cpu: out of memory"; gpt2-124m --batch 64 needs
+# 41.5 GB on the cpu); under a 4 GB address-space limit, so on any host (not under ASan)
+if [ "${PLUMB_ASAN:-0}" != 1 ]; then
+  run "resnet18 --batch 4096 beyond memory: exit 2 naming --batch" 2 "^plumb train: --batch 4096: .*do not fit" \
+    bash -c 'ulimit -v 4000000; exec "$0" "$@"' "$PLUMB" train resnet --preset resnet18 --batch 4096 --steps 1 --health-interval 0 --quiet --out "$TMP/m18a"
+  run "resnet-tiny --eval-batch 1000000 beyond memory: exit 2 naming --eval-batch" 2 "^plumb train: --eval-batch 1000000: .*do not fit" \
+    bash -c 'ulimit -v 4000000; exec "$0" "$@"' "$PLUMB" train resnet --preset resnet-tiny --batch 4 --eval-batch 1000000 --steps 1 --health-interval 0 --quiet --out "$TMP/m18b"
+else skip "model buffers beyond memory" "PLUMB_ASAN=1: no address-space limit"; fi
+
 finish

@@ -72,5 +72,9 @@ assert abs(a[-1] - lo) < 1e-9 and abs(b[-1] - 0.025) < 1e-9
 print(a[W], a[-1], b[-1])
 PY
 [ $? -eq 0 ] && ok "--schedule cosine and step: the lr of every step ($(cat "$TMP/lr"))" || fail "lr schedules" "$(tail -3 "$TMP/lr")"
+# --steps 0 evaluates the initial parameters: said as such, not "loss nan -> nan"
+"$PLUMB" train ctr --steps 0 --train-samples 500 --eval-samples 100 --quiet --health-interval 0 --out "$TMP/s0" >"$TMP/s0.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^trained ctr ctr-tiny: 0 steps (evaluation only)" "$TMP/s0.out" && ! grep -qi "nan" "$TMP/s0.out" \
+  && ok "--steps 0: evaluation only, no nan loss" || fail "--steps 0" "rc $rc: $(head -3 "$TMP/s0.out")"
 "$PLUMB_BUILD/plumb-tests" train_options >"$TMP/unit" 2>&1 && ok "option table unit tests" || fail "option table unit tests" "$(tail -5 "$TMP/unit")"
 finish

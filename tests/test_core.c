@@ -61,6 +61,20 @@ TEST(core_read_missing_file_names_it)
     CHECK(strstr(e.msg, "/nonexistent/plumb/file") != NULL);
 }
 
+/* A directory where a file is expected (gpt --data text:DIR, --init-from
+ * DIR, --thresholds DIR, ...) is the user's input: PLUMB_EUSAGE (exit 2)
+ * naming it, not PLUMB_EIO's exit 3 "read DIR: Is a directory". */
+TEST(core_read_directory_is_a_usage_error)
+{
+    plumb_err e = {0};
+    char dir[600], *data = NULL;
+    snprintf(dir, sizeof dir, "%s/read-a-dir", test_tmpdir());
+    REQUIRE(file_mkdirs(dir, &e) == 0);
+    CHECK_EQ_INT(file_read_all(dir, &data, NULL, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, dir) && strstr(e.msg, "is a directory (expected a file)"), "%s", e.msg);
+    CHECK(data == NULL);
+}
+
 TEST(core_json_roundtrip)
 {
     char path[512];

@@ -615,3 +615,29 @@ TEST(data_criteo_line_length_is_capped)
     CHECK_EQ_INT(read_file_samples("/dev/zero", CRITEO_BAD_ERROR, s, 4, &n, &skipped, &trunc, &e), PLUMB_EUSAGE);
     CHECK_MSG(strstr(e.msg, "/dev/zero: line 1 is longer than"), "%s", e.msg);
 }
+
+/* A file split that holds no sample is named by its option and file:
+ * an empty --eval-data file said "<the --data file>: N train and 0 eval
+ * samples", an empty --data file with --eval-data "<it>: 0 train and N". */
+TEST(data_empty_split_names_its_file)
+{
+    char tr[512], ev[512], empty[512], line[1024];
+    snprintf(tr, sizeof tr, "%s/split_train.tsv", test_tmpdir());
+    snprintf(ev, sizeof ev, "%s/split_eval.tsv", test_tmpdir());
+    snprintf(empty, sizeof empty, "%s/split_empty.tsv", test_tmpdir());
+    snprintf(line, sizeof line, "1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13%s\n", toks26);
+    write_text(tr, line);
+    write_text(ev, line);
+    write_text(empty, "");
+    plumb_err e = {0};
+    struct dataset *d = NULL;
+    struct data_opts o = {.seed = 1, .eval_file = empty, .eval_fraction = 0.1};
+    CHECK_EQ_INT(dataset_open(tr, &o, &d, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--eval-data") && strstr(e.msg, empty) && !strstr(e.msg, tr), "%s", e.msg);
+    o.eval_file = ev;
+    CHECK_EQ_INT(dataset_open(empty, &o, &d, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--data") && strstr(e.msg, empty) && !strstr(e.msg, "--eval-data"), "%s", e.msg);
+    REQUIRE(dataset_open(tr, &o, &d, &e) == 0);
+    CHECK(d->n[0] == 1 && d->n[1] == 1);
+    dataset_free(d);
+}

@@ -10,7 +10,10 @@
 #include "models/gpt/eval.h"
 #include "train/sampler.h"
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void path_in_tmp(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", test_tmpdir(), name); }
@@ -131,6 +134,52 @@ TEST(gpt_data_token_file_errors_are_named)
     CHECK(strstr(e.msg, "truncated token file: 3 bytes") != NULL);
 }
 
+/* A token file that is a directory or a FIFO (or a pipe: tokens:<(cat f))
+ * cannot be memory-mapped: exit 2 naming it, at once. Before, a directory
+ * was exit 3 ("mmap ... failed: No such device") and a FIFO without a
+ * writer blocked in open() forever; the FIFO case runs in a child that is
+ * killed after 20 s, so a regression fails instead of hanging the suite. */
+TEST(gpt_data_token_file_not_regular_is_named)
+{
+    char dir[600], fifo[600];
+    plumb_err e = {0};
+    struct gpt_data *d = NULL;
+    struct gpt_data_opts o = {1, 50257, 0, 0, 0, 0};
+    path_in_tmp(dir, sizeof dir, "tokdir.bin");
+    REQUIRE(file_mkdirs(dir, &e) == 0);
+    CHECK(gpt_data_open(dir, NULL, &o, &d, &e) == PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, dir) && strstr(e.msg, "not a regular file"), "%s", e.msg);
+    path_in_tmp(fifo, sizeof fifo, "tokfifo.bin");
+    REQUIRE(mkfifo(fifo, 0644) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        plumb_err ce = {0};
+        struct gpt_data *cd = NULL;
+        int rc = gpt_data_open(fifo, NULL, &o, &cd, &ce);
+        _exit(rc == PLUMB_EUSAGE && strstr(ce.msg, fifo) && strstr(ce.msg, "not a regular file") ? 0 : 1);
+    }
+    int status = -1, waited = 0;
+    for (int i = 0; i < 200 && !waited; i++) {
+        waited = waitpid(pid, &status, WNOHANG) == pid;
+        if (!waited) usleep(100000);
+    }
+    if (!waited) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK_MSG(waited, "gpt_data_open on a FIFO did not return in 20 s");
+    CHECK(waited && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* the same for the validation files */
+    char good[600];
+    path_in_tmp(good, sizeof good, "tok_ok.bin");
+    uint16_t tok[300];
+    for (int i = 0; i < 300; i++) tok[i] = (uint16_t)i;
+    REQUIRE(gpt_token_file_write(good, tok, 300, &e) == 0);
+    CHECK(gpt_data_open(good, dir, &o, &d, &e) == PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, dir) && strstr(e.msg, "not a regular file"), "%s", e.msg);
+}
+
 /* Two sparse shards of 2^31 - 1 tokens and a small third: positions past
  * 2^32 are read right (64-bit offsets; llm.c's int offsets break past 2 GB). */
 TEST(gpt_data_token_offsets_past_4g)
@@ -222,6 +271,21 @@ TEST(gpt_data_text_and_val_coverage)
     snprintf(spec, sizeof spec, "text:%s/missing.txt", test_tmpdir());
     CHECK(gpt_data_open(spec, NULL, &o, &d, &e) != 0);
     CHECK(strstr(e.msg, "missing.txt") != NULL);
+}
+
+/* Spec errors name the option: "text:" without a file said "open : No such
+ * file or directory"; a validation fraction of 0.5 or more said "validation
+ * fraction 0.6", not the option --eval-fraction that set it. */
+TEST(gpt_data_spec_errors_name_the_option)
+{
+    struct gpt_data_opts o = {3, 0, 0, 0, 0.1, 0};
+    struct gpt_data *d = NULL;
+    plumb_err e = {0};
+    CHECK_EQ_INT(gpt_data_open("text:", NULL, &o, &d, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--data text:") && strstr(e.msg, "expected text:FILE"), "%s", e.msg);
+    o.val_fraction = 0.6;
+    CHECK_EQ_INT(gpt_data_open("synthetic", NULL, &o, &d, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--eval-fraction 0.6") && strstr(e.msg, "below 0.5"), "%s", e.msg);
 }
 
 TEST(gpt_data_synthetic_chain_is_pure)

@@ -107,3 +107,99 @@ static void run_case(const char *numerics)
 
 TEST(gpt_trainer_matches_pytorch_fast) { run_case("fast"); }
 TEST(gpt_trainer_matches_pytorch_golden) { run_case("golden"); }
+
+/* --eval-data's own faults are named as --eval-data, with its file: token
+ * ids past the preset's vocabulary, fewer than 2 tokens, or an --eval-data
+ * given with synthetic or text data (before: the messages named --data and
+ * the train file, or an option "--val-data" that does not exist). */
+static int open_gpt_data(const char *data, const char *eval, plumb_err *e)
+{
+    const struct workload *wl = workload_find("gpt");
+    struct train_config cfg;
+    train_config_defaults(&cfg, wl);
+    const char *words[] = {"--preset", "gpt-tiny", "--seq-len", "16", "--data", data, "--eval-data", eval, NULL};
+    for (int i = 0; words[i]; i += 2)
+        if (train_option_set(&cfg, words[i], words[i + 1], e)) return -1;
+    if (train_config_finish(&cfg, e)) return -1;
+    void *spec = NULL;
+    if (wl->configure(&cfg, &spec, NULL, 0, e)) return -1;
+    struct data_source *ds = NULL;
+    int rc = wl->data->open(&cfg, spec, 0, &ds, e);
+    if (!rc) wl->data->free(ds);
+    wl->spec_free(spec);
+    return rc;
+}
+
+TEST(gpt_workload_eval_data_faults_name_eval_data)
+{
+    char train[600], big[600], one[600], txt[600];
+    plumb_err e = {0};
+    uint16_t t[400];
+    for (int i = 0; i < 400; i++) t[i] = (uint16_t)(i % 256);
+    snprintf(train, sizeof train, "%s/ev_train.bin", test_tmpdir());
+    snprintf(big, sizeof big, "%s/ev_bigids.bin", test_tmpdir());
+    snprintf(one, sizeof one, "%s/ev_one.bin", test_tmpdir());
+    snprintf(txt, sizeof txt, "%s/ev_text.txt", test_tmpdir());
+    REQUIRE(gpt_token_file_write(train, t, 400, &e) == 0);
+    REQUIRE(gpt_token_file_write(one, t, 1, &e) == 0);
+    REQUIRE(file_write_atomic(txt, "a text file of a few dozen bytes, as a gpt-tiny stream", 54, &e) == 0);
+    t[7] = 300;
+    REQUIRE(gpt_token_file_write(big, t, 400, &e) == 0);
+    char spec[700];
+    snprintf(spec, sizeof spec, "tokens:%s", train);
+    CHECK_EQ_INT(open_gpt_data(spec, train, &e), 0);
+    CHECK_EQ_INT(open_gpt_data(spec, big, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--eval-data") && strstr(e.msg, big) && strstr(e.msg, "300") && !strstr(e.msg, train), "%s",
+              e.msg);
+    CHECK_EQ_INT(open_gpt_data(spec, one, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--eval-data") && strstr(e.msg, one) && !strstr(e.msg, train), "%s", e.msg);
+    /* the train file's own faults still name --data */
+    snprintf(spec, sizeof spec, "tokens:%s", big);
+    CHECK_EQ_INT(open_gpt_data(spec, train, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--data") && !strstr(e.msg, "--eval-data") && strstr(e.msg, big), "%s", e.msg);
+    CHECK_EQ_INT(open_gpt_data("synthetic", train, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--eval-data") && !strstr(e.msg, "--val-data"), "%s", e.msg);
+    snprintf(spec, sizeof spec, "text:%s", txt);
+    CHECK_EQ_INT(open_gpt_data(spec, train, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--eval-data") && !strstr(e.msg, "--val-data"), "%s", e.msg);
+}
+
+/* --init-from a reference state of another architecture names both (the
+ * file's and the preset's): before, the message read the state's config
+ * after gpt_ref_free had zeroed it ("a model of L0 H0 C0 T0 V0"). The
+ * state here is gpt-tiny's reference with "n_layer": 2 made 1 in its
+ * header. */
+TEST(gpt_init_from_another_architecture_names_it)
+{
+    char ref[1024], bad[1024], out[1024];
+    ref_path(ref, sizeof ref);
+    plumb_err e = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    REQUIRE(file_read_all(ref, &buf, &len, &e) == 0);
+    char *nl = strstr(buf, "\"n_layer\": 2");
+    REQUIRE(nl != NULL);
+    nl[strlen("\"n_layer\": ")] = '1';
+    snprintf(bad, sizeof bad, "%s/ref_l1.bin", test_tmpdir());
+    REQUIRE(file_write_atomic(bad, buf, len, &e) == 0);
+    free(buf);
+    snprintf(out, sizeof out, "%s/ref_l1_run", test_tmpdir());
+    REQUIRE(file_mkdirs(out, &e) == 0);
+    const char *words[] = {"--preset", "gpt-tiny", "--steps", "1", "--batch", "2", "--init-from", bad, "--quiet", NULL,
+                           "--health-interval", "0", NULL};
+    struct train_config cfg;
+    train_config_defaults(&cfg, workload_find("gpt"));
+    for (int i = 0; words[i]; i += 2) REQUIRE(train_option_set(&cfg, words[i], words[i + 1], &e) == 0);
+    REQUIRE(train_config_finish(&cfg, &e) == 0);
+    cfg.out_dir = out;
+    cfg.progress = 0;
+    struct comm *c = NULL;
+    REQUIRE(comm_init("self", &c, &e) == 0);
+    struct train_result tr;
+    int rc = trainer_run(&cfg, c, &tr, &e);
+    comm_finalize(c);
+    CHECK_EQ_INT(rc, PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--init-from") && strstr(e.msg, "a model of L1 H4 C64 T64 V256") &&
+                  strstr(e.msg, "the preset's L2 H4 C64 T64 V256"),
+              "%s", e.msg);
+}

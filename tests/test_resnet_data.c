@@ -73,6 +73,22 @@ TEST(cifar_round_trip_and_errors)
     cifar_set_free(&s);
 }
 
+/* An empty CIFAR file is said to be empty (before: "0 bytes is not a
+ * whole number of 3073-byte CIFAR-10 records (0 records and 0 bytes of
+ * record 0)", which 0 is). */
+TEST(cifar_empty_file_is_named_empty)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/empty_batch.bin", test_tmpdir());
+    write_bytes(path, (const uint8_t *)"", 0);
+    struct cifar_set r = {0};
+    plumb_err e = {0};
+    CHECK(cifar_read_file(path, &r, &e) == PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, ": empty (expected") && !strstr(e.msg, "whole number"), "message: %s",
+              e.msg);
+    cifar_set_free(&r);
+}
+
 TEST(imgsynth_pure_function_of_seed_split_index)
 {
     struct cifar_set a, b, c;

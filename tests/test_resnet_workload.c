@@ -93,6 +93,28 @@ TEST(resnet_workload_tensor_list_buckets_ranges)
     check_preset("resnet50-cifar", 16);
 }
 
+/* Synthetic CIFAR is generated into memory at open: more images than this
+ * host's memory holds is exit 2 naming --train-samples/--eval-samples and
+ * what they need (it was exit 3 "synthetic CIFAR: out of memory for N
+ * images"). 4e9 images are 12 TB: more than any host. */
+TEST(resnet_synthetic_beyond_memory_names_the_counts)
+{
+    const struct workload *wl = workload_find("resnet");
+    REQUIRE(wl);
+    struct train_config cfg;
+    plumb_err e = {0};
+    train_config_defaults(&cfg, wl);
+    REQUIRE(train_option_set(&cfg, "--train-samples", "4000000000", &e) == 0);
+    REQUIRE(train_config_finish(&cfg, &e) == 0);
+    void *spec = NULL;
+    REQUIRE(wl->configure(&cfg, &spec, NULL, 0, &e) == 0);
+    struct data_source *ds = NULL;
+    CHECK_EQ_INT(wl->data->open(&cfg, spec, 0, &ds, &e), PLUMB_EUSAGE);
+    CHECK_MSG(strstr(e.msg, "--train-samples 4000000000") && strstr(e.msg, "GB"), "%s", e.msg);
+    if (ds) wl->data->free(ds);
+    wl->spec_free(spec);
+}
+
 TEST(resnet_workload_data_and_preset_errors)
 {
     const struct workload *wl = workload_find("resnet");
@@ -114,6 +136,19 @@ TEST(resnet_workload_data_and_preset_errors)
         void *spec = NULL;
         CHECK_EQ_INT(wl->configure(&cfg, &spec, NULL, 0, &e), PLUMB_EUSAGE);
         CHECK_MSG(strstr(e.msg, cases[i].want), "%s --data %s: %s", cases[i].preset, cases[i].data, e.msg);
+    }
+    /* --eval-data: resnet scores the --data directory's test_batch.bin (or
+     * the synthetic test split); a file given there was ignored silently */
+    {
+        struct train_config cfg;
+        plumb_err e = {0};
+        train_config_defaults(&cfg, wl);
+        REQUIRE(train_option_set(&cfg, "--eval-data", "/tmp/some_test_batch.bin", &e) == 0);
+        REQUIRE(train_config_finish(&cfg, &e) == 0);
+        void *spec = NULL;
+        CHECK_EQ_INT(wl->configure(&cfg, &spec, NULL, 0, &e), PLUMB_EUSAGE);
+        CHECK_MSG(strstr(e.msg, "--eval-data /tmp/some_test_batch.bin") && strstr(e.msg, "test_batch.bin"), "%s", e.msg);
+        if (spec) wl->spec_free(spec);
     }
     struct train_config cfg;
     plumb_err e = {0};

@@ -28,6 +28,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "core/file.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/philox.h"
@@ -119,7 +120,7 @@ static int bench_train_config(const char *const *words, struct train_config *c, 
     train_config_defaults(c, workload_find("ctr"));
     for (int i = 0; words[i]; i += 2) {
         int rc = train_option_set(c, words[i], words[i + 1], e);
-        if (rc) return err_wrap(e, "bench ctr");
+        if (rc) return rc;
     }
     return train_config_finish(c, e);
 }
@@ -646,7 +647,7 @@ int bench_ctr(int argc, char **argv)
         {"--auc-batch", OPT_INT, &o.auc_batch, "2048", "batch of the AUC check", "1..1000000", "N"},
         {"--auc-precision", OPT_STR, &o.auc_precision, "fp32", "precision of the AUC check (fp32 or bf16; PyTorch: bf16 autocast)", NULL, "P"},
         {"--auc-eval", OPT_INT, &o.auc_eval, "131072", "eval samples of the AUC check", "1024..100000000", "N"},
-        {"--to-auc", OPT_DOUBLE, &o.to_auc, "0", "time to quality: train until the eval AUC reaches X (0: skip), "
+        {"--to-auc", OPT_DOUBLE, &o.to_auc, "0", "time to quality: train until the eval AUC reaches X, in (0, 1) (0: skip), "
          "plumb and (with --vs-pytorch) PyTorch's own loop", NULL, "X"},
         {"--to-auc-batch", OPT_INT, &o.ta_batch, "2048", "--to-auc: batch", "1..1000000", "N"},
         {"--to-auc-lr", OPT_DOUBLE, &o.ta_lr, "0.1", "--to-auc: SGD learning rate (after the warm-up)", NULL, "X"},
@@ -671,6 +672,26 @@ int bench_ctr(int argc, char **argv)
                         opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("bench ctr", &e);
+    if (o.json && file_check_output("--json", o.json, &e)) return cli_fail("bench ctr", &e);
+    /* an AUC lies in [0, 1] and no model ranks the teacher's Bernoulli labels
+     * perfectly: 1 and above (and any negative value) can only be a mistake */
+    if (o.to_auc < 0 || o.to_auc >= 1) {
+        err_set(&e, PLUMB_EUSAGE, "--to-auc: %g (expected 0 to skip, or a target AUC between 0 and 1; the synthetic "
+                "teacher's own AUC is about 0.78)", o.to_auc);
+        return cli_fail("bench ctr", &e);
+    }
+    /* --lr through the trainer's option table (its range, its name) before anything runs */
+    {
+        char lr[32];
+        snprintf(lr, sizeof lr, "%.17g", o.lr);
+        const char *w[] = {"--preset", o.preset, "--lr", lr, NULL, NULL};
+        struct train_config c;
+        if (bench_train_config(w, &c, &e)) return cli_fail("bench ctr", &e);
+    }
+    if (o.to_auc > 0 && !(o.ta_lr > 0)) {
+        err_set(&e, PLUMB_EUSAGE, "--to-auc-lr: %g (expected > 0)", o.ta_lr);
+        return cli_fail("bench ctr", &e);
+    }
     char pbuf[128], bbuf[256], *plist[4], *blist[16];
     int np = args_split_list(o.precisions, pbuf, sizeof pbuf, plist, 4);
     int nbt = args_split_list(o.batches, bbuf, sizeof bbuf, blist, 16);
@@ -696,8 +717,9 @@ int bench_ctr(int argc, char **argv)
     for (int i = 0; i < nbt; i++) {
         char *end;
         bs[i] = strtol(blist[i], &end, 10);
-        if (*end || bs[i] < 1 || bs[i] > 4000000) {
-            err_set(&e, PLUMB_EUSAGE, "--batch: '%s' is not a batch size in 1..4000000", blist[i]);
+        /* at most the trainer's --micro-shard range: a step runs its batch as one micro-shard */
+        if (*end || bs[i] < 1 || bs[i] > 1000000) {
+            err_set(&e, PLUMB_EUSAGE, "--batch: '%s' is not a batch size in 1..1000000", blist[i]);
             return cli_fail("bench ctr", &e);
         }
         if (bs[i] > o.pool && !o.no_throughput) {

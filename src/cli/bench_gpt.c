@@ -22,6 +22,7 @@
 #include "cli/bench.h"
 #include "cli/args.h"
 #include "comm/comm.h"
+#include "core/file.h"
 #include "core/jsonx.h"
 #include "core/philox.h"
 #include "core/timer.h"
@@ -72,7 +73,7 @@ static int config_for(const struct opts *o, const char *prec, long total_steps, 
                            NULL};
     train_config_defaults(c, workload_find("gpt"));
     for (int i = 0; words[i]; i += 2)
-        if (train_option_set(c, words[i], words[i + 1], e)) return err_wrap(e, "bench gpt");
+        if (train_option_set(c, words[i], words[i + 1], e)) return e->code;
     return train_config_finish(c, e);
 }
 
@@ -227,7 +228,7 @@ int bench_gpt(int argc, char **argv)
                         "same device, eager and torch.compile.",
                         opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
-    if (rc) {
+    if (rc || (o.json && file_check_output("--json", o.json, &e))) {
         fprintf(stderr, "plumb bench gpt: %s\n", e.msg);
         return 2;
     }
@@ -252,6 +253,16 @@ int bench_gpt(int argc, char **argv)
     const int nm = args_split_list(o.torch_modes, mbuf, sizeof mbuf, mlist, 4);
     if (npr < 1 || nm < 0) {
         fprintf(stderr, "plumb bench gpt: --precision '%s' (expected a list of fp32, bf16, fp16)\n", o.precisions);
+        return 2;
+    }
+    /* every entry before anything runs (not after the entries before it) */
+    for (int p = 0; p < npr; p++)
+        if (strcmp(plist[p], "fp32") && strcmp(plist[p], "bf16") && strcmp(plist[p], "fp16")) {
+            fprintf(stderr, "plumb bench gpt: --precision: '%s' is not one of fp32|bf16|fp16\n", plist[p]);
+            return 2;
+        }
+    if (o.peak < 0) {
+        fprintf(stderr, "plumb bench gpt: --peak-tflops: %g (expected 0 for the device table's, or a positive peak)\n", o.peak);
         return 2;
     }
     struct comm *hc = NULL;

@@ -28,10 +28,12 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "comm/comm.h"
+#include "core/file.h"
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "dev/dev.h"
+#include "models/resnet/resnet.h"
 #include "models/workloads.h"
 #include "train/options.h"
 #include "train/sampler.h"
@@ -69,7 +71,7 @@ static int bench_train_config(const char *const *words, struct train_config *c, 
     train_config_defaults(c, workload_find("resnet"));
     for (int i = 0; words[i]; i += 2) {
         int rc = train_option_set(c, words[i], words[i + 1], e);
-        if (rc) return err_wrap(e, "bench resnet");
+        if (rc) return rc;
     }
     return train_config_finish(c, e);
 }
@@ -405,6 +407,7 @@ int bench_resnet(int argc, char **argv)
                         opts, argc, argv, NULL, 0, NULL, &e);
     if (rc == ARGS_HELP) return 0;
     if (rc) return cli_fail("bench resnet", &e);
+    if (o.json && file_check_output("--json", o.json, &e)) return cli_fail("bench resnet", &e);
     char pbuf[128], bbuf[256], *plist[4], *blist[16];
     int np = args_split_list(o.precisions, pbuf, sizeof pbuf, plist, 4);
     int nbt = args_split_list(o.batches, bbuf, sizeof bbuf, blist, 16);
@@ -433,12 +436,19 @@ int bench_resnet(int argc, char **argv)
     }
     /* the preset and data through the option table: a bad one fails here, named */
     {
-        const char *w[] = {"--preset", o.preset, "--data", o.data, NULL, NULL};
+        char lr[32];
+        snprintf(lr, sizeof lr, "%.17g", o.lr);
+        const char *w[] = {"--preset", o.preset, "--data", o.data, "--lr", lr, NULL, NULL};
         struct train_config c;
         void *spec = NULL;
         if ((rc = bench_train_config(w, &c, &e)) || (rc = c.wl->configure(&c, &spec, NULL, 0, &e)))
             return cli_fail("bench resnet", &e);
         c.wl->spec_free(spec);
+        struct resnet_config gc;
+        if (o.golden_steps > 0 && resnet_config_preset(o.golden_preset, &gc, &e)) {
+            err_wrap(&e, "--golden-preset");
+            return cli_fail("bench resnet", &e);
+        }
     }
     int want[2] = {strstr(o.torch_modes, "eager") != NULL, strstr(o.torch_modes, "compile") != NULL};
     struct dev *d = NULL;

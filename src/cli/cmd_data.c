@@ -12,18 +12,32 @@
  *     loader maps (models/ctr/cache.h). */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/file.h"
+#include "core/hostinfo.h"
 #include "core/timer.h"
 #include "models/ctr/cache.h"
 #include "models/ctr/eval.h"
 #include "models/ctr/synth.h"
 #include "models/gpt/data.h"
-#include "core/file.h"
 #include "models/resnet/cifar.h"
 #include "models/resnet/imgsynth.h"
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+
+/* The generators hold what they write in memory: a count whose buffers
+ * need more than this host has available is the user's to change (exit 2
+ * saying what it needs), not an allocation failure halfway (src/train/
+ * trainer.c's check_fits says the same for a model). */
+static int fits(const char *cmd, const char *counts, const char *verb, double need, const char *hint, plumb_err *e)
+{
+    const double have = hostinfo_mem_available();
+    if (have <= 0 || need <= have) return PLUMB_OK;
+    return err_set(e, PLUMB_EUSAGE, "%s: %s %s %.1f GB of memory; this host has %.1f GB available: %s", cmd, counts, verb,
+                   need / 1e9, have / 1e9, hint);
+}
 
 static int synth_criteo(int argc, char **argv)
 {
@@ -50,8 +64,26 @@ static int synth_criteo(int argc, char **argv)
         return cli_fail("data", &e);
     }
     if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
+    if (first > LONG_MAX - rows) {
+        err_set(&e, PLUMB_EUSAGE, "--first %ld and --rows %ld: the last sample index passes %ld", first, rows, LONG_MAX);
+        return cli_fail("data", &e);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "--rows %ld", rows);
+    /* the scores and labels, then eval_auc's (score, label) pairs */
+    if (fits("synth-criteo", what, "needs", (double)rows * 4 * sizeof(float), "write fewer, or in parts with --first", &e))
+        return cli_fail("data", &e);
+    float *p = malloc((size_t)rows * sizeof *p), *y = malloc((size_t)rows * sizeof *y);
+    if (!p || !y) {
+        free(p), free(y);
+        err_set(&e, PLUMB_ENOMEM, "synth-criteo: cannot hold %ld scores", rows);
+        return cli_fail("data", &e);
+    }
     struct synth *s;
-    if (synth_create((uint64_t)seed, &s, &e)) return cli_fail("data", &e);
+    if (synth_create((uint64_t)seed, &s, &e)) {
+        free(p), free(y);
+        return cli_fail("data", &e);
+    }
     size_t n = strlen(out);
     int gz = n > 3 && !strcmp(out + n - 3, ".gz");
     char tmp[4200];
@@ -62,12 +94,8 @@ static int synth_criteo(int argc, char **argv)
     else f = fopen(tmp, "w");
     if (!f && !g) {
         synth_free(s);
+        free(p), free(y);
         err_set(&e, PLUMB_EUSAGE, "synth-criteo: cannot write %s", tmp);
-        return cli_fail("data", &e);
-    }
-    float *p = malloc((size_t)rows * sizeof *p), *y = malloc((size_t)rows * sizeof *y);
-    if (!p || !y) {
-        err_set(&e, PLUMB_ENOMEM, "synth-criteo: cannot hold %ld scores", rows);
         return cli_fail("data", &e);
     }
     int sp = !strcmp(split, "eval") ? SYNTH_EVAL : SYNTH_TRAIN;
@@ -130,7 +158,12 @@ static int synth_cifar(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "synth-cifar: --out DIR is required");
         return cli_fail("data", &e);
     }
-    if (file_mkdirs(out, &e)) return cli_fail("data", &e);
+    char what[96];
+    snprintf(what, sizeof what, "--train %ld and --test %ld", train, test);
+    /* both sets, and one file's records while it is written */
+    const double imgs = (double)train + (double)test + (double)(train / CIFAR_TRAIN_FILES + 1 > test ? train / CIFAR_TRAIN_FILES + 1 : test);
+    if (fits("synth-cifar", what, "need", imgs * CIFAR_RECORD, "write fewer images", &e)) return cli_fail("data", &e);
+    if (file_check_output_dir("--out", out, &e)) return cli_fail("data", &e);
     struct cifar_set tr, te;
     if (imgsynth_cifar_set((uint64_t)seed, IMG_SPLIT_TRAIN, 0, (size_t)train, &tr, &e)) return cli_fail("data", &e);
     if (imgsynth_cifar_set((uint64_t)seed, IMG_SPLIT_TEST, 0, (size_t)test, &te, &e)) {
@@ -190,6 +223,20 @@ static int synth_tokens(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "synth-tokens: --out FILE is required");
         return cli_fail("data", &e);
     }
+    if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
+    /* the chain has 2^32 blocks of GPT_SYNTH_BLOCK positions (models/gpt/data.h);
+     * a later position would repeat an earlier one */
+    const uint64_t last = (uint64_t)GPT_SYNTH_BLOCK << 32;
+    if ((uint64_t)first > last || (uint64_t)tokens > last - (uint64_t)first) {
+        err_set(&e, PLUMB_EUSAGE, "--first %ld and --tokens %ld: past the synthetic chain's %llu positions (2^42; expected "
+                "--first + --tokens <= 2^42)", first, tokens, (unsigned long long)last);
+        return cli_fail("data", &e);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "--tokens %ld", tokens);
+    if (fits("synth-tokens", what, "needs", (double)tokens * (sizeof(int32_t) + sizeof(uint16_t)),
+             "write fewer, or in parts with --first", &e))
+        return cli_fail("data", &e);
     const int k = strcmp(split, "val") ? GPT_TRAIN : GPT_VAL;
     const uint64_t end = (uint64_t)first + (uint64_t)tokens;
     struct gpt_data_opts o = {.seed = (uint64_t)seed, .vocab = (int)vocab, .val_fraction = 0.1};
@@ -221,8 +268,8 @@ static int data_cache(int argc, char **argv)
     const char *out = NULL, *bad = "error";
     long threads = 0;
     const struct opt opts[] = {
-        {"--out", OPT_STR, &out, NULL, "the cache file (default: FILE.plumbcache, which plumb train --data FILE "
-         "then maps)", NULL, "PATH"},
+        {"--out", OPT_STR, &out, NULL, "the cache file, a name ending in .plumbcache (default: FILE.plumbcache, "
+         "which plumb train --data FILE then maps)", NULL, "PATH"},
         {"--bad-lines", OPT_CHOICE, &bad, "error", "a malformed line: an error, or skipped and counted", "error|skip", NULL},
         {"--threads", OPT_INT, &threads, "0", "parse threads (0: all cores)", "0..1024", "N"},
         {0},
@@ -242,11 +289,22 @@ static int data_cache(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "cache: expected one FILE (got %d argument%s)", npos, npos == 1 ? "" : "s");
         return cli_fail("data", &e);
     }
+    if (criteo_cache_is(pos[0])) {
+        err_set(&e, PLUMB_EUSAGE, "cache %s: a plumb cache already (expected a Criteo TSV file, plain or gzip)", pos[0]);
+        return cli_fail("data", &e);
+    }
     char def[4200];
     if (!out) {
         snprintf(def, sizeof def, "%s%s", pos[0], CRITEO_CACHE_SUFFIX);
         out = def;
     }
+    /* plumb train --data knows a cache by its name only */
+    if (!criteo_cache_is(out)) {
+        err_set(&e, PLUMB_EUSAGE, "--out %s: expected a name ending in %s (plumb train --data maps a cache by that "
+                "name and reads any other file as Criteo TSV)", out, CRITEO_CACHE_SUFFIX);
+        return cli_fail("data", &e);
+    }
+    if (file_check_output("--out", out, &e)) return cli_fail("data", &e);
     struct criteo_cache info;
     double t0 = timer_now();
     if (criteo_cache_write(pos[0], out, !strcmp(bad, "skip") ? CRITEO_BAD_SKIP : CRITEO_BAD_ERROR, (int)threads, &info,

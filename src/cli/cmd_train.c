@@ -93,31 +93,11 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
     return train_config_finish(cfg, e);
 }
 
-/* A directory the run will write into (--checkpoint-dir): created now when
- * missing; not a directory, a symlink loop or not writable is a usage error
- * naming the option, before anything trains. */
-static int output_dir_ok(const char *opt, const char *dir, plumb_err *e)
-{
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        int err = errno;
-        if (err != ENOENT)
-            return err_set(e, PLUMB_EUSAGE, "%s %s: %s", opt, dir, err == ELOOP ? "a symlink loop" : strerror(err));
-        plumb_err me = {0};
-        if (file_mkdirs(dir, &me)) return err_set(e, PLUMB_EUSAGE, "%s %s: cannot create it: %s", opt, dir, me.msg);
-    } else if (!S_ISDIR(st.st_mode)) {
-        return err_set(e, PLUMB_EUSAGE, "%s %s: exists and is not a directory", opt, dir);
-    }
-    if (access(dir, W_OK | X_OK) != 0)
-        return err_set(e, PLUMB_EUSAGE, "%s %s: not writable: %s", opt, dir, strerror(errno));
-    return PLUMB_OK;
-}
-
 /* Every output path besides the run folder (results_open checks --out). */
 static int train_outputs_check(const struct train_config *cfg, plumb_err *e)
 {
     int rc;
-    if (cfg->ckpt_dir && (rc = output_dir_ok("--checkpoint-dir", cfg->ckpt_dir, e))) return rc;
+    if (cfg->ckpt_dir && (rc = file_check_output_dir("--checkpoint-dir", cfg->ckpt_dir, e))) return rc;
     if (cfg->predictions && (rc = file_check_output("--predictions", cfg->predictions, e))) return rc;
     return PLUMB_OK;
 }
@@ -428,8 +408,11 @@ int cmd_train(int argc, char **argv)
             printf("interrupted at step %ld of %ld (%s); checkpoint %s\n", tr.steps_done, tr.steps_target, tr.stop_reason,
                    tr.ckpt_path[0] ? tr.ckpt_path : "(none: no --checkpoint-dir, the run cannot be resumed)");
         } else {
-            printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
-                   tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);
+            if (tr.steps_done == 0) /* --steps 0: no loss to report */
+                printf("trained %s %s: 0 steps (evaluation only)\n", wl->name, cfg.preset);
+            else
+                printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
+                       tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);
             if (cfg.stop_at && tr.reached)
                 printf("reached %s %s at step %ld (%ld samples) in %.2f s (evals %.2f s; set-up %.2f s before)\n",
                        wl->accept->metric, cfg.stop_at, tr.reached_step, tr.reached_step * cfg.batch, tr.reached_s,

@@ -132,6 +132,12 @@ int file_read_all(const char *path, char **out, size_t *len, plumb_err *e)
     if (len) *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(e, errno == ENOENT ? PLUMB_EUSAGE : PLUMB_EIO, "open %s: %s", path, strerror(errno));
+    /* a directory names the wrong thing (fopen "rb" opens one, fread fails) */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
+    }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
@@ -212,6 +218,27 @@ int file_check_output(const char *opt, const char *path, plumb_err *e)
         return err_set(e, PLUMB_EUSAGE, "%s %s: its folder %s does not exist", opt, path, parent);
     if (access(parent, W_OK | X_OK) != 0)
         return err_set(e, PLUMB_EUSAGE, "%s %s: its folder %s is not writable: %s", opt, path, parent, strerror(errno));
+    return PLUMB_OK;
+}
+
+/* An output directory (file.h): the checks of file_check_output for a
+ * folder, which is created when missing (plumb train's --checkpoint-dir,
+ * plumb data synth-cifar's --out). */
+int file_check_output_dir(const char *opt, const char *dir, plumb_err *e)
+{
+    struct stat st;
+    if (!dir || !*dir) return err_set(e, PLUMB_EUSAGE, "%s: expected a folder name", opt);
+    if (stat(dir, &st) != 0) {
+        int err = errno;
+        if (err != ENOENT)
+            return err_set(e, PLUMB_EUSAGE, "%s %s: %s", opt, dir, err == ELOOP ? "a symlink loop" : strerror(err));
+        plumb_err me = {0};
+        if (file_mkdirs(dir, &me)) return err_set(e, PLUMB_EUSAGE, "%s %s: cannot create it: %s", opt, dir, me.msg);
+    } else if (!S_ISDIR(st.st_mode)) {
+        return err_set(e, PLUMB_EUSAGE, "%s %s: exists and is not a directory", opt, dir);
+    }
+    if (access(dir, W_OK | X_OK) != 0)
+        return err_set(e, PLUMB_EUSAGE, "%s %s: not writable: %s", opt, dir, strerror(errno));
     return PLUMB_OK;
 }
 

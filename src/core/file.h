@@ -23,6 +23,10 @@ int file_remove_stale_temps(const char *dir, const char *prefix, int *removed, p
  * e.g. "--html"): not a directory or a symlink loop, its folder existing and
  * writable. A bad one is PLUMB_EUSAGE (exit 2), said before any work. */
 int file_check_output(const char *opt, const char *path, plumb_err *e);
+/* An output directory (opt names the option, e.g. "--checkpoint-dir"):
+ * created now when missing; empty, not a directory, a symlink loop, not
+ * creatable or not writable is PLUMB_EUSAGE (exit 2) naming the option. */
+int file_check_output_dir(const char *opt, const char *dir, plumb_err *e);
 /* Reads dir/rel, a file that must lie inside dir, for a reader of untrusted
  * run folders: rel is relative without "..", the resolved path (symlinks
  * followed) stays inside dir's, and it is a regular file (never a FIFO or a

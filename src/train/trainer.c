@@ -433,7 +433,16 @@ static int setup(struct trainer *t, plumb_err *e)
                                                                            : (int)(local_cap > 0 ? local_cap : 1);
     if (cfg->numerics == NUMERICS_GOLDEN && train_mb > cfg->batch) train_mb = (int)cfg->batch;
     t->max_batch = train_mb > cfg->eval_batch ? train_mb : (int)cfg->eval_batch;
-    if ((rc = t->mo->create(t->d, t->spec, t->max_batch, cfg->precision, &t->m, e))) return rc;
+    if ((rc = t->mo->create(t->d, t->spec, t->max_batch, cfg->precision, &t->m, e))) {
+        if (rc != PLUMB_ENOMEM) return rc;
+        /* the buffers are sized by the largest batch a call runs: the
+         * user's --batch (or --eval-batch) to change, not an internal error */
+        const int by_eval = cfg->eval_batch > train_mb;
+        e->code = PLUMB_EUSAGE;
+        return err_wrap(e, "%s %ld: %s's buffers for %d samples do not fit on %s (use a smaller %s)",
+                        by_eval ? "--eval-batch" : "--batch", by_eval ? cfg->eval_batch : cfg->batch, t->wl->name,
+                        t->max_batch, t->d->label, by_eval ? "--eval-batch" : "--batch");
+    }
     if ((rc = t->mo->init(t->m, cfg->seed, e))) return rc;
     t->L = t->mo->layout(t->m);
     if (t->L->n_buffers && (rc = dev_alloc(t->d, t->L->n_buffers * sizeof(float), (void **)&t->buf_snap, e))) return rc;

@@ -1,7 +1,7 @@
 /* libFuzzer target: gpt's llm.c token-file reader (models/gpt/data.h,
  * gpt_data_open on "tokens:FILE") on the bytes as a file, opened twice: as
  * the train stream with the held-out validation tail, and as both --data and
- * --val-data. Checked against the format (a header of 256 little-endian
+ * --eval-data. Checked against the format (a header of 256 little-endian
  * int32: magic 20240520, version 1, token count n > 0; then exactly n uint16
  * tokens): the reader accepts exactly the files that follow it, and a
  * rejection names the file in its message; an accepted file's splits add up
@@ -65,12 +65,13 @@ static void check_open(const char *spec, const char *val, const uint8_t *data, u
     plumb_err e = {0};
     if (gpt_data_open(spec, val, &o, &d, &e) != PLUMB_OK || !d) abort();
     const uint64_t ntr = gpt_data_tokens(d, GPT_TRAIN), nva = gpt_data_tokens(d, GPT_VAL);
-    /* with --val-data the same file is each split; else a split of it */
+    /* with --eval-data the same file is each split; else a split of it */
     if (val ? (ntr != n || nva != n) : ntr + nva != n) abort();
     const uint64_t base[2] = {0, val ? 0 : ntr};
     int32_t mx = 0;
     for (uint64_t i = 0; i < n; i++) mx = file_token(data, i) > mx ? file_token(data, i) : mx;
     if (gpt_data_vocab(d) != mx + 1) abort();
+    if (gpt_data_val_vocab(d) != (val ? mx + 1 : 0)) abort();
     int32_t *all = malloc((n ? n : 1) * sizeof *all);
     if (!all) abort();
     for (int k = 0; k < 2; k++) {

@@ -78,6 +78,11 @@ int criteo_cache_write(const char *src, const char *out, enum criteo_bad bad, in
     long n = 0, skipped = 0, truncated = 0;
     int rc = criteo_read_all(src, bad, 0, threads, &v, &n, &skipped, &truncated, e);
     if (rc) return rc;
+    if (n == 0) { /* a cache of nothing trains nothing: said now, not by plumb train */
+        free(v);
+        return err_set(e, PLUMB_EUSAGE, "%s: no samples (%ld malformed line%s skipped, %ld truncated; expected Criteo "
+                       "lines: label, 13 integer and 26 categorical fields)", src, skipped, skipped == 1 ? "" : "s", truncated);
+    }
     unsigned char h[HDR];
     memset(h, 0, sizeof h);
     memcpy(h, MAGIC, 8);
@@ -111,13 +116,19 @@ int criteo_cache_write(const char *src, const char *out, enum criteo_bad bad, in
 int criteo_cache_map(const char *path, const char *src, struct criteo_cache *c, plumb_err *e)
 {
     memset(c, 0, sizeof *c);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO opens at once and is refused below (only a
+     * regular file can be mapped) instead of blocking for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open the cache: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st)) {
         int er = errno;
         close(fd);
         return err_set(e, PLUMB_EIO, "%s: cannot stat the cache: %s", path, strerror(er));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (expected a cache written by plumb data cache)", path);
     }
     if (st.st_size < HDR) {
         close(fd);

@@ -29,6 +29,9 @@ static int load_file(struct dataset *d, int k, const char *path, const struct da
     }
     struct criteo_cache *c = &d->cache[k];
     int rc = criteo_cache_map(cache, src, c, e);
+    /* a corrupt cache named by --data (or beside its file) is the user's
+     * input, as a malformed TSV is: exit 2, the message says to rewrite it */
+    if (rc == PLUMB_ECORRUPT) e->code = rc = PLUMB_EUSAGE;
     if (rc) return rc;
     if (c->skipped && o->bad != CRITEO_BAD_SKIP)
         return err_set(e, PLUMB_EUSAGE, "%s: its source had %ld malformed lines, skipped when the cache was written "
@@ -117,12 +120,17 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
         d->n[1] = ne;
     }
     if (d->n[0] < 1 || d->n[1] < 1) {
+        /* with an eval file each split is a file of its own: name the empty one */
+        const int ev = o->eval_file && *o->eval_file && d->n[0] >= 1;
         long a = d->n[0], b = d->n[1];
         dataset_free(d);
+        if (o->eval_file && *o->eval_file)
+            return err_set(e, PLUMB_EUSAGE, "%s %s: no samples (expected Criteo lines; %ld train and %ld eval samples)",
+                           ev ? "--eval-data" : "--data", ev ? o->eval_file : spec, a, b);
         return err_set(e, PLUMB_EUSAGE, "%s: %ld train and %ld eval samples; both must be non-empty", spec, a, b);
     }
     snprintf(d->desc, sizeof d->desc, "%s: %ld train, %ld eval samples%s", spec, d->n[0], d->n[1],
-             o->eval_file ? " (eval file)" : " (eval = last lines)");
+             o->eval_file && *o->eval_file ? " (eval file)" : " (eval = last lines)");
     *out = d;
     return PLUMB_OK;
 }

@@ -41,6 +41,7 @@ struct gpt_data {
     uint8_t *text;
     uint64_t seed;
     int vocab;
+    int val_vocab; /* the validation files' own (0: none) */
     int fixed;
     char desc[512];
 };
@@ -50,13 +51,21 @@ struct gpt_data {
 static int shard_open(const char *path, struct shard *s, plumb_err *e)
 {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO opens at once (instead of waiting for a writer)
+     * and is refused below with a directory or a device: only a regular
+     * file can be memory-mapped */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open token file: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st)) {
         int er = errno;
         close(fd);
         return err_set(e, PLUMB_EUSAGE, "%s: cannot stat: %s", path, strerror(er));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (expected an llm.c token file; %s cannot be memory-mapped)",
+                       path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO or pipe" : "a device or socket");
     }
     const uint64_t size = (uint64_t)st.st_size;
     if (size < HEADER_BYTES) {
@@ -173,7 +182,8 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
     *out = NULL;
     if (!spec || !*spec) return err_set(e, PLUMB_EUSAGE, "--data: empty (expected synthetic, text:FILE or tokens:GLOB)");
     const double frac = o->val_fraction > 0 ? o->val_fraction : 0.1;
-    if (frac >= 0.5) return err_set(e, PLUMB_EUSAGE, "validation fraction %g (expected below 0.5)", frac);
+    if (frac >= 0.5)
+        return err_set(e, PLUMB_EUSAGE, "--eval-fraction %g: gpt holds out less than half of its tokens (expected below 0.5)", frac);
     struct gpt_data *d = calloc(1, sizeof *d);
     if (!d) return err_set(e, PLUMB_ENOMEM, "out of memory");
     d->seed = o->seed;
@@ -183,7 +193,7 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
     const int have_val = val_spec && *val_spec;
     if (!strcmp(spec, "synthetic")) {
         if (o->vocab < 2) rc = err_set(e, PLUMB_EUSAGE, "synthetic tokens: vocabulary %d (expected >= 2)", o->vocab);
-        if (have_val) rc = err_set(e, PLUMB_EUSAGE, "--val-data %s: synthetic data has its own validation split", val_spec);
+        if (have_val) rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: synthetic data has its own validation split (expected no --eval-data)", val_spec);
         d->vocab = o->vocab;
         for (int k = 0; k < 2 && !rc; k++) {
             d->s[k].kind = K_SYNTH;
@@ -198,7 +208,8 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
         const char *path = spec + 5;
         char *buf = NULL;
         size_t len = 0;
-        if (have_val) rc = err_set(e, PLUMB_EUSAGE, "--val-data %s: text data holds out its last %g instead", val_spec, frac);
+        if (!*path) rc = err_set(e, PLUMB_EUSAGE, "--data text: names no file (expected text:FILE)");
+        else if (have_val) rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: text data holds out its last %g instead (expected no --eval-data)", val_spec, frac);
         if (!rc) rc = file_read_all(path, &buf, &len, e);
         if (!rc && len < 16) rc = err_set(e, PLUMB_EUSAGE, "%s: %zu bytes of text (expected at least 16)", path, len);
         if (rc) {
@@ -221,16 +232,17 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
             /* the largest token id of every file: a model must cover it (the
              * device gathers rows without a bounds check); one pass over the
              * mapped tokens at memory speed */
-            int mx = 0;
+            int mx[2] = {0, 0};
             for (int k = 0; k < 2; k++)
                 for (int i = 0; i < d->nown[k]; i++) {
                     const struct shard *sh = &d->own[k][i];
                     int m1 = 0;
 #pragma omp parallel for reduction(max : m1) schedule(static) if (sh->n > ((uint64_t)1 << 20))
                     for (uint64_t j = 0; j < sh->n; j++) m1 = sh->tok[j] > m1 ? sh->tok[j] : m1;
-                    mx = m1 > mx ? m1 : mx;
+                    mx[k] = m1 > mx[k] ? m1 : mx[k];
                 }
-            d->vocab = mx + 1;
+            d->vocab = (mx[0] > mx[1] ? mx[0] : mx[1]) + 1;
+            d->val_vocab = have_val ? mx[1] + 1 : 0;
             struct stream full = {K_FILES, d->own[0], d->nown[0], NULL, 0, n0, 0};
             if (have_val) {
                 d->s[0] = full;
@@ -267,6 +279,7 @@ void gpt_data_free(struct gpt_data *d)
 
 uint64_t gpt_data_tokens(const struct gpt_data *d, int split) { return d->s[split].n; }
 int gpt_data_vocab(const struct gpt_data *d) { return d->vocab; }
+int gpt_data_val_vocab(const struct gpt_data *d) { return d->val_vocab; }
 const char *gpt_data_describe(const struct gpt_data *d) { return d->desc; }
 
 /* ---------------- access ---------------- */

@@ -64,6 +64,9 @@ uint64_t gpt_data_tokens(const struct gpt_data *d, int split);
 /* the largest token id + 1 the source holds (token files: read at open;
  * text: 256; synthetic: its vocabulary) */
 int gpt_data_vocab(const struct gpt_data *d);
+/* the same for the validation files of val_spec alone (0 without them), so
+ * a caller can name the option whose files hold an id too large */
+int gpt_data_val_vocab(const struct gpt_data *d);
 /* "3 token files (1.2 G tokens), val: 1 file (100 M tokens)" */
 const char *gpt_data_describe(const struct gpt_data *d);
 /* samples of sequence length T (see above); 0 when the split is too short */

@@ -89,7 +89,8 @@ int gpt_ref_load(const char *path, struct gpt_ref *r, plumb_err *e)
             return rc;
         }
     }
-    return gpt_config_validate(&r->c, e);
+    if ((rc = gpt_config_validate(&r->c, e))) gpt_ref_free(r);
+    return rc;
 }
 
 static const json_t *find(const struct gpt_ref *r, const char *name, size_t n, const char **dtype, plumb_err *e)

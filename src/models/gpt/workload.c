@@ -127,10 +127,12 @@ static int m_init(struct model *w, uint64_t seed, plumb_err *e)
     const struct gpt_config *c = gpt_config_of(w->m);
     if (r.c.n_layer != c->n_layer || r.c.n_head != c->n_head || r.c.n_embd != c->n_embd ||
         r.c.block_size != c->block_size || r.c.vocab != c->vocab || r.c.vocab_padded != c->vocab_padded) {
+        /* the message first: gpt_ref_free zeroes r.c */
+        rc = err_set(e, PLUMB_EUSAGE, "--init-from %s: a model of L%d H%d C%d T%d V%d (expected the preset's L%d H%d C%d T%d V%d)",
+                     w->init_from, r.c.n_layer, r.c.n_head, r.c.n_embd, r.c.block_size, r.c.vocab, c->n_layer, c->n_head,
+                     c->n_embd, c->block_size, c->vocab);
         gpt_ref_free(&r);
-        return err_set(e, PLUMB_EUSAGE, "--init-from %s: a model of L%d H%d C%d T%d V%d (expected the preset's L%d H%d C%d T%d V%d)",
-                       w->init_from, r.c.n_layer, r.c.n_head, r.c.n_embd, r.c.block_size, r.c.vocab, c->n_layer, c->n_head,
-                       c->n_embd, c->block_size, c->vocab);
+        return rc;
     }
     char nm[64];
     float *h = NULL;
@@ -256,9 +258,17 @@ static int d_open(const struct train_config *cfg, const void *spec, int material
     struct gpt_data_opts o = {cfg->data_seed, sp->c.vocab, ((uint64_t)cfg->train_samples + 1) * (uint64_t)sp->T,
                               (uint64_t)cfg->eval_samples * (uint64_t)sp->T + 1, cfg->eval_fraction, sp->fixed_windows};
     int rc = gpt_data_open(cfg->data, cfg->eval_data, &o, &s->d, e);
+    /* the validation files' faults name --eval-data; the rest --data */
+    const int have_val = cfg->eval_data && *cfg->eval_data;
+    if (!rc && gpt_data_val_vocab(s->d) > sp->c.vocab)
+        rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: token ids up to %d, but %s has a vocabulary of %d (expected ids below it)",
+                     cfg->eval_data, gpt_data_val_vocab(s->d) - 1, cfg->preset, sp->c.vocab);
     if (!rc && gpt_data_vocab(s->d) > sp->c.vocab)
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: token ids up to %d, but %s has a vocabulary of %d (expected ids below it)",
                      cfg->data, gpt_data_vocab(s->d) - 1, cfg->preset, sp->c.vocab);
+    if (!rc && have_val && gpt_data_samples(s->d, GPT_VAL, s->T) < 1)
+        rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: %llu validation tokens (expected at least 2)", cfg->eval_data,
+                     (unsigned long long)gpt_data_tokens(s->d, GPT_VAL));
     if (!rc && (gpt_data_samples(s->d, GPT_TRAIN, s->T) < 1 || gpt_data_samples(s->d, GPT_VAL, s->T) < 1))
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: %llu train and %llu validation tokens (expected at least %d and 2)",
                      cfg->data, (unsigned long long)gpt_data_tokens(s->d, GPT_TRAIN),

@@ -13,7 +13,10 @@ int cifar_read_file(const char *path, struct cifar_set *s, plumb_err *e)
     if (stat(path, &st) != 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open (%s)", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return err_set(e, PLUMB_EUSAGE, "%s: not a regular file", path);
     size_t bytes = (size_t)st.st_size;
-    if (bytes == 0 || bytes % CIFAR_RECORD)
+    if (bytes == 0)
+        return err_set(e, PLUMB_EUSAGE, "%s: empty (expected %d-byte CIFAR-10 records: a label byte and %d pixel bytes)",
+                       path, CIFAR_RECORD, CIFAR_PIXELS);
+    if (bytes % CIFAR_RECORD)
         return err_set(e, PLUMB_EUSAGE,
                        "%s: %zu bytes is not a whole number of %d-byte CIFAR-10 records (%zu records and %zu bytes of "
                        "record %zu)",

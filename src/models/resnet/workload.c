@@ -17,6 +17,7 @@
  * (plain DDP's BatchNorm) to show the bias. */
 #include "models/resnet/workload.h"
 #include "core/file.h"
+#include "core/hostinfo.h"
 #include "models/resnet/imgdata.h"
 #include "models/resnet/resnet.h"
 #include "train/options.h"
@@ -69,6 +70,9 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: CIFAR-10 images are 32x32, preset %s takes %dx%d (use --data "
                      "synthetic for its 224x224 source, or a CIFAR preset: resnet-tiny, resnet18, resnet50-cifar)",
                      data, cfg->preset, s->c.image, s->c.image);
+    else if (cfg->eval_data && *cfg->eval_data)
+        rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: resnet scores the test split of its --data (a CIFAR-10 directory's "
+                     "test_batch.bin, or the synthetic test images); expected no --eval-data", cfg->eval_data);
     else if (s->src == SRC_DIR && (stat(data, &st) != 0 || !S_ISDIR(st.st_mode)))
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: not a directory (expected 'synthetic' or a CIFAR-10 binary "
                      "directory with data_batch_1..5.bin and test_batch.bin)", data);
@@ -291,6 +295,17 @@ static int d_open(const struct train_config *cfg, const void *spec, int material
     struct imgdata_opts o = {.seed = cfg->data_seed, .train_samples = cfg->train_samples,
                              .test_samples = cfg->eval_samples, .classes = s->c.classes};
     const char *src = s->src == SRC_SYNTH32 ? "synthetic" : s->src == SRC_SYNTH224 ? "synthetic224" : data_dir(cfg->data);
+    /* synthetic CIFAR is generated into memory (a label and 3072 pixel
+     * bytes an image): a count beyond the host's memory is the user's to
+     * change, said before the allocation fails (as the trainer's check_fits) */
+    const double need = ((double)cfg->train_samples + (double)cfg->eval_samples) * CIFAR_RECORD,
+                 have = hostinfo_mem_available();
+    if (s->src == SRC_SYNTH32 && have > 0 && need > have) {
+        free(ds);
+        return err_set(e, PLUMB_EUSAGE, "--train-samples %ld and --eval-samples %ld: synthetic CIFAR images are generated "
+                       "into memory and need %.1f GB; this host has %.1f GB available: use fewer samples",
+                       cfg->train_samples, cfg->eval_samples, need / 1e9, have / 1e9);
+    }
     int rc = imgdata_open(src, &o, &ds->d, e);
     if (!rc && ds->d->classes != s->c.classes)
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: %d classes, preset %s has %d", src, ds->d->classes, cfg->preset,
