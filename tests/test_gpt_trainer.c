@@ -23,6 +23,32 @@ static void ref_path(char *buf, size_t n)
     snprintf(buf, n, "%s/bench/gpt_tiny_reference.bin", root ? root : ".");
 }
 
+/* plumb train gpt with the option words (pairs, a NULL value for a flag,
+ * NULL-terminated), results in out, one rank: trainer_run's code, or -1
+ * when an option or the configuration is refused (already reported) */
+static int train_gpt_words(const char *const *words, const char *out, struct train_result *tr, plumb_err *e)
+{
+    struct train_config cfg;
+    train_config_defaults(&cfg, workload_find("gpt"));
+    for (int i = 0; words[i]; i += 2) {
+        const int rc = train_option_set(&cfg, words[i], words[i + 1], e);
+        CHECK_MSG(rc == 0, "%s: %s", words[i], e->msg);
+        if (rc) return -1;
+    }
+    const int fin = train_config_finish(&cfg, e);
+    CHECK_MSG(fin == 0, "train_config_finish: %s", e->msg);
+    if (fin) return -1;
+    cfg.out_dir = out;
+    cfg.progress = 0;
+    struct comm *c = NULL;
+    const int ci = comm_init("self", &c, e);
+    CHECK_MSG(ci == 0, "comm_init: %s", e->msg);
+    if (ci) return -1;
+    const int rc = trainer_run(&cfg, c, tr, e);
+    comm_finalize(c);
+    return rc;
+}
+
 static void run_case(const char *numerics)
 {
     char ref[1024], train[1024], val[1024], out[1024];
@@ -57,21 +83,9 @@ static void run_case(const char *numerics)
                            "--micro-shard", bs, "--steps", st, "--lr", lr, "--warmup", "0", "--schedule", "constant",
                            "--weight-decay", wd, "--adam-beta2", b2, "--clip-grad-norm", "1", "--threads", "1",
                            "--quiet", NULL, "--health-interval", "0", NULL};
-    struct train_config cfg;
-    train_config_defaults(&cfg, workload_find("gpt"));
-    for (int i = 0; words[i]; i += 2) {
-        int rc = train_option_set(&cfg, words[i], words[i + 1], &e);
-        CHECK_MSG(rc == 0, "%s: %s", words[i], e.msg);
-        if (rc) return;
-    }
-    REQUIRE(train_config_finish(&cfg, &e) == 0);
-    cfg.out_dir = out;
-    cfg.progress = 0;
-    struct comm *c = NULL;
-    REQUIRE(comm_init("self", &c, &e) == 0);
     struct train_result tr;
-    int rc = trainer_run(&cfg, c, &tr, &e);
-    comm_finalize(c);
+    int rc = train_gpt_words(words, out, &tr, &e);
+    if (rc == -1) return;
     if (rc == PLUMB_EDEVICE || rc == PLUMB_EUNSUPPORTED) TEST_SKIP("%s", e.msg);
     CHECK_MSG(rc == 0, "trainer_run: %s", e.msg);
     if (rc) return;
@@ -187,17 +201,8 @@ TEST(gpt_init_from_another_architecture_names_it)
     REQUIRE(file_mkdirs(out, &e) == 0);
     const char *words[] = {"--preset", "gpt-tiny", "--steps", "1", "--batch", "2", "--init-from", bad, "--quiet", NULL,
                            "--health-interval", "0", NULL};
-    struct train_config cfg;
-    train_config_defaults(&cfg, workload_find("gpt"));
-    for (int i = 0; words[i]; i += 2) REQUIRE(train_option_set(&cfg, words[i], words[i + 1], &e) == 0);
-    REQUIRE(train_config_finish(&cfg, &e) == 0);
-    cfg.out_dir = out;
-    cfg.progress = 0;
-    struct comm *c = NULL;
-    REQUIRE(comm_init("self", &c, &e) == 0);
     struct train_result tr;
-    int rc = trainer_run(&cfg, c, &tr, &e);
-    comm_finalize(c);
+    const int rc = train_gpt_words(words, out, &tr, &e);
     CHECK_EQ_INT(rc, PLUMB_EUSAGE);
     CHECK_MSG(strstr(e.msg, "--init-from") && strstr(e.msg, "a model of L1 H4 C64 T64 V256") &&
                   strstr(e.msg, "the preset's L2 H4 C64 T64 V256"),
