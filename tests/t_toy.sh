@@ -54,4 +54,8 @@ $MPI -np 2 "$PLUMB" train toy --preset toy-bn --steps 600 --eval-every 100 --qui
 read -r first last < <(jq -s -r '[.[] | select(.type=="eval") | .mse] | "\(.[0]) \(.[-1])"' "$TMP/learn/checks/train-toy/metrics.jsonl")
 awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < 0.8 * a && b < 0.2)}' && ok "toy-bn learns: eval mse $first -> $last (the target's variance is ~0.7)" \
   || fail "toy-bn learns" "mse $first -> $last"
+# --eval-data names a file toy never reads: refused, named (it was ignored silently)
+"$PLUMB" train toy --steps 2 --eval-data /etc/hostname --out "$TMP/toy-evd" >"$TMP/evd.out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--eval-data /etc/hostname" "$TMP/evd.out" && ok "toy --eval-data FILE: exit 2 naming it" \
+  || fail "toy --eval-data FILE" "exit $rc: $(tail -2 "$TMP/evd.out")"
 finish

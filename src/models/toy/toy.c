@@ -61,6 +61,11 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
         free(s);
         return err_set(e, PLUMB_EUSAGE, "--data: toy trains on 'synthetic' data only (got '%s')", cfg->data);
     }
+    if (cfg->eval_data && *cfg->eval_data) { /* it was ignored silently */
+        free(s);
+        return err_set(e, PLUMB_EUSAGE, "--eval-data %s: toy scores its own synthetic eval split; expected no --eval-data",
+                       cfg->eval_data);
+    }
     if (desc) snprintf(desc, n, "%d-%d%s-1 MLP regressor", TOY_IN, s->hidden, s->bn ? " (sync BatchNorm)" : "");
     *spec = s;
     return PLUMB_OK;
