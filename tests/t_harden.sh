@@ -318,4 +318,10 @@ if [ "${PLUMB_ASAN:-0}" != 1 ]; then
     bash -c 'ulimit -v 4000000; exec "$0" "$@"' "$PLUMB" train resnet --preset resnet-tiny --batch 4 --eval-batch 1000000 --steps 1 --health-interval 0 --quiet --out "$TMP/m18b"
 else skip "model buffers beyond memory" "PLUMB_ASAN=1: no address-space limit"; fi
 
+# ---- 19. messages that quote what was given: an empty --data as '' (it read
+# "--data : not a directory"), one byte of text as "1 byte" (it read "1 bytes")
+run "resnet --data '': exit 2 quoting the empty value" 2 "--data '': not a directory" "$PLUMB" train resnet --data '' --steps 1 --out "$TMP/e19a"
+printf 'a' >"$TMP/one.txt"
+run "gpt text: of 1 byte: exit 2, '1 byte of text'" 2 "one.txt: 1 byte of text" "$PLUMB" train gpt --preset gpt-tiny --data "text:$TMP/one.txt" --steps 1 --out "$TMP/e19b"
+
 finish

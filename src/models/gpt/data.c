@@ -211,7 +211,7 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
         if (!*path) rc = err_set(e, PLUMB_EUSAGE, "--data text: names no file (expected text:FILE)");
         else if (have_val) rc = err_set(e, PLUMB_EUSAGE, "--eval-data %s: text data holds out its last %g instead (expected no --eval-data)", val_spec, frac);
         if (!rc) rc = file_read_all(path, &buf, &len, e);
-        if (!rc && len < 16) rc = err_set(e, PLUMB_EUSAGE, "%s: %zu bytes of text (expected at least 16)", path, len);
+        if (!rc && len < 16) rc = err_set(e, PLUMB_EUSAGE, "%s: %zu byte%s of text (expected at least 16)", path, len, len == 1 ? "" : "s");
         if (rc) {
             free(buf);
         } else {

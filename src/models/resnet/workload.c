@@ -75,7 +75,7 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
                      "test_batch.bin, or the synthetic test images); expected no --eval-data", cfg->eval_data);
     else if (s->src == SRC_DIR && (stat(data, &st) != 0 || !S_ISDIR(st.st_mode)))
         rc = err_set(e, PLUMB_EUSAGE, "--data %s: not a directory (expected 'synthetic' or a CIFAR-10 binary "
-                     "directory with data_batch_1..5.bin and test_batch.bin)", data);
+                     "directory with data_batch_1..5.bin and test_batch.bin)", *data ? data : "''");
     if (rc) {
         free(s);
         return rc;
