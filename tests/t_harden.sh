@@ -324,4 +324,17 @@ run "resnet --data '': exit 2 quoting the empty value" 2 "--data '': not a direc
 printf 'a' >"$TMP/one.txt"
 run "gpt text: of 1 byte: exit 2, '1 byte of text'" 2 "one.txt: 1 byte of text" "$PLUMB" train gpt --preset gpt-tiny --data "text:$TMP/one.txt" --steps 1 --out "$TMP/e19b"
 
+# ---- 20. the cpu's buffers past the host's memory, piece by piece: each allocation fits,
+# their sum does not; the OOM killer ended such a run (plumb bench resnet's defaults were
+# SIGKILLed on a 24 GB host while another job held memory). The cpu device now takes at most
+# 90% of MemAvailable, or PLUMB_CPU_MEM_LIMIT_MB, and the run is exit 2 naming --batch. Here
+# with a 1 GB limit, so the test needs no full machine (resnet18 at batch 2048: about 3 GB).
+run "resnet18 --batch 2048 under PLUMB_CPU_MEM_LIMIT_MB=1000: exit 2 naming --batch" 2 \
+  "^plumb train: --batch 2048: .*do not fit on cpu.*past the 1.05 GB it may take \(PLUMB_CPU_MEM_LIMIT_MB\)" \
+  env PLUMB_CPU_MEM_LIMIT_MB=1000 "$PLUMB" train resnet --preset resnet18 --batch 2048 --steps 1 --health-interval 0 --quiet --out "$TMP/m20"
+run "resnet-tiny under PLUMB_CPU_MEM_LIMIT_MB=1000 trains" 0 "" \
+  env PLUMB_CPU_MEM_LIMIT_MB=1000 "$PLUMB" train resnet --steps 2 --health-interval 0 --quiet --out "$TMP/m20b"
+run "PLUMB_CPU_MEM_LIMIT_MB=lots: exit 2 naming it" 2 "PLUMB_CPU_MEM_LIMIT_MB=lots: expected a positive number" \
+  env PLUMB_CPU_MEM_LIMIT_MB=lots "$PLUMB" train resnet --steps 1 --quiet --out "$TMP/m20c"
+
 finish

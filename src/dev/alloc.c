@@ -8,6 +8,7 @@
  * allocated = held by callers, reserved = obtained from the backend. */
 #include "dev/dev.h"
 #include "dev/alloc.h"
+#include "core/hostinfo.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ struct block {
 
 struct dev_alloc {
     pthread_mutex_t lock;
+    size_t budget;         /* cpu: the most it may reserve (0: no limit) */
     struct block **live;   /* open-addressing hash: pointer -> block */
     size_t live_cap, live_n;
     struct block *cache;   /* free blocks, singly linked */
@@ -98,6 +100,29 @@ int alloc_create(struct dev *d, plumb_err *e)
     struct dev_alloc *a = calloc(1, sizeof *a);
     if (!a) return err_set(e, PLUMB_ENOMEM, "allocator state: out of host memory");
     pthread_mutex_init(&a->lock, NULL);
+    /* The cpu's buffers come from the host's memory, where an allocation
+     * larger than what is free still succeeds (pages are committed when
+     * touched) and the kernel's OOM killer ends the process later: plumb
+     * bench resnet's defaults (resnet50, batch 256 at 224x224) were SIGKILLed
+     * on a 24 GB host. So the cpu device may reserve at most 90% of the
+     * host's MemAvailable when it was opened, and a request past that is
+     * PLUMB_ENOMEM, which the trainer reports as a usage error naming
+     * --batch. A GPU's allocator says so itself. PLUMB_CPU_MEM_LIMIT_MB (a
+     * positive integer) sets the budget instead: a share of a shared host,
+     * and the tests' way to reach this path without filling the machine. */
+    if (d->be && d->be->name && !strcmp(d->be->name, "cpu")) {
+        const char *lim = getenv("PLUMB_CPU_MEM_LIMIT_MB");
+        char *end = NULL;
+        const long long mb = lim && *lim ? strtoll(lim, &end, 10) : 0;
+        if (lim && *lim && (*end || mb < 1)) {
+            pthread_mutex_destroy(&a->lock);
+            free(a);
+            return err_set(e, PLUMB_EUSAGE, "PLUMB_CPU_MEM_LIMIT_MB=%s: expected a positive number of MiB", lim);
+        }
+        const double avail = hostinfo_mem_available();
+        if (mb > 0) a->budget = (size_t)mb << 20;
+        else if (avail > 0) a->budget = (size_t)(0.9 * avail);
+    }
     d->alloc = a;
     return PLUMB_OK;
 }
@@ -149,6 +174,19 @@ int dev_alloc(struct dev *d, size_t bytes, void **p, plumb_err *e)
             *pp = b->next;
             a->st.n_cache_hits++;
             break;
+        }
+    }
+    if (!b && a->budget && a->st.reserved + sz > a->budget) {
+        release_cache(d, a); /* cached blocks count against the budget too */
+        if (a->st.reserved + sz > a->budget) {
+            const size_t res = a->st.reserved;
+            pthread_mutex_unlock(&a->lock);
+            return err_set(e, PLUMB_ENOMEM,
+                           "%s: %.2f GB more would bring this device's buffers to %.2f GB, past the %.2f GB it may "
+                           "take (%s)",
+                           d->label, sz / 1e9, (res + sz) / 1e9, a->budget / 1e9,
+                           getenv("PLUMB_CPU_MEM_LIMIT_MB") ? "PLUMB_CPU_MEM_LIMIT_MB"
+                                                            : "90% of the host's available memory when it opened");
         }
     }
     if (!b) {
