@@ -3,8 +3,11 @@
 # figure and the ratio (or why it could not be measured). No timing is
 # asserted: only that each figure was measured.
 . "$(dirname "$0")/lib.sh"
-"$PLUMB" bench gpt --preset gpt-tiny --batch 4 --steps 3 --warmup 1 --threads 1 --precision fp32,bf16 --peak-tflops 1 --json "$TMP/b.json" >"$TMP/b.out" 2>&1 \
+PLUMB_GPT_DW_SLICES=1 "$PLUMB" bench gpt --preset gpt-tiny --batch 4 --steps 3 --warmup 1 --threads 1 --precision fp32,bf16 --peak-tflops 1 --json "$TMP/b.json" >"$TMP/b.out" 2>&1 \
   && ok "bench gpt runs (fp32, bf16)" || fail "bench gpt runs" "$(tail -3 "$TMP/b.out")"
+# the PLUMB_* settings that choose kernels are printed and kept in the JSON (src/cli/bench_env.c)
+grep -q "^settings from the environment: .*PLUMB_GPT_DW_SLICES=1" "$TMP/b.out" && jq -e '.env.PLUMB_GPT_DW_SLICES == "1" and (.env | has("PLUMB_BACKEND_PATH") | not)' "$TMP/b.json" >/dev/null \
+  && ok "the PLUMB_* settings are printed and in the JSON" || fail "bench env" "$(grep settings "$TMP/b.out"); $(jq -c .env "$TMP/b.json" 2>&1)"
 grep -q "6N + 12 L T C (PaLM appendix B; N = 100096 parameters outside the embeddings" "$TMP/b.out" \
   && ok "the FLOP formula and N are printed" || fail "flop formula line" "$(head -3 "$TMP/b.out")"
 jq -e '.rows | length == 2 and all(.[]; .tokens_per_s > 0 and .step_ms > 0 and .mfu > 0 and .split_ms.forward > 0 and .split_ms.backward > 0 and .peak_allocated_bytes > 0)' "$TMP/b.json" >/dev/null \

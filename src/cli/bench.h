@@ -15,4 +15,10 @@ int bench_ctr(int argc, char **argv);
 int bench_resnet(int argc, char **argv);
 int bench_gpt(int argc, char **argv);
 
+/* The PLUMB_* settings the benchmark runs under (bench_env.c): printed as one
+ * line to print_to (NULL: not printed), returned as a JSON object. */
+#include <jansson.h>
+#include <stdio.h>
+json_t *bench_env(FILE *print_to);
+
 #endif

@@ -760,6 +760,7 @@ int bench_ctr(int argc, char **argv)
            d->info.arch, d->info.driver, d->info.libs, ds.desc, now() - tp);
     if (o.nccl) printf("comm     %d ranks, the trainer's --comm nccl\n", hc->world);
     json_t *root = json_object(), *res = json_array();
+    json_object_set_new(root, "env", bench_env(stdout));
     json_object_set_new(root, "schema", json_string("plumb.bench.ctr/1"));
     json_object_set_new(root, "device", json_string(d->label));
     json_object_set_new(root, "name", json_string(d->info.name));

@@ -288,9 +288,11 @@ int bench_gpt(int argc, char **argv)
     printf("model FLOPs per token = 6N + 12 L T C (PaLM appendix B; N = %zu parameters outside the embeddings, L %d, "
            "T %ld, C %d) = %.1f MFLOP\n\n",
            nonemb, c.n_layer, o.seq, c.n_embd, fpt / 1e6);
+    json_t *envj = bench_env(stdout);
     printf("%-6s %12s %9s %9s %7s %8s %8s %8s %8s %8s %10s\n", "prec", "tokens/s", "ms/step", "TFLOP/s", "MFU",
            "fwd ms", "bwd ms", "opt ms", "comm ms", "data ms", "peak MiB");
     json_t *out = json_object(), *rows = json_array();
+    json_object_set_new(out, "env", envj);
     json_object_set_new(out, "preset", json_string(o.preset));
     json_object_set_new(out, "device", json_string(o.device));
     json_object_set_new(out, "device_name", json_string(info.name));

@@ -464,6 +464,7 @@ int bench_resnet(int argc, char **argv)
     printf("device   %s (%s, %s)\ndriver   %s\nlibs     %s\nmodel    %s, data %s\n", d->label, d->info.name,
            d->info.arch, d->info.driver, d->info.libs, o.preset, o.data);
     json_t *root = json_object(), *res = json_array();
+    json_object_set_new(root, "env", bench_env(stdout));
     json_object_set_new(root, "schema", json_string("plumb.bench.resnet/1"));
     json_object_set_new(root, "device", json_string(d->label));
     json_object_set_new(root, "name", json_string(d->info.name));
