@@ -22,6 +22,7 @@ struct block {
 struct dev_alloc {
     pthread_mutex_t lock;
     size_t budget;         /* cpu: the most it may reserve (0: no limit) */
+    int budget_env;        /* the budget is PLUMB_CPU_MEM_LIMIT_MB's */
     struct block **live;   /* open-addressing hash: pointer -> block */
     size_t live_cap, live_n;
     struct block *cache;   /* free blocks, singly linked */
@@ -120,6 +121,7 @@ int alloc_create(struct dev *d, plumb_err *e)
             return err_set(e, PLUMB_EUSAGE, "PLUMB_CPU_MEM_LIMIT_MB=%s: expected a positive number of MiB", lim);
         }
         const double avail = hostinfo_mem_available();
+        a->budget_env = mb > 0;
         if (mb > 0) a->budget = (size_t)mb << 20;
         else if (avail > 0) a->budget = (size_t)(0.9 * avail);
     }
@@ -155,6 +157,19 @@ void alloc_destroy(struct dev *d)
     d->alloc = NULL;
 }
 
+/* The backend's allocation, within the cpu's budget: past it is PLUMB_ENOMEM
+ * like a failed allocation, so dev_alloc's retry after returning the cache
+ * (cached blocks count against the budget too) covers it. a->lock is held. */
+static int raw_alloc(struct dev *d, struct dev_alloc *a, size_t sz, void **p, plumb_err *e)
+{
+    if (a->budget && a->st.reserved + sz > a->budget)
+        return err_set(e, PLUMB_ENOMEM,
+                       "%s: %.2f GB more would bring this device's buffers to %.2f GB, past the %.2f GB it may take (%s)",
+                       d->label, sz / 1e9, (a->st.reserved + sz) / 1e9, a->budget / 1e9,
+                       a->budget_env ? "PLUMB_CPU_MEM_LIMIT_MB" : "90% of the host's available memory when it opened");
+    return d->be->raw_alloc(d, sz, p, e);
+}
+
 int dev_alloc(struct dev *d, size_t bytes, void **p, plumb_err *e)
 {
     struct dev_alloc *a = d->alloc;
@@ -176,30 +191,17 @@ int dev_alloc(struct dev *d, size_t bytes, void **p, plumb_err *e)
             break;
         }
     }
-    if (!b && a->budget && a->st.reserved + sz > a->budget) {
-        release_cache(d, a); /* cached blocks count against the budget too */
-        if (a->st.reserved + sz > a->budget) {
-            const size_t res = a->st.reserved;
-            pthread_mutex_unlock(&a->lock);
-            return err_set(e, PLUMB_ENOMEM,
-                           "%s: %.2f GB more would bring this device's buffers to %.2f GB, past the %.2f GB it may "
-                           "take (%s)",
-                           d->label, sz / 1e9, (res + sz) / 1e9, a->budget / 1e9,
-                           getenv("PLUMB_CPU_MEM_LIMIT_MB") ? "PLUMB_CPU_MEM_LIMIT_MB"
-                                                            : "90% of the host's available memory when it opened");
-        }
-    }
     if (!b) {
         b = calloc(1, sizeof *b);
         if (!b) {
             pthread_mutex_unlock(&a->lock);
             return err_set(e, PLUMB_ENOMEM, "allocator bookkeeping: out of host memory");
         }
-        int rc = d->be->raw_alloc(d, sz, &b->p, e);
+        int rc = raw_alloc(d, a, sz, &b->p, e);
         if (rc != PLUMB_OK) {
             /* one retry after returning the cache, as the caller would */
             release_cache(d, a);
-            rc = d->be->raw_alloc(d, sz, &b->p, e);
+            rc = raw_alloc(d, a, sz, &b->p, e);
         }
         if (rc != PLUMB_OK) {
             free(b);
