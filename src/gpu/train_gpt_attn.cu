@@ -39,6 +39,7 @@
 #include "gpu/train_gpt_kern.cuh"
 #include "gpu/train_gpt_attn_tc.cuh"
 #include "gpu/train_gpt_attn_mma.cuh"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,17 +128,27 @@ template <typename K> static int tc_smem(struct dev *d, K *kernel, size_t bytes,
     return PLUMB_OK;
 }
 
+/* one tiled attention kernel over (query or key tiles of `tile`, B * NH):
+ * its shared memory allowed, launched, the launch checked */
+template <typename K, typename... A>
+static int tile_launch(struct dev *d, struct dev_stream *st, plumb_err *e, K *kernel, const char *name, size_t smem,
+                       int tile, unsigned threads, int B, int T, int NH, A... args)
+{
+    const int rc = tc_smem(d, kernel, smem, name, e);
+    if (rc) return rc;
+    const dim3 grid((unsigned)((T + tile - 1) / tile), (unsigned)(B * NH));
+    kernel<<<grid, threads, smem, st->s>>>(args...);
+    char what[64]; /* GPU_CHECK_LAUNCH's words, for a name that is not a literal */
+    snprintf(what, sizeof what, "launch of %s", name);
+    return gpu_check_(cudaGetLastError(), what, d->label, e);
+}
+
 template <typename E, int HSM>
 static int tc_fwd(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T, int NH,
                   int HS, float scale, int rt, plumb_err *e)
 {
-    const size_t smem = tcattn::sz<E, HSM>::FWD;
-    int rc = tc_smem(d, tcattn::k_tc_fwd<E, HSM>, smem, "k_tc_fwd", e);
-    if (rc) return rc;
-    const dim3 grid((unsigned)((T + tcattn::TB - 1) / tcattn::TB), (unsigned)(B * NH));
-    tcattn::k_tc_fwd<E, HSM><<<grid, tcattn::TNT, smem, st->s>>>(qkv, out, lse, T, NH, HS, scale, rt);
-    GPU_CHECK_LAUNCH(d, "k_tc_fwd", e);
-    return PLUMB_OK;
+    return tile_launch(d, st, e, tcattn::k_tc_fwd<E, HSM>, "k_tc_fwd", tcattn::sz<E, HSM>::FWD, tcattn::TB, tcattn::TNT,
+                       B, T, NH, qkv, out, lse, T, NH, HS, scale, rt);
 }
 
 template <typename E, int HSM>
@@ -145,16 +156,12 @@ static int tc_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const 
                   const float *D, float *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
 {
     typedef tcattn::sz<E, HSM> SZ;
-    int rc;
-    if ((rc = tc_smem(d, tcattn::k_tc_bwd_dkv<E, HSM>, SZ::DKV, "k_tc_bwd_dkv", e)) ||
-        (rc = tc_smem(d, tcattn::k_tc_bwd_dq<E, HSM>, SZ::DQ, "k_tc_bwd_dq", e)))
-        return rc;
-    const dim3 grid((unsigned)((T + tcattn::TB - 1) / tcattn::TB), (unsigned)(B * NH));
-    tcattn::k_tc_bwd_dkv<E, HSM><<<grid, tcattn::TNT, SZ::DKV, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
-    GPU_CHECK_LAUNCH(d, "k_tc_bwd_dkv", e);
-    tcattn::k_tc_bwd_dq<E, HSM><<<grid, tcattn::TNT, SZ::DQ, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
-    GPU_CHECK_LAUNCH(d, "k_tc_bwd_dq", e);
-    return PLUMB_OK;
+    int rc = tile_launch(d, st, e, tcattn::k_tc_bwd_dkv<E, HSM>, "k_tc_bwd_dkv", SZ::DKV, tcattn::TB, tcattn::TNT, B, T,
+                         NH, qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    if (!rc)
+        rc = tile_launch(d, st, e, tcattn::k_tc_bwd_dq<E, HSM>, "k_tc_bwd_dq", SZ::DQ, tcattn::TB, tcattn::TNT, B, T, NH,
+                         qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    return rc;
 }
 
 #if defined(PLUMB_ATTN_MMA)
@@ -162,13 +169,8 @@ template <typename E, int HSM>
 static int mma_fwd(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T, int NH,
                    int HS, float scale, int rt, plumb_err *e)
 {
-    const size_t smem = tcattn::mdims<HSM>::FWD;
-    int rc = tc_smem(d, tcattn::k_mma_fwd<E, HSM>, smem, "k_mma_fwd", e);
-    if (rc) return rc;
-    const dim3 grid((unsigned)((T + tcattn::MB - 1) / tcattn::MB), (unsigned)(B * NH));
-    tcattn::k_mma_fwd<E, HSM><<<grid, tcattn::MNT, smem, st->s>>>(qkv, out, lse, T, NH, HS, scale, rt);
-    GPU_CHECK_LAUNCH(d, "k_mma_fwd", e);
-    return PLUMB_OK;
+    return tile_launch(d, st, e, tcattn::k_mma_fwd<E, HSM>, "k_mma_fwd", tcattn::mdims<HSM>::FWD, tcattn::MB,
+                       tcattn::MNT, B, T, NH, qkv, out, lse, T, NH, HS, scale, rt);
 }
 
 template <typename E, int HSM>
@@ -176,16 +178,12 @@ static int mma_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const
                    const float *D, float *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
 {
     typedef tcattn::mdims<HSM> MD;
-    int rc;
-    if ((rc = tc_smem(d, tcattn::k_mma_bwd_dkv<E, HSM>, MD::DKV, "k_mma_bwd_dkv", e)) ||
-        (rc = tc_smem(d, tcattn::k_mma_bwd_dq<E, HSM>, MD::DQ, "k_mma_bwd_dq", e)))
-        return rc;
-    const dim3 grid((unsigned)((T + tcattn::MB - 1) / tcattn::MB), (unsigned)(B * NH));
-    tcattn::k_mma_bwd_dkv<E, HSM><<<grid, tcattn::MNT, MD::DKV, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
-    GPU_CHECK_LAUNCH(d, "k_mma_bwd_dkv", e);
-    tcattn::k_mma_bwd_dq<E, HSM><<<grid, tcattn::MNT, MD::DQ, st->s>>>(qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
-    GPU_CHECK_LAUNCH(d, "k_mma_bwd_dq", e);
-    return PLUMB_OK;
+    int rc = tile_launch(d, st, e, tcattn::k_mma_bwd_dkv<E, HSM>, "k_mma_bwd_dkv", MD::DKV, tcattn::MB, tcattn::MNT, B,
+                         T, NH, qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    if (!rc)
+        rc = tile_launch(d, st, e, tcattn::k_mma_bwd_dq<E, HSM>, "k_mma_bwd_dq", MD::DQ, tcattn::MB, tcattn::MNT, B, T,
+                         NH, qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    return rc;
 }
 
 /* E by rt, HSM the head width rounded up to 32 or 64 */

@@ -191,6 +191,24 @@ __device__ inline void mm_c_bt(float (&out)[NO][4], const float (&c)[8][4], cons
     }
 }
 
+/* this lane's accumulator rows (C fragments of NO 8-column tiles: the
+ * warp's rows g and g + 8) times s0 and s1, rounded to rt, into rows r0 and
+ * r1 of a tensor, head columns below HS; a row only where it exists (v0, v1) */
+template <int NO>
+__device__ inline void mm_store_rows(float *r0, float *r1, const float (&acc)[NO][4], float s0, float s1, bool v0,
+                                     bool v1, int q, int HS, int rt)
+{
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int d = 8 * n + 2 * q + u;
+            if (d >= HS) continue;
+            if (v0) r0[d] = gg_round(acc[n][u] * s0, rt);
+            if (v1) r1[d] = gg_round(acc[n][2 + u] * s1, rt);
+        }
+}
+
 /* rows [r0, r0 + MB) of a row-major fp32 tensor (row t at base + t stride,
  * HS columns) into S [MB][LD] as E, two columns a thread; 0 past T and HS */
 template <typename E, int HSM, int LD>
@@ -381,16 +399,8 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    float *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS, *r1 = r0 + (size_t)8 * C;
-#pragma unroll
-    for (int n = 0; n < NO; n++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int d = 8 * n + 2 * q + u;
-            if (d >= HS) continue;
-            if (t0 < T) r0[d] = gg_round(o[n][u] * i0, rt);
-            if (t1 < T) r1[d] = gg_round(o[n][2 + u] * i1, rt);
-        }
+    float *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
+    mm_store_rows<NO>(r0, r0 + (size_t)8 * C, o, i0, i1, t0 < T, t1 < T, q, HS, rt);
     if (q == 0) {
         if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
         if (t1 < T) lse[(size_t)bh * T + t1] = (m1 + log2f(l1)) * LN2;
@@ -461,21 +471,8 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
         mm_c_bt<E, NO>(dk, dp, Qt, g, q, before16);
     }
     float *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
-#pragma unroll
-    for (int n = 0; n < NO; n++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int d = 8 * n + 2 * q + u;
-            if (d >= HS) continue;
-            if (j0 < T) {
-                r0[d] = gg_round(dk[n][u] * scale, rt);
-                r0[C + d] = gg_round(dv[n][u], rt);
-            }
-            if (j1 < T) {
-                r1[d] = gg_round(dk[n][2 + u] * scale, rt);
-                r1[C + d] = gg_round(dv[n][2 + u], rt);
-            }
-        }
+    mm_store_rows<NO>(r0, r1, dk, scale, scale, j0 < T, j1 < T, q, HS, rt);
+    mm_store_rows<NO>(r0 + C, r1 + C, dv, 1.0f, 1.0f, j0 < T, j1 < T, q, HS, rt);
 }
 
 /* dQ of one query tile over the key tiles up to the diagonal, ascending */
@@ -524,16 +521,8 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const floa
         /* dQ += dS K */
         mm_c_bt<E, NO>(dq, dp, Kt, g, q, [&](int kk) { return k0 + 16 * kk > wlast; });
     }
-    float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS, *r1 = r0 + 8 * C3;
-#pragma unroll
-    for (int n = 0; n < NO; n++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int d = 8 * n + 2 * q + u;
-            if (d >= HS) continue;
-            if (t0 < T) r0[d] = gg_round(dq[n][u] * scale, rt);
-            if (t1 < T) r1[d] = gg_round(dq[n][2 + u] * scale, rt);
-        }
+    float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS;
+    mm_store_rows<NO>(r0, r0 + 8 * C3, dq, scale, scale, t0 < T, t1 < T, q, HS, rt);
 }
 
 } /* namespace tcattn */
