@@ -7,21 +7,23 @@
  * thread per logit / gradient element with the chains of train_ops.h and
  * one thread per row for the shared cross-entropy row (dev/train_gpt_math.h).
  *
- * Fast (CUDA): cuBLASLt with the bias and the GELU in the epilogue
- * (BIAS / GELU_AUX_BIAS writing the pre-activation as the aux matrix) and the
- * GELU backward in the dx GEMM's epilogue (DGELU reading it); 16-bit compute
- * converts the operands to bf16/fp16 copies (exact: they hold rt values)
- * for native tensor-core GEMMs with fp32 accumulation and output; the
- * reduction scheme is NONE and the algorithm pinned per shape, so results
- * repeat. dbias is a fixed-chunk column sum. Where cuBLASLt has no algorithm
- * (and on HIP) the plugin's GEMM (blas_gemm) plus our own epilogue kernels.
- * The classifier runs over row chunks whose fp32 logits fit 256 MiB (never
- * the whole batch's): logits GEMM, a row kernel (block max and sum, loss,
- * gradient rounded and stored in place or as its 16-bit copy), dx GEMM, and
- * dwte accumulated over the chunks in ascending order by the GEMM's beta = 1. */
+ * Fast (CUDA): cuBLASLt through lt_matmul.cu with the bias in the epilogue;
+ * the GELU after the GEMM from the rounded pre-activation (k_round_gelu) and
+ * gelu' after the dx GEMM (k_dgelu), since cuBLASLt's GELU_AUX and DGELU
+ * epilogues are not the tanh form's bits (see tg_matmul_fwd_impl). 16-bit
+ * compute converts the operands to bf16/fp16 copies (exact: they hold rt
+ * values) for native tensor-core GEMMs with fp32 accumulation and output;
+ * the reduction scheme is NONE and the algorithm pinned per shape, so
+ * results repeat. dbias is a fixed-chunk column sum. Where cuBLASLt has no
+ * algorithm (and on HIP) the plugin's GEMM (blas_gemm) plus our own
+ * epilogue kernels.
+ * The classifier runs over row chunks whose fp32 logits fit XENT_CHUNK_BYTES
+ * (never the whole batch's): logits GEMM, a row kernel (block max and sum,
+ * loss, gradient rounded and stored in place or as its 16-bit copy), dx
+ * GEMM, and dwte accumulated over the chunks in ascending order by the
+ * GEMM's beta = 1. */
 #include "gpu/train_gpt.h"
 #include "gpu/train_gpt_kern.cuh"
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,247 +193,25 @@ static int gemm(struct dev *d, struct dev_stream *st, int m, int n, int k, int t
 }
 
 #if !defined(PLUMB_HIP)
-/* ---------------- cuBLASLt with epilogues (CUDA) ---------------- */
-#include <cublasLt.h>
-
-enum { GE_NONE = 0, GE_BIAS, GE_GELU_AUX, GE_GELU_AUX_BIAS, GE_DGELU };
-
-struct gl_key {
-    int ta, tb, m, n, k, lda, ldb, ldc, ldaux, abtype, compute, epi, align, batch;
-    long long sa, sb, sc; /* strided batch: element offsets between the batch's A, B, C */
-};
-struct gl_plan {
-    struct gl_key key;
-    int used, ok;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-};
-#define GL_PLANS 64
-#define GL_WS_BYTES ((size_t)32 << 20)
-struct gl_state {
-    struct dev *d;
-    cublasLtHandle_t h;
-    void *ws;
-    struct gl_plan plans[GL_PLANS];
-    int next;
-};
-static struct gl_state g_gl[16];
-static pthread_mutex_t g_gl_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct gl_state *gl_of(struct dev *d, plumb_err *e)
-{
-    for (int i = 0; i < 16; i++)
-        if (g_gl[i].d == d) return &g_gl[i];
-    for (int i = 0; i < 16; i++)
-        if (!g_gl[i].d) {
-            struct gl_state *s = &g_gl[i];
-            memset(s, 0, sizeof *s);
-            cublasStatus_t cs = cublasLtCreate(&s->h);
-            if (cs != CUBLAS_STATUS_SUCCESS) {
-                gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtCreate failed: %s", d->label, cublasLtGetStatusString(cs));
-                return NULL;
-            }
-            if (cudaMalloc(&s->ws, GL_WS_BYTES) != cudaSuccess) {
-                cublasLtDestroy(s->h);
-                gpu_err(e, PLUMB_ENOMEM, "%s: cannot allocate the gpt cuBLASLt workspace", d->label);
-                return NULL;
-            }
-            s->d = d;
-            return s;
-        }
-    gpu_err(e, PLUMB_EINTERNAL, "%s: too many devices for the gpt cuBLASLt plans", d->label);
-    return NULL;
-}
-
-static void gl_clear(struct gl_plan *p)
-{
-    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
-    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
-    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
-    memset(p, 0, sizeof *p);
-}
-
-/* At device close (backend.cu), as lt_release in train_linear.cu. */
-void gl_release(struct dev *d)
-{
-    pthread_mutex_lock(&g_gl_lock);
-    for (int i = 0; i < 16; i++)
-        if (g_gl[i].d == d) {
-            struct gl_state *s = &g_gl[i];
-            for (int k = 0; k < GL_PLANS; k++)
-                if (s->plans[k].used) gl_clear(&s->plans[k]);
-            if (s->ws) (void)cudaFree(s->ws);
-            if (s->h) cublasLtDestroy(s->h);
-            memset(s, 0, sizeof *s);
-        }
-    pthread_mutex_unlock(&g_gl_lock);
-}
-
-static int gl_align(const void *p)
-{
-    uintptr_t a = (uintptr_t)p;
-    int al = 256;
-    while (al > 4 && (a % (uintptr_t)al)) al >>= 1;
-    return al;
-}
-
-static void gl_make(struct gl_state *s, const struct gl_key *k, struct gl_plan *p)
-{
-    memset(p, 0, sizeof *p);
-    p->key = *k;
-    p->used = 1;
-    if (cublasLtMatmulDescCreate(&p->op, (cublasComputeType_t)k->compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return;
-    cublasOperation_t oa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = k->epi == GE_BIAS            ? CUBLASLT_EPILOGUE_BIAS
-                             : k->epi == GE_GELU_AUX      ? CUBLASLT_EPILOGUE_GELU_AUX
-                             : k->epi == GE_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                             : k->epi == GE_DGELU         ? CUBLASLT_EPILOGUE_DGELU
-                                                          : CUBLASLT_EPILOGUE_DEFAULT;
-    if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa) ||
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) ||
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi))
-        return;
-    if (k->epi == GE_BIAS || k->epi == GE_GELU_AUX_BIAS) {
-        cudaDataType_t bt = CUDA_R_32F; /* the fp32 bias of an fp32 D */
-        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)) return;
-    }
-    if (k->epi == GE_GELU_AUX || k->epi == GE_GELU_AUX_BIAS || k->epi == GE_DGELU) {
-        int64_t ld = k->ldaux;
-        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld)) return;
-    }
-    const cudaDataType_t at = (cudaDataType_t)k->abtype;
-    if (cublasLtMatrixLayoutCreate(&p->la, at, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda) ||
-        cublasLtMatrixLayoutCreate(&p->lb, at, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb) ||
-        cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc))
-        return;
-    if (k->batch > 1) {
-        const int32_t bc = k->batch;
-        const int64_t sa = k->sa, sb = k->sb, sc = k->sc;
-        if (cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
-            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
-            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
-            cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa) ||
-            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb) ||
-            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc))
-            return;
-    }
-    cublasLtMatmulPreference_t pref;
-    if (cublasLtMatmulPreferenceCreate(&pref)) return;
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE, al = (uint32_t)k->align;
-    size_t wsb = GL_WS_BYTES;
-    int bad = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) ||
-              cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
-                                                   sizeof scheme);
-    for (int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; !bad && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
-        bad = cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a, &al, sizeof al);
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    if (!bad &&
-        cublasLtMatmulAlgoGetHeuristic(s->h, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
-            CUBLAS_STATUS_SUCCESS &&
-        found > 0) {
-        p->algo = res.algo;
-        p->ok = 1;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
-}
+/* ---------------- cuBLASLt (CUDA): lt_matmul.cu ---------------- */
 
 /* Column-major C[m,n] (fp32, ldc) = op(A) op(B) (+ C when beta = 1) with an
- * epilogue; A and B fp32 (ab16 = 0) or rt's 16-bit type; batch > 1: that
- * many products at element offsets sa, sb, sc apart (strided batch).
- * PLUMB_EUNSUPPORTED (no message) when cuBLASLt has no algorithm: the caller
- * falls back. */
+ * epilogue (LT_EPI_NONE or LT_EPI_BIAS); A and B fp32 (ab16 = 0) or rt's
+ * 16-bit type; batch > 1: that many products at element offsets sa, sb, sc
+ * apart (strided batch). PLUMB_EUNSUPPORTED (no message) when cuBLASLt has
+ * no algorithm: the caller falls back. */
 static int gl_gemm_batched(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A,
                            int lda, const void *Bm, int ldb, float *C, int ldc, float beta, int rt, int ab16, int epi,
-                           const float *bias, const float *aux, int ldaux, int batch, long long sa, long long sb,
-                           long long sc, plumb_err *e)
+                           const float *bias, int batch, long long sa, long long sb, long long sc, plumb_err *e)
 {
-    pthread_mutex_lock(&g_gl_lock);
-    struct gl_state *s = gl_of(d, e);
-    if (!s) {
-        pthread_mutex_unlock(&g_gl_lock);
-        return e ? e->code : PLUMB_EDEVICE;
-    }
-    struct gl_key key;
-    memset(&key, 0, sizeof key);
-    key.ta = ta;
-    key.tb = tb;
-    key.m = m;
-    key.n = n;
-    key.k = k;
-    key.lda = lda;
-    key.ldb = ldb;
-    key.ldc = ldc;
-    key.ldaux = ldaux;
-    key.epi = epi;
-    key.batch = batch > 1 ? batch : 1;
-    if (key.batch > 1) {
-        key.sa = sa;
-        key.sb = sb;
-        key.sc = sc;
-    }
-    if (ab16) {
-        key.abtype = rt == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
-        key.compute = CUBLAS_COMPUTE_32F;
-    } else {
-        key.abtype = CUDA_R_32F;
-        key.compute = d->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    }
-    int al = gl_align(A);
-    if (gl_align(Bm) < al) al = gl_align(Bm);
-    if (gl_align(C) < al) al = gl_align(C);
-    if (aux && gl_align(aux) < al) al = gl_align(aux);
-    if (key.batch > 1) { /* every product of the batch starts as aligned as the first */
-        const size_t eb = ab16 ? 2 : 4;
-        const void *offs[3] = {(const void *)(uintptr_t)(sa * eb), (const void *)(uintptr_t)(sb * eb),
-                               (const void *)(uintptr_t)(sc * 4)};
-        for (int i = 0; i < 3; i++)
-            if (gl_align(offs[i]) < al) al = gl_align(offs[i]);
-    }
-    key.align = al;
-    struct gl_plan *p = NULL;
-    for (int i = 0; i < GL_PLANS && !p; i++)
-        if (s->plans[i].used && !memcmp(&s->plans[i].key, &key, sizeof key)) p = &s->plans[i];
-    if (!p) {
-        for (int i = 0; i < GL_PLANS && !p; i++)
-            if (!s->plans[i].used) p = &s->plans[i];
-        if (!p) {
-            p = &s->plans[s->next];
-            s->next = (s->next + 1) % GL_PLANS;
-            gl_clear(p);
-        }
-        gl_make(s, &key, p);
-    }
-    if (!p->ok) {
-        pthread_mutex_unlock(&g_gl_lock);
-        return PLUMB_EUNSUPPORTED;
-    }
-    cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
-    if (epi == GE_BIAS || epi == GE_GELU_AUX_BIAS)
-        cs = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-    if (cs == CUBLAS_STATUS_SUCCESS && (epi == GE_GELU_AUX || epi == GE_GELU_AUX_BIAS || epi == GE_DGELU))
-        cs = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
-    if (cs != CUBLAS_STATUS_SUCCESS) {
-        pthread_mutex_unlock(&g_gl_lock);
-        return gpu_err(e, PLUMB_EDEVICE, "%s: cuBLASLt epilogue pointers: %s", d->label, cublasLtGetStatusString(cs));
-    }
-    const float alpha = 1.0f;
-    cs = cublasLtMatmul(s->h, p->op, &alpha, A, p->la, Bm, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, s->ws,
-                        GL_WS_BYTES, st->s);
-    pthread_mutex_unlock(&g_gl_lock);
-    if (cs != CUBLAS_STATUS_SUCCESS)
-        return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul (gpt) m=%d n=%d k=%d failed: %s", d->label, m, n, k,
-                       cublasLtGetStatusString(cs));
-    return PLUMB_OK;
+    const struct lt_mm g = {ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, beta, rt, ab16, 0, epi, bias, batch, sa, sb, sc};
+    return lt_matmul(d, st, &g, e);
 }
 static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
                    const void *Bm, int ldb, float *C, int ldc, float beta, int rt, int ab16, int epi, const float *bias,
-                   const float *aux, int ldaux, plumb_err *e)
+                   plumb_err *e)
 {
-    return gl_gemm_batched(d, st, ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, beta, rt, ab16, epi, bias, aux, ldaux, 1, 0,
-                           0, 0, e);
+    return gl_gemm_batched(d, st, ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, beta, rt, ab16, epi, bias, 1, 0, 0, 0, e);
 }
 
 /* Slices of the batch rows for dw = dy^T x (matmul_bwd): the contraction runs
@@ -476,7 +256,7 @@ static int cls_gemm(struct dev *d, struct dev_stream *st, int m, int n, int k, i
 #if !defined(PLUMB_HIP)
     const int ab16 = ab != DT_F32;
     int rc = gl_gemm(d, st, tb, ta, n, m, k, b, ldb, a, lda, c, ldc, acc ? 1.0f : 0.0f, ab16 ? (int)ab : DT_F32, ab16,
-                     GE_NONE, NULL, NULL, 0, e);
+                     LT_EPI_NONE, NULL, e);
     if (rc != PLUMB_EUNSUPPORTED) return rc;
 #endif
     return gemm(d, st, m, n, k, ta, tb, a, lda, b, ldb, c, ldc, acc, ab, e);
@@ -518,8 +298,8 @@ int tg_matmul_fwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
          * H200: 8e-5 relative off the tanh form in fp32, and bf16 outputs a
          * rounding step apart from the cpu's) */
         float *out = gelu ? pre : y;
-        rc = gl_gemm(d, st, 1, 0, N, B, K, wa, K, xa, K, out, N, 0.0f, (int)rt, ab16, bias ? GE_BIAS : GE_NONE, bias,
-                     NULL, 0, e);
+        rc = gl_gemm(d, st, 1, 0, N, B, K, wa, K, xa, K, out, N, 0.0f, (int)rt, ab16,
+                     bias ? LT_EPI_BIAS : LT_EPI_NONE, bias, e);
         if (rc == PLUMB_OK) {
             if (!gelu) return launch_round2(d, st, out, NULL, BN, (int)rt, e);
             if (rt == DT_F32) k_gelu<<<gpu_grid(BN, TPB), TPB, 0, st->s>>>(pre, y, BN, 0, (int)rt);
@@ -573,7 +353,7 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
             /* dx^T [K x B] = (w viewed K x N)(dy viewed N x B), times gelu'(pre_in) in the epilogue */
             /* gelu'(pre_in) after the GEMM, not in cuBLASLt's DGELU epilogue
              * (its derivative is not the tanh form's: FD off by 2e-3 on the H200) */
-            rc = gl_gemm(d, st, 0, 0, K, B, N, wa, K, dya, N, dx, K, 0.0f, (int)rt, ab16, GE_NONE, NULL, NULL, 0, e);
+            rc = gl_gemm(d, st, 0, 0, K, B, N, wa, K, dya, N, dx, K, 0.0f, (int)rt, ab16, LT_EPI_NONE, NULL, e);
             if (rc == PLUMB_OK && pre_in) {
                 k_dgelu<<<gpu_grid(BK, TPB), TPB, 0, st->s>>>(dx, pre_in, BK, 0, (int)rt);
                 GPU_CHECK_LAUNCH(d, "k_dgelu", e);
@@ -586,19 +366,19 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
         if (ok) {
             /* dw^T [K x N] = (x viewed K x B)(dy viewed N x B)^T, in S row slices
              * (dw_slices) added in order, or as one GEMM */
-            int S;
+            int S = 1;
             if ((rc = dw_slices(d, B, K, N, &S, e))) return rc;
             if (S > 1) {
                 void *wp;
                 const size_t kn = (size_t)K * N;
                 const int Bc = B / S;
                 if ((rc = tws_get(d, 2, (size_t)S * kn * sizeof(float), &wp, e))) return rc;
-                rc = gl_gemm_batched(d, st, 0, 1, K, N, Bc, xa, K, dya, N, (float *)wp, K, 0.0f, (int)rt, ab16, GE_NONE,
-                                     NULL, NULL, 0, S, (long long)Bc * K, (long long)Bc * N, (long long)kn, e);
+                rc = gl_gemm_batched(d, st, 0, 1, K, N, Bc, xa, K, dya, N, (float *)wp, K, 0.0f, (int)rt, ab16, LT_EPI_NONE,
+                                     NULL, S, (long long)Bc * K, (long long)Bc * N, (long long)kn, e);
                 if (rc == PLUMB_OK) return tr_sum_slices(d, st, (const float *)wp, S, kn, dw, e);
                 if (rc != PLUMB_EUNSUPPORTED) return rc;
             }
-            rc = gl_gemm(d, st, 0, 1, K, N, B, xa, K, dya, N, dw, K, 0.0f, (int)rt, ab16, GE_NONE, NULL, NULL, 0, e);
+            rc = gl_gemm(d, st, 0, 1, K, N, B, xa, K, dya, N, dw, K, 0.0f, (int)rt, ab16, LT_EPI_NONE, NULL, e);
             if (rc != PLUMB_EUNSUPPORTED) return rc;
         }
     }
@@ -812,7 +592,3 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     return PLUMB_OK;
 }
 
-#if defined(PLUMB_HIP)
-/* no cuBLASLt state on HIP */
-void gl_release(struct dev *d) { (void)d; }
-#endif

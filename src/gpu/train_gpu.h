@@ -61,6 +61,31 @@ struct tprof_scope {
     ~tprof_scope() { if (tprof_on()) tprof_add(id, tprof_sync_now(st) - t0); }
 };
 
+/* lt_matmul.cu (CUDA): column-major C[m,n] (ldc) = op(A) op(B) + beta C, then
+ * the epilogue, through the device's one cuBLASLt plan cache. A [lda], B
+ * [ldb]: fp32, or rt's 16-bit type when ab16; C/D fp32, or rt's 16-bit type
+ * when c16; bias [m] (epilogues BIAS and RELU_BIAS) fp32 with an fp32 D, else
+ * D's type; batch > 1: that many products, sa, sb, sc elements apart.
+ * PLUMB_EUNSUPPORTED (no message) when cuBLASLt has no algorithm: the caller
+ * falls back to blas_gemm. */
+enum { LT_EPI_NONE = 0, LT_EPI_BIAS, LT_EPI_RELU_BIAS, LT_EPI_RELU };
+struct lt_mm {
+    int ta, tb, m, n, k;
+    const void *a;
+    int lda;
+    const void *b;
+    int ldb;
+    void *c;
+    int ldc;
+    float beta;
+    int rt, ab16, c16;
+    int epi;
+    const void *bias;
+    int batch;
+    long long sa, sb, sc;
+};
+int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb_err *e);
+
 /* train_linear.cu */
 /* out [n] = the S slices part [S, n] added in slice order (train_linear.cu) */
 int tr_sum_slices(struct dev *d, struct dev_stream *st, const float *part, int S, size_t n, float *out, plumb_err *e);
@@ -131,19 +156,17 @@ void convlib_describe(char *buf, size_t n);
 
 /* Per-device state of the train ops, released when the device closes
  * (backend.cu's gpu_close calls gpu_train_release after synchronising):
- * tws_get's and tvws_get's workspaces, the cuBLASLt plans, handles and
- * workspaces of train_linear.cu and train_gpt_gemm.cu, and conv_lib.cu's
+ * tws_get's and tvws_get's workspaces, lt_matmul.cu's cuBLASLt plans,
+ * handle and workspace, and conv_lib.cu's
  * plans and handle. Each is keyed by the struct dev, so without it every
  * open leaked them, and a process's 17th device failed. */
 void tws_release(struct dev *d);
 void tvws_release(struct dev *d);
 void lt_release(struct dev *d);
-void gl_release(struct dev *d);
 void convlib_release(struct dev *d);
 static inline void gpu_train_release(struct dev *d)
 {
     convlib_release(d);
-    gl_release(d);
     lt_release(d);
     tvws_release(d);
     tws_release(d);

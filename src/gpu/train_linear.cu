@@ -8,7 +8,7 @@
  * cpu backend's. The epilogue (bias add, ReLU, rounding) is the cpu's
  * expression. dbias is one sequential fp32 sum per column (ascending b).
  *
- * Fast (CUDA): cuBLASLt with fp32 storage. fp32 uses CUBLAS_COMPUTE_32F (TF32
+ * Fast (CUDA): cuBLASLt (lt_matmul.cu) with fp32 storage. fp32 uses CUBLAS_COMPUTE_32F (TF32
  * only when the device allows it); bf16/fp16 use COMPUTE_32F_FAST_16BF /
  * _16F: the inputs are already rounded to bf16/fp16 values by the contract
  * (activations stored rounded, weights through round_fp32), so the
@@ -20,11 +20,10 @@
  * deterministic, no atomics). PLUMB_TRAIN_BF16=convert switches bf16/fp16 to
  * explicit conversion into 16-bit copies and native 16-bit GEMMs (for
  * comparison). Plans (layouts, algorithm) are cached per shape; the
- * reduction scheme is NONE, so results repeat run to run.
+ * reduction scheme is NONE, so results repeat run to run (lt_matmul.cu).
  * Fast (HIP), and the fallback when cuBLASLt offers no algorithm: the plugin's
  * blas_gemm (rocBLAS / cuBLASLt) plus our own epilogue kernel. */
 #include "gpu/train_gpu.h"
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -490,229 +489,20 @@ static int gemm_rm(struct dev *d, struct dev_stream *st, int m, int n, int k, in
 
 #if !defined(PLUMB_HIP)
 /* ---------------- fast: cuBLASLt with epilogues ---------------- */
-#include <cublasLt.h>
 
-enum { EPI_NONE = 0, EPI_BIAS = 1, EPI_RELU_BIAS = 2, EPI_RELU = 3 };
-
-struct lt_key {
-    int ta, tb, m, n, k, lda, ldb, ldc, compute, abtype, epi, align, batch, ctype; /* ctype: C/D's cudaDataType */
-    long long sa, sb, sc; /* strided-batch offsets (elements) when batch > 1 */
-};
-struct lt_plan {
-    struct lt_key key;
-    int used, ok;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-};
-#define LT_PLANS 96
-struct lt_state {
-    struct dev *d;
-    cublasLtHandle_t h;
-    void *ws;
-    size_t ws_bytes;
-    struct lt_plan plans[LT_PLANS];
-    int next;
-};
-static struct lt_state g_lt[16];
-static pthread_mutex_t g_lt_lock = PTHREAD_MUTEX_INITIALIZER;
+enum { EPI_NONE = LT_EPI_NONE, EPI_BIAS = LT_EPI_BIAS, EPI_RELU_BIAS = LT_EPI_RELU_BIAS, EPI_RELU = LT_EPI_RELU };
 static int g_convert = -1; /* PLUMB_TRAIN_BF16=convert */
 
-#define LT_WS_BYTES ((size_t)32 << 20)
-
-static struct lt_state *lt_of(struct dev *d, plumb_err *e)
-{
-    for (int i = 0; i < 16; i++)
-        if (g_lt[i].d == d) return &g_lt[i];
-    for (int i = 0; i < 16; i++)
-        if (!g_lt[i].d) {
-            struct lt_state *s = &g_lt[i];
-            memset(s, 0, sizeof *s);
-            cublasStatus_t st = cublasLtCreate(&s->h);
-            if (st != CUBLAS_STATUS_SUCCESS) {
-                gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtCreate failed: %s", d->label, cublasLtGetStatusString(st));
-                return NULL;
-            }
-            if (cudaMalloc(&s->ws, LT_WS_BYTES) != cudaSuccess) {
-                cublasLtDestroy(s->h);
-                gpu_err(e, PLUMB_ENOMEM, "%s: cannot allocate the %zu MiB cuBLASLt workspace", d->label,
-                        LT_WS_BYTES >> 20);
-                return NULL;
-            }
-            s->ws_bytes = LT_WS_BYTES;
-            s->d = d;
-            return s;
-        }
-    gpu_err(e, PLUMB_EINTERNAL, "%s: too many devices for the cuBLASLt plan cache", d->label);
-    return NULL;
-}
-
-static void plan_clear(struct lt_plan *p)
-{
-    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
-    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
-    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
-    memset(p, 0, sizeof *p);
-}
-
-/* At device close (backend.cu): the plans, the handle and the workspace of
- * the device go, and its slot is free again (without this a process that
- * opened 17 devices one after another failed "too many devices"). */
-void lt_release(struct dev *d)
-{
-    pthread_mutex_lock(&g_lt_lock);
-    for (int i = 0; i < 16; i++)
-        if (g_lt[i].d == d) {
-            struct lt_state *s = &g_lt[i];
-            for (int k = 0; k < LT_PLANS; k++)
-                if (s->plans[k].used) plan_clear(&s->plans[k]);
-            if (s->ws) (void)cudaFree(s->ws);
-            if (s->h) cublasLtDestroy(s->h);
-            memset(s, 0, sizeof *s);
-        }
-    pthread_mutex_unlock(&g_lt_lock);
-}
-
-static int ptr_align(const void *p)
-{
-    uintptr_t a = (uintptr_t)p;
-    int al = 256;
-    while (al > 4 && (a % (uintptr_t)al)) al >>= 1;
-    return al;
-}
-
-/* Makes a plan; p->ok = 0 when the library has no algorithm for it. */
-static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan *p)
-{
-    memset(p, 0, sizeof *p);
-    p->key = *k;
-    p->used = 1;
-    cudaDataType_t at = (cudaDataType_t)k->abtype;
-    if (cublasLtMatmulDescCreate(&p->op, (cublasComputeType_t)k->compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return;
-    cublasOperation_t oa = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = k->epi == EPI_BIAS        ? CUBLASLT_EPILOGUE_BIAS
-                             : k->epi == EPI_RELU_BIAS ? CUBLASLT_EPILOGUE_RELU_BIAS
-                             : k->epi == EPI_RELU      ? CUBLASLT_EPILOGUE_RELU
-                                                       : CUBLASLT_EPILOGUE_DEFAULT;
-    if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa) ||
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) ||
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi))
-        return;
-    if ((k->epi == EPI_BIAS || k->epi == EPI_RELU_BIAS) && k->ctype == CUDA_R_32F) {
-        /* fp32 bias for an fp32 D; a 16-bit D takes a bias of its own type
-         * (the default: cuBLASLt 13 has no fp32 bias with a 16-bit D) */
-        cudaDataType_t bt = CUDA_R_32F;
-        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)) return;
-    }
-    /* column-major: A is (ta ? k x m : m x k), B is (tb ? n x k : k x n) */
-    if (cublasLtMatrixLayoutCreate(&p->la, at, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda) ||
-        cublasLtMatrixLayoutCreate(&p->lb, at, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb) ||
-        cublasLtMatrixLayoutCreate(&p->lc, (cudaDataType_t)k->ctype, k->m, k->n, k->ldc))
-        return;
-    if (k->batch > 1) {
-        int32_t bc = k->batch;
-        int64_t sa = k->sa, sb = k->sb, sc = k->sc;
-        if (cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
-            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
-            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) ||
-            cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa) ||
-            cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb) ||
-            cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc))
-            return;
-    }
-    cublasLtMatmulPreference_t pref;
-    if (cublasLtMatmulPreferenceCreate(&pref)) return;
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE, al = (uint32_t)k->align;
-    size_t wsb = s->ws_bytes;
-    int bad = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) ||
-              cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
-                                                   sizeof scheme);
-    for (int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES; !bad && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
-        bad = cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a, &al, sizeof al);
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    if (!bad &&
-        cublasLtMatmulAlgoGetHeuristic(s->h, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found) ==
-            CUBLAS_STATUS_SUCCESS &&
-        found > 0) {
-        p->algo = res.algo;
-        p->ok = 1;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
-}
-
-/* Column-major C[m,n] = op(A) op(B) (+ epilogue). Returns PLUMB_EUNSUPPORTED
- * (no message) when cuBLASLt has no algorithm: the caller falls back. */
+/* Column-major C[m,n] = op(A) op(B) (+ epilogue) through lt_matmul.cu; C/D
+ * in rt's 16-bit type when c16. PLUMB_EUNSUPPORTED (no message) when
+ * cuBLASLt has no algorithm: the caller falls back. */
 static int lt_gemm_c(struct dev *d, struct dev_stream *st, int ta, int tb, int m, int n, int k, const void *A, int lda,
                      const void *Bm, int ldb, void *C, int ldc, int rt, int abtype16, int c16, int epi,
                      const void *bias, int batch, long long sa, long long sb, long long sc, plumb_err *e)
 {
-    pthread_mutex_lock(&g_lt_lock);
-    struct lt_state *s = lt_of(d, e);
-    if (!s) {
-        pthread_mutex_unlock(&g_lt_lock);
-        return e ? e->code : PLUMB_EDEVICE;
-    }
-    struct lt_key key;
-    memset(&key, 0, sizeof key);
-    key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
-    key.lda = lda; key.ldb = ldb; key.ldc = ldc; key.epi = epi;
-    /* C/D in 16 bits (c16): the library rounds its fp32 result (after the
-     * epilogue) to rt on the store, which is the contract's rounding */
-    key.ctype = c16 ? (rt == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F) : CUDA_R_32F;
-    key.batch = batch > 1 ? batch : 1;
-    if (batch > 1) {
-        key.sa = sa;
-        key.sb = sb;
-        key.sc = sc;
-    }
-    if (abtype16) {
-        key.abtype = rt == DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-        key.compute = CUBLAS_COMPUTE_32F;
-    } else {
-        key.abtype = CUDA_R_32F;
-        key.compute = rt == DT_BF16   ? CUBLAS_COMPUTE_32F_FAST_16BF
-                      : rt == DT_F16  ? CUBLAS_COMPUTE_32F_FAST_16F
-                      : d->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                      : CUBLAS_COMPUTE_32F;
-    }
-    int al = ptr_align(A);
-    if (ptr_align(Bm) < al) al = ptr_align(Bm);
-    if (ptr_align(C) < al) al = ptr_align(C);
-    key.align = al;
-    struct lt_plan *p = NULL;
-    for (int i = 0; i < LT_PLANS && !p; i++)
-        if (s->plans[i].used && !memcmp(&s->plans[i].key, &key, sizeof key)) p = &s->plans[i];
-    if (!p) {
-        for (int i = 0; i < LT_PLANS && !p; i++)
-            if (!s->plans[i].used) p = &s->plans[i];
-        if (!p) {
-            p = &s->plans[s->next];
-            s->next = (s->next + 1) % LT_PLANS;
-            plan_clear(p);
-        }
-        plan_make(s, &key, p);
-    }
-    if (!p->ok) {
-        pthread_mutex_unlock(&g_lt_lock);
-        return PLUMB_EUNSUPPORTED;
-    }
-    if (epi == EPI_BIAS || epi == EPI_RELU_BIAS) {
-        cublasStatus_t bs = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-        if (bs != CUBLAS_STATUS_SUCCESS) {
-            pthread_mutex_unlock(&g_lt_lock);
-            return gpu_err(e, PLUMB_EDEVICE, "%s: cuBLASLt bias pointer: %s", d->label, cublasLtGetStatusString(bs));
-        }
-    }
-    float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t rs = cublasLtMatmul(s->h, p->op, &alpha, A, p->la, Bm, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
-                                       s->ws, s->ws_bytes, st->s);
-    pthread_mutex_unlock(&g_lt_lock);
-    if (rs != CUBLAS_STATUS_SUCCESS)
-        return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul m=%d n=%d k=%d failed: %s", d->label, m, n, k,
-                       cublasLtGetStatusString(rs));
-    return PLUMB_OK;
+    const struct lt_mm g = {ta, tb, m, n, k, A, lda, Bm, ldb, C, ldc, 0.0f, rt, abtype16, c16, epi, bias, batch,
+                            sa, sb, sc};
+    return lt_matmul(d, st, &g, e);
 }
 
 /* lt_gemm_c with an fp32 C/D */
@@ -1174,7 +964,3 @@ int tr_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t
     return widen16(d, st, x16, R, K, ld, x, rt, e);
 }
 
-#if defined(PLUMB_HIP)
-/* no cuBLASLt state on HIP */
-void lt_release(struct dev *d) { (void)d; }
-#endif
