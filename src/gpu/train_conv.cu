@@ -14,7 +14,6 @@
  * PLUMB_CONV_LIB=none forces 2 (tests compare both paths). */
 #include "gpu/train_gpu.h"
 #include "dev/train_vision.h"
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,65 +22,6 @@
         if (!(cond)) return gpu_err(e, PLUMB_EUSAGE, __VA_ARGS__);                       \
     } while (0)
 #define TPB 256
-
-/* ---------------- workspace ---------------- */
-
-struct tvws_slot {
-    struct dev *d;
-    void *p[TVWS_N];
-    size_t bytes[TVWS_N];
-};
-#define TVWS_DEVS 64
-static struct tvws_slot g_tvws[TVWS_DEVS];
-static pthread_mutex_t g_tvws_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
-{
-    pthread_mutex_lock(&g_tvws_lock);
-    struct tvws_slot *s = NULL;
-    for (int i = 0; i < TVWS_DEVS && !s; i++)
-        if (g_tvws[i].d == d) s = &g_tvws[i];
-    for (int i = 0; i < TVWS_DEVS && !s; i++)
-        if (!g_tvws[i].d) {
-            s = &g_tvws[i];
-            s->d = d;
-        }
-    if (!s) {
-        pthread_mutex_unlock(&g_tvws_lock);
-        return gpu_err(e, PLUMB_EINTERNAL, "%s: more than %d devices hold vision workspaces", d->label, TVWS_DEVS);
-    }
-    if (bytes < 256) bytes = 256;
-    if (s->bytes[slot] < bytes) {
-        size_t nb = bytes + bytes / 2;
-        cudaError_t rc = cudaDeviceSynchronize(); /* the old buffer may still be read */
-        if (rc == cudaSuccess && s->p[slot]) rc = cudaFree(s->p[slot]);
-        s->p[slot] = NULL;
-        s->bytes[slot] = 0;
-        if (rc == cudaSuccess) rc = cudaMalloc(&s->p[slot], nb);
-        if (rc != cudaSuccess) {
-            s->p[slot] = NULL;
-            pthread_mutex_unlock(&g_tvws_lock);
-            return gpu_check_(rc, "cudaMalloc(vision workspace)", d->label, e);
-        }
-        s->bytes[slot] = nb;
-    }
-    *p = s->p[slot];
-    pthread_mutex_unlock(&g_tvws_lock);
-    return PLUMB_OK;
-}
-
-/* At device close (backend.cu), as tws_release. */
-void tvws_release(struct dev *d)
-{
-    pthread_mutex_lock(&g_tvws_lock);
-    for (int i = 0; i < TVWS_DEVS; i++)
-        if (g_tvws[i].d == d) {
-            for (int k = 0; k < TVWS_N; k++)
-                if (g_tvws[i].p[k]) (void)cudaFree(g_tvws[i].p[k]);
-            memset(&g_tvws[i], 0, sizeof g_tvws[i]);
-        }
-    pthread_mutex_unlock(&g_tvws_lock);
-}
 
 /* ---------------- golden: one thread per output element ---------------- */
 

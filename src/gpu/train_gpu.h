@@ -36,6 +36,9 @@ __device__ static inline float ld_rt(const uint16_t *p, size_t i, int rt) { retu
  * slot 2: linear layers' padded copies (rows of K % 4 != 0 floats), slot 3:
  * the 16-bit linear ops' fp32 stand-ins for tensors given only as mirrors. */
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
+/* slots 0..TWS_TRAIN_SLOTS-1 are the train ops' above; tvws_get's (vision,
+ * below) follow them in the same table */
+#define TWS_TRAIN_SLOTS 4
 
 /* PLUMB_TRAIN_PROF=1: every train op (and the parts of the big ones) is
  * timed between stream synchronisations and a table goes to stderr at exit;
@@ -141,7 +144,11 @@ int tr_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t
 /* The vision ops' own per-device workspace (like tws_get): reductions,
  * weight-gradient slices, the library's workspace, 16-bit staging. */
 enum { TVWS_RED = 0, TVWS_PART, TVWS_CONV, TVWS_A16, TVWS_B16, TVWS_C16, TVWS_N };
-int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
+#define TWS_SLOTS (TWS_TRAIN_SLOTS + TVWS_N)
+static inline int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
+{
+    return tws_get(d, TWS_TRAIN_SLOTS + slot, bytes, p, e);
+}
 
 /* conv_lib.cu: cuDNN (CUDA) / MIOpen (HIP), dlopen'ed. convlib_ok: the
  * library loaded. convlib_run: dir FWD (a = x, b = w, out = y), DATA (a = dy,
@@ -156,19 +163,17 @@ void convlib_describe(char *buf, size_t n);
 
 /* Per-device state of the train ops, released when the device closes
  * (backend.cu's gpu_close calls gpu_train_release after synchronising):
- * tws_get's and tvws_get's workspaces, lt_matmul.cu's cuBLASLt plans,
+ * tws_get's workspaces (tvws_get's among them), lt_matmul.cu's cuBLASLt plans,
  * handle and workspace, and conv_lib.cu's
  * plans and handle. Each is keyed by the struct dev, so without it every
  * open leaked them, and a process's 17th device failed. */
 void tws_release(struct dev *d);
-void tvws_release(struct dev *d);
 void lt_release(struct dev *d);
 void convlib_release(struct dev *d);
 static inline void gpu_train_release(struct dev *d)
 {
     convlib_release(d);
     lt_release(d);
-    tvws_release(d);
     tws_release(d);
 }
 

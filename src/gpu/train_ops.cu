@@ -21,8 +21,8 @@
 
 struct tws_slot {
     struct dev *d;
-    void *p[4];
-    size_t bytes[4];
+    void *p[TWS_SLOTS];
+    size_t bytes[TWS_SLOTS];
 };
 #define TWS_DEVS 64
 static struct tws_slot g_tws[TWS_DEVS];
@@ -30,6 +30,8 @@ static pthread_mutex_t g_tws_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
 {
+    if (slot < 0 || slot >= TWS_SLOTS)
+        return gpu_err(e, PLUMB_EINTERNAL, "%s: train workspace slot %d (expected 0..%d)", d->label, slot, TWS_SLOTS - 1);
     pthread_mutex_lock(&g_tws_lock);
     struct tws_slot *s = NULL;
     for (int i = 0; i < TWS_DEVS && !s; i++)
@@ -72,7 +74,7 @@ void tws_release(struct dev *d)
     pthread_mutex_lock(&g_tws_lock);
     for (int i = 0; i < TWS_DEVS; i++)
         if (g_tws[i].d == d) {
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < TWS_SLOTS; k++)
                 if (g_tws[i].p[k]) (void)cudaFree(g_tws[i].p[k]);
             memset(&g_tws[i], 0, sizeof g_tws[i]);
         }
