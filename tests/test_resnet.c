@@ -8,6 +8,7 @@
  * batch; resnet-tiny learns the synthetic CIFAR classes. The trainer's
  * MPI run of the same is tests/t_resnet.sh. */
 #include "test.h"
+#include "core/philox.h"
 #include "dev/dev.h"
 #include "dev/train_ops.h"
 #include "models/resnet/imgdata.h"
@@ -78,6 +79,91 @@ TEST(resnet_param_counts_match_torchvision)
     plumb_err e = {0};
     CHECK(resnet_config_preset("resnet34", &c, &e) == PLUMB_EUSAGE);
     CHECK_MSG(strstr(e.msg, "resnet34") && strstr(e.msg, "resnet-tiny"), "message: %s", e.msg);
+}
+
+/* ---------------- init ---------------- */
+
+/* The window side of a conv tensor from torchvision's names: the stem
+ * "conv1" 7 (ImageNet) or 3 (CIFAR), "downsample.0" 1, a basic block's
+ * convs 3, a bottleneck's conv2 3 and conv1 / conv3 1. */
+static int conv_side(const struct resnet_config *c, const char *name)
+{
+    if (!strcmp(name, "conv1.weight")) return c->stem == RESNET_STEM_IMAGENET ? 7 : 3;
+    if (strstr(name, "downsample.0.weight")) return 1;
+    if (!c->bottleneck) return 3;
+    return strstr(name, ".conv2.weight") ? 3 : 1;
+}
+
+/* Every parameter and buffer element is torchvision's init drawn from
+ * Philox (resnet.h resnet_init), bit for bit: conv normal(0, sqrt(2 /
+ * (K R S))), BN weight 1 and bias 0, fc weight and bias uniform(-b, b) with
+ * b = 1/sqrt(features), running mean 0 and variance 1. */
+static void check_init(const struct resnet_config *c, uint64_t seed)
+{
+    struct dev *d = open_dev(NUMERICS_FAST, 0);
+    if (!d) TEST_SKIP("no vision ops");
+    struct resnet_model *m = NULL;
+    plumb_err e = {0};
+    REQUIRE(resnet_create(d, c, 2, DT_F32, &m, &e) == 0);
+    REQUIRE(resnet_init(m, seed, &e) == 0);
+    const size_t np = resnet_n_params(m), nb = resnet_n_buffers(m);
+    float *p = malloc(np * sizeof(float)), *bu = malloc((nb ? nb : 1) * sizeof(float));
+    REQUIRE(p && bu);
+    REQUIRE(dev_download(d, p, resnet_params(m), np * sizeof(float), &e) == 0);
+    if (nb) REQUIRE(dev_download(d, bu, resnet_buffers(m), nb * sizeof(float), &e) == 0);
+    int bad = 0, convs = 0, fcs = 0;
+    for (int i = 0; i < resnet_n_tensors(m); i++) {
+        const struct resnet_tensor *t = resnet_tensor(m, i);
+        int side = 0;
+        float a = 0, b = 0;
+        if (t->kind == RESNET_T_CONV) {
+            side = conv_side(c, t->name);
+            CHECK_MSG(t->cols % (side * side) == 0, "%s: %d columns, not a multiple of %d x %d", t->name, t->cols, side,
+                      side);
+            a = (float)sqrt(2.0 / ((double)t->rows * side * side));
+            convs++;
+        } else if (t->kind == RESNET_T_FC_WEIGHT || t->kind == RESNET_T_FC_BIAS) {
+            const struct resnet_tensor *fw = t->kind == RESNET_T_FC_WEIGHT ? t : resnet_tensor(m, i - 1);
+            const float bound = (float)(1.0 / sqrt((double)fw->cols));
+            a = 2.0f * bound;
+            b = -bound;
+            fcs++;
+        }
+        for (size_t k = 0; k < t->numel; k++) {
+            float want;
+            if (t->kind == RESNET_T_BN_WEIGHT) want = 1.0f;
+            else if (t->kind == RESNET_T_BN_BIAS) want = 0.0f;
+            else if (t->kind == RESNET_T_CONV) want = fmaf(a, philox_normal_at(seed, RNG_INIT, (uint32_t)i, 0, k), 0.0f);
+            else want = fmaf(a, philox_uniform_at(seed, RNG_INIT, (uint32_t)i, 0, k), b);
+            if (f32_bits(p[t->offset + k]) != f32_bits(want) && bad++ < 3)
+                fprintf(stderr, "  %s[%zu]: %.9g, want %.9g\n", t->name, k, p[t->offset + k], want);
+        }
+    }
+    for (int i = 0; i < resnet_n_buffer_tensors(m); i++) {
+        const struct resnet_tensor *t = resnet_buffer_tensor(m, i);
+        const float want = t->kind == RESNET_T_RUNNING_VAR ? 1.0f : 0.0f;
+        for (size_t k = 0; k < t->numel; k++)
+            if (f32_bits(bu[t->offset + k]) != f32_bits(want) && bad++ < 3)
+                fprintf(stderr, "  %s[%zu]: %.9g, want %.9g\n", t->name, k, bu[t->offset + k], want);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(convs > 0 && fcs == 2);
+    free(p);
+    free(bu);
+    resnet_free(m);
+    dev_close(d);
+}
+
+TEST(resnet_init_is_torchvisions)
+{
+    struct resnet_config c;
+    plumb_err e = {0};
+    REQUIRE(resnet_config_preset("resnet-tiny", &c, &e) == 0);
+    check_init(&c, 11);
+    /* bottleneck blocks, the ImageNet stem, a projection in each stage */
+    struct resnet_config b = {"test", RESNET_STEM_IMAGENET, 1, 8, 2, {1, 2}, {4, 8}, 32, 7};
+    REQUIRE(resnet_config_validate(&b, &e) == 0);
+    check_init(&b, 12);
 }
 
 /* ---------------- finite differences ---------------- */
