@@ -61,6 +61,18 @@ const char *test_device(void);
         }                                                                           \
     } while (0)
 
+/* REQUIRE with a message (printf arguments) */
+#define REQUIRE_MSG(cond, ...)                                                      \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "  %s:%d: REQUIRE(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fprintf(stderr, "\n");                                                  \
+            test_failed_now = 1;                                                    \
+            return;                                                                 \
+        }                                                                           \
+    } while (0)
+
 #define CHECK_EQ_INT(a, b)                                                          \
     do {                                                                            \
         long long va_ = (long long)(a), vb_ = (long long)(b);                       \

@@ -109,6 +109,7 @@ struct model {
     float *loss;         /* host [max_batch] (predict) */
     int32_t *pred;
     int n_raw, n_groups; /* the hook's buckets and the groups the trainer took (grad_buckets) */
+    size_t g_off[MAX_RAW_BUCKETS], g_len[MAX_RAW_BUCKETS]; /* the groups' ranges, reported with them */
     const struct step_ctx *sc; /* during forward_backward */
 };
 
@@ -158,8 +159,7 @@ static int m_create(struct dev *d, const void *spec, int max_batch, dtype_t prec
     w->L = (struct model_layout){.n_params = resnet_n_params(w->r), .n_dense = resnet_n_params(w->r),
                                  .n_buffers = resnet_n_buffers(w->r), .n_tensors = w->nt, .tensors = w->t,
                                  .out_width = RESNET_OUT_WIDTH};
-    size_t off[MAX_RAW_BUCKETS], len[MAX_RAW_BUCKETS];
-    w->n_raw = w->n_groups = resnet_grad_buckets(w->r, off, len, MAX_RAW_BUCKETS);
+    w->n_raw = w->n_groups = resnet_grad_buckets(w->r, w->g_off, w->g_len, MAX_RAW_BUCKETS);
     *out = w;
     return PLUMB_OK;
 }
@@ -194,7 +194,7 @@ static int w_ready(void *ctx, int i, size_t off, size_t len, dev_stream *s, plum
     const int n = w->n_raw, k = w->n_groups;
     (void)off, (void)len;
     for (int g = 0; g < k; g++)
-        if ((g + 1) * n / k - 1 == i) return w->sc->grad_ready(w->sc->ctx, g, 0, 0, s, e);
+        if ((g + 1) * n / k - 1 == i) return w->sc->grad_ready(w->sc->ctx, g, w->g_off[g], w->g_len[g], s, e);
     return PLUMB_OK;
 }
 
@@ -236,7 +236,9 @@ static void m_sparse_grads(struct model *w, int64_t **rows, float **grads, size_
 static int m_grad_buckets(const struct model *w, size_t *off, size_t *len, int max)
 {
     int k = resnet_grad_buckets(w->r, off, len, max);
-    ((struct model *)w)->n_groups = k; /* the hook reports groups from now on */
+    struct model *mw = (struct model *)w;
+    mw->n_groups = k; /* the hook reports these groups from now on */
+    for (int g = 0; g < k && g < MAX_RAW_BUCKETS; g++) mw->g_off[g] = off[g], mw->g_len[g] = len[g];
     return k;
 }
 

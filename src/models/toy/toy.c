@@ -345,6 +345,8 @@ static int m_forward_backward(struct model *m, const struct batch *b, float gsca
         if (!rc && folding) rc = sc->fold_shard(sc->ctx, sh, &sl, e);
         off += cnt;
     }
+    /* the one bucket (m_grad_buckets) is final: train/model.h's hook */
+    if (!rc && !folding && sc && sc->grad_ready) rc = sc->grad_ready(sc->ctx, 0, 0, m->L.n_dense, NULL, e);
     if (!rc && loss) loss->sum = lsum, loss->count = n;
     return rc;
 }
