@@ -211,6 +211,13 @@ static void conv_case(enum numerics mode, int N, int H, int W, int C, int K, int
     double ew = max_rel(dw, dw64, nw, 1.0, &wh);
     CHECK_MSG(ew <= (rt == DT_F32 ? 2e-5 : tol), "conv dw %dx%d s%d p%d: rel err %.3g at %zu (%g vs %g)", RS, RS,
               stride, pad, ew, wh, (double)dw[wh], dw64[wh]);
+    if (rt != DT_F32) { /* train_ops.h: y and dx are stored rounded to rt, in every mode */
+        size_t ny16 = 0, nx16 = 0;
+        for (size_t i = 0; i < ny; i++) ny16 += f32_bits(tv_round(y[i], rt)) != f32_bits(y[i]);
+        for (size_t i = 0; i < nx; i++) nx16 += f32_bits(tv_round(dx[i], rt)) != f32_bits(dx[i]);
+        CHECK_MSG(ny16 == 0 && nx16 == 0, "conv %dx%d s%d p%d %s: %zu of %zu y and %zu of %zu dx values not %s values",
+                  RS, RS, stride, pad, dtype_name(rt), ny16, ny, nx16, nx, dtype_name(rt));
+    }
     if (mode == NUMERICS_GOLDEN) { /* the exact chains of dev/train_vision.h */
         size_t bad = 0;
         for (int n = 0; n < N; n++)
@@ -254,7 +261,11 @@ TEST(train_vision_conv_golden) { CONV_SHAPES(NUMERICS_GOLDEN, DT_F32) }
 TEST(train_vision_conv_fast) { CONV_SHAPES(NUMERICS_FAST, DT_F32) }
 TEST(train_vision_conv_bf16) { conv_case(NUMERICS_GOLDEN, 2, 6, 5, 3, 5, 3, 1, 1, DT_BF16);
                                conv_case(NUMERICS_FAST, 2, 6, 5, 3, 5, 3, 1, 1, DT_BF16);
-                               conv_case(NUMERICS_FAST, 2, 6, 5, 3, 5, 3, 2, 1, DT_F16); }
+                               conv_case(NUMERICS_FAST, 2, 6, 5, 3, 5, 3, 2, 1, DT_F16);
+                               /* 1 x 1, stride 1: the fast path's GEMM without im2col */
+                               conv_case(NUMERICS_FAST, 3, 9, 11, 6, 7, 1, 1, 0, DT_BF16);
+                               conv_case(NUMERICS_FAST, 3, 9, 11, 6, 7, 1, 1, 0, DT_F16);
+                               conv_case(NUMERICS_GOLDEN, 3, 9, 11, 6, 7, 1, 1, 0, DT_BF16); }
 
 /* golden convolution and BN results do not depend on the thread count */
 TEST(train_vision_golden_thread_count_independent)
