@@ -6,11 +6,14 @@
  * totals. */
 #include "test.h"
 #include "core/file.h"
+#include "core/hash.h"
 #include "models/resnet/cifar.h"
 #include "models/resnet/imgdata.h"
 #include "models/resnet/imgsynth.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void write_bytes(const char *path, const uint8_t *b, size_t n)
 {
@@ -189,4 +192,94 @@ TEST(img_eval_totals_are_exact)
     CHECK(a.count + b.count == all.count && a.correct + b.correct == all.correct && a.loss_fix + b.loss_fix == all.loss_fix);
     CHECK(img_eval_top1(&all) == 0.6);
     CHECK(img_eval_loss(&all) == 6.875 / 5);
+}
+
+/* The synthetic image sources are data the recorded figures are computed
+ * from (resnet-tiny's top-1 and golden digests, BENCHMARKS.md), as ctr's
+ * stream is (tests/test_data.c data_synth_stream_pinned): their bits are
+ * pinned here. SHA-256 over synthetic CIFAR images 0..499 of both splits
+ * (label byte, then 3072 CHW bytes each) and the 224 source's samples
+ * 0..7 and 1000000..1000003 of both splits (label int32, then the HWC
+ * bytes). Re-record only with a change that redefines a generator, and say
+ * so in that commit. */
+TEST(imgsynth_streams_pinned)
+{
+    plumb_err e = {0};
+    hash_sha256 h;
+    REQUIRE(hash_sha256_init(&h) == 0);
+    for (int split = 0; split < 2; split++) {
+        struct cifar_set s;
+        REQUIRE(imgsynth_cifar_set(1234, split ? IMG_SPLIT_TEST : IMG_SPLIT_TRAIN, 0, 500, &s, &e) == 0);
+        for (size_t i = 0; i < 500; i++) {
+            hash_sha256_update(&h, &s.labels[i], 1);
+            hash_sha256_update(&h, s.pixels + i * CIFAR_PIXELS, CIFAR_PIXELS);
+        }
+        cifar_set_free(&s);
+    }
+    uint8_t d[32];
+    char hex[65];
+    hash_sha256_final(&h, d);
+    hash_to_hex(d, 32, hex);
+    CHECK_STREQ(hex, "1eab9ce970c19ce13f58779d2f13b524d09c995398a5e403dc2c4e6b7f94fce8");
+
+    struct img224 *s224;
+    REQUIRE(img224_create(1234, 1000, &s224, &e) == 0);
+    uint8_t *px = malloc(IMG224_SIDE * IMG224_SIDE * 3);
+    REQUIRE(px);
+    REQUIRE(hash_sha256_init(&h) == 0);
+    const uint32_t idx[] = {0, 1, 2, 3, 4, 5, 6, 7, 1000000, 1000001, 1000002, 1000003};
+    for (int split = 0; split < 2; split++)
+        for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
+            int32_t l;
+            img224_sample(s224, split, idx[i], &l, px);
+            hash_sha256_update(&h, &l, sizeof l);
+            hash_sha256_update(&h, px, IMG224_SIDE * IMG224_SIDE * 3);
+        }
+    hash_sha256_final(&h, d);
+    hash_to_hex(d, 32, hex);
+    CHECK_STREQ(hex, "6f22f2440c5833d7e5c995eaff45b8cc5f6e3314c8eb76bf0f5787ae9b2d76a2");
+    free(px);
+    img224_free(s224);
+}
+
+/* imgdata_fill over "synthetic224": each row is the 224 source's sample,
+ * HWC, through ImageNet's mean and std per channel; the label the
+ * source's. (The 32 x 32 sources' fill is imgdata_augment_is_the_torchvision_crop_and_flip.) */
+TEST(imgdata_fill_synthetic224_is_the_normalised_source)
+{
+    plumb_err e = {0};
+    struct imgdata_opts o = {.seed = 77, .train_samples = 100, .test_samples = 10, .classes = 13};
+    struct imgdata *d = NULL;
+    REQUIRE(imgdata_open("synthetic224", &o, &d, &e) == 0);
+    CHECK_EQ_INT(d->side, IMG224_SIDE);
+    CHECK_EQ_INT(d->classes, 13);
+    CHECK(d->n[0] == 100 && d->n[1] == 10);
+    struct img224 *s;
+    REQUIRE(img224_create(77, 13, &s, &e) == 0);
+    const size_t row = (size_t)IMG224_SIDE * IMG224_SIDE * 3;
+    const uint32_t idx[3] = {5, 0, 99};
+    float *x = malloc(3 * row * sizeof(float));
+    uint8_t *px = malloc(row);
+    REQUIRE(x && px);
+    int32_t lab[3] = {-1, -1, -1};
+    for (int split = 0; split < 2; split++) {
+        imgdata_fill(d, split, idx, split ? 2 : 3, 1, 9, 3, x, lab); /* augment asked: the 224 source has none */
+        for (int r = 0; r < (split ? 2 : 3); r++) {
+            int32_t l;
+            img224_sample(s, split, idx[r], &l, px);
+            CHECK_EQ_INT(lab[r], l);
+            static const double mean[3] = {0.485, 0.456, 0.406}, sd[3] = {0.229, 0.224, 0.225};
+            size_t bad = 0, distinct = 0;
+            for (size_t i = 0; i < row; i++) {
+                const double want = ((double)px[i] / 255.0 - mean[i % 3]) / sd[i % 3];
+                bad += fabs(x[r * row + i] - want) > 1e-5;
+                distinct += i && px[i] != px[i - 1];
+            }
+            CHECK_MSG(bad == 0, "split %d row %d: %zu of %zu values off the normalised pixels", split, r, bad, row);
+            CHECK_MSG(distinct > row / 100, "split %d row %d: a flat image", split, r);
+        }
+    }
+    free(x), free(px);
+    img224_free(s);
+    imgdata_free(d);
 }
