@@ -532,11 +532,13 @@ TEST(gpt_ops_classifier_fd_golden) { check_classifier(NUMERICS_GOLDEN); }
 
 TEST(gpt_ops_adamw_masked_equals_adamw_per_range)
 {
-    for (int mode = 0; mode < 2; mode++) {
-        OPEN(d, (enum numerics)mode, 0);
+    /* the last range ends before n, or at n (decay up to the last element) */
+    for (int mode = 0; mode < 4; mode++) {
+        OPEN(d, (enum numerics)(mode % 2), 0);
         enum { n = 3001 };
+        const int64_t last = mode < 2 ? 2999 : n;
         float *w = frand(n, -1, 1), *g = frand(n, -2, 2), *m = frand(n, -0.1, 0.1), *v = frand(n, 0, 0.1);
-        const int64_t dec[6] = {0, 700, 1000, 1000, 1024, 2999}; /* an empty range too */
+        const int64_t dec[6] = {0, 700, 1000, 1000, 1024, last}; /* an empty range too */
         const float gscale = 0.37f, lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, bc1 = 0.19f, bc2 = 0.0975f;
         float *pw = put(d, w, n * 4), *pg = put(d, g, n * 4), *pm = put(d, m, n * 4), *pv = put(d, v, n * 4);
         int64_t *pdec = put(d, dec, sizeof dec);
@@ -548,9 +550,9 @@ TEST(gpt_ops_adamw_masked_equals_adamw_per_range)
         float *gs = keep(malloc(n * 4));
         for (int i = 0; i < n; i++) gs[i] = g[i] * gscale;
         float *qw = put(d, w, n * 4), *qg = put(d, gs, n * 4), *qm = put(d, m, n * 4), *qv = put(d, v, n * 4);
-        const int64_t seg[] = {0, 700, 1000, 1024, 2999, n};
+        const int64_t seg[] = {0, 700, 1000, 1024, last, n};
         const int decays[] = {1, 0, 0, 1, 0};
-        for (int s = 0; s < 5; s++) {
+        for (int s = 0; s < (last < n ? 5 : 4); s++) {
             const float wds = decays[s] ? wd : 0.0f;
             REQUIRE(T->adamw(d, NULL, qw + seg[s], qg + seg[s], qm + seg[s], qv + seg[s], (size_t)(seg[s + 1] - seg[s]), lr,
                              b1, b2, eps, wds, bc1, bc2, &e) == 0);
