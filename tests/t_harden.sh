@@ -217,6 +217,12 @@ run "every step skipped: the train check fails (exit 1)" 1 "check train-ctr: fai
   "$PLUMB" train ctr $Q --steps 2 --inject nan@0,nan@1 --out "$TMP/sk14"
 run "ctr-tiny's full run on the synthetic data below its AUC floor fails" 1 "misses the ctr-tiny floor" \
   "$PLUMB" train ctr --quiet --health-interval 0 --train-samples 2000 --eval-samples 500 --steps 1500 --lr 1e-7 --out "$TMP/fl14"
+run "gpt-tiny's preset steps on the synthetic chain above its val_loss ceiling fail" 1 "val_loss 5\.[0-9]+ misses the gpt-tiny floor \(<= 2 after 400 steps" \
+  "$PLUMB" train gpt --quiet --health-interval 0 --batch 1 --lr 1e-7 --lr-min 0 --out "$TMP/fl14g"
+run "resnet-tiny's preset steps on synthetic CIFAR below its top-1 floor fail" 1 "misses the resnet-tiny floor \(>= 0\.9 after 60 steps" \
+  "$PLUMB" train resnet --quiet --health-interval 0 --batch 2 --lr 1e-7 --out "$TMP/fl14r"
+run "gpt-tiny with its defaults clears the floor" 0 "val_loss within the gpt-tiny floor \(<= 2\)" \
+  "$PLUMB" train gpt --quiet --health-interval 0 --batch 4 --out "$TMP/fl14g2"
 
 # ---- 15. wrong codes, vague messages
 touch "$TMP/afile"; ln -sf "$TMP/lp2" "$TMP/lp1"; ln -sf "$TMP/lp1" "$TMP/lp2"

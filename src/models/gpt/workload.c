@@ -394,6 +394,13 @@ static const struct preset_default gpt2_defaults[] = {
     {"--micro-shard", "1", NULL, NULL},    {"--eval-batch", "16", NULL, NULL},
     {0},
 };
+/* plumb train's train-gpt floor (accept/train_verdict.h): the preset's 400
+ * steps on the synthetic chain reach val_loss about 1.68 (the chain's
+ * entropy about 1.6, ln 256 = 5.55; BENCHMARKS.md, 2026-12-05) */
+static const struct train_floor gpt_floors[] = {
+    {"gpt-tiny", "val_loss", NAN, 2.0, 400},
+    {0},
+};
 static const struct train_preset gpt_presets[] = {
     {"gpt-tiny", "2 layers, 4 heads, width 64, context 64, bytes: learns a text file in a minute on 2 cores", tiny_defaults},
     {"gpt2-124m", "GPT-2 small: 12 layers, 12 heads, width 768, context 1024, vocabulary 50257 (padded 50304)",
@@ -450,6 +457,7 @@ const struct workload gpt_workload = {
     .data_help = "'synthetic' (a Markov chain of tokens), llm.c token shards (a file or a glob, optionally tokens:GLOB), or "
                  "text:FILE (the file's bytes, vocabulary 256)",
     .presets = gpt_presets,
+    .floors = gpt_floors,
     .options = gpt_options,
     .configure = configure,
     .spec_free = spec_free,

@@ -513,6 +513,12 @@ static const struct preset_default imagenet_defaults[] = {
     {"--micro-shard", "64", NULL, NULL},
     {0},
 };
+/* plumb train's train-resnet floor (accept/train_verdict.h): the preset's
+ * 60 steps on synthetic CIFAR reach top-1 0.999 (BENCHMARKS.md) */
+static const struct train_floor resnet_floors[] = {
+    {"resnet-tiny", "top1", 0.9, NAN, 60},
+    {0},
+};
 static const struct train_preset resnet_presets[] = {
     {"resnet-tiny", "CIFAR stem, basic [1,1,1] x 8,16,32 (20 k parameters): learns synthetic CIFAR on 2 cores in seconds",
      tiny_defaults},
@@ -571,6 +577,7 @@ const struct workload resnet_workload = {
     .data_help = "'synthetic' (class-conditional images at the preset's size), 'synthetic224', or a CIFAR-10 binary "
                  "directory (DIR or cifar:DIR: data_batch_1..5.bin, test_batch.bin)",
     .presets = resnet_presets,
+    .floors = resnet_floors,
     .options = resnet_options,
     .configure = configure,
     .spec_free = spec_free,
