@@ -113,6 +113,24 @@ TEST(seeds_bands_separate_where_the_curves_do)
     CHECK_MSG(cb.separate_at == -1, "same curves separate at %ld", cb.separate_at);
     curve_band_free(&cb);
     seeds_free(&a), seeds_free(&b), seeds_free(&c);
+    /* curves of two points (a short run): disjoint at both is a separation
+     * from the first, though fewer than 3 points in a row exist */
+    FILE *f = fopen(tpath("sa.jsonl"), "w"), *g = fopen(tpath("sb.jsonl"), "w");
+    REQUIRE(f && g);
+    for (int s = 0; s < 3; s++) {
+        fprintf(f, "{\"seed\": %d, \"auc\": 0.7, \"curve\": [[50, %.3f], [100, %.3f]]}\n", s + 1, 0.60 + 0.01 * s,
+                0.50 + 0.01 * s);
+        fprintf(g, "{\"seed\": %d, \"auc\": 0.7, \"curve\": [[50, %.3f], [100, %.3f]]}\n", s + 4, 0.70 + 0.01 * s,
+                0.40 + 0.01 * s);
+    }
+    fclose(f), fclose(g);
+    REQUIRE(seeds_read(tpath("sa.jsonl"), &a, &e) == PLUMB_OK);
+    REQUIRE(seeds_read(tpath("sb.jsonl"), &b, &e) == PLUMB_OK);
+    REQUIRE(seeds_curve_bands(&a, &b, &cb, &e) == PLUMB_OK);
+    CHECK(cb.n == 2 && cb.separated_points == 2);
+    CHECK_MSG(cb.separate_at == 50, "two disjoint points separate at %ld (want 50)", cb.separate_at);
+    curve_band_free(&cb);
+    seeds_free(&a), seeds_free(&b);
 }
 
 /* ---- two run folders ---- */

@@ -72,7 +72,8 @@ json_t *seeds_curve_blocks(const long *steps, const double *loss, size_t n, size
  *   band at a step: [min, max] over the seeds of one side, and the mean;
  *   separated: the two bands are disjoint;
  *   separate_at: the first step from which they stay disjoint for at least
- *   max(3, 5% of the common points) points in a row (-1: never). */
+ *   max(3, 5% of the common points) points in a row, or for all of them
+ *   when there are fewer (-1: never). */
 struct curve_band {
     size_t n;               /* common steps */
     double *step;
