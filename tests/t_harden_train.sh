@@ -26,4 +26,24 @@ for w in $("$PLUMB" bench --help | awk '/^workloads:/{f=1;next} f&&/^  [a-z]/{pr
   line bench | grep -qw -- "$w" && ok "plumb --help: the bench line names $w" || fail "plumb --help bench line lacks $w" "$(line bench)"
 done
 
+# ---- 2. a generic option the workload does not read is exit 2 naming it (each was
+# ignored silently: gpt --predictions FILE wrote no file and exited 0; --max-rows and
+# --bad-lines apply to ctr's Criteo lines, --eval-fraction to data files split by it)
+run "gpt --predictions FILE: exit 2 naming --predictions" 2 "^plumb train: --predictions: the gpt workload does not read it" \
+  "$PLUMB" train gpt $Q --steps 1 --predictions "$TMP/p2.tsv" --out "$TMP/u2a"
+[ ! -e "$TMP/u2a/results.json" ] && ok "... nothing trained" || fail "gpt --predictions trained" "$(ls "$TMP/u2a")"
+run "toy --predictions FILE: exit 2" 2 "^plumb train: --predictions: the toy workload" "$PLUMB" train toy $Q --steps 1 --predictions "$TMP/p2.tsv" --out "$TMP/u2b"
+for w in gpt resnet toy; do
+  for ov in "--max-rows 5" "--bad-lines skip"; do
+    run "$w $ov: exit 2 naming ${ov% *}" 2 "^plumb train: ${ov% *}: the $w workload does not read it" "$PLUMB" train $w $Q --steps 1 $ov --out "$TMP/u2c"
+  done
+done
+run "resnet --eval-fraction 0.2: exit 2" 2 "^plumb train: --eval-fraction: the resnet workload" "$PLUMB" train resnet $Q --steps 1 --eval-fraction 0.2 --out "$TMP/u2d"
+run "toy --eval-fraction 0.2: exit 2" 2 "^plumb train: --eval-fraction: the toy workload" "$PLUMB" train toy $Q --steps 1 --eval-fraction 0.2 --out "$TMP/u2d"
+"$PLUMB" train gpt --help | grep -q -- "--max-rows N .*not read by gpt" && ok "gpt --help says --max-rows is not read" \
+  || fail "gpt --help --max-rows" "$("$PLUMB" train gpt --help | grep -- --max-rows)"
+run "ctr still takes --max-rows and --predictions" 0 "" "$PLUMB" train ctr $Q --steps 1 --train-samples 500 --eval-samples 100 \
+  --max-rows 5 --predictions "$TMP/p2c.tsv" --out "$TMP/u2e"
+[ -s "$TMP/p2c.tsv" ] && ok "... and writes the predictions" || fail "ctr predictions" ""
+
 finish

@@ -63,6 +63,8 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
         }
         if (def[0] && o->kind != TOPT_FLAG && o->kind != TOPT_OPTCHOICE)
             snprintf(p->help[i] + k, sizeof p->help[i] - k, " (default: %s)", def);
+        const char *unused = train_option_unused(wl, o);
+        if (unused) snprintf(p->help[i], sizeof p->help[i], "not read by %s (%s): exit 2 when given", wl->name, unused);
         p->text[i] = NULL;
         p->flag[i] = 0;
         p->opts[i] = (struct opt){o->name, o->kind == TOPT_FLAG ? OPT_FLAG : o->kind == TOPT_OPTCHOICE ? OPT_OPTCHOICE : OPT_STR,

@@ -274,11 +274,25 @@ void train_config_defaults(struct train_config *c, const struct workload *wl)
     c->precision = DT_F32;
 }
 
+const char *train_option_unused(const struct workload *wl, const struct train_option *o)
+{
+    if (!wl || !o || o->field < 0) return NULL;
+    for (const struct unused_option *u = wl->unused; u && u->opt; u++)
+        if (!strcmp(u->opt, o->name)) return u->why;
+    if (!strcmp(o->name, "--predictions") && wl->eval && !wl->eval->write_predictions)
+        return "its evaluation writes no per-sample predictions";
+    return NULL;
+}
+
 int train_option_set(struct train_config *c, const char *name, const char *value, plumb_err *e)
 {
     int idx;
     const struct train_option *o = train_option_find(c->wl, name, &idx);
     if (!o) return err_set(e, PLUMB_EUSAGE, "unknown option '%s'", name);
+    /* an option the workload does not read was ignored silently (gpt
+     * --predictions FILE wrote no file, exit 0) */
+    const char *why = train_option_unused(c->wl, o);
+    if (why) return err_set(e, PLUMB_EUSAGE, "%s: the %s workload does not read it (%s); expected no %s", name, c->wl->name, why, name);
     if (o->kind != TOPT_FLAG && o->kind != TOPT_OPTCHOICE && !value)
         return err_set(e, PLUMB_EUSAGE, "%s needs a value", name);
     if (o->kind == TOPT_FLAG && value && strcmp(value, "1")) return err_set(e, PLUMB_EUSAGE, "%s takes no value", name);

@@ -444,6 +444,12 @@ static const struct workload_accept gpt_accept = {
     .cpu_run_s = 8,         /* 150 steps of 16 x 64 on 2 idle cores: ~7 s */
 };
 
+static const struct unused_option gpt_unused[] = {
+    {"--bad-lines", "it applies to ctr's Criteo TSV lines"},
+    {"--max-rows", "it applies to ctr's Criteo TSV lines"},
+    {0},
+};
+
 const struct workload gpt_workload = {
     .name = "gpt",
     .summary = "GPT-2 language model on llm.c token files, a text file as bytes, or synthetic tokens",
@@ -451,6 +457,7 @@ const struct workload gpt_workload = {
                  "text:FILE (the file's bytes, vocabulary 256)",
     .presets = gpt_presets,
     .options = gpt_options,
+    .unused = gpt_unused,
     .configure = configure,
     .spec_free = spec_free,
     .model = &gpt_model_ops,

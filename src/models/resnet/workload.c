@@ -562,6 +562,13 @@ static const struct workload_accept resnet_accept = {
     .cpu_run_s = 21, /* plumb train resnet's defaults, fast fp32 on 2 cores (docs/RESNET.md) */
 };
 
+static const struct unused_option resnet_unused[] = {
+    {"--bad-lines", "it applies to ctr's Criteo TSV lines"},
+    {"--max-rows", "it applies to ctr's Criteo TSV lines"},
+    {"--eval-fraction", "resnet scores its --data's test split"},
+    {0},
+};
+
 const struct workload resnet_workload = {
     .name = "resnet",
     .summary = "ResNets (torchvision's) on CIFAR-10 binary data, synthetic CIFAR or synthetic 224x224, "
@@ -570,6 +577,7 @@ const struct workload resnet_workload = {
                  "directory (DIR or cifar:DIR: data_batch_1..5.bin, test_batch.bin)",
     .presets = resnet_presets,
     .options = resnet_options,
+    .unused = resnet_unused,
     .configure = configure,
     .spec_free = spec_free,
     .model = &resnet_model_ops,
