@@ -46,4 +46,17 @@ run "ctr still takes --max-rows and --predictions" 0 "" "$PLUMB" train ctr $Q --
   --max-rows 5 --predictions "$TMP/p2c.tsv" --out "$TMP/u2e"
 [ -s "$TMP/p2c.tsv" ] && ok "... and writes the predictions" || fail "ctr predictions" ""
 
+# ---- 3. empty values that were taken as "not given": --out '' trained into a new
+# runs/<UTC>-<host>-<id> (an unset variable in a script), --stop-at '' ran with no
+# target and printed "did not reach val_loss  in N steps"
+mkdir -p "$TMP/cwd3"
+run "--out '': exit 2 naming --out" 2 "^plumb train: --out: expected a folder name" \
+  bash -c 'cd "$0" && exec "$@"' "$TMP/cwd3" "$PLUMB" train toy $Q --steps 1 --out ''
+[ ! -e "$TMP/cwd3/runs" ] && ok "... and no runs/ folder made" || fail "--out '' made a run folder" "$(ls -R "$TMP/cwd3" | head -5)"
+run "rng --out '': exit 2 too (one run-folder rule)" 2 "^plumb rng: --out: expected a folder name" \
+  bash -c 'cd "$0" && exec "$@"' "$TMP/cwd3" "$PLUMB" rng --count 1000 --out ''
+run "--stop-at '': exit 2 naming --stop-at" 2 "^plumb train: --stop-at: '' \(expected a number\)" \
+  "$PLUMB" train gpt $Q --steps 1 --stop-at '' --out "$TMP/s3a"
+[ ! -e "$TMP/s3a/results.json" ] && ok "... before anything trains" || fail "--stop-at '' trained" ""
+
 finish

@@ -375,6 +375,13 @@ int train_config_finish(struct train_config *c, plumb_err *e)
             s = *end ? end + 1 : end;
         }
     }
+    if (c->stop_at) {
+        /* '' was taken as no --stop-at while the summary said "did not reach val_loss  in N steps" */
+        char *end;
+        double x = strtod(c->stop_at, &end);
+        if (end == c->stop_at || *end || !isfinite(x))
+            return err_set(e, PLUMB_EUSAGE, "--stop-at: '%s' (expected a number)", c->stop_at);
+    }
     if (c->resume && !c->ckpt_dir) return err_set(e, PLUMB_EUSAGE, "--resume needs --checkpoint-dir");
     if (!strcmp(c->schedule, "step") && c->lr_step_every < 1)
         return err_set(e, PLUMB_EUSAGE, "--schedule step needs --lr-step-every N >= 1");
