@@ -59,4 +59,21 @@ run "--stop-at '': exit 2 naming --stop-at" 2 "^plumb train: --stop-at: '' \(exp
   "$PLUMB" train gpt $Q --steps 1 --stop-at '' --out "$TMP/s3a"
 [ ! -e "$TMP/s3a/results.json" ] && ok "... before anything trains" || fail "--stop-at '' trained" ""
 
+# ---- 4. --resume with --steps at or below the checkpoint's step: below it trained nothing
+# and reported the checkpoint's model (step 3) as a run of --steps 2, exit 0, "trained ctr
+# ctr-tiny: 3 steps, 0 samples/s, loss nan -> nan"; at it, the same nan line
+C="--train-samples 500 --eval-samples 100"
+"$PLUMB" train ctr $Q $C --steps 3 --checkpoint-dir "$TMP/ck4" --out "$TMP/r4a" >/dev/null 2>&1
+run "--resume --steps 2 from a step-3 checkpoint: exit 2 naming --steps and the step" 2 \
+  "^plumb train: --steps 2: the newest checkpoint in .*ck4 is at step 3, past it" \
+  "$PLUMB" train ctr $Q $C --steps 2 --checkpoint-dir "$TMP/ck4" --resume --out "$TMP/r4b"
+[ "$(jq -r '.checks[0].status' "$TMP/r4b/results.json" 2>/dev/null)" = fail ] && ok "... results.json records the check as fail" \
+  || fail "resume past --steps results" "$(head -c 300 "$TMP/r4b/results.json" 2>&1)"
+run "--resume auto --steps 2 from a step-3 checkpoint: exit 2 too" 2 "^plumb train: --steps 2: " \
+  "$PLUMB" train ctr $Q $C --steps 2 --checkpoint-dir "$TMP/ck4" --resume auto --out "$TMP/r4c"
+run "--resume --steps 3 from a step-3 checkpoint: exit 0, evaluation only, no nan loss" 0 \
+  "trained ctr ctr-tiny: 0 steps \(resumed at step 3 of 3: evaluation only\)" \
+  "$PLUMB" train ctr $Q $C --steps 3 --checkpoint-dir "$TMP/ck4" --resume --out "$TMP/r4d"
+grep -q "nan" "$TMP/out" && fail "resumed at --steps prints a nan loss" "$(head -2 "$TMP/out")" || ok "... no 'nan' in the summary"
+
 finish

@@ -412,6 +412,9 @@ int cmd_train(int argc, char **argv)
         } else {
             if (tr.steps_done == 0) /* --steps 0: no loss to report */
                 printf("trained %s %s: 0 steps (evaluation only)\n", wl->name, cfg.preset);
+            else if (tr.steps_done == tr.start_step) /* resumed at --steps: no step ran, no loss ("nan -> nan") */
+                printf("trained %s %s: 0 steps (resumed at step %ld of %ld: evaluation only)\n", wl->name, cfg.preset,
+                       tr.start_step, tr.steps_target);
             else
                 printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
                        tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);

@@ -2403,6 +2403,11 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         else if (t->rank == 0 && !cfg->quiet)
             log_info("--resume auto: no checkpoint in %s; starting at step 0", cfg->ckpt_dir);
     }
+    if (!rc && found && t->step > cfg->steps)
+        /* it trained nothing and reported the checkpoint's model as a run of --steps */
+        rc = err_set(e, PLUMB_EUSAGE,
+                     "--steps %ld: the newest checkpoint in %s is at step %ld, past it (expected --steps %ld or more to "
+                     "continue that run, or another --checkpoint-dir)", cfg->steps, cfg->ckpt_dir, t->step, t->step);
     res->start_step = t->step;
     if (!rc && t->rank == 0 && !cfg->quiet) {
         /* data without a reference model (file data: no teacher): nothing to print then */
