@@ -3,6 +3,9 @@
 # defect; each test failed on the build before its fix.
 . "$(dirname "$0")/lib.sh"
 Q="--quiet --health-interval 0"
+# a memory bound for the unbounded-read tests (as tests/t_harden.sh: not under ASan, whose
+# shadow memory needs terabytes of address space)
+VMEM=4000000; [ "${PLUMB_ASAN:-0}" = 1 ] && VMEM=unlimited
 # run NAME WANT_RC GREP CMD...: exit WANT_RC and stderr+stdout matching GREP (an ERE; "" = anything)
 run() {
   local name=$1 want=$2 pat=$3; shift 3
@@ -75,5 +78,31 @@ run "--resume --steps 3 from a step-3 checkpoint: exit 0, evaluation only, no na
   "trained ctr ctr-tiny: 0 steps \(resumed at step 3 of 3: evaluation only\)" \
   "$PLUMB" train ctr $Q $C --steps 3 --checkpoint-dir "$TMP/ck4" --resume --out "$TMP/r4d"
 grep -q "nan" "$TMP/out" && fail "resumed at --steps prints a nan loss" "$(head -2 "$TMP/out")" || ok "... no 'nan' in the summary"
+
+# ---- 5. files read whole (file_read_all): a FIFO with no writer hung the run (gpt --data
+# text:FIFO; a FIFO named like a checkpoint hung --resume), a device was read until memory
+# ran out (text:/dev/zero, --health-thresholds and --init-from /dev/zero: exit 3 "out of
+# memory" under a 4 GB limit, the OOM killer without one); --health-thresholds was named
+# --thresholds (plumb health's option)
+mkfifo "$TMP/fifo5"
+lim() { timeout 60 bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$@"; }
+run "gpt --data text:FIFO with no writer: exit 2, no hang" 2 "fifo5: 0 bytes of text" lim "$PLUMB" train gpt $Q --steps 1 --data "text:$TMP/fifo5" --out "$TMP/f5a"
+run "gpt --data text:/dev/zero: exit 2, a device" 2 "^plumb train: /dev/zero: is a device, not a regular file" \
+  lim "$PLUMB" train gpt $Q --steps 1 --data text:/dev/zero --out "$TMP/f5b"
+run "--health-thresholds /dev/zero: exit 2 naming --health-thresholds" 2 "^plumb train: --health-thresholds: /dev/zero: is a device" \
+  lim "$PLUMB" train toy $Q --steps 1 --health-thresholds /dev/zero --out "$TMP/f5c"
+run "gpt --init-from /dev/zero: exit 2" 2 "^plumb train: --init-from: /dev/zero: is a device" \
+  lim "$PLUMB" train gpt $Q --steps 1 --init-from /dev/zero --out "$TMP/f5d"
+run "health --thresholds /dev/zero: exit 2 naming --thresholds" 2 "^plumb health: --thresholds: /dev/zero: is a device" \
+  lim "$PLUMB" health --thresholds /dev/zero
+printf 'hello plumb, a text read through a pipe\n%.0s' $(seq 20) >"$TMP/t5.txt"
+run "gpt --data text:<(pipe) still trains" 0 "trained gpt" \
+  bash -c '"$0" train gpt --quiet --health-interval 0 --steps 1 --data "text:/dev/fd/3" --out "$1" 3< <(cat "$2")' "$PLUMB" "$TMP/f5e" "$TMP/t5.txt"
+C="--train-samples 500 --eval-samples 100"
+"$PLUMB" train ctr $Q $C --steps 2 --checkpoint-dir "$TMP/ck5" --out "$TMP/f5f" >/dev/null 2>&1
+mkfifo "$TMP/ck5/ckpt-0000000009.plumb"; ln -s /dev/zero "$TMP/ck5/ckpt-0000000008.plumb"
+run "--resume past a FIFO and a /dev/zero link named like checkpoints: resumes from the real one" 0 "trained ctr ctr-tiny: 4 steps" \
+  lim "$PLUMB" train ctr --health-interval 0 $C --steps 4 --checkpoint-dir "$TMP/ck5" --resume --out "$TMP/f5g"
+grep -q "ckpt-0000000008.plumb: is a device" "$TMP/err" && ok "... the /dev/zero one reported as a device" || fail "device checkpoint message" "$(grep unusable "$TMP/err")"
 
 finish

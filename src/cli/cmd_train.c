@@ -182,6 +182,7 @@ int cmd_train(int argc, char **argv)
     struct health_thresholds hthr;
     health_thresholds_default(&hthr);
     if (cfg.health_thresholds && health_thresholds_load(&hthr, cfg.health_thresholds, &e)) {
+        err_wrap(&e, "--health-thresholds"); /* was named --thresholds, plumb health's option */
         free(pp);
         return cli_fail("train", &e);
     }

@@ -130,13 +130,26 @@ int file_read_all(const char *path, char **out, size_t *len, plumb_err *e)
 {
     *out = NULL;
     if (len) *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, errno == ENOENT ? PLUMB_EUSAGE : PLUMB_EIO, "open %s: %s", path, strerror(errno));
-    /* a directory names the wrong thing (fopen "rb" opens one, fread fails) */
+    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (a FIFO
+     * named like a checkpoint, or gpt --data text:FIFO, hung the run); cleared
+     * below, so a pipe with a writer (text:<(cmd)) is read to its end and one
+     * without reads as empty */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return err_set(e, errno == ENOENT ? PLUMB_EUSAGE : PLUMB_EIO, "open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        /* a directory names the wrong thing; a device (/dev/zero) never ends:
+         * it was read until memory ran out */
+        close(fd);
+        return err_set(e, PLUMB_EUSAGE, "%s: %s (expected a file)", path,
+                       S_ISDIR(st.st_mode) ? "is a directory" : "is a device, not a regular file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int er = errno;
+        close(fd);
+        return err_set(e, PLUMB_EIO, "open %s: %s", path, strerror(er));
     }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap + 1);
