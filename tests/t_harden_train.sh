@@ -105,4 +105,18 @@ run "--resume past a FIFO and a /dev/zero link named like checkpoints: resumes f
   lim "$PLUMB" train ctr --health-interval 0 $C --steps 4 --checkpoint-dir "$TMP/ck5" --resume --out "$TMP/f5g"
 grep -q "ckpt-0000000008.plumb: is a device" "$TMP/err" && ok "... the /dev/zero one reported as a device" || fail "device checkpoint message" "$(grep unusable "$TMP/err")"
 
+# ---- 6. plumb launch: --run-dir '', a file or a folder that cannot be made was exit 3
+# ("mkdir : No such file or directory"), an input error; a negative --stop-grace was taken
+# as 0 (never SIGKILL); "plumb launch: launch: cannot run" named itself twice
+touch "$TMP/file6"
+run "launch --run-dir '': exit 2 naming --run-dir" 2 "^plumb launch: --run-dir: expected a folder name" "$PLUMB" launch --run-dir '' -- true
+run "launch --run-dir FILE: exit 2" 2 "^plumb launch: --run-dir .*file6: exists and is not a directory" "$PLUMB" launch --run-dir "$TMP/file6" -- true
+run "launch --run-dir that cannot be made: exit 2" 2 "^plumb launch: --run-dir /proc/nope: cannot create it" "$PLUMB" launch --run-dir /proc/nope -- true
+run "launch --stop-grace -5: exit 2 naming it" 2 "^plumb launch: --stop-grace: -5" "$PLUMB" launch --run-dir "$TMP/l6a" --stop-grace -5 -- true
+[ ! -e "$TMP/l6a/launch.jsonl" ] && ok "... nothing launched" || fail "--stop-grace -5 launched" "$(cat "$TMP/l6a/launch.jsonl")"
+run "launch of a missing command: named once" 2 "^plumb launch: cannot run '/nonexistent/cmd'" "$PLUMB" launch --run-dir "$TMP/l6b" -- /nonexistent/cmd
+mkdir -p "$TMP/cwd6"
+run "launch with no --run-dir still makes runs/launch-<UTC>" 0 "" bash -c 'cd "$0" && exec "$@"' "$TMP/cwd6" "$PLUMB" launch -- true
+ls "$TMP"/cwd6/runs/launch-*/launch.jsonl >/dev/null 2>&1 && ok "... with its launch.jsonl" || fail "default run dir" "$(ls -R "$TMP/cwd6")"
+
 finish
