@@ -119,4 +119,15 @@ mkdir -p "$TMP/cwd6"
 run "launch with no --run-dir still makes runs/launch-<UTC>" 0 "" bash -c 'cd "$0" && exec "$@"' "$TMP/cwd6" "$PLUMB" launch -- true
 ls "$TMP"/cwd6/runs/launch-*/launch.jsonl >/dev/null 2>&1 && ok "... with its launch.jsonl" || fail "default run dir" "$(ls -R "$TMP/cwd6")"
 
+# ---- 7. a NaN loss in fixed point: gpt --lr 1e30 diverged, yet its eval read val_loss 0,
+# perplexity 1 and the check passed (each position's NaN loss became INT64_MIN, 16384 of
+# them summed to 0), and the skipped steps' loss read -134217728 (llrint of NaN)
+run "gpt --lr 1e30: the check fails on the non-finite val_loss (exit 1)" 1 "check train-gpt: fail: eval val_loss is not finite" \
+  "$PLUMB" train gpt $Q --lr 1e30 --steps 3 --out "$TMP/n7"
+[ "$(jq -r '.val_loss' "$TMP/n7/results.json" 2>/dev/null)" = null ] && ok "... results.json: val_loss null" \
+  || fail "gpt diverged val_loss" "$(jq -c '{val_loss, perplexity}' "$TMP/n7/results.json" 2>&1)"
+[ "$(grep '"type":"step"' "$TMP/n7/checks/train-gpt/metrics.jsonl" | jq -r '.loss | type' | tr '\n' ' ')" = "number null null " ] \
+  && ok "... the diverged steps' loss is null in metrics.jsonl (not -134217728)" \
+  || fail "diverged step losses" "$(grep '"type":"step"' "$TMP/n7/checks/train-gpt/metrics.jsonl" | jq -c '[.step, .loss]' | tr '\n' ' ')"
+
 finish

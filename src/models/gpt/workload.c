@@ -349,10 +349,10 @@ static int e_add(struct eval_acc *a, const struct batch *host, const float *out,
 
 static int e_reduce(struct eval_acc *a, const struct model_comm *c, struct eval_metrics *m, plumb_err *e)
 {
-    int64_t v[4] = {a->a.whole, a->a.frac, a->a.count, a->seqs};
-    int rc = c->sum_i64(c->ctx, v, 4, "gpt eval loss", e);
+    int64_t v[5] = {a->a.whole, a->a.frac, a->a.count, a->seqs, a->a.bad};
+    int rc = c->sum_i64(c->ctx, v, 5, "gpt eval loss", e);
     if (rc) return rc;
-    struct gpt_eval_acc t = {v[0], v[1], v[2]};
+    struct gpt_eval_acc t = {v[0], v[1], v[2], v[4]};
     memset(m, 0, sizeof *m);
     m->n = 3;
     snprintf(m->name[0], sizeof m->name[0], "val_loss");
