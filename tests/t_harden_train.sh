@@ -130,4 +130,10 @@ run "gpt --lr 1e30: the check fails on the non-finite val_loss (exit 1)" 1 "chec
   && ok "... the diverged steps' loss is null in metrics.jsonl (not -134217728)" \
   || fail "diverged step losses" "$(grep '"type":"step"' "$TMP/n7/checks/train-gpt/metrics.jsonl" | jq -c '[.step, .loss]' | tr '\n' ' ')"
 
+# ---- 8. --health-interval 1e300: the health sampler's deadline ((time_t)1e300) came out in
+# the past, so it sampled without pause holding its lock, and step 0 waited on that lock
+# until the watchdog ended the run (exit 124 after --watchdog-timeout; SIGTERM did not help)
+run "train --health-interval 1e300: trains (the sampler waits, not spins)" 0 "check train-toy: pass" \
+  timeout 120 "$PLUMB" train toy --quiet --health-interval 1e300 --watchdog-timeout 30 --steps 2 --out "$TMP/h8"
+
 finish
