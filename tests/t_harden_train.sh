@@ -136,4 +136,11 @@ run "gpt --lr 1e30: the check fails on the non-finite val_loss (exit 1)" 1 "chec
 run "train --health-interval 1e300: trains (the sampler waits, not spins)" 0 "check train-toy: pass" \
   timeout 120 "$PLUMB" train toy --quiet --health-interval 1e300 --watchdog-timeout 30 --steps 2 --out "$TMP/h8"
 
+# ---- 9. a huge --steps (run until --stop-at or SIGTERM): the summary's loss ring held
+# steps / 10 doubles, so --steps 99999999999 was exit 3 "out of memory for 9999999999
+# losses" before step 0 (and --steps 1e9 took 800 MB); now at most 10000
+run "ctr --steps 99999999999 --stop-at 0 --eval-every 2: trains and stops at step 2" 0 "reached auc 0 at step 2" \
+  bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$PLUMB" train ctr $Q --train-samples 500 --eval-samples 100 \
+  --steps 99999999999 --stop-at 0 --eval-every 2 --out "$TMP/b9"
+
 finish

@@ -2473,7 +2473,10 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     struct run_state rs;
     memset(&rs, 0, sizeof rs);
     rs.nrun = cfg->steps - t->step;
-    rs.win = rs.nrun / 10 > 0 ? rs.nrun / 10 : 1;
+    /* the summary's first and last loss average a tenth of the steps, at most 10000: the
+     * ring held steps / 10 doubles (--steps 99999999999 was exit 3 "out of memory for
+     * 9999999999 losses", --steps 1e9 took 800 MB) */
+    rs.win = rs.nrun / 10 > 0 ? (rs.nrun / 10 < 10000 ? rs.nrun / 10 : 10000) : 1;
     rs.tty = cfg->progress && t->rank == 0 && isatty(2);
     rs.ring = malloc((size_t)rs.win * sizeof *rs.ring);
     if (!rs.ring) rc = err_set(e, PLUMB_ENOMEM, "trainer: out of memory for %ld losses", rs.win);
