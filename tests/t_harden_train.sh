@@ -143,4 +143,21 @@ run "ctr --steps 99999999999 --stop-at 0 --eval-every 2: trains and stops at ste
   bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$PLUMB" train ctr $Q --train-samples 500 --eval-samples 100 \
   --steps 99999999999 --stop-at 0 --eval-every 2 --out "$TMP/b9"
 
+# ---- 10. an output path that is a device or a FIFO: every output is written to a
+# temporary file renamed over the path, so it was replaced by a regular file (as root,
+# plumb data synth-criteo --out /dev/null left /dev/null a regular file). Here on a
+# device node and a FIFO of our own (the null device's numbers 1,3; mknod needs root)
+mkfifo "$TMP/fifo10"
+run "synth-tokens --out FIFO: exit 2, the FIFO kept" 2 "^plumb data: --out .*fifo10: a FIFO, not a regular file" \
+  "$PLUMB" data synth-tokens --tokens 10 --out "$TMP/fifo10"
+[ -p "$TMP/fifo10" ] && ok "... still a FIFO" || fail "synth-tokens replaced the FIFO" "$(ls -l "$TMP/fifo10")"
+if [ "$(id -u)" = 0 ] && mknod -m 666 "$TMP/null10" c 1 3 2>/dev/null; then
+  ln -s "$TMP/null10" "$TMP/nlink10"
+  run "synth-criteo --out DEVICE: exit 2" 2 "^plumb data: --out .*null10: a character device" "$PLUMB" data synth-criteo --rows 10 --out "$TMP/null10"
+  run "synth-criteo --out a link to a device: exit 2" 2 "^plumb data: --out .*nlink10: a character device" "$PLUMB" data synth-criteo --rows 10 --out "$TMP/nlink10"
+  run "train --predictions DEVICE: exit 2 before training" 2 "^plumb train: --predictions .*null10: a character device" \
+    "$PLUMB" train ctr $Q --steps 1 --train-samples 500 --eval-samples 100 --predictions "$TMP/null10" --out "$TMP/p10"
+  [ -c "$TMP/null10" ] && [ -L "$TMP/nlink10" ] && ok "... the device node and the link kept" || fail "device replaced" "$(ls -l "$TMP/null10" "$TMP/nlink10")"
+else skip "outputs over a device node" "needs root for mknod"; fi
+
 finish
