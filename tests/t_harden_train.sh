@@ -160,4 +160,12 @@ if [ "$(id -u)" = 0 ] && mknod -m 666 "$TMP/null10" c 1 3 2>/dev/null; then
   [ -c "$TMP/null10" ] && [ -L "$TMP/nlink10" ] && ok "... the device node and the link kept" || fail "device replaced" "$(ls -l "$TMP/null10" "$TMP/nlink10")"
 else skip "outputs over a device node" "needs root for mknod"; fi
 
+# ---- 11. ctr --eval-data FILE with synthetic --data: the file was ignored and the eval
+# ran on the teacher's split (gpt, resnet and toy refuse it)
+"$PLUMB" data synth-criteo --rows 600 --out "$TMP/e11.tsv" >/dev/null 2>&1
+run "ctr --eval-data FILE on synthetic data: exit 2 naming --eval-data" 2 "^plumb train: --eval-data .*e11.tsv: synthetic data has its own eval split" \
+  "$PLUMB" train ctr $Q --steps 1 --train-samples 500 --eval-samples 100 --eval-data "$TMP/e11.tsv" --out "$TMP/e11a"
+run "ctr --data FILE --eval-data FILE still trains" 0 "\(600 samples\)" \
+  "$PLUMB" train ctr $Q --steps 1 --data "$TMP/e11.tsv" --eval-data "$TMP/e11.tsv" --out "$TMP/e11b"
+
 finish
