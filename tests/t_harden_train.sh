@@ -168,4 +168,10 @@ run "ctr --eval-data FILE on synthetic data: exit 2 naming --eval-data" 2 "^plum
 run "ctr --data FILE --eval-data FILE still trains" 0 "\(600 samples\)" \
   "$PLUMB" train ctr $Q --steps 1 --data "$TMP/e11.tsv" --eval-data "$TMP/e11.tsv" --out "$TMP/e11b"
 
+# ---- 12. a token file of one byte: "1 byte", not "1 bytes" (as section 19 of
+# tests/t_harden.sh made text: say)
+printf 'x' >"$TMP/one12.bin"
+run "gpt --data of a 1-byte token file: '1 byte'" 2 "one12.bin: truncated token file: 1 byte \(expected" \
+  "$PLUMB" train gpt $Q --steps 1 --data "$TMP/one12.bin" --out "$TMP/o12"
+
 finish
