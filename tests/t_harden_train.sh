@@ -174,4 +174,17 @@ printf 'x' >"$TMP/one12.bin"
 run "gpt --data of a 1-byte token file: '1 byte'" 2 "one12.bin: truncated token file: 1 byte \(expected" \
   "$PLUMB" train gpt $Q --steps 1 --data "$TMP/one12.bin" --out "$TMP/o12"
 
+# ---- 13. a resume with other training data windows or augmentation: resnet --augment and
+# gpt --windows were not part of the configuration a checkpoint records, so a checkpoint
+# of resnet-tiny (no augmentation) resumed with --augment yes, gpt-tiny (shifted windows)
+# with --windows fixed: a run that is neither (golden digests no longer reproducible)
+"$PLUMB" train resnet $Q --steps 1 --checkpoint-dir "$TMP/ck13r" --out "$TMP/a13" >/dev/null 2>&1
+run "resnet-tiny resumed with --augment yes: exit 2 naming it" 2 "another configuration: model is .*augmented \(--augment yes\) here" \
+  "$PLUMB" train resnet $Q --steps 2 --augment yes --checkpoint-dir "$TMP/ck13r" --resume --out "$TMP/a13b"
+run "... with its own --augment no: resumes" 0 "trained resnet resnet-tiny: 2 steps" \
+  "$PLUMB" train resnet $Q --steps 2 --augment no --checkpoint-dir "$TMP/ck13r" --resume --out "$TMP/a13c"
+"$PLUMB" train gpt $Q --steps 1 --checkpoint-dir "$TMP/ck13g" --out "$TMP/a13d" >/dev/null 2>&1
+run "gpt-tiny resumed with --windows fixed: exit 2 naming it" 2 "another configuration: model is .*fixed windows \(--windows fixed\) here" \
+  "$PLUMB" train gpt $Q --steps 2 --windows fixed --checkpoint-dir "$TMP/ck13g" --resume --out "$TMP/a13e"
+
 finish

@@ -52,7 +52,9 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
     if (desc) {
         char d[96];
         gpt_config_describe(&s->c, d, sizeof d);
-        snprintf(desc, n, "%s, sequences of %d", d, s->T);
+        /* --windows fixed said too: the description is part of the configuration a
+         * checkpoint records, and a resume with the other windows was accepted */
+        snprintf(desc, n, "%s, sequences of %d%s", d, s->T, s->fixed_windows ? ", fixed windows (--windows fixed)" : "");
     }
     *spec = s;
     return PLUMB_OK;
