@@ -187,4 +187,11 @@ run "... with its own --augment no: resumes" 0 "trained resnet resnet-tiny: 2 st
 run "gpt-tiny resumed with --windows fixed: exit 2 naming it" 2 "another configuration: model is .*fixed windows \(--windows fixed\) here" \
   "$PLUMB" train gpt $Q --steps 2 --windows fixed --checkpoint-dir "$TMP/ck13g" --resume --out "$TMP/a13e"
 
+# ---- 14. --help: every option's default once (--allow-cpu-fallback read "(default: exit 2)
+# (default: off)", --allow-tf32 "(default: strict fp32) (default: off)")
+for w in ctr gpt resnet toy; do
+  d=$("$PLUMB" train $w --help | grep -E "\(default: [^)]*\) \(default:")
+  [ -z "$d" ] && ok "train $w --help: no option with two defaults" || fail "train $w --help: two defaults" "$d"
+done
+
 finish

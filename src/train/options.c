@@ -48,7 +48,7 @@ const struct train_option train_options[] = {
      "step 0 when the directory holds none; checkpoints that all fail to verify are an error either way",
      "require|auto", NULL},
     {"--allow-cpu-fallback", TOPT_FLAG, F(allow_cpu_fallback), NULL,
-     "train on the cpu when the --device GPU is unavailable (default: exit 2)", NULL, NULL},
+     "train on the cpu when the --device GPU is unavailable (without it: exit 2)", NULL, NULL},
     {"--numerics", TOPT_CHOICE, F(numerics_name), "fast", "fast, or golden (bit-identical on any device and rank count)", "fast|golden", NULL},
     {"--precision", TOPT_CHOICE, F(precision_name), "fp32", "compute precision (fp32 master weights)", "fp32|bf16|fp16", NULL},
     {"--micro-shard", TOPT_INT, F(micro_shard), "64", "samples per micro-shard (golden reduction unit; rank split unit)", "1..1000000", "N"},
@@ -58,7 +58,7 @@ const struct train_option train_options[] = {
     {"--loss-scale-backoff", TOPT_NUM, F(ls_backoff), "0.5", "scale factor after a non-finite step", "(0..1)", "X"},
     {"--loss-scale-interval", TOPT_INT, F(ls_interval), "2000", "clean steps before growing the scale", "1..", "N"},
     {"--clip-grad-norm", TOPT_NUM, F(clip_grad_norm), "0", "clip the global gradient norm to X (0 = off)", "0..", "X"},
-    {"--allow-tf32", TOPT_FLAG, F(allow_tf32), NULL, "fast fp32 GEMMs may use TF32 where the device has it (default: strict fp32)", NULL, NULL},
+    {"--allow-tf32", TOPT_FLAG, F(allow_tf32), NULL, "fast fp32 GEMMs may use TF32 where the device has it (without it: strict fp32)", NULL, NULL},
     {"--device", TOPT_STR, F(device), "cpu", "cpu, cuda, hip, cuda:N, hip:N (cuda/hip: one GPU per local rank)", NULL, "D"},
     {"--bind", TOPT_CHOICE, F(bind), "none",
      "pin each rank's threads and memory: numa = the NUMA node of its GPU (cpu ranks: local rank mod nodes); none = "
