@@ -1,6 +1,7 @@
 # Hardening of plumb train, plumb launch and plumb data (the sweep after
 # tests/t_harden.sh): inputs and cases no other test named. One block per
-# defect; each test failed on the build before its fix.
+# defect; each block's tests of the defect failed on the build before its fix
+# (its "still works" cases passed before too).
 . "$(dirname "$0")/lib.sh"
 Q="--quiet --health-interval 0"
 # a memory bound for the unbounded-read tests (as tests/t_harden.sh: not under ASan, whose
