@@ -6,6 +6,9 @@
 #include "core/jsonx.h"
 #include "dev/dev.h"
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 TEST(core_err_exit_codes)
 {
@@ -51,6 +54,26 @@ TEST(core_atomic_write_survives_crash_before_rename)
     REQUIRE(file_read_all(path, &data, &len, &e) == 0);
     CHECK_STREQ(data, "new");
     free(data);
+}
+
+/* The rename of an atomic write replaces whatever the path names: a FIFO (or, as
+ * root, a device such as /dev/null) became a regular file. Refused, the FIFO kept;
+ * file_check_output says so before any work. */
+TEST(core_atomic_write_refuses_a_fifo)
+{
+    char path[512];
+    plumb_err e = {0};
+    REQUIRE(file_join(path, sizeof path, test_tmpdir(), "out.fifo", &e) == 0);
+    unlink(path);
+    REQUIRE(mkfifo(path, 0644) == 0);
+    CHECK(file_write_atomic(path, "x", 1, &e) == PLUMB_EUSAGE);
+    CHECK(strstr(e.msg, "a FIFO, not a regular file") != NULL);
+    plumb_err ce = {0};
+    CHECK(file_check_output("--out", path, &ce) == PLUMB_EUSAGE);
+    CHECK(strstr(ce.msg, "--out") && strstr(ce.msg, "a FIFO"));
+    struct stat st;
+    CHECK(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode));
+    unlink(path);
 }
 
 TEST(core_read_missing_file_names_it)

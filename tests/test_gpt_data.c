@@ -374,6 +374,31 @@ TEST(gpt_data_ranks_see_the_one_rank_samples)
     gpt_data_free(d);
 }
 
+/* A position whose loss is NaN, infinite or huge makes val_loss NaN: its floor
+ * cast to int64 was undefined (INT64_MIN here), and 16384 of them summed to 0:
+ * val_loss 0, perplexity 1 for a diverged model (plumb train gpt --lr 1e30 passed). */
+TEST(gpt_eval_nonfinite_loss_is_nan)
+{
+    float loss[4] = {2.0f, NAN, 3.0f, INFINITY};
+    int32_t tgt[4] = {1, 1, 1, 1};
+    struct gpt_eval_acc a = {0};
+    gpt_eval_add(&a, loss, tgt, 4);
+    CHECK_EQ_INT(a.count, 4);
+    CHECK_EQ_INT(a.bad, 2);
+    CHECK(isnan(gpt_eval_loss(&a)));
+    CHECK(isnan(gpt_eval_perplexity(&a)));
+    float big[1] = {1e30f};
+    struct gpt_eval_acc b = {0};
+    gpt_eval_add(&b, big, tgt, 1);
+    CHECK(isnan(gpt_eval_loss(&b)));
+    /* a target of -1 is not scored, whatever its loss */
+    int32_t none[2] = {-1, 1};
+    float l2[2] = {NAN, 2.5f};
+    struct gpt_eval_acc c = {0};
+    gpt_eval_add(&c, l2, none, 2);
+    CHECK_NEAR(gpt_eval_loss(&c), 2.5, 1e-9);
+}
+
 TEST(gpt_eval_exact_across_partitions)
 {
     enum { N = 1000 };

@@ -133,7 +133,10 @@ int cmd_health(int argc, char **argv)
     }
     struct health_thresholds thr;
     health_thresholds_default(&thr);
-    if (thr_file && (rc = health_thresholds_load(&thr, thr_file, &e))) return cli_fail("health", &e);
+    if (thr_file && (rc = health_thresholds_load(&thr, thr_file, &e))) {
+        err_wrap(&e, "--thresholds");
+        return cli_fail("health", &e);
+    }
     struct health_ctx ctx;
     if ((rc = health_open(&ctx, providers, &e))) return cli_fail("health", &e);
     if (ctx.nprov == 0) {

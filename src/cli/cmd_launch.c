@@ -1,6 +1,7 @@
 /* plumb launch [options] -- COMMAND...: supervise COMMAND (faults/launch.h). */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/file.h"
 #include "faults/launch.h"
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,10 @@ int cmd_launch(int argc, char **argv)
         fprintf(stderr, "plumb launch: --backoff/--backoff-max: %g/%g, expected seconds >= 0\n", backoff, backoff_max);
         return 2;
     }
+    if (!(grace >= 0)) { /* a negative grace was taken as 0: never SIGKILL */
+        fprintf(stderr, "plumb launch: --stop-grace: %g, expected seconds >= 0 (0 = never SIGKILL)\n", grace);
+        return 2;
+    }
     char defdir[64];
     if (!run_dir) {
         time_t t = time(NULL);
@@ -68,6 +73,9 @@ int cmd_launch(int argc, char **argv)
         strftime(defdir, sizeof defdir, "runs/launch-%Y%m%dT%H%M%SZ", &tm);
         run_dir = defdir;
     }
+    /* before the first attempt: a file in its place, '' or a folder that cannot be
+     * made was exit 3 from launch.jsonl's mkdir ("mkdir : No such file or directory") */
+    if (file_check_output_dir("--run-dir", run_dir, &e)) return cli_fail("launch", &e);
     struct launch_opts o = {
         .argv = argv + dd + 1,
         .run_dir = run_dir,

@@ -63,6 +63,8 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
         }
         if (def[0] && o->kind != TOPT_FLAG && o->kind != TOPT_OPTCHOICE)
             snprintf(p->help[i] + k, sizeof p->help[i] - k, " (default: %s)", def);
+        const char *unused = train_option_unused(wl, o);
+        if (unused) snprintf(p->help[i], sizeof p->help[i], "not read by %s (%s): exit 2 when given", wl->name, unused);
         p->text[i] = NULL;
         p->flag[i] = 0;
         p->opts[i] = (struct opt){o->name, o->kind == TOPT_FLAG ? OPT_FLAG : o->kind == TOPT_OPTCHOICE ? OPT_OPTCHOICE : OPT_STR,
@@ -180,6 +182,7 @@ int cmd_train(int argc, char **argv)
     struct health_thresholds hthr;
     health_thresholds_default(&hthr);
     if (cfg.health_thresholds && health_thresholds_load(&hthr, cfg.health_thresholds, &e)) {
+        err_wrap(&e, "--health-thresholds"); /* was named --thresholds, plumb health's option */
         free(pp);
         return cli_fail("train", &e);
     }
@@ -410,6 +413,9 @@ int cmd_train(int argc, char **argv)
         } else {
             if (tr.steps_done == 0) /* --steps 0: no loss to report */
                 printf("trained %s %s: 0 steps (evaluation only)\n", wl->name, cfg.preset);
+            else if (tr.steps_done == tr.start_step) /* resumed at --steps: no step ran, no loss ("nan -> nan") */
+                printf("trained %s %s: 0 steps (resumed at step %ld of %ld: evaluation only)\n", wl->name, cfg.preset,
+                       tr.start_step, tr.steps_target);
             else
                 printf("trained %s %s: %ld steps, %.0f samples/s, loss %.4f -> %.4f\n", wl->name, cfg.preset,
                        tr.steps_done, tr.samples_per_s, tr.first_loss, tr.last_loss);

@@ -76,11 +76,23 @@ static int write_full(int fd, const void *data, size_t len)
     return 0;
 }
 
+/* What a path names when it is neither a regular file, a directory nor a symlink, else NULL. */
+static const char *special_kind(mode_t m)
+{
+    return S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : S_ISFIFO(m) ? "a FIFO"
+         : S_ISSOCK(m) ? "a socket" : NULL;
+}
+
 int file_write_atomic_iov(const char *path, const void *const *bufs, const size_t *lens,
                           int nbufs, plumb_err *e)
 {
     char dir[PATH_MAX], tmp[PATH_MAX + 32];
     if (strlen(path) >= sizeof dir) return err_set(e, PLUMB_EUSAGE, "path too long: %s", path);
+    /* the rename below replaces whatever path names: as root, an output of /dev/null
+     * made /dev/null a regular file */
+    struct stat lst;
+    const char *kind = lstat(path, &lst) == 0 ? special_kind(lst.st_mode) : NULL;
+    if (kind) return err_set(e, PLUMB_EUSAGE, "%s: %s, not a regular file (expected a file name to write)", path, kind);
     strcpy(dir, path);
     char *d = dirname(dir);
     int w = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -130,13 +142,26 @@ int file_read_all(const char *path, char **out, size_t *len, plumb_err *e)
 {
     *out = NULL;
     if (len) *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, errno == ENOENT ? PLUMB_EUSAGE : PLUMB_EIO, "open %s: %s", path, strerror(errno));
-    /* a directory names the wrong thing (fopen "rb" opens one, fread fails) */
+    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (a FIFO
+     * named like a checkpoint, or gpt --data text:FIFO, hung the run); cleared
+     * below, so a pipe with a writer (text:<(cmd)) is read to its end and one
+     * without reads as empty */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return err_set(e, errno == ENOENT ? PLUMB_EUSAGE : PLUMB_EIO, "open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        /* a directory names the wrong thing; a device (/dev/zero) never ends:
+         * it was read until memory ran out */
+        close(fd);
+        return err_set(e, PLUMB_EUSAGE, "%s: %s (expected a file)", path,
+                       S_ISDIR(st.st_mode) ? "is a directory" : "is a device, not a regular file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int er = errno;
+        close(fd);
+        return err_set(e, PLUMB_EIO, "open %s: %s", path, strerror(er));
     }
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap + 1);
@@ -210,6 +235,13 @@ int file_check_output(const char *opt, const char *path, plumb_err *e)
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return err_set(e, PLUMB_EUSAGE, "%s %s: is a directory (expected a file name)", opt, path);
     if (stat(path, &st) != 0 && errno == ELOOP) return err_set(e, PLUMB_EUSAGE, "%s %s: a symlink loop", opt, path);
+    /* outputs are written to a temporary file renamed over path: a device or a FIFO
+     * there was replaced by a regular file (plumb data synth-criteo --out /dev/null, as
+     * root, left /dev/null a regular file) */
+    const char *kind = stat(path, &st) == 0 ? special_kind(st.st_mode) : NULL;
+    if (kind)
+        return err_set(e, PLUMB_EUSAGE, "%s %s: %s, not a regular file (expected a file name: the output is written "
+                       "to a temporary file and renamed over it)", opt, path, kind);
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return err_set(e, PLUMB_EUSAGE, "%s: path too long", opt);

@@ -258,7 +258,7 @@ static pid_t start_attempt(const struct launch_opts *o, int attempt, plumb_err *
     close(pfd[0]);
     if (r == (ssize_t)sizeof child_errno) {
         waitpid(pid, NULL, 0);
-        err_set(e, PLUMB_EUSAGE, "launch: cannot run '%s': %s", o->argv[0], strerror(child_errno));
+        err_set(e, PLUMB_EUSAGE, "cannot run '%s': %s", o->argv[0], strerror(child_errno));
         return -1;
     }
     return pid;

@@ -61,7 +61,10 @@ static void *sampler(void *arg)
     while (!m->stopping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        double dl = (double)ts.tv_sec + 1e-9 * ts.tv_nsec + m->o.interval_s;
+        /* at most ~31 years ahead: (time_t)1e300 is undefined, and the deadline came out in
+         * the past: the thread sampled without pause holding the lock, and the trainer
+         * (health_monitor_critical) waited on it until the watchdog ended the run */
+        double dl = (double)ts.tv_sec + 1e-9 * ts.tv_nsec + (m->o.interval_s < 1e9 ? m->o.interval_s : 1e9);
         ts.tv_sec = (time_t)dl;
         ts.tv_nsec = (long)((dl - (double)ts.tv_sec) * 1e9);
         while (!m->stopping) {

@@ -103,7 +103,7 @@ int health_thresholds_load(struct health_thresholds *t, const char *path, plumb_
     char *text = NULL;
     size_t len = 0;
     int rc = file_read_all(path, &text, &len, e);
-    if (rc) return err_wrap(e, "--thresholds");
+    if (rc) return rc; /* the caller names where the path came from */
     rc = health_thresholds_parse(t, text, path, e);
     free(text);
     return rc;

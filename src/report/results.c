@@ -198,6 +198,11 @@ static int open_common(struct results *r, const char *dir, const char *parent, c
     r->mine = json_array();
     if (!r->mine) return err_set(e, PLUMB_ENOMEM, "out of memory");
     int rc;
+    if (dir && !*dir) {
+        /* an empty --out (a variable that was not set) wrote to a new runs/<UTC>-<host>-<id> */
+        rc = err_set(e, PLUMB_EUSAGE, "--out: expected a folder name (without --out: a new folder under %s/)", parent);
+        goto fail;
+    }
     if (dir && *dir) {
         if (strlen(dir) >= sizeof r->dir - 64) {
             rc = err_set(e, PLUMB_EUSAGE, "--out: path '%.80s...' is too long", dir);

@@ -346,6 +346,14 @@ struct workload_accept {
     const char *not_standard;            /* NULL, or why plumb accept --standard leaves it out by default */
 };
 
+/* A generic option (train/options.c) a workload does not read, and what it
+ * applies to instead: given, it is exit 2 naming it (train_option_set), not
+ * ignored. */
+struct unused_option {
+    const char *opt; /* "--max-rows" */
+    const char *why; /* "it reads ctr's Criteo TSV lines" */
+};
+
 struct workload {
     const char *name;     /* the name plumb train takes */
     const char *summary;
@@ -355,6 +363,9 @@ struct workload {
     const struct train_option *options;   /* the workload's own options (values in
                                              train_config.wl_opt[slot]), ends with {0} */
     const struct train_floor *floors;     /* optional, ends with {0}: per preset */
+    const struct unused_option *unused;   /* optional, ends with {0}: generic options it does not
+                                             read (--predictions also when eval has no
+                                             write_predictions) */
     /* The model's configuration from the train config (preset, workload
      * options); desc gets a one-line description of the model. */
     int (*configure)(const struct train_config *cfg, void **spec, char *desc, size_t n, plumb_err *e);

@@ -48,7 +48,7 @@ const struct train_option train_options[] = {
      "step 0 when the directory holds none; checkpoints that all fail to verify are an error either way",
      "require|auto", NULL},
     {"--allow-cpu-fallback", TOPT_FLAG, F(allow_cpu_fallback), NULL,
-     "train on the cpu when the --device GPU is unavailable (default: exit 2)", NULL, NULL},
+     "train on the cpu when the --device GPU is unavailable (without it: exit 2)", NULL, NULL},
     {"--numerics", TOPT_CHOICE, F(numerics_name), "fast", "fast, or golden (bit-identical on any device and rank count)", "fast|golden", NULL},
     {"--precision", TOPT_CHOICE, F(precision_name), "fp32", "compute precision (fp32 master weights)", "fp32|bf16|fp16", NULL},
     {"--micro-shard", TOPT_INT, F(micro_shard), "64", "samples per micro-shard (golden reduction unit; rank split unit)", "1..1000000", "N"},
@@ -58,7 +58,7 @@ const struct train_option train_options[] = {
     {"--loss-scale-backoff", TOPT_NUM, F(ls_backoff), "0.5", "scale factor after a non-finite step", "(0..1)", "X"},
     {"--loss-scale-interval", TOPT_INT, F(ls_interval), "2000", "clean steps before growing the scale", "1..", "N"},
     {"--clip-grad-norm", TOPT_NUM, F(clip_grad_norm), "0", "clip the global gradient norm to X (0 = off)", "0..", "X"},
-    {"--allow-tf32", TOPT_FLAG, F(allow_tf32), NULL, "fast fp32 GEMMs may use TF32 where the device has it (default: strict fp32)", NULL, NULL},
+    {"--allow-tf32", TOPT_FLAG, F(allow_tf32), NULL, "fast fp32 GEMMs may use TF32 where the device has it (without it: strict fp32)", NULL, NULL},
     {"--device", TOPT_STR, F(device), "cpu", "cpu, cuda, hip, cuda:N, hip:N (cuda/hip: one GPU per local rank)", NULL, "D"},
     {"--bind", TOPT_CHOICE, F(bind), "none",
      "pin each rank's threads and memory: numa = the NUMA node of its GPU (cpu ranks: local rank mod nodes); none = "
@@ -274,11 +274,25 @@ void train_config_defaults(struct train_config *c, const struct workload *wl)
     c->precision = DT_F32;
 }
 
+const char *train_option_unused(const struct workload *wl, const struct train_option *o)
+{
+    if (!wl || !o || o->field < 0) return NULL;
+    for (const struct unused_option *u = wl->unused; u && u->opt; u++)
+        if (!strcmp(u->opt, o->name)) return u->why;
+    if (!strcmp(o->name, "--predictions") && wl->eval && !wl->eval->write_predictions)
+        return "its evaluation writes no per-sample predictions";
+    return NULL;
+}
+
 int train_option_set(struct train_config *c, const char *name, const char *value, plumb_err *e)
 {
     int idx;
     const struct train_option *o = train_option_find(c->wl, name, &idx);
     if (!o) return err_set(e, PLUMB_EUSAGE, "unknown option '%s'", name);
+    /* an option the workload does not read was ignored silently (gpt
+     * --predictions FILE wrote no file, exit 0) */
+    const char *why = train_option_unused(c->wl, o);
+    if (why) return err_set(e, PLUMB_EUSAGE, "%s: the %s workload does not read it (%s); expected no %s", name, c->wl->name, why, name);
     if (o->kind != TOPT_FLAG && o->kind != TOPT_OPTCHOICE && !value)
         return err_set(e, PLUMB_EUSAGE, "%s needs a value", name);
     if (o->kind == TOPT_FLAG && value && strcmp(value, "1")) return err_set(e, PLUMB_EUSAGE, "%s takes no value", name);
@@ -360,6 +374,13 @@ int train_config_finish(struct train_config *c, plumb_err *e)
             c->skip_batches[c->n_skip_batches++] = v;
             s = *end ? end + 1 : end;
         }
+    }
+    if (c->stop_at) {
+        /* '' was taken as no --stop-at while the summary said "did not reach val_loss  in N steps" */
+        char *end;
+        double x = strtod(c->stop_at, &end);
+        if (end == c->stop_at || *end || !isfinite(x))
+            return err_set(e, PLUMB_EUSAGE, "--stop-at: '%s' (expected a number)", c->stop_at);
     }
     if (c->resume && !c->ckpt_dir) return err_set(e, PLUMB_EUSAGE, "--resume needs --checkpoint-dir");
     if (!strcmp(c->schedule, "step") && c->lr_step_every < 1)

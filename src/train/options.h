@@ -65,6 +65,9 @@ void train_option_default_desc(const struct workload *wl, const struct train_opt
  * most max words in argv, their text in buf. Returns the count or -1 when
  * argv or buf is too small. */
 int train_config_argv(const struct train_config *c, char **argv, int max, char *buf, size_t n);
+/* Why workload wl does not read option o (its unused list, or --predictions
+ * when its eval writes none), NULL when it does. */
+const char *train_option_unused(const struct workload *wl, const struct train_option *o);
 /* Iteration over every option of wl: generic first, then wl's own. */
 int train_option_count(const struct workload *wl);
 const struct train_option *train_option_at(const struct workload *wl, int i);

@@ -35,6 +35,17 @@
  * a non-finite step). */
 #define FIX_BITS 40
 #define LOSS_FIX 4294967296.0 /* losses summed in fixed point 2^-32 */
+
+/* A loss sum in fixed point, or 0 with SF_LOSS_BAD set when it is not finite or
+ * past int64 (llrint of those is undefined: a NaN loss was reported as
+ * -134217728); the step's loss is then NaN (null in metrics.jsonl). */
+static int64_t loss_fixed(double sum, int64_t *flags)
+{
+    const double x = sum * LOSS_FIX;
+    if (fabs(x) < 9.0e18) return llrint(x);
+    flags[SF_LOSS_BAD] = 1;
+    return 0;
+}
 #define BUCKET ((size_t)1 << 20) /* gradient all-reduce bucket, elements */
 #define SCR_SUMSQ 0 /* the step's status block (d_scratch): double sumsq */
 #define SCR_FOUND 8 /* int found_inf */
@@ -1056,7 +1067,7 @@ static int golden_fold(void *ctx, int j, const struct model_loss *l, plumb_err *
     struct trainer *t = ctx;
     (void)j;
     if (t->g_flags[SF_NONFINITE]) return PLUMB_OK;
-    *t->g_loss_fix += llrint(l->sum * LOSS_FIX);
+    *t->g_loss_fix += loss_fixed(l->sum, t->g_flags);
     *t->g_count += l->count;
     int rc = golden_accumulate(t, t->g_flags, e);
     if (rc) t->g_engine_err = 1;
@@ -1200,7 +1211,7 @@ static int split_accumulate(struct trainer *t, struct host_batch *b, struct step
             t->local_err = me;
             return PLUMB_OK;
         }
-        *loss_fix += llrint(l.sum * LOSS_FIX);
+        *loss_fix += loss_fixed(l.sum, si->flags);
         *count += l.count;
         int64_t *rows;
         float *grads;
@@ -1355,8 +1366,8 @@ static int settle_one(struct trainer *t, struct step_info *si, long *step, plumb
     memcpy(&sh.sumsq, o->scratch + SCR_SUMSQ, sizeof sh.sumsq);
     memcpy(&sh.found, o->scratch + SCR_FOUND, sizeof sh.found);
     /* 1 rank: the agreed loss is this rank's, in the same fixed point */
-    int64_t loss_fix = llrint(o->loss[0] * LOSS_FIX), count = (int64_t)o->loss[1];
-    si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
+    int64_t loss_fix = loss_fixed(o->loss[0], si->flags), count = (int64_t)o->loss[1];
+    si->loss = count && !si->flags[SF_LOSS_BAD] ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
     if (sh.found) si->flags[SF_NONFINITE] = 1;
     if (!si->flags[SF_NONFINITE]) {
         /* what step_apply computes (want_norm as when the step was queued) */
@@ -1505,7 +1516,7 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
             si->flags[SF_ERROR] = 1;
             t->local_err = me;
         } else {
-            *loss_fix += llrint(l.sum * LOSS_FIX);
+            *loss_fix += loss_fixed(l.sum, si->flags);
             *count += l.count;
             t->mo->sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
             ok = 1;
@@ -1641,7 +1652,7 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
                     t->local_err = me;
                     break;
                 }
-                *loss_fix += llrint(l.sum * LOSS_FIX);
+                *loss_fix += loss_fixed(l.sum, si->flags);
                 *count += l.count;
                 rc = golden_accumulate(t, si->flags, e);
                 if (si->flags[SF_NONFINITE]) break;
@@ -1964,7 +1975,7 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
         t->step = b->st.step + 1;
         return PLUMB_OK;
     }
-    si->loss = count ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
+    si->loss = count && !si->flags[SF_LOSS_BAD] ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
     if (!si->flags[SF_NONFINITE]) {
         if ((rc = step_reduce(t, si, e))) return rc;
         /* an exchange learns of non-finite sums only here (the same on every rank) */
@@ -2403,6 +2414,11 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         else if (t->rank == 0 && !cfg->quiet)
             log_info("--resume auto: no checkpoint in %s; starting at step 0", cfg->ckpt_dir);
     }
+    if (!rc && found && t->step > cfg->steps)
+        /* it trained nothing and reported the checkpoint's model as a run of --steps */
+        rc = err_set(e, PLUMB_EUSAGE,
+                     "--steps %ld: the newest checkpoint in %s is at step %ld, past it (expected --steps %ld or more to "
+                     "continue that run, or another --checkpoint-dir)", cfg->steps, cfg->ckpt_dir, t->step, t->step);
     res->start_step = t->step;
     if (!rc && t->rank == 0 && !cfg->quiet) {
         /* data without a reference model (file data: no teacher): nothing to print then */
@@ -2457,7 +2473,10 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     struct run_state rs;
     memset(&rs, 0, sizeof rs);
     rs.nrun = cfg->steps - t->step;
-    rs.win = rs.nrun / 10 > 0 ? rs.nrun / 10 : 1;
+    /* the summary's first and last loss average a tenth of the steps, at most 10000: the
+     * ring held steps / 10 doubles (--steps 99999999999 was exit 3 "out of memory for
+     * 9999999999 losses", --steps 1e9 took 800 MB) */
+    rs.win = rs.nrun / 10 > 0 ? (rs.nrun / 10 < 10000 ? rs.nrun / 10 : 10000) : 1;
     rs.tty = cfg->progress && t->rank == 0 && isatty(2);
     rs.ring = malloc((size_t)rs.win * sizeof *rs.ring);
     if (!rs.ring) rc = err_set(e, PLUMB_ENOMEM, "trainer: out of memory for %ld losses", rs.win);

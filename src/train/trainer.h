@@ -158,7 +158,7 @@ struct train_result {
 };
 
 /* Status word flags, all-reduced each step (step 2 above). */
-enum step_flag { SF_NONFINITE = 0, SF_OOM = 1, SF_STOP = 2, SF_ERROR = 3, SF_N = 4 };
+enum step_flag { SF_NONFINITE = 0, SF_OOM = 1, SF_STOP = 2, SF_ERROR = 3, SF_LOSS_BAD = 4, SF_N = 5 };
 
 /* Runs training (and the evals) on comm c. Every rank calls it with the same
  * config. Rank 0 writes metrics.jsonl (cfg->out_dir), predictions and

@@ -51,6 +51,11 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
     if (!d) return err_set(e, PLUMB_ENOMEM, "out of memory");
     int rc;
     if (!strcmp(spec, "synthetic")) {
+        if (o->eval_file && *o->eval_file) { /* it was ignored silently: the eval ran on the teacher's split */
+            free(d);
+            return err_set(e, PLUMB_EUSAGE, "--eval-data %s: synthetic data has its own eval split (--eval-samples); "
+                           "expected no --eval-data", o->eval_file);
+        }
         if (o->train_samples <= 0 || o->eval_samples <= 0) {
             free(d);
             return err_set(e, PLUMB_EUSAGE, "synthetic data needs positive train/eval sizes (got %ld, %ld)",

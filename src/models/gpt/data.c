@@ -71,8 +71,8 @@ static int shard_open(const char *path, struct shard *s, plumb_err *e)
     if (size < HEADER_BYTES) {
         close(fd);
         return err_set(e, PLUMB_EUSAGE,
-                       "%s: truncated token file: %llu bytes (expected a %d-byte header of 256 int32, magic %d)", path,
-                       (unsigned long long)size, HEADER_BYTES, GPT_TOKEN_MAGIC);
+                       "%s: truncated token file: %llu byte%s (expected a %d-byte header of 256 int32, magic %d)", path,
+                       (unsigned long long)size, size == 1 ? "" : "s", HEADER_BYTES, GPT_TOKEN_MAGIC);
     }
     void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);

@@ -52,7 +52,9 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
     if (desc) {
         char d[96];
         gpt_config_describe(&s->c, d, sizeof d);
-        snprintf(desc, n, "%s, sequences of %d", d, s->T);
+        /* --windows fixed said too: the description is part of the configuration a
+         * checkpoint records, and a resume with the other windows was accepted */
+        snprintf(desc, n, "%s, sequences of %d%s", d, s->T, s->fixed_windows ? ", fixed windows (--windows fixed)" : "");
     }
     *spec = s;
     return PLUMB_OK;
@@ -349,10 +351,10 @@ static int e_add(struct eval_acc *a, const struct batch *host, const float *out,
 
 static int e_reduce(struct eval_acc *a, const struct model_comm *c, struct eval_metrics *m, plumb_err *e)
 {
-    int64_t v[4] = {a->a.whole, a->a.frac, a->a.count, a->seqs};
-    int rc = c->sum_i64(c->ctx, v, 4, "gpt eval loss", e);
+    int64_t v[5] = {a->a.whole, a->a.frac, a->a.count, a->seqs, a->a.bad};
+    int rc = c->sum_i64(c->ctx, v, 5, "gpt eval loss", e);
     if (rc) return rc;
-    struct gpt_eval_acc t = {v[0], v[1], v[2]};
+    struct gpt_eval_acc t = {v[0], v[1], v[2], v[4]};
     memset(m, 0, sizeof *m);
     m->n = 3;
     snprintf(m->name[0], sizeof m->name[0], "val_loss");
@@ -451,6 +453,12 @@ static const struct workload_accept gpt_accept = {
     .cpu_run_s = 8,         /* 150 steps of 16 x 64 on 2 idle cores: ~7 s */
 };
 
+static const struct unused_option gpt_unused[] = {
+    {"--bad-lines", "it applies to ctr's Criteo TSV lines"},
+    {"--max-rows", "it applies to ctr's Criteo TSV lines"},
+    {0},
+};
+
 const struct workload gpt_workload = {
     .name = "gpt",
     .summary = "GPT-2 language model on llm.c token files, a text file as bytes, or synthetic tokens",
@@ -459,6 +467,7 @@ const struct workload gpt_workload = {
     .presets = gpt_presets,
     .floors = gpt_floors,
     .options = gpt_options,
+    .unused = gpt_unused,
     .configure = configure,
     .spec_free = spec_free,
     .model = &gpt_model_ops,

@@ -45,6 +45,8 @@ struct resnet_spec {
  * does; plain DIR too */
 static const char *data_dir(const char *data) { return !strncmp(data, "cifar:", 6) ? data + 6 : data; }
 
+static int preset_augments(const char *preset);
+
 static int configure(const struct train_config *cfg, void **spec, char *desc, size_t n, plumb_err *e)
 {
     struct resnet_spec *s = calloc(1, sizeof *s);
@@ -83,7 +85,12 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
     if (desc) {
         char d[200];
         resnet_config_describe(&s->c, s->n_params, d, sizeof d);
-        snprintf(desc, n, "%s, %s BatchNorm", d, s->local_bn ? "per-rank (--bn local)" : "synchronised");
+        /* --augment other than the preset's said too: the description is part of the
+         * configuration a checkpoint records, and a resume with the other setting was
+         * accepted (the preset's own setting unsaid: its checkpoints resume as before) */
+        const char *aug = s->augment == preset_augments(cfg->preset) ? ""
+                          : s->augment ? ", augmented (--augment yes)" : ", no augmentation (--augment no)";
+        snprintf(desc, n, "%s, %s BatchNorm%s", d, s->local_bn ? "per-rank (--bn local)" : "synchronised", aug);
     }
     *spec = s;
     return PLUMB_OK;
@@ -533,6 +540,17 @@ static const struct train_preset resnet_presets[] = {
     {0},
 };
 
+/* Whether preset trains with --augment yes when the option is not given (the
+ * option table's default, or the preset's). */
+static int preset_augments(const char *preset)
+{
+    for (const struct train_preset *p = resnet_presets; p->name; p++)
+        if (preset && !strcmp(p->name, preset))
+            for (const struct preset_default *d = p->defaults; d->opt; d++)
+                if (!strcmp(d->opt, "--augment")) return !strcmp(d->value, "yes");
+    return 1;
+}
+
 static const struct train_option resnet_options[] = {
     {"--bn", TOPT_CHOICE, TOPT_WL(0), "sync",
      "BatchNorm statistics in training: sync (over the global batch, every rank's samples) or local (each rank's own, "
@@ -570,6 +588,13 @@ static const struct workload_accept resnet_accept = {
     .cpu_run_s = 21, /* plumb train resnet's defaults, fast fp32 on 2 cores (docs/RESNET.md) */
 };
 
+static const struct unused_option resnet_unused[] = {
+    {"--bad-lines", "it applies to ctr's Criteo TSV lines"},
+    {"--max-rows", "it applies to ctr's Criteo TSV lines"},
+    {"--eval-fraction", "resnet scores its --data's test split"},
+    {0},
+};
+
 const struct workload resnet_workload = {
     .name = "resnet",
     .summary = "ResNets (torchvision's) on CIFAR-10 binary data, synthetic CIFAR or synthetic 224x224, "
@@ -579,6 +604,7 @@ const struct workload resnet_workload = {
     .presets = resnet_presets,
     .floors = resnet_floors,
     .options = resnet_options,
+    .unused = resnet_unused,
     .configure = configure,
     .spec_free = spec_free,
     .model = &resnet_model_ops,

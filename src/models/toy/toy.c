@@ -548,12 +548,20 @@ static const struct workload_accept toy_accept = {
     .not_standard = "its arithmetic runs on the host on every device, so it tests no GPU",
 };
 
+static const struct unused_option toy_unused[] = {
+    {"--bad-lines", "it applies to ctr's Criteo TSV lines"},
+    {"--max-rows", "it applies to ctr's Criteo TSV lines"},
+    {"--eval-fraction", "toy scores its own synthetic eval split"},
+    {0},
+};
+
 const struct workload toy_workload = {
     .name = "toy",
     .summary = "two-layer MLP regressor on synthetic data (the model interface's second workload)",
     .data_help = "'synthetic' (the toy has no file format)",
     .presets = toy_presets,
     .options = toy_options,
+    .unused = toy_unused,
     .configure = configure,
     .spec_free = spec_free,
     .model = &toy_model_ops,

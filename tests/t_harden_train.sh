@@ -1,0 +1,198 @@
+# Hardening of plumb train, plumb launch and plumb data (the sweep after
+# tests/t_harden.sh): inputs and cases no other test named. One block per
+# defect; each block's tests of the defect failed on the build before its fix
+# (its "still works" cases passed before too).
+. "$(dirname "$0")/lib.sh"
+Q="--quiet --health-interval 0"
+# a memory bound for the unbounded-read tests (as tests/t_harden.sh: not under ASan, whose
+# shadow memory needs terabytes of address space)
+VMEM=4000000; [ "${PLUMB_ASAN:-0}" = 1 ] && VMEM=unlimited
+# run NAME WANT_RC GREP CMD...: exit WANT_RC and stderr+stdout matching GREP (an ERE; "" = anything)
+run() {
+  local name=$1 want=$2 pat=$3; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+  if [ "$rc" -eq "$want" ] && { [ -z "$pat" ] || cat "$TMP/out" "$TMP/err" | grep -Eq -- "$pat"; }; then ok "$name"
+  else fail "$name" "exit $rc (want $want): $(cat "$TMP/err" "$TMP/out" | head -c 400)"; fi
+}
+
+# ---- 1. plumb --help: each command's line names what the command does (train said
+# "(ctr)" though it trains gpt, resnet and toy; data named synth-criteo only; bench
+# named the device ceilings only)
+"$PLUMB" --help >"$TMP/top" 2>&1
+line() { grep -E "^  $1 " "$TMP/top"; }
+for w in $("$PLUMB" train --help | awk '/^  [a-z]/{print $1}'); do
+  line train | grep -qw "$w" && ok "plumb --help: the train line names $w" || fail "plumb --help train line lacks $w" "$(line train)"
+done
+for s in $("$PLUMB" data --help | awk '/^subcommands:/{f=1;next} f&&/^  [a-z]/{print $1}'); do
+  line data | grep -qw -- "$s" && ok "plumb --help: the data line names $s" || fail "plumb --help data line lacks $s" "$(line data)"
+done
+for w in $("$PLUMB" bench --help | awk '/^workloads:/{f=1;next} f&&/^  [a-z]/{print $1}'); do
+  line bench | grep -qw -- "$w" && ok "plumb --help: the bench line names $w" || fail "plumb --help bench line lacks $w" "$(line bench)"
+done
+
+# ---- 2. a generic option the workload does not read is exit 2 naming it (each was
+# ignored silently: gpt --predictions FILE wrote no file and exited 0; --max-rows and
+# --bad-lines apply to ctr's Criteo lines, --eval-fraction to data files split by it)
+run "gpt --predictions FILE: exit 2 naming --predictions" 2 "^plumb train: --predictions: the gpt workload does not read it" \
+  "$PLUMB" train gpt $Q --steps 1 --predictions "$TMP/p2.tsv" --out "$TMP/u2a"
+[ ! -e "$TMP/u2a/results.json" ] && ok "... nothing trained" || fail "gpt --predictions trained" "$(ls "$TMP/u2a")"
+run "toy --predictions FILE: exit 2" 2 "^plumb train: --predictions: the toy workload" "$PLUMB" train toy $Q --steps 1 --predictions "$TMP/p2.tsv" --out "$TMP/u2b"
+for w in gpt resnet toy; do
+  for ov in "--max-rows 5" "--bad-lines skip"; do
+    run "$w $ov: exit 2 naming ${ov% *}" 2 "^plumb train: ${ov% *}: the $w workload does not read it" "$PLUMB" train $w $Q --steps 1 $ov --out "$TMP/u2c"
+  done
+done
+run "resnet --eval-fraction 0.2: exit 2" 2 "^plumb train: --eval-fraction: the resnet workload" "$PLUMB" train resnet $Q --steps 1 --eval-fraction 0.2 --out "$TMP/u2d"
+run "toy --eval-fraction 0.2: exit 2" 2 "^plumb train: --eval-fraction: the toy workload" "$PLUMB" train toy $Q --steps 1 --eval-fraction 0.2 --out "$TMP/u2d"
+"$PLUMB" train gpt --help | grep -q -- "--max-rows N .*not read by gpt" && ok "gpt --help says --max-rows is not read" \
+  || fail "gpt --help --max-rows" "$("$PLUMB" train gpt --help | grep -- --max-rows)"
+run "ctr still takes --max-rows and --predictions" 0 "" "$PLUMB" train ctr $Q --steps 1 --train-samples 500 --eval-samples 100 \
+  --max-rows 5 --predictions "$TMP/p2c.tsv" --out "$TMP/u2e"
+[ -s "$TMP/p2c.tsv" ] && ok "... and writes the predictions" || fail "ctr predictions" ""
+
+# ---- 3. empty values that were taken as "not given": --out '' trained into a new
+# runs/<UTC>-<host>-<id> (an unset variable in a script), --stop-at '' ran with no
+# target and printed "did not reach val_loss  in N steps"
+mkdir -p "$TMP/cwd3"
+run "--out '': exit 2 naming --out" 2 "^plumb train: --out: expected a folder name" \
+  bash -c 'cd "$0" && exec "$@"' "$TMP/cwd3" "$PLUMB" train toy $Q --steps 1 --out ''
+[ ! -e "$TMP/cwd3/runs" ] && ok "... and no runs/ folder made" || fail "--out '' made a run folder" "$(ls -R "$TMP/cwd3" | head -5)"
+run "rng --out '': exit 2 too (one run-folder rule)" 2 "^plumb rng: --out: expected a folder name" \
+  bash -c 'cd "$0" && exec "$@"' "$TMP/cwd3" "$PLUMB" rng --count 1000 --out ''
+run "--stop-at '': exit 2 naming --stop-at" 2 "^plumb train: --stop-at: '' \(expected a number\)" \
+  "$PLUMB" train gpt $Q --steps 1 --stop-at '' --out "$TMP/s3a"
+[ ! -e "$TMP/s3a/results.json" ] && ok "... before anything trains" || fail "--stop-at '' trained" ""
+
+# ---- 4. --resume with --steps at or below the checkpoint's step: below it trained nothing
+# and reported the checkpoint's model (step 3) as a run of --steps 2, exit 0, "trained ctr
+# ctr-tiny: 3 steps, 0 samples/s, loss nan -> nan"; at it, the same nan line
+C="--train-samples 500 --eval-samples 100"
+"$PLUMB" train ctr $Q $C --steps 3 --checkpoint-dir "$TMP/ck4" --out "$TMP/r4a" >/dev/null 2>&1
+run "--resume --steps 2 from a step-3 checkpoint: exit 2 naming --steps and the step" 2 \
+  "^plumb train: --steps 2: the newest checkpoint in .*ck4 is at step 3, past it" \
+  "$PLUMB" train ctr $Q $C --steps 2 --checkpoint-dir "$TMP/ck4" --resume --out "$TMP/r4b"
+[ "$(jq -r '.checks[0].status' "$TMP/r4b/results.json" 2>/dev/null)" = fail ] && ok "... results.json records the check as fail" \
+  || fail "resume past --steps results" "$(head -c 300 "$TMP/r4b/results.json" 2>&1)"
+run "--resume auto --steps 2 from a step-3 checkpoint: exit 2 too" 2 "^plumb train: --steps 2: " \
+  "$PLUMB" train ctr $Q $C --steps 2 --checkpoint-dir "$TMP/ck4" --resume auto --out "$TMP/r4c"
+run "--resume --steps 3 from a step-3 checkpoint: exit 0, evaluation only, no nan loss" 0 \
+  "trained ctr ctr-tiny: 0 steps \(resumed at step 3 of 3: evaluation only\)" \
+  "$PLUMB" train ctr $Q $C --steps 3 --checkpoint-dir "$TMP/ck4" --resume --out "$TMP/r4d"
+grep -q "nan" "$TMP/out" && fail "resumed at --steps prints a nan loss" "$(head -2 "$TMP/out")" || ok "... no 'nan' in the summary"
+
+# ---- 5. files read whole (file_read_all): a FIFO with no writer hung the run (gpt --data
+# text:FIFO; a FIFO named like a checkpoint hung --resume), a device was read until memory
+# ran out (text:/dev/zero, --health-thresholds and --init-from /dev/zero: exit 3 "out of
+# memory" under a 4 GB limit, the OOM killer without one); --health-thresholds was named
+# --thresholds (plumb health's option)
+mkfifo "$TMP/fifo5"
+lim() { timeout 60 bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$@"; }
+run "gpt --data text:FIFO with no writer: exit 2, no hang" 2 "fifo5: 0 bytes of text" lim "$PLUMB" train gpt $Q --steps 1 --data "text:$TMP/fifo5" --out "$TMP/f5a"
+run "gpt --data text:/dev/zero: exit 2, a device" 2 "^plumb train: /dev/zero: is a device, not a regular file" \
+  lim "$PLUMB" train gpt $Q --steps 1 --data text:/dev/zero --out "$TMP/f5b"
+run "--health-thresholds /dev/zero: exit 2 naming --health-thresholds" 2 "^plumb train: --health-thresholds: /dev/zero: is a device" \
+  lim "$PLUMB" train toy $Q --steps 1 --health-thresholds /dev/zero --out "$TMP/f5c"
+run "gpt --init-from /dev/zero: exit 2" 2 "^plumb train: --init-from: /dev/zero: is a device" \
+  lim "$PLUMB" train gpt $Q --steps 1 --init-from /dev/zero --out "$TMP/f5d"
+run "health --thresholds /dev/zero: exit 2 naming --thresholds" 2 "^plumb health: --thresholds: /dev/zero: is a device" \
+  lim "$PLUMB" health --thresholds /dev/zero
+printf 'hello plumb, a text read through a pipe\n%.0s' $(seq 20) >"$TMP/t5.txt"
+run "gpt --data text:<(pipe) still trains" 0 "trained gpt" \
+  bash -c '"$0" train gpt --quiet --health-interval 0 --steps 1 --data "text:/dev/fd/3" --out "$1" 3< <(cat "$2")' "$PLUMB" "$TMP/f5e" "$TMP/t5.txt"
+C="--train-samples 500 --eval-samples 100"
+"$PLUMB" train ctr $Q $C --steps 2 --checkpoint-dir "$TMP/ck5" --out "$TMP/f5f" >/dev/null 2>&1
+mkfifo "$TMP/ck5/ckpt-0000000009.plumb"; ln -s /dev/zero "$TMP/ck5/ckpt-0000000008.plumb"
+run "--resume past a FIFO and a /dev/zero link named like checkpoints: resumes from the real one" 0 "trained ctr ctr-tiny: 4 steps" \
+  lim "$PLUMB" train ctr --health-interval 0 $C --steps 4 --checkpoint-dir "$TMP/ck5" --resume --out "$TMP/f5g"
+grep -q "ckpt-0000000008.plumb: is a device" "$TMP/err" && ok "... the /dev/zero one reported as a device" || fail "device checkpoint message" "$(grep unusable "$TMP/err")"
+
+# ---- 6. plumb launch: --run-dir '', a file or a folder that cannot be made was exit 3
+# ("mkdir : No such file or directory"), an input error; a negative --stop-grace was taken
+# as 0 (never SIGKILL); "plumb launch: launch: cannot run" named itself twice
+touch "$TMP/file6"
+run "launch --run-dir '': exit 2 naming --run-dir" 2 "^plumb launch: --run-dir: expected a folder name" "$PLUMB" launch --run-dir '' -- true
+run "launch --run-dir FILE: exit 2" 2 "^plumb launch: --run-dir .*file6: exists and is not a directory" "$PLUMB" launch --run-dir "$TMP/file6" -- true
+run "launch --run-dir that cannot be made: exit 2" 2 "^plumb launch: --run-dir /proc/nope: cannot create it" "$PLUMB" launch --run-dir /proc/nope -- true
+run "launch --stop-grace -5: exit 2 naming it" 2 "^plumb launch: --stop-grace: -5" "$PLUMB" launch --run-dir "$TMP/l6a" --stop-grace -5 -- true
+[ ! -e "$TMP/l6a/launch.jsonl" ] && ok "... nothing launched" || fail "--stop-grace -5 launched" "$(cat "$TMP/l6a/launch.jsonl")"
+run "launch of a missing command: named once" 2 "^plumb launch: cannot run '/nonexistent/cmd'" "$PLUMB" launch --run-dir "$TMP/l6b" -- /nonexistent/cmd
+mkdir -p "$TMP/cwd6"
+run "launch with no --run-dir still makes runs/launch-<UTC>" 0 "" bash -c 'cd "$0" && exec "$@"' "$TMP/cwd6" "$PLUMB" launch -- true
+ls "$TMP"/cwd6/runs/launch-*/launch.jsonl >/dev/null 2>&1 && ok "... with its launch.jsonl" || fail "default run dir" "$(ls -R "$TMP/cwd6")"
+
+# ---- 7. a NaN loss in fixed point: gpt --lr 1e30 diverged, yet its eval read val_loss 0,
+# perplexity 1 and the check passed (each position's NaN loss became INT64_MIN, 16384 of
+# them summed to 0), and the skipped steps' loss read -134217728 (llrint of NaN)
+run "gpt --lr 1e30: the check fails on the non-finite val_loss (exit 1)" 1 "check train-gpt: fail: eval val_loss is not finite" \
+  "$PLUMB" train gpt $Q --lr 1e30 --steps 3 --out "$TMP/n7"
+[ "$(jq -r '.val_loss' "$TMP/n7/results.json" 2>/dev/null)" = null ] && ok "... results.json: val_loss null" \
+  || fail "gpt diverged val_loss" "$(jq -c '{val_loss, perplexity}' "$TMP/n7/results.json" 2>&1)"
+[ "$(grep '"type":"step"' "$TMP/n7/checks/train-gpt/metrics.jsonl" | jq -r '.loss | type' | tr '\n' ' ')" = "number null null " ] \
+  && ok "... the diverged steps' loss is null in metrics.jsonl (not -134217728)" \
+  || fail "diverged step losses" "$(grep '"type":"step"' "$TMP/n7/checks/train-gpt/metrics.jsonl" | jq -c '[.step, .loss]' | tr '\n' ' ')"
+
+# ---- 8. --health-interval 1e300: the health sampler's deadline ((time_t)1e300) came out in
+# the past, so it sampled without pause holding its lock, and step 0 waited on that lock
+# until the watchdog ended the run (exit 124 after --watchdog-timeout; SIGTERM did not help)
+run "train --health-interval 1e300: trains (the sampler waits, not spins)" 0 "check train-toy: pass" \
+  timeout 120 "$PLUMB" train toy --quiet --health-interval 1e300 --watchdog-timeout 30 --steps 2 --out "$TMP/h8"
+
+# ---- 9. a huge --steps (run until --stop-at or SIGTERM): the summary's loss ring held
+# steps / 10 doubles, so --steps 99999999999 was exit 3 "out of memory for 9999999999
+# losses" before step 0 (and --steps 1e9 took 800 MB); now at most 10000
+run "ctr --steps 99999999999 --stop-at 0 --eval-every 2: trains and stops at step 2" 0 "reached auc 0 at step 2" \
+  bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$PLUMB" train ctr $Q --train-samples 500 --eval-samples 100 \
+  --steps 99999999999 --stop-at 0 --eval-every 2 --out "$TMP/b9"
+
+# ---- 10. an output path that is a device or a FIFO: every output is written to a
+# temporary file renamed over the path, so it was replaced by a regular file (as root,
+# plumb data synth-criteo --out /dev/null left /dev/null a regular file). Here on a
+# device node and a FIFO of our own (the null device's numbers 1,3; mknod needs root)
+mkfifo "$TMP/fifo10"
+run "synth-tokens --out FIFO: exit 2, the FIFO kept" 2 "^plumb data: --out .*fifo10: a FIFO, not a regular file" \
+  "$PLUMB" data synth-tokens --tokens 10 --out "$TMP/fifo10"
+[ -p "$TMP/fifo10" ] && ok "... still a FIFO" || fail "synth-tokens replaced the FIFO" "$(ls -l "$TMP/fifo10")"
+if [ "$(id -u)" = 0 ] && mknod -m 666 "$TMP/null10" c 1 3 2>/dev/null; then
+  ln -s "$TMP/null10" "$TMP/nlink10"
+  run "synth-criteo --out DEVICE: exit 2" 2 "^plumb data: --out .*null10: a character device" "$PLUMB" data synth-criteo --rows 10 --out "$TMP/null10"
+  run "synth-criteo --out a link to a device: exit 2" 2 "^plumb data: --out .*nlink10: a character device" "$PLUMB" data synth-criteo --rows 10 --out "$TMP/nlink10"
+  run "train --predictions DEVICE: exit 2 before training" 2 "^plumb train: --predictions .*null10: a character device" \
+    "$PLUMB" train ctr $Q --steps 1 --train-samples 500 --eval-samples 100 --predictions "$TMP/null10" --out "$TMP/p10"
+  [ -c "$TMP/null10" ] && [ -L "$TMP/nlink10" ] && ok "... the device node and the link kept" || fail "device replaced" "$(ls -l "$TMP/null10" "$TMP/nlink10")"
+else skip "outputs over a device node" "needs root for mknod"; fi
+
+# ---- 11. ctr --eval-data FILE with synthetic --data: the file was ignored and the eval
+# ran on the teacher's split (gpt, resnet and toy refuse it)
+"$PLUMB" data synth-criteo --rows 600 --out "$TMP/e11.tsv" >/dev/null 2>&1
+run "ctr --eval-data FILE on synthetic data: exit 2 naming --eval-data" 2 "^plumb train: --eval-data .*e11.tsv: synthetic data has its own eval split" \
+  "$PLUMB" train ctr $Q --steps 1 --train-samples 500 --eval-samples 100 --eval-data "$TMP/e11.tsv" --out "$TMP/e11a"
+run "ctr --data FILE --eval-data FILE still trains" 0 "\(600 samples\)" \
+  "$PLUMB" train ctr $Q --steps 1 --data "$TMP/e11.tsv" --eval-data "$TMP/e11.tsv" --out "$TMP/e11b"
+
+# ---- 12. a token file of one byte: "1 byte", not "1 bytes" (as section 19 of
+# tests/t_harden.sh made text: say)
+printf 'x' >"$TMP/one12.bin"
+run "gpt --data of a 1-byte token file: '1 byte'" 2 "one12.bin: truncated token file: 1 byte \(expected" \
+  "$PLUMB" train gpt $Q --steps 1 --data "$TMP/one12.bin" --out "$TMP/o12"
+
+# ---- 13. a resume with other training data windows or augmentation: resnet --augment and
+# gpt --windows were not part of the configuration a checkpoint records, so a checkpoint
+# of resnet-tiny (no augmentation) resumed with --augment yes, gpt-tiny (shifted windows)
+# with --windows fixed: a run that is neither (golden digests no longer reproducible)
+"$PLUMB" train resnet $Q --steps 1 --checkpoint-dir "$TMP/ck13r" --out "$TMP/a13" >/dev/null 2>&1
+run "resnet-tiny resumed with --augment yes: exit 2 naming it" 2 "another configuration: model is .*augmented \(--augment yes\) here" \
+  "$PLUMB" train resnet $Q --steps 2 --augment yes --checkpoint-dir "$TMP/ck13r" --resume --out "$TMP/a13b"
+run "... with its own --augment no: resumes" 0 "trained resnet resnet-tiny: 2 steps" \
+  "$PLUMB" train resnet $Q --steps 2 --augment no --checkpoint-dir "$TMP/ck13r" --resume --out "$TMP/a13c"
+"$PLUMB" train gpt $Q --steps 1 --checkpoint-dir "$TMP/ck13g" --out "$TMP/a13d" >/dev/null 2>&1
+run "gpt-tiny resumed with --windows fixed: exit 2 naming it" 2 "another configuration: model is .*fixed windows \(--windows fixed\) here" \
+  "$PLUMB" train gpt $Q --steps 2 --windows fixed --checkpoint-dir "$TMP/ck13g" --resume --out "$TMP/a13e"
+
+# ---- 14. --help: every option's default once (--allow-cpu-fallback read "(default: exit 2)
+# (default: off)", --allow-tf32 "(default: strict fp32) (default: off)")
+for w in ctr gpt resnet toy; do
+  d=$("$PLUMB" train $w --help | grep -E "\(default: [^)]*\) \(default:")
+  [ -z "$d" ] && ok "train $w --help: no option with two defaults" || fail "train $w --help: two defaults" "$d"
+done
+
+finish
