@@ -37,6 +37,23 @@ grep -q "gave up after 2 restarts" "$TMP/err" && ok "give-up message" || fail "g
 # K=0: no restart at all
 expect_exit "--max-restarts 0 does not restart" 5 L --max-restarts 0 --run-dir "$d/run0" -- sh -c 'echo x >>"$0/m"; exit 5' "$d"
 [ "$(wc -l <"$d/m")" -eq 1 ] && ok "1 attempt with K=0" || fail "1 attempt with K=0"
+# exit 2 (plumb's usage or input error) is not restarted: the same input fails the same way
+expect_exit "a command exiting 2 is not restarted: exit 2 after one attempt" 2 L --max-restarts 3 --run-dir "$d/run2" -- \
+  sh -c 'echo x >>"$0/u"; exit 2' "$d"
+[ "$(wc -l <"$d/u")" -eq 1 ] && ok "1 attempt for exit 2" || fail "1 attempt for exit 2" "$(wc -l <"$d/u")"
+grep -q "not restarting: the command ended with exit status 2" "$TMP/err" && ok "says why it did not restart" \
+  || fail "not-restarted message" "$(cat "$TMP/err")"
+[ "$(jcount "$d/run2" not_restarted)" = 1 ] && ok "not_restarted logged" || fail "not_restarted logged"
+expect_exit "--no-restart none: exit 2 is restarted like any failure" 2 L --max-restarts 2 --no-restart none \
+  --run-dir "$d/run3" -- sh -c 'echo x >>"$0/v"; exit 2' "$d"
+[ "$(wc -l <"$d/v")" -eq 3 ] && ok "3 attempts with --no-restart none" || fail "3 attempts with none" "$(wc -l <"$d/v")"
+expect_exit "--no-restart 5,7: exit 7 is final" 7 L --max-restarts 2 --no-restart 5,7 --run-dir "$d/run4" -- \
+  sh -c 'echo x >>"$0/w7"; exit 7' "$d"
+[ "$(wc -l <"$d/w7")" -eq 1 ] && ok "1 attempt for a listed status" || fail "1 attempt for 7" "$(wc -l <"$d/w7")"
+for bad in "" 0 256 "2," "x" "3,,4"; do
+  expect_exit "--no-restart '$bad': exit 2 naming it" 2 L --no-restart "$bad" -- true
+  grep -q -- "--no-restart '$bad'" "$TMP/err" || fail "--no-restart '$bad' named" "$(cat "$TMP/err")"
+done
 # the window forgets old failures: each attempt fails after 0.4 s, window 0.2 s
 expect_exit "failures outside the window are forgotten" 0 L --max-restarts 1 --restart-window 0.2 --run-dir "$d/run1" -- \
   sh -c 'n=$(cat "$0/w" 2>/dev/null || echo 0); echo $((n+1)) >"$0/w"; sleep 0.4; [ "$n" -ge 3 ]' "$d"

@@ -4,8 +4,25 @@
 #include "core/file.h"
 #include "faults/launch.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* "2", "2,3", "none" -> set[status] = 1; -1 on anything else ('' too) */
+static int parse_no_restart(const char *v, unsigned char set[256])
+{
+    if (!strcmp(v, "none")) return 0;
+    const char *p = v;
+    do {
+        char *end = NULL;
+        if (*p < '0' || *p > '9') return -1;
+        const long c = strtol(p, &end, 10);
+        if (end == p || c < 1 || c > 255 || (*end && *end != ',')) return -1;
+        set[c] = 1;
+        p = *end ? end + 1 : end;
+    } while (*p || p[-1] == ',');
+    return 0;
+}
 
 int cmd_launch(int argc, char **argv)
 {
@@ -19,10 +36,11 @@ int cmd_launch(int argc, char **argv)
         "RUN_DIR/launch.jsonl. The command sees PLUMB_LAUNCH_ATTEMPT (0, 1, ...) and PLUMB_LAUNCH_RUN_DIR; "
         "fault injections (--inject) are armed only on attempt 0. Exit status: the command's (0 when it "
         "succeeded, 128+N if it died of signal N); after giving up, the last attempt's status; 2 when the "
-        "command cannot be run at all.";
+        "command cannot be run at all. A command that exits with a status --no-restart names (default 2, "
+        "plumb's usage or input error) is not restarted: the same input would fail the same way.";
     long max_restarts = 3;
     double window = 600, backoff = 1, backoff_max = 30, grace = 300;
-    const char *run_dir = NULL;
+    const char *run_dir = NULL, *no_restart = "2";
     struct opt opts[] = {
         {"--max-restarts", OPT_INT, &max_restarts, "3", "give up after this many restarts within the window",
          "0..1000000", "K"},
@@ -35,6 +53,8 @@ int cmd_launch(int argc, char **argv)
          "S"},
         {"--run-dir", OPT_STR, &run_dir, NULL, "folder for launch.jsonl, created (default: runs/launch-<UTC time>)", NULL,
          "DIR"},
+        {"--no-restart", OPT_STR, &no_restart, "2",
+         "exit statuses after which the command is not restarted: a comma list of 1..255, or none", NULL, "LIST"},
         {0},
     };
     /* options end at the first "--"; everything after it is the command,
@@ -76,6 +96,12 @@ int cmd_launch(int argc, char **argv)
     /* before the first attempt: a file in its place, '' or a folder that cannot be
      * made was exit 3 from launch.jsonl's mkdir ("mkdir : No such file or directory") */
     if (file_check_output_dir("--run-dir", run_dir, &e)) return cli_fail("launch", &e);
+    unsigned char final[256] = {0};
+    if (parse_no_restart(no_restart, final)) {
+        fprintf(stderr, "plumb launch: --no-restart '%s': expected a comma list of exit statuses 1..255, or none\n",
+                no_restart);
+        return 2;
+    }
     struct launch_opts o = {
         .argv = argv + dd + 1,
         .run_dir = run_dir,
@@ -85,6 +111,7 @@ int cmd_launch(int argc, char **argv)
         .backoff_max = backoff_max,
         .stop_grace = grace,
     };
+    memcpy(o.no_restart, final, sizeof final);
     struct launch_result res;
     rc = launch_run(&o, &res, &e);
     if (rc) return cli_fail("launch", &e);

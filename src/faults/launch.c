@@ -386,6 +386,16 @@ int launch_run(const struct launch_opts *o, struct launch_result *res, plumb_err
                      attempt == 1 ? "" : "s");
             goto out;
         }
+        if (WIFEXITED(st) && o->no_restart[WEXITSTATUS(st)]) {
+            res->outcome = LAUNCH_NOT_RESTARTED;
+            log_error("launch: not restarting: the command ended with %s, a status --no-restart names (plumb's 2 is "
+                      "a usage or input error, which a restart would repeat)",
+                      desc);
+            rc = log_event(logp, json_pack("{s:s, s:i, s:i}", "event", "not_restarted", "attempt", attempt + 1,
+                                           "exit_status", res->exit_status),
+                           e);
+            goto out;
+        }
         /* a failure: forget failures older than the window, then decide */
         double now = timer_now();
         int k = 0;

@@ -25,12 +25,16 @@ struct launch_opts {
     double backoff;         /* first delay before a restart, seconds */
     double backoff_max;     /* the doubling stops here */
     double stop_grace;      /* after a forwarded signal, SIGKILL after this (0: never) */
+    /* exit statuses that end the supervision at once, no restart (plumb's 2,
+     * a usage or input error, which a restart would only repeat) */
+    unsigned char no_restart[256];
 };
 
 enum launch_outcome {
     LAUNCH_SUCCEEDED = 0,   /* the command (eventually) exited 0 */
     LAUNCH_GAVE_UP,         /* more than max_restarts failures within the window */
     LAUNCH_INTERRUPTED,     /* a signal was forwarded; the job's status is returned */
+    LAUNCH_NOT_RESTARTED,   /* the command exited with a status in no_restart */
 };
 
 struct launch_result {
