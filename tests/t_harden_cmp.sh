@@ -1,0 +1,42 @@
+# Hardening of the analysis and reporting commands (plumb compare, report, attribute,
+# numerics, rng, bench, health, doctor, comm, faults): inputs no other test names. One
+# block per defect; each test failed on the build before its fix (tests/t_harden.sh's style).
+. "$(dirname "$0")/lib.sh"
+# run NAME WANT_RC GREP CMD...: exit WANT_RC and stderr+stdout matching GREP (an ERE; "" = anything)
+run() {
+  local name=$1 want=$2 pat=$3; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+  if [ "$rc" -eq "$want" ] && { [ -z "$pat" ] || cat "$TMP/out" "$TMP/err" | grep -Eq -- "$pat"; }; then ok "$name"
+  else fail "$name" "exit $rc (want $want): $(cat "$TMP/err" "$TMP/out" | head -c 400)"; fi
+}
+VMEM=4000000; [ "${PLUMB_ASAN:-0}" = 1 ] && VMEM=unlimited
+# small real run folders: two gpt-tiny runs, a ctr-tiny run and a resnet-tiny run, a few steps each
+TQ="--quiet --health-interval 0"
+"$PLUMB" train gpt --preset gpt-tiny --steps 2 --train-samples 128 --eval-samples 16 $TQ --out "$TMP/gpt1" >/dev/null 2>&1
+"$PLUMB" train gpt --preset gpt-tiny --steps 2 --seed 2 --train-samples 128 --eval-samples 16 $TQ --out "$TMP/gpt2" >/dev/null 2>&1
+"$PLUMB" train ctr --steps 2 --train-samples 500 --eval-samples 100 $TQ --out "$TMP/ctr1" >/dev/null 2>&1
+for d in gpt1 gpt2 ctr1; do [ -s "$TMP/$d/results.json" ] || fail "setup: $d" "no results.json"; done
+printf '{"seed":1,"auc":0.70}\n{"seed":2,"auc":0.71}\n{"seed":3,"auc":0.72}\n' >"$TMP/ok.jsonl"
+
+# ---- 1. inputs that are not regular files: a results.json (or A/B itself) that is a FIFO
+# blocked plumb compare and plumb report for ever, --metrics /dev/zero read one line without
+# end, a folder this user cannot enter said "no such file". Now exit 2 naming the path and why.
+mkdir -p "$TMP/fifo"; mkfifo "$TMP/fifo/results.json" "$TMP/seeds.fifo"
+run "compare A FIFO-folder: exit 2, not a regular file" 2 "fifo/results.json: not a regular file" \
+  timeout 20 "$PLUMB" compare "$TMP/gpt1" "$TMP/fifo"
+run "report on a folder whose results.json is a FIFO: exit 2" 2 "fifo/results.json: not a regular file" \
+  timeout 20 "$PLUMB" report "$TMP/fifo"
+run "compare --metrics A FIFO: exit 2" 2 "seeds.fifo: not a regular file" \
+  timeout 20 "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/seeds.fifo"
+run "compare --metrics A /dev/zero: exit 2 in bounded memory" 2 "/dev/zero: not a regular file" \
+  timeout 20 bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$PLUMB" compare --metrics "$TMP/ok.jsonl" /dev/zero
+run "compare --metrics A DIR: exit 2, is a directory" 2 ": is a directory" "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP"
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+  mkdir -p "$TMP/noperm"; cp "$TMP/gpt1/results.json" "$TMP/noperm/"; chmod 755 "$TMP"; chmod 700 "$TMP/noperm"
+  chmod 755 "$TMP/gpt1"; chmod 644 "$TMP/gpt1/results.json"
+  run "compare B a folder this user cannot enter: exit 2, permission denied (not 'no such file')" 2 \
+    "noperm/results.json: cannot open: Permission denied" \
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$PLUMB" compare "$TMP/gpt1" "$TMP/noperm"
+else skip "compare on an unreadable folder" "needs root and setpriv to run as another user"; fi
+
+finish
