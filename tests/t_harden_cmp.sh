@@ -39,4 +39,14 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
     setpriv --reuid=65534 --regid=65534 --clear-groups "$PLUMB" compare "$TMP/gpt1" "$TMP/noperm"
 else skip "compare on an unreadable folder" "needs root and setpriv to run as another user"; fi
 
+# ---- 2. folders of different workloads: a gpt train folder against a ctr one (or parity
+# against parity-gpt, accept --quick against a train folder) paired nothing and said
+# "verdict: nothing to test", exit 0: a pass that compared nothing. Now exit 2 listing each
+# side's checks; two runs of one workload still compare.
+run "compare gpt vs ctr train folders: exit 2, no check in common" 2 \
+  "have no check in common \(A: train-gpt on cpu; B: train-ctr on cpu\)" "$PLUMB" compare "$TMP/gpt1" "$TMP/ctr1"
+run "compare ctr vs gpt --json: exit 2 too (no document that reads as a pass)" 2 "no check in common" \
+  "$PLUMB" compare "$TMP/ctr1" "$TMP/gpt1" --json
+run "compare two gpt train folders: still exit 0" 0 "train-gpt +cpu +cpu +pass +pass" "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2"
+
 finish

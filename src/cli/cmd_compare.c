@@ -46,7 +46,8 @@ int cmd_compare(int argc, char **argv)
         "deciding metric, ctr auc, gpt a val loss); the other metrics are secondary. The verdict is two-sided; where\n"
         "the records say which direction is better (lower for a loss), the report says whether B is better or worse.\n"
         "Exit 0 when the primary metric is equivalent (or nothing was recorded) and every digest row is equal, 1 when\n"
-        "it is different or undecided or a digest differs, 2 on bad input (the message names the file).";
+        "it is different or undecided or a digest differs, 2 on bad input (the message names the file) and on two\n"
+        "folders with no check in common (a gpt run and a ctr run: nothing to compare).";
     const struct opt opts[] = {
         {"--out", OPT_STR, &out, NULL, "write compare.json and compare.html to this folder", NULL, "DIR"},
         {"--a", OPT_STR, &dev_a, NULL, "side A: only the checks that ran on this device (e.g. cuda:0)", NULL, "DEV"},

@@ -266,6 +266,27 @@ static void finish_verdict(json_t *doc)
     json_object_set_new(doc, "exit_code", json_integer(code));
 }
 
+/* "train-gpt on cpu, doctor" of one side's unmatched checks, cut to fit n. */
+static void unmatched_list(const json_t *unmatched, const char *side, char *out, size_t n)
+{
+    size_t i, L = 0;
+    json_t *u;
+    out[0] = '\0';
+    json_array_foreach(unmatched, i, u)
+    {
+        if (strcmp(str_or(u, "side", ""), side)) continue;
+        const char *mode = str_or(u, "mode", ""), *dev = str_or(u, "device", "");
+        char one[160];
+        snprintf(one, sizeof one, "%s%s%s%s%s", str_or(u, "name", ""), *mode ? " " : "", mode, *dev ? " on " : "", dev);
+        if (L + strlen(one) + 8 >= n) {
+            snprintf(out + L, n - L, "%s...", L ? ", " : "");
+            return;
+        }
+        L += (size_t)snprintf(out + L, n - L, "%s%s", L ? ", " : "", one);
+    }
+    if (!L) snprintf(out, n, "no checks");
+}
+
 static json_t *options_json(const struct compare_opts *o)
 {
     return json_pack("{s:s, s:f, s:f, s:s, s:s}", "margin", o->margin ? o->margin : "the records' (else 0.15%)", "alpha", o->alpha, "power",
@@ -423,6 +444,21 @@ int compare_runs(const json_t *a, const char *dir_a, const json_t *b, const char
                 json_array_foreach(json_object_get(lad, "digest_rows"), k, row) json_array_append(digests, row);
             }
         }
+    }
+    /* Folders with checks but none in common (a gpt run against a ctr run,
+     * parity against parity-gpt, accept --quick against a train folder) have
+     * nothing to compare: that was verdict "nothing to test", exit 0, a pass
+     * that compared nothing. It is bad input, named with each side's checks
+     * (after the ladders: two of different workloads say so themselves). */
+    if (!rc && !json_array_size(pairs) && json_array_size(unmatched)) {
+        char la[512], lb[512];
+        unmatched_list(unmatched, "a", la, sizeof la);
+        unmatched_list(unmatched, "b", lb, sizeof lb);
+        rc = err_set(e, PLUMB_EUSAGE, "%s and %s have no check in common (A: %s; B: %s): nothing to compare; give "
+                     "two folders of the same checks (the same workload's train-W or parity-W, or two accept runs)%s",
+                     dir_a, dir_b, la, lb,
+                     by_device && (nda > 1 || ndb > 1) && !o->dev_a ? "; checks pair by device: to pair two different "
+                                                                      "devices give --a DEVICE --b DEVICE" : "");
     }
     if (!rc) {
         json_t *sig = json_object();
