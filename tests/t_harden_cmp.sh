@@ -49,4 +49,15 @@ run "compare ctr vs gpt --json: exit 2 too (no document that reads as a pass)" 2
   "$PLUMB" compare "$TMP/ctr1" "$TMP/gpt1" --json
 run "compare two gpt train folders: still exit 0" 0 "train-gpt +cpu +cpu +pass +pass" "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2"
 
+# ---- 3. plumb compare --out: a file, a path that cannot be created or '' was exit 3 from the
+# final mkdir ("exists and is not a directory"), after the comparison. Now exit 2 naming --out.
+touch "$TMP/afile"
+run "compare --out FILE: exit 2 naming --out" 2 "^plumb compare: --out .*afile: exists and is not a directory" \
+  "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out "$TMP/afile"
+run "compare --out /proc/nope: exit 2 naming --out" 2 "^plumb compare: --out /proc/nope: cannot create it" \
+  "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out /proc/nope
+run "compare --out '': exit 2 naming --out" 2 "^plumb compare: --out: expected a folder name" \
+  "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out ""
+run "compare --out a new nested folder: written" 0 "report: .*c3/sub/compare.html" "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out "$TMP/c3/sub"
+
 finish

@@ -108,6 +108,9 @@ int cmd_compare(int argc, char **argv)
         double m;
         if (compare_margin_for(o.margin, "(any metric)", 1.0, &m, t, sizeof t, &e)) return cli_fail("compare", &e);
     }
+    /* --out is checked (and created) before the inputs are read: a file or a path that cannot be created was
+     * exit 3 from the final mkdir ("exists and is not a directory"), after the comparison */
+    if (out && file_check_output_dir("--out", out, &e)) return cli_fail("compare", &e);
     json_t *doc = NULL;
     if (metrics) {
         rc = compare_metric_files(pos[0], pos[1], &o, &doc, &e);
@@ -125,8 +128,8 @@ int cmd_compare(int argc, char **argv)
     if (rc) return cli_fail("compare", &e);
     if (out) {
         char path[PATH_MAX + 32];
-        rc = file_mkdirs(out, &e);
-        if (!rc && !(rc = file_join(path, sizeof path, out, "compare.json", &e))) rc = jsonx_write_file(path, doc, &e);
+        rc = file_join(path, sizeof path, out, "compare.json", &e);
+        if (!rc) rc = jsonx_write_file(path, doc, &e);
         if (!rc && !(rc = file_join(path, sizeof path, out, "compare.html", &e))) rc = compare_html_write(doc, path, &e);
         if (rc) {
             json_decref(doc);
