@@ -60,4 +60,13 @@ run "compare --out '': exit 2 naming --out" 2 "^plumb compare: --out: expected a
   "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out ""
 run "compare --out a new nested folder: written" 0 "report: .*c3/sub/compare.html" "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out "$TMP/c3/sub"
 
+# ---- 4. --out '' of the commands that write a run folder (results_open) was taken as no
+# --out: the run went to runs/<UTC>-<host>-<id>, a folder nobody asked for, exit 0. Now exit 2
+# naming --out, and nothing written.
+mkdir -p "$TMP/cwd4"
+for c in "doctor" "rng --count 1000" "numerics --level quick" "train ctr --steps 1 --quiet --health-interval 0" "attribute --seeds 2 --steps 1 --rungs golden"; do
+  run "$c --out '': exit 2 naming --out" 2 "--out '': expected a folder name" bash -c "cd \"\$0\" && exec $PLUMB $c --out ''" "$TMP/cwd4"
+done
+[ ! -e "$TMP/cwd4/runs" ] && ok "... no runs/ folder written" || fail "--out '' wrote a run folder" "$(ls -R "$TMP/cwd4" | head -5)"
+
 finish

@@ -198,7 +198,13 @@ static int open_common(struct results *r, const char *dir, const char *parent, c
     r->mine = json_array();
     if (!r->mine) return err_set(e, PLUMB_ENOMEM, "out of memory");
     int rc;
-    if (dir && *dir) {
+    /* --out '' was taken as no --out: the run went to runs/<UTC>-<host>-<id>, a
+     * folder nobody asked for (plumb data and plumb compare refuse it) */
+    if (dir && !*dir) {
+        rc = err_set(e, PLUMB_EUSAGE, "--out '': expected a folder name (leave --out out for runs/<UTC>-<host>-<id>)");
+        goto fail;
+    }
+    if (dir) {
         if (strlen(dir) >= sizeof r->dir - 64) {
             rc = err_set(e, PLUMB_EUSAGE, "--out: path '%.80s...' is too long", dir);
             goto fail;
