@@ -69,4 +69,21 @@ for c in "doctor" "rng --count 1000" "numerics --level quick" "train ctr --steps
 done
 [ ! -e "$TMP/cwd4/runs" ] && ok "... no runs/ folder written" || fail "--out '' wrote a run folder" "$(ls -R "$TMP/cwd4" | head -5)"
 
+# ---- 5. help text: plumb --help's line of a command names what the command's own --help
+# lists (data said "synth-criteo writes ...", not synth-cifar, synth-tokens or cache; train
+# said "(ctr)"; bench only "device ceilings"); attribute's summary broke a line inside
+# "(--device cuda:0,cpu)"
+top=$("$PLUMB" --help 2>&1)
+help_names() { "$PLUMB" "$1" --help 2>&1 | awk '/^(subcommands|workloads):$/{on=1; next} on && /^  [a-z]/{print $1} on && /^$/{on=0}'; }
+train_names() { "$PLUMB" train --help 2>&1 | sed -n 's/^Train a reference workload\. WORKLOAD: \(.*\)\.$/\1/p' | tr -d ' ' | tr ',' '\n'; }
+for c in data bench train; do
+  if [ $c = train ]; then names=$(train_names); else names=$(help_names $c); fi
+  line=$(echo "$top" | grep -E "^  $c ")
+  missing=""; for n in $names; do echo "$line" | grep -q -- "$n" || missing="$missing $n"; done
+  [ -n "$names" ] && [ -z "$missing" ] && ok "plumb --help's $c line names every one of: $(echo $names)" \
+    || fail "plumb --help's $c line" "missing:$missing (names: $(echo $names)); line: $line"
+done
+"$PLUMB" attribute --help 2>&1 | grep -q "(--device$" && fail "attribute --help" "a line ends inside (--device cuda:0,cpu)" \
+  || ok "attribute --help: (--device cuda:0,cpu) on one line"
+
 finish

@@ -32,11 +32,11 @@ int cmd_attribute(int argc, char **argv)
         "the same setting and the report says so; a rung whose precision the workload lacks is not run. Reports each\n"
         "rung's deciding metric (ctr: AUC) with its 95% CI and the rung-to-rung shift against the seed spread, and\n"
         "whether a shift is worse or better. The check is called ladder for ctr, ladder-W for another workload W.\n"
-        "With two devices (--device\n"
-        "cuda:0,cpu) it also compares them rung by rung (golden must be bit-equal) and names the first rung where they\n"
-        "part, written to compare.json and compare.html in the run folder. Across hosts: run it on each host, then\n"
-        "'plumb compare A B --attribute' (also for two ladders on one device). Exit 0 when every run trained, 1 when a rung failed or (two devices) the\n"
-        "golden rung differs, 2 on bad arguments.";
+        "With two devices (--device cuda:0,cpu) it also compares them rung by rung (golden must be bit-equal) and\n"
+        "names the first rung where they part, written to compare.json and compare.html in the run folder. Across\n"
+        "hosts: run it on each host, then 'plumb compare A B --attribute' (also for two ladders on one device).\n"
+        "Exit 0 when every run trained, 1 when a rung failed or (two devices) the golden rung differs, 2 on bad\n"
+        "arguments.";
     const struct opt opts[] = {
         {"--device", OPT_STR, &devices, "cpu", "one device, or two as a comma list (A,B), e.g. cuda:0,cpu", NULL, "LIST"},
         {"--seeds", OPT_INT, &seeds, "5", "seeds per rung", "2..1000", "K"},
