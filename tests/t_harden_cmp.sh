@@ -86,4 +86,18 @@ done
 "$PLUMB" attribute --help 2>&1 | grep -q "(--device$" && fail "attribute --help" "a line ends inside (--device cuda:0,cpu)" \
   || ok "attribute --help: (--device cuda:0,cpu) on one line"
 
+# ---- 6. threshold files (plumb health --thresholds, plumb comm --thresholds): /dev/zero was
+# read into memory without end, a FIFO blocked for ever. Now a regular file of at most 1 MiB,
+# else exit 2 naming --thresholds and the file.
+run "health --thresholds /dev/zero: exit 2 in bounded time and memory" 2 "^plumb health: --thresholds: /dev/zero: not a regular file" \
+  timeout 20 bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$PLUMB" health --thresholds /dev/zero
+run "health --thresholds FIFO: exit 2" 2 "^plumb health: --thresholds: .*seeds.fifo: not a regular file" \
+  timeout 20 "$PLUMB" health --thresholds "$TMP/seeds.fifo"
+run "comm --thresholds /dev/zero: exit 2" 2 "^plumb comm: --thresholds: /dev/zero: not a regular file" \
+  timeout 20 bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$PLUMB" comm --comm self -b 8 -e 64 --thresholds /dev/zero
+head -c 2000000 /dev/zero | tr '\0' '#' >"$TMP/big.thr"
+run "health --thresholds of 2 MB: exit 2, more than the 1 MiB read" 2 "big.thr: 2000000 bytes, more than" "$PLUMB" health --thresholds "$TMP/big.thr"
+echo "gpu_temp_c = 80" >"$TMP/ok.thr"
+run "health --thresholds a small file: read" 0 "" "$PLUMB" health --thresholds "$TMP/ok.thr"
+
 finish
