@@ -100,4 +100,21 @@ run "health --thresholds of 2 MB: exit 2, more than the 1 MiB read" 2 "big.thr: 
 echo "gpu_temp_c = 80" >"$TMP/ok.thr"
 run "health --thresholds a small file: read" 0 "" "$PLUMB" health --thresholds "$TMP/ok.thr"
 
+# ---- 7. plumb health's options: --providers '' (or ',') named no provider and was exit 3 "no
+# health provider could be opened"; --port-file, --duration, --request-timeout without --serve
+# and --count without --watch were ignored without a word (a --port-file never written, a
+# --watch loop --duration never stopped); "--request-timeout must be > 0 and --duration >= 0"
+# named neither value. Now exit 2 naming the option.
+run "health --providers '': exit 2 naming --providers" 2 "^plumb health: --providers '': names no provider" "$PLUMB" health --providers ""
+run "health --providers ,: exit 2" 2 "^plumb health: --providers ',': names no provider" "$PLUMB" health --providers ,
+run "health --port-file without --serve: exit 2" 2 "^plumb health: --port-file applies only with --serve" "$PLUMB" health --port-file "$TMP/pf"
+run "health --watch --duration without --serve: exit 2 (no endless loop)" 2 "^plumb health: --duration applies only with --serve" \
+  timeout 20 "$PLUMB" health --watch 0.2 --duration 1
+run "health --count 3 without --watch: exit 2" 2 "^plumb health: --count 3 applies only with --watch" "$PLUMB" health --count 3
+run "health --request-timeout 0 --serve: exit 2 naming the value" 2 "^plumb health: --request-timeout: 0 is not a positive" \
+  "$PLUMB" health --serve 127.0.0.1:0 --request-timeout 0 --duration 0.2
+run "health --duration -1 --serve: exit 2 naming the value" 2 "^plumb health: --duration: -1 is negative" \
+  "$PLUMB" health --serve 127.0.0.1:0 --duration -1
+run "health --watch 0.1 --count 2: two rounds, exit 0" 0 "" "$PLUMB" health --watch 0.1 --count 2
+
 finish
