@@ -117,4 +117,11 @@ run "health --duration -1 --serve: exit 2 naming the value" 2 "^plumb health: --
   "$PLUMB" health --serve 127.0.0.1:0 --duration -1
 run "health --watch 0.1 --count 2: two rounds, exit 0" 0 "" "$PLUMB" health --watch 0.1 --count 2
 
+# ---- 8. plumb comm --topology-xml: a FIFO blocked hwloc's reader for ever; '' printed this
+# machine's topology as if it were the file's (exit 0). Now exit 2 naming --topology-xml.
+run "comm --topology-xml FIFO: exit 2" 2 "^plumb comm: --topology-xml: .*seeds.fifo: not a regular file" \
+  timeout 20 "$PLUMB" comm --topology-xml "$TMP/seeds.fifo"
+run "comm --topology-xml '': exit 2" 2 "^plumb comm: --topology-xml '': expected an hwloc XML file" "$PLUMB" comm --topology-xml ""
+run "comm --topology-xml the 4-GPU fixture: printed" 0 "Test CPU 9000" "$PLUMB" comm --topology-xml "$PLUMB_ROOT/tests/topology-4gpu.xml"
+
 finish
