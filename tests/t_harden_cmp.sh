@@ -124,4 +124,16 @@ run "comm --topology-xml FIFO: exit 2" 2 "^plumb comm: --topology-xml: .*seeds.f
 run "comm --topology-xml '': exit 2" 2 "^plumb comm: --topology-xml '': expected an hwloc XML file" "$PLUMB" comm --topology-xml ""
 run "comm --topology-xml the 4-GPU fixture: printed" 0 "Test CPU 9000" "$PLUMB" comm --topology-xml "$PLUMB_ROOT/tests/topology-4gpu.xml"
 
+# ---- 9. plumb faults: '--drills bogus' (or '') was exit 2 but left an empty run folder behind;
+# '--device nope' (or cuda/hip on a host without one) ran mpirun, whose reference training
+# failed: exit 1, a failed check, for bad input (plumb train: exit 2). Now both are exit 2
+# before the run folder is opened.
+mkdir -p "$TMP/cwd9"
+run "faults --drills bogus: exit 2" 2 "^plumb faults: --drills: unknown drill 'bogus'" bash -c "cd \"\$0\" && exec $PLUMB faults --drills bogus" "$TMP/cwd9"
+run "faults --device nope: exit 2 naming --device, nothing run" 2 "^plumb faults: --device nope: unknown device" \
+  bash -c "cd \"\$0\" && exec $PLUMB faults --drills nan --device nope" "$TMP/cwd9"
+run "faults --device hip:0 without one: exit 2" 2 "^plumb faults: --device hip:0: no usable device here" \
+  env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" faults --drills nan --device hip:0 --out "$TMP/f9"
+[ ! -e "$TMP/cwd9/runs" ] && [ ! -e "$TMP/f9" ] && ok "... no run folder written" || fail "faults bad input wrote a run folder" "$(ls "$TMP/cwd9" "$TMP/f9" 2>&1)"
+
 finish
