@@ -136,4 +136,16 @@ run "faults --device hip:0 without one: exit 2" 2 "^plumb faults: --device hip:0
   env PLUMB_BACKEND_PATH=/nonexistent "$PLUMB" faults --drills nan --device hip:0 --out "$TMP/f9"
 [ ! -e "$TMP/cwd9/runs" ] && [ ! -e "$TMP/f9" ] && ok "... no run folder written" || fail "faults bad input wrote a run folder" "$(ls "$TMP/cwd9" "$TMP/f9" 2>&1)"
 
+# ---- 10. plumb attribute: '--rungs bogus' was exit 2 after the run folder was opened (its run
+# left 'running'); an empty --rungs (or ',') ran all five rungs; --plant-on with one device or
+# without --plant changed nothing and was ignored without a word. Now exit 2 before any run.
+mkdir -p "$TMP/cwd10"
+att() { (cd "$TMP/cwd10" && exec timeout 60 "$PLUMB" attribute --seeds 2 --steps 1 "$@"); }
+run "attribute --rungs bogus: exit 2" 2 "^plumb attribute: --rungs: unknown rung 'bogus'" att --rungs bogus
+run "attribute --rungs '': exit 2 (it ran every rung)" 2 "^plumb attribute: --rungs '': names no rung" att --rungs ""
+run "attribute --plant-on a with one device: exit 2" 2 "^plumb attribute: --plant-on a applies only with --plant and two devices" \
+  att --rungs golden --plant lr=3@1 --plant-on a
+run "attribute --plant-on b without --plant: exit 2" 2 "^plumb attribute: --plant-on b applies only" att --rungs golden --device cpu,hip:0 --plant-on b
+[ ! -e "$TMP/cwd10/runs" ] && ok "... no run folder written" || fail "attribute bad input wrote a run folder" "$(ls -R "$TMP/cwd10" | head -5)"
+
 finish

@@ -20,7 +20,7 @@
 
 int cmd_attribute(int argc, char **argv)
 {
-    const char *out = NULL, *devices = "cpu", *rungs = "all", *plant_spec = NULL, *plant_on = "b";
+    const char *out = NULL, *devices = "cpu", *rungs = "all", *plant_spec = NULL, *plant_on = NULL; /* NULL: b */
     const char *workload = ACCEPT_DEFAULT_WORKLOAD;
     long seeds = 5, seed_base = 1, steps = 0, threads = 0;
     static const char *usage = "plumb attribute [options]";
@@ -48,7 +48,8 @@ int cmd_attribute(int argc, char **argv)
          "bf16-amp, fp16-amp", NULL, "LIST"},
         {"--plant", OPT_STR, &plant_spec, NULL, "drill: plant a change of known effect, e.g. lr=3@4 (3x the learning rate "
          "from rung 4 on), to show the ladder finds its rung", NULL, "SPEC"},
-        {"--plant-on", OPT_CHOICE, &plant_on, "b", "with two devices: the side the plant goes to", "a|b|both", NULL},
+        {"--plant-on", OPT_CHOICE, &plant_on, NULL, "with --plant and two devices: the side the plant goes to (default: b)",
+         "a|b|both", NULL},
         {"--threads", OPT_INT, &threads, "0", "cpu threads (0 = all cores)", "0..4096", "N"},
         {"--out", OPT_STR, &out, NULL, "run folder (default runs/<UTC-time>-<host>-<id>)", NULL, "DIR"},
         {0},
@@ -70,6 +71,17 @@ int cmd_attribute(int argc, char **argv)
     }
     struct plant plant;
     if (plant_parse(plant_spec, &plant, &e)) return cli_fail("attribute", &e);
+    /* checked before the run folder opens: '--rungs bogus' left a run folder whose run stayed "running", and
+     * '--rungs ''' ran all five rungs */
+    if (ladder_check_rungs(rungs, &e)) return cli_fail("attribute", &e);
+    /* --plant-on chooses between two devices' ladders: with one device, or with no --plant, it changed
+     * nothing and was ignored without a word */
+    if (plant_on && (nd != 2 || !plant_spec)) {
+        err_set(&e, PLUMB_EUSAGE, "--plant-on %s applies only with --plant and two devices (--device A,B)%s", plant_on,
+                nd != 2 ? "; one device: the plant goes to its ladder" : "");
+        return cli_fail("attribute", &e);
+    }
+    if (!plant_on) plant_on = "b";
     const struct workload *wl;
     if (accept_workload_find(workload, "--workload", &wl, &e)) return cli_fail("attribute", &e);
     dev_set_cpu_fallback(0);
