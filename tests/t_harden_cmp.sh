@@ -148,4 +148,17 @@ run "attribute --plant-on a with one device: exit 2" 2 "^plumb attribute: --plan
 run "attribute --plant-on b without --plant: exit 2" 2 "^plumb attribute: --plant-on b applies only" att --rungs golden --device cpu,hip:0 --plant-on b
 [ ! -e "$TMP/cwd10/runs" ] && ok "... no run folder written" || fail "attribute bad input wrote a run folder" "$(ls -R "$TMP/cwd10" | head -5)"
 
+# ---- 11. plumb report --html naming a file of the run folder replaced it with the page:
+# 'plumb report D --html D/results.json' left D without its results.json (exit 0), an
+# artifact (metrics.jsonl) the same. Now exit 2 naming --html; the file untouched.
+cp -r "$TMP/gpt1" "$TMP/rep11"
+h=$(md5sum <"$TMP/rep11/results.json"); m=$(md5sum <"$TMP/rep11/checks/train-gpt/metrics.jsonl")
+run "report D --html D/results.json: exit 2 naming --html" 2 "^plumb report: --html .*results.json: is a file of the run folder" \
+  "$PLUMB" report "$TMP/rep11" --html "$TMP/rep11/results.json"
+run "report D --html an artifact: exit 2" 2 "^plumb report: --html .*metrics.jsonl: is a file of the run folder" \
+  "$PLUMB" report "$TMP/rep11" --html "$TMP/rep11/checks/train-gpt/metrics.jsonl"
+[ "$(md5sum <"$TMP/rep11/results.json")" = "$h" ] && [ "$(md5sum <"$TMP/rep11/checks/train-gpt/metrics.jsonl")" = "$m" ] \
+  && ok "... results.json and metrics.jsonl unchanged" || fail "report --html replaced the folder's files" "$(head -c 100 "$TMP/rep11/results.json")"
+run "report D --html D/report.html (its own page): written" 0 "report.html" "$PLUMB" report "$TMP/rep11" --html "$TMP/rep11/report.html"
+
 finish
