@@ -161,4 +161,20 @@ run "report D --html an artifact: exit 2" 2 "^plumb report: --html .*metrics.jso
   && ok "... results.json and metrics.jsonl unchanged" || fail "report --html replaced the folder's files" "$(head -c 100 "$TMP/rep11/results.json")"
 run "report D --html D/report.html (its own page): written" 0 "report.html" "$PLUMB" report "$TMP/rep11" --html "$TMP/rep11/report.html"
 
+# ---- 12. signed folders: a FIFO as --pub or --key blocked the PEM reader for ever (report
+# verify, report sign; compare --pub and report --pub: section 13); a FIFO put in place of a covered file
+# blocked report verify. Now the key is a regular file of at most 64 KiB (exit 2 naming it),
+# and a covered file that is not a regular file is a verify problem (exit 1).
+mkdir -p "$TMP/k12"
+"$PLUMB" report keygen --key "$TMP/k12/k.pem" --pub "$TMP/k12/p.pem" >/dev/null 2>&1
+cp -r "$TMP/gpt2" "$TMP/s12"; "$PLUMB" report sign "$TMP/s12" --key "$TMP/k12/k.pem" >/dev/null 2>&1
+run "report verify --pub FIFO: exit 2" 2 "^plumb report verify: the public key: .*seeds.fifo: not a regular file" \
+  timeout 20 "$PLUMB" report verify "$TMP/s12" --pub "$TMP/seeds.fifo"
+run "report sign --key FIFO: exit 2" 2 "^plumb report sign: the private key: .*seeds.fifo: not a regular file" \
+  timeout 20 "$PLUMB" report sign "$TMP/gpt1" --key "$TMP/seeds.fifo"
+cp -r "$TMP/s12" "$TMP/s12f"; rm "$TMP/s12f/checks/train-gpt/metrics.jsonl"; mkfifo "$TMP/s12f/checks/train-gpt/metrics.jsonl"
+run "report verify, a covered file replaced by a FIFO: exit 1 naming it" 1 "FAIL checks/train-gpt/metrics.jsonl: .*not a regular file" \
+  timeout 20 "$PLUMB" report verify "$TMP/s12f" --pub "$TMP/k12/p.pem"
+run "report verify of the intact folder: exit 0" 0 "^verified: 2 files" "$PLUMB" report verify "$TMP/s12" --pub "$TMP/k12/p.pem"
+
 finish
