@@ -177,4 +177,18 @@ run "report verify, a covered file replaced by a FIFO: exit 1 naming it" 1 "FAIL
   timeout 20 "$PLUMB" report verify "$TMP/s12f" --pub "$TMP/k12/p.pem"
 run "report verify of the intact folder: exit 0" 0 "^verified: 2 files" "$PLUMB" report verify "$TMP/s12" --pub "$TMP/k12/p.pem"
 
+# ---- 13. compare --pub / report --pub with a key that cannot be used (missing, a FIFO, a
+# private key): exit 0, the folder's signature shown as "invalid: /nope: cannot open the public
+# key", blaming the folder for the user's path (a FIFO blocked for ever). Now exit 2 naming the
+# option before the folders are read.
+run "compare --pub missing: exit 2 naming --pub" 2 "^plumb compare: --pub: the public key: .*nope.pem: no such file" \
+  "$PLUMB" compare "$TMP/s12" "$TMP/gpt1" --pub "$TMP/nope.pem"
+run "compare --pub-b FIFO: exit 2 naming --pub-b" 2 "^plumb compare: --pub-b: the public key: .*not a regular file" \
+  timeout 20 "$PLUMB" compare "$TMP/s12" "$TMP/gpt1" --pub-b "$TMP/seeds.fifo"
+run "compare --pub a private key: exit 2" 2 "^plumb compare: --pub: .*k.pem: not a PEM public key" \
+  "$PLUMB" compare "$TMP/s12" "$TMP/gpt1" --pub "$TMP/k12/k.pem"
+run "report --pub missing: exit 2 naming --pub" 2 "^plumb report: --pub: the public key: .*nope.pem: no such file" \
+  "$PLUMB" report "$TMP/s12" --pub "$TMP/nope.pem"
+run "compare --pub the right key: A verified" 0 "signatures: A verified" "$PLUMB" compare "$TMP/s12" "$TMP/gpt1" --pub "$TMP/k12/p.pem"
+
 finish

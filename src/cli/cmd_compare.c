@@ -7,6 +7,7 @@
 #include "core/jsonx.h"
 #include "report/compare.h"
 #include "report/results.h"
+#include "report/sign.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,16 @@ int cmd_compare(int argc, char **argv)
         char t[128];
         double m;
         if (compare_margin_for(o.margin, "(any metric)", 1.0, &m, t, sizeof t, &e)) return cli_fail("compare", &e);
+    }
+    /* a trusted key that cannot be used is the user's input: it read as "signatures: A invalid: /nope: cannot
+     * open the public key", blaming the folder, and the exit code said nothing */
+    {
+        const char *kn[] = {"--pub", "--pub-a", "--pub-b"}, *kv[] = {pub, pub_a, pub_b};
+        for (int i = 0; i < 3; i++)
+            if (kv[i] && sign_check_pub(kv[i], &e)) {
+                err_wrap(&e, "%s", kn[i]);
+                return cli_fail("compare", &e);
+            }
     }
     /* --out is checked (and created) before the inputs are read: a file or a path that cannot be created was
      * exit 3 from the final mkdir ("exists and is not a directory"), after the comparison */

@@ -4,6 +4,7 @@
 #include "core/file.h"
 #include "report/html.h"
 #include "report/results.h"
+#include "report/sign.h"
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,6 +74,11 @@ int cmd_report(int argc, char **argv)
     }
     /* a bad output path is the user's to fix (exit 2), found before rendering */
     if (out && file_check_output("--html", out, &e)) return cli_fail("report", &e);
+    /* so is a trusted key that cannot be used (the page said the folder's signature was invalid, exit 0) */
+    if (pub && sign_check_pub(pub, &e)) {
+        err_wrap(&e, "--pub");
+        return cli_fail("report", &e);
+    }
     json_t *doc = NULL;
     if (results_read(pos[0], &doc, &e)) return cli_fail("report", &e);
     /* DIR may also be given as DIR/results.json: artifacts are beside it */

@@ -238,6 +238,14 @@ static int covered_files(const char *dir, struct names *out, plumb_err *e)
     return PLUMB_OK;
 }
 
+int sign_check_pub(const char *pub_path, plumb_err *e)
+{
+    EVP_PKEY *k = NULL;
+    int rc = load_key(pub_path, 0, &k, e);
+    EVP_PKEY_free(k);
+    return rc;
+}
+
 /* SHA-256 of a file, streamed. */
 static int file_sha256(const char *path, char hex[65], long long *bytes, plumb_err *e)
 {
