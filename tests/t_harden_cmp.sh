@@ -191,4 +191,14 @@ run "report --pub missing: exit 2 naming --pub" 2 "^plumb report: --pub: the pub
   "$PLUMB" report "$TMP/s12" --pub "$TMP/nope.pem"
 run "compare --pub the right key: A verified" 0 "signatures: A verified" "$PLUMB" compare "$TMP/s12" "$TMP/gpt1" --pub "$TMP/k12/p.pem"
 
+# ---- 14. compare --margin: '' was taken as no --margin (the records' own margin, no word), and
+# a per-metric entry naming no recorded metric ('acu=0.001') was ignored: that metric was tested
+# at the default 0.15% instead of the margin asked for. --metric '' read "--metric : not a
+# metric". Now exit 2 naming the entry and the metrics there are.
+run "compare --margin '': exit 2" 2 "^plumb compare: --margin '': expected a margin" "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --margin ""
+run "compare --margin acu=0.001 (misspelt): exit 2 naming it" 2 "^plumb compare: --margin acu=0.001: 'acu' is not a metric both sides recorded \(they have: auc\)" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --margin acu=0.001
+run "compare --metric '': exit 2 quoting it" 2 "^plumb compare: --metric '': expected a metric name" "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --metric ""
+run "compare --margin auc=0.1: used (absolute)" 0 "TOST p [0-9.e-]+ at \+-0.1 absolute" "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --margin auc=0.1
+
 finish

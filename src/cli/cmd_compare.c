@@ -103,6 +103,15 @@ int cmd_compare(int argc, char **argv)
     o.metric = metric;
     o.pub_a = pub_a ? pub_a : pub;
     o.pub_b = pub_b ? pub_b : pub;
+    /* '' was taken as no --margin (the records' own margin, without a word) */
+    if (margin && !*margin) {
+        err_set(&e, PLUMB_EUSAGE, "--margin '': expected a margin (0.15%%, 0.001 or auc=0.15%%,logloss=0.002)");
+        return cli_fail("compare", &e);
+    }
+    if (metric && !*metric) {
+        err_set(&e, PLUMB_EUSAGE, "--metric '': expected a metric name (auc, val_loss, ...)");
+        return cli_fail("compare", &e);
+    }
     /* the margin text is checked before any work (per-metric entries on use) */
     {
         char t[128];

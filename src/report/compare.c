@@ -287,6 +287,35 @@ static void unmatched_list(const json_t *unmatched, const char *side, char *out,
     if (!L) snprintf(out, n, "no checks");
 }
 
+/* Each per-metric entry of --margin ("acu=0.001") names a metric some parity group tested: a
+ * misspelt name was ignored, and that metric tested at the default 0.15% instead. */
+static int check_margin_names(const json_t *doc, const struct compare_opts *o, plumb_err *e)
+{
+    if (!o->margin || !json_array_size(json_object_get(doc, "parity"))) return PLUMB_OK;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", o->margin);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) continue;
+        *eq = '\0';
+        int found = 0;
+        size_t i, j;
+        json_t *g, *m;
+        json_array_foreach(json_object_get(doc, "parity"), i, g) json_array_foreach(json_object_get(g, "metrics"), j, m)
+            found |= !strcmp(str_or(m, "metric", ""), tok);
+        if (!found) {
+            const json_t *g0 = json_array_get(json_object_get(doc, "parity"), 0);
+            char names[256] = "";
+            size_t L = 0;
+            json_array_foreach(json_object_get(g0, "metrics"), j, m) if (L + 40 < sizeof names)
+                L += (size_t)snprintf(names + L, sizeof names - L, "%s%s", L ? ", " : "", str_or(m, "metric", ""));
+            return err_set(e, PLUMB_EUSAGE, "--margin %s: '%s' is not a metric both sides recorded (they have: %s)",
+                           o->margin, tok, names);
+        }
+    }
+    return PLUMB_OK;
+}
+
 static json_t *options_json(const struct compare_opts *o)
 {
     return json_pack("{s:s, s:f, s:f, s:s, s:s}", "margin", o->margin ? o->margin : "the records' (else 0.15%)", "alpha", o->alpha, "power",
@@ -470,6 +499,10 @@ int compare_runs(const json_t *a, const char *dir_a, const json_t *b, const char
         json_decref(doc);
         return rc;
     }
+    if (check_margin_names(doc, o, e)) {
+        json_decref(doc);
+        return PLUMB_EUSAGE;
+    }
     json_t *fault = compare_digest_fault(digests);
     json_object_set_new(doc, "digest_fault", fault ? fault : json_null());
     finish_verdict(doc);
@@ -505,6 +538,10 @@ int compare_metric_files(const char *path_a, const char *path_b, const struct co
     json_object_set_new(doc, "parity", json_pack("[o]", g));
     json_object_set_new(doc, "throughput", json_array());
     json_object_set_new(doc, "numerics", json_array());
+    if (check_margin_names(doc, o, e)) {
+        json_decref(doc);
+        return PLUMB_EUSAGE;
+    }
     finish_verdict(doc);
     *out = doc;
     return PLUMB_OK;
