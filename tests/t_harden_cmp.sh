@@ -201,4 +201,19 @@ run "compare --margin acu=0.001 (misspelt): exit 2 naming it" 2 "^plumb compare:
 run "compare --metric '': exit 2 quoting it" 2 "^plumb compare: --metric '': expected a metric name" "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --metric ""
 run "compare --margin auc=0.1: used (absolute)" 0 "TOST p [0-9.e-]+ at \+-0.1 absolute" "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --margin auc=0.1
 
+# ---- 15. plumb bench ceilings: a dimension past an int ('4294967304x8x8', sscanf %d) ran as
+# 8x8x8; a shape or --copy-mib whose buffers exceed the device's memory was exit 3 ("... past
+# the 21.85 GB it may take") after the copy was measured; --shapes '' or --dtypes '' measured
+# nothing and passed. Now exit 2 naming the option.
+BC="bench ceilings --device cpu --repeats 1 --target-ms 1"
+run "bench ceilings --shapes 4294967304x8x8: exit 2 (it ran 8x8x8)" 2 "^plumb bench ceilings: --shapes: '4294967304x8x8' is not MxNxK" \
+  "$PLUMB" $BC --shapes 4294967304x8x8 --dtypes fp32 --copy-mib 0
+run "bench ceilings --shapes beyond memory: exit 2 naming --shapes" 2 "^plumb bench ceilings: --shapes 1048576x1048576x8: the fp32 GEMM's buffers do not fit on cpu" \
+  env PLUMB_CPU_MEM_LIMIT_MB=1000 "$PLUMB" $BC --shapes 1048576x1048576x8 --dtypes fp32 --copy-mib 0
+run "bench ceilings --copy-mib beyond memory: exit 2 naming --copy-mib" 2 "^plumb bench ceilings: --copy-mib 4096: two buffers of that size do not fit" \
+  env PLUMB_CPU_MEM_LIMIT_MB=1000 "$PLUMB" $BC --shapes 8x8x8 --dtypes fp32 --copy-mib 4096
+run "bench ceilings --dtypes '': exit 2" 2 "^plumb bench ceilings: --dtypes '': expected" "$PLUMB" $BC --shapes 8x8x8 --dtypes "" --copy-mib 0
+run "bench ceilings --shapes '': exit 2" 2 "^plumb bench ceilings: --shapes '': expected" "$PLUMB" $BC --shapes "" --copy-mib 1
+run "bench ceilings 16x16x16 fp32: measured" 0 "fp32 +16x16x16" "$PLUMB" $BC --shapes 16x16x16 --dtypes fp32 --copy-mib 1
+
 finish
