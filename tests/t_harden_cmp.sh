@@ -216,4 +216,12 @@ run "bench ceilings --dtypes '': exit 2" 2 "^plumb bench ceilings: --dtypes '': 
 run "bench ceilings --shapes '': exit 2" 2 "^plumb bench ceilings: --shapes '': expected" "$PLUMB" $BC --shapes "" --copy-mib 1
 run "bench ceilings 16x16x16 fp32: measured" 0 "fp32 +16x16x16" "$PLUMB" $BC --shapes 16x16x16 --dtypes fp32 --copy-mib 1
 
+# ---- 16. compare D --a DEV --b DEV (one folder, the same device on both sides) compared every
+# check with itself: exit 1 "undecided" (or 0) with B - A = 0, a verdict about nothing. Now
+# exit 2 (attribute --device cpu,cpu already says so).
+"$PLUMB" accept --checks numerics --device cpu --out "$TMP/n16" >/dev/null 2>&1
+run "compare D --a cpu --b cpu: exit 2" 2 "^plumb compare: --a cpu --b cpu: the same device on both sides of one folder" \
+  "$PLUMB" compare "$TMP/n16" --a cpu --b cpu
+run "compare D D --a cpu --b cpu (two folders): still compares" 0 "numerics" "$PLUMB" compare "$TMP/n16" "$TMP/n16" --a cpu --b cpu
+
 finish

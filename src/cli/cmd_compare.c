@@ -92,6 +92,13 @@ int cmd_compare(int argc, char **argv)
                 "see 'plumb compare --help'", npos, npos == 1 ? "" : "s");
         return cli_fail("compare", &e);
     }
+    /* one folder, one device on both sides: every check compared with itself ("undecided" or "equivalent"
+     * with B - A = 0 exactly), a verdict about nothing */
+    if (one_folder && !strcmp(dev_a, dev_b)) {
+        err_set(&e, PLUMB_EUSAGE, "--a %s --b %s: the same device on both sides of one folder compares its checks with "
+                "themselves; give two devices of the folder, or two folders", dev_a, dev_b);
+        return cli_fail("compare", &e);
+    }
     if (metrics && (dev_a || dev_b || attribute)) {
         err_set(&e, PLUMB_EUSAGE, "--metrics compares two files: --a, --b and --attribute need run folders");
         return cli_fail("compare", &e);
