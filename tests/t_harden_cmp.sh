@@ -224,4 +224,9 @@ run "compare D --a cpu --b cpu: exit 2" 2 "^plumb compare: --a cpu --b cpu: the 
   "$PLUMB" compare "$TMP/n16" --a cpu --b cpu
 run "compare D D --a cpu --b cpu (two folders): still compares" 0 "numerics" "$PLUMB" compare "$TMP/n16" "$TMP/n16" --a cpu --b cpu
 
+# ---- 17. one seed on a side: "side B has 1 seeds" (section 19 of t_harden.sh fixed "1 bytes")
+printf '{"seed":1,"auc":0.70}\n' >"$TMP/one.jsonl"
+run "compare --metrics with 1 seed: exit 2, '1 seed'" 2 "side B has 1 seed: a spread needs at least 2" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/one.jsonl"
+
 finish
