@@ -229,4 +229,11 @@ printf '{"seed":1,"auc":0.70}\n' >"$TMP/one.jsonl"
 run "compare --metrics with 1 seed: exit 2, '1 seed'" 2 "side B has 1 seed: a spread needs at least 2" \
   "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/one.jsonl"
 
+# ---- 18. an unknown option or extra argument said "see <the whole usage line> --help":
+# "see plumb report verify DIR --pub PUB --help", "see plumb compare A [B] [options] --help",
+# not commands that print help. Now "see 'plumb report verify --help'".
+run "report verify --bogus: the hint is a command" 2 "unknown option '--bogus' \(see 'plumb report verify --help'\)$" "$PLUMB" report verify --bogus
+run "compare --bogus: the hint is a command" 2 "unknown option '--bogus' \(see 'plumb compare --help'\)$" "$PLUMB" compare --bogus
+run "doctor extra: the hint is a command" 2 "unexpected argument 'extra' \(see 'plumb doctor --help'\)$" "$PLUMB" doctor extra
+
 finish
