@@ -236,4 +236,15 @@ run "report verify --bogus: the hint is a command" 2 "unknown option '--bogus' \
 run "compare --bogus: the hint is a command" 2 "unknown option '--bogus' \(see 'plumb compare --help'\)$" "$PLUMB" compare --bogus
 run "doctor extra: the hint is a command" 2 "unexpected argument 'extra' \(see 'plumb doctor --help'\)$" "$PLUMB" doctor extra
 
+# ---- 19. output files in the way: plumb report D with a directory at D/report.html, and
+# plumb compare --out D with a directory at D/compare.json, were exit 3 from the final rename
+# ("Is a directory"), after the work. Now exit 2 naming the path.
+cp -r "$TMP/gpt1" "$TMP/r19"; rm -f "$TMP/r19/report.html"; mkdir "$TMP/r19/report.html"
+run "report D with a directory at D/report.html: exit 2" 2 "^plumb report: report .*r19/report.html: is a directory.*--html FILE writes the report elsewhere" \
+  "$PLUMB" report "$TMP/r19"
+run "... report D --html elsewhere: written" 0 "" "$PLUMB" report "$TMP/r19" --html "$TMP/r19.html"
+mkdir -p "$TMP/c19/compare.json"
+run "compare --out D with a directory at D/compare.json: exit 2" 2 "^plumb compare: --out .*c19/compare.json: is a directory" \
+  "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out "$TMP/c19"
+
 finish

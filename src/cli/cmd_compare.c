@@ -138,6 +138,13 @@ int cmd_compare(int argc, char **argv)
     /* --out is checked (and created) before the inputs are read: a file or a path that cannot be created was
      * exit 3 from the final mkdir ("exists and is not a directory"), after the comparison */
     if (out && file_check_output_dir("--out", out, &e)) return cli_fail("compare", &e);
+    /* and the two files it writes there (a directory named compare.json was exit 3 from the rename) */
+    if (out) {
+        char f[PATH_MAX + 32];
+        const char *names[] = {"compare.json", "compare.html"};
+        for (int i = 0; i < 2; i++)
+            if (file_join(f, sizeof f, out, names[i], &e) || file_check_output("--out", f, &e)) return cli_fail("compare", &e);
+    }
     json_t *doc = NULL;
     if (metrics) {
         rc = compare_metric_files(pos[0], pos[1], &o, &doc, &e);

@@ -101,6 +101,15 @@ int cmd_report(int argc, char **argv)
         json_decref(doc);
         return cli_fail("report", &e);
     }
+    /* the default output too: a directory at DIR/report.html, or a folder this user cannot write, was exit 3
+     * from the final rename or create, after rendering */
+    if (!out && file_check_output("report", path, &e)) {
+        char m[sizeof e.msg];
+        snprintf(m, sizeof m, "%s", e.msg);
+        err_set(&e, PLUMB_EUSAGE, "%s; --html FILE writes the report elsewhere", m);
+        json_decref(doc);
+        return cli_fail("report", &e);
+    }
     html_set_trusted_key(pub);
     rc = html_render_file(doc, dir, path, &e);
     html_set_trusted_key(NULL);
