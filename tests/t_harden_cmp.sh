@@ -247,4 +247,30 @@ mkdir -p "$TMP/c19/compare.json"
 run "compare --out D with a directory at D/compare.json: exit 2" 2 "^plumb compare: --out .*c19/compare.json: is a directory" \
   "$PLUMB" compare "$TMP/gpt1" "$TMP/gpt2" --out "$TMP/c19"
 
+# ---- 20. compare --attribute of a ladder whose details are not what plumb attribute writes:
+# a same_as naming no earlier rung with seeds compared an empty seed set (the message printed
+# "and  have no metric in common (A: auc..., B: (null)...)": a NULL path and metric through
+# %s); repeated or out-of-range rung numbers (99, -1, the rungs twice) were paired by position
+# and gave a verdict. Now exit 2 naming the entry.
+"$PLUMB" attribute --seeds 2 --steps 2 --rungs golden,fast-strict --out "$TMP/la20" >/dev/null 2>&1
+lad() { # NAME PYTHON-EDIT GREP: a copy of la20 with its ladder details edited, compared with la20
+  rm -rf "$TMP/lb20"; cp -r "$TMP/la20" "$TMP/lb20"
+  python3 - "$TMP/lb20/results.json" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = [x for x in d["checks"] if x["name"] == "ladder"][0]
+r = c["details"]["rungs"]
+exec(sys.argv[2])
+json.dump(d, open(sys.argv[1], "w"))
+PY
+  run "$1" 2 "$3" "$PLUMB" compare "$TMP/la20" "$TMP/lb20" --attribute
+}
+lad "ladder: same_as naming a later rung: exit 2, no NULL in the message" "r[0]['same_as'] = 2; del r[0]['seeds']" \
+  "lb20: ladder rung 1 \(golden\) on side B: same_as 2 names no earlier rung with a seeds file"
+! grep -q "(null)" "$TMP/err" && ok "... no (null) in the message" || fail "(null) in the message" "$(cat "$TMP/err")"
+lad "ladder: rung 99: exit 2" "r[0]['rung'] = 99" "ladder rung entry 1 on side B: \"rung\" is 99, expected a rung number in 1..16"
+lad "ladder: the rungs listed twice: exit 2" "r.extend(json.loads(json.dumps(r)))" "ladder rung entry 3 on side B: \"rung\" is 1, expected a rung number in 3..16"
+run "ladder: the real one against itself compares (exit 0 or 1)" 0 "attribution ladder" \
+  bash -c '"$0" compare "$1" "$1" --attribute; [ $? -le 1 ]' "$PLUMB" "$TMP/la20"
+
 finish
