@@ -90,11 +90,11 @@ lim() { timeout 60 bash -c "ulimit -v $VMEM; exec \"\$0\" \"\$@\"" "$@"; }
 run "gpt --data text:FIFO with no writer: exit 2, no hang" 2 "fifo5: 0 bytes of text" lim "$PLUMB" train gpt $Q --steps 1 --data "text:$TMP/fifo5" --out "$TMP/f5a"
 run "gpt --data text:/dev/zero: exit 2, a device" 2 "^plumb train: /dev/zero: is a device, not a regular file" \
   lim "$PLUMB" train gpt $Q --steps 1 --data text:/dev/zero --out "$TMP/f5b"
-run "--health-thresholds /dev/zero: exit 2 naming --health-thresholds" 2 "^plumb train: --health-thresholds: /dev/zero: is a device" \
+run "--health-thresholds /dev/zero: exit 2 naming --health-thresholds" 2 "^plumb train: --health-thresholds: /dev/zero: not a regular file" \
   lim "$PLUMB" train toy $Q --steps 1 --health-thresholds /dev/zero --out "$TMP/f5c"
 run "gpt --init-from /dev/zero: exit 2" 2 "^plumb train: --init-from: /dev/zero: is a device" \
   lim "$PLUMB" train gpt $Q --steps 1 --init-from /dev/zero --out "$TMP/f5d"
-run "health --thresholds /dev/zero: exit 2 naming --thresholds" 2 "^plumb health: --thresholds: /dev/zero: is a device" \
+run "health --thresholds /dev/zero: exit 2 naming --thresholds" 2 "^plumb health: --thresholds: /dev/zero: not a regular file" \
   lim "$PLUMB" health --thresholds /dev/zero
 printf 'hello plumb, a text read through a pipe\n%.0s' $(seq 20) >"$TMP/t5.txt"
 run "gpt --data text:<(pipe) still trains" 0 "trained gpt" \

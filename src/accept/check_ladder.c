@@ -64,6 +64,27 @@ static int rung_selected(const char *list, const char *name)
     return 0;
 }
 
+int ladder_check_rungs(const char *rungs, plumb_err *e)
+{
+    if (!rungs || !strcmp(rungs, "all")) return PLUMB_OK;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", rungs);
+    int any = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int known = 0;
+        for (int i = 0; i < 5; i++) known |= !strcmp(t, ladder_rung_names[i]);
+        if (!known)
+            return err_set(e, PLUMB_EUSAGE, "--rungs: unknown rung '%s' (expected some of golden, fast-strict, "
+                           "fast-vendor, bf16-amp, fp16-amp)", t);
+        any = 1;
+    }
+    /* '' (or ',') named no rung: it ran all five */
+    if (!any)
+        return err_set(e, PLUMB_EUSAGE, "--rungs '%s': names no rung (expected all, or some of golden, fast-strict, "
+                       "fast-vendor, bf16-amp, fp16-amp)", rungs);
+    return PLUMB_OK;
+}
+
 int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, struct check_result *r, plumb_err *e)
 {
     const char *device = ctx->device ? ctx->device : "cpu";
@@ -78,18 +99,9 @@ int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, s
     int rc = check_begin(r, cname, device);
     if (rc) return err_set(e, rc, "%s: cannot start the check", cname);
     /* the rung list must name rungs */
-    if (o->rungs && *o->rungs && strcmp(o->rungs, "all")) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", o->rungs);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            int known = 0;
-            for (int i = 0; i < 5; i++) known |= !strcmp(t, ladder_rung_names[i]);
-            if (!known) {
-                check_free(r);
-                return err_set(e, PLUMB_EUSAGE, "--rungs: unknown rung '%s' (expected some of golden, fast-strict, "
-                               "fast-vendor, bf16-amp, fp16-amp)", t);
-            }
-        }
+    if ((rc = ladder_check_rungs(o->rungs, e))) {
+        check_free(r);
+        return rc;
     }
     int k = o->seeds > 0 ? o->seeds : parity_seeds_for_level(ctx->level);
     char dir[PATH_MAX] = "";

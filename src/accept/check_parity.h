@@ -42,5 +42,8 @@ struct ladder_opts {
 /* The rung names in order: golden, fast-strict, fast-vendor, bf16-amp, fp16-amp. */
 extern const char *const ladder_rung_names[5];
 int check_ladder_run(const struct check_ctx *ctx, const struct ladder_opts *o, struct check_result *r, plumb_err *e);
+/* --rungs: NULL or "all", else a comma list of ladder_rung_names, at least one; PLUMB_EUSAGE
+ * naming the bad entry (plumb attribute checks it before it opens its run folder). */
+int ladder_check_rungs(const char *rungs, plumb_err *e);
 
 #endif

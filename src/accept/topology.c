@@ -1,9 +1,13 @@
 /* plumb comm --topology (topology.h). */
 #include "accept/topology.h"
+#include "core/file.h"
 #include "core/hostinfo.h"
 #include "health/gpu_topo.h"
 #include <stdlib.h>
 #include <string.h>
+
+/* the most bytes of a --topology-xml file read (lstopo --of xml of a large host is a few MB) */
+#define TOPOLOGY_XML_CAP ((size_t)64 << 20)
 
 void topology_advice(const int *numa, int n, const int *nodes, int nnodes, char *mpirun, size_t mn, char *srun,
                      size_t sn, char *note, size_t nn)
@@ -86,6 +90,11 @@ int topology_print(FILE *f, const char *xml, plumb_err *e)
 {
     struct hostinfo *h = NULL;
     plumb_err he = {0};
+    /* an XML file is a regular file of bounded size: a FIFO blocked hwloc's reader for ever, and '' printed this
+     * machine's topology as if it were the file's */
+    if (xml && !*xml) return err_set(e, PLUMB_EUSAGE, "--topology-xml '': expected an hwloc XML file or synthetic:DESCRIPTION");
+    if (xml && strncmp(xml, "synthetic:", 10) && file_check_input(xml, TOPOLOGY_XML_CAP, &he))
+        return err_set(e, PLUMB_EUSAGE, "--topology-xml: %s", he.msg);
     int have_h = hostinfo_open(xml, HOSTINFO_PCI, &h, &he) == PLUMB_OK;
     if (!have_h && xml) return err_set(e, PLUMB_EUSAGE, "--topology-xml: %s", he.msg);
     struct gpu_topo *gt = calloc(1, sizeof *gt);

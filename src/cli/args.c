@@ -86,9 +86,30 @@ void args_print_help(const char *usage, const char *summary, const struct opt *o
     printf("  %-28s %s\n", "--help", "show this help and exit");
 }
 
+/* The command of a usage line, for "see 'plumb compare --help'": its leading words made of
+ * lowercase letters, digits and '-' ("plumb report verify DIR --pub PUB" -> "plumb report
+ * verify"). The whole usage line read "see plumb report verify DIR --pub PUB --help", which is
+ * not a command that prints help. */
+static void usage_command(const char *usage, char *out, size_t n)
+{
+    size_t L = 0;
+    const char *p = usage ? usage : "plumb";
+    while (*p) {
+        const char *w = p;
+        while (*p && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-')) p++;
+        if (p == w || (*p && *p != ' ') || *w == '-') break;
+        if (L + (size_t)(p - w) + 2 >= n) break;
+        L += (size_t)snprintf(out + L, n - L, "%s%.*s", L ? " " : "", (int)(p - w), w);
+        while (*p == ' ') p++;
+    }
+    if (!L) snprintf(out, n, "plumb");
+}
+
 int args_parse(const char *usage, const char *summary, const struct opt *opts, int argc,
                char **argv, char **pos, int max_pos, int *npos, plumb_err *e)
 {
+    char cmd[128];
+    usage_command(usage, cmd, sizeof cmd);
     int rc;
     if (npos) *npos = 0;
     for (const struct opt *o = opts; o && o->name; o++) {
@@ -101,7 +122,7 @@ int args_parse(const char *usage, const char *summary, const struct opt *opts, i
         char *a = argv[i];
         if (only_pos || a[0] != '-' || !a[1]) {
             if (!pos || !npos || *npos >= max_pos)
-                return err_set(e, PLUMB_EUSAGE, "unexpected argument '%s' (see %s --help)", a, usage);
+                return err_set(e, PLUMB_EUSAGE, "unexpected argument '%s' (see '%s --help')", a, cmd);
             pos[(*npos)++] = a;
             continue;
         }
@@ -119,7 +140,7 @@ int args_parse(const char *usage, const char *summary, const struct opt *opts, i
         for (; o && o->name; o++)
             if (strlen(o->name) == nlen && !strncmp(o->name, a, nlen)) break;
         if (!o || !o->name)
-            return err_set(e, PLUMB_EUSAGE, "unknown option '%.*s' (see %s --help)", (int)nlen, a, usage);
+            return err_set(e, PLUMB_EUSAGE, "unknown option '%.*s' (see '%s --help')", (int)nlen, a, cmd);
         const char *v = NULL;
         if (o->kind == OPT_FLAG) {
             if (eq) return err_set(e, PLUMB_EUSAGE, "%s takes no value", o->name);

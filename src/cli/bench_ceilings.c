@@ -14,6 +14,7 @@
 #include "core/jsonx.h"
 #include "core/log.h"
 #include "dev/dev.h"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,12 +240,27 @@ int bench_ceilings(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--shapes/--dtypes: too many entries (at most 32 shapes and 8 precisions)");
         return cli_fail("bench ceilings", &e);
     }
+    /* '' named nothing: the run measured no GEMM (or nothing at all) and passed */
+    if (ns == 0 || nd == 0) {
+        err_set(&e, PLUMB_EUSAGE, "%s '': expected a comma list of %s", ns == 0 ? "--shapes" : "--dtypes",
+                ns == 0 ? "MxNxK shapes" : "bf16, fp16, fp32, tf32");
+        return cli_fail("bench ceilings", &e);
+    }
     int dims[32][3];
     for (int i = 0; i < ns; i++) {
-        char tail;
-        if (sscanf(slist[i], "%dx%dx%d%c", &dims[i][0], &dims[i][1], &dims[i][2], &tail) != 3 || dims[i][0] <= 0 ||
-            dims[i][1] <= 0 || dims[i][2] <= 0) {
-            err_set(&e, PLUMB_EUSAGE, "--shapes: '%s' is not MxNxK with positive integers", slist[i]);
+        /* strtol with a range, not sscanf %d: 4294967304x8x8 overflowed an int and ran as 8x8x8 */
+        const char *p = slist[i];
+        int ok = 1;
+        for (int k = 0; k < 3 && ok; k++) {
+            char *end;
+            errno = 0;
+            long v = strtol(p, &end, 10);
+            ok = end != p && errno == 0 && v >= 1 && v <= (1L << 20) && *end == (k < 2 ? 'x' : '\0');
+            dims[i][k] = (int)v;
+            p = end + 1;
+        }
+        if (!ok) {
+            err_set(&e, PLUMB_EUSAGE, "--shapes: '%s' is not MxNxK with integers in 1..1048576", slist[i]);
             return cli_fail("bench ceilings", &e);
         }
     }
@@ -263,10 +279,25 @@ int bench_ceilings(int argc, char **argv)
            d->info.arch, d->info.compute_units, d->info.warp_size, d->info.libs, d->info.driver);
     printf("%-8s %-22s %10s %19s %7s %7s\n", "what", "shape", "ms each", "measured", "peak", "%peak");
     json_t *rows = json_array();
-    if (copy_mib > 0 && (rc = bench_copy(&c, copy_mib, rows, &e))) goto done;
+    /* buffers past the device's memory are the option's to change (exit 2 naming it), not an internal error:
+     * a 99999999x99999999x9 shape was exit 3 "... past the 21.85 GB it may take" */
+    if (copy_mib > 0 && (rc = bench_copy(&c, copy_mib, rows, &e))) {
+        if (rc == PLUMB_ENOMEM) {
+            err_wrap(&e, "--copy-mib %ld: two buffers of that size do not fit on %s", copy_mib, d->label);
+            rc = e.code = PLUMB_EUSAGE;
+        }
+        goto done;
+    }
     for (int s = 0; s < ns; s++)
         for (int i = 0; i < nd; i++)
-            if ((rc = bench_gemm(&c, dlist[i], dims[s][0], dims[s][1], dims[s][2], rows, &e))) goto done;
+            if ((rc = bench_gemm(&c, dlist[i], dims[s][0], dims[s][1], dims[s][2], rows, &e))) {
+                if (rc == PLUMB_ENOMEM) {
+                    err_wrap(&e, "--shapes %dx%dx%d: the %s GEMM's buffers do not fit on %s", dims[s][0], dims[s][1],
+                             dims[s][2], dlist[i], d->label);
+                    rc = e.code = PLUMB_EUSAGE;
+                }
+                goto done;
+            }
     d->be->describe_determinism(d, det, sizeof det);
     printf("\ndeterminism: %s\n", det);
     if (json_path) {

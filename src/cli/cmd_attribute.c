@@ -20,7 +20,7 @@
 
 int cmd_attribute(int argc, char **argv)
 {
-    const char *out = NULL, *devices = "cpu", *rungs = "all", *plant_spec = NULL, *plant_on = "b";
+    const char *out = NULL, *devices = "cpu", *rungs = "all", *plant_spec = NULL, *plant_on = NULL; /* NULL: b */
     const char *workload = ACCEPT_DEFAULT_WORKLOAD;
     long seeds = 5, seed_base = 1, steps = 0, threads = 0;
     static const char *usage = "plumb attribute [options]";
@@ -32,11 +32,11 @@ int cmd_attribute(int argc, char **argv)
         "the same setting and the report says so; a rung whose precision the workload lacks is not run. Reports each\n"
         "rung's deciding metric (ctr: AUC) with its 95% CI and the rung-to-rung shift against the seed spread, and\n"
         "whether a shift is worse or better. The check is called ladder for ctr, ladder-W for another workload W.\n"
-        "With two devices (--device\n"
-        "cuda:0,cpu) it also compares them rung by rung (golden must be bit-equal) and names the first rung where they\n"
-        "part, written to compare.json and compare.html in the run folder. Across hosts: run it on each host, then\n"
-        "'plumb compare A B --attribute' (also for two ladders on one device). Exit 0 when every run trained, 1 when a rung failed or (two devices) the\n"
-        "golden rung differs, 2 on bad arguments.";
+        "With two devices (--device cuda:0,cpu) it also compares them rung by rung (golden must be bit-equal) and\n"
+        "names the first rung where they part, written to compare.json and compare.html in the run folder. Across\n"
+        "hosts: run it on each host, then 'plumb compare A B --attribute' (also for two ladders on one device).\n"
+        "Exit 0 when every run trained, 1 when a rung failed or (two devices) the golden rung differs, 2 on bad\n"
+        "arguments.";
     const struct opt opts[] = {
         {"--device", OPT_STR, &devices, "cpu", "one device, or two as a comma list (A,B), e.g. cuda:0,cpu", NULL, "LIST"},
         {"--seeds", OPT_INT, &seeds, "5", "seeds per rung", "2..1000", "K"},
@@ -48,7 +48,8 @@ int cmd_attribute(int argc, char **argv)
          "bf16-amp, fp16-amp", NULL, "LIST"},
         {"--plant", OPT_STR, &plant_spec, NULL, "drill: plant a change of known effect, e.g. lr=3@4 (3x the learning rate "
          "from rung 4 on), to show the ladder finds its rung", NULL, "SPEC"},
-        {"--plant-on", OPT_CHOICE, &plant_on, "b", "with two devices: the side the plant goes to", "a|b|both", NULL},
+        {"--plant-on", OPT_CHOICE, &plant_on, NULL, "with --plant and two devices: the side the plant goes to (default: b)",
+         "a|b|both", NULL},
         {"--threads", OPT_INT, &threads, "0", "cpu threads (0 = all cores)", "0..4096", "N"},
         {"--out", OPT_STR, &out, NULL, "run folder (default runs/<UTC-time>-<host>-<id>)", NULL, "DIR"},
         {0},
@@ -70,6 +71,17 @@ int cmd_attribute(int argc, char **argv)
     }
     struct plant plant;
     if (plant_parse(plant_spec, &plant, &e)) return cli_fail("attribute", &e);
+    /* checked before the run folder opens: '--rungs bogus' left a run folder whose run stayed "running", and
+     * '--rungs ''' ran all five rungs */
+    if (ladder_check_rungs(rungs, &e)) return cli_fail("attribute", &e);
+    /* --plant-on chooses between two devices' ladders: with one device, or with no --plant, it changed
+     * nothing and was ignored without a word */
+    if (plant_on && (nd != 2 || !plant_spec)) {
+        err_set(&e, PLUMB_EUSAGE, "--plant-on %s applies only with --plant and two devices (--device A,B)%s", plant_on,
+                nd != 2 ? "; one device: the plant goes to its ladder" : "");
+        return cli_fail("attribute", &e);
+    }
+    if (!plant_on) plant_on = "b";
     const struct workload *wl;
     if (accept_workload_find(workload, "--workload", &wl, &e)) return cli_fail("attribute", &e);
     dev_set_cpu_fallback(0);

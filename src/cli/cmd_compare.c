@@ -7,6 +7,7 @@
 #include "core/jsonx.h"
 #include "report/compare.h"
 #include "report/results.h"
+#include "report/sign.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,8 @@ int cmd_compare(int argc, char **argv)
         "deciding metric, ctr auc, gpt a val loss); the other metrics are secondary. The verdict is two-sided; where\n"
         "the records say which direction is better (lower for a loss), the report says whether B is better or worse.\n"
         "Exit 0 when the primary metric is equivalent (or nothing was recorded) and every digest row is equal, 1 when\n"
-        "it is different or undecided or a digest differs, 2 on bad input (the message names the file).";
+        "it is different or undecided or a digest differs, 2 on bad input (the message names the file) and on two\n"
+        "folders with no check in common (a gpt run and a ctr run: nothing to compare).";
     const struct opt opts[] = {
         {"--out", OPT_STR, &out, NULL, "write compare.json and compare.html to this folder", NULL, "DIR"},
         {"--a", OPT_STR, &dev_a, NULL, "side A: only the checks that ran on this device (e.g. cuda:0)", NULL, "DEV"},
@@ -90,6 +92,13 @@ int cmd_compare(int argc, char **argv)
                 "see 'plumb compare --help'", npos, npos == 1 ? "" : "s");
         return cli_fail("compare", &e);
     }
+    /* one folder, one device on both sides: every check compared with itself ("undecided" or "equivalent"
+     * with B - A = 0 exactly), a verdict about nothing */
+    if (one_folder && !strcmp(dev_a, dev_b)) {
+        err_set(&e, PLUMB_EUSAGE, "--a %s --b %s: the same device on both sides of one folder compares its checks with "
+                "themselves; give two devices of the folder, or two folders", dev_a, dev_b);
+        return cli_fail("compare", &e);
+    }
     if (metrics && (dev_a || dev_b || attribute)) {
         err_set(&e, PLUMB_EUSAGE, "--metrics compares two files: --a, --b and --attribute need run folders");
         return cli_fail("compare", &e);
@@ -101,11 +110,40 @@ int cmd_compare(int argc, char **argv)
     o.metric = metric;
     o.pub_a = pub_a ? pub_a : pub;
     o.pub_b = pub_b ? pub_b : pub;
+    /* '' was taken as no --margin (the records' own margin, without a word) */
+    if (margin && !*margin) {
+        err_set(&e, PLUMB_EUSAGE, "--margin '': expected a margin (0.15%%, 0.001 or auc=0.15%%,logloss=0.002)");
+        return cli_fail("compare", &e);
+    }
+    if (metric && !*metric) {
+        err_set(&e, PLUMB_EUSAGE, "--metric '': expected a metric name (auc, val_loss, ...)");
+        return cli_fail("compare", &e);
+    }
     /* the margin text is checked before any work (per-metric entries on use) */
     {
         char t[128];
         double m;
         if (compare_margin_for(o.margin, "(any metric)", 1.0, &m, t, sizeof t, &e)) return cli_fail("compare", &e);
+    }
+    /* a trusted key that cannot be used is the user's input: it read as "signatures: A invalid: /nope: cannot
+     * open the public key", blaming the folder, and the exit code said nothing */
+    {
+        const char *kn[] = {"--pub", "--pub-a", "--pub-b"}, *kv[] = {pub, pub_a, pub_b};
+        for (int i = 0; i < 3; i++)
+            if (kv[i] && sign_check_pub(kv[i], &e)) {
+                err_wrap(&e, "%s", kn[i]);
+                return cli_fail("compare", &e);
+            }
+    }
+    /* --out is checked (and created) before the inputs are read: a file or a path that cannot be created was
+     * exit 3 from the final mkdir ("exists and is not a directory"), after the comparison */
+    if (out && file_check_output_dir("--out", out, &e)) return cli_fail("compare", &e);
+    /* and the two files it writes there (a directory named compare.json was exit 3 from the rename) */
+    if (out) {
+        char f[PATH_MAX + 32];
+        const char *names[] = {"compare.json", "compare.html"};
+        for (int i = 0; i < 2; i++)
+            if (file_join(f, sizeof f, out, names[i], &e) || file_check_output("--out", f, &e)) return cli_fail("compare", &e);
     }
     json_t *doc = NULL;
     if (metrics) {
@@ -124,8 +162,8 @@ int cmd_compare(int argc, char **argv)
     if (rc) return cli_fail("compare", &e);
     if (out) {
         char path[PATH_MAX + 32];
-        rc = file_mkdirs(out, &e);
-        if (!rc && !(rc = file_join(path, sizeof path, out, "compare.json", &e))) rc = jsonx_write_file(path, doc, &e);
+        rc = file_join(path, sizeof path, out, "compare.json", &e);
+        if (!rc) rc = jsonx_write_file(path, doc, &e);
         if (!rc && !(rc = file_join(path, sizeof path, out, "compare.html", &e))) rc = compare_html_write(doc, path, &e);
         if (rc) {
             json_decref(doc);

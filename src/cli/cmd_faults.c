@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/log.h"
+#include "dev/dev.h"
 #include "report/results.h"
 #include "faults/drills.h"
 #include "models/workloads.h"
@@ -68,6 +69,24 @@ int cmd_faults(int argc, char **argv)
     if (steps < 6 * every) {
         err_set(&e, PLUMB_EUSAGE, "--steps %ld with --checkpoint-every %ld: need steps >= 6 x interval", steps, every);
         return cli_fail("faults", &e);
+    }
+    /* the drill list and the device before the run folder: '--drills bogus' left an empty run folder behind, and
+     * '--device nope' (or cuda on a host without one) ran mpirun, whose reference training failed: exit 1, a
+     * failed check, for what is bad input (plumb train says exit 2 for the same --device) */
+    if (drills_check_list(drills, &e)) return cli_fail("faults", &e);
+    {
+        struct dev *d = NULL;
+        plumb_err de = {0};
+        int drc = dev_open(device, &d, &de);
+        dev_close(d);
+        if (drc == PLUMB_EDEVICE) {
+            err_set(&e, PLUMB_EUSAGE, "--device %s: no usable device here (%s)", device, de.msg);
+            return cli_fail("faults", &e);
+        }
+        if (drc) {
+            err_set(&e, PLUMB_EUSAGE, "--device %s: %s", device, de.msg);
+            return cli_fail("faults", &e);
+        }
     }
     char self[PATH_MAX];
     if (self_path(self, sizeof self)) {

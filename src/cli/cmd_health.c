@@ -127,9 +127,28 @@ int cmd_health(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--watch: %g is negative (expected seconds >= 0)", watch);
         return cli_fail("health", &e);
     }
-    if (req_timeout <= 0 || duration < 0) {
-        err_set(&e, PLUMB_EUSAGE, "--request-timeout must be > 0 and --duration >= 0");
+    /* each bad value named with what was given (it read "--request-timeout must be > 0 and --duration >= 0") */
+    if (!(req_timeout > 0)) {
+        err_set(&e, PLUMB_EUSAGE, "--request-timeout: %g is not a positive number of seconds", req_timeout);
         return cli_fail("health", &e);
+    }
+    if (duration < 0) {
+        err_set(&e, PLUMB_EUSAGE, "--duration: %g is negative (expected seconds >= 0)", duration);
+        return cli_fail("health", &e);
+    }
+    /* options that only mean something with --serve (or --watch) were ignored without a word: --port-file
+     * never written (a script waiting for it waits for ever), --duration never stopping a --watch loop */
+    if (!serve) {
+        const char *only = port_file ? "--port-file" : duration != 0 ? "--duration" : req_timeout != 10 ? "--request-timeout" : NULL;
+        if (only) {
+            err_set(&e, PLUMB_EUSAGE, "%s applies only with --serve ADDR:PORT", only);
+            return cli_fail("health", &e);
+        }
+        if (count > 0 && watch == 0) {
+            err_set(&e, PLUMB_EUSAGE, "--count %ld applies only with --watch SECONDS or --serve (without them: one "
+                    "round)", count);
+            return cli_fail("health", &e);
+        }
     }
     struct health_thresholds thr;
     health_thresholds_default(&thr);

@@ -81,7 +81,7 @@ int cmd_numerics(int argc, char **argv)
         {"--numerics", OPT_CHOICE, &numerics, "golden", "fast (vendor libraries) or golden (fixed order)", "fast|golden", NULL},
         {"--threads", OPT_INT, &threads, "0", "cpu worker threads (0 = all cores)", "0..1024", "N"},
         {"--tf32", OPT_FLAG, &tf32, NULL, "allow TF32 for fp32 GEMM in fast mode (looser threshold)", NULL, NULL},
-        {"--level", OPT_CHOICE, &level, "quick", "problem sizes: quick or full (adds 1000^3 GEMMs)", "quick|standard|full", NULL},
+        {"--level", OPT_CHOICE, &level, "quick", "problem sizes: quick and standard the same, full adds 1000^3 GEMMs", "quick|standard|full", NULL},
         {"--out", OPT_STR, &out, NULL, "run folder for results.json and report.html (default: print only)", NULL, "DIR"},
         {0},
     };

@@ -14,7 +14,7 @@ const struct command plumb_commands[] = {
     {"health", "device health table, thresholds and alerts, Prometheus exporter", cmd_health},
     {"launch", "supervise a command (mpirun ... plumb train): restart it on failure", cmd_launch},
     {"numerics", "every numerics op vs float64, determinism, golden digests", cmd_numerics},
-    {"report", "re-render report.html from a run folder's results.json", cmd_report},
+    {"report", "re-render report.html from a run folder's results.json; keygen, sign, verify: signed run folders", cmd_report},
     {"rng", "Philox streams: known answers, KS tests, digests, histograms", cmd_rng},
     {"train", "train a reference workload (ctr, gpt, resnet, toy) on 1..N ranks: fast or golden, fp32/bf16/fp16, checkpoints", cmd_train},
     {"version", "print the version and build configuration", cmd_version},

@@ -315,6 +315,28 @@ int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e
     return rc;
 }
 
+int file_check_input(const char *path, size_t cap, plumb_err *e)
+{
+    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        if (err == ENOENT) return err_set(e, PLUMB_EUSAGE, "%s: no such file", path);
+        return err_set(e, PLUMB_EUSAGE, "%s: cannot open: %s", path, strerror(err));
+    }
+    struct stat st;
+    int ok = fstat(fd, &st) == 0;
+    close(fd);
+    if (!ok) return err_set(e, PLUMB_EUSAGE, "%s: cannot stat: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
+    if (!S_ISREG(st.st_mode))
+        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (a FIFO, a device or a socket): not read", path);
+    if ((size_t)st.st_size > cap)
+        return err_set(e, PLUMB_EUSAGE, "%s: %lld bytes, more than the %zu read: not read", path, (long long)st.st_size,
+                       cap);
+    return PLUMB_OK;
+}
+
 int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, size_t *len, plumb_err *e)
 {
     *out = NULL;

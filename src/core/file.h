@@ -36,6 +36,13 @@ int file_check_output_dir(const char *opt, const char *dir, plumb_err *e);
 int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, size_t *len, plumb_err *e);
 /* The same rules without reading (for readers that open the file by name). */
 int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e);
+/* An input file a command is given by name (plumb compare's A and B, a run
+ * folder's results.json): it exists, this user can open it, and it is a
+ * regular file (a FIFO with no writer would block the reader for ever, a
+ * device such as /dev/zero never ends) of at most cap bytes. Opened
+ * non-blocking and checked by fstat; every failure is PLUMB_EUSAGE naming
+ * the path and the rule. */
+int file_check_input(const char *path, size_t cap, plumb_err *e);
 /* mkdir -p with mode 0755. */
 int file_mkdirs(const char *path, plumb_err *e);
 /* fsync of a directory (after a rename into it). */

@@ -554,22 +554,26 @@ static int has_drill(const char *list, const char *name)
     return 0;
 }
 
+int drills_check_list(const char *list, plumb_err *e)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list ? list : "");
+    char *save = NULL;
+    int any = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!has_drill(DRILL_NAMES, t))
+            return err_set(e, PLUMB_EUSAGE, "--drills: unknown drill '%s' (expected some of %s)", t, DRILL_NAMES);
+        any = 1;
+    }
+    if (!any) return err_set(e, PLUMB_EUSAGE, "--drills: no drill named (expected some of %s)", DRILL_NAMES);
+    return PLUMB_OK;
+}
+
 int drills_run(const struct drill_opts *o, struct drill_result *res, int *nres, plumb_err *e)
 {
     *nres = 0;
-    /* check the list */
-    {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", o->drills ? o->drills : "");
-        char *save = NULL;
-        int any = 0;
-        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            if (!has_drill(DRILL_NAMES, t))
-                return err_set(e, PLUMB_EUSAGE, "--drills: unknown drill '%s' (expected some of %s)", t, DRILL_NAMES);
-            any = 1;
-        }
-        if (!any) return err_set(e, PLUMB_EUSAGE, "--drills: no drill named (expected some of %s)", DRILL_NAMES);
-    }
+    int lrc = drills_check_list(o->drills, e);
+    if (lrc) return lrc;
     if (!o->wl) return err_set(e, PLUMB_EUSAGE, "drills: no workload to train");
     if (o->ranks < 1 || o->ranks > 64) return err_set(e, PLUMB_EUSAGE, "--ranks: %d (expected 1..64)", o->ranks);
     if (!(o->step_timeout > 0)) return err_set(e, PLUMB_EUSAGE, "--step-timeout: %g (expected > 0 s)", o->step_timeout);

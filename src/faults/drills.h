@@ -78,6 +78,9 @@ struct drill_result {
  * at all (bad options, the reference run failed); a failing drill is a
  * result (ok = 0). */
 int drills_run(const struct drill_opts *o, struct drill_result *res, int *n, plumb_err *e);
+/* The --drills list: names from DRILL_NAMES, at least one; PLUMB_EUSAGE naming the bad one
+ * (plumb faults checks it before it opens its run folder). */
+int drills_check_list(const char *list, plumb_err *e);
 
 /* The results as a JSON array (new reference). */
 json_t *drills_json(const struct drill_result *res, int n);

@@ -178,6 +178,12 @@ int health_open(struct health_ctx *h, const char *which, plumb_err *e)
                                                 "comma list of nvml, rocm-smi, amdsmi, linux)", t);
             want[k] = 1;
         }
+        /* '' or ',' named none: that was exit 3, "no health provider could be opened" */
+        int any = 0;
+        for (int i = 0; i < HEALTH_NPROV; i++) any |= want[i];
+        if (!any)
+            return err_set(e, PLUMB_EUSAGE, "--providers '%s': names no provider (expected all or a comma list of "
+                           "nvml, rocm-smi, amdsmi, linux)", which);
     }
     int rsmi_open = 0;
     for (int i = 0; i < HEALTH_NPROV; i++) {

@@ -266,6 +266,56 @@ static void finish_verdict(json_t *doc)
     json_object_set_new(doc, "exit_code", json_integer(code));
 }
 
+/* "train-gpt on cpu, doctor" of one side's unmatched checks, cut to fit n. */
+static void unmatched_list(const json_t *unmatched, const char *side, char *out, size_t n)
+{
+    size_t i, L = 0;
+    json_t *u;
+    out[0] = '\0';
+    json_array_foreach(unmatched, i, u)
+    {
+        if (strcmp(str_or(u, "side", ""), side)) continue;
+        const char *mode = str_or(u, "mode", ""), *dev = str_or(u, "device", "");
+        char one[160];
+        snprintf(one, sizeof one, "%s%s%s%s%s", str_or(u, "name", ""), *mode ? " " : "", mode, *dev ? " on " : "", dev);
+        if (L + strlen(one) + 8 >= n) {
+            snprintf(out + L, n - L, "%s...", L ? ", " : "");
+            return;
+        }
+        L += (size_t)snprintf(out + L, n - L, "%s%s", L ? ", " : "", one);
+    }
+    if (!L) snprintf(out, n, "no checks");
+}
+
+/* Each per-metric entry of --margin ("acu=0.001") names a metric some parity group tested: a
+ * misspelt name was ignored, and that metric tested at the default 0.15% instead. */
+static int check_margin_names(const json_t *doc, const struct compare_opts *o, plumb_err *e)
+{
+    if (!o->margin || !json_array_size(json_object_get(doc, "parity"))) return PLUMB_OK;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", o->margin);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) continue;
+        *eq = '\0';
+        int found = 0;
+        size_t i, j;
+        json_t *g, *m;
+        json_array_foreach(json_object_get(doc, "parity"), i, g) json_array_foreach(json_object_get(g, "metrics"), j, m)
+            found |= !strcmp(str_or(m, "metric", ""), tok);
+        if (!found) {
+            const json_t *g0 = json_array_get(json_object_get(doc, "parity"), 0);
+            char names[256] = "";
+            size_t L = 0;
+            json_array_foreach(json_object_get(g0, "metrics"), j, m) if (L + 40 < sizeof names)
+                L += (size_t)snprintf(names + L, sizeof names - L, "%s%s", L ? ", " : "", str_or(m, "metric", ""));
+            return err_set(e, PLUMB_EUSAGE, "--margin %s: '%s' is not a metric both sides recorded (they have: %s)",
+                           o->margin, tok, names);
+        }
+    }
+    return PLUMB_OK;
+}
+
 static json_t *options_json(const struct compare_opts *o)
 {
     return json_pack("{s:s, s:f, s:f, s:s, s:s}", "margin", o->margin ? o->margin : "the records' (else 0.15%)", "alpha", o->alpha, "power",
@@ -424,6 +474,21 @@ int compare_runs(const json_t *a, const char *dir_a, const json_t *b, const char
             }
         }
     }
+    /* Folders with checks but none in common (a gpt run against a ctr run,
+     * parity against parity-gpt, accept --quick against a train folder) have
+     * nothing to compare: that was verdict "nothing to test", exit 0, a pass
+     * that compared nothing. It is bad input, named with each side's checks
+     * (after the ladders: two of different workloads say so themselves). */
+    if (!rc && !json_array_size(pairs) && json_array_size(unmatched)) {
+        char la[512], lb[512];
+        unmatched_list(unmatched, "a", la, sizeof la);
+        unmatched_list(unmatched, "b", lb, sizeof lb);
+        rc = err_set(e, PLUMB_EUSAGE, "%s and %s have no check in common (A: %s; B: %s): nothing to compare; give "
+                     "two folders of the same checks (the same workload's train-W or parity-W, or two accept runs)%s",
+                     dir_a, dir_b, la, lb,
+                     by_device && (nda > 1 || ndb > 1) && !o->dev_a ? "; checks pair by device: to pair two different "
+                                                                      "devices give --a DEVICE --b DEVICE" : "");
+    }
     if (!rc) {
         json_t *sig = json_object();
         json_object_set_new(sig, "a", sign_status_json(dir_a, o->pub_a));
@@ -433,6 +498,10 @@ int compare_runs(const json_t *a, const char *dir_a, const json_t *b, const char
     if (rc) {
         json_decref(doc);
         return rc;
+    }
+    if (check_margin_names(doc, o, e)) {
+        json_decref(doc);
+        return PLUMB_EUSAGE;
     }
     json_t *fault = compare_digest_fault(digests);
     json_object_set_new(doc, "digest_fault", fault ? fault : json_null());
@@ -469,6 +538,10 @@ int compare_metric_files(const char *path_a, const char *path_b, const struct co
     json_object_set_new(doc, "parity", json_pack("[o]", g));
     json_object_set_new(doc, "throughput", json_array());
     json_object_set_new(doc, "numerics", json_array());
+    if (check_margin_names(doc, o, e)) {
+        json_decref(doc);
+        return PLUMB_EUSAGE;
+    }
     finish_verdict(doc);
     *out = doc;
     return PLUMB_OK;

@@ -52,13 +52,29 @@ static int load_side(const json_t *check, const char *dir, const char *label, st
     {
         if (*nr == MAX_RUNGS) break;
         if (jsonx_str(r, "skipped")) continue; /* not run (a precision the workload lacks): no row */
+        /* rung numbers increase (rung_seeds finds same_as by number among the entries before): a repeated or
+         * out-of-order number paired rungs by position with nonsense, and a same_as naming no earlier rung
+         * with seeds left an empty seed set whose message printed a NULL path and metric */
+        const json_t *rn = json_object_get(r, "rung");
+        long num = json_is_integer(rn) ? (long)json_integer_value(rn) : 0;
+        long prev = *nr ? (long)jsonx_num(rs[*nr - 1].r, "rung") : 0;
+        if (num < 1 || num > MAX_RUNGS || num <= prev)
+            return err_set(e, PLUMB_EUSAGE, "%s: ladder rung entry %zu on side %s: \"rung\" is %s%ld, expected a rung "
+                           "number in %ld..%d (above the entry before)", dir, i + 1, label, json_is_integer(rn) ? "" :
+                           "not an integer: ", num, prev + 1, MAX_RUNGS);
         struct rung_side *x = &rs[(*nr)++];
         memset(x, 0, sizeof *x);
         x->r = r;
         const char *rel = jsonx_str(r, "seeds");
         long same = (long)jsonx_num(r, "same_as");
         if (same > 0 && !rel) {
-            /* the same runs as rung `same` */
+            /* the same runs as rung `same`, an earlier entry that has its own seeds */
+            int found = 0;
+            for (int j = 0; j < *nr - 1; j++)
+                found |= (long)jsonx_num(rs[j].r, "rung") == same && rs[j].s.n > 0;
+            if (!found)
+                return err_set(e, PLUMB_EUSAGE, "%s: ladder rung %ld (%s) on side %s: same_as %ld names no earlier rung "
+                               "with a seeds file", dir, num, s_or(r, "name", "?"), label, same);
             continue;
         }
         if (!rel) return err_set(e, PLUMB_EUSAGE, "%s: ladder rung %zu (%s) on side %s names no seeds file", dir, i + 1,

@@ -278,7 +278,7 @@ int compare_read_seeds_rel(const char *dir, const char *rel, struct seed_set *s,
         return err_set(e, PLUMB_EUSAGE, "%s/%s: path too long", dir, rel);
     /* a regular file inside the folder of bounded size (never a FIFO, a
      * device or a link out of it) */
-    if (file_check_inside(dir, rel, (size_t)256 << 20, e)) return e->code;
+    if (file_check_inside(dir, rel, SEEDS_READ_CAP, e)) return e->code;
     return seeds_read(path, s, e);
 }
 

@@ -39,7 +39,7 @@ void parity_gsl_quiet(void)
 
 static int check_sample(const double *v, size_t n, const char *side, plumb_err *e)
 {
-    if (n < 2) return err_set(e, PLUMB_EUSAGE, "side %s has %zu seeds: a spread needs at least 2", side, n);
+    if (n < 2) return err_set(e, PLUMB_EUSAGE, "side %s has %zu seed%s: a spread needs at least 2", side, n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++)
         if (!isfinite(v[i]))
             return err_set(e, PLUMB_EUSAGE, "side %s, seed %zu: value %g is not a finite number", side, i + 1, v[i]);

@@ -417,7 +417,13 @@ int results_read(const char *dir_or_file, json_t **out, plumb_err *e)
     } else {
         snprintf(path, sizeof path, "%s", dir_or_file);
     }
-    if (!file_exists(path)) return err_set(e, PLUMB_EUSAGE, "%s: no such file (expected a run folder with results.json)", path);
+    struct stat pst;
+    if (stat(path, &pst) != 0 && errno == ENOENT)
+        return err_set(e, PLUMB_EUSAGE, "%s: no such file (expected a run folder with results.json)", path);
+    /* a regular file of bounded size: a FIFO blocked the reader for ever, a
+     * device such as /dev/zero was read without end, and a folder this user
+     * cannot enter was reported as "no such file" */
+    if (file_check_input(path, RESULTS_READ_CAP, e)) return PLUMB_EUSAGE;
     json_t *j;
     if (jsonx_read_file(path, &j, e)) return e->code;
     const char *schema = jsonx_str(j, "schema");

@@ -80,9 +80,11 @@ int results_write(struct results *r, plumb_err *e);
 int results_exit_code(const struct results *r);
 void results_close(struct results *r);
 
-/* Reads and validates DIR/results.json (or a path to a .json file): schema,
+/* Reads and validates DIR/results.json (or a path to a .json file): a
+ * regular file of at most RESULTS_READ_CAP bytes (file_check_input), schema,
  * checks[] entries with a name and a known status. PLUMB_EUSAGE naming the
  * file and the field on anything else. */
+#define RESULTS_READ_CAP ((size_t)256 << 20)
 int results_read(const char *dir_or_file, json_t **out, plumb_err *e);
 /* Verdict of a document read back (same rule as results_verdict). */
 enum check_status results_doc_verdict(const json_t *root);

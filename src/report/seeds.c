@@ -1,4 +1,5 @@
 #include "report/seeds.h"
+#include "core/file.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -97,6 +98,10 @@ int seeds_read(const char *path, struct seed_set *s, plumb_err *e)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->path, sizeof s->path, "%s", path);
+    /* a regular file of bounded size (plumb compare --metrics A B takes any
+     * path): a FIFO with no writer blocked for ever, /dev/zero was one line
+     * read without end */
+    if (file_check_input(path, SEEDS_READ_CAP, e)) return PLUMB_EUSAGE;
     FILE *f = fopen(path, "r");
     if (!f) return err_set(e, PLUMB_EUSAGE, "%s: cannot open (%s): expected a seeds file, one JSON object per line", path,
                            strerror(errno));

@@ -33,6 +33,7 @@
 #include "core/err.h"
 
 #define SEEDS_MAX_METRICS 32
+#define SEEDS_READ_CAP ((size_t)256 << 20) /* bytes of one seeds file */
 
 struct seed_set {
     char path[4096];
@@ -46,7 +47,8 @@ struct seed_set {
     json_t *better;         /* "better" of the records merged: {metric: "higher"|"lower"} (owned) */
 };
 
-/* Reads and validates a seeds.jsonl file. PLUMB_EUSAGE naming the file, the
+/* Reads and validates a seeds.jsonl file, a regular file of at most
+ * SEEDS_READ_CAP bytes. PLUMB_EUSAGE naming the file, the
  * line and the field on a malformed line, a missing or duplicate seed, a
  * non-finite metric, or a bad curve. Blank lines are skipped; an empty file
  * is an error. */

@@ -3,6 +3,7 @@
 #include "core/hash.h"
 #include "core/jsonx.h"
 #include "core/timer.h"
+#include "report/results.h"
 #include "report/sysinfo.h"
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +17,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* the most bytes of a PEM key or a manifest.sig read (an Ed25519 PEM key is about 120 bytes) */
+#define SIGN_KEY_CAP ((size_t)64 << 10)
 
 static int ossl_fail(plumb_err *e, int code, const char *what)
 {
@@ -66,6 +70,10 @@ int sign_keygen(const char *key_path, const char *pub_path, plumb_err *e)
 static int load_key(const char *path, int private_key, EVP_PKEY **out, plumb_err *e)
 {
     *out = NULL;
+    /* a key is a small regular file: a FIFO (--pub, --key) blocked the PEM reader for ever */
+    plumb_err ce = {0};
+    if (file_check_input(path, SIGN_KEY_CAP, &ce))
+        return err_set(e, PLUMB_EUSAGE, "the %s key: %s", private_key ? "private" : "public", ce.msg);
     FILE *f = fopen(path, "r");
     if (!f) return err_set(e, PLUMB_EUSAGE, "%s: cannot open the %s key (%s)", path, private_key ? "private" : "public",
                            strerror(errno));
@@ -205,7 +213,7 @@ static int covered_files(const char *dir, struct names *out, plumb_err *e)
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", dir, root);
     json_t *doc;
-    if (jsonx_read_file(p, &doc, e)) {
+    if (file_check_input(p, RESULTS_READ_CAP, e) || jsonx_read_file(p, &doc, e)) {
         names_free(out);
         return e->code;
     }
@@ -230,11 +238,30 @@ static int covered_files(const char *dir, struct names *out, plumb_err *e)
     return PLUMB_OK;
 }
 
+int sign_check_pub(const char *pub_path, plumb_err *e)
+{
+    EVP_PKEY *k = NULL;
+    int rc = load_key(pub_path, 0, &k, e);
+    EVP_PKEY_free(k);
+    return rc;
+}
+
 /* SHA-256 of a file, streamed. */
 static int file_sha256(const char *path, char hex[65], long long *bytes, plumb_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, PLUMB_EIO, "%s: %s", path, strerror(errno));
+    /* O_NONBLOCK and a regular file only: a FIFO put in place of a covered file blocked verify for ever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return err_set(e, PLUMB_EIO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return err_set(e, PLUMB_EIO, "%s: %s", path, strerror(errno));
+    }
     hash_sha256 h;
     if (hash_sha256_init(&h)) {
         fclose(f);
@@ -361,8 +388,8 @@ int sign_verify(const char *dir, const char *pub_path, struct sign_check *r, plu
     r->signed_ = 1;
     char *man = NULL, *sigtxt = NULL;
     size_t mlen, slen;
-    if (file_read_all(mpath, &man, &mlen, e)) return e->code;
-    if (!file_exists(spath) || file_read_all(spath, &sigtxt, &slen, e)) {
+    if (file_check_input(mpath, RESULTS_READ_CAP, e) || file_read_all(mpath, &man, &mlen, e)) return e->code;
+    if (!file_exists(spath) || file_check_input(spath, SIGN_KEY_CAP, e) || file_read_all(spath, &sigtxt, &slen, e)) {
         err_clear(e);
         problem(r, "%s: missing or unreadable: the manifest is not signed%s", "manifest.sig", NULL);
         sigtxt = NULL;

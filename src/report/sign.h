@@ -47,6 +47,10 @@ struct sign_check {
  * PLUMB_EUSAGE when DIR has no manifest or a file cannot be parsed. */
 int sign_verify(const char *dir, const char *pub_path, struct sign_check *r, plumb_err *e);
 void sign_check_free(struct sign_check *r);
+/* A trusted public key given by the user (plumb compare --pub, plumb report --pub): readable,
+ * PEM, Ed25519; else PLUMB_EUSAGE naming the file. Checked before the folders are read, so that
+ * a wrong path is not reported as the folder's signature being invalid. */
+int sign_check_pub(const char *pub_path, plumb_err *e);
 /* 1 when every part of r passed. */
 int sign_check_passed(const struct sign_check *r);
 
