@@ -3,17 +3,6 @@
 # the build before its fix.
 . "$(dirname "$0")/lib.sh"
 Q="--quiet --health-interval 0 --train-samples 500 --eval-samples 100"
-# a memory bound for the unbounded-read tests; AddressSanitizer reserves terabytes of
-# shadow address space, so under PLUMB_ASAN=1 the bound is left out (the test still
-# shows exit 2 and no read past the cap)
-VMEM=4000000; [ "${PLUMB_ASAN:-0}" = 1 ] && VMEM=unlimited
-# run NAME WANT_RC GREP CMD...: exit WANT_RC and stderr+stdout matching GREP (an ERE; "" = anything)
-run() {
-  local name=$1 want=$2 pat=$3; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
-  if [ "$rc" -eq "$want" ] && { [ -z "$pat" ] || cat "$TMP/out" "$TMP/err" | grep -Eq -- "$pat"; }; then ok "$name"
-  else fail "$name" "exit $rc (want $want): $(cat "$TMP/err" "$TMP/out" | head -c 400)"; fi
-}
 
 # ---- 1. a truncated .gz is an error naming the file, never fewer rows
 "$PLUMB" data synth-criteo --rows 2000 --out "$TMP/d.tsv.gz" >/dev/null 2>&1

@@ -2,14 +2,6 @@
 # numerics, rng, bench, health, doctor, comm, faults): inputs no other test names. One
 # block per defect; each test failed on the build before its fix (tests/t_harden.sh's style).
 . "$(dirname "$0")/lib.sh"
-# run NAME WANT_RC GREP CMD...: exit WANT_RC and stderr+stdout matching GREP (an ERE; "" = anything)
-run() {
-  local name=$1 want=$2 pat=$3; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
-  if [ "$rc" -eq "$want" ] && { [ -z "$pat" ] || cat "$TMP/out" "$TMP/err" | grep -Eq -- "$pat"; }; then ok "$name"
-  else fail "$name" "exit $rc (want $want): $(cat "$TMP/err" "$TMP/out" | head -c 400)"; fi
-}
-VMEM=4000000; [ "${PLUMB_ASAN:-0}" = 1 ] && VMEM=unlimited
 # small real run folders: two gpt-tiny runs, a ctr-tiny run and a resnet-tiny run, a few steps each
 TQ="--quiet --health-interval 0"
 "$PLUMB" train gpt --preset gpt-tiny --steps 2 --train-samples 128 --eval-samples 16 $TQ --out "$TMP/gpt1" >/dev/null 2>&1

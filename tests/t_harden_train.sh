@@ -4,16 +4,6 @@
 # (its "still works" cases passed before too).
 . "$(dirname "$0")/lib.sh"
 Q="--quiet --health-interval 0"
-# a memory bound for the unbounded-read tests (as tests/t_harden.sh: not under ASan, whose
-# shadow memory needs terabytes of address space)
-VMEM=4000000; [ "${PLUMB_ASAN:-0}" = 1 ] && VMEM=unlimited
-# run NAME WANT_RC GREP CMD...: exit WANT_RC and stderr+stdout matching GREP (an ERE; "" = anything)
-run() {
-  local name=$1 want=$2 pat=$3; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
-  if [ "$rc" -eq "$want" ] && { [ -z "$pat" ] || cat "$TMP/out" "$TMP/err" | grep -Eq -- "$pat"; }; then ok "$name"
-  else fail "$name" "exit $rc (want $want): $(cat "$TMP/err" "$TMP/out" | head -c 400)"; fi
-}
 
 # ---- 1. plumb --help: each command's line names what the command does (train said
 # "(ctr)" though it trains gpt, resnet and toy; data named synth-criteo only; bench
