@@ -8,6 +8,7 @@
 #include "report/compare.h"
 #include "report/seeds.h"
 #include "test.h"
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -363,6 +364,30 @@ TEST(compare_ladder_finds_the_planted_rung)
     const json_t *r4 = json_array_get(json_object_get(lad, "rungs"), 3);
     CHECK(json_is_true(json_object_get(json_object_get(r4, "shift_b"), "significant")));
     CHECK(jsonx_num(json_object_get(r4, "shift_b"), "sd_units") < -3);
+    /* each rung side's n, mean, sample sd and t-interval, from the values written (write_rung) */
+    for (int r = 1; r <= 5; r++) {
+        const json_t *rr = json_array_get(json_object_get(lad, "rungs"), (size_t)r - 1);
+        const int src = r == 3 ? 2 : r; /* the cpu's rung 3 is rung 2's runs */
+        for (int side = 0; side < 2; side++) {
+            const json_t *x = json_object_get(rr, side ? "b" : "a");
+            const double base = side && src >= 4 ? 0.756 : 0.760;
+            double v[5], m = 0, q = 0;
+            for (int k = 0; k < 5; k++) {
+                char buf[32]; /* the %.6f the file holds */
+                snprintf(buf, sizeof buf, "%.6f", base + 0.0008 * philox_normal_at((uint64_t)(1 + k), RNG_STATS, (uint32_t)src, 7, 0));
+                v[k] = atof(buf), m += v[k];
+            }
+            m /= 5;
+            for (int k = 0; k < 5; k++) q += (v[k] - m) * (v[k] - m);
+            const double sd = sqrt(q / 4), half = 2.7764451051977987 * sd / sqrt(5.0); /* t(0.975, 4) */
+            const json_t *ci = json_object_get(x, "ci95");
+            CHECK_MSG(jsonx_num(x, "n") == 5 && fabs(jsonx_num(x, "mean") - m) < 1e-12 && fabs(jsonx_num(x, "std") - sd) < 1e-12 &&
+                          fabs(json_number_value(json_array_get(ci, 0)) - (m - half)) < 1e-9 &&
+                          fabs(json_number_value(json_array_get(ci, 1)) - (m + half)) < 1e-9,
+                      "rung %d side %c: n %g mean %.9g std %.9g (want %.9g, %.9g)", r, side ? 'b' : 'a', jsonx_num(x, "n"),
+                      jsonx_num(x, "mean"), jsonx_num(x, "std"), m, sd);
+        }
+    }
     json_decref(lad);
     /* one side alone: the rung-to-rung shifts name rung 4 */
     REQUIRE(compare_ladder(lb, B, NULL, NULL, &o, &lad, &e) == PLUMB_OK);

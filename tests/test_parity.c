@@ -94,6 +94,11 @@ TEST(parity_permutation_exact_matches_scipy)
         CHECK_MSG(p.total == (uint64_t)C, "%s: %llu splits, expected C = %.0f", f->name, (unsigned long long)p.total, C);
         /* exact: the same count of splits, so the same p to rounding */
         CHECK_CLOSE("permutation p", p.p, f->perm_p, 1e-12, 0);
+        /* the difference it reports: mean(x) - mean(y) */
+        double mx = 0, my = 0;
+        for (int k = 0; k < f->n1; k++) mx += f->x[k];
+        for (int k = 0; k < f->n2; k++) my += f->y[k];
+        CHECK_CLOSE("permutation diff", p.diff, mx / f->n1 - my / f->n2, 1e-12, 1e-15);
     }
 }
 
