@@ -51,9 +51,10 @@ expect_exit "--no-restart 5,7: exit 7 is final" 7 L --max-restarts 2 --no-restar
   sh -c 'echo x >>"$0/w7"; exit 7' "$d"
 [ "$(wc -l <"$d/w7")" -eq 1 ] && ok "1 attempt for a listed status" || fail "1 attempt for 7" "$(wc -l <"$d/w7")"
 for bad in "" 0 256 "2," "x" "3,,4"; do
-  expect_exit "--no-restart '$bad': exit 2 naming it" 2 L --no-restart "$bad" -- true
+  expect_exit "--no-restart '$bad': exit 2 naming it" 2 L --no-restart "$bad" --run-dir "$d/run5" -- true
   grep -q -- "--no-restart '$bad'" "$TMP/err" || fail "--no-restart '$bad' named" "$(cat "$TMP/err")"
 done
+[ ! -e "$d/run5" ] && ok "... and no run folder made" || fail "a bad --no-restart made the run folder" "$(ls "$d")"
 # the window forgets old failures: each attempt fails after 0.4 s, window 0.2 s
 expect_exit "failures outside the window are forgotten" 0 L --max-restarts 1 --restart-window 0.2 --run-dir "$d/run1" -- \
   sh -c 'n=$(cat "$0/w" 2>/dev/null || echo 0); echo $((n+1)) >"$0/w"; sleep 0.4; [ "$n" -ge 3 ]' "$d"

@@ -85,6 +85,13 @@ int cmd_launch(int argc, char **argv)
         fprintf(stderr, "plumb launch: --stop-grace: %g, expected seconds >= 0 (0 = never SIGKILL)\n", grace);
         return 2;
     }
+    /* every option checked before the run folder is made */
+    unsigned char final[256] = {0};
+    if (parse_no_restart(no_restart, final)) {
+        fprintf(stderr, "plumb launch: --no-restart '%s': expected a comma list of exit statuses 1..255, or none\n",
+                no_restart);
+        return 2;
+    }
     char defdir[64];
     if (!run_dir) {
         time_t t = time(NULL);
@@ -96,12 +103,6 @@ int cmd_launch(int argc, char **argv)
     /* before the first attempt: a file in its place, '' or a folder that cannot be
      * made was exit 3 from launch.jsonl's mkdir ("mkdir : No such file or directory") */
     if (file_check_output_dir("--run-dir", run_dir, &e)) return cli_fail("launch", &e);
-    unsigned char final[256] = {0};
-    if (parse_no_restart(no_restart, final)) {
-        fprintf(stderr, "plumb launch: --no-restart '%s': expected a comma list of exit statuses 1..255, or none\n",
-                no_restart);
-        return 2;
-    }
     struct launch_opts o = {
         .argv = argv + dd + 1,
         .run_dir = run_dir,
