@@ -2,6 +2,7 @@
  * the workload's table, given values win, validation names the option, and
  * a config turns back into the command line that rebuilds it. */
 #include "test.h"
+#include "cli/args.h"
 #include "models/workloads.h"
 #include "train/options.h"
 #include <math.h>
@@ -87,4 +88,29 @@ TEST(train_options_argv_round_trip)
     /* only what was given travels: the preset's defaults stay the preset's */
     for (int i = 0; i < n; i++) CHECK(strcmp(argv[i], "--batch") && strcmp(argv[i], "--watchdog-timeout"));
     CHECK(train_config_argv(&c, argv, 4, buf, sizeof buf) == -1);
+}
+
+/* cli/args.h: an option's target holds its default, or NULL for a string
+ * without one, whatever it held before the parse (bench ceilings left its
+ * --json target unset, and an ASan build wrote the figures to a file named
+ * after the stack's garbage) */
+TEST(args_parse_sets_every_target)
+{
+    const char *out = "garbage", *mode = "garbage";
+    long n = -7;
+    int flag = 5;
+    const struct opt opts[] = {
+        {"--json", OPT_STR, &out, NULL, "a file", NULL, "FILE"},
+        {"--mode", OPT_CHOICE, &mode, "fast", "a mode", "fast|golden", NULL},
+        {"--n", OPT_INT, &n, "3", "a count", NULL, "N"},
+        {"--flag", OPT_FLAG, &flag, NULL, "a flag", NULL, NULL},
+        {0},
+    };
+    char a0[] = "plumb", a1[] = "--json", a2[] = "x.json";
+    char *argv1[] = {a0, NULL}, *argv2[] = {a0, a1, a2, NULL};
+    plumb_err e = {0};
+    REQUIRE(args_parse("plumb t [options]", "a test", opts, 1, argv1, NULL, 0, NULL, &e) == 0);
+    CHECK(out == NULL && mode && !strcmp(mode, "fast") && n == 3 && flag == 0);
+    REQUIRE(args_parse("plumb t [options]", "a test", opts, 3, argv2, NULL, 0, NULL, &e) == 0);
+    CHECK(out && !strcmp(out, "x.json"));
 }

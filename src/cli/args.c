@@ -115,6 +115,10 @@ int args_parse(const char *usage, const char *summary, const struct opt *opts, i
     for (const struct opt *o = opts; o && o->name; o++) {
         if (o->kind == OPT_FLAG) *(int *)o->dst = 0;
         else if (o->kind == OPT_OPTCHOICE) *(const char **)o->dst = NULL;
+        /* a string without a default is NULL until given: bench ceilings' --json
+         * target was never set, and an ASan build wrote its JSON to whatever the
+         * stack held (a file named '\a' in the working directory) */
+        else if (o->kind == OPT_STR && !o->def) *(const char **)o->dst = NULL;
         else if (o->def && (rc = set_value(o, o->def, e))) return err_wrap(e, "default of %s", o->name);
     }
     int only_pos = 0;

@@ -206,7 +206,7 @@ static int open_device(const char *spec, struct dev **d, plumb_err *e)
 
 int bench_ceilings(int argc, char **argv)
 {
-    const char *device, *shapes, *dtypes, *json_path;
+    const char *device = NULL, *shapes = NULL, *dtypes = NULL, *json_path = NULL;
     long copy_mib, repeats;
     double target_ms;
     const struct opt opts[] = {
