@@ -46,6 +46,12 @@ static int64_t loss_fixed(double sum, int64_t *flags)
     flags[SF_LOSS_BAD] = 1;
     return 0;
 }
+/* The step's mean loss from its fixed-point sum: NaN when nothing was scored
+ * or a sum was not representable (loss_fixed). */
+static double mean_loss(int64_t loss_fix, int64_t count, const int64_t *flags)
+{
+    return count && !flags[SF_LOSS_BAD] ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
+}
 #define BUCKET ((size_t)1 << 20) /* gradient all-reduce bucket, elements */
 #define SCR_SUMSQ 0 /* the step's status block (d_scratch): double sumsq */
 #define SCR_FOUND 8 /* int found_inf */
@@ -1367,7 +1373,7 @@ static int settle_one(struct trainer *t, struct step_info *si, long *step, plumb
     memcpy(&sh.found, o->scratch + SCR_FOUND, sizeof sh.found);
     /* 1 rank: the agreed loss is this rank's, in the same fixed point */
     int64_t loss_fix = loss_fixed(o->loss[0], si->flags), count = (int64_t)o->loss[1];
-    si->loss = count && !si->flags[SF_LOSS_BAD] ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
+    si->loss = mean_loss(loss_fix, count, si->flags);
     if (sh.found) si->flags[SF_NONFINITE] = 1;
     if (!si->flags[SF_NONFINITE]) {
         /* what step_apply computes (want_norm as when the step was queued) */
@@ -1975,7 +1981,7 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
         t->step = b->st.step + 1;
         return PLUMB_OK;
     }
-    si->loss = count && !si->flags[SF_LOSS_BAD] ? (double)loss_fix / LOSS_FIX / (double)count : NAN;
+    si->loss = mean_loss(loss_fix, count, si->flags);
     if (!si->flags[SF_NONFINITE]) {
         if ((rc = step_reduce(t, si, e))) return rc;
         /* an exchange learns of non-finite sums only here (the same on every rank) */
