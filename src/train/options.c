@@ -313,6 +313,15 @@ static const struct train_preset *find_preset(const struct workload *wl, const c
     return NULL;
 }
 
+const char *train_option_preset_default(const struct workload *wl, const char *preset, const char *name)
+{
+    const struct train_preset *p = find_preset(wl, preset);
+    for (const struct preset_default *d = p ? p->defaults : NULL; d && d->opt; d++)
+        if (!d->if_opt && !strcmp(d->opt, name)) return d->value;
+    const struct train_option *o = train_option_find(wl, name, NULL);
+    return o ? o->def : NULL;
+}
+
 /* The text value of option `name` in c, for a preset condition. */
 static const char *current_text(const struct train_config *c, const char *name)
 {

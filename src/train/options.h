@@ -59,6 +59,9 @@ int train_config_finish(struct train_config *c, plumb_err *e);
 /* The option called name (generic or wl's own), NULL when none; *index its
  * position in train_config.given. */
 const struct train_option *train_option_find(const struct workload *wl, const char *name, int *index);
+/* The text option `name` takes under preset when not given: the preset's
+ * unconditional default, else the option table's; NULL when neither sets it. */
+const char *train_option_preset_default(const struct workload *wl, const char *preset, const char *name);
 /* "256", or "<preset> 256, <preset> 2048" when presets set it. */
 void train_option_default_desc(const struct workload *wl, const struct train_option *o, char *buf, size_t n);
 /* The given options of c as command-line words ("--steps", "40", ...): at

@@ -45,8 +45,6 @@ struct resnet_spec {
  * does; plain DIR too */
 static const char *data_dir(const char *data) { return !strncmp(data, "cifar:", 6) ? data + 6 : data; }
 
-static int preset_augments(const char *preset);
-
 static int configure(const struct train_config *cfg, void **spec, char *desc, size_t n, plumb_err *e)
 {
     struct resnet_spec *s = calloc(1, sizeof *s);
@@ -88,7 +86,8 @@ static int configure(const struct train_config *cfg, void **spec, char *desc, si
         /* --augment other than the preset's said too: the description is part of the
          * configuration a checkpoint records, and a resume with the other setting was
          * accepted (the preset's own setting unsaid: its checkpoints resume as before) */
-        const char *aug = s->augment == preset_augments(cfg->preset) ? ""
+        const char *pd = train_option_preset_default(cfg->wl, cfg->preset, "--augment");
+        const char *aug = s->augment == (!pd || !strcmp(pd, "yes")) ? ""
                           : s->augment ? ", augmented (--augment yes)" : ", no augmentation (--augment no)";
         snprintf(desc, n, "%s, %s BatchNorm%s", d, s->local_bn ? "per-rank (--bn local)" : "synchronised", aug);
     }
@@ -539,17 +538,6 @@ static const struct train_preset resnet_presets[] = {
      imagenet_defaults},
     {0},
 };
-
-/* Whether preset trains with --augment yes when the option is not given (the
- * option table's default, or the preset's). */
-static int preset_augments(const char *preset)
-{
-    for (const struct train_preset *p = resnet_presets; p->name; p++)
-        if (preset && !strcmp(p->name, preset))
-            for (const struct preset_default *d = p->defaults; d->opt; d++)
-                if (!strcmp(d->opt, "--augment")) return !strcmp(d->value, "yes");
-    return 1;
-}
 
 static const struct train_option resnet_options[] = {
     {"--bn", TOPT_CHOICE, TOPT_WL(0), "sync",
