@@ -10,6 +10,7 @@
 #include "test.h"
 #include "dev/dev.h"
 #include "models/workloads.h"
+#include "train/mcomm.h"
 #include "train/options.h"
 #include <math.h>
 #include <stdlib.h>
@@ -40,28 +41,6 @@ static int hook(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_e
     if (!rc) rc = dev_sync(r->d, e);
     if (!rc) rc = dev_download(r->d, r->snap[i], r->grads + off, len * sizeof(float), e);
     return rc;
-}
-
-/* one rank: every collective is the identity */
-static int id_sum_i64(void *ctx, int64_t *v, size_t n, const char *what, plumb_err *e)
-{
-    (void)ctx, (void)v, (void)n, (void)what, (void)e;
-    return PLUMB_OK;
-}
-static int id_sum_f32(void *ctx, float *v, size_t n, dev_stream *s, const char *what, plumb_err *e)
-{
-    (void)ctx, (void)v, (void)n, (void)s, (void)what, (void)e;
-    return PLUMB_OK;
-}
-static int id_gather(void *ctx, const void *buf, size_t bytes, void **all, size_t *total, const char *what,
-                     plumb_err *e)
-{
-    (void)ctx, (void)what;
-    *all = malloc(bytes ? bytes : 1);
-    if (!*all) return err_set(e, PLUMB_ENOMEM, "gather");
-    memcpy(*all, buf, bytes);
-    *total = bytes;
-    return PLUMB_OK;
 }
 
 static void check_workload(const struct workload *wl)
@@ -113,7 +92,12 @@ static void check_workload(const struct workload *wl)
     struct rec r;
     memset(&r, 0, sizeof r);
     r.d = d, r.grads = g, r.fail_at = -1;
-    const struct model_comm comm = {0, 1, NULL, id_sum_i64, id_sum_f32, id_gather};
+    /* one rank: the trainer's model_comm over comm "self" */
+    struct comm *self = NULL;
+    REQUIRE(comm_init("self", &self, &e) == 0);
+    struct mcomm_ctx mx = {self, d};
+    struct model_comm comm;
+    mcomm_bind(&mx, &comm);
     struct step_ctx sc = {&r, hook, NULL, &comm, 0};
     struct model_loss loss = {0, 0};
     rc = wl->model->forward_backward(m, &b, 1.0f / B, &sc, &loss, &e);
@@ -157,6 +141,7 @@ static void check_workload(const struct workload *wl)
     for (int i = 0; i < r.n; i++) free(r.snap[i]);
     free(fin);
     for (int k = 0; k < nf; k++) free(b.field[k]);
+    comm_finalize(self);
     wl->data->free(ds);
     wl->model->free(m);
     wl->spec_free(spec);
