@@ -39,6 +39,15 @@ step() { # step NAME TIMEOUT_S CMD...
 . "$here/scripts/gpu-libs.sh"
 export PLUMB_BACKEND_PATH=$here/build
 P=build/plumb
+# the attention kernels: PLUMB_GPT_ATTN as the caller set it, else the faster of
+# tc and mma where scripts/gpu-attn.sh timed both earlier in this call
+if [ -z "${PLUMB_GPT_ATTN:-}" ] && [ -f "$OUT/attn/tc.json" ] && [ -f "$OUT/attn/mma.json" ]; then
+  pick=$(python3 -c 'import json,sys; t=[json.load(open(f))["rows"][0]["tokens_per_s"] for f in sys.argv[1:]]; print("mma" if t[1] > t[0] else "tc")' \
+    "$OUT/attn/tc.json" "$OUT/attn/mma.json" 2>/dev/null)
+  [ "$pick" = mma ] && export PLUMB_GPT_ATTN=mma
+  log "attention for gpt: ${pick:-tc (no comparison)} (gpu-attn.sh's tc and mma in this call)"
+fi
+log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (tc)}"
 step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
   --vs-pytorch --torch-modes compile --json "$D/gpt.json"
 step r18 100 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
