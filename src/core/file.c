@@ -288,14 +288,11 @@ static int open_inside(const char *dir, const char *rel, size_t cap, int *fdp, s
     size_t L = strlen(real_dir);
     if (strncmp(real, real_dir, L) || (real[L] != '/' && !(L == 1 && real_dir[0] == '/')))
         return err_set(e, PLUMB_EUSAGE, "%s: leads out of the run folder (a symlink): not read", rel);
-    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer */
-    int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err_set(e, PLUMB_EUSAGE, "%s: %s", rel, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file: not read", rel);
-    }
+    int r = file_open_regular(real, O_NOFOLLOW, &fd, &st);
+    if (r > 0) return err_set(e, PLUMB_EUSAGE, "%s: %s", rel, strerror(r));
+    if (r < 0) return err_set(e, PLUMB_EUSAGE, "%s: not a regular file: not read", rel);
     if ((size_t)st.st_size > cap) {
         close(fd);
         return err_set(e, PLUMB_EUSAGE, "%s: %lld bytes, more than the %zu read: not read", rel,
@@ -315,22 +312,43 @@ int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e
     return rc;
 }
 
+int file_open_regular(const char *path, int extra_flags, int *fd, struct stat *st)
+{
+    *fd = -1;
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | extra_flags);
+    if (f < 0) return errno ? errno : EIO;
+    if (fstat(f, st) != 0) {
+        int er = errno ? errno : EIO;
+        close(f);
+        return er;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(f);
+        return -1;
+    }
+    *fd = f;
+    return 0;
+}
+
+const char *file_kind(const struct stat *st)
+{
+    return S_ISREG(st->st_mode)    ? "a regular file"
+           : S_ISDIR(st->st_mode)  ? "a directory"
+           : S_ISFIFO(st->st_mode) ? "a FIFO or pipe"
+                                   : "a device or socket";
+}
+
 int file_check_input(const char *path, size_t cap, plumb_err *e)
 {
-    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        if (err == ENOENT) return err_set(e, PLUMB_EUSAGE, "%s: no such file", path);
-        return err_set(e, PLUMB_EUSAGE, "%s: cannot open: %s", path, strerror(err));
-    }
+    int fd;
     struct stat st;
-    int ok = fstat(fd, &st) == 0;
-    close(fd);
-    if (!ok) return err_set(e, PLUMB_EUSAGE, "%s: cannot stat: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
-    if (!S_ISREG(st.st_mode))
+    int r = file_open_regular(path, 0, &fd, &st);
+    if (r == ENOENT) return err_set(e, PLUMB_EUSAGE, "%s: no such file", path);
+    if (r > 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open: %s", path, strerror(r));
+    if (r < 0 && S_ISDIR(st.st_mode)) return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
+    if (r < 0)
         return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (a FIFO, a device or a socket): not read", path);
+    close(fd);
     if ((size_t)st.st_size > cap)
         return err_set(e, PLUMB_EUSAGE, "%s: %lld bytes, more than the %zu read: not read", path, (long long)st.st_size,
                        cap);

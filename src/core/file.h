@@ -43,6 +43,16 @@ int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e
  * non-blocking and checked by fstat; every failure is PLUMB_EUSAGE naming
  * the path and the rule. */
 int file_check_input(const char *path, size_t cap, plumb_err *e);
+/* Opens path read-only for a reader that needs a regular file (mmap, a
+ * bounded read): O_NONBLOCK, so a FIFO opens at once instead of waiting for
+ * a writer, then fstat. 0: *fd is open (O_NONBLOCK does nothing to a regular
+ * file's reads) and *st filled. errno (> 0): open or fstat failed, *fd is -1.
+ * -1: not a regular file, *st filled (file_kind names what it is), *fd -1.
+ * extra_flags are ORed in (O_NOFOLLOW). The callers word their own errors. */
+struct stat;
+int file_open_regular(const char *path, int extra_flags, int *fd, struct stat *st);
+/* "a directory", "a FIFO or pipe", "a device or socket" or "a regular file" */
+const char *file_kind(const struct stat *st);
 /* mkdir -p with mode 0755. */
 int file_mkdirs(const char *path, plumb_err *e);
 /* fsync of a directory (after a rename into it). */

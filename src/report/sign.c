@@ -249,14 +249,12 @@ int sign_check_pub(const char *pub_path, plumb_err *e)
 /* SHA-256 of a file, streamed. */
 static int file_sha256(const char *path, char hex[65], long long *bytes, plumb_err *e)
 {
-    /* O_NONBLOCK and a regular file only: a FIFO put in place of a covered file blocked verify for ever */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err_set(e, PLUMB_EIO, "%s: %s", path, strerror(errno));
+    /* a regular file only: a FIFO put in place of a covered file blocked verify for ever */
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file", path);
-    }
+    int r = file_open_regular(path, 0, &fd, &st);
+    if (r > 0) return err_set(e, PLUMB_EIO, "%s: %s", path, strerror(r));
+    if (r < 0) return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (%s)", path, file_kind(&st));
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         close(fd);

@@ -116,20 +116,14 @@ int criteo_cache_write(const char *src, const char *out, enum criteo_bad bad, in
 int criteo_cache_map(const char *path, const char *src, struct criteo_cache *c, plumb_err *e)
 {
     memset(c, 0, sizeof *c);
-    /* O_NONBLOCK: a FIFO opens at once and is refused below (only a
-     * regular file can be mapped) instead of blocking for a writer */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open the cache: %s", path, strerror(errno));
+    /* only a regular file can be mapped */
+    int fd;
     struct stat st;
-    if (fstat(fd, &st)) {
-        int er = errno;
-        close(fd);
-        return err_set(e, PLUMB_EIO, "%s: cannot stat the cache: %s", path, strerror(er));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (expected a cache written by plumb data cache)", path);
-    }
+    int r = file_open_regular(path, 0, &fd, &st);
+    if (r > 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open the cache: %s", path, strerror(r));
+    if (r < 0)
+        return err_set(e, PLUMB_EUSAGE, "%s: not a regular file but %s (expected a cache written by plumb data cache)",
+                       path, file_kind(&st));
     if (st.st_size < HDR) {
         close(fd);
         return err_set(e, PLUMB_ECORRUPT, "%s: corrupt cache: %lld bytes, shorter than its %d-byte header (rewrite it "

@@ -51,22 +51,14 @@ struct gpt_data {
 static int shard_open(const char *path, struct shard *s, plumb_err *e)
 {
     memset(s, 0, sizeof *s);
-    /* O_NONBLOCK: a FIFO opens at once (instead of waiting for a writer)
-     * and is refused below with a directory or a device: only a regular
-     * file can be memory-mapped */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open token file: %s", path, strerror(errno));
+    /* only a regular file can be memory-mapped */
+    int fd;
     struct stat st;
-    if (fstat(fd, &st)) {
-        int er = errno;
-        close(fd);
-        return err_set(e, PLUMB_EUSAGE, "%s: cannot stat: %s", path, strerror(er));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
+    int r = file_open_regular(path, 0, &fd, &st);
+    if (r > 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open token file: %s", path, strerror(r));
+    if (r < 0)
         return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (expected an llm.c token file; %s cannot be memory-mapped)",
-                       path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO or pipe" : "a device or socket");
-    }
+                       path, file_kind(&st));
     const uint64_t size = (uint64_t)st.st_size;
     if (size < HEADER_BYTES) {
         close(fd);

@@ -6,33 +6,44 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int cifar_read_file(const char *path, struct cifar_set *s, plumb_err *e)
 {
+    /* the size is the open file's (a stat by name, then fopen, could see two files) */
     struct stat st;
-    if (stat(path, &st) != 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open (%s)", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return err_set(e, PLUMB_EUSAGE, "%s: not a regular file", path);
+    int fd, r = file_open_regular(path, 0, &fd, &st);
+    if (r > 0) return err_set(e, PLUMB_EUSAGE, "%s: cannot open (%s)", path, strerror(r));
+    if (r < 0) return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (%s)", path, file_kind(&st));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int er = errno;
+        close(fd);
+        return err_set(e, PLUMB_EIO, "%s: cannot open (%s)", path, strerror(er));
+    }
     size_t bytes = (size_t)st.st_size;
+    int rc = PLUMB_OK;
     if (bytes == 0)
-        return err_set(e, PLUMB_EUSAGE, "%s: empty (expected %d-byte CIFAR-10 records: a label byte and %d pixel bytes)",
+        rc = err_set(e, PLUMB_EUSAGE, "%s: empty (expected %d-byte CIFAR-10 records: a label byte and %d pixel bytes)",
                        path, CIFAR_RECORD, CIFAR_PIXELS);
-    if (bytes % CIFAR_RECORD)
-        return err_set(e, PLUMB_EUSAGE,
+    else if (bytes % CIFAR_RECORD)
+        rc = err_set(e, PLUMB_EUSAGE,
                        "%s: %zu bytes is not a whole number of %d-byte CIFAR-10 records (%zu records and %zu bytes of "
                        "record %zu)",
                        path, bytes, CIFAR_RECORD, bytes / CIFAR_RECORD, bytes % CIFAR_RECORD, bytes / CIFAR_RECORD);
-    size_t n = bytes / CIFAR_RECORD;
-    uint8_t *lab = realloc(s->labels, s->n + n);
-    if (!lab) return err_set(e, PLUMB_ENOMEM, "%s: out of memory for %zu labels", path, s->n + n);
-    s->labels = lab;
-    uint8_t *pix = realloc(s->pixels, (s->n + n) * CIFAR_PIXELS);
-    if (!pix) return err_set(e, PLUMB_ENOMEM, "%s: out of memory for %zu images", path, s->n + n);
-    s->pixels = pix;
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(e, PLUMB_EUSAGE, "%s: cannot open (%s)", path, strerror(errno));
+    const size_t n = bytes / CIFAR_RECORD;
+    if (!rc) {
+        uint8_t *lab = realloc(s->labels, s->n + n);
+        if (!lab) rc = err_set(e, PLUMB_ENOMEM, "%s: out of memory for %zu labels", path, s->n + n);
+        else s->labels = lab;
+    }
+    if (!rc) {
+        uint8_t *pix = realloc(s->pixels, (s->n + n) * CIFAR_PIXELS);
+        if (!pix) rc = err_set(e, PLUMB_ENOMEM, "%s: out of memory for %zu images", path, s->n + n);
+        else s->pixels = pix;
+    }
     uint8_t rec[CIFAR_RECORD];
-    int rc = PLUMB_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
+    for (size_t i = 0; !rc && i < n; i++) {
         if (fread(rec, 1, CIFAR_RECORD, f) != CIFAR_RECORD)
             rc = err_set(e, PLUMB_EIO, "%s: short read at record %zu of %zu", path, i, n);
         else if (rec[0] >= CIFAR_CLASSES)
