@@ -57,7 +57,7 @@ grep -E "CHECK|passed|norm-wise" "$D/tests.log" | tail -n 60 | tee -a "$LOG"
 
 B="bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 20 --warmup 3"
 # shellcheck disable=SC2086
-step tc 16 "${KP[@]}" KPROF_OUT="$D/tc.kprof.txt" env -u PLUMB_GPT_ATTN $P $B --json "$D/tc.json"
+step tc 16 "${KP[@]}" KPROF_OUT="$D/tc.kprof.txt" env PLUMB_GPT_ATTN=tc $P $B --json "$D/tc.json"
 # shellcheck disable=SC2086
 step mma 16 "${KP[@]}" KPROF_OUT="$D/mma.kprof.txt" env PLUMB_GPT_ATTN=mma $P $B --json "$D/mma.json"
 # shellcheck disable=SC2086

@@ -166,15 +166,17 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
     for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
     const double acc_floor = (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
 
-    struct attn_io a, a2, s, m, m2;
+    struct attn_io a, a2, s, m, m2, df;
     io_alloc(&a, n1, nl, n3);
     io_alloc(&a2, n1, nl, n3);
     io_alloc(&s, n1, nl, n3);
     io_alloc(&m, n1, nl, n3);
     io_alloc(&m2, n1, nl, n3);
+    io_alloc(&df, n1, nl, n3);
     char *saved = env_save();
-    unsetenv("PLUMB_GPT_ATTN");
-    int rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a, &e), rs = -1, rm = -1;
+    /* tc named (unset is the default, checked below against mma and tc) */
+    setenv("PLUMB_GPT_ATTN", gpu ? "tc" : "", 1);
+    int rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a, &e), rs = -1, rm = -1, rd_ = -1;
     CHECK_MSG(rc == 0, "%s: %s", what, e.msg);
     if (gpu) {
         if (!rc) rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a2, &e);
@@ -187,6 +189,11 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
         rm = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &m, &e);
         if (!rm) rm = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &m2, &e);
         CHECK_MSG(rm == 0, "%s (mma): %s", what, e.msg);
+        /* the default (unset): mma where it applies (16-bit, head width <= 64:
+         * the faster on the H200, BENCHMARKS.md 2026-12-05), else tc */
+        unsetenv("PLUMB_GPT_ATTN");
+        rd_ = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &df, &e);
+        CHECK_MSG(rd_ == 0, "%s (default): %s", what, e.msg);
     }
     env_restore(saved);
     if (!rc) {
@@ -205,11 +212,17 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
         check_io(ws, &m, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
         CHECK_MSG(io_same(&m, &m2, n1, nl, n3), "%s: two runs differ (not deterministic)", ws);
     }
+    if (!rd_ && !rm && !rc) {
+        const int want_mma = HS <= 64 && (rt == DT_BF16 || rt == DT_F16);
+        CHECK_MSG(io_same(&df, want_mma ? &m : &a, n1, nl, n3), "%s: PLUMB_GPT_ATTN unset is not the %s kernels' bits",
+                  what, want_mma ? "mma" : "tc");
+    }
     io_free(&a);
     io_free(&a2);
     io_free(&s);
     io_free(&m);
     io_free(&m2);
+    io_free(&df);
     free(rout);
     free(rlse);
     free(rd);

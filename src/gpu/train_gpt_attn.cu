@@ -93,10 +93,12 @@ __global__ void k_attn_bwd_keys_gold(const float *qkv, const float *dout, const 
 /* ---------------- fast: tensor-core tiles (CUDA, 16-bit) ---------------- */
 
 enum { ATTN_SCALAR = 0, ATTN_TC, ATTN_MMA };
-/* PLUMB_GPT_ATTN: unset, "" or "tc": the WMMA kernels where they apply;
- * "mma": the mma.sync kernels of gpu/train_gpt_attn_mma.cuh where they apply
- * (16-bit, head width <= 64), else as tc; "scalar": the scalar flash kernels
- * always; anything else an error naming the value. *kind: ATTN_* */
+/* PLUMB_GPT_ATTN: unset, "" or "mma": the mma.sync kernels of
+ * gpu/train_gpt_attn_mma.cuh where they apply (16-bit, head width <= 64),
+ * else as tc (gpt2-124m B=16 T=1024 bf16 on the H200: 169.6 k tokens/s
+ * against tc's 144.2 k, BENCHMARKS.md 2026-12-05); "tc": the WMMA kernels
+ * where they apply (16-bit, head width <= 128); "scalar": the scalar flash
+ * kernels always; anything else an error naming the value. *kind: ATTN_* */
 static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
@@ -107,7 +109,7 @@ static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
     const int sixteen = rt == DT_BF16 || rt == DT_F16;
     if (sixteen && HS <= 128 && !(v && !strcmp(v, "scalar"))) *kind = ATTN_TC;
 #if defined(PLUMB_ATTN_MMA)
-    if (sixteen && HS <= 64 && v && !strcmp(v, "mma")) *kind = ATTN_MMA;
+    if (sixteen && HS <= 64 && !(v && (!strcmp(v, "scalar") || !strcmp(v, "tc")))) *kind = ATTN_MMA;
 #endif
 #else
     (void)HS;
