@@ -113,7 +113,7 @@ int main(int argc, char **argv)
         struct sampler_step st;
         (void)sampler_get(&s, r % spe, 0, 1, &st, idx, shv, &e);
         double a = timer_now();
-        data_fill(ds, 0, idx, (int)st.local_valid, R, dense, sparse, labels);
+        (void)data_fill(ds, 0, idx, (int)st.local_valid, R, dense, sparse, labels, NULL); /* synthetic: cannot fail */
         fill_ns[r] = 1e9 * (timer_now() - a) / (double)st.local_valid;
     }
     sampler_free(&s);

@@ -185,4 +185,52 @@ for w in ctr gpt resnet toy; do
   [ -z "$d" ] && ok "train $w --help: no option with two defaults" || fail "train $w --help: two defaults" "$d"
 done
 
+# ---- 15. a mapped data file cut short while plumb train reads it: gpt's token files and
+# ctr's Criteo cache are memory-mapped, and a read of a page past the new end raised
+# SIGBUS: the run died with "Bus error" (exit 135) and nothing naming the file. Now the
+# read is guarded (src/core/mapguard.h): exit 3 naming the file, through the trainer's
+# error path (the host loader's thread, or the device feed's build threads), and the
+# checkpoints written before stay and resume.
+# cut15 OUT FILE SIZE CMD...: runs CMD --out OUT in the background until its first step is
+# in metrics.jsonl and a checkpoint (when CMD writes them to OUT.ck) is on disk, cuts FILE
+# to SIZE bytes in place, and waits; the exit status in rc15, the output in OUT.log
+cut15() {
+  local out=$1 file=$2 size=$3; shift 3
+  timeout 300 "$@" --out "$out" >"$out.log" 2>&1 & local pid=$! i
+  for i in $(seq 3000); do
+    kill -0 $pid 2>/dev/null || break
+    grep -qs '"type":"step"' "$out"/checks/train-*/metrics.jsonl \
+      && { [ ! -d "$out.ck" ] || ls "$out.ck"/ckpt-*.plumb >/dev/null 2>&1; } && break
+    sleep 0.05
+  done
+  truncate -s "$size" "$file"
+  wait $pid; rc15=$?
+}
+"$PLUMB" data synth-tokens --tokens 2000000 --vocab 256 --out "$TMP/t15.bin" >/dev/null 2>&1 || fail "synth-tokens for 15" ""
+G15="train gpt --preset gpt-tiny $Q --steps 100000"
+cp "$TMP/t15.bin" "$TMP/g15.bin"; mkdir -p "$TMP/g15.ck"
+cut15 "$TMP/g15" "$TMP/g15.bin" 4096 "$PLUMB" $G15 --data "tokens:$TMP/g15.bin" --checkpoint-dir "$TMP/g15.ck" --checkpoint-every 2
+[ $rc15 -eq 3 ] && grep -q "^plumb train: data loader: $TMP/g15.bin: token file shrank while being read (4001024 bytes when opened, 4096 bytes now" "$TMP/g15.log" \
+  && ok "gpt: token file cut mid-run: exit 3 naming it ($(cut -c1-90 "$TMP/g15.log" | tail -1)...)" \
+  || fail "gpt token file cut mid-run" "exit $rc15 (135: SIGBUS): $(tail -c 400 "$TMP/g15.log")"
+last=$(ls "$TMP/g15.ck" | sed -nE 's/^ckpt-0*([0-9]+)\.plumb$/\1/p' | sort -n | tail -1)
+cp "$TMP/t15.bin" "$TMP/g15.bin"
+run "... the checkpoints before the cut stay: resumed at step ${last:-none} with the file restored" 0 "trained gpt gpt-tiny: $((${last:-0} + 1)) steps" \
+  "$PLUMB" train gpt --preset gpt-tiny $Q --steps $((${last:-0} + 1)) --data "tokens:$TMP/g15.bin" --checkpoint-dir "$TMP/g15.ck" --resume --out "$TMP/g15r"
+cp "$TMP/t15.bin" "$TMP/g15f.bin"
+PLUMB_TRAIN_DEVFEED=1 cut15 "$TMP/g15f" "$TMP/g15f.bin" 4096 "$PLUMB" $G15 --data "tokens:$TMP/g15f.bin"
+[ $rc15 -eq 3 ] && grep -q "^plumb train: $TMP/g15f.bin: token file shrank while being read" "$TMP/g15f.log" \
+  && ok "gpt, device feed (PLUMB_TRAIN_DEVFEED=1): exit 3 naming the file" \
+  || fail "gpt device feed cut" "exit $rc15: $(tail -c 400 "$TMP/g15f.log")"
+"$PLUMB" data synth-criteo --rows 40000 --out "$TMP/d15.tsv" >/dev/null 2>&1 && "$PLUMB" data cache "$TMP/d15.tsv" --out "$TMP/d15.plumbcache" >/dev/null 2>&1 \
+  || fail "a cache for 15" ""
+C15="train ctr --preset ctr-tiny $Q --threads 2 --batch 256 --steps 100000"
+for feed in 0 1; do
+  cp "$TMP/d15.plumbcache" "$TMP/c15$feed.plumbcache"
+  PLUMB_TRAIN_DEVFEED=$feed cut15 "$TMP/c15$feed" "$TMP/c15$feed.plumbcache" 100000 "$PLUMB" $C15 --data "$TMP/c15$feed.plumbcache"
+  [ $rc15 -eq 3 ] && grep -q "^plumb train: .*$TMP/c15$feed.plumbcache: Criteo cache shrank while being read (6400256 bytes when opened, 100000 bytes now" "$TMP/c15$feed.log" \
+    && ok "ctr: cache cut mid-run ($([ $feed = 1 ] && echo device feed || echo host loader)): exit 3 naming it" \
+    || fail "ctr cache cut mid-run (feed $feed)" "exit $rc15 (135: SIGBUS): $(tail -c 400 "$TMP/c15$feed.log")"
+done
+
 finish

@@ -6,6 +6,7 @@
 #include "core/file.h"
 #include "models/ctr/cache.h"
 #include "models/ctr/criteo.h"
+#include "models/ctr/data.h"
 #include "models/ctr/synth.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -170,4 +171,43 @@ TEST(criteo_cache_maps_the_parsed_rows_and_refuses_stale_or_corrupt)
     }
     free(img);
     free(a);
+}
+
+/* A cache truncated while it is mapped (core/mapguard.h): a batch with a
+ * sample past the new end is PLUMB_EIO naming the cache (data_fill, the
+ * reader of the training loader and feed); a batch inside it fills as
+ * before. (Unguarded, the gather raised SIGBUS.) */
+TEST(criteo_cache_truncated_while_mapped)
+{
+    char path[512], cache[600];
+    plumb_err e = {0};
+    REQUIRE(!file_join(path, sizeof path, test_tmpdir(), "shrink.tsv", &e));
+    snprintf(cache, sizeof cache, "%s%s", path, CRITEO_CACHE_SUFFIX);
+    size_t len;
+    char *t = make_text(&len, 0);
+    REQUIRE(t && !file_write_atomic(path, t, len, &e));
+    free(t);
+    struct criteo_cache info;
+    REQUIRE(criteo_cache_write(path, cache, CRITEO_BAD_ERROR, 2, &info, &e) == 0);
+    struct data_opts o = {.eval_fraction = 0.1, .bad = CRITEO_BAD_ERROR};
+    struct dataset *d = NULL;
+    REQUIRE(dataset_open(cache, &o, &d, &e) == 0);
+    REQUIRE(truncate(cache, 256 + 160 * 1000) == 0); /* 1000 rows left */
+    int64_t rows[CRITEO_CAT];
+    for (int k = 0; k < CRITEO_CAT; k++) rows[k] = 1000 + k;
+    enum { B = 64 };
+    uint32_t idx[B];
+    float dense[B * CRITEO_DENSE], lab[B];
+    uint32_t sparse[B * CRITEO_CAT];
+    for (int i = 0; i < B; i++) idx[i] = (uint32_t)(i * 7);
+    CHECK_EQ_INT(data_fill(d, 0, idx, B, rows, dense, sparse, lab, &e), PLUMB_OK);
+    idx[B - 1] = 20000;
+    CHECK_EQ_INT(data_fill(d, 0, idx, B, rows, dense, sparse, lab, &e), PLUMB_EIO);
+    CHECK_MSG(strstr(e.msg, cache) && strstr(e.msg, "Criteo cache shrank while being read"), "%s", e.msg);
+    /* the eval split (the tail of the same cache) */
+    err_clear(&e);
+    idx[0] = 0;
+    CHECK_EQ_INT(data_fill(d, 1, idx, 1, rows, dense, sparse, lab, &e), PLUMB_EIO);
+    CHECK_MSG(strstr(e.msg, cache), "%s", e.msg);
+    dataset_free(d);
 }

@@ -417,7 +417,7 @@ TEST(data_fill_rows_equal_hash_mod_rows)
     float *dense = malloc((size_t)N * CRITEO_DENSE * sizeof *dense), *lab = malloc(N * sizeof *lab);
     REQUIRE(idx && sparse && dense && lab);
     for (int i = 0; i < N; i++) idx[i] = (uint32_t)((i * 2654435761u) % N); /* a permutation: N is a power of 2 */
-    data_fill(&ds, 0, idx, N, rows, dense, sparse, lab);
+    REQUIRE(data_fill(&ds, 0, idx, N, rows, dense, sparse, lab, NULL) == 0);
     long bad = 0;
     for (int i = 0; i < N; i++)
         for (int t = 0; t < CRITEO_CAT; t++)
@@ -457,7 +457,7 @@ TEST(data_fill_blocks_equal_samples)
     long bad = 0;
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         int n = counts[c];
-        data_fill(&ds, 0, idx, n, rows, dense, sparse, lab);
+        REQUIRE(data_fill(&ds, 0, idx, n, rows, dense, sparse, lab, NULL) == 0);
         for (int i = 0; i < n; i++) {
             const struct criteo_sample *m = &mem[idx[i]];
             bad += lab[i] != m->label || memcmp(dense + (size_t)i * CRITEO_DENSE, m->dense, sizeof m->dense) != 0;
@@ -516,7 +516,7 @@ TEST(data_devfeed_pool_batches_equal_sampler_fill)
         struct sampler_step st;
         int sv[1];
         REQUIRE(sampler_get(&ref, step, 0, 1, &st, idx, sv, &e) == 0);
-        data_fill(&ds, 0, idx, (int)st.local_valid, rows, dense, sparse, lab);
+        REQUIRE(data_fill(&ds, 0, idx, (int)st.local_valid, rows, dense, sparse, lab, NULL) == 0);
         bad += sn != step || b.n_valid != st.local_valid;
         bad += memcmp(b.field[CTR_F_DENSE], dense, (size_t)st.local_valid * CRITEO_DENSE * 4) != 0;
         bad += memcmp(b.field[CTR_F_SPARSE], sparse, (size_t)st.local_valid * CRITEO_CAT * 4) != 0;

@@ -62,7 +62,7 @@ TEST(gpt_data_token_files_across_shards)
     CHECK(strstr(gpt_data_describe(d), "3 token files") != NULL);
     /* a read across both shard boundaries is the concatenation */
     int32_t buf[1100];
-    gpt_data_read(d, GPT_TRAIN, 990, 1100, buf);
+    gpt_data_read(d, GPT_TRAIN, 990, 1100, buf, NULL);
     int bad = 0;
     for (int i = 0; i < 1100; i++) bad += buf[i] != (990 + i) % 50000;
     CHECK_EQ_INT(bad, 0);
@@ -74,7 +74,7 @@ TEST(gpt_data_token_files_across_shards)
         const int sh = gpt_data_shift(1, ep, T);
         CHECK(sh >= 0 && sh < T);
         for (long i = 0; i < 46; i += 45) {
-            gpt_data_sample(d, GPT_TRAIN, T, 1, ep, i, tok, tgt);
+            gpt_data_sample(d, GPT_TRAIN, T, 1, ep, i, tok, tgt, NULL);
             for (int t = 0; t < T; t++) {
                 bad += tok[t] != (int32_t)((sh + 64 * i + t) % 50000);
                 bad += tgt[t] != (int32_t)((sh + 64 * i + t + 1) % 50000);
@@ -90,7 +90,7 @@ TEST(gpt_data_token_files_across_shards)
     o.fixed_windows = 1;
     REQUIRE(gpt_data_open(spec, vspec, &o, &d, &e) == 0);
     for (long ep = 0; ep < 3; ep++) {
-        gpt_data_sample(d, GPT_TRAIN, T, 1, ep, 7, tok, tgt);
+        gpt_data_sample(d, GPT_TRAIN, T, 1, ep, 7, tok, tgt, NULL);
         for (int t = 0; t < T; t++) bad += tok[t] != 64 * 7 + t || tgt[t] != 64 * 7 + t + 1;
     }
     CHECK_EQ_INT(bad, 0);
@@ -215,15 +215,15 @@ TEST(gpt_data_token_offsets_past_4g)
     REQUIRE(gpt_data_open(spec, vspec, &o, &d, &e) == 0);
     CHECK_EQ_INT(gpt_data_tokens(d, GPT_TRAIN), 2 * (uint64_t)n + 100);
     int32_t got[4];
-    gpt_data_read(d, GPT_TRAIN, (uint64_t)n - 1, 2, got);
+    gpt_data_read(d, GPT_TRAIN, (uint64_t)n - 1, 2, got, NULL);
     CHECK(got[0] == 11 && got[1] == 0);
-    gpt_data_read(d, GPT_TRAIN, 4294967296ull, 3, got);
+    gpt_data_read(d, GPT_TRAIN, 4294967296ull, 3, got, NULL);
     CHECK(got[0] == 11 && got[1] == 22 && got[2] == 33);
     /* a window across the 2^32 boundary */
     const int T = 8;
     long last = gpt_data_samples(d, GPT_TRAIN, T) - 1;
     int32_t tok[8], tgt[8];
-    gpt_data_sample(d, GPT_TRAIN, T, 1, 0, last, tok, tgt);
+    gpt_data_sample(d, GPT_TRAIN, T, 1, 0, last, tok, tgt, NULL);
     CHECK(last * T + gpt_data_shift(1, 0, T) + T < (long long)gpt_data_tokens(d, GPT_TRAIN));
     gpt_data_free(d);
     for (int s = 0; s < 3; s++) unlink(p[s]);
@@ -251,11 +251,11 @@ TEST(gpt_data_text_and_val_coverage)
     const long nv = gpt_data_samples(d, GPT_VAL, T);
     CHECK_EQ_INT(nv, 16);
     int32_t all[600], tok[32], tgt[32];
-    gpt_data_read(d, GPT_VAL, 0, 500, all);
+    gpt_data_read(d, GPT_VAL, 0, 500, all, NULL);
     CHECK(all[0] == (int32_t)(unsigned char)"abcdefghij\n"[4500 % 11] + (4500 % 97 == 0));
     long scored = 0, bad = 0;
     for (long i = 0; i < nv; i++) {
-        gpt_data_sample(d, GPT_VAL, T, 3, 0, i, tok, tgt);
+        gpt_data_sample(d, GPT_VAL, T, 3, 0, i, tok, tgt, NULL);
         for (int t = 0; t < T; t++) {
             const long pos = i * T + t;
             if (tgt[t] >= 0) {
@@ -297,11 +297,11 @@ TEST(gpt_data_synthetic_chain_is_pure)
     REQUIRE(gpt_data_open("synthetic", NULL, &o, &d, &e) == 0);
     REQUIRE(gpt_data_open("synthetic", NULL, &o, &d2, &e) == 0);
     int32_t a[4096], b[4096];
-    gpt_data_read(d, GPT_TRAIN, 3000, 4096, a);
-    gpt_data_read(d2, GPT_TRAIN, 3000, 4096, b);
+    gpt_data_read(d, GPT_TRAIN, 3000, 4096, a, NULL);
+    gpt_data_read(d2, GPT_TRAIN, 3000, 4096, b, NULL);
     CHECK(!memcmp(a, b, sizeof a));
     /* random access: a read from inside equals the long read's slice */
-    gpt_data_read(d, GPT_TRAIN, 3000 + 1500, 700, b);
+    gpt_data_read(d, GPT_TRAIN, 3000 + 1500, 700, b, NULL);
     CHECK(!memcmp(a + 1500, b, 700 * 4));
     /* the chain: the most frequent successor of each token follows it about
      * 80% of the time (205/256 plus the uniform draws that hit it) */
@@ -309,7 +309,7 @@ TEST(gpt_data_synthetic_chain_is_pure)
     for (int i = 0; i < 4096; i++) bad += a[i] < 0 || a[i] >= 1000;
     CHECK_EQ_INT(bad, 0);
     int32_t *big = malloc(sizeof(int32_t) * 200000);
-    gpt_data_read(d, GPT_TRAIN, 0, 200000, big);
+    gpt_data_read(d, GPT_TRAIN, 0, 200000, big, NULL);
     /* count[p][q]: how often q follows p; the chain's successor is the mode */
     int *count = calloc((size_t)1000 * 1000, sizeof(int));
     long follow = 0, pairs = 0;
@@ -330,7 +330,7 @@ TEST(gpt_data_synthetic_chain_is_pure)
     CHECK_MSG(frac > 0.7 && frac < 0.9, "successor followed %.3f of the time (expected about 0.8)", frac);
     free(big);
     /* the val split is another stream with the same successor table */
-    gpt_data_read(d, GPT_VAL, 0, 64, b);
+    gpt_data_read(d, GPT_VAL, 0, 64, b, NULL);
     CHECK(memcmp(a, b, 64 * 4) != 0);
     gpt_data_free(d);
     gpt_data_free(d2);
@@ -354,7 +354,7 @@ TEST(gpt_data_ranks_see_the_one_rank_samples)
         int sv[12];
         struct sampler_step st;
         REQUIRE(sampler_get(&s, step, 0, 1, &st, idx, sv, &e) == 0);
-        gpt_data_fill(d, GPT_TRAIN, T, 4, st.epoch, idx, (int)st.local_valid, Bg, one_tok, one_tgt);
+        gpt_data_fill(d, GPT_TRAIN, T, 4, st.epoch, idx, (int)st.local_valid, Bg, one_tok, one_tgt, NULL);
         sampler_free(&s);
         for (int W = 2; W <= 3; W++) {
             int32_t cat_tok[12 * 16], cat_tgt[12 * 16];
@@ -363,7 +363,7 @@ TEST(gpt_data_ranks_see_the_one_rank_samples)
                 REQUIRE(sampler_init(&s, n, Bg, M, 4, 1, &e) == 0);
                 REQUIRE(sampler_get(&s, step, r, W, &st, idx, sv, &e) == 0);
                 gpt_data_fill(d, GPT_TRAIN, T, 4, st.epoch, idx, (int)st.local_valid, (int)st.local_valid,
-                              cat_tok + rows * T, cat_tgt + rows * T);
+                              cat_tok + rows * T, cat_tgt + rows * T, NULL);
                 rows += (int)st.local_valid;
                 sampler_free(&s);
             }
@@ -448,9 +448,9 @@ TEST(gpt_synthetic_stream_pinned)
         plumb_err e = {0};
         REQUIRE_MSG(gpt_data_open("synthetic", NULL, &o, &d, &e) == 0, "%s", e.msg);
         for (int split = 0; split < 2; split++) {
-            gpt_data_read(d, split, 0, 4096, buf);
+            gpt_data_read(d, split, 0, 4096, buf, NULL);
             hash_sha256_update(&h, buf, 4096 * sizeof(int32_t));
-            gpt_data_read(d, split, 1000000000ull, 1100, buf);
+            gpt_data_read(d, split, 1000000000ull, 1100, buf, NULL);
             hash_sha256_update(&h, buf, 1100 * sizeof(int32_t));
         }
         gpt_data_free(d);
@@ -461,4 +461,43 @@ TEST(gpt_synthetic_stream_pinned)
     hash_to_hex(dg, 32, hex);
     CHECK_STREQ(hex, "04eb7f25181ebbd8fdc98fbe3577ecbef592985076ad56621b80664405fca040");
     free(buf);
+}
+
+/* A token file truncated while it is mapped (core/mapguard.h): a window read
+ * past its new end is PLUMB_EIO naming the file, from gpt_data_read and from
+ * a batch (gpt_data_fill, on OpenMP threads); the windows still inside the
+ * file read as before. (Unguarded, the read raised SIGBUS.) */
+TEST(gpt_data_token_file_truncated_while_mapped)
+{
+    char p[600], spec[700];
+    path_in_tmp(p, sizeof p, "shrink_train.bin");
+    plumb_err e = {0};
+    enum { N = 200000, T = 64, B = 512 };
+    uint16_t *t = malloc(N * sizeof *t);
+    REQUIRE(t);
+    for (int i = 0; i < N; i++) t[i] = (uint16_t)(i % 251);
+    REQUIRE(gpt_token_file_write(p, t, N, &e) == 0);
+    free(t);
+    snprintf(spec, sizeof spec, "tokens:%s", p);
+    struct gpt_data_opts o = {1, 256, 0, 0, 0, 1};
+    struct gpt_data *d = NULL;
+    REQUIRE(gpt_data_open(spec, NULL, &o, &d, &e) == 0);
+    REQUIRE(truncate(p, 1024 + 2 * 4096) == 0); /* 4096 tokens left */
+    int32_t buf[T + 1];
+    CHECK_EQ_INT(gpt_data_read(d, GPT_TRAIN, 100, T + 1, buf, &e), PLUMB_OK);
+    CHECK(buf[0] == 100 && buf[T] == 100 + T);
+    CHECK_EQ_INT(gpt_data_read(d, GPT_TRAIN, 150000, T + 1, buf, &e), PLUMB_EIO);
+    CHECK_MSG(strstr(e.msg, p) && strstr(e.msg, "token file shrank while being read"), "%s", e.msg);
+    int32_t *tok = malloc((size_t)B * T * sizeof *tok), *tgt = malloc((size_t)B * T * sizeof *tgt);
+    uint32_t idx[B];
+    for (int i = 0; i < B; i++) idx[i] = (uint32_t)(i * 5); /* windows up to 2555 * 64 tokens */
+    err_clear(&e);
+    REQUIRE(tok && tgt);
+    CHECK_EQ_INT(gpt_data_fill(d, GPT_TRAIN, T, 1, 0, idx, B, B, tok, tgt, &e), PLUMB_EIO);
+    CHECK_MSG(strstr(e.msg, p) && strstr(e.msg, "shrank"), "%s", e.msg);
+    CHECK_EQ_INT(gpt_data_fill(d, GPT_TRAIN, T, 1, 0, idx, 8, 8, tok, tgt, &e), PLUMB_OK); /* the first 8: inside */
+    CHECK(tok[T] == (5 * T) % 251 && tgt[T - 1] == T); /* row 1 is window 5; tokens are i mod 251 */
+    free(tok);
+    free(tgt);
+    gpt_data_free(d);
 }

@@ -1068,7 +1068,7 @@ TEST(ctr_dev_batch_matches_host_batch)
     for (long st = 0; st < STEPS; st++) {
         struct sampler_step ss;
         REQUIRE(sampler_get(&s1, st, 0, 1, &ss, idx, shv, &e) == 0);
-        data_fill(&ds, 0, idx, (int)ss.local_valid, c.rows, dense, sp, lab);
+        REQUIRE(data_fill(&ds, 0, idx, (int)ss.local_valid, c.rows, dense, sp, lab, NULL) == 0);
         struct ctr_batch hb = {B, (int)ss.local_valid, dense, sp, lab};
         struct batch fb;
         long fst = -1;

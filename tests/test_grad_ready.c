@@ -81,7 +81,7 @@ static void check_workload(const struct workload *wl)
     }
     uint32_t idx[B];
     for (int i = 0; i < B; i++) idx[i] = (uint32_t)(3 * i + 1);
-    wl->data->fill(ds, SPLIT_TRAIN, 0, idx, B, b.field);
+    REQUIRE_MSG(wl->data->fill(ds, SPLIT_TRAIN, 0, idx, B, b.field, &e) == 0, "%s: fill: %s", wl->name, e.msg);
 
     const struct model_layout *L = wl->model->layout(m);
     size_t off[MAXB], len[MAXB];

@@ -104,8 +104,8 @@ static int host_batches(const struct dataset *ds, const int64_t *rows, long batc
         struct sampler_step st;
         rc = sampler_get(&s, i, 0, 1, &st, idx, shv, e);
         if (!rc)
-            data_fill(ds, 0, idx, (int)batch, rows, *dense + i * B * CTR_N_DENSE, *sparse + i * B * CTR_N_TABLES,
-                      *labels + i * B);
+            rc = data_fill(ds, 0, idx, (int)batch, rows, *dense + i * B * CTR_N_DENSE, *sparse + i * B * CTR_N_TABLES,
+                           *labels + i * B, e);
     }
     free(idx);
     sampler_free(&s);
@@ -296,8 +296,8 @@ static int write_batches(const char *path, const struct dataset *ds, int split, 
     } else if (!rc) {
         for (long i = 0; i < n; i++) idx[i] = (uint32_t)i;
     }
+    if (!rc) rc = data_fill(ds, split, idx, (int)n, rows, dense, sp, lab, e);
     if (!rc) {
-        data_fill(ds, split, idx, (int)n, rows, dense, sp, lab);
         int64_t nn = n;
         if (fwrite("PLCTR1\0\0", 1, 8, f) != 8 || fwrite(&nn, 8, 1, f) != 1 ||
             fwrite(dense, 4, (size_t)n * CTR_N_DENSE, f) != (size_t)n * CTR_N_DENSE ||

@@ -106,7 +106,7 @@ static int make_batches(const struct train_config *cfg, struct dev *d, long batc
         struct sampler_step st;
         int shv[4];
         rc = sampler_get(&s, i, 0, 1, &st, idx, shv, e);
-        if (!rc) wl->data->fill(ds, SPLIT_TRAIN, st.epoch, idx, (int)batch, host);
+        if (!rc) rc = wl->data->fill(ds, SPLIT_TRAIN, st.epoch, idx, (int)batch, host, e);
         for (int k = 0; k < db->nf && !rc; k++) {
             size_t bytes = (size_t)batch * fl[k].width * dtype_size(fl[k].dtype);
             rc = dev_alloc(d, bytes, &db->f[i][k], e);

@@ -65,6 +65,12 @@ struct devfeed {
     pthread_cond_t cv;
     struct build_pool pool;
     int pool_inited;
+    /* the first failed fill of the batch being built (a data file that
+     * shrank: train/model.h): claimed by a CAS, its message written by the
+     * claimer before it counts its chunk built, read by the producer once
+     * every chunk is built */
+    atomic_int build_rc;
+    plumb_err build_err;
 };
 
 static void build_chunk(struct devfeed *f, struct feed_slot *sl, int count, int chunk, int c)
@@ -73,7 +79,13 @@ static void build_chunk(struct devfeed *f, struct feed_slot *sl, int count, int 
     int cnt = count - i0 < chunk ? count - i0 : chunk;
     void *dst[MODEL_MAX_FIELDS];
     for (int k = 0; k < f->fs.n_fields; k++) dst[k] = (char *)sl->h[k] + (size_t)i0 * feed_field_bytes(&f->fs, k);
-    f->fs.ops->fill(f->fs.src, f->split, sl->st.epoch, sl->idx + i0, cnt, dst);
+    plumb_err e;
+    int rc = f->fs.ops->fill(f->fs.src, f->split, sl->st.epoch, sl->idx + i0, cnt, dst, &e);
+    int none = 0;
+    if (rc && atomic_compare_exchange_strong(&f->build_rc, &none, -1)) {
+        f->build_err = e;
+        atomic_store(&f->build_rc, rc);
+    }
 }
 
 /* Claims and builds chunks of job `gen` until none is left; 1 when this
@@ -208,7 +220,12 @@ static int fill_slot(struct devfeed *f, struct feed_slot *sl, long step, plumb_e
         if ((rc = d->be->event_sync(d, sl->ev, e))) return rc;
     }
     double t0 = timer_now();
+    atomic_store(&f->build_rc, 0);
     pool_build(f, sl, n);
+    if ((rc = atomic_load(&f->build_rc))) {
+        if (e) *e = f->build_err;
+        return rc;
+    }
     if (n < B) /* masked padding: zero bytes (index fields in range) */
         for (int k = 0; k < f->fs.n_fields; k++) memset(sl->h[k], 0, feed_field_bytes(&f->fs, k));
     double t1 = timer_now();

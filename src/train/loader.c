@@ -82,7 +82,11 @@ static void *loader_main(void *arg)
         int rc = sampler_get(l->s, step, l->rank, l->world, &b->st, b->idx, b->shard_valid, &e);
         if (!rc) {
             b->n = (int)b->st.local_valid;
-            l->fs.ops->fill(l->fs.src, SPLIT_TRAIN, b->st.epoch, b->idx, b->n, b->field);
+            /* a failed fill (a data file that shrank: train/model.h) ends the
+             * loader like a failed sampler: loader_next hands the error over */
+            rc = l->fs.ops->fill(l->fs.src, SPLIT_TRAIN, b->st.epoch, b->idx, b->n, b->field, &e);
+        }
+        if (!rc) {
             /* zero padding (in range for any index field), masked by n_valid */
             size_t pad = (size_t)(b->cap - b->n);
             for (int k = 0; k < l->fs.n_fields; k++) {
@@ -93,11 +97,15 @@ static void *loader_main(void *arg)
         b->build_s = timer_now() - t0;
         pthread_mutex_lock(&l->mu);
         if (rc) {
+            /* the slot stays free: loader_next hands over the batches built
+             * before this step, then the error (a filled slot would have
+             * been taken as this step's batch) */
             l->failed = 1;
             l->err = e;
+        } else {
+            l->state[slot] = 1;
+            l->slot_step[slot] = step;
         }
-        l->state[slot] = 1;
-        l->slot_step[slot] = step;
         pthread_cond_broadcast(&l->cv);
         pthread_mutex_unlock(&l->mu);
         if (rc) return NULL;

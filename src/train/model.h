@@ -239,9 +239,12 @@ struct data_ops {
     /* Fills samples idx[0..count) of split into field[k] + i * width_k:
      * thread-safe (several build threads fill parts of one batch). epoch:
      * the sampler's epoch of the step (train split; 0 for eval), so an
-     * augmentation can be a function of (seed, epoch, sample). */
-    void (*fill)(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
-                 void *const *field);
+     * augmentation can be a function of (seed, epoch, sample). A source
+     * read from a file while training can fail (a mapped file that shrank:
+     * core/mapguard.h): the error goes back through the loader or feed to
+     * the trainer, which stops with it. */
+    int (*fill)(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                void *const *field, plumb_err *e);
     void (*info)(const struct data_source *s, struct data_info *out);
     /* Optional: the outputs the data's own generating model gives samples
      * idx (the form predict writes), e.g. a synthetic teacher. */

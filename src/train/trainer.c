@@ -513,7 +513,8 @@ static int setup(struct trainer *t, plumb_err *e)
     if (!ok || !t->ev.idx || !t->ev_out) return err_set(e, PLUMB_ENOMEM, "trainer: cannot hold %ld eval samples", t->ev_n);
     t->ev.cap = t->ev.n = (int)t->ev_n;
     for (long i = 0; i < t->ev_n; i++) t->ev.idx[i] = (uint32_t)(t->ev_lo + i);
-    t->wl->data->fill(t->ds, SPLIT_EVAL, 0, t->ev.idx, (int)t->ev_n, t->ev.field);
+    if ((rc = t->wl->data->fill(t->ds, SPLIT_EVAL, 0, t->ev.idx, (int)t->ev_n, t->ev.field, e)))
+        return err_wrap(e, "reading the eval samples");
     if ((rc = t->wl->eval->create(t->spec, t->ev_n, &t->acc, e))) return rc;
     config_string(t);
     return PLUMB_OK;

@@ -38,7 +38,7 @@ static void check_windows(const struct gpt_data *d, const uint8_t *data, const u
             if (ns < 0) abort();
             for (long epoch = 0; epoch < (k == GPT_TRAIN ? 2 : 1); epoch++)
                 for (long i = 0; i < ns && i < 256; i++) {
-                    gpt_data_sample(d, k, T, 1, epoch, i, tok, tgt);
+                    gpt_data_sample(d, k, T, 1, epoch, i, tok, tgt, NULL);
                     const uint64_t o = (k == GPT_TRAIN ? (uint64_t)gpt_data_shift(1, epoch, T) : 0) + (uint64_t)i * T;
                     for (int t = 0; t < T; t++) {
                         if (k == GPT_TRAIN) {
@@ -76,7 +76,7 @@ static void check_open(const char *spec, const char *val, const uint8_t *data, u
     if (!all) abort();
     for (int k = 0; k < 2; k++) {
         const uint64_t nk = gpt_data_tokens(d, k);
-        gpt_data_read(d, k, 0, (size_t)nk, all);
+        gpt_data_read(d, k, 0, (size_t)nk, all, NULL);
         for (uint64_t i = 0; i < nk; i++)
             if (all[i] != file_token(data, base[k] + i)) abort();
     }

@@ -1,9 +1,11 @@
 /* The binary cache of a Criteo file (cache.h). */
 #include "models/ctr/cache.h"
 #include "core/file.h"
+#include "core/mapguard.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <omp.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,30 +28,87 @@ int criteo_cache_is(const char *path)
     return n > k && !strcmp(path + n - k, CRITEO_CACHE_SUFFIX);
 }
 
-/* CRC-32 of n bytes in 64 MiB pieces on all threads, combined in order */
-static uint32_t crc_par(const void *p, size_t n)
+/* The mapping of a cache being checked: its range and name, for guarded reads. */
+struct cmap {
+    const void *map;
+    size_t len;
+    const char *path;
+};
+
+/* crc32(x, p, len) of bytes inside m's mapping, under a guard (core/mapguard.h):
+ * a cache truncated while it is checked faults, and this says so */
+static int crc_guarded(const struct cmap *m, uLong x, const void *p, size_t len, uLong *out, plumb_err *e)
+{
+    struct mapguard g;
+    mapguard_prepare(&g, m->map, m->len);
+    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, m->path, "Criteo cache", e);
+    mapguard_arm(&g);
+    uLong c = crc32(x, p, (uInt)len);
+    mapguard_disarm(&g);
+    *out = c;
+    return PLUMB_OK;
+}
+
+/* memcpy out of m's mapping under a guard */
+static int copy_guarded(const struct cmap *m, void *dst, const void *src, size_t n, plumb_err *e)
+{
+    struct mapguard g;
+    mapguard_prepare(&g, m->map, m->len);
+    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, m->path, "Criteo cache", e);
+    mapguard_arm(&g);
+    memcpy(dst, src, n);
+    mapguard_disarm(&g);
+    return PLUMB_OK;
+}
+
+/* CRC-32 of n bytes in 64 MiB pieces on all threads, combined in order. m:
+ * the mapping p lies in (NULL: memory of our own, nothing to guard). */
+static int crc_par(const struct cmap *m, const void *p, size_t n, uint32_t *crc, plumb_err *e)
 {
     const size_t piece = (size_t)64 << 20;
     long np = (long)((n + piece - 1) / piece);
-    if (np <= 1) return (uint32_t)crc32(0L, p, (uInt)n);
+    int rc = PLUMB_OK;
+    uLong x = 0;
+    if (np <= 1) {
+        if (m) rc = crc_guarded(m, 0L, p, n, &x, e);
+        else x = crc32(0L, p, (uInt)n);
+        *crc = (uint32_t)x;
+        return rc;
+    }
     uLong *c = malloc((size_t)np * sizeof *c);
     if (!c) { /* serial then */
-        uLong x = 0;
-        for (size_t o = 0; o < n; o += piece) x = crc32(x, (const Bytef *)p + o, (uInt)(n - o < piece ? n - o : piece));
-        return (uint32_t)x;
+        for (size_t o = 0; o < n && !rc; o += piece) {
+            const size_t len = n - o < piece ? n - o : piece;
+            if (m) rc = crc_guarded(m, x, (const Bytef *)p + o, len, &x, e);
+            else x = crc32(x, (const Bytef *)p + o, (uInt)len);
+        }
+        *crc = (uint32_t)x;
+        return rc;
     }
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < np; i++) {
         size_t o = (size_t)i * piece, len = n - o < piece ? n - o : piece;
-        c[i] = crc32(0L, (const Bytef *)p + o, (uInt)len);
+        if (!m) {
+            c[i] = crc32(0L, (const Bytef *)p + o, (uInt)len);
+            continue;
+        }
+        plumb_err ei;
+        if (crc_guarded(m, 0L, (const Bytef *)p + o, len, &c[i], &ei)) {
+#pragma omp critical(cache_crc_error)
+            if (!rc) {
+                rc = ei.code;
+                if (e) *e = ei;
+            }
+        }
     }
-    uLong x = c[0];
-    for (long i = 1; i < np; i++) {
+    x = c[0];
+    for (long i = 1; i < np && !rc; i++) {
         size_t o = (size_t)i * piece, len = n - o < piece ? n - o : piece;
         x = crc32_combine(x, c[i], (z_off_t)len);
     }
     free(c);
-    return (uint32_t)x;
+    *crc = (uint32_t)x;
+    return rc;
 }
 
 static void put32(unsigned char *h, size_t at, uint32_t v) { memcpy(h + at, &v, 4); }
@@ -98,7 +157,9 @@ int criteo_cache_write(const char *src, const char *out, enum criteo_bad bad, in
     memcpy(h + SRC_AT, src, strlen(src));
     size_t bytes = (size_t)n * sizeof *v;
     put32(h, MODE_AT, (uint32_t)bad);
-    put32(h, DCRC_AT, crc_par(v, bytes));
+    uint32_t dcrc = 0;
+    (void)crc_par(NULL, v, bytes, &dcrc, NULL); /* our own memory: cannot fail */
+    put32(h, DCRC_AT, dcrc);
     put32(h, HDR_CRC_AT, (uint32_t)crc32(0L, h, HDR_CRC_AT));
     const void *bufs[2] = {h, v};
     size_t lens[2] = {HDR, bytes};
@@ -129,13 +190,24 @@ int criteo_cache_map(const char *path, const char *src, struct criteo_cache *c, 
         return err_set(e, PLUMB_ECORRUPT, "%s: corrupt cache: %lld bytes, shorter than its %d-byte header (rewrite it "
                        "with plumb data cache)", path, (long long)st.st_size, HDR);
     }
+    /* every read of the mapping is guarded: a cache truncated while it is
+     * mapped is an error naming it, not a SIGBUS */
+    int rc = mapguard_init(e);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED) return err_set(e, PLUMB_EIO, "%s: cannot map the cache: %s", path, strerror(errno));
-    const unsigned char *h = m;
-    int rc = PLUMB_OK;
+    const struct cmap cm = {m, (size_t)st.st_size, path};
+    unsigned char h[HDR] = {0};
+    rc = copy_guarded(&cm, h, m, HDR, e);
     uint64_t rows = get64(h, 16);
-    if (memcmp(h, MAGIC, 8))
+    uint32_t dcrc = 0;
+    if (rc) {
+        /* the file shrank already (said above) */
+    } else if (memcmp(h, MAGIC, 8))
         rc = err_set(e, PLUMB_ECORRUPT, "%s: not a plumb Criteo cache (bad magic)", path);
     else if (get32(h, HDR_CRC_AT) != (uint32_t)crc32(0L, h, HDR_CRC_AT))
         rc = err_set(e, PLUMB_ECORRUPT, "%s: corrupt cache: header checksum mismatch (rewrite it with plumb data cache)",
@@ -160,16 +232,22 @@ int criteo_cache_map(const char *path, const char *src, struct criteo_cache *c, 
                      "mtime %lld, was %llu); rewrite it with plumb data cache %s, or remove it", path, against,
                      (long long)ss.st_size, (unsigned long long)get64(h, 40), (long long)ss.st_mtim.tv_sec,
                      (unsigned long long)get64(h, 48), against);
-    if (!rc && get32(h, DCRC_AT) != crc_par(h + HDR, rows * sizeof(struct criteo_sample)))
+    if (!rc) rc = crc_par(&cm, (const unsigned char *)m + HDR, rows * sizeof(struct criteo_sample), &dcrc, e);
+    if (!rc && get32(h, DCRC_AT) != dcrc)
         rc = err_set(e, PLUMB_ECORRUPT, "%s: corrupt cache: the samples' checksum does not match the header (rewrite "
                      "it with plumb data cache)", path);
     if (rc) {
         munmap(m, (size_t)st.st_size);
         return rc;
     }
+    c->path = strdup(path);
+    if (!c->path) {
+        munmap(m, (size_t)st.st_size);
+        return err_set(e, PLUMB_ENOMEM, "%s: out of memory", path);
+    }
     c->map = m;
     c->map_len = (size_t)st.st_size;
-    c->samples = (const struct criteo_sample *)(h + HDR);
+    c->samples = (const struct criteo_sample *)((const unsigned char *)m + HDR);
     c->rows = (long)rows;
     c->skipped = (long)get64(h, 24);
     c->truncated = (long)get64(h, 32);
@@ -181,5 +259,12 @@ int criteo_cache_map(const char *path, const char *src, struct criteo_cache *c, 
 void criteo_cache_unmap(struct criteo_cache *c)
 {
     if (c && c->map) munmap(c->map, c->map_len);
+    if (c) free(c->path);
     if (c) memset(c, 0, sizeof *c);
+}
+
+int criteo_cache_holds(const struct criteo_cache *c, const void *p)
+{
+    const char *a = p, *lo = c->map;
+    return lo && a >= lo && a < lo + c->map_len;
 }

@@ -25,6 +25,7 @@
 struct criteo_cache {
     void *map;                  /* the mapping */
     size_t map_len;
+    char *path;                 /* the cache file (malloc'ed; NULL unless mapped) */
     const struct criteo_sample *samples;
     long rows, skipped, truncated;
     enum criteo_bad bad;
@@ -35,9 +36,14 @@ struct criteo_cache {
 int criteo_cache_write(const char *src, const char *out, enum criteo_bad bad, int threads,
                        struct criteo_cache *info, plumb_err *e);
 /* Maps and checks the cache at path; src (NULL: the path recorded in the
- * header) is the source it must be fresh against, when that file exists. */
+ * header) is the source it must be fresh against, when that file exists.
+ * Its reads (the checksum here, the batch gather of models/ctr/data.c) are
+ * guarded (core/mapguard.h): a cache that shrinks while mapped is PLUMB_EIO
+ * naming it, not SIGBUS. */
 int criteo_cache_map(const char *path, const char *src, struct criteo_cache *c, plumb_err *e);
 void criteo_cache_unmap(struct criteo_cache *c);
+/* 1 when p points into c's mapping (a reader of it then reads under a guard). */
+int criteo_cache_holds(const struct criteo_cache *c, const void *p);
 /* 1 when path ends in CRITEO_CACHE_SUFFIX. */
 int criteo_cache_is(const char *path);
 

@@ -1,9 +1,11 @@
 #include "models/ctr/data.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "core/mapguard.h"
 #include "models/ctr/cache.h"
 #include "models/ctr/ctr.h"
 #include "train/options.h"
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,8 +184,46 @@ static void fill_prefetch(const struct criteo_sample *p)
     __builtin_prefetch(q + sizeof *p - 1);
 }
 
-void data_fill(const struct dataset *d, int split, const uint32_t *idx, int count,
-               const int64_t *rows, float *dense, uint32_t *sparse, float *labels)
+/* The gather of samples in memory (below), whole batch. */
+static void fill_mem(const struct criteo_sample *mem, const uint32_t *idx, int count, const uint64_t *M,
+                     const uint32_t *R, float *dense, uint32_t *sparse, float *labels)
+{
+    for (int i = 0; i < FILL_AHEAD && i < count; i++) fill_prefetch(&mem[idx[i]]);
+    for (int b0 = 0; b0 < count; b0 += FILL_BLOCK) {
+        const int b1 = count - b0 < FILL_BLOCK ? count : b0 + FILL_BLOCK;
+        for (int i = b0; i < b1; i++) {
+            if (i + FILL_AHEAD < count) fill_prefetch(&mem[idx[i + FILL_AHEAD]]);
+            const struct criteo_sample *s = &mem[idx[i]];
+            memcpy(dense + (size_t)i * CRITEO_DENSE, s->dense, sizeof s->dense);
+            memcpy(sparse + (size_t)i * CRITEO_CAT, s->cat, sizeof s->cat);
+            labels[i] = s->label;
+        }
+        for (int i = b0; i < b1; i++) {
+            uint32_t *row = sparse + (size_t)i * CRITEO_CAT;
+            for (int t = 0; t < CRITEO_CAT; t++) row[t] = fastmod_u32(row[t], M[t], R[t]);
+        }
+    }
+}
+
+/* The same out of a mapped cache, under a guard (core/mapguard.h): a cache
+ * truncated during the run faults on the pages past its new end, and the
+ * batch is then an error naming the file instead of a SIGBUS. One guard a
+ * batch: the gather is all that runs inside it (no allocation, no lock). */
+static int fill_mapped(const struct criteo_cache *c, const struct criteo_sample *mem, const uint32_t *idx, int count,
+                       const uint64_t *M, const uint32_t *R, float *dense, uint32_t *sparse, float *labels,
+                       plumb_err *e)
+{
+    struct mapguard g;
+    mapguard_prepare(&g, c->map, c->map_len);
+    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, c->path, "Criteo cache", e);
+    mapguard_arm(&g);
+    fill_mem(mem, idx, count, M, R, dense, sparse, labels);
+    mapguard_disarm(&g);
+    return PLUMB_OK;
+}
+
+int data_fill(const struct dataset *d, int split, const uint32_t *idx, int count, const int64_t *rows, float *dense,
+              uint32_t *sparse, float *labels, plumb_err *e)
 {
     uint64_t M[CRITEO_CAT];
     uint32_t R[CRITEO_CAT];
@@ -200,23 +240,14 @@ void data_fill(const struct dataset *d, int split, const uint32_t *idx, int coun
             for (int t = 0; t < CRITEO_CAT; t++) sparse[(size_t)i * CRITEO_CAT + t] = fastmod_u32(s.cat[t], M[t], R[t]);
             labels[i] = s.label;
         }
-        return;
+        return PLUMB_OK;
     }
-    for (int i = 0; i < FILL_AHEAD && i < count; i++) fill_prefetch(&mem[idx[i]]);
-    for (int b0 = 0; b0 < count; b0 += FILL_BLOCK) {
-        const int b1 = count - b0 < FILL_BLOCK ? count : b0 + FILL_BLOCK;
-        for (int i = b0; i < b1; i++) {
-            if (i + FILL_AHEAD < count) fill_prefetch(&mem[idx[i + FILL_AHEAD]]);
-            const struct criteo_sample *s = &mem[idx[i]];
-            memcpy(dense + (size_t)i * CRITEO_DENSE, s->dense, sizeof s->dense);
-            memcpy(sparse + (size_t)i * CRITEO_CAT, s->cat, sizeof s->cat);
-            labels[i] = s->label;
-        }
-        for (int i = b0; i < b1; i++) {
-            uint32_t *row = sparse + (size_t)i * CRITEO_CAT;
-            for (int t = 0; t < CRITEO_CAT; t++) row[t] = fastmod_u32(row[t], M[t], R[t]);
-        }
-    }
+    /* the eval split without --eval-data lies in the train file's cache */
+    for (int k = 0; k < 2; k++)
+        if (criteo_cache_holds(&d->cache[k], mem))
+            return fill_mapped(&d->cache[k], mem, idx, count, M, R, dense, sparse, labels, e);
+    fill_mem(mem, idx, count, M, R, dense, sparse, labels);
+    return PLUMB_OK;
 }
 
 /* ---------------- the data source of the workload (train/model.h) ---------------- */
@@ -285,11 +316,11 @@ static const struct batch_field *d_fields(const struct data_source *s, int *n)
     return ctr_fields;
 }
 
-static void d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
-                   void *const *field)
+static int d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                  void *const *field, plumb_err *e)
 {
     (void)epoch; /* no augmentation */
-    data_fill(s->ds, split, idx, count, s->rows, field[CTR_F_DENSE], field[CTR_F_SPARSE], field[CTR_F_LABEL]);
+    return data_fill(s->ds, split, idx, count, s->rows, field[CTR_F_DENSE], field[CTR_F_SPARSE], field[CTR_F_LABEL], e);
 }
 
 static void d_info(const struct data_source *s, struct data_info *out)

@@ -49,9 +49,11 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
 void dataset_free(struct dataset *d);
 void dataset_get(const struct dataset *d, int split, uint64_t index, struct criteo_sample *s);
 
-/* Fills rows i0..i1-1 of b from samples idx (split); rows mod rows[t]. */
-void data_fill(const struct dataset *d, int split, const uint32_t *idx, int count,
-               const int64_t *rows, float *dense, uint32_t *sparse, float *labels);
+/* Fills rows 0..count-1 of the fields from samples idx (split); table rows
+ * are hash mod rows[t]. A mapped cache is read under a guard: one that shrank
+ * during the run (truncated, rewritten in place) is PLUMB_EIO naming it. */
+int data_fill(const struct dataset *d, int split, const uint32_t *idx, int count, const int64_t *rows, float *dense,
+              uint32_t *sparse, float *labels, plumb_err *e);
 
 /* ---- the workload's data source (train/model.h, data_ops) ----
  * Batch fields: CTR_F_DENSE "dense" f32 [B, 13] (transformed),

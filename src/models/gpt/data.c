@@ -1,10 +1,12 @@
 /* gpt's token streams and sample windows (see data.h). */
 #include "models/gpt/data.h"
 #include "core/file.h"
+#include "core/mapguard.h"
 #include "core/philox.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,59 @@ struct gpt_data {
 
 /* ---------------- token files ---------------- */
 
+/* The reads out of a shard's map, each under a guard (core/mapguard.h): a
+ * file truncated (or rewritten shorter in place) while it is mapped faults
+ * on the pages past its new end; each helper then returns PLUMB_EIO naming
+ * the file. Small functions: nothing but the copy runs guarded. */
+static int shard_header(const struct shard *sh, int32_t h[3], plumb_err *e)
+{
+    struct mapguard g;
+    mapguard_prepare(&g, sh->map, sh->map_len);
+    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, sh->path, "token file", e);
+    mapguard_arm(&g);
+    memcpy(h, sh->map, 3 * sizeof(int32_t));
+    mapguard_disarm(&g);
+    return PLUMB_OK;
+}
+
+/* tokens [j0, j1) of sh widened into out */
+static int shard_copy(const struct shard *sh, uint64_t j0, uint64_t j1, int32_t *out, plumb_err *e)
+{
+    struct mapguard g;
+    mapguard_prepare(&g, sh->map, sh->map_len);
+    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, sh->path, "token file", e);
+    mapguard_arm(&g);
+    const uint16_t *t = sh->tok;
+    for (uint64_t j = j0; j < j1; j++) out[j - j0] = t[j];
+    mapguard_disarm(&g);
+    return PLUMB_OK;
+}
+
+/* the largest of tokens [j0, j1) of sh into *mx */
+static int shard_max(const struct shard *sh, uint64_t j0, uint64_t j1, int *mx, plumb_err *e)
+{
+    struct mapguard g;
+    mapguard_prepare(&g, sh->map, sh->map_len);
+    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, sh->path, "token file", e);
+    mapguard_arm(&g);
+    const uint16_t *t = sh->tok;
+    int m = 0;
+    for (uint64_t j = j0; j < j1; j++) m = t[j] > m ? t[j] : m;
+    mapguard_disarm(&g);
+    *mx = m;
+    return PLUMB_OK;
+}
+
+/* the first error of a parallel loop's iterations into (*rc, e) */
+static void first_error(int rc1, const plumb_err *e1, int *rc, plumb_err *e)
+{
+#pragma omp critical(gpt_data_first_error)
+    if (!*rc) {
+        *rc = rc1;
+        if (e) *e = *e1;
+    }
+}
+
 static int shard_open(const char *path, struct shard *s, plumb_err *e)
 {
     memset(s, 0, sizeof *s);
@@ -66,15 +121,25 @@ static int shard_open(const char *path, struct shard *s, plumb_err *e)
                        "%s: truncated token file: %llu byte%s (expected a %d-byte header of 256 int32, magic %d)", path,
                        (unsigned long long)size, size == 1 ? "" : "s", HEADER_BYTES, GPT_TOKEN_MAGIC);
     }
+    /* the reads out of the map are guarded (shard_copy): a file truncated
+     * during the run is an error naming it, not a SIGBUS */
+    int rc = mapguard_init(e);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
     void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED) return err_set(e, PLUMB_EIO, "%s: mmap of %llu bytes failed: %s", path, (unsigned long long)size, strerror(errno));
     s->map = m;
     s->map_len = (size_t)size;
+    s->path = strdup(path);
+    if (!s->path) rc = err_set(e, PLUMB_ENOMEM, "%s: out of memory", path);
     int32_t h[3];
-    memcpy(h, s->map, sizeof h);
-    int rc = PLUMB_OK;
-    if (h[0] != GPT_TOKEN_MAGIC)
+    if (!rc) rc = shard_header(s, h, e);
+    if (rc) {
+        /* out of memory, or the file shrank already (said above) */
+    } else if (h[0] != GPT_TOKEN_MAGIC)
         rc = err_set(e, PLUMB_EUSAGE, "%s: magic %d (expected %d: an llm.c token file)", path, h[0], GPT_TOKEN_MAGIC);
     else if (h[1] != GPT_TOKEN_VERSION)
         rc = err_set(e, PLUMB_EUSAGE, "%s: version %d (expected %d: uint16 tokens)", path, h[1], GPT_TOKEN_VERSION);
@@ -90,11 +155,12 @@ static int shard_open(const char *path, struct shard *s, plumb_err *e)
     if (rc) {
         munmap((void *)s->map, s->map_len);
         s->map = NULL;
+        free(s->path);
+        s->path = NULL;
         return rc;
     }
     s->tok = (const uint16_t *)(s->map + HEADER_BYTES);
     s->n = (uint64_t)h[2];
-    s->path = strdup(path);
     (void)madvise((void *)s->map, s->map_len, MADV_RANDOM);
     return PLUMB_OK;
 }
@@ -218,21 +284,32 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
     } else {
         const char *pat = !strncmp(spec, "tokens:", 7) ? spec + 7 : spec;
         uint64_t n0 = 0, n1 = 0;
+        int mx[2] = {0, 0};
         rc = shards_open(pat, &d->own[0], &d->nown[0], &n0, e);
         if (!rc && have_val) rc = shards_open(!strncmp(val_spec, "tokens:", 7) ? val_spec + 7 : val_spec, &d->own[1], &d->nown[1], &n1, e);
         if (!rc) {
             /* the largest token id of every file: a model must cover it (the
              * device gathers rows without a bounds check); one pass over the
-             * mapped tokens at memory speed */
-            int mx[2] = {0, 0};
-            for (int k = 0; k < 2; k++)
-                for (int i = 0; i < d->nown[k]; i++) {
+             * mapped tokens at memory speed, in guarded pieces */
+            const uint64_t C = (uint64_t)1 << 20; /* tokens a guarded piece */
+            for (int k = 0; k < 2 && !rc; k++)
+                for (int i = 0; i < d->nown[k] && !rc; i++) {
                     const struct shard *sh = &d->own[k][i];
+                    const long np = (long)((sh->n + C - 1) / C);
                     int m1 = 0;
-#pragma omp parallel for reduction(max : m1) schedule(static) if (sh->n > ((uint64_t)1 << 20))
-                    for (uint64_t j = 0; j < sh->n; j++) m1 = sh->tok[j] > m1 ? sh->tok[j] : m1;
+#pragma omp parallel for reduction(max : m1) schedule(static) if (np > 1)
+                    for (long p = 0; p < np; p++) {
+                        const uint64_t j0 = (uint64_t)p * C, j1 = sh->n - j0 < C ? sh->n : j0 + C;
+                        int m = 0;
+                        plumb_err ep;
+                        int r = shard_max(sh, j0, j1, &m, &ep);
+                        if (r) first_error(r, &ep, &rc, e);
+                        m1 = m > m1 ? m : m1;
+                    }
                     mx[k] = m1 > mx[k] ? m1 : mx[k];
                 }
+        }
+        if (!rc) {
             d->vocab = (mx[0] > mx[1] ? mx[0] : mx[1]) + 1;
             d->val_vocab = have_val ? mx[1] + 1 : 0;
             struct stream full = {K_FILES, d->own[0], d->nown[0], NULL, 0, n0, 0};
@@ -307,17 +384,17 @@ static void synth_read(const struct stream *s, uint64_t seed, int vocab, uint64_
     }
 }
 
-void gpt_data_read(const struct gpt_data *d, int split, uint64_t pos, size_t n, int32_t *out)
+int gpt_data_read(const struct gpt_data *d, int split, uint64_t pos, size_t n, int32_t *out, plumb_err *e)
 {
     const struct stream *s = &d->s[split];
     uint64_t g = s->base + pos; /* position in the underlying stream */
     switch (s->kind) {
     case K_TEXT:
         for (size_t i = 0; i < n; i++) out[i] = s->text[g + i];
-        return;
+        return PLUMB_OK;
     case K_SYNTH:
         synth_read(s, d->seed, d->vocab, g, n, out);
-        return;
+        return PLUMB_OK;
     case K_FILES: {
         /* the shard holding g: binary search over the starts */
         int lo = 0, hi = s->nsh - 1;
@@ -329,12 +406,17 @@ void gpt_data_read(const struct gpt_data *d, int split, uint64_t pos, size_t n, 
         size_t i = 0;
         for (int k = lo; i < n && k < s->nsh; k++) {
             const struct shard *sh = &s->sh[k];
-            uint64_t in = g + i - sh->start;
-            while (i < n && in < sh->n) out[i++] = sh->tok[in++];
+            const uint64_t in = g + i - sh->start;
+            if (in >= sh->n) continue;
+            const uint64_t take = sh->n - in < n - i ? sh->n - in : n - i;
+            int rc = shard_copy(sh, in, in + take, out + i, e);
+            if (rc) return rc;
+            i += take;
         }
-        return;
+        return PLUMB_OK;
     }
     }
+    return PLUMB_OK;
 }
 
 int gpt_data_shift(uint64_t seed, long epoch, int T)
@@ -350,43 +432,50 @@ long gpt_data_samples(const struct gpt_data *d, int split, int T)
     return n >= 2 ? (long)((n - 1 + (uint64_t)T - 1) / (uint64_t)T) : 0;
 }
 
-void gpt_data_sample(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, long index, int32_t *tok,
-                     int32_t *tgt)
+int gpt_data_sample(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, long index, int32_t *tok,
+                    int32_t *tgt, plumb_err *e)
 {
+    int32_t buf[1 + 4096];
+    int32_t *w = T + 1 <= 4097 ? buf : malloc(((size_t)T + 1) * sizeof(int32_t));
+    if (!w) return err_set(e, PLUMB_ENOMEM, "gpt data: out of memory for a window of %d tokens", T + 1);
+    int rc;
     if (split == GPT_TRAIN) {
         /* o + T <= shift + (n_train - 1) T + T <= (T - 1) + n - 2T + T < n */
         const uint64_t o = (uint64_t)(d->fixed ? 0 : gpt_data_shift(seed, epoch, T)) + (uint64_t)index * T;
-        int32_t buf[1 + 4096];
-        int32_t *w = T + 1 <= 4097 ? buf : malloc(((size_t)T + 1) * sizeof(int32_t));
-        gpt_data_read(d, split, o, (size_t)T + 1, w);
-        memcpy(tok, w, (size_t)T * sizeof(int32_t));
-        memcpy(tgt, w + 1, (size_t)T * sizeof(int32_t));
-        if (w != buf) free(w);
-        return;
-    }
-    const uint64_t n = d->s[split].n, o = (uint64_t)index * T;
-    const uint64_t have = o < n ? (n - o < (uint64_t)T + 1 ? n - o : (uint64_t)T + 1) : 0; /* tokens of the window */
-    int32_t buf[1 + 4096];
-    int32_t *w = T + 1 <= 4097 ? buf : malloc(((size_t)T + 1) * sizeof(int32_t));
-    gpt_data_read(d, split, o, (size_t)have, w);
-    for (int t = 0; t < T; t++) {
-        tok[t] = (uint64_t)t < have ? w[t] : 0;
-        tgt[t] = (uint64_t)t + 1 < have ? w[t + 1] : -1;
+        rc = gpt_data_read(d, split, o, (size_t)T + 1, w, e);
+        if (!rc) {
+            memcpy(tok, w, (size_t)T * sizeof(int32_t));
+            memcpy(tgt, w + 1, (size_t)T * sizeof(int32_t));
+        }
+    } else {
+        const uint64_t n = d->s[split].n, o = (uint64_t)index * T;
+        const uint64_t have = o < n ? (n - o < (uint64_t)T + 1 ? n - o : (uint64_t)T + 1) : 0; /* tokens of the window */
+        rc = gpt_data_read(d, split, o, (size_t)have, w, e);
+        for (int t = 0; t < T && !rc; t++) {
+            tok[t] = (uint64_t)t < have ? w[t] : 0;
+            tgt[t] = (uint64_t)t + 1 < have ? w[t + 1] : -1;
+        }
     }
     if (w != buf) free(w);
+    return rc;
 }
 
-void gpt_data_fill(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, const uint32_t *idx,
-                   int count, int cap, int32_t *tok, int32_t *tgt)
+int gpt_data_fill(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, const uint32_t *idx,
+                  int count, int cap, int32_t *tok, int32_t *tgt, plumb_err *e)
 {
+    int rc = PLUMB_OK;
 #pragma omp parallel for schedule(static) if ((long)count * T > 65536)
-    for (int r = 0; r < count; r++)
-        gpt_data_sample(d, split, T, seed, epoch, (long)idx[r], tok + (size_t)r * T, tgt + (size_t)r * T);
+    for (int r = 0; r < count; r++) {
+        plumb_err er;
+        int r1 = gpt_data_sample(d, split, T, seed, epoch, (long)idx[r], tok + (size_t)r * T, tgt + (size_t)r * T, &er);
+        if (r1) first_error(r1, &er, &rc, e);
+    }
     for (int r = count; r < cap; r++)
         for (int t = 0; t < T; t++) {
             tok[(size_t)r * T + t] = 0;
             tgt[(size_t)r * T + t] = -1;
         }
+    return rc;
 }
 
 int gpt_token_file_write(const char *path, const uint16_t *tok, size_t n, plumb_err *e)

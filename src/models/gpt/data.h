@@ -71,15 +71,20 @@ int gpt_data_val_vocab(const struct gpt_data *d);
 const char *gpt_data_describe(const struct gpt_data *d);
 /* samples of sequence length T (see above); 0 when the split is too short */
 long gpt_data_samples(const struct gpt_data *d, int split, int T);
-/* tokens [pos, pos + n) of a split into out (int32), pos + n <= tokens */
-void gpt_data_read(const struct gpt_data *d, int split, uint64_t pos, size_t n, int32_t *out);
-/* One sample: tok [T], tgt [T] (see above; epoch unused for val). */
-void gpt_data_sample(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, long index, int32_t *tok,
-                     int32_t *tgt);
+/* tokens [pos, pos + n) of a split into out (int32), pos + n <= tokens.
+ * Token files are read under a guard (core/mapguard.h): a file that shrank
+ * since it was opened (truncated, or rewritten in place) is PLUMB_EIO
+ * naming it, where the read used to end the process with SIGBUS. */
+int gpt_data_read(const struct gpt_data *d, int split, uint64_t pos, size_t n, int32_t *out, plumb_err *e);
+/* One sample: tok [T], tgt [T] (see above; epoch unused for val). Errors as
+ * gpt_data_read's. */
+int gpt_data_sample(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, long index, int32_t *tok,
+                    int32_t *tgt, plumb_err *e);
 /* A batch of `count` samples idx[] into rows 0..count-1 of tok/tgt [cap, T];
- * rows count..cap-1 are masked (tokens 0, targets -1). */
-void gpt_data_fill(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, const uint32_t *idx,
-                   int count, int cap, int32_t *tok, int32_t *tgt);
+ * rows count..cap-1 are masked (tokens 0, targets -1). Errors as
+ * gpt_data_read's (the first one when several rows fail). */
+int gpt_data_fill(const struct gpt_data *d, int split, int T, uint64_t seed, long epoch, const uint32_t *idx,
+                  int count, int cap, int32_t *tok, int32_t *tgt, plumb_err *e);
 /* The window shift of an epoch (0..T-1; the data's: 0 with fixed_windows). */
 int gpt_data_shift(uint64_t seed, long epoch, int T);
 

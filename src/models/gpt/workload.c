@@ -301,11 +301,11 @@ static const struct batch_field *d_fields(const struct data_source *s, int *n)
     *n = 2;
     return s->fields;
 }
-static void d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
-                   void *const *field)
+static int d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                  void *const *field, plumb_err *e)
 {
-    gpt_data_fill(s->d, split == SPLIT_TRAIN ? GPT_TRAIN : GPT_VAL, s->T, s->seed, epoch, idx, count, count,
-                  field[F_TOKENS], field[F_TARGETS]);
+    return gpt_data_fill(s->d, split == SPLIT_TRAIN ? GPT_TRAIN : GPT_VAL, s->T, s->seed, epoch, idx, count, count,
+                         field[F_TOKENS], field[F_TARGETS], e);
 }
 static void d_info(const struct data_source *s, struct data_info *out)
 {

@@ -344,12 +344,14 @@ static const struct batch_field *d_fields(const struct data_source *s, int *n)
     return s->f;
 }
 
-static void d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
-                   void *const *field)
+static int d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                  void *const *field, plumb_err *e)
 {
+    (void)e; /* the images are in memory (read whole at open): nothing fails here */
     const int train = split == SPLIT_TRAIN;
     imgdata_fill(s->d, train ? IMG_SPLIT_TRAIN : IMG_SPLIT_TEST, idx, count, train && s->augment, s->aug_seed,
                  (uint32_t)epoch, field[RESNET_F_IMAGE], field[RESNET_F_LABEL]);
+    return PLUMB_OK;
 }
 
 static void d_info(const struct data_source *s, struct data_info *out)

@@ -426,10 +426,11 @@ static const struct batch_field *d_fields(const struct data_source *s, int *n)
     return toy_fields;
 }
 
-static void d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
-                   void *const *field)
+static int d_fill(const struct data_source *s, int split, long epoch, const uint32_t *idx, int count,
+                  void *const *field, plumb_err *e)
 {
     (void)epoch; /* no augmentation */
+    (void)e;     /* generated: cannot fail */
     float *x = field[0], *y = field[1];
     for (int i = 0; i < count; i++) {
         float *xi = x + (size_t)i * TOY_IN;
@@ -437,6 +438,7 @@ static void d_fill(const struct data_source *s, int split, long epoch, const uin
             xi[k] = 2.0f * philox_uniform_at(s->seed, RNG_DATA, 200u + (uint32_t)k, (uint32_t)split, idx[i]) - 1.0f;
         y[i] = sinf(3.0f * xi[0]) + xi[1] * xi[2] + 0.5f * xi[3] - 0.25f * xi[4] * xi[4];
     }
+    return PLUMB_OK;
 }
 
 static void d_info(const struct data_source *s, struct data_info *out)
