@@ -532,20 +532,28 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     const int RC = xent_chunk_rows(R, LD);
     int rc;
     void *w0, *w1, *w2 = NULL;
-    /* slot 0: per-row losses when the caller keeps none; slot 1: the logits chunk [RC, V];
-     * slot 2 (16-bit compute): g16 [RC, V], w16 [V, C], x16 [RC, C] */
+    /* slot 0: per-row losses when the caller keeps none; slot 1: the logits chunk [RC, LD];
+     * slot 2 (16-bit compute): g16 [RC, LD], w16 [LD, C] (rows V..LD-1 zero), x16 [RC, C] */
     if ((rc = tws_get(d, 0, (size_t)R * sizeof(float), &w0, e))) return rc;
     if ((rc = tws_get(d, 1, (size_t)RC * LD * sizeof(float), &w1, e))) return rc;
     float *lossv = losses ? losses : (float *)w0, *Z = (float *)w1;
     uint16_t *g16 = NULL, *w16 = NULL, *x16 = NULL;
-    const size_t og = 0, ow = al256((size_t)RC * LD * 2), ox = ow + al256((size_t)V * C * 2);
+    const size_t og = 0, ow = al256((size_t)RC * LD * 2), ox = ow + al256((size_t)LD * C * 2);
     if (ab16) {
         if ((rc = tws_get(d, 2, ox + (size_t)RC * C * 2, &w2, e))) return rc;
         g16 = (uint16_t *)((char *)w2 + og);
         w16 = (uint16_t *)((char *)w2 + ow);
         x16 = (uint16_t *)((char *)w2 + ox);
         if ((rc = to16(d, st, wte, (size_t)V * C, w16, (int)rt, e))) return rc;
+        if (LD > V) GPU_CHECK(d, cudaMemsetAsync(w16 + (size_t)V * C, 0, (size_t)(LD - V) * C * 2, st->s), e);
     }
+    /* The 16-bit GEMMs run over VG = LD vocabulary rows (the 16-bit wte's
+     * rows V..LD-1 zero, so are the logits and gradient columns there):
+     * with V = 50257 the logits GEMM's M and the dx GEMM's K are odd and
+     * cuBLASLt could only take sm75 align1 kernels (CUPTI on the H200: 3.3
+     * and 3.2 ms a call, 26 ms of a 96 ms gpt2-124m step; BENCHMARKS.md
+     * 2026-12-05). fp32 reads wte itself, which may have only V rows: V. */
+    const int VG = ab16 ? LD : V;
     if (grad) GPU_CHECK(d, cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), st->s), e);
     for (int r0 = 0, ch = 0; r0 < R; r0 += RC, ch++) {
         const int nr = R - r0 < RC ? R - r0 : RC;
@@ -572,13 +580,13 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
             wa = w16;
         }
         const dtype_t ab = ab16 ? rt : DT_F32;
-        if ((rc = cls_gemm(d, st, nr, V, C, 0, 1, xa, C, wa, C, Z, LD, 0, ab, e))) return rc;
+        if ((rc = cls_gemm(d, st, nr, VG, C, 0, 1, xa, C, wa, C, Z, LD, 0, ab, e))) return rc;
         k_xent_rows_fast<<<nr, TPB, 0, st->s>>>(Z, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0, (int)rt);
         GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
         if (!grad) continue;
         const void *ga = ab16 ? (const void *)g16 : (const void *)Z;
         /* dx_c [nr, C] = G [nr, V] wte [V, C]; dwte [V, C] += G^T x_c (chunks in order) */
-        if ((rc = cls_gemm(d, st, nr, C, V, 0, 0, ga, LD, wa, C, dx + (size_t)r0 * C, C, 0, ab, e))) return rc;
+        if ((rc = cls_gemm(d, st, nr, C, VG, 0, 0, ga, LD, wa, C, dx + (size_t)r0 * C, C, 0, ab, e))) return rc;
         if (rt != DT_F32) {
             k_round_inplace<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(dx + (size_t)r0 * C, nx, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_round_inplace", e);

@@ -185,6 +185,13 @@ static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *
         if (gr) gr[v] = to16_of(gv, rt);
         else zr[v] = gv;
     }
+    /* the padding columns V..ld-1 of the gradient are 0: the dx GEMM that
+     * follows contracts over all ld columns (train_gpt_gemm.cu: a multiple
+     * of 8, so cuBLASLt can take its aligned kernels) */
+    for (int v = V + threadIdx.x; v < ld; v += blockDim.x) {
+        if (gr) gr[v] = 0;
+        else zr[v] = 0.0f;
+    }
 }
 /* ---------------- flash attention ---------------- */
 
