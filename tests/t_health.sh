@@ -36,6 +36,12 @@ expect_exit "--watch negative exits 2" 2 "$PLUMB" health --watch -1
 expect_exit "--serve without a port exits 2" 2 "$PLUMB" health --serve 127.0.0.1
 expect_exit "--providers unknown exits 2" 2 "$PLUMB" health --providers dcgm
 
+# a bad --out is said before the first sample: a --watch of 30 s (2 rounds) ran to its end
+# and only then found the folder could not be made; timeout 20 stands for "before"
+touch "$TMP/plainfile"
+run "--out under a regular file: exit 2 before any sampling" 2 "plumb health: --out .*plainfile/x: cannot create" \
+  timeout 20 "$PLUMB" health --providers linux --watch 30 --count 2 --out "$TMP/plainfile/x"
+grep -q '^cpu ' "$TMP/out" && fail "no table before the --out error" "$(head -3 "$TMP/out")" || ok "no table before the --out error"
 # --out: the alerts go to the run's results
 PLUMB_NVML_LIB=$FN "$PLUMB" health --providers nvml --thresholds "$TMP/thr.conf" --out "$TMP/run" >/dev/null 2>&1
 python3 - "$TMP/run/results.json" <<'PY' && ok "--out records a failing health check with its alert" || fail "--out results" "$(head -c 400 "$TMP/run/results.json")"

@@ -156,11 +156,28 @@ int cmd_health(int argc, char **argv)
         err_wrap(&e, "--thresholds");
         return cli_fail("health", &e);
     }
+    /* the run folder opened (created, or an existing one checked) before any
+     * sampling: a bad --out was said only after a --watch or --duration ran */
+    struct results res;
+    int res_open = 0;
+    if (out_dir) {
+        char cmdline[1024] = "plumb health";
+        size_t w = strlen(cmdline);
+        for (int i = 1; i < argc && w < sizeof cmdline; i++)
+            w += (size_t)snprintf(cmdline + w, sizeof cmdline - w, " %s", argv[i]);
+        if ((rc = results_open(&res, out_dir, cmdline, &e))) return cli_fail("health", &e);
+        res_open = 1;
+    }
     struct health_ctx ctx;
-    if ((rc = health_open(&ctx, providers, &e))) return cli_fail("health", &e);
+    if ((rc = health_open(&ctx, providers, &e))) {
+        if (res_open) results_close(&res);
+        return cli_fail("health", &e);
+    }
     if (ctx.nprov == 0) {
         err_set(&e, PLUMB_EUNSUPPORTED, "no health provider could be opened (nvml: %s; rocm-smi: %s; amdsmi: %s; linux: %s)",
                 ctx.notes[0], ctx.notes[1], ctx.notes[2], ctx.notes[3]);
+        if (res_open) results_close(&res);
+        health_close(&ctx);
         return cli_fail("health", &e);
     }
     for (int i = 0; i < HEALTH_NPROV; i++)
@@ -282,16 +299,7 @@ int cmd_health(int argc, char **argv)
         log_info("health: exporter answered %lu /metrics requests, cut %lu slow connections", req, reaped);
     }
     exit_code = any_alert && !x ? 1 : 0;
-    if (out_dir) {
-        char cmdline[1024] = "plumb health";
-        size_t w = strlen(cmdline);
-        for (int i = 1; i < argc && w < sizeof cmdline; i++)
-            w += (size_t)snprintf(cmdline + w, sizeof cmdline - w, " %s", argv[i]);
-        struct results res;
-        if ((rc = results_open(&res, out_dir, cmdline, &e))) {
-            exit_code = cli_fail("health", &e);
-            goto out;
-        }
+    if (res_open) {
         struct check_ctx cctx = {.run_dir = res.dir, .device = "cpu", .level = "quick"};
         struct check_result r = {0};
         rc = check_health_report(&cctx, kept, all_alerts, &thr, "plumb health", &r, &e);
@@ -301,6 +309,7 @@ int cmd_health(int argc, char **argv)
         }
         check_free(&r);
         results_close(&res);
+        res_open = 0;
         if (rc) {
             exit_code = cli_fail("health", &e);
             goto out;
@@ -308,6 +317,7 @@ int cmd_health(int argc, char **argv)
         printf("run folder: %s\n", res.dir);
     }
 out:
+    if (res_open) results_close(&res);
     json_decref(kept);
     json_decref(all_alerts);
     if (x) health_exporter_stop(x);
