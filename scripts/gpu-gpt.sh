@@ -22,7 +22,7 @@
 #   llmc     llm.c's train_gpt2cu (random d12 init, no cuDNN, its defaults
 #            otherwise) on the same tokens and schedule: its tokens/s (mean
 #            step time after the first) and its validation loss beside them;
-#   accept   plumb accept's train-gpt check on cuda, quick level (golden
+#   accept   plumb accept's train-gpt check on cuda, standard level (train-gpt runs from --standard up) (golden
 #            digest = cpu's, fast validation loss within the cpu's seed spread);
 #   golden124  gpt2-124m golden, 2 steps of 2 x 64, cuda vs cpu (the full
 #            width and vocabulary through the golden kernels).
@@ -147,7 +147,7 @@ PY
 S="$S\n$(cat "$D/loss.txt")"
 
 # ---- accept: the gpt train check on cuda (the suite's gpu_gpt_tiny_trainer_matches_cpu covers its core)
-step accept 90 40 $P accept --device cuda --checks train-gpt --quick --out $W/acc
+step accept 90 40 $P accept --device cuda --checks train-gpt --out $W/acc
 if [ -f $W/acc/results.json ]; then
   cp $W/acc/results.json "$D/accept.json"
   S="$S\n$(python3 - $W/acc/results.json <<'PY'

@@ -64,4 +64,11 @@ rc=$?
 [ $rc -eq 1 ] && ok "a failed check exits 1" || fail "a failed check exits 1" "exit $rc"
 grep -q '^verdict: FAIL' "$TMP/out" && grep -q '"verdict": "fail"' "$TMP/bad/results.json" && ok "fail verdict recorded" \
   || fail "fail verdict recorded" "$(cat "$TMP/out")"
+# --checks naming a check of another level ran nothing and printed "PASS (0 checks)"
+# (scripts/gpu-gpt.sh's accept step did, on the H200); now exit 2 naming the level it needs
+run "--checks train-gpt --quick: exit 2, names --standard" 2 "'train-gpt' is not a check of --quick .*--standard" \
+  "$PLUMB" accept --device cpu --quick --checks train-gpt --out "$TMP/acc-lv"
+[ ! -e "$TMP/acc-lv/results.json" ] && ok "no run folder written for it" || fail "no run folder written for it"
+run "--checks doctor,rng --quick still runs" 0 "^verdict: PASS.*\(2 checks" \
+  "$PLUMB" accept --device cpu --quick --checks doctor,rng --out "$TMP/acc-dr"
 finish

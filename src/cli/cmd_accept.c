@@ -389,6 +389,19 @@ int cmd_accept(int argc, char **argv)
                 err_set(&e, PLUMB_EUSAGE, "--checks: unknown check '%s' (expected some of: %s)", names[i], list);
                 return cli_fail("accept", &e);
             }
+            /* a known check outside the level ran nothing and the verdict read
+             * "PASS (0 checks)": a check that cannot fail */
+            int at_level = 0, need = LEVEL_FULL;
+            for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++)
+                if (entry_named(&accept_table[t], names[i])) {
+                    at_level |= entry_at_level(&accept_table[t], lv);
+                    if ((int)accept_table[t].min_level < need) need = (int)accept_table[t].min_level;
+                }
+            if (!at_level) {
+                err_set(&e, PLUMB_EUSAGE, "--checks: '%s' is not a check of --%s (it runs from --%s up: add --%s)",
+                        names[i], level_names[lv], level_names[need], level_names[need]);
+                return cli_fail("accept", &e);
+            }
         }
     }
     char specs[64][32];
