@@ -36,4 +36,10 @@ if [ -f "$FAKE" ]; then
     && ok "bench ctr on the (fake) hip device exits 0" || fail "bench ctr hip" "$(tail -5 "$TMP/hip.out")"
   check_json "hip (fake): device feed and device batches" "$TMP/hip.json"
 else skip "bench ctr on the (fake) hip device" "$FAKE not built"; fi
+# --workdir (the PyTorch side's batch files) is refused before any measuring: a --to-auc run
+# measured plumb's half and then failed on "cannot write DIR/ctr_ta_init.bin"
+touch "$TMP/plainfile"
+run "--vs-pytorch --workdir under a regular file: exit 2 naming --workdir, nothing measured" 2 "^plumb bench ctr: --workdir .*plainfile/x" \
+  "$PLUMB" bench ctr --device cpu --vs-pytorch --to-auc 0.7 --workdir "$TMP/plainfile/x"
+grep -q "reached\|time to AUC" "$TMP/out" && fail "nothing measured before the --workdir error" || ok "nothing measured before the --workdir error"
 finish

@@ -692,6 +692,9 @@ int bench_ctr(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--to-auc-lr: %g (expected > 0)", o.ta_lr);
         return cli_fail("bench ctr", &e);
     }
+    /* the PyTorch side's batch files go to --workdir: made or refused now, not
+     * after plumb's half of a --to-auc run ("cannot write DIR/ctr_ta_init.bin") */
+    if (o.vs_pytorch && file_check_output_dir("--workdir", o.workdir, &e)) return cli_fail("bench ctr", &e);
     char pbuf[128], bbuf[256], *plist[4], *blist[16];
     int np = args_split_list(o.precisions, pbuf, sizeof pbuf, plist, 4);
     int nbt = args_split_list(o.batches, bbuf, sizeof bbuf, blist, 16);
