@@ -52,6 +52,19 @@ static char *make_text(size_t *len, int with_bad)
     return t;
 }
 
+/* The clean text (make_text) written to test_tmpdir()/name as path; cache:
+ * the path of its binary cache (not written). 0 or an error. */
+static int write_tsv_and_name_cache(const char *name, char *path, size_t np, char *cache, size_t nc, plumb_err *e)
+{
+    if (file_join(path, np, test_tmpdir(), name, e)) return -1;
+    snprintf(cache, nc, "%s%s", path, CRITEO_CACHE_SUFFIX);
+    size_t len;
+    char *t = make_text(&len, 0);
+    const int rc = t ? file_write_atomic(path, t, len, e) : -1;
+    free(t);
+    return rc;
+}
+
 static int stream_all(const char *path, enum criteo_bad bad, struct criteo_sample **out, long *n, long *sk, long *tr,
                       plumb_err *e)
 {
@@ -125,12 +138,7 @@ TEST(criteo_cache_maps_the_parsed_rows_and_refuses_stale_or_corrupt)
 {
     char path[512], cache[600];
     plumb_err e = {0};
-    REQUIRE(!file_join(path, sizeof path, test_tmpdir(), "c.tsv", &e));
-    snprintf(cache, sizeof cache, "%s%s", path, CRITEO_CACHE_SUFFIX);
-    size_t len;
-    char *t = make_text(&len, 0);
-    REQUIRE(t && !file_write_atomic(path, t, len, &e));
-    free(t);
+    REQUIRE(write_tsv_and_name_cache("c.tsv", path, sizeof path, cache, sizeof cache, &e) == 0);
     struct criteo_sample *a;
     long na, sk = 0, tr = 0;
     REQUIRE(criteo_read_all(path, CRITEO_BAD_ERROR, 0, 2, &a, &na, &sk, &tr, &e) == 0);
@@ -181,12 +189,7 @@ TEST(criteo_cache_truncated_while_mapped)
 {
     char path[512], cache[600];
     plumb_err e = {0};
-    REQUIRE(!file_join(path, sizeof path, test_tmpdir(), "shrink.tsv", &e));
-    snprintf(cache, sizeof cache, "%s%s", path, CRITEO_CACHE_SUFFIX);
-    size_t len;
-    char *t = make_text(&len, 0);
-    REQUIRE(t && !file_write_atomic(path, t, len, &e));
-    free(t);
+    REQUIRE(write_tsv_and_name_cache("shrink.tsv", path, sizeof path, cache, sizeof cache, &e) == 0);
     struct criteo_cache info;
     REQUIRE(criteo_cache_write(path, cache, CRITEO_BAD_ERROR, 2, &info, &e) == 0);
     struct data_opts o = {.eval_fraction = 0.1, .bad = CRITEO_BAD_ERROR};

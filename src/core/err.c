@@ -3,6 +3,15 @@
 #include <stdio.h>
 #include <string.h>
 
+void err_keep_first(int rc1, const plumb_err *e1, int *rc, plumb_err *e)
+{
+#pragma omp critical(plumb_err_keep_first)
+    if (!*rc) {
+        *rc = rc1;
+        if (e) *e = *e1;
+    }
+}
+
 int err_set(plumb_err *e, int code, const char *fmt, ...)
 {
     if (!e) return code;

@@ -31,6 +31,10 @@ int err_set(plumb_err *e, int code, const char *fmt, ...)
 /* Prepends context: "while reading X: <old message>". Returns e->code. */
 int err_wrap(plumb_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void err_clear(plumb_err *e);
+/* Keeps the first error of several workers (OpenMP threads filling parts of
+ * one batch): when *rc is still 0, *rc = rc1 and *e = *e1 (e may be NULL).
+ * Serialised by a named OpenMP critical section. */
+void err_keep_first(int rc1, const plumb_err *e1, int *rc, plumb_err *e);
 const char *err_code_name(int code);
 /* Process exit code for a status: 0, 1, 2 or 3 (README.md, "A tour of the commands"). */
 int err_exit_code(int code);

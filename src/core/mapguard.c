@@ -74,6 +74,18 @@ void mapguard_disarm(struct mapguard *g)
     g_active = NULL;
 }
 
+int mapguard_memcpy(const void *map, size_t len, const char *path, const char *what, void *dst, const void *src,
+                    size_t n, plumb_err *e)
+{
+    struct mapguard g;
+    mapguard_prepare(&g, map, len);
+    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, path, what, e);
+    mapguard_arm(&g);
+    memcpy(dst, src, n);
+    mapguard_disarm(&g);
+    return PLUMB_OK;
+}
+
 int mapguard_error(struct mapguard *g, const char *path, const char *what, plumb_err *e)
 {
     g_active = NULL;

@@ -47,6 +47,10 @@ void mapguard_prepare(struct mapguard *g, const void *map, size_t len);
 /* From here to mapguard_disarm a SIGBUS in the range jumps to g->jb. */
 void mapguard_arm(struct mapguard *g);
 void mapguard_disarm(struct mapguard *g);
+/* memcpy(dst, src, n) out of the mapping [map, map + len) under a guard:
+ * PLUMB_EIO "<path>: <what> shrank ..." (mapguard_error) when it faults. */
+int mapguard_memcpy(const void *map, size_t len, const char *path, const char *what, void *dst, const void *src,
+                    size_t n, plumb_err *e);
 /* After the jump: disarms, unblocks SIGBUS in this thread (the handler's
  * mask stays in force after a jump that saved none), and sets
  * PLUMB_EIO "<path>: <what> shrank while being read (...)" with the file's

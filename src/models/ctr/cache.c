@@ -35,10 +35,15 @@ struct cmap {
     const char *path;
 };
 
-/* crc32(x, p, len) of bytes inside m's mapping, under a guard (core/mapguard.h):
- * a cache truncated while it is checked faults, and this says so */
-static int crc_guarded(const struct cmap *m, uLong x, const void *p, size_t len, uLong *out, plumb_err *e)
+/* crc32(x, p, len) into *out. m: the mapping p lies in, read under a guard
+ * (core/mapguard.h: a cache truncated while it is checked faults, and this
+ * says so); NULL: memory of our own, nothing to guard */
+static int crc_piece(const struct cmap *m, uLong x, const void *p, size_t len, uLong *out, plumb_err *e)
 {
+    if (!m) {
+        *out = crc32(x, p, (uInt)len);
+        return PLUMB_OK;
+    }
     struct mapguard g;
     mapguard_prepare(&g, m->map, m->len);
     if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, m->path, "Criteo cache", e);
@@ -46,18 +51,6 @@ static int crc_guarded(const struct cmap *m, uLong x, const void *p, size_t len,
     uLong c = crc32(x, p, (uInt)len);
     mapguard_disarm(&g);
     *out = c;
-    return PLUMB_OK;
-}
-
-/* memcpy out of m's mapping under a guard */
-static int copy_guarded(const struct cmap *m, void *dst, const void *src, size_t n, plumb_err *e)
-{
-    struct mapguard g;
-    mapguard_prepare(&g, m->map, m->len);
-    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, m->path, "Criteo cache", e);
-    mapguard_arm(&g);
-    memcpy(dst, src, n);
-    mapguard_disarm(&g);
     return PLUMB_OK;
 }
 
@@ -70,8 +63,7 @@ static int crc_par(const struct cmap *m, const void *p, size_t n, uint32_t *crc,
     int rc = PLUMB_OK;
     uLong x = 0;
     if (np <= 1) {
-        if (m) rc = crc_guarded(m, 0L, p, n, &x, e);
-        else x = crc32(0L, p, (uInt)n);
+        rc = crc_piece(m, 0L, p, n, &x, e);
         *crc = (uint32_t)x;
         return rc;
     }
@@ -79,8 +71,7 @@ static int crc_par(const struct cmap *m, const void *p, size_t n, uint32_t *crc,
     if (!c) { /* serial then */
         for (size_t o = 0; o < n && !rc; o += piece) {
             const size_t len = n - o < piece ? n - o : piece;
-            if (m) rc = crc_guarded(m, x, (const Bytef *)p + o, len, &x, e);
-            else x = crc32(x, (const Bytef *)p + o, (uInt)len);
+            rc = crc_piece(m, x, (const Bytef *)p + o, len, &x, e);
         }
         *crc = (uint32_t)x;
         return rc;
@@ -88,18 +79,9 @@ static int crc_par(const struct cmap *m, const void *p, size_t n, uint32_t *crc,
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < np; i++) {
         size_t o = (size_t)i * piece, len = n - o < piece ? n - o : piece;
-        if (!m) {
-            c[i] = crc32(0L, (const Bytef *)p + o, (uInt)len);
-            continue;
-        }
         plumb_err ei;
-        if (crc_guarded(m, 0L, (const Bytef *)p + o, len, &c[i], &ei)) {
-#pragma omp critical(cache_crc_error)
-            if (!rc) {
-                rc = ei.code;
-                if (e) *e = ei;
-            }
-        }
+        const int r = crc_piece(m, 0L, (const Bytef *)p + o, len, &c[i], &ei);
+        if (r) err_keep_first(r, &ei, &rc, e);
     }
     x = c[0];
     for (long i = 1; i < np && !rc; i++) {
@@ -202,7 +184,7 @@ int criteo_cache_map(const char *path, const char *src, struct criteo_cache *c, 
     if (m == MAP_FAILED) return err_set(e, PLUMB_EIO, "%s: cannot map the cache: %s", path, strerror(errno));
     const struct cmap cm = {m, (size_t)st.st_size, path};
     unsigned char h[HDR] = {0};
-    rc = copy_guarded(&cm, h, m, HDR, e);
+    rc = mapguard_memcpy(m, cm.len, path, "Criteo cache", h, m, HDR, e);
     uint64_t rows = get64(h, 16);
     uint32_t dcrc = 0;
     if (rc) {

@@ -53,17 +53,8 @@ struct gpt_data {
 /* The reads out of a shard's map, each under a guard (core/mapguard.h): a
  * file truncated (or rewritten shorter in place) while it is mapped faults
  * on the pages past its new end; each helper then returns PLUMB_EIO naming
- * the file. Small functions: nothing but the copy runs guarded. */
-static int shard_header(const struct shard *sh, int32_t h[3], plumb_err *e)
-{
-    struct mapguard g;
-    mapguard_prepare(&g, sh->map, sh->map_len);
-    if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, sh->path, "token file", e);
-    mapguard_arm(&g);
-    memcpy(h, sh->map, 3 * sizeof(int32_t));
-    mapguard_disarm(&g);
-    return PLUMB_OK;
-}
+ * the file. Small functions: nothing but the copy runs guarded. The header
+ * is a plain copy (mapguard_memcpy, in shard_open). */
 
 /* tokens [j0, j1) of sh widened into out */
 static int shard_copy(const struct shard *sh, uint64_t j0, uint64_t j1, int32_t *out, plumb_err *e)
@@ -94,15 +85,6 @@ static int shard_max(const struct shard *sh, uint64_t j0, uint64_t j1, int *mx, 
 }
 
 /* the first error of a parallel loop's iterations into (*rc, e) */
-static void first_error(int rc1, const plumb_err *e1, int *rc, plumb_err *e)
-{
-#pragma omp critical(gpt_data_first_error)
-    if (!*rc) {
-        *rc = rc1;
-        if (e) *e = *e1;
-    }
-}
-
 static int shard_open(const char *path, struct shard *s, plumb_err *e)
 {
     memset(s, 0, sizeof *s);
@@ -136,7 +118,7 @@ static int shard_open(const char *path, struct shard *s, plumb_err *e)
     s->path = strdup(path);
     if (!s->path) rc = err_set(e, PLUMB_ENOMEM, "%s: out of memory", path);
     int32_t h[3];
-    if (!rc) rc = shard_header(s, h, e);
+    if (!rc) rc = mapguard_memcpy(s->map, s->map_len, s->path, "token file", h, s->map, sizeof h, e);
     if (rc) {
         /* out of memory, or the file shrank already (said above) */
     } else if (h[0] != GPT_TOKEN_MAGIC)
@@ -303,7 +285,7 @@ int gpt_data_open(const char *spec, const char *val_spec, const struct gpt_data_
                         int m = 0;
                         plumb_err ep;
                         int r = shard_max(sh, j0, j1, &m, &ep);
-                        if (r) first_error(r, &ep, &rc, e);
+                        if (r) err_keep_first(r, &ep, &rc, e);
                         m1 = m > m1 ? m : m1;
                     }
                     mx[k] = m1 > mx[k] ? m1 : mx[k];
@@ -468,7 +450,7 @@ int gpt_data_fill(const struct gpt_data *d, int split, int T, uint64_t seed, lon
     for (int r = 0; r < count; r++) {
         plumb_err er;
         int r1 = gpt_data_sample(d, split, T, seed, epoch, (long)idx[r], tok + (size_t)r * T, tgt + (size_t)r * T, &er);
-        if (r1) first_error(r1, &er, &rc, e);
+        if (r1) err_keep_first(r1, &er, &rc, e);
     }
     for (int r = count; r < cap; r++)
         for (int t = 0; t < T; t++) {
