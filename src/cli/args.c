@@ -167,6 +167,12 @@ int args_parse(const char *usage, const char *summary, const struct opt *opts, i
     return PLUMB_OK;
 }
 
+void args_command_line(int argc, char **argv, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "plumb");
+    for (int i = 0; i < argc && k < n; i++) k += (size_t)snprintf(buf + k, n - k, " %s", argv[i]);
+}
+
 int args_split_list(const char *s, char *buf, size_t bufn, char **out, int max)
 {
     snprintf(buf, bufn, "%s", s);

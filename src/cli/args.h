@@ -40,4 +40,8 @@ void args_print_help(const char *usage, const char *summary, const struct opt *o
  * a copy kept in buf). Returns count or -1 if more than max. */
 int args_split_list(const char *s, char *buf, size_t bufn, char **out, int max);
 
+/* The command line as given, for a run folder's record: "plumb" and argv[0..argc)
+ * (argv[0] the command's name, as main passes it), cut to fit buf. */
+void args_command_line(int argc, char **argv, char *buf, size_t n);
+
 #endif

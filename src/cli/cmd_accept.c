@@ -410,9 +410,7 @@ int cmd_accept(int argc, char **argv)
 
     /* the command line as given, for the record */
     char cmdline[1024];
-    int w = snprintf(cmdline, sizeof cmdline, "plumb");
-    for (int i = 0; i < argc && w < (int)sizeof cmdline; i++)
-        w += snprintf(cmdline + w, sizeof cmdline - (size_t)w, " %s", argv[i]);
+    args_command_line(argc, argv, cmdline, sizeof cmdline);
     struct results res;
     if (results_open(&res, out, cmdline, &e)) return cli_fail("accept", &e);
     json_object_set_new(res.root, "level", json_string(level_names[lv]));

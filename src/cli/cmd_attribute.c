@@ -91,9 +91,7 @@ int cmd_attribute(int argc, char **argv)
         dev_close(d);
     }
     char cmdline[1024];
-    int w = snprintf(cmdline, sizeof cmdline, "plumb");
-    for (int i = 0; i < argc && w < (int)sizeof cmdline; i++)
-        w += snprintf(cmdline + w, sizeof cmdline - (size_t)w, " %s", argv[i]);
+    args_command_line(argc, argv, cmdline, sizeof cmdline);
     struct results res;
     if (results_open(&res, out, cmdline, &e)) return cli_fail("attribute", &e);
     int failed = 0;

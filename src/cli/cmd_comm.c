@@ -83,12 +83,6 @@ static int parse_dtypes(const char *s, struct comm_check_opts *o, plumb_err *e)
     return PLUMB_OK;
 }
 
-static void cmdline_join(int argc, char **argv, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "plumb comm");
-    for (int i = 1; i < argc && k < n; i++) k += (size_t)snprintf(buf + k, n - k, " %s", argv[i]);
-}
-
 /* nccl-tests' "#  Rank  0 Group  0 Pid ... on HOST device 0 [bus] NAME" lines, gathered on rank 0 */
 static int print_ranks(struct comm *host, const char *devdesc, plumb_err *e)
 {
@@ -297,7 +291,7 @@ int cmd_comm(int argc, char **argv)
     int have_res = 0;
     if (r0 && out) {
         char cmdline[1024];
-        cmdline_join(argc, argv, cmdline, sizeof cmdline);
+        args_command_line(argc, argv, cmdline, sizeof cmdline);
         if (results_open(&res, out, cmdline, &e)) return comm_fail(host, c, d, &e);
         have_res = 1;
     }

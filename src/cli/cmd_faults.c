@@ -95,9 +95,7 @@ int cmd_faults(int argc, char **argv)
     }
     struct results res;
     char cmdline[1024];
-    size_t cl = 0;
-    for (int i = 0; i < argc && cl < sizeof cmdline; i++)
-        cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, "%s%s", i ? " " : "plumb ", argv[i]);
+    args_command_line(argc, argv, cmdline, sizeof cmdline);
     if (results_open(&res, out, cmdline, &e)) return cli_fail("faults", &e);
     struct check_ctx ctx = {.run_dir = res.dir, .device = device, .level = "standard"};
     struct check_result r;

@@ -161,10 +161,8 @@ int cmd_health(int argc, char **argv)
     struct results res;
     int res_open = 0;
     if (out_dir) {
-        char cmdline[1024] = "plumb health";
-        size_t w = strlen(cmdline);
-        for (int i = 1; i < argc && w < sizeof cmdline; i++)
-            w += (size_t)snprintf(cmdline + w, sizeof cmdline - w, " %s", argv[i]);
+        char cmdline[1024];
+        args_command_line(argc, argv, cmdline, sizeof cmdline);
         if ((rc = results_open(&res, out_dir, cmdline, &e))) return cli_fail("health", &e);
         res_open = 1;
     }

@@ -25,12 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void cmdline_join(int argc, char **argv, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "plumb");
-    for (int i = 0; i < argc && k < n; i++) k += (size_t)snprintf(buf + k, n - k, " %s", argv[i]);
-}
-
 /* The command line through the option table (train/options.h): every
  * option of the workload as a cli/args.h option holding its text, then set
  * on the config in table order, then the preset's defaults. */
@@ -243,7 +237,7 @@ int cmd_train(int argc, char **argv)
     int32_t st = 0;
     if (c->rank == 0) {
         char cmdline[2048];
-        cmdline_join(argc, argv, cmdline, sizeof cmdline);
+        args_command_line(argc, argv, cmdline, sizeof cmdline);
         struct check_ctx actx = {0};
         char mpath[PATH_MAX + 32];
         if (results_open(&res, out, cmdline, &e)) {
