@@ -186,8 +186,7 @@ int comm_thresholds_resolve(const char *file, const char *sku, struct comm_thres
     char *text = NULL;
     size_t len = 0;
     /* a small text file: /dev/zero was read into memory without end, a FIFO blocked for ever */
-    if ((rc = file_check_input(file, KVFILE_READ_CAP, e)) || (rc = file_read_all(file, &text, &len, e)))
-        return err_wrap(e, "--thresholds");
+    if ((rc = file_read_input(file, KVFILE_READ_CAP, &text, &len, e))) return err_wrap(e, "--thresholds");
     rc = comm_thresholds_parse(t, text, file, sku, e);
     free(text);
     if (!rc) snprintf(t->source, sizeof t->source, "built-in + %s", file);

@@ -338,7 +338,8 @@ const char *file_kind(const struct stat *st)
                                    : "a device or socket";
 }
 
-int file_check_input(const char *path, size_t cap, plumb_err *e)
+/* file_check_input's rules; on success *fdp is open and *size its size */
+static int open_input(const char *path, size_t cap, int *fdp, size_t *size, plumb_err *e)
 {
     int fd;
     struct stat st;
@@ -348,25 +349,24 @@ int file_check_input(const char *path, size_t cap, plumb_err *e)
     if (r < 0 && S_ISDIR(st.st_mode)) return err_set(e, PLUMB_EUSAGE, "%s: is a directory (expected a file)", path);
     if (r < 0)
         return err_set(e, PLUMB_EUSAGE, "%s: not a regular file (a FIFO, a device or a socket): not read", path);
-    close(fd);
-    if ((size_t)st.st_size > cap)
+    if ((size_t)st.st_size > cap) {
+        close(fd);
         return err_set(e, PLUMB_EUSAGE, "%s: %lld bytes, more than the %zu read: not read", path, (long long)st.st_size,
                        cap);
+    }
+    *fdp = fd;
+    *size = (size_t)st.st_size;
     return PLUMB_OK;
 }
 
-int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, size_t *len, plumb_err *e)
+/* size bytes of fd (fewer if the file shrank meanwhile), NUL-terminated into
+ * a malloc'ed *out; closes fd. name: for the error. */
+static int read_fd_all(int fd, size_t size, const char *name, char **out, size_t *len, plumb_err *e)
 {
-    *out = NULL;
-    if (len) *len = 0;
-    int fd;
-    size_t size;
-    int rc = open_inside(dir, rel, cap, &fd, &size, e);
-    if (rc) return rc;
     char *buf = malloc(size + 1);
     if (!buf) {
         close(fd);
-        return err_set(e, PLUMB_ENOMEM, "%s: out of memory", rel);
+        return err_set(e, PLUMB_ENOMEM, "%s: out of memory", name);
     }
     size_t n = 0;
     while (n < size) {
@@ -380,4 +380,33 @@ int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, s
     *out = buf;
     if (len) *len = n;
     return PLUMB_OK;
+}
+
+int file_check_input(const char *path, size_t cap, plumb_err *e)
+{
+    int fd;
+    size_t size;
+    int rc = open_input(path, cap, &fd, &size, e);
+    if (!rc) close(fd);
+    return rc;
+}
+
+int file_read_input(const char *path, size_t cap, char **out, size_t *len, plumb_err *e)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    int fd;
+    size_t size;
+    int rc = open_input(path, cap, &fd, &size, e);
+    return rc ? rc : read_fd_all(fd, size, path, out, len, e);
+}
+
+int file_read_inside(const char *dir, const char *rel, size_t cap, char **out, size_t *len, plumb_err *e)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    int fd;
+    size_t size;
+    int rc = open_inside(dir, rel, cap, &fd, &size, e);
+    return rc ? rc : read_fd_all(fd, size, rel, out, len, e);
 }

@@ -43,6 +43,9 @@ int file_check_inside(const char *dir, const char *rel, size_t cap, plumb_err *e
  * non-blocking and checked by fstat; every failure is PLUMB_EUSAGE naming
  * the path and the rule. */
 int file_check_input(const char *path, size_t cap, plumb_err *e);
+/* The same rules, then the file read in one open: *out malloc'ed and
+ * NUL-terminated (not counted in *len). */
+int file_read_input(const char *path, size_t cap, char **out, size_t *len, plumb_err *e);
 /* Opens path read-only for a reader that needs a regular file (mmap, a
  * bounded read): O_NONBLOCK, so a FIFO opens at once instead of waiting for
  * a writer, then fstat. 0: *fd is open (O_NONBLOCK does nothing to a regular

@@ -18,8 +18,8 @@ typedef int (*kvfile_fn)(void *arg, const char *origin, int line, const char *se
                          const char *value, plumb_err *e);
 
 int kvfile_parse(const char *text, const char *origin, kvfile_fn fn, void *arg, plumb_err *e);
-/* The most bytes a threshold file may have (its readers check it with
- * file_check_input before reading: a device or a FIFO is refused). */
+/* The most bytes a threshold file may have (its readers read it with
+ * file_read_input: a device or a FIFO is refused). */
 #define KVFILE_READ_CAP ((size_t)1 << 20)
 
 #endif

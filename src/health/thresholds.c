@@ -104,8 +104,7 @@ int health_thresholds_load(struct health_thresholds *t, const char *path, plumb_
     size_t len = 0;
     /* a small text file: /dev/zero was read into memory without end, a FIFO
      * blocked for ever; the caller names where the path came from */
-    int rc = file_check_input(path, KVFILE_READ_CAP, e);
-    if (!rc) rc = file_read_all(path, &text, &len, e);
+    int rc = file_read_input(path, KVFILE_READ_CAP, &text, &len, e);
     if (rc) return rc;
     rc = health_thresholds_parse(t, text, path, e);
     free(text);

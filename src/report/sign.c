@@ -386,8 +386,8 @@ int sign_verify(const char *dir, const char *pub_path, struct sign_check *r, plu
     r->signed_ = 1;
     char *man = NULL, *sigtxt = NULL;
     size_t mlen, slen;
-    if (file_check_input(mpath, RESULTS_READ_CAP, e) || file_read_all(mpath, &man, &mlen, e)) return e->code;
-    if (!file_exists(spath) || file_check_input(spath, SIGN_KEY_CAP, e) || file_read_all(spath, &sigtxt, &slen, e)) {
+    if (file_read_input(mpath, RESULTS_READ_CAP, &man, &mlen, e)) return e->code;
+    if (!file_exists(spath) || file_read_input(spath, SIGN_KEY_CAP, &sigtxt, &slen, e)) {
         err_clear(e);
         problem(r, "%s: missing or unreadable: the manifest is not signed%s", "manifest.sig", NULL);
         sigtxt = NULL;
