@@ -84,6 +84,10 @@ const struct train_option train_options[] = {
     {"--step-timeout", TOPT_NUM, F(watchdog_s), NULL, "the same as --watchdog-timeout", "0..", "S"},
     {"--skip-batches", TOPT_STR, F(skip_batches_list), NULL, "comma list of steps whose batch is skipped deliberately (no update; data and step advance)", NULL, "LIST"},
     {"--max-bad-steps", TOPT_INT, F(max_bad_steps), "3", "non-finite steps in a row before rolling back to the last checkpoint", "1..1000000", "N"},
+    {"--log-every", TOPT_INT, F(log_every), "1",
+     "a step line in metrics.jsonl (loss, gradient norm, timings) every N steps, and for the first, the last, every "
+     "eval step and every skipped one; the gradient norm is computed only for those steps (unless --clip-grad-norm "
+     "needs it every step)", "1..", "N"},
     {"--health-interval", TOPT_NUM, F(health_interval), "10", "sample GPU and host health every S seconds into metrics.jsonl, with alerts (0 = off)", "0..", "S"},
     {"--on-overheat", TOPT_CHOICE, F(on_overheat), "stop", "on a critical temperature alert: checkpoint and stop cleanly, or only warn", "stop|warn", NULL},
     {"--health-thresholds", TOPT_STR, F(health_thresholds), NULL, "health thresholds file (key = value, docs/health.md); default 85 C, 90 C critical, 450 W, 10 ECC/h", NULL, "FILE"},

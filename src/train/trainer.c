@@ -58,7 +58,7 @@ static double mean_loss(int64_t loss_fix, int64_t count, const int64_t *flags)
 #define SCR_N 16    /* int64 distinct sparse rows */
 #define SCR_BYTES 24
 #define MAX_BUCKETS 64 /* grad-ready buckets of a model */
-#define GRAPHS 8       /* step graphs kept (feed slots x shapes) */
+#define GRAPHS 16      /* step graphs kept (feed slots x shapes x with/without the norm) */
 
 static volatile sig_atomic_t g_stop; /* the signal that asked for a stop, 0: none */
 static void on_signal(int sig) { g_stop = sig; }
@@ -173,6 +173,8 @@ struct trainer {
     size_t send_cap, recv_cap;
     double ss;                /* squared global norm when have_ss */
     int have_ss;
+    int logged;               /* the step in phase 1 gets a metrics.jsonl line (step_logged) */
+    long first_step;          /* the first step of this trainer_run (it gets a line) */
     int use_feed;             /* fast numerics fed by train/devfeed (GPU; PLUMB_TRAIN_DEVFEED=1 on any device) */
     int feed_threads;
     struct batch db;          /* the step's device batch when use_feed */
@@ -1118,8 +1120,24 @@ struct scratch_host {
     int64_t n;
 };
 
-/* the norm is needed for clipping (every rank) and for metrics.jsonl (rank 0) */
-static int want_norm(const struct trainer *t) { return t->cfg->clip_grad_norm > 0 || t->metrics != NULL; }
+/* Whether step (0-based) gets a metrics.jsonl step line: every
+ * --log-every-th (counted 1-based, as the lines name them), the run's first
+ * and last, and the steps an eval follows; record_step adds the skipped ones. */
+static int step_logged(const struct trainer *t, long step)
+{
+    const struct train_config *c = t->cfg;
+    if (!t->metrics) return 0;
+    long n = step + 1;
+    return c->log_every <= 1 || n % c->log_every == 0 || step == t->first_step || n == c->steps ||
+           (c->eval_every > 0 && n % c->eval_every == 0);
+}
+
+/* The norm is needed for clipping (every rank) and for the step's
+ * metrics.jsonl line (rank 0, the steps step_logged names: computing it
+ * every step costs two reductions over the gradients). t->logged is set by
+ * trainer_step for the step in phase 1; a queued step remembers its own
+ * (step_info.queued == 2) for when it settles. */
+static int want_norm(const struct trainer *t) { return t->cfg->clip_grad_norm > 0 || t->logged; }
 
 static int read_scratch(struct trainer *t, struct scratch_host *h, plumb_err *e)
 {
@@ -1886,6 +1904,7 @@ static int trainer_step(struct trainer *t, struct host_batch *b, struct step_inf
     memset(si, 0, sizeof *si);
     si->lr = lr_at(t->cfg, b->st.step);
     si->scale = scaler_scale(&t->sc);
+    t->logged = step_logged(t, b->st.step);
     int64_t loss_fix = 0, count = 0;
     int rc;
     if (inject_take(INJECT_EXIT, b->st.step, t->rank)) {
@@ -2031,8 +2050,11 @@ static void metrics_put(struct trainer *t, const json_t *j)
               t->cfg->ckpt_dir ? " after writing a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
 }
 
+/* A step line. interval_steps / interval_samples_per_s: the steps since the
+ * previous step line, this one included, and their throughput (with
+ * --log-every N the line stands for them; 1 and samples_per_s otherwise). */
 static void metrics_step(struct trainer *t, const struct step_info *si, long epoch, double step_s,
-                         double wait_s, double sps)
+                         double wait_s, double sps, long iv_steps, double iv_sps)
 {
     if (!t->metrics) return;
     struct dev_mem_stats ms;
@@ -2048,6 +2070,8 @@ static void metrics_step(struct trainer *t, const struct step_info *si, long epo
     if (!isfinite(si->loss)) json_object_set_new(j, "loss", json_null());
     if (!isfinite(si->grad_norm) || si->flags[SF_NONFINITE]) json_object_set_new(j, "grad_norm", json_null());
     if (si->backoff) json_object_set_new(j, "backoff", json_true());
+    json_object_set_new(j, "interval_steps", json_integer(iv_steps));
+    json_object_set_new(j, "interval_samples_per_s", json_real(iv_sps));
     /* line by line (flushed), so a killed run leaves a readable file and watchers see progress */
     metrics_put(t, j);
     json_decref(j);
@@ -2157,6 +2181,9 @@ struct run_state {
     int tty;
     double *ring;          /* [win] the losses of the last win steps recorded */
     long backoff_steps;    /* skips of the loss scaler backing off (not bad steps) */
+    /* the steps since the last step line (--log-every): its interval fields */
+    long iv_steps;
+    double iv_samples, iv_time;
 };
 
 /* One finished step of trainer_run: metrics.jsonl, the non-finite run
@@ -2174,7 +2201,14 @@ static int record_step(struct trainer *t, struct run_state *rs, const struct ste
     double sps = mt->step_s > 0 ? (double)mt->gv / mt->step_s : 0;
     long now = t->step;
     t->step = mt->step + 1; /* the line names the step it describes */
-    metrics_step(t, si, mt->epoch, mt->step_s, mt->wait_s, sps);
+    rs->iv_steps++;
+    rs->iv_samples += (double)mt->gv;
+    rs->iv_time += mt->step_s;
+    if (step_logged(t, mt->step) || si->skipped || si->backoff) {
+        metrics_step(t, si, mt->epoch, mt->step_s, mt->wait_s, sps, rs->iv_steps,
+                     rs->iv_time > 0 ? rs->iv_samples / rs->iv_time : 0);
+        rs->iv_steps = 0, rs->iv_samples = 0, rs->iv_time = 0;
+    }
     t->step = now;
     if (cfg->health && t->metrics) metrics_health(t);
     /* non-finite steps in a row (not OOM or deliberate skips, nor the
@@ -2427,6 +2461,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
                      "--steps %ld: the newest checkpoint in %s is at step %ld, past it (expected --steps %ld or more to "
                      "continue that run, or another --checkpoint-dir)", cfg->steps, cfg->ckpt_dir, t->step, t->step);
     res->start_step = t->step;
+    t->first_step = t->step;
     if (!rc && t->rank == 0 && !cfg->quiet) {
         /* data without a reference model (file data: no teacher): nothing to print then */
         char teacher[48] = "";

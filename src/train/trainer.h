@@ -105,6 +105,7 @@ struct train_config {
     long skip_batches[64];     /* steps whose batch is skipped deliberately (drills: the nan reference) */
     int n_skip_batches;
     long max_bad_steps;        /* non-finite steps in a row before a rollback to the last checkpoint */
+    long log_every;            /* metrics.jsonl step lines every N steps (and first, last, eval, skipped) */
     double health_interval;    /* plumb train's health sampler period, 0 = off */
     const char *on_overheat;   /* "stop" | "warn" */
     const char *health_thresholds;
