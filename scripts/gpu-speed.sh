@@ -14,6 +14,8 @@
 #            off, steady-state samples/s from metrics.jsonl (steps after the first 20%),
 #            start-up (set-up) and eval apart; fast digests graph on = graph off
 #            = the synchronous step (PLUMB_TRAIN_QUEUE=0) at fp32
+#   log100   the same with --log-every 100 (step lines and the gradient norm every 100th
+#            step, not every step): speed, and digest = the every-step run's
 #   torch    plumb bench ctr --vs-pytorch in the same run: bf16/32768 against
 #            torch.compile, fp32/2048 against eager (bench/ctr_pytorch_gpu.py)
 #   auc      plumb bench ctr --to-auc 0.74 --vs-pytorch (the teacher of its data seed: AUC 0.779): time to AUC, plumb's trainer
@@ -36,7 +38,7 @@ mkdir -p "$O"
 LOG=$O/speed.log
 : >"$LOG"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-BUDGET=${SPEED_BUDGET_S:-290}
+BUDGET=${SPEED_BUDGET_S:-330}
 T0=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
 step() { # step NAME TIMEOUT_S CMD...: skipped once the budget is spent
@@ -63,8 +65,11 @@ K="--preset dlrm-kaggle --device cuda --train-samples 4194304 --eval-samples 655
 
 # steady-state samples/s of a run folder: the steps after the first 20% (capture, warm-up);
 # metrics.jsonl is in the run's check folder, checks/train-ctr-cuda/ on a GPU
-steady() { jq -s '[.[] | select(.type == "step")] as $s | ($s | length) as $n |
-  [$s[] | select(.step > ($n / 5 | floor))] | ((map(.samples_per_s * .step_s) | add) / (map(.step_s) | add))' \
+# (a line stands for interval_steps steps at interval_samples_per_s: --log-every; the batch is
+# fixed, so samples/s over the lines = steps / sum(steps / rate))
+steady() { jq -s '[.[] | select(.type == "step")] as $s | ($s | map(.step) | max) as $n |
+  [$s[] | select(.step > ($n / 5 | floor))] |
+  ((map(.interval_steps // 1) | add) / (map((.interval_steps // 1) / (.interval_samples_per_s // .samples_per_s)) | add))' \
   "$1"/checks/train-ctr*/metrics.jsonl 2>/dev/null; }
 dg() { awk '/^param_digest/{print $2}' "$1" 2>/dev/null; }
 setup_s() { jq -r '.train.setup_s' "$1/results.json" 2>/dev/null; }
@@ -84,6 +89,13 @@ for cfg in bf16:32768:800 fp32:2048:3000; do
     SPS[$pr-$bs-$g]=$(steady "$O/train-$pr-$bs-$g")
     log "  run folder: $(cd "$O/train-$pr-$bs-$g" 2>/dev/null && find . -type f | tr '\n' ' '); steady ${SPS[$pr-$bs-$g]:-none}"
   done
+done
+# step lines (and the gradient norm) every 100th step only (--log-every 100)
+for cfg in bf16:32768:800 fp32:2048:3000; do
+  IFS=: read -r pr bs n <<<"$cfg"
+  step "train-$pr-$bs-log100" 60 $P train ctr $K --precision $pr --batch $bs --steps $n --log-every 100 \
+    --out "$O/train-$pr-$bs-log100"
+  SPS[$pr-$bs-log100]=$(steady "$O/train-$pr-$bs-log100")
 done
 # the sparse SGD from the row list (--fuse-sparse-sgd no) against the default fused backward
 step train-bf16-32768-unfused 60 $P train ctr $K --precision bf16 --batch 32768 --steps 800 --fuse-sparse-sgd no \
@@ -155,6 +167,13 @@ echo "fast digests bf16: graph on = off: $([ -n "$a" ] && [ "$a" = "$b" ] && ech
 tc=$(tj torch-bf16 '.results[0].torch_compile_samples_per_s'); te=$(tj torch-fp32 '.results[0].torch_eager_samples_per_s')
 echo "torch.compile bf16/32768: ${tc:-?} samples/s; plumb train graph on / compile = $(ratio "${SPS[bf16-32768-on]:-0}" "${tc:-0}") (goal 3)"
 echo "torch eager fp32/2048:    ${te:-?} samples/s; plumb train graph on / eager = $(ratio "${SPS[fp32-2048-on]:-0}" "${te:-0}") (goal 4)"
+for c in bf16-32768 fp32-2048; do
+  a=$(dg "$O/train-$c-graph-on.out"); b=$(dg "$O/train-$c-log100.out")
+  printf 'train %-11s --log-every 100 %12.0f samples/s (steady); /every step %s; / peer %s; digest = every step: %s\n' \
+    "$c" "${SPS[$c-log100]:-0}" "$(ratio "${SPS[$c-log100]:-0}" "${SPS[$c-on]:-0}")" \
+    "$(ratio "${SPS[$c-log100]:-0}" "$([ $c = bf16-32768 ] && echo "${tc:-0}" || echo "${te:-0}")")" \
+    "$([ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
+done
 echo "bench ctr (the trainer's step on device batches): bf16/32768 $(tj torch-bf16 '.results[0].samples_per_s'), fp32/2048 $(tj torch-fp32 '.results[0].samples_per_s') samples/s; loader/device $(tj torch-bf16 '.results[0].loader_over_device')"
 printf 'train bf16-32768 --fuse-sparse-sgd no (graph on) %12.0f samples/s; fused/unfused %s; digest = fused: %s\n' \
   "${SPS[bf16-32768-unfused]:-0}" "$(ratio "${SPS[bf16-32768-on]:-0}" "${SPS[bf16-32768-unfused]:-0}")" \
