@@ -14,6 +14,7 @@
  *         stream does not cost; the build figures leave it out.
  * One JSON line on stdout. Built by `make bench`. */
 #include "cli/args.h"
+#include "core/hugemem.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "dev/dev.h"
@@ -31,6 +32,19 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* this process's anonymous memory backed by huge pages, MiB (-1: unknown),
+ * from /proc/self/smaps_rollup: whether the pool's advice took */
+static double anon_huge_mib(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
+
 static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
@@ -40,6 +54,7 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
     long pool = 1048576, batch = 32768, threads = 1, steps = 64, rows = 1000000, repeat = 5, depth = 4;
+    const char *huge = "on";
     const struct opt opts[] = {
         {"--pool", OPT_INT, &pool, "1048576", "synthetic training samples generated into memory", "1024..100000000", "N"},
         {"--batch", OPT_INT, &batch, "32768", "samples per batch", "1..1048576", "N"},
@@ -48,6 +63,7 @@ int main(int argc, char **argv)
         {"--rows", OPT_INT, &rows, "1000000", "rows of each embedding table (the sparse modulus)", "1..2000000000", "N"},
         {"--depth", OPT_INT, &depth, "4", "device feed slots", "2..64", "N"},
         {"--repeat", OPT_INT, &repeat, "5", "repeats of each measurement (medians reported)", "1..100", "N"},
+        {"--huge", OPT_CHOICE, &huge, "on", "the pool in memory advised for 2 MiB pages (core/hugemem.h), as the trainer's pools are; off: plain malloc", "on|off", NULL},
         {0},
     };
     plumb_err e = {0};
@@ -62,7 +78,8 @@ int main(int argc, char **argv)
     /* the pool: Philox words in every field (the build's work does not
      * depend on the values; the teacher would take a minute on 2 cores) */
     struct dataset *ds = calloc(1, sizeof *ds);
-    struct criteo_sample *pm_ = ds ? malloc((size_t)pool * sizeof *pm_) : NULL;
+    const int use_huge = !strcmp(huge, "on");
+    struct criteo_sample *pm_ = !ds ? NULL : use_huge ? huge_alloc((size_t)pool * sizeof *pm_) : malloc((size_t)pool * sizeof *pm_);
     if (!pm_) {
         fprintf(stderr, "feed_host: out of memory for %ld samples\n", pool);
         return 1;
@@ -80,7 +97,9 @@ int main(int argc, char **argv)
     ds->mem[0] = ds->mem[1] = pm_;
     ds->own[0] = pm_;
     snprintf(ds->desc, sizeof ds->desc, "%ld random samples in memory", pool);
-    fprintf(stderr, "pool: %s (%.2f s)\n", ds->desc, timer_now() - t0);
+    const double huge_mib = anon_huge_mib();
+    fprintf(stderr, "pool: %s (%.2f s), %.0f MiB of %.0f on huge pages (--huge %s)\n", ds->desc, timer_now() - t0,
+            huge_mib, (double)pool * sizeof *pm_ / 1048576.0, huge);
     int64_t R[CTR_N_TABLES];
     for (int t = 0; t < CTR_N_TABLES; t++) R[t] = rows;
     int nrep = (int)repeat;
@@ -167,10 +186,10 @@ int main(int argc, char **argv)
     fprintf(stderr, "feed  %ld threads, batch %ld, %ld steps (%ld per epoch): %.2f M samples/s; build %.3f ms a batch, "
                     "%.2f M samples/s per thread\n",
             threads, batch, steps, (pool + batch - 1) / batch, sm * 1e-6, bm, pt * 1e-6);
-    printf("{\"pool\":%ld,\"batch\":%ld,\"threads\":%ld,\"steps\":%ld,\"repeat\":%ld,\"perm_ns_per_sample\":%.3f,"
+    printf("{\"pool\":%ld,\"huge\":\"%s\",\"huge_mib\":%.0f,\"batch\":%ld,\"threads\":%ld,\"steps\":%ld,\"repeat\":%ld,\"perm_ns_per_sample\":%.3f,"
            "\"fill_ns_per_sample\":%.3f,\"feed_samples_per_s\":%.1f,\"build_ms_per_batch\":%.4f,"
            "\"build_samples_per_s_per_thread\":%.1f}\n",
-           pool, batch, threads, steps, repeat, pm, fm, sm, bm, pt);
+           pool, huge, huge_mib, batch, threads, steps, repeat, pm, fm, sm, bm, pt);
     dev_close(d);
     dataset_free(ds);
     free(perm), free(dense), free(labels), free(sparse), free(idx);

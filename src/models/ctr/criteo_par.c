@@ -8,6 +8,7 @@
  * The samples are those of the streaming reader, bit for bit (the parse of
  * a line is the same function). */
 #include "models/ctr/criteo.h"
+#include "core/hugemem.h"
 #include "core/log.h"
 #include <errno.h>
 #include <omp.h>
@@ -64,6 +65,7 @@ int criteo_read_all(const char *path, enum criteo_bad bad, long max, int threads
     size_t vcap = 1 << 16, cnt = 0;
     struct criteo_sample *v = malloc(vcap * sizeof *v);
     long lineno = 0, skipped = 0, truncated = 0;
+    huge_advise(v, vcap * sizeof *v); /* the batches gather from it at random (core/hugemem.h) */
     int rc = buf && v ? PLUMB_OK : err_set(e, PLUMB_ENOMEM, "%s: out of memory", path);
     int eof = 0, done = 0;
     while (!rc && !done) {
@@ -132,6 +134,7 @@ int criteo_read_all(const char *path, enum criteo_bad bad, long max, int threads
                 break;
             }
             v = nv;
+            huge_advise(v, vcap * sizeof *v); /* the batches gather from it at random (core/hugemem.h) */
         }
         /* parse in parallel into the slots cnt + i */
         const long nl = (long)L.n;

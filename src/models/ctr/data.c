@@ -1,4 +1,5 @@
 #include "models/ctr/data.h"
+#include "core/hugemem.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "core/mapguard.h"
@@ -77,7 +78,7 @@ int dataset_open(const char *spec, const struct data_opts *o, struct dataset **o
             double need = (double)(d->n[0] + d->n[1]) * (double)sizeof(struct criteo_sample);
             if (need <= cap) {
                 for (int sp = 0; sp < 2; sp++) {
-                    d->mem[sp] = malloc((size_t)d->n[sp] * sizeof *d->mem[sp]);
+                    d->mem[sp] = huge_alloc((size_t)d->n[sp] * sizeof *d->mem[sp]);
                     if (!d->mem[sp]) break;
                     struct criteo_sample *m = d->mem[sp];
                     const struct synth *syn = d->syn;
