@@ -28,6 +28,20 @@ int jsonx_read_file(const char *path, json_t **out, plumb_err *e)
     return PLUMB_OK;
 }
 
+int jsonx_read_input(const char *path, size_t cap, json_t **out, plumb_err *e)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    *out = NULL;
+    int rc = file_read_input(path, cap, &buf, &len, e);
+    if (rc) return rc;
+    json_error_t je;
+    *out = json_loadb(buf, len, 0, &je);
+    free(buf);
+    if (!*out) return err_set(e, PLUMB_EUSAGE, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);
+    return PLUMB_OK;
+}
+
 int jsonx_append_line(FILE *f, const json_t *j, plumb_err *e)
 {
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));

@@ -423,9 +423,9 @@ int results_read(const char *dir_or_file, json_t **out, plumb_err *e)
     /* a regular file of bounded size: a FIFO blocked the reader for ever, a
      * device such as /dev/zero was read without end, and a folder this user
      * cannot enter was reported as "no such file" */
-    if (file_check_input(path, RESULTS_READ_CAP, e)) return PLUMB_EUSAGE;
     json_t *j;
-    if (jsonx_read_file(path, &j, e)) return e->code;
+    int jrc = jsonx_read_input(path, RESULTS_READ_CAP, &j, e);
+    if (jrc) return jrc;
     const char *schema = jsonx_str(j, "schema");
     if (!json_is_object(j)) {
         json_decref(j);

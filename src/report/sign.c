@@ -213,7 +213,7 @@ static int covered_files(const char *dir, struct names *out, plumb_err *e)
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", dir, root);
     json_t *doc;
-    if (file_check_input(p, RESULTS_READ_CAP, e) || jsonx_read_file(p, &doc, e)) {
+    if (jsonx_read_input(p, RESULTS_READ_CAP, &doc, e)) {
         names_free(out);
         return e->code;
     }
