@@ -289,8 +289,8 @@ int bench_gpt(int argc, char **argv)
            "T %ld, C %d) = %.1f MFLOP\n\n",
            nonemb, c.n_layer, o.seq, c.n_embd, fpt / 1e6);
     json_t *envj = bench_env(stdout);
-    printf("%-6s %12s %9s %9s %7s %8s %8s %8s %8s %8s %10s\n", "prec", "tokens/s", "ms/step", "TFLOP/s", "MFU",
-           "fwd ms", "bwd ms", "opt ms", "comm ms", "data ms", "peak MiB");
+    printf("%-6s %12s %9s %9s %7s %8s %8s %8s %8s %8s %10s  %s\n", "prec", "tokens/s", "ms/step", "TFLOP/s", "MFU",
+           "fwd ms", "bwd ms", "opt ms", "comm ms", "data ms", "peak MiB", "activations");
     json_t *out = json_object(), *rows = json_array();
     json_object_set_new(out, "env", envj);
     json_object_set_new(out, "preset", json_string(o.preset));
@@ -303,7 +303,9 @@ int bench_gpt(int argc, char **argv)
     int status = 0;
     for (int p = 0; p < npr; p++) {
         struct timing t;
+        const long f16 = gpt16_forward_count;
         rc = bench_precision(&o, hc, plist[p], c.vocab, &t, &e);
+        const int act16 = gpt16_forward_count > f16;
         if (rc) {
             fprintf(stderr, "plumb bench gpt: %s: %s\n", plist[p], e.msg);
             status = rc == PLUMB_EUSAGE ? 2 : 3;
@@ -312,10 +314,13 @@ int bench_gpt(int argc, char **argv)
         const double tfl = t.tokens_s * fpt / 1e12, pk = peak_for(&o, &info, plist[p]);
         char mfu[16] = "n/a";
         if (pk > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * tfl / pk);
-        printf("%-6s %12.0f %9.2f %9.3f %7s %8.2f %8.2f %8.2f %8.2f %8.2f %10.1f\n", plist[p], t.tokens_s, t.step_ms,
-               tfl, mfu, t.fwd_ms, t.bwd_ms, t.opt_ms, t.comm_ms, t.data_ms, (double)t.peak_alloc / 1048576.0);
+        printf("%-6s %12.0f %9.2f %9.3f %7s %8.2f %8.2f %8.2f %8.2f %8.2f %10.1f  %s\n", plist[p], t.tokens_s, t.step_ms,
+               tfl, mfu, t.fwd_ms, t.bwd_ms, t.opt_ms, t.comm_ms, t.data_ms, (double)t.peak_alloc / 1048576.0,
+               act16 ? "16-bit" : "fp32");
         json_t *r = json_object();
         json_object_set_new(r, "precision", json_string(plist[p]));
+        /* which activation storage ran (models/gpt/gpt16.c; PLUMB_GPT_ACT16=0 forces fp32) */
+        json_object_set_new(r, "activations", json_string(act16 ? "16-bit" : "fp32"));
         json_object_set_new(r, "tokens_per_s", json_real(t.tokens_s));
         json_object_set_new(r, "step_ms", json_real(t.step_ms));
         json_object_set_new(r, "model_tflops", json_real(tfl));

@@ -33,4 +33,23 @@ int cpu_adamw_masked(struct dev *d, dev_stream *s, float *w, const float *g, flo
                      float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale, const int64_t *dec,
                      int nr, plumb_err *e);
 
+/* the 16-bit activation entries (cpu_train_gpt16.c): the fp32 ops between casts */
+int cpu_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, uint16_t *y16,
+                        float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e);
+int cpu_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
+                        const float *rstd, const uint16_t *dy16, const float *dres, float *dx, float *dw, float *db,
+                        int R, int C, dtype_t rt, plumb_err *e);
+int cpu_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
+                     uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e);
+int cpu_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16,
+                     const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B, int K, int N,
+                     dtype_t rt, plumb_err *e);
+int cpu_attention_fwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, uint16_t *out16, float *lse, int B,
+                        int T, int NH, int HS, dtype_t rt, plumb_err *e);
+int cpu_attention_bwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, const uint16_t *out16, const float *lse,
+                        const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS, dtype_t rt,
+                        plumb_err *e);
+int cpu_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *y, size_t n,
+                       dtype_t rt, plumb_err *e);
+
 #endif

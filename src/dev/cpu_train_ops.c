@@ -1062,6 +1062,14 @@ const struct train_ops cpu_train_ops = {
     .residual_fwd = cpu_residual_fwd,
     .classifier_fwd_bwd = cpu_classifier_fwd_bwd,
     .adamw_masked = cpu_adamw_masked,
+    /* gpt with 16-bit activations: the ops above between casts (cpu_train_gpt16.c) */
+    .layernorm_fwd16 = cpu_layernorm_fwd16,
+    .layernorm_bwd16 = cpu_layernorm_bwd16,
+    .matmul_fwd16 = cpu_matmul_fwd16,
+    .matmul_bwd16 = cpu_matmul_bwd16,
+    .attention_fwd16 = cpu_attention_fwd16,
+    .attention_bwd16 = cpu_attention_bwd16,
+    .residual_fwd16 = cpu_residual_fwd16,
     /* vision ops (resnet): dev/cpu_train_conv.c */
     .conv2d_fwd = cpu_conv2d_fwd,
     .conv2d_bwd_data = cpu_conv2d_bwd_data,

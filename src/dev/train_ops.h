@@ -781,6 +781,51 @@ struct train_ops {
      * memcpy_async D2H. */
     int (*status_to_host)(struct dev *d, dev_stream *s, void *host, const void *a, size_t na, const void *b,
                           size_t nb, plumb_err *e);
+
+    /* ---------------- gpt with 16-bit activations (optional, all or none) ----------------
+     * Fast numerics, rt = DT_BF16 or DT_F16. The transformer's activations
+     * that a GEMM or the attention reads, and the gradients flowing between
+     * them, are held only as rt's 16-bit values (uint16_t, the bits of the
+     * bf16 / fp16 value): exactly the values the fp32 ops above store, since
+     * those store rt-rounded values. So no op converts an fp32 copy before its
+     * product, and no pass rounds an fp32 result in place; each moves half
+     * the bytes. The residual stream, the LayerNorm statistics and the
+     * parameter gradients stay fp32. Each op gives the bits of the fp32 op it
+     * is named after on the same device (the cpu composes it from that op and
+     * casts; tests/test_gpt16_ops.c checks it on the test device), except that
+     * a GPU's fast GEMM may pick another algorithm for 16-bit outputs.
+     * w16: the weight's 16-bit values [N, K] (the rounded working copy cast).
+     *
+     * layernorm_fwd16: layernorm_fwd with y stored as y16 [R, C].
+     * layernorm_bwd16: layernorm_bwd with dy given as dy16 [R, C] and dx
+     *   fp32 as layernorm_bwd with rt DT_F32 gives it (the residual stream's
+     *   gradient); rt is dy16's type.
+     * matmul_fwd16: matmul_fwd from x16 [B, K]; y16 [B, N]; gelu: pre16 too.
+     * matmul_bwd16: matmul_bwd from x16, dy16 [B, N] and pre16_in [B, K]
+     *   (may be NULL); dx16 [B, K] (may be NULL: not needed); dw, dbias fp32.
+     * attention_fwd16 / attention_bwd16: attention_fwd / attention_bwd with
+     *   qkv16 [B, T, 3C], out16 [B, T, C], dout16 and dqkv16.
+     * residual_fwd16: y[i] = a[i] + b16[i] in fp32 (residual_fwd with rt
+     *   DT_F32: the residual stream), y may alias a; rt is b16's type. */
+    int (*layernorm_fwd16)(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b,
+                           uint16_t *y16, float *mean, float *rstd, int R, int C, float eps, dtype_t rt,
+                           plumb_err *e);
+    int (*layernorm_bwd16)(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
+                           const float *rstd, const uint16_t *dy16, const float *dres, float *dx, float *dw,
+                           float *db, int R, int C, dtype_t rt, plumb_err *e);
+    int (*matmul_fwd16)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16,
+                        const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu,
+                        dtype_t rt, plumb_err *e);
+    int (*matmul_bwd16)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16,
+                        const uint16_t *dy16, const uint16_t *pre16_in, uint16_t *dx16, float *dw,
+                        float *dbias, int B, int K, int N, dtype_t rt, plumb_err *e);
+    int (*attention_fwd16)(struct dev *d, dev_stream *s, const uint16_t *qkv16, uint16_t *out16, float *lse,
+                           int B, int T, int NH, int HS, dtype_t rt, plumb_err *e);
+    int (*attention_bwd16)(struct dev *d, dev_stream *s, const uint16_t *qkv16, const uint16_t *out16,
+                           const float *lse, const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH,
+                           int HS, dtype_t rt, plumb_err *e);
+    int (*residual_fwd16)(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *y, size_t n,
+                          dtype_t rt, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

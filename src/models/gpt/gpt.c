@@ -1,6 +1,7 @@
 /* gpt: GPT-2 over the device's transformer ops (see gpt.h for the layout, the
  * gradient contract and precision). */
 #include "models/gpt/gpt.h"
+#include "models/gpt/gpt_model.h"
 #include "core/hash.h"
 #include "core/philox.h"
 #include "dev/train_ops.h"
@@ -8,51 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ALIGN_F 16 /* tensors start on 64-byte boundaries */
-#define T_PER_LAYER 12
-#define MAX_TENSORS (2 + T_PER_LAYER * GPT_MAX_LAYERS + 2)
-
-/* per-layer tensor slots, in layout order */
-enum { LN1W, LN1B, QKVW, QKVB, APW, APB, LN2W, LN2B, FCW, FCB, FPW, FPB };
-
-/* Activations of one layer (device pointers into m->act). */
-struct gpt_layer_act {
-    float *ln1, *ln1_mean, *ln1_rstd; /* [R,C], [R], [R] */
-    float *qkv;                       /* [R,3C] */
-    float *att, *lse;                 /* [R,C], [B,NH,T] */
-    float *res2;                      /* [R,C] x + attention branch */
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fc, *fc_gelu;              /* [R,4C] */
-    float *res3;                      /* [R,C] the block's output */
-};
-
-struct gpt_model {
-    struct dev *d;
-    const struct train_ops *T;
-    struct gpt_config c;
-    dtype_t prec;
-    int max_batch;
-    int n_tensors;
-    struct gpt_tensor t[MAX_TENSORS];
-    size_t n_params, n_nonemb;
-    int64_t dec[2 * MAX_TENSORS];
-    int n_dec;
-    float *params, *grads;
-    float *wwork; /* [n_params] rounded working copy (16-bit compute), else NULL */
-    int32_t *tok, *tgt; /* [MB*T] */
-    float *act;         /* the activation buffer */
-    float *enc;         /* [R,C] */
-    struct gpt_layer_act L[GPT_MAX_LAYERS];
-    float *lnf, *lnf_mean, *lnf_rstd; /* [R,C], [R], [R] */
-    float *losses;                    /* [R] */
-    float *tmp;                       /* [R,C] a projection's output before its residual add */
-    float *dres, *dln, *datt, *dqkv, *dfc, *dy16; /* backward scratch */
-    float *logits;                    /* [LG_ROWS, V] gpt_logits scratch, on demand */
-    double *sc;                       /* [2] */
-    gpt_grad_ready_fn ready;
-    void *ready_ctx;
-};
 
 /* ---------------- configuration ---------------- */
 
@@ -155,7 +111,7 @@ static int zalloc(struct gpt_model *m, void **p, size_t bytes, plumb_err *e)
 void gpt_free(struct gpt_model *m)
 {
     if (!m) return;
-    void *ps[] = {m->params, m->grads, m->wwork, m->tok, m->tgt, m->act, m->sc, m->logits};
+    void *ps[] = {m->params, m->grads, m->wwork, m->w16, m->tok, m->tgt, m->act, m->sc, m->logits};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(m->d, ps[i]);
     free(m);
@@ -215,6 +171,9 @@ int gpt_create(struct dev *d, const struct gpt_config *c, int max_batch, dtype_t
     rc = zalloc(m, (void **)&m->params, m->n_params * fs, e);
     if (!rc) rc = zalloc(m, (void **)&m->grads, m->n_params * fs, e);
     if (!rc && precision != DT_F32) rc = zalloc(m, (void **)&m->wwork, m->n_params * fs, e);
+    int want16 = 0;
+    if (!rc) rc = gpt16_wanted(m, &want16, e);
+    if (!rc && want16) rc = zalloc(m, (void **)&m->w16, m->n_params * sizeof(uint16_t), e);
     if (!rc) rc = zalloc(m, (void **)&m->tok, R * sizeof(int32_t), e);
     if (!rc) rc = zalloc(m, (void **)&m->tgt, R * sizeof(int32_t), e);
     if (!rc) rc = zalloc(m, (void **)&m->sc, 2 * sizeof(double), e);
@@ -328,7 +287,7 @@ int gpt_grad_layers(const struct gpt_model *m, size_t *off, size_t *len)
     return m->c.n_layer + 2;
 }
 
-static int grad_ready(struct gpt_model *m, int k, plumb_err *e)
+int gpt_grad_ready_block(struct gpt_model *m, int k, plumb_err *e)
 {
     if (!m->ready) return PLUMB_OK;
     size_t off, len;
@@ -408,11 +367,6 @@ int gpt_check_batch(const struct gpt_model *m, const struct gpt_batch *b, plumb_
     return PLUMB_OK;
 }
 
-/* weights for the GEMMs: the rounded working copy with 16-bit compute */
-static const float *gemm_weights(const struct gpt_model *m) { return m->wwork ? m->wwork : m->params; }
-static const float *W(const struct gpt_model *m, int l, int k) { return gemm_weights(m) + m->t[2 + T_PER_LAYER * l + k].offset; }
-static const float *P(const struct gpt_model *m, int l, int k) { return m->params + m->t[2 + T_PER_LAYER * l + k].offset; }
-static float *G(struct gpt_model *m, int l, int k) { return m->grads + m->t[2 + T_PER_LAYER * l + k].offset; }
 
 /* embeddings through ln_f for B sequences of T positions (inputs in m->tok) */
 static int forward_compute(struct gpt_model *m, int B, int T, plumb_err *e)
@@ -422,6 +376,7 @@ static int forward_compute(struct gpt_model *m, int B, int T, plumb_err *e)
     const int C = m->c.n_embd, NH = m->c.n_head, HS = C / NH, R = B * T;
     const dtype_t rt = m->prec;
     const size_t RC = (size_t)R * C;
+    if (gpt16_on(m)) return gpt16_forward(m, B, T, e);
     int rc = PLUMB_OK;
     if (m->wwork) rc = Op->round_fp32(d, NULL, m->params, m->wwork, m->n_params, rt, e);
     /* enc [R,C] = wte[tok] + wpe (the residual stream: fp32) */
@@ -511,8 +466,9 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
     if (!rc)
         rc = Op->layernorm_bwd(d, NULL, m->L[L - 1].res3, m->params + lw->offset, m->lnf_mean, m->lnf_rstd, m->dln, NULL,
                                m->dres, m->grads + lw->offset, m->grads + lb->offset, R, C, DT_F32, e);
-    if (!rc) rc = grad_ready(m, 0, e);
-    for (int l = L - 1; l >= 0 && !rc; l--) {
+    if (!rc) rc = gpt_grad_ready_block(m, 0, e);
+    if (!rc && gpt16_on(m)) rc = gpt16_backward_blocks(m, B, T, e);
+    for (int l = L - 1; l >= 0 && !rc && !gpt16_on(m); l--) {
         struct gpt_layer_act *a = &m->L[l];
         const float *x = l ? m->L[l - 1].res3 : m->enc;
         /* MLP: res3 = res2 + proj(gelu(fc(ln2(res2)))) */
@@ -538,7 +494,7 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
         if (!rc)
             rc = Op->layernorm_bwd(d, NULL, x, P(m, l, LN1W), a->ln1_mean, a->ln1_rstd, m->dln, m->dres, m->dres,
                                    G(m, l, LN1W), G(m, l, LN1B), R, C, DT_F32, e);
-        if (!rc) rc = grad_ready(m, L - l, e);
+        if (!rc) rc = gpt_grad_ready_block(m, L - l, e);
     }
     /* embeddings: dwte += scatter of dres, dwpe[0:T) = column sums; rows
      * T..block_size-1 of wpe get no gradient from this batch */
@@ -546,7 +502,7 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
     if (!rc && T < m->c.block_size)
         rc = d->be->memset_async(d, NULL, m->grads + m->t[1].offset + (size_t)T * C, 0,
                                  (size_t)(m->c.block_size - T) * C * sizeof(float), e);
-    if (!rc) rc = grad_ready(m, L + 1, e);
+    if (!rc) rc = gpt_grad_ready_block(m, L + 1, e);
     double sc[2] = {0, 0};
     if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
     if (!rc && loss) {

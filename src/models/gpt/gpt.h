@@ -193,4 +193,8 @@ int gpt_grad_layers(const struct gpt_model *m, size_t *off, size_t *len);
 /* SHA-256 of the fp32 parameter buffer (little endian, buffer order), hex. */
 int gpt_param_digest(struct gpt_model *m, char hex[65], plumb_err *e);
 
+/* Forwards run by the 16-bit activation pipeline (models/gpt/gpt16.c) in
+ * this process: how a test or a benchmark tells which path ran. */
+extern long gpt16_forward_count;
+
 #endif
