@@ -12,7 +12,8 @@
  * Workspace slots (tws_get; one op runs at a time on a device): 0 small
  * reductions, 1 16-bit operand copies and the classifier's logits chunk,
  * 2 the classifier's 16-bit gradient chunk, 3 golden attention's softmax
- * rows and the embedding backward's row sums. */
+ * rows and the embedding backward's row sums, 4 and 5 the 16-bit
+ * activation ops' fp32 stand-ins (train_gpt16.cu). */
 #ifndef PLUMB_GPU_TRAIN_GPT_H
 #define PLUMB_GPU_TRAIN_GPT_H
 #include "gpu/train_gpu.h"
@@ -58,6 +59,34 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
  * 64-row chunks, then the chunks in order) */
 int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e);
 
+/* the 16-bit activation ops (train_ops.h "gpt with 16-bit activations"):
+ * train_gpt16.cu the table entries, train_gpt_gemm.cu the GEMMs; y [n] =
+ * the values of x16 (widen) and y16 = x rounded to rt (narrow) */
+int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, uint16_t *y16,
+                       float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e);
+int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
+                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, float *dw, float *db, int R,
+                       int C, dtype_t rt, plumb_err *e);
+int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
+                    uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e);
+int tg_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16,
+                    const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B, int K, int N, dtype_t rt,
+                    plumb_err *e);
+int tg_attention_fwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, uint16_t *out16, float *lse, int B, int T,
+                       int NH, int HS, dtype_t rt, plumb_err *e);
+int tg_attention_bwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, const uint16_t *out16, const float *lse,
+                       const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS, dtype_t rt,
+                       plumb_err *e);
+int tg_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *y, size_t n,
+                      dtype_t rt, plumb_err *e);
+int tg_matmul_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
+                         const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt,
+                         plumb_err *e);
+int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
+                         const uint16_t *dy16, const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B,
+                         int K, int N, dtype_t rt, plumb_err *e);
+int tg_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, float *y, size_t n, int rt, plumb_err *e);
+int tg_narrow16(struct dev *d, struct dev_stream *st, const float *x, uint16_t *y16, size_t n, int rt, plumb_err *e);
 /* train_gpt_attn.cu */
 int tg_attention_fwd_impl(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T,
                           int NH, int HS, dtype_t rt, plumb_err *e);

@@ -395,6 +395,198 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
     return PLUMB_OK;
 }
 
+/* ---------------- matmul_fwd16 / matmul_bwd16 (the 16-bit pipeline) ----------------
+ * Operands and activation results in rt's 16-bit values (train_ops.h "gpt
+ * with 16-bit activations"): cuBLASLt reads x16, w16, dy16 as they are and
+ * stores y16 / dx16 itself (the fp32 result, after the bias epilogue, rounded
+ * to rt on the store: round(a) of matmul_fwd), so neither a conversion pass
+ * before the product nor a rounding pass after it runs. The GELU and gelu'
+ * are small 16-bit passes. Where cuBLASLt has no algorithm (or on HIP, which
+ * does not list these entries) the fp32 implementation runs between casts
+ * in workspace slots 4 and 5. */
+
+/* y16 = round(gelu(pre16)) */
+__global__ void k_gelu16(const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y16[i] = to16_of(fast_gelu(from16_of(pre16[i], rt)), rt);
+}
+/* dx16 = round(dx * gelu'(pre16)): dx the unrounded product (fp32) */
+__global__ void k_dgelu16(const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dx16[i] = to16_of(dx[i] * fast_gelu_grad(from16_of(pre16[i], rt)), rt);
+}
+/* y = the values of x16 (exact) */
+__global__ void k_widen16(const uint16_t *x16, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = from16_of(x16[i], rt);
+}
+/* dbias over dy16 [B, N]: the fixed 64-row chunks of k_colsum_part, then k_colsum_chunks */
+__global__ void k_colsum16_part(const uint16_t *dy16, int B, int N, float *part, int rt)
+{
+    const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int b = b0; b < b1; b++) s = s + from16_of(dy16[(size_t)b * N + n], rt);
+        part[(size_t)c * N + n] = s;
+    }
+}
+
+int tg_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, float *y, size_t n, int rt, plumb_err *e)
+{
+    if (!n) return PLUMB_OK;
+    k_widen16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x16, y, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_widen16", e);
+    return PLUMB_OK;
+}
+int tg_narrow16(struct dev *d, struct dev_stream *st, const float *x, uint16_t *y16, size_t n, int rt, plumb_err *e)
+{
+    return n ? to16(d, st, x, n, y16, rt, e) : PLUMB_OK;
+}
+
+/* the fp32 implementation between casts (slot 4: fp32 stand-ins) */
+static int mm_fwd16_staged(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
+                           const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt,
+                           plumb_err *e)
+{
+    const size_t bk = (size_t)B * K, nk = (size_t)N * K, bn = (size_t)B * N;
+    const size_t ox = 0, ow = al256(bk * 4), oy = ow + al256(nk * 4), op = oy + al256(bn * 4);
+    void *ws;
+    int rc = tws_get(d, 4, op + (gelu ? bn * 4 : 0), &ws, e);
+    if (rc) return rc;
+    char *w = (char *)ws;
+    float *x = (float *)(w + ox), *wf = (float *)(w + ow), *y = (float *)(w + oy), *pre = gelu ? (float *)(w + op) : NULL;
+    if ((rc = tg_widen16(d, st, x16, x, bk, (int)rt, e)) || (rc = tg_widen16(d, st, w16, wf, nk, (int)rt, e)) ||
+        (rc = tg_matmul_fwd_impl(d, st, x, wf, bias, y, pre, B, K, N, gelu, rt, e)) ||
+        (rc = tg_narrow16(d, st, y, y16, bn, (int)rt, e)))
+        return rc;
+    return gelu ? tg_narrow16(d, st, pre, pre16, bn, (int)rt, e) : PLUMB_OK;
+}
+
+int tg_matmul_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
+                         const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt,
+                         plumb_err *e)
+{
+#if !defined(PLUMB_HIP)
+    {
+        int rc;
+        /* cuBLASLt 13 takes a 16-bit D's bias in the same type: the bias
+         * holds rt values (the rounded working copy), so its copy is exact */
+        uint16_t *b16 = NULL;
+        if (bias) {
+            void *wb;
+            if ((rc = tws_get(d, 5, (size_t)N * 2, &wb, e))) return rc;
+            if ((rc = to16(d, st, bias, (size_t)N, b16 = (uint16_t *)wb, (int)rt, e))) return rc;
+        }
+        /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B), stored in 16 bits */
+        uint16_t *out = gelu ? pre16 : y16;
+        const struct lt_mm g = {1, 0, N, B, K, w16, K, x16, K, out, N, 0.0f, (int)rt, 1, 1,
+                                bias ? LT_EPI_BIAS : LT_EPI_NONE, b16, 1, 0, 0, 0};
+        rc = lt_matmul(d, st, &g, e);
+        if (rc == PLUMB_OK) {
+            if (!gelu) return PLUMB_OK;
+            const size_t bn = (size_t)B * N;
+            k_gelu16<<<gpu_grid(bn, TPB), TPB, 0, st->s>>>(pre16, y16, bn, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_gelu16", e);
+            return PLUMB_OK;
+        }
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+#endif
+    return mm_fwd16_staged(d, st, x16, w16, bias, y16, pre16, B, K, N, gelu, rt, e);
+}
+
+/* the fp32 implementation between casts (slot 4: fp32 stand-ins) */
+static int mm_bwd16_staged(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
+                           const uint16_t *dy16, const uint16_t *pre16, uint16_t *dx16, float *dw, float *dbias, int B,
+                           int K, int N, dtype_t rt, plumb_err *e)
+{
+    const size_t bk = (size_t)B * K, nk = (size_t)N * K, bn = (size_t)B * N;
+    const size_t ox = 0, ow = al256(bk * 4), ody = ow + al256(nk * 4), op = ody + al256(bn * 4);
+    const size_t odx = op + al256(pre16 ? bk * 4 : 0);
+    void *ws;
+    int rc = tws_get(d, 4, odx + (dx16 ? bk * 4 : 0), &ws, e);
+    if (rc) return rc;
+    char *w = (char *)ws;
+    float *x = (float *)(w + ox), *wf = (float *)(w + ow), *dy = (float *)(w + ody);
+    float *pre = pre16 ? (float *)(w + op) : NULL, *dx = dx16 ? (float *)(w + odx) : NULL;
+    if ((rc = tg_widen16(d, st, x16, x, bk, (int)rt, e)) || (rc = tg_widen16(d, st, w16, wf, nk, (int)rt, e)) ||
+        (rc = tg_widen16(d, st, dy16, dy, bn, (int)rt, e)) ||
+        (pre && (rc = tg_widen16(d, st, pre16, pre, bk, (int)rt, e))) ||
+        (rc = tg_matmul_bwd_impl(d, st, x, wf, dy, pre, dx, dw, dbias, B, K, N, rt, e)))
+        return rc;
+    return dx16 ? tg_narrow16(d, st, dx, dx16, bk, (int)rt, e) : PLUMB_OK;
+}
+
+int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
+                         const uint16_t *dy16, const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B,
+                         int K, int N, dtype_t rt, plumb_err *e)
+{
+#if !defined(PLUMB_HIP)
+    {
+        const size_t bk = (size_t)B * K;
+        int rc;
+        int ok = 1;
+        if (dx16) {
+            /* dx^T [K x B] = (w viewed K x N)(dy viewed N x B): stored in 16
+             * bits by the GEMM; with the GELU below, the unrounded product in
+             * fp32 (slot 4) and gelu' in k_dgelu16, as matmul_bwd computes it */
+            float *dxf = NULL;
+            if (pre16_in) {
+                void *ws;
+                if ((rc = tws_get(d, 4, bk * sizeof(float), &ws, e))) return rc;
+                dxf = (float *)ws;
+            }
+            const struct lt_mm g = {0, 0, K, B, N, w16, K, dy16, N, pre16_in ? (void *)dxf : (void *)dx16, K, 0.0f,
+                                    (int)rt, 1, pre16_in ? 0 : 1, LT_EPI_NONE, NULL, 1, 0, 0, 0};
+            rc = lt_matmul(d, st, &g, e);
+            if (rc == PLUMB_OK && pre16_in) {
+                k_dgelu16<<<gpu_grid(bk, TPB), TPB, 0, st->s>>>(dxf, pre16_in, dx16, bk, (int)rt);
+                GPU_CHECK_LAUNCH(d, "k_dgelu16", e);
+            }
+            if (rc == PLUMB_EUNSUPPORTED) ok = 0;
+            else if (rc) return rc;
+        }
+        if (ok) {
+            /* dw^T [K x N] = (x viewed K x B)(dy viewed N x B)^T, in the row slices of dw_slices */
+            int S = 1;
+            if ((rc = dw_slices(d, B, K, N, &S, e))) return rc;
+            rc = PLUMB_EUNSUPPORTED;
+            if (S > 1) {
+                void *wp;
+                const size_t kn = (size_t)K * N;
+                const int Bc = B / S;
+                if ((rc = tws_get(d, 2, (size_t)S * kn * sizeof(float), &wp, e))) return rc;
+                rc = gl_gemm_batched(d, st, 0, 1, K, N, Bc, x16, K, dy16, N, (float *)wp, K, 0.0f, (int)rt, 1,
+                                     LT_EPI_NONE, NULL, S, (long long)Bc * K, (long long)Bc * N, (long long)kn, e);
+                if (rc == PLUMB_OK) rc = tr_sum_slices(d, st, (const float *)wp, S, kn, dw, e);
+                else if (rc != PLUMB_EUNSUPPORTED) return rc;
+            }
+            if (rc == PLUMB_EUNSUPPORTED)
+                rc = gl_gemm(d, st, 0, 1, K, N, B, x16, K, dy16, N, dw, K, 0.0f, (int)rt, 1, LT_EPI_NONE, NULL, e);
+            if (rc == PLUMB_OK && dbias) {
+                /* the column sum over the 16-bit dy, in colsum16's chunks and order */
+                const int nc = (B + CS_ROWS - 1) / CS_ROWS;
+                if (nc > 65535)
+                    return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: column sum of %d rows exceeds %d", d->label, B,
+                                   65535 * CS_ROWS);
+                void *ws;
+                if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
+                k_colsum16_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy16, B, N,
+                                                                                                  (float *)ws, (int)rt);
+                GPU_CHECK_LAUNCH(d, "k_colsum16_part", e);
+                k_colsum_chunks<<<gpu_grid((size_t)N, 128), 128, 0, st->s>>>((const float *)ws, nc, N, dbias);
+                GPU_CHECK_LAUNCH(d, "k_colsum_chunks", e);
+            }
+            if (rc != PLUMB_EUNSUPPORTED) return rc;
+        }
+    }
+#endif
+    return mm_bwd16_staged(d, st, x16, w16, dy16, pre16_in, dx16, dw, dbias, B, K, N, rt, e);
+}
+
 /* ---------------- classifier + cross-entropy ---------------- */
 
 /* The fp32 logits of one row chunk are at most XENT_CHUNK_BYTES (never the

@@ -26,11 +26,24 @@ __device__ static inline float fast_gelu_grad(float x)
     return fmaf(0.5f * x * (1.0f - th * th), k * fmaf(0.134145f, x2, 1.0f), 0.5f * (1.0f + th));
 }
 
+/* ---------------- 16-bit values (the 16-bit activation pipeline) ---------------- */
+
+/* rt's 16-bit bits of x (round to nearest even: gg_round's value) */
+__device__ static inline uint16_t to16_of(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
+/* the value of rt's 16-bit bits h (exact) */
+__device__ static inline float from16_of(uint16_t h, int rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
+/* element i of a tensor given as fp32 (x16 NULL) or as t16's 16-bit values */
+__device__ static inline float ld_any(const float *x, const uint16_t *x16, size_t i, int t16)
+{
+    return x16 ? from16_of(x16[i], t16) : x[i];
+}
+
 /* ---------------- LayerNorm ---------------- */
 
-/* fast: one warp per row, two passes (mean, then the centred squares) */
-static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd, int R,
-                              int C, float eps, int rt)
+/* fast: one warp per row, two passes (mean, then the centred squares);
+ * y16 (not NULL): the output stored as rt's 16-bit values instead of y */
+static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, uint16_t *y16,
+                                     float *mean, float *rstd, int R, int C, float eps, int rt)
 {
     const int lane = threadIdx.x % PLUMB_WARP;
     const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
@@ -45,17 +58,22 @@ static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float
         v = fmaf(dd, dd, v);
     }
     const float rs = 1.0f / sqrtf(plumb_warp_sum(v) / (float)C + eps);
-    float *yr = y + (size_t)r * C;
-    for (int i = lane; i < C; i += PLUMB_WARP) yr[i] = gg_round(fmaf((xr[i] - mu) * rs, w[i], b[i]), rt);
+    if (y16) {
+        uint16_t *yr = y16 + (size_t)r * C;
+        for (int i = lane; i < C; i += PLUMB_WARP) yr[i] = to16_of(fmaf((xr[i] - mu) * rs, w[i], b[i]), rt);
+    } else {
+        float *yr = y + (size_t)r * C;
+        for (int i = lane; i < C; i += PLUMB_WARP) yr[i] = gg_round(fmaf((xr[i] - mu) * rs, w[i], b[i]), rt);
+    }
     if (lane == 0) {
         if (mean) mean[r] = mu;
         if (rstd) rstd[r] = rs;
     }
 }
 
-/* fast dx: one warp per row */
+/* fast dx: one warp per row; dy16 (not NULL): dy given as t16's 16-bit values */
 static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
-                              const float *dres, float *dx, int R, int C, int rt)
+                                     const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt)
 {
     const int lane = threadIdx.x % PLUMB_WARP;
     const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
@@ -64,14 +82,14 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
     const float mu = mean[r], rs = rstd[r];
     float a = 0.0f, c = 0.0f;
     for (int i = lane; i < C; i += PLUMB_WARP) {
-        const float g = dy[o + i] * w[i];
+        const float g = ld_any(dy, dy16, o + i, t16) * w[i];
         a += g;
         c = fmaf(g, (x[o + i] - mu) * rs, c);
     }
     a = plumb_warp_sum(a) / (float)C;
     c = plumb_warp_sum(c) / (float)C;
     for (int i = lane; i < C; i += PLUMB_WARP) {
-        const float g = dy[o + i] * w[i], h = (x[o + i] - mu) * rs;
+        const float g = ld_any(dy, dy16, o + i, t16) * w[i], h = (x[o + i] - mu) * rs;
         const float v = ((g - a) - h * c) * rs;
         dx[o + i] = gg_round(dres ? dres[o + i] + v : v, rt);
     }
@@ -80,14 +98,14 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
 #define LN_ROWS 64
 /* fast dw/db partial sums: part[k][i] over rows [64k, 64k+64) ascending
  * (parts: [nc, 2C], w-part then b-part) */
-static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy, float *part,
-                               int R, int C)
+static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
+                                      const uint16_t *dy16, int t16, float *part, int R, int C)
 {
     const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
         float aw = 0.0f, ab = 0.0f;
         for (int r = r0; r < r1; r++) {
-            const float g = dy[(size_t)r * C + i];
+            const float g = ld_any(dy, dy16, (size_t)r * C + i, t16);
             aw = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], aw);
             ab = ab + g;
         }
@@ -117,7 +135,6 @@ static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *
  * aligned from the 256-byte aligned chunk) both passes read float4 and the
  * copy is stored 4 values (8 bytes) at a time; otherwise one value at a time.
  * Bytes per logit: 4 read (pass 1) + 4 read + 2 (or 4, in place) written. */
-__device__ static inline uint16_t to16_of(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
 __device__ static inline void xent_acc(float zv, float &m, float &s)
 {
     if (zv > m) {

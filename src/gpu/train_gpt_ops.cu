@@ -162,7 +162,7 @@ int tg_layernorm_fwd(struct dev *d, dev_stream *s, const float *x, const float *
         GPU_CHECK_LAUNCH(d, "k_ln_fwd_gold", e);
     } else {
         const int rows = TPB / PLUMB_WARP;
-        k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, b, y, mean, rstd, R, C, eps, (int)rt);
+        k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, b, y, NULL, mean, rstd, R, C, eps, (int)rt);
         GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast", e);
     }
     return PLUMB_OK;
@@ -219,12 +219,13 @@ int tg_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float *
     int rc = tws_get(d, 0, (size_t)nc * 2 * C * sizeof(float), &ws, e);
     if (rc) return rc;
     float *part = (float *)ws;
-    k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, dy, part, R, C);
+    k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, dy, NULL, 0, part,
+                                                                                        R, C);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
     k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
     const int rows = TPB / PLUMB_WARP;
-    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dres, dx, R, C, (int)rt);
+    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, NULL, 0, dres, dx, R, C, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
     return PLUMB_OK;
 }
@@ -300,6 +301,156 @@ int tg_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const fl
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_CLASSIFIER);
     return tg_classifier(d, gpu_stream(d, s), x, wte, tgt, R, C, V, grad_scale, losses, sum_count, dx, dwte, rt, e);
+}
+
+/* ---------------- the 16-bit activation ops (train_ops.h "gpt with 16-bit activations") ----------------
+ * Fast numerics only (the model runs its 16-bit pipeline in fast mode); the
+ * same kernels as the fp32 entries above with 16-bit loads and stores. */
+
+#define FAST16(op)                                                                                               \
+    do {                                                                                                         \
+        NEED(rt == DT_BF16 || rt == DT_F16, "%s: %s: 16-bit type %d (expected bf16 or fp16)", d->label, op,      \
+             (int)rt);                                                                                           \
+        NEED(!golden(d), "%s: %s: fast numerics only (golden runs the fp32 ops)", d->label, op);                 \
+    } while (0)
+
+__global__ void k_residual16(const float *a, const uint16_t *b16, float *y, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = a[i] + from16_of(b16[i], rt);
+}
+
+int tg_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *y, size_t n,
+                      dtype_t rt, plumb_err *e)
+{
+    NEED((a && b16 && y) || n == 0, "%s: residual_fwd16: NULL a, b16 or y", d->label);
+    FAST16("residual_fwd16");
+    if (!n) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_RESIDUAL);
+    k_residual16<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b16, y, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_residual16", e);
+    return PLUMB_OK;
+}
+
+int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, uint16_t *y16,
+                       float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && b && y16, "%s: layernorm_fwd16: NULL x, w, b or y16", d->label);
+    NEED(R > 0 && C > 0, "%s: layernorm_fwd16: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
+    NEED(eps > 0.0f, "%s: layernorm_fwd16: eps %g (expected > 0)", d->label, (double)eps);
+    FAST16("layernorm_fwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
+    const int rows = TPB / PLUMB_WARP;
+    k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, gpu_stream(d, s)->s>>>(x, w, b, NULL, y16, mean, rstd, R, C, eps,
+                                                                           (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast", e);
+    return PLUMB_OK;
+}
+
+int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
+                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, float *dw, float *db, int R,
+                       int C, dtype_t rt, plumb_err *e)
+{
+    NEED(x && w && mean && rstd && dy16 && dx && dw && db, "%s: layernorm_bwd16: NULL argument", d->label);
+    NEED(dx != x, "%s: layernorm_bwd16: dx must not alias x (it may alias dres)", d->label);
+    NEED(R > 0 && C > 0, "%s: layernorm_bwd16: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
+    FAST16("layernorm_bwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
+    struct dev_stream *st = gpu_stream(d, s);
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+    NEED(nc <= 65535, "%s: layernorm_bwd16: %d rows exceed %d", d->label, R, 65535 * LN_ROWS);
+    void *ws;
+    int rc = tws_get(d, 0, (size_t)nc * 2 * C * sizeof(float), &ws, e);
+    if (rc) return rc;
+    float *part = (float *)ws;
+    k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, NULL, dy16,
+                                                                                        (int)rt, part, R, C);
+    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
+    k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
+    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
+    const int rows = TPB / PLUMB_WARP;
+    /* dx fp32 unrounded (the residual stream's gradient): rounding type fp32 */
+    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, NULL, dy16, (int)rt, dres, dx, R, C,
+                                                            DT_F32);
+    GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
+    return PLUMB_OK;
+}
+
+int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
+                    uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && w16 && y16, "%s: matmul_fwd16: NULL x16, w16 or y16", d->label);
+    NEED(!gelu || (pre16 && pre16 != y16), "%s: matmul_fwd16: gelu needs pre16, distinct from y16", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: matmul_fwd16: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    FAST16("matmul_fwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_MATMUL_FWD);
+    return tg_matmul_fwd16_impl(d, gpu_stream(d, s), x16, w16, bias, y16, pre16, B, K, N, gelu, rt, e);
+}
+
+int tg_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16,
+                    const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B, int K, int N, dtype_t rt,
+                    plumb_err *e)
+{
+    NEED(x16 && w16 && dy16 && dw, "%s: matmul_bwd16: NULL x16, w16, dy16 or dw", d->label);
+    NEED(B > 0 && K > 0 && N > 0, "%s: matmul_bwd16: bad shape B=%d K=%d N=%d (expected > 0)", d->label, B, K, N);
+    FAST16("matmul_bwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_MATMUL_BWD);
+    return tg_matmul_bwd16_impl(d, gpu_stream(d, s), x16, w16, dy16, pre16_in, dx16, dw, dbias, B, K, N, rt, e);
+}
+
+/* Attention from and to 16-bit tensors. The kernels of train_gpt_attn.cu
+ * read fp32 qkv (and dout) holding rt values and convert them while staging
+ * their tiles; until they read 16-bit tiles themselves, the 16-bit tensors
+ * are widened into fp32 stand-ins (slot 4: qkv, out, dout; slot 5: the fp32
+ * result) and the result narrowed: the same values, so the same bits. */
+int tg_attention_fwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, uint16_t *out16, float *lse, int B, int T,
+                       int NH, int HS, dtype_t rt, plumb_err *e)
+{
+    NEED(qkv16 && out16 && lse, "%s: attention_fwd16: NULL qkv16, out16 or lse", d->label);
+    int rc = attn_args(d, "attention_fwd16", B, T, NH, HS, e);
+    if (rc) return rc;
+    FAST16("attention_fwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_ATTN_FWD);
+    struct dev_stream *st = gpu_stream(d, s);
+    const size_t n = (size_t)B * T * NH * HS;
+    void *w4, *w5;
+    if ((rc = tws_get(d, 4, 3 * n * sizeof(float), &w4, e)) || (rc = tws_get(d, 5, n * sizeof(float), &w5, e)))
+        return rc;
+    float *qkv = (float *)w4, *out = (float *)w5;
+    if ((rc = tg_widen16(d, st, qkv16, qkv, 3 * n, (int)rt, e)) ||
+        (rc = tg_attention_fwd_impl(d, st, qkv, out, lse, B, T, NH, HS, rt, e)))
+        return rc;
+    return tg_narrow16(d, st, out, out16, n, (int)rt, e);
+}
+
+int tg_attention_bwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, const uint16_t *out16, const float *lse,
+                       const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS, dtype_t rt,
+                       plumb_err *e)
+{
+    NEED(qkv16 && out16 && lse && dout16 && dqkv16, "%s: attention_bwd16: NULL argument", d->label);
+    NEED(dqkv16 != qkv16, "%s: attention_bwd16: dqkv16 must not alias qkv16", d->label);
+    int rc = attn_args(d, "attention_bwd16", B, T, NH, HS, e);
+    if (rc) return rc;
+    FAST16("attention_bwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_ATTN_BWD);
+    struct dev_stream *st = gpu_stream(d, s);
+    const size_t n = (size_t)B * T * NH * HS;
+    void *w4, *w5;
+    if ((rc = tws_get(d, 4, 5 * n * sizeof(float), &w4, e)) || (rc = tws_get(d, 5, 3 * n * sizeof(float), &w5, e)))
+        return rc;
+    float *qkv = (float *)w4, *out = qkv + 3 * n, *dout = out + n, *dqkv = (float *)w5;
+    if ((rc = tg_widen16(d, st, qkv16, qkv, 3 * n, (int)rt, e)) || (rc = tg_widen16(d, st, out16, out, n, (int)rt, e)) ||
+        (rc = tg_widen16(d, st, dout16, dout, n, (int)rt, e)) ||
+        (rc = tg_attention_bwd_impl(d, st, qkv, out, lse, dout, dqkv, B, T, NH, HS, rt, e)))
+        return rc;
+    return tg_narrow16(d, st, dqkv, dqkv16, 3 * n, (int)rt, e);
 }
 
 /* ---------------- AdamW with per-tensor decay ---------------- */

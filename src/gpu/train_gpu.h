@@ -34,11 +34,13 @@ __device__ static inline float ld_rt(const uint16_t *p, size_t i, int rt) { retu
  * device synchronize, so growth costs a sync once; steady state never
  * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers,
  * slot 2: linear layers' padded copies (rows of K % 4 != 0 floats), slot 3:
- * the 16-bit linear ops' fp32 stand-ins for tensors given only as mirrors. */
+ * the 16-bit linear ops' fp32 stand-ins for tensors given only as mirrors;
+ * slots 4 and 5: gpt's 16-bit activation ops (train_gpt16.cu): fp32
+ * stand-ins, the GELU layer's unrounded dx, a GEMM's 16-bit bias. */
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 /* slots 0..TWS_TRAIN_SLOTS-1 are the train ops' above; tvws_get's (vision,
  * below) follow them in the same table */
-#define TWS_TRAIN_SLOTS 4
+#define TWS_TRAIN_SLOTS 6
 
 /* PLUMB_TRAIN_PROF=1: every train op (and the parts of the big ones) is
  * timed between stream synchronisations and a table goes to stderr at exit;

@@ -976,5 +976,13 @@ const struct train_ops gpu_train_ops = {
     g_sparse_put_dn,
     /* the queued step's outcome to the host */
     g_status_to_host,
+    /* gpt with 16-bit activations: train_gpt_ops.cu, train_gpt_gemm.cu */
+#if defined(PLUMB_HIP)
+    /* no 16-bit rocBLAS GEMM: the fp32 ops between casts would only add passes */
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+#else
+    tg_layernorm_fwd16, tg_layernorm_bwd16, tg_matmul_fwd16, tg_matmul_bwd16, tg_attention_fwd16, tg_attention_bwd16,
+    tg_residual_fwd16,
+#endif
 };
 #endif

@@ -245,13 +245,13 @@ static void layernorm(int R, int C)
     const float *xp = x.data(), *wp = w.data(), *bp = b.data(), *dyp = dy.data();
     float *yp = y.data(), *mp = mean.data(), *rp = rstd.data(), *dxp = dx.data(), *dwp = dw.data(), *dbp = db.data();
     const int rows = 256 / PLUMB_WARP;
-    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_fwd_fast(xp, wp, bp, yp, mp, rp, R, C, 1e-5f, 0); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_fwd_fast(xp, wp, bp, yp, nullptr, mp, rp, R, C, 1e-5f, 0); });
     const int nc = (R + LN_ROWS - 1) / LN_ROWS;
     std::vector<float> part((size_t)nc * 2 * C);
     float *pp = part.data();
-    launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, pp, R, C); });
+    launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, nullptr, 0, pp, R, C); });
     launch(dim3(2), dim3(128), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
-    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, dxp, dxp, R, C, 0); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, dxp, dxp, R, C, 0); });
     char what[96];
     snprintf(what, sizeof what, "layernorm R%d C%d y", R, C);
     check(what, yp, gy.data(), n, 1e-5);
@@ -262,6 +262,50 @@ static void layernorm(int R, int C)
     snprintf(what, sizeof what, "layernorm R%d C%d dw, db", R, C);
     check(what, dwp, gdw.data(), C, 1e-5);
     check(what, dbp, gdb.data(), C, 1e-5);
+}
+
+// The 16-bit storage of the LayerNorm kernels (the gpt 16-bit pipeline):
+// y16 against the fp32 y rounded to rt, dx and dw/db from dy16 against the
+// same kernels fed dy rounded to rt in fp32: the same bits (tolerance 0).
+static void layernorm16(int R, int C, int rt)
+{
+    const size_t n = (size_t)R * C;
+    std::vector<float> x(n), w(C), b(C), y(n), y16f(n), mean(R), rstd(R), dy(n), dx(n), dx16(n), dw(C), db(C),
+        dw16(C), db16(C);
+    std::vector<uint16_t> y16(n), dyh(n);
+    for (auto &v : x) v = frand(-2, 2);
+    for (auto &v : w) v = frand(0.5f, 1.5f);
+    for (auto &v : b) v = frand(-0.5f, 0.5f);
+    for (size_t i = 0; i < n; i++) {
+        dy[i] = gg_round(frand(-1, 1), rt);
+        dyh[i] = to16_of(dy[i], rt);
+    }
+    const float *xp = x.data(), *wp = w.data(), *bp = b.data(), *dyp = dy.data();
+    const uint16_t *dyhp = dyh.data();
+    float *yp = y.data(), *mp = mean.data(), *rp = rstd.data();
+    uint16_t *y16p = y16.data();
+    const int rows = 256 / PLUMB_WARP;
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_fwd_fast(xp, wp, bp, yp, nullptr, mp, rp, R, C, 1e-5f, rt); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_fwd_fast(xp, wp, bp, nullptr, y16p, mp, rp, R, C, 1e-5f, rt); });
+    for (size_t i = 0; i < n; i++) y16f[i] = from16_of(y16[i], rt);
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+    std::vector<float> part((size_t)nc * 2 * C), part16((size_t)nc * 2 * C);
+    float *pp = part.data(), *pp16 = part16.data(), *dxp = dx.data(), *dx16p = dx16.data();
+    float *dwp = dw.data(), *dbp = db.data(), *dw16p = dw16.data(), *db16p = db16.data();
+    launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, nullptr, 0, pp, R, C); });
+    launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, nullptr, dyhp, rt, pp16, R, C); });
+    launch(dim3(2), dim3(128), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
+    launch(dim3(2), dim3(128), [&] { k_ln_dwdb_final(pp16, nc, C, dw16p, db16p); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, nullptr, dxp, R, C, 0); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, nullptr, dyhp, rt, nullptr, dx16p, R, C, 0); });
+    char what[96];
+    snprintf(what, sizeof what, "layernorm16 R%d C%d rt%d y16", R, C, rt);
+    check(what, y16f.data(), yp, n, 0);
+    snprintf(what, sizeof what, "layernorm16 R%d C%d rt%d dx from dy16", R, C, rt);
+    check(what, dx16p, dxp, n, 0);
+    snprintf(what, sizeof what, "layernorm16 R%d C%d rt%d dw, db from dy16", R, C, rt);
+    check(what, dw16p, dwp, C, 0);
+    check(what, db16p, dbp, C, 0);
 }
 
 // rt 0: fp32, the gradient in place; rt DT_BF16: logits rounded, the
@@ -379,6 +423,8 @@ int main()
     attention(1, 64, 3, 16);  // exactly two tiles, narrow heads
     layernorm(37, 200);
     layernorm(130, 64);
+    layernorm16(37, 200, DT_BF16);
+    layernorm16(130, 64, DT_F16);
     xent(7, 1000);
     xent(3, 50);
     xent(5, 1000, DT_BF16);
