@@ -265,4 +265,35 @@ lad "ladder: the rungs listed twice: exit 2" "r.extend(json.loads(json.dumps(r))
 run "ladder: the real one against itself compares (exit 0 or 1)" 0 "attribution ladder" \
   bash -c '"$0" compare "$1" "$1" --attribute; [ $? -le 1 ]' "$PLUMB" "$TMP/la20"
 
+# ---- 21. a device this host cannot have, or does not have: --device cpu:3 (the cpu is one
+# device everywhere) was exit 3 "only 1 cpu device(s) present" from plumb rng, numerics, bench
+# and attribute; plumb attribute --device cuda with no usable GPU was exit 3, the message naming
+# no option (plumb train, faults and accept: exit 2 naming --device)
+run "rng --device cpu:3: exit 2" 2 "^plumb rng: device cpu:3: only 1 cpu device" "$PLUMB" rng --device cpu:3 --count 1000
+run "numerics --device cpu:1: exit 2" 2 "^plumb numerics: device cpu:1: only 1 cpu device" "$PLUMB" numerics --device cpu:1
+run "bench ceilings --device cpu:2: exit 2" 2 "^plumb bench ceilings: device cpu:2: only 1 cpu device" "$PLUMB" $BC --device cpu:2 --shapes 8x8x8 --dtypes fp32 --copy-mib 0
+run "train --device cpu:7: exit 2" 2 "device cpu:7: only 1 cpu device" "$PLUMB" train toy $TQ --steps 1 --device cpu:7 --out "$TMP/d21"
+run "rng --device cpu:0: still runs" 0 "rng on cpu" "$PLUMB" rng --device cpu:0 --count 1000
+mkdir -p "$TMP/cwd21"
+run "attribute --device cuda with no usable GPU: exit 2 naming --device" 2 "^plumb attribute: --device cuda: no usable device here" \
+  env PLUMB_BACKEND_PATH=/nonexistent bash -c 'cd "$0" && exec "$@"' "$TMP/cwd21" "$PLUMB" attribute --device cuda --seeds 2 --steps 1 --rungs golden
+run "attribute --device cpu,hip:1 with no usable GPU: exit 2 naming hip:1" 2 "^plumb attribute: --device hip:1: no usable device here" \
+  env PLUMB_BACKEND_PATH=/nonexistent bash -c 'cd "$0" && exec "$@"' "$TMP/cwd21" "$PLUMB" attribute --device cpu,hip:1 --seeds 2 --steps 1 --rungs golden
+[ ! -e "$TMP/cwd21/runs" ] && ok "... no run folder written" || fail "attribute bad device wrote a run folder" "$(ls -R "$TMP/cwd21" | head -5)"
+
+# ---- 22. plumb accept: the parity check's settings given to a run without parity (--quick, or
+# --checks not naming it) were ignored without a word: 'accept --quick --plant lr=3' (a drill
+# to show compare finds the plant) wrote a PASS folder with nothing planted, exit 0. Now exit 2
+# naming the option, before the run folder is opened.
+mkdir -p "$TMP/cwd22"
+acc() { (cd "$TMP/cwd22" && exec "$PLUMB" accept "$@"); }
+run "accept --quick --plant lr=3: exit 2" 2 "^plumb accept: --plant lr=3 applies only to the parity check, which this run does not include \(it runs from --standard up" \
+  acc --quick --plant lr=3 --device cpu
+run "accept --checks doctor --seeds 3: exit 2" 2 "^plumb accept: --seeds 3 applies only to the parity check.*\(--checks does not name parity\)" \
+  acc --checks doctor --seeds 3 --device cpu
+run "accept --quick --seed-steps 10: exit 2" 2 "^plumb accept: --seed-steps 10 applies only to the parity check" acc --quick --seed-steps 10 --device cpu
+run "accept --quick --workload gpt: exit 2" 2 "^plumb accept: --workload gpt applies only to the parity check" acc --quick --workload gpt --device cpu
+[ ! -e "$TMP/cwd22/runs" ] && ok "... no run folder written" || fail "accept parity options wrote a run folder" "$(ls -R "$TMP/cwd22" | head -5)"
+run "accept --quick --checks doctor (no parity options): still runs" 0 "verdict: PASS" acc --quick --checks doctor --device cpu --out "$TMP/a22"
+
 finish
