@@ -296,4 +296,16 @@ run "accept --quick --workload gpt: exit 2" 2 "^plumb accept: --workload gpt app
 [ ! -e "$TMP/cwd22/runs" ] && ok "... no run folder written" || fail "accept parity options wrote a run folder" "$(ls -R "$TMP/cwd22" | head -5)"
 run "accept --quick --checks doctor (no parity options): still runs" 0 "verdict: PASS" acc --quick --checks doctor --device cpu --out "$TMP/a22"
 
+# ---- 23. plumb report keygen: --key and --pub naming one file read "k.pem: cannot create (File
+# exists): refusing to overwrite a key" (the key it had just made, then removed); a --pub in a
+# missing folder, or --key '', was exit 3 "cannot create". Now exit 2 naming the option, no key made.
+mkdir -p "$TMP/k23"
+run "keygen --key K --pub ./K: exit 2, the same file" 2 "^plumb report keygen: --key .*k23/k.pem and --pub .*k23/./k.pem: the same file" \
+  "$PLUMB" report keygen --key "$TMP/k23/k.pem" --pub "$TMP/k23/./k.pem"
+run "keygen --pub in a missing folder: exit 2 naming --pub" 2 "^plumb report keygen: --pub .*nodir/p.pem: its folder .* does not exist" \
+  "$PLUMB" report keygen --key "$TMP/k23/k.pem" --pub "$TMP/nodir/p.pem"
+run "keygen --key '': exit 2 naming --key" 2 "^plumb report keygen: --key: expected a file name" "$PLUMB" report keygen --key "" --pub "$TMP/k23/p.pem"
+[ -z "$(ls "$TMP/k23")" ] && ok "... no key file made" || fail "keygen bad paths left files" "$(ls "$TMP/k23")"
+run "keygen of two new files: made" 0 "public key: " "$PLUMB" report keygen --key "$TMP/k23/k.pem" --pub "$TMP/k23/p.pem"
+
 finish
