@@ -308,4 +308,11 @@ run "keygen --key '': exit 2 naming --key" 2 "^plumb report keygen: --key: expec
 [ -z "$(ls "$TMP/k23")" ] && ok "... no key file made" || fail "keygen bad paths left files" "$(ls "$TMP/k23")"
 run "keygen of two new files: made" 0 "public key: " "$PLUMB" report keygen --key "$TMP/k23/k.pem" --pub "$TMP/k23/p.pem"
 
+# ---- 24. compare --metrics with --pub: a seeds file carries no signature, so the key verified
+# nothing and was ignored without a word (--a, --b and --attribute with --metrics are exit 2)
+run "compare --metrics A B --pub KEY: exit 2 naming --pub" 2 "^plumb compare: --pub: --metrics files carry no signature" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --pub "$TMP/k12/p.pem"
+run "compare --metrics A B --pub-b KEY: exit 2 naming --pub-b" 2 "^plumb compare: --pub-b: --metrics files carry no signature" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --pub-b "$TMP/k12/p.pem"
+
 finish
