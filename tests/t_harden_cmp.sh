@@ -315,4 +315,21 @@ run "compare --metrics A B --pub KEY: exit 2 naming --pub" 2 "^plumb compare: --
 run "compare --metrics A B --pub-b KEY: exit 2 naming --pub-b" 2 "^plumb compare: --pub-b: --metrics files carry no signature" \
   "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --pub-b "$TMP/k12/p.pem"
 
+# ---- 25. a key twice in a hand-edited input: {"seed":1,"auc":0.70,"auc":0.90} in a seeds file,
+# two "checks" in a results.json. The last value was taken without a word (which auc the
+# verdict tested, which checks compare and report showed, was the parser's choice). Now exit 2
+# naming the file and the key.
+printf '{"seed":1,"auc":0.70,"auc":0.90}\n{"seed":2,"auc":0.71}\n{"seed":3,"auc":0.72}\n' >"$TMP/dup25.jsonl"
+run "compare --metrics, a seeds line with auc twice: exit 2 naming file, line and key" 2 "dup25.jsonl:1: .*duplicate object key near '\"auc\"'" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/dup25.jsonl"
+cp -r "$TMP/gpt2" "$TMP/dup25"
+python3 - "$TMP/dup25/results.json" <<'PY'
+import sys
+p = sys.argv[1]; t = open(p).read()
+open(p, "w").write(t.replace('"checks": [', '"checks": [], "checks": [', 1))
+PY
+run "compare A B, B's results.json with checks twice: exit 2" 2 "dup25/results.json:[0-9]+:[0-9]+: invalid JSON: duplicate object key near '\"checks\"'" \
+  "$PLUMB" compare "$TMP/gpt1" "$TMP/dup25"
+run "report of it: exit 2" 2 "dup25/results.json:.*duplicate object key" "$PLUMB" report "$TMP/dup25"
+
 finish
