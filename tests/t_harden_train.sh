@@ -264,4 +264,23 @@ run "--checkpoint-dir of ${#long17} bytes: exit 2, its checkpoint names would no
 [ ! -e "$TMP/L17" ] && [ "$(jq -r '.checks[0].status' "$TMP/o17/results.json" 2>/dev/null)" = fail ] \
   && ok "... nothing created under it, results.json records the failed check" || fail "long --checkpoint-dir" "$(ls "$TMP" | head; jq -c '.checks' "$TMP/o17/results.json" 2>&1 | head -c 200)"
 
+# ---- 18. plumb data synth-criteo's temporary file had one name for every writer (F.tmp): two
+# runs writing --out F at once wrote into one file, the first rename moved it while the other
+# still wrote; the run that printed "wrote 30000 rows" exit 0 left F with 40000 lines of both
+# seeds. A failed write said "writing F failed" with no reason. Now each writer its own
+# F.tmp.<pid> (the final F is one whole file), and the error names the reason.
+"$PLUMB" data synth-criteo --rows 40000 --data-seed 1 --out "$TMP/s18a.tsv" >/dev/null 2>&1
+"$PLUMB" data synth-criteo --rows 30000 --data-seed 2 --out "$TMP/s18b.tsv" >/dev/null 2>&1
+"$PLUMB" data synth-criteo --rows 40000 --data-seed 1 --out "$TMP/s18.tsv" >"$TMP/s18_1.out" 2>&1 & p1=$!
+"$PLUMB" data synth-criteo --rows 30000 --data-seed 2 --out "$TMP/s18.tsv" >"$TMP/s18_2.out" 2>&1 & p2=$!
+wait $p1; r1=$?; wait $p2; r2=$?
+h=$(md5sum <"$TMP/s18.tsv" 2>/dev/null)
+[ $r1 = 0 ] && [ $r2 = 0 ] && { [ "$h" = "$(md5sum <"$TMP/s18a.tsv")" ] || [ "$h" = "$(md5sum <"$TMP/s18b.tsv")" ]; } \
+  && [ -z "$(ls "$TMP" | grep '^s18\.tsv\.tmp')" ] \
+  && ok "two synth-criteo --out F at once: both exit 0, F is one writer's whole file, no temp left" \
+  || fail "concurrent synth-criteo" "exit $r1/$r2, $(wc -l <"$TMP/s18.tsv") lines, $(ls "$TMP" | grep '^s18'): $(cat "$TMP/s18_1.out" "$TMP/s18_2.out" | head -c 300)"
+run "synth-criteo past a file size limit: exit 3 with the reason" 3 "^plumb data: synth-criteo: writing .*f18.tsv failed: File too large" \
+  bash -c 'trap "" XFSZ; ulimit -f 100; exec "$0" "$@"' "$PLUMB" data synth-criteo --rows 10000 --out "$TMP/f18.tsv"
+[ -z "$(ls "$TMP" | grep '^f18')" ] && ok "... nothing left behind" || fail "synth-criteo left files" "$(ls "$TMP" | grep '^f18')"
+
 finish
