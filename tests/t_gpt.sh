@@ -32,7 +32,7 @@ m1=$(grep '^eval:' "$TMP/g1.out"); m3=$(grep '^eval:' "$TMP/g3.out")
 [ -n "$m1" ] && [ "$m1" = "$m3" ] && ok "validation metrics equal on 1 and 3 ranks ($m1)" || fail "eval 1 vs 3" "$m1 vs $m3"
 # SIGKILL both ranks of a 2-rank run after its checkpoint at step 8 (of 16), resume on 3 ranks and on 1
 R="${G/--steps 8/--steps 16} --checkpoint-every 4"
-"$PLUMB" train gpt $R --out "$TMP/full" >"$TMP/full.out" 2>&1
+"$PLUMB" train gpt ${R/ --checkpoint-every 4/} --out "$TMP/full" >"$TMP/full.out" 2>&1  # no --checkpoint-dir: no --checkpoint-every (exit 2)
 want=$(dg "$TMP/full.out")
 mkdir -p "$TMP/ck"
 $MPI -np 2 sh -c 'echo $$ > "$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP" "$PLUMB" train gpt ${R/--quiet/} --checkpoint-dir "$TMP/ck" --out "$TMP/k" >"$TMP/k.out" 2>&1 &

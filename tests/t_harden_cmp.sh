@@ -265,4 +265,71 @@ lad "ladder: the rungs listed twice: exit 2" "r.extend(json.loads(json.dumps(r))
 run "ladder: the real one against itself compares (exit 0 or 1)" 0 "attribution ladder" \
   bash -c '"$0" compare "$1" "$1" --attribute; [ $? -le 1 ]' "$PLUMB" "$TMP/la20"
 
+# ---- 21. a device this host cannot have, or does not have: --device cpu:3 (the cpu is one
+# device everywhere) was exit 3 "only 1 cpu device(s) present" from plumb rng, numerics, bench
+# and attribute; plumb attribute --device cuda with no usable GPU was exit 3, the message naming
+# no option (plumb train, faults and accept: exit 2 naming --device)
+run "rng --device cpu:3: exit 2" 2 "^plumb rng: device cpu:3: only 1 cpu device" "$PLUMB" rng --device cpu:3 --count 1000
+run "numerics --device cpu:1: exit 2" 2 "^plumb numerics: device cpu:1: only 1 cpu device" "$PLUMB" numerics --device cpu:1
+run "bench ceilings --device cpu:2: exit 2" 2 "^plumb bench ceilings: device cpu:2: only 1 cpu device" "$PLUMB" $BC --device cpu:2 --shapes 8x8x8 --dtypes fp32 --copy-mib 0
+run "train --device cpu:7: exit 2" 2 "device cpu:7: only 1 cpu device" "$PLUMB" train toy $TQ --steps 1 --device cpu:7 --out "$TMP/d21"
+run "rng --device cpu:0: still runs" 0 "rng on cpu" "$PLUMB" rng --device cpu:0 --count 1000
+mkdir -p "$TMP/cwd21"
+run "attribute --device cuda with no usable GPU: exit 2 naming --device" 2 "^plumb attribute: --device cuda: no usable device here" \
+  env PLUMB_BACKEND_PATH=/nonexistent bash -c 'cd "$0" && exec "$@"' "$TMP/cwd21" "$PLUMB" attribute --device cuda --seeds 2 --steps 1 --rungs golden
+run "attribute --device cpu,hip:1 with no usable GPU: exit 2 naming hip:1" 2 "^plumb attribute: --device hip:1: no usable device here" \
+  env PLUMB_BACKEND_PATH=/nonexistent bash -c 'cd "$0" && exec "$@"' "$TMP/cwd21" "$PLUMB" attribute --device cpu,hip:1 --seeds 2 --steps 1 --rungs golden
+[ ! -e "$TMP/cwd21/runs" ] && ok "... no run folder written" || fail "attribute bad device wrote a run folder" "$(ls -R "$TMP/cwd21" | head -5)"
+
+# ---- 22. plumb accept: the parity check's settings given to a run without parity (--quick, or
+# --checks not naming it) were ignored without a word: 'accept --quick --plant lr=3' (a drill
+# to show compare finds the plant) wrote a PASS folder with nothing planted, exit 0. Now exit 2
+# naming the option, before the run folder is opened.
+mkdir -p "$TMP/cwd22"
+acc() { (cd "$TMP/cwd22" && exec "$PLUMB" accept "$@"); }
+run "accept --quick --plant lr=3: exit 2" 2 "^plumb accept: --plant lr=3 applies only to the parity check, which this run does not include \(it runs from --standard up" \
+  acc --quick --plant lr=3 --device cpu
+run "accept --checks doctor --seeds 3: exit 2" 2 "^plumb accept: --seeds 3 applies only to the parity check.*\(--checks does not name parity\)" \
+  acc --checks doctor --seeds 3 --device cpu
+run "accept --quick --seed-steps 10: exit 2" 2 "^plumb accept: --seed-steps 10 applies only to the parity check" acc --quick --seed-steps 10 --device cpu
+run "accept --quick --workload gpt: exit 2" 2 "^plumb accept: --workload gpt applies only to the parity check" acc --quick --workload gpt --device cpu
+[ ! -e "$TMP/cwd22/runs" ] && ok "... no run folder written" || fail "accept parity options wrote a run folder" "$(ls -R "$TMP/cwd22" | head -5)"
+run "accept --quick --checks doctor (no parity options): still runs" 0 "verdict: PASS" acc --quick --checks doctor --device cpu --out "$TMP/a22"
+
+# ---- 23. plumb report keygen: --key and --pub naming one file read "k.pem: cannot create (File
+# exists): refusing to overwrite a key" (the key it had just made, then removed); a --pub in a
+# missing folder, or --key '', was exit 3 "cannot create". Now exit 2 naming the option, no key made.
+mkdir -p "$TMP/k23"
+run "keygen --key K --pub ./K: exit 2, the same file" 2 "^plumb report keygen: --key .*k23/k.pem and --pub .*k23/./k.pem: the same file" \
+  "$PLUMB" report keygen --key "$TMP/k23/k.pem" --pub "$TMP/k23/./k.pem"
+run "keygen --pub in a missing folder: exit 2 naming --pub" 2 "^plumb report keygen: --pub .*nodir/p.pem: its folder .* does not exist" \
+  "$PLUMB" report keygen --key "$TMP/k23/k.pem" --pub "$TMP/nodir/p.pem"
+run "keygen --key '': exit 2 naming --key" 2 "^plumb report keygen: --key: expected a file name" "$PLUMB" report keygen --key "" --pub "$TMP/k23/p.pem"
+[ -z "$(ls "$TMP/k23")" ] && ok "... no key file made" || fail "keygen bad paths left files" "$(ls "$TMP/k23")"
+run "keygen of two new files: made" 0 "public key: " "$PLUMB" report keygen --key "$TMP/k23/k.pem" --pub "$TMP/k23/p.pem"
+
+# ---- 24. compare --metrics with --pub: a seeds file carries no signature, so the key verified
+# nothing and was ignored without a word (--a, --b and --attribute with --metrics are exit 2)
+run "compare --metrics A B --pub KEY: exit 2 naming --pub" 2 "^plumb compare: --pub: --metrics files carry no signature" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --pub "$TMP/k12/p.pem"
+run "compare --metrics A B --pub-b KEY: exit 2 naming --pub-b" 2 "^plumb compare: --pub-b: --metrics files carry no signature" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/ok.jsonl" --pub-b "$TMP/k12/p.pem"
+
+# ---- 25. a key twice in a hand-edited input: {"seed":1,"auc":0.70,"auc":0.90} in a seeds file,
+# two "checks" in a results.json. The last value was taken without a word (which auc the
+# verdict tested, which checks compare and report showed, was the parser's choice). Now exit 2
+# naming the file and the key.
+printf '{"seed":1,"auc":0.70,"auc":0.90}\n{"seed":2,"auc":0.71}\n{"seed":3,"auc":0.72}\n' >"$TMP/dup25.jsonl"
+run "compare --metrics, a seeds line with auc twice: exit 2 naming file, line and key" 2 "dup25.jsonl:1: .*duplicate object key near '\"auc\"'" \
+  "$PLUMB" compare --metrics "$TMP/ok.jsonl" "$TMP/dup25.jsonl"
+cp -r "$TMP/gpt2" "$TMP/dup25"
+python3 - "$TMP/dup25/results.json" <<'PY'
+import sys
+p = sys.argv[1]; t = open(p).read()
+open(p, "w").write(t.replace('"checks": [', '"checks": [], "checks": [', 1))
+PY
+run "compare A B, B's results.json with checks twice: exit 2" 2 "dup25/results.json:[0-9]+:[0-9]+: invalid JSON: duplicate object key near '\"checks\"'" \
+  "$PLUMB" compare "$TMP/gpt1" "$TMP/dup25"
+run "report of it: exit 2" 2 "dup25/results.json:.*duplicate object key" "$PLUMB" report "$TMP/dup25"
+
 finish

@@ -233,4 +233,54 @@ for feed in 0 1; do
     || fail "ctr cache cut mid-run (feed $feed)" "exit $rc15 (135: SIGBUS): $(tail -c 400 "$TMP/c15$feed.log")"
 done
 
+# ---- 16. options that shape another option, given without it: --checkpoint-every 1 with no
+# --checkpoint-dir trained without writing a checkpoint (exit 0: a run believed resumable),
+# --lr-min with the constant schedule never decayed, --lr-step-every/--lr-step-gamma without
+# --schedule step the same. Now exit 2 naming the option and what it needs.
+for ov in "--checkpoint-every 1:--checkpoint-dir DIR" "--checkpoint-keep 2:--checkpoint-dir DIR" \
+          "--lr-min 0.01:--schedule cosine; the schedule here is constant" "--lr-step-every 10:--schedule step; the schedule here is constant" \
+          "--lr-step-gamma 0.5 --schedule cosine:--schedule step; the schedule here is cosine"; do
+  o=${ov%%:*}; need=${ov#*:}
+  run "toy $o: exit 2, applies only with ${need%%;*}" 2 "^plumb train: ${o%% *} applies only with $need" \
+    "$PLUMB" train toy $Q --steps 1 $o --out "$TMP/o16"
+done
+[ ! -e "$TMP/o16/results.json" ] && ok "... before anything trains" || fail "an option without its partner trained" "$(ls "$TMP/o16")"
+run "--checkpoint-every 1 with --checkpoint-dir: checkpoints" 0 "" "$PLUMB" train toy $Q --steps 2 --checkpoint-every 1 --checkpoint-dir "$TMP/ck16" --out "$TMP/o16b"
+ls "$TMP"/ck16/ckpt-*.plumb >/dev/null 2>&1 && ok "... and the checkpoint is written" || fail "no checkpoint in ck16" "$(ls "$TMP/ck16" 2>&1)"
+run "gpt's preset --lr-min (cosine) given again: trains" 0 "trained gpt" "$PLUMB" train gpt $Q --steps 1 --lr-min 0.001 --out "$TMP/o16c"
+
+# ---- 17. a --checkpoint-dir so long that its checkpoint files' names do not fit a path
+# (PATH_MAX): accepted, the whole run trained, then its first checkpoint write failed (exit 3,
+# "writing checkpoint ...: create ..." cut short). Now exit 2 naming --checkpoint-dir before
+# anything is created or trained.
+long17=$(python3 -c "
+import sys
+s = sys.argv[1] + '/L17'
+while len(s) < 4068: s += '/' + 'p' * min(200, max(1, 4068 - len(s) - 1))
+print(s)" "$TMP")
+run "--checkpoint-dir of ${#long17} bytes: exit 2, its checkpoint names would not fit" 2 \
+  "^plumb train: --checkpoint-dir: path .* is too long: its checkpoint files' names \([0-9]+ bytes\) would not fit a path" \
+  "$PLUMB" train toy $Q --steps 1 --checkpoint-dir "$long17" --out "$TMP/o17"
+[ ! -e "$TMP/L17" ] && [ "$(jq -r '.checks[0].status' "$TMP/o17/results.json" 2>/dev/null)" = fail ] \
+  && ok "... nothing created under it, results.json records the failed check" || fail "long --checkpoint-dir" "$(ls "$TMP" | head; jq -c '.checks' "$TMP/o17/results.json" 2>&1 | head -c 200)"
+
+# ---- 18. plumb data synth-criteo's temporary file had one name for every writer (F.tmp): two
+# runs writing --out F at once wrote into one file, the first rename moved it while the other
+# still wrote; the run that printed "wrote 30000 rows" exit 0 left F with 40000 lines of both
+# seeds. A failed write said "writing F failed" with no reason. Now each writer its own
+# F.tmp.<pid> (the final F is one whole file), and the error names the reason.
+"$PLUMB" data synth-criteo --rows 40000 --data-seed 1 --out "$TMP/s18a.tsv" >/dev/null 2>&1
+"$PLUMB" data synth-criteo --rows 30000 --data-seed 2 --out "$TMP/s18b.tsv" >/dev/null 2>&1
+"$PLUMB" data synth-criteo --rows 40000 --data-seed 1 --out "$TMP/s18.tsv" >"$TMP/s18_1.out" 2>&1 & p1=$!
+"$PLUMB" data synth-criteo --rows 30000 --data-seed 2 --out "$TMP/s18.tsv" >"$TMP/s18_2.out" 2>&1 & p2=$!
+wait $p1; r1=$?; wait $p2; r2=$?
+h=$(md5sum <"$TMP/s18.tsv" 2>/dev/null)
+[ $r1 = 0 ] && [ $r2 = 0 ] && { [ "$h" = "$(md5sum <"$TMP/s18a.tsv")" ] || [ "$h" = "$(md5sum <"$TMP/s18b.tsv")" ]; } \
+  && [ -z "$(ls "$TMP" | grep '^s18\.tsv\.tmp')" ] \
+  && ok "two synth-criteo --out F at once: both exit 0, F is one writer's whole file, no temp left" \
+  || fail "concurrent synth-criteo" "exit $r1/$r2, $(wc -l <"$TMP/s18.tsv") lines, $(ls "$TMP" | grep '^s18'): $(cat "$TMP/s18_1.out" "$TMP/s18_2.out" | head -c 300)"
+run "synth-criteo past a file size limit: exit 3 with the reason" 3 "^plumb data: synth-criteo: writing .*f18.tsv failed: File too large" \
+  bash -c 'trap "" XFSZ; ulimit -f 100; exec "$0" "$@"' "$PLUMB" data synth-criteo --rows 10000 --out "$TMP/f18.tsv"
+[ -z "$(ls "$TMP" | grep '^f18')" ] && ok "... nothing left behind" || fail "synth-criteo left files" "$(ls "$TMP" | grep '^f18')"
+
 finish

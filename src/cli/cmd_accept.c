@@ -404,6 +404,26 @@ int cmd_accept(int argc, char **argv)
             }
         }
     }
+    /* the parity check's settings, given to a run without it, changed nothing and were ignored without
+     * a word: 'plumb accept --quick --plant lr=3' (a drill that is to show compare finds the plant)
+     * wrote a PASS folder with nothing planted */
+    int parity_runs = 0;
+    for (size_t t = 0; t < sizeof accept_table / sizeof *accept_table; t++)
+        parity_runs |= accept_table[t].run == run_parity && entry_at_level(&accept_table[t], lv) &&
+                       entry_selected(&accept_table[t], names, nnames);
+    if (!parity_runs) {
+        char given[128] = "";
+        if (plant_spec) snprintf(given, sizeof given, "--plant %s", plant_spec);
+        else if (seeds > 0) snprintf(given, sizeof given, "--seeds %ld", seeds);
+        else if (seed_steps > 0) snprintf(given, sizeof given, "--seed-steps %ld", seed_steps);
+        else if (seed_base != 1) snprintf(given, sizeof given, "--seed-base %ld", seed_base);
+        else if (strcmp(parity_wl, ACCEPT_DEFAULT_WORKLOAD)) snprintf(given, sizeof given, "--workload %s", parity_wl);
+        if (given[0]) {
+            err_set(&e, PLUMB_EUSAGE, "%s applies only to the parity check, which this run does not include (%s)", given,
+                    nnames ? "--checks does not name parity" : "it runs from --standard up, or at --quick with --seeds K");
+            return cli_fail("accept", &e);
+        }
+    }
     char specs[64][32];
     int ndev = 0;
     if (select_devices(device, specs, 64, &ndev, &e)) return cli_fail("accept", &e);

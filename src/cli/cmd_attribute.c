@@ -87,8 +87,19 @@ int cmd_attribute(int argc, char **argv)
     dev_set_cpu_fallback(0);
     for (int i = 0; i < nd; i++) {
         struct dev *d = NULL;
-        if (dev_open(dev[i], &d, &e)) return cli_fail("attribute", &e);
+        plumb_err de = {0};
+        int drc = dev_open(dev[i], &d, &de);
         dev_close(d);
+        /* a device this host does not have is the user's input, as in plumb train, faults and
+         * accept (it was exit 3, the message naming neither --device nor the device) */
+        if (drc == PLUMB_EDEVICE) {
+            err_set(&e, PLUMB_EUSAGE, "--device %s: no usable device here (%s)", dev[i], de.msg);
+            return cli_fail("attribute", &e);
+        }
+        if (drc) {
+            e = de;
+            return cli_fail("attribute", &e);
+        }
     }
     char cmdline[1024];
     args_command_line(argc, argv, cmdline, sizeof cmdline);

@@ -103,6 +103,13 @@ int cmd_compare(int argc, char **argv)
         err_set(&e, PLUMB_EUSAGE, "--metrics compares two files: --a, --b and --attribute need run folders");
         return cli_fail("compare", &e);
     }
+    /* a seeds file carries no signature: --pub verified nothing and was ignored without a word (a reader of
+     * the output could take the comparison for one of verified folders) */
+    if (metrics && (pub || pub_a || pub_b)) {
+        err_set(&e, PLUMB_EUSAGE, "%s: --metrics files carry no signature (expected signed run folders A B, or no %s)",
+                pub ? "--pub" : pub_a ? "--pub-a" : "--pub-b", pub ? "--pub" : pub_a ? "--pub-a" : "--pub-b");
+        return cli_fail("compare", &e);
+    }
     struct compare_opts o;
     compare_opts_defaults(&o);
     o.dev_a = dev_a, o.dev_b = dev_b, o.alpha = alpha, o.power = power, o.attribute = attribute;

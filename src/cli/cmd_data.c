@@ -21,10 +21,12 @@
 #include "models/gpt/data.h"
 #include "models/resnet/cifar.h"
 #include "models/resnet/imgsynth.h"
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* The generators hold what they write in memory: a count whose buffers
@@ -86,8 +88,11 @@ static int synth_criteo(int argc, char **argv)
     }
     size_t n = strlen(out);
     int gz = n > 3 && !strcmp(out + n - 3, ".gz");
+    /* this process's own temporary name (core/file.c's <path>.tmp.<pid>): with one name for every
+     * writer, two synth-criteo --out F at once wrote into one file, the first rename moved it while
+     * the other still wrote, and the run that said "wrote 300000 rows" left 400000 mixed ones */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     FILE *f = NULL;
     gzFile g = NULL;
     if (gz) g = gzopen(tmp, "wb6");
@@ -100,7 +105,7 @@ static int synth_criteo(int argc, char **argv)
     }
     int sp = !strcmp(split, "eval") ? SYNTH_EVAL : SYNTH_TRAIN;
     double pos = 0;
-    int werr = 0;
+    int werr = 0, err = 0;
     for (long i = 0; i < rows && !werr; i++) {
         struct synth_raw r;
         synth_raw_sample(s, sp, (uint64_t)(first + i), &r);
@@ -111,17 +116,23 @@ static int synth_criteo(int argc, char **argv)
         if (len < 0) werr = 1;
         else if (gz) werr = gzwrite(g, line, (unsigned)len) != len;
         else werr = fwrite(line, 1, (size_t)len, f) != (size_t)len;
+        if (werr) err = errno;
         p[i] = r.p;
         y[i] = (float)r.label;
         pos += r.label;
     }
-    if (gz) werr |= gzclose(g) != Z_OK;
-    else werr |= fclose(f) != 0;
+    errno = 0;
+    if (gz ? gzclose(g) != Z_OK : fclose(f) != 0) {
+        if (!werr) err = errno;
+        werr = 1;
+    }
     synth_free(s);
-    if (werr || rename(tmp, out) != 0) {
+    if (!werr && rename(tmp, out) != 0) werr = 1, err = errno;
+    if (werr) {
+        /* the reason (a full disk: "No space left on device"); it read "writing F failed" alone */
         remove(tmp);
         free(p), free(y);
-        err_set(&e, PLUMB_EIO, "synth-criteo: writing %s failed", out);
+        err_set(&e, PLUMB_EIO, "synth-criteo: writing %s failed: %s", out, strerror(err ? err : EIO));
         return cli_fail("data", &e);
     }
     double auc = eval_auc(p, y, (size_t)rows);

@@ -7,9 +7,21 @@
 #include "report/html.h"
 #include "report/results.h"
 #include "report/sign.h"
+#include <libgen.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+
+/* 1 when a and b name one path, whether or not it exists: the same name in the same folder. */
+static int same_path(const char *a, const char *b)
+{
+    char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX], ba[PATH_MAX], bb[PATH_MAX];
+    snprintf(da, sizeof da, "%s", a), snprintf(db, sizeof db, "%s", b);
+    snprintf(ba, sizeof ba, "%s", basename(da)), snprintf(bb, sizeof bb, "%s", basename(db));
+    snprintf(da, sizeof da, "%s", a), snprintf(db, sizeof db, "%s", b);
+    return !strcmp(ba, bb) && realpath(dirname(da), ra) && realpath(dirname(db), rb) && !strcmp(ra, rb);
+}
 
 int cmd_report_keygen(int argc, char **argv)
 {
@@ -30,6 +42,15 @@ int cmd_report_keygen(int argc, char **argv)
     if (rc) return cli_fail("report keygen", &e);
     if (!key || !pub) {
         err_set(&e, PLUMB_EUSAGE, "give both --key KEY and --pub PUB");
+        return cli_fail("report keygen", &e);
+    }
+    /* checked before a key is made: --pub in a missing folder (or --key '') was exit 3 "cannot
+     * create", and --key and --pub naming one file read "File exists: refusing to overwrite a key"
+     * (the key the command had just made, then removed) */
+    if (file_check_output("--key", key, &e) || file_check_output("--pub", pub, &e)) return cli_fail("report keygen", &e);
+    if (same_path(key, pub)) {
+        err_set(&e, PLUMB_EUSAGE, "--key %s and --pub %s: the same file (expected two files: the private and the public key)",
+                key, pub);
         return cli_fail("report keygen", &e);
     }
     if (sign_keygen(key, pub, &e)) return cli_fail("report keygen", &e);

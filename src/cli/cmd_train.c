@@ -13,6 +13,7 @@
 #include "report/results.h"
 #include "models/workloads.h"
 #include "train/bind.h"
+#include "train/ckpt.h"
 #include "train/inject.h"
 #include "train/options.h"
 #include "train/trainer.h"
@@ -93,6 +94,7 @@ static int parse_train(int argc, char **argv, const struct workload *wl, struct 
 static int train_outputs_check(const struct train_config *cfg, plumb_err *e)
 {
     int rc;
+    if (cfg->ckpt_dir && (rc = ckpt_check_dir_names(cfg->ckpt_dir, e))) return rc;
     if (cfg->ckpt_dir && (rc = file_check_output_dir("--checkpoint-dir", cfg->ckpt_dir, e))) return rc;
     if (cfg->predictions && (rc = file_check_output("--predictions", cfg->predictions, e))) return rc;
     return PLUMB_OK;

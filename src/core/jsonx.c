@@ -20,7 +20,8 @@ int jsonx_write_file(const char *path, const json_t *j, plumb_err *e)
 int jsonx_read_file(const char *path, json_t **out, plumb_err *e)
 {
     json_error_t je;
-    *out = json_load_file(path, 0, &je);
+    /* a key twice (a hand-edited results.json with two "checks") kept the last without a word */
+    *out = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!*out) {
         if (!file_exists(path)) return err_set(e, PLUMB_EUSAGE, "%s: no such file", path);
         return err_set(e, PLUMB_EUSAGE, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);

@@ -43,8 +43,11 @@ int dev_open(const char *spec, struct dev **out, plumb_err *e)
     if (!be) return e ? e->code : PLUMB_EDEVICE;
     int count = 0;
     if ((rc = be->device_count(&count, e))) return rc;
+    /* the cpu is one device on every host: cpu:N (N >= 1) names nothing that could be present, a
+     * usage error (it was PLUMB_EDEVICE, exit 3 from plumb rng, numerics, bench and attribute) */
     if (ordinal >= count)
-        return err_set(e, PLUMB_EDEVICE, "device %s: only %d %s device(s) present", spec, count, name);
+        return err_set(e, !strcmp(name, "cpu") ? PLUMB_EUSAGE : PLUMB_EDEVICE, "device %s: only %d %s device(s) present",
+                       spec, count, name);
     struct dev *d = calloc(1, sizeof *d);
     if (!d) return err_set(e, PLUMB_ENOMEM, "out of host memory");
     d->be = be;

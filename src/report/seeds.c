@@ -116,7 +116,9 @@ int seeds_read(const char *path, struct seed_set *s, plumb_err *e)
         while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
         if (!*p) continue;
         json_error_t je;
-        json_t *o = json_loads(p, JSON_DISABLE_EOF_CHECK, &je);
+        /* a key twice ({"seed": 1, "auc": 0.70, "auc": 0.90}) took the last value without a word: which one
+         * the verdict tested was jansson's choice */
+        json_t *o = json_loads(p, JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &je);
         if (!json_is_object(o)) {
             rc = err_set(e, PLUMB_EUSAGE, "%s:%ld: not a JSON object (%s)", path, lineno, o ? "another JSON value" : je.text);
             json_decref(o);

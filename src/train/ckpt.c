@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,16 @@ int ckpt_path(const char *dir, long step, char *out, size_t n, plumb_err *e)
     char name[64];
     snprintf(name, sizeof name, "ckpt-%010ld.plumb", step);
     return file_join(out, n, dir, name, e);
+}
+
+int ckpt_check_dir_names(const char *dir, plumb_err *e)
+{
+    /* the longest name a write makes: a step of 10 digits, the temp suffix with a pid of up to 10 */
+    int w = snprintf(NULL, 0, "%s/ckpt-%010ld.plumb.tmp.%d", dir, 0L, INT_MAX);
+    if (w < 0 || w >= PATH_MAX)
+        return err_set(e, PLUMB_EUSAGE, "--checkpoint-dir: path '%.60s...' is too long: its checkpoint files' names "
+                       "(%d bytes) would not fit a path (at most %d)", dir, w, PATH_MAX - 1);
+    return PLUMB_OK;
 }
 
 static int cmp_desc(const void *a, const void *b)

@@ -44,6 +44,10 @@ struct ckpt {
  * (keep <= 0: keep all). path_out (may be NULL, size 4096) gets the path. */
 int ckpt_write(const char *dir, long step, const struct ckpt_section *sec, int nsec, int keep,
                char *path_out, plumb_err *e);
+/* PLUMB_EUSAGE when the names ckpt_write makes in dir (<dir>/ckpt-<step>.plumb and its temp
+ * file <name>.tmp.<pid>) would not fit a path: such a --checkpoint-dir was accepted, the run
+ * trained to its end and then failed its first checkpoint write (exit 3). */
+int ckpt_check_dir_names(const char *dir, plumb_err *e);
 /* Reads and verifies one file. PLUMB_ECORRUPT names what is wrong. */
 int ckpt_read(const char *path, struct ckpt *out, plumb_err *e);
 /* Verifies a checkpoint image held in memory (e.g. broadcast from rank 0);

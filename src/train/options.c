@@ -400,6 +400,29 @@ int train_config_finish(struct train_config *c, plumb_err *e)
         return err_set(e, PLUMB_EUSAGE, "--schedule step needs --lr-step-every N >= 1");
     if (!strcmp(c->schedule, "cosine") && !(c->lr_min <= c->lr))
         return err_set(e, PLUMB_EUSAGE, "--lr-min: %g is above --lr %g", c->lr_min, c->lr);
+    /* options that only shape another option's behaviour, given without it, changed nothing and were
+     * ignored without a word: --checkpoint-every 100 with no --checkpoint-dir wrote no checkpoint
+     * (a run the user believed resumable), --lr-min with a constant schedule never decayed */
+    static const struct {
+        const char *opt, *needs;
+    } needs[] = {
+        {"--checkpoint-every", "--checkpoint-dir DIR"},
+        {"--checkpoint-keep", "--checkpoint-dir DIR"},
+        {"--lr-min", "--schedule cosine"},
+        {"--lr-step-every", "--schedule step"},
+        {"--lr-step-gamma", "--schedule step"},
+    };
+    for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++) {
+        int idx;
+        if (!train_option_find(wl, needs[i].opt, &idx) || idx >= TRAIN_MAX_OPTS || c->given[idx] != 1) continue;
+        int ok = !strncmp(needs[i].needs, "--checkpoint-dir", 16) ? c->ckpt_dir != NULL
+                 : !strcmp(needs[i].needs, "--schedule cosine") ? !strcmp(c->schedule, "cosine")
+                                                                 : !strcmp(c->schedule, "step");
+        if (!ok)
+            return err_set(e, PLUMB_EUSAGE, "%s applies only with %s%s%s (expected both, or no %s)", needs[i].opt,
+                           needs[i].needs, strncmp(needs[i].needs, "--schedule", 10) ? "" : "; the schedule here is ",
+                           strncmp(needs[i].needs, "--schedule", 10) ? "" : c->schedule, needs[i].opt);
+    }
     return PLUMB_OK;
 }
 
