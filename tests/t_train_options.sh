@@ -76,5 +76,12 @@ PY
 "$PLUMB" train ctr --steps 0 --train-samples 500 --eval-samples 100 --quiet --health-interval 0 --out "$TMP/s0" >"$TMP/s0.out" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q "^trained ctr ctr-tiny: 0 steps (evaluation only)" "$TMP/s0.out" && ! grep -qi "nan" "$TMP/s0.out" \
   && ok "--steps 0: evaluation only, no nan loss" || fail "--steps 0" "rc $rc: $(head -3 "$TMP/s0.out")"
+# seeds are unsigned 64-bit: the top of the range trains (strtoll called it "not an integer"),
+# one past it and a negative one are refused; a trailing comma in --skip-batches is refused
+"$PLUMB" train toy --steps 2 --seed 18446744073709551615 --quiet --health-interval 0 --out "$TMP/smax" >"$TMP/smax.out" 2>&1 \
+  && ok "--seed 2^64-1 trains" || fail "--seed 2^64-1" "$(head -c 300 "$TMP/smax.out")"
+bad "--seed 2^64" --seed train toy $Q --seed 18446744073709551616
+bad "--seed -1" --seed train toy $Q --seed -1
+bad "--skip-batches 1, (trailing comma)" --skip-batches train toy $Q --skip-batches 1,
 "$PLUMB_BUILD/plumb-tests" train_options >"$TMP/unit" 2>&1 && ok "option table unit tests" || fail "option table unit tests" "$(tail -5 "$TMP/unit")"
 finish

@@ -228,8 +228,22 @@ static int store(struct train_config *c, const struct train_option *o, const cha
             return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not one of %s (or no value)", o->name, v, o->range);
         *(const char **)dst = v && *v ? v : o->def;
         return PLUMB_OK;
-    case TOPT_INT:
-    case TOPT_U64: {
+    case TOPT_U64:
+        if (strchr(v, '-') == NULL) {
+            /* the whole unsigned 64-bit range (a seed of 2^64 - 1 was "not an integer" through strtoll) */
+            errno = 0;
+            const unsigned long long u = strtoull(v, &end, 10);
+            if (errno || end == v || *end) return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not an integer", o->name, v);
+            if (!in_range(o->range, (double)u)) {
+                range_text(o->range, rt, sizeof rt);
+                return err_set(e, PLUMB_EUSAGE, "%s: %llu is out of range (expected %s)", o->name, u, rt);
+            }
+            *(uint64_t *)dst = (uint64_t)u;
+            return PLUMB_OK;
+        }
+        /* a negative number: refused below, naming it */
+        __attribute__((fallthrough));
+    case TOPT_INT: {
         errno = 0;
         long long x = strtoll(v, &end, 10);
         if (errno || end == v || *end) return err_set(e, PLUMB_EUSAGE, "%s: '%s' is not an integer", o->name, v);
@@ -386,6 +400,9 @@ int train_config_finish(struct train_config *c, plumb_err *e)
                 return err_set(e, PLUMB_EUSAGE, "--skip-batches: more than 64 steps in '%s'", c->skip_batches_list);
             c->skip_batches[c->n_skip_batches++] = v;
             s = *end ? end + 1 : end;
+            if (*end && !*s) /* '1,' was taken as '1' */
+                return err_set(e, PLUMB_EUSAGE, "--skip-batches: '%s' ends with a comma (expected a step number after it)",
+                               c->skip_batches_list);
         }
     }
     if (c->stop_at) {
