@@ -10,9 +10,10 @@
  * Golden kernels evaluate the shared definitions of dev/train_gpt_math.h,
  * one output (row) per thread, so their bits are the cpu backend's.
  * Workspace slots (tws_get; one op runs at a time on a device): 0 small
- * reductions, 1 16-bit operand copies and the classifier's logits chunk,
- * 2 the classifier's 16-bit gradient chunk, 3 golden attention's softmax
- * rows and the embedding backward's row sums. */
+ * reductions, 1 16-bit operand copies (the GEMMs', mma2 attention's q, k,
+ * v, dout) and the classifier's logits chunk, 2 the classifier's 16-bit
+ * gradient chunk, 3 golden attention's softmax rows and the embedding
+ * backward's row sums. */
 #ifndef PLUMB_GPU_TRAIN_GPT_H
 #define PLUMB_GPU_TRAIN_GPT_H
 #include "gpu/train_gpu.h"
