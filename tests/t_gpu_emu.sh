@@ -4,8 +4,10 @@
 # for warp width 32 (NVIDIA) and 64 (CDNA), against the golden definitions.
 # Checks the kernel source itself on a host without a GPU; it does not check
 # the compilers, the vendor libraries or the hardware (the GPU suite does).
-# Then the CUDA-only tensor-core attention, the WMMA kernels and the mma.sync
-# ones (tests/tools/gpu_emu_tc.cc: mma.sync emulated from the PTX fragment layout).
+# Then the CUDA-only tensor-core attention, the WMMA kernels, the mma.sync
+# ones and the pipelined mma.sync ones (tests/tools/gpu_emu_tc.cc: mma.sync
+# emulated from the PTX fragment layout, ldmatrix from its row-to-lane
+# distribution, cp.async as copies done at their wait).
 . "$(dirname "$0")/lib.sh"
 src="$PLUMB_ROOT/tests/tools/gpu_emu.cc"
 command -v g++ >/dev/null || { skip "gpu kernel emulation" "g++ not installed"; finish; }
@@ -30,10 +32,13 @@ else
   "$TMP/emutc" >"$TMP/outtc" 2>&1; rc=$?
   n=$(grep -c '^ok' "$TMP/outtc")
   nm=$(grep -c '^ok   mma attention' "$TMP/outtc")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 40 ]; then
-    ok "tensor-core attention (WMMA and mma.sync, $nm mma checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
+  # mma2: 12 shapes x (out, lse, dq, dk, dv, the mma kernels' bits) and the
+  # repeat with cp.async done at issue for the 6 with T > 128
+  nm2=$(grep -c '^ok   mma2 attention' "$TMP/outtc")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 40 ] && [ "$nm2" -ge 78 ]; then
+    ok "tensor-core attention (WMMA and mma.sync, $nm mma, $nm2 mma2 checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
   else
-    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 40 expected)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
+    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 40 expected; $nm2 mma2, 78 expected)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
   fi
 fi
 finish

@@ -8,8 +8,11 @@
  * runs twice and must repeat bit for bit (the backward has a fixed order, no
  * atomics); the scalar kernels and, on CUDA, the mma.sync kernels of
  * gpu/train_gpt_attn_mma.cuh (PLUMB_GPT_ATTN=mma: head widths up to 64,
- * wider ones fall back to tc; twice, bit for bit) run on the same inputs and
- * must meet the same bounds. Without a GPU every test skips and says why.
+ * wider ones fall back to tc; twice, bit for bit) and the pipelined ones of
+ * gpu/train_gpt_attn_mma2.cuh (PLUMB_GPT_ATTN=mma2: the same; twice, bit for
+ * bit, and the mma kernels' bits: the same products in the same order) run
+ * on the same inputs and must meet the same bounds. Without a GPU every test
+ * skips and says why.
  *
  * Bounds, with u the unit roundoff of rt (2^-8 bf16, 2^-11 fp16): the
  * outputs are rounded to rt (|rel| <= u each) and the tensor-core path also
@@ -166,17 +169,19 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
     for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
     const double acc_floor = (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
 
-    struct attn_io a, a2, s, m, m2, df;
+    struct attn_io a, a2, s, m, m2, p, p2, df;
     io_alloc(&a, n1, nl, n3);
     io_alloc(&a2, n1, nl, n3);
     io_alloc(&s, n1, nl, n3);
     io_alloc(&m, n1, nl, n3);
     io_alloc(&m2, n1, nl, n3);
+    io_alloc(&p, n1, nl, n3);
+    io_alloc(&p2, n1, nl, n3);
     io_alloc(&df, n1, nl, n3);
     char *saved = env_save();
     /* tc named (unset is the default, checked below against mma and tc) */
     setenv("PLUMB_GPT_ATTN", gpu ? "tc" : "", 1);
-    int rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a, &e), rs = -1, rm = -1, rd_ = -1;
+    int rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a, &e), rs = -1, rm = -1, rp = -1, rd_ = -1;
     CHECK_MSG(rc == 0, "%s: %s", what, e.msg);
     if (gpu) {
         if (!rc) rc = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &a2, &e);
@@ -189,6 +194,11 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
         rm = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &m, &e);
         if (!rm) rm = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &m2, &e);
         CHECK_MSG(rm == 0, "%s (mma): %s", what, e.msg);
+        /* the pipelined mma.sync kernels (gpu/train_gpt_attn_mma2.cuh; wider heads fall back to tc) */
+        setenv("PLUMB_GPT_ATTN", "mma2", 1);
+        rp = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &p, &e);
+        if (!rp) rp = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &p2, &e);
+        CHECK_MSG(rp == 0, "%s (mma2): %s", what, e.msg);
         /* the default (unset): mma where it applies (16-bit, head width <= 64:
          * the faster on the H200, BENCHMARKS.md 2026-12-05), else tc */
         unsetenv("PLUMB_GPT_ATTN");
@@ -212,6 +222,17 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
         check_io(ws, &m, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
         CHECK_MSG(io_same(&m, &m2, n1, nl, n3), "%s: two runs differ (not deterministic)", ws);
     }
+    if (!rp) {
+        char ws[112];
+        snprintf(ws, sizeof ws, "%s mma2", what);
+        check_io(ws, &p, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
+        CHECK_MSG(io_same(&p, &p2, n1, nl, n3), "%s: two runs differ (not deterministic)", ws);
+        /* mma2 computes every product of mma's in the same order (its header):
+         * the same bits where it applies; where it does not, both are tc */
+        if (!rm)
+            CHECK_MSG(io_same(&p, &m, n1, nl, n3), "%s: not the mma kernels' bits (the same sums in the same order)",
+                      ws);
+    }
     if (!rd_ && !rm && !rc) {
         const int want_mma = HS <= 64 && (rt == DT_BF16 || rt == DT_F16);
         CHECK_MSG(io_same(&df, want_mma ? &m : &a, n1, nl, n3), "%s: PLUMB_GPT_ATTN unset is not the %s kernels' bits",
@@ -222,6 +243,8 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
     io_free(&s);
     io_free(&m);
     io_free(&m2);
+    io_free(&p);
+    io_free(&p2);
     io_free(&df);
     free(rout);
     free(rlse);
@@ -255,8 +278,11 @@ TEST(gpu_gpt_attn_fast_bf16_t256_hs64) { attn_case(1, 256, 2, 64, DT_BF16); }
 TEST(gpu_gpt_attn_fast_fp16_t64_hs64) { attn_case(3, 64, 2, 64, DT_F16); }
 TEST(gpu_gpt_attn_fast_fp16_t200_hs16) { attn_case(2, 200, 4, 16, DT_F16); }
 TEST(gpu_gpt_attn_fast_fp16_t77_hs128) { attn_case(1, 77, 1, 128, DT_F16); }
+/* mma2's 128-query forward tiles with a tile of one row (T = 129); head
+ * width 36: k_mma2_to16's float4 loads with a chunk half past the head */
+TEST(gpu_gpt_attn_fast_fp16_t129_hs36) { attn_case(2, 129, 2, 36, DT_F16); }
 
-/* a PLUMB_GPT_ATTN value that is neither tc nor scalar is refused, named */
+/* a PLUMB_GPT_ATTN value that is none of tc, mma, mma2, scalar is refused, named */
 TEST(gpu_gpt_attn_env_bad_value)
 {
     if (!gpu_spec(test_device()))

@@ -10,10 +10,12 @@
  * Golden kernels evaluate the shared definitions of dev/train_gpt_math.h,
  * one output (row) per thread, so their bits are the cpu backend's.
  * Workspace slots (tws_get; one op runs at a time on a device): 0 small
- * reductions, 1 16-bit operand copies and the classifier's logits chunk,
- * 2 the classifier's 16-bit gradient chunk, 3 golden attention's softmax
- * rows and the embedding backward's row sums, 4 and 5 the 16-bit
- * activation ops' fp32 stand-ins (train_gpt16.cu). */
+ * reductions, 1 16-bit operand copies (the GEMMs', mma2 attention's q, k,
+ * v, dout) and the classifier's logits chunk, 2 the classifier's 16-bit
+ * gradient chunk, 3 golden attention's softmax rows and the embedding
+ * backward's row sums, 4 and 5 the 16-bit activation ops' fp32 stand-ins,
+ * the GELU layer's unrounded dx and a GEMM's 16-bit bias (train_gpt_ops.cu,
+ * train_gpt_gemm.cu). */
 #ifndef PLUMB_GPU_TRAIN_GPT_H
 #define PLUMB_GPU_TRAIN_GPT_H
 #include "gpu/train_gpu.h"
@@ -60,7 +62,7 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
 int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e);
 
 /* the 16-bit activation ops (train_ops.h "gpt with 16-bit activations"):
- * train_gpt16.cu the table entries, train_gpt_gemm.cu the GEMMs; y [n] =
+ * train_gpt_ops.cu the table entries, train_gpt_gemm.cu the GEMMs; y [n] =
  * the values of x16 (widen) and y16 = x rounded to rt (narrow) */
 int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, uint16_t *y16,
                        float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e);

@@ -34,11 +34,16 @@
  * accumulator, no atomics) for HS <= 128. fp32 training keeps the scalar
  * kernels above (tensor cores would round the fp32 operands), as do HIP
  * builds (PLUMB_ATTN_TC undefined: no WMMA for gfx90a here) and any run with
- * PLUMB_GPT_ATTN=scalar (docs/GPT.md). */
+ * PLUMB_GPT_ATTN=scalar (docs/GPT.md). For head widths up to 64 the mma.sync
+ * kernels of gpu/train_gpt_attn_mma.cuh are the default, and
+ * PLUMB_GPT_ATTN=mma2 selects the pipelined ones of
+ * gpu/train_gpt_attn_mma2.cuh (16-bit copies of q, k, v, dout in workspace
+ * slot 1, cp.async double buffers, ldmatrix; the mma kernels' bits). */
 #include "gpu/train_gpt.h"
 #include "gpu/train_gpt_kern.cuh"
 #include "gpu/train_gpt_attn_tc.cuh"
 #include "gpu/train_gpt_attn_mma.cuh"
+#include "gpu/train_gpt_attn_mma2.cuh"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,24 +97,29 @@ __global__ void k_attn_bwd_keys_gold(const float *qkv, const float *dout, const 
 
 /* ---------------- fast: tensor-core tiles (CUDA, 16-bit) ---------------- */
 
-enum { ATTN_SCALAR = 0, ATTN_TC, ATTN_MMA };
+enum { ATTN_SCALAR = 0, ATTN_TC, ATTN_MMA, ATTN_MMA2 };
 /* PLUMB_GPT_ATTN: unset, "" or "mma": the mma.sync kernels of
  * gpu/train_gpt_attn_mma.cuh where they apply (16-bit, head width <= 64),
  * else as tc (gpt2-124m B=16 T=1024 bf16 on the H200: 169.6 k tokens/s
- * against tc's 144.2 k, BENCHMARKS.md 2026-12-05); "tc": the WMMA kernels
+ * against tc's 144.2 k, BENCHMARKS.md 2026-12-05); "mma2": the pipelined
+ * mma.sync kernels of gpu/train_gpt_attn_mma2.cuh (16-bit copies, cp.async,
+ * ldmatrix) where they apply (the same), else as tc; "tc": the WMMA kernels
  * where they apply (16-bit, head width <= 128); "scalar": the scalar flash
  * kernels always; anything else an error naming the value. *kind: ATTN_* */
 static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
     *kind = ATTN_SCALAR;
-    if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar") && strcmp(v, "mma"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc, mma or scalar", d->label, v);
+    if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar") && strcmp(v, "mma") && strcmp(v, "mma2"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc, mma, mma2 or scalar", d->label, v);
 #if defined(PLUMB_ATTN_TC)
     const int sixteen = rt == DT_BF16 || rt == DT_F16;
     if (sixteen && HS <= 128 && !(v && !strcmp(v, "scalar"))) *kind = ATTN_TC;
 #if defined(PLUMB_ATTN_MMA)
     if (sixteen && HS <= 64 && !(v && (!strcmp(v, "scalar") || !strcmp(v, "tc")))) *kind = ATTN_MMA;
+#endif
+#if defined(PLUMB_ATTN_MMA2)
+    if (sixteen && HS <= 64 && v && !strcmp(v, "mma2")) *kind = ATTN_MMA2;
 #endif
 #else
     (void)HS;
@@ -188,6 +198,65 @@ static int mma_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const
     return rc;
 }
 
+#if defined(PLUMB_ATTN_MMA2)
+/* k_mma2_to16: P parts of src ([B, T, ld] fp32 rt values) as 16-bit rows
+ * [P][B NH][Tp][HSM] at dst */
+template <typename E, int HSM>
+static int mma2_to16(struct dev *d, struct dev_stream *st, const float *src, uint16_t *dst, int P, size_t ld, int B,
+                     int T, int Tp, int NH, int HS, plumb_err *e)
+{
+    const size_t n = (size_t)P * B * NH * Tp * (HSM / 8);
+    const int vec = HS % 4 == 0 && ld % 4 == 0 && !((uintptr_t)src % 16);
+    tcattn::k_mma2_to16<E, HSM><<<gpu_grid(n, 256), 256, 0, st->s>>>(src, dst, P, ld, B, T, Tp, NH, HS, vec);
+    GPU_CHECK_LAUNCH(d, "k_mma2_to16", e);
+    return PLUMB_OK;
+}
+/* the 16-bit copies live in workspace slot 1 (the 16-bit operand copies;
+ * one op at a time): parts of B NH Tp HSM values, Tp = T rounded up to the
+ * largest tile, so every tile the kernels copy lies inside */
+static inline int mma2_tp(int T) { return (T + tcattn::M2TP - 1) / tcattn::M2TP * tcattn::M2TP; }
+
+template <typename E, int HSM>
+static int mma2_fwd(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T, int NH,
+                    int HS, float scale, int rt, plumb_err *e)
+{
+    const int Tp = mma2_tp(T);
+    const size_t part = (size_t)B * NH * Tp * HSM;
+    void *ws;
+    int rc = tws_get(d, 1, 3 * part * sizeof(uint16_t), &ws, e);
+    uint16_t *h = (uint16_t *)ws;
+    if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, h, 3, 3 * (size_t)NH * HS, B, T, Tp, NH, HS, e);
+    if (!rc)
+        rc = tile_launch(d, st, e, tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW>, "k_mma2_fwd", tcattn::m2dims<HSM>::FWD,
+                         16 * tcattn::M2FW, 32 * tcattn::M2FW, B, T, NH, (const uint16_t *)h,
+                         (const uint16_t *)h + part, (const uint16_t *)h + 2 * part, out, lse, T, Tp, NH, HS, scale, rt);
+    return rc;
+}
+
+template <typename E, int HSM>
+static int mma2_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const float *dout, const float *lse,
+                    const float *D, float *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
+{
+    typedef tcattn::m2dims<HSM> MD;
+    const int Tp = mma2_tp(T);
+    const size_t part = (size_t)B * NH * Tp * HSM, C = (size_t)NH * HS;
+    void *ws;
+    int rc = tws_get(d, 1, 4 * part * sizeof(uint16_t), &ws, e);
+    const uint16_t *h = (const uint16_t *)ws;
+    if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, (uint16_t *)ws, 3, 3 * C, B, T, Tp, NH, HS, e);
+    if (!rc) rc = mma2_to16<E, HSM>(d, st, dout, (uint16_t *)ws + 3 * part, 1, C, B, T, Tp, NH, HS, e);
+    if (!rc)
+        rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dkv<E, HSM>, "k_mma2_bwd_dkv", MD::DKV, tcattn::M2T,
+                         32 * tcattn::M2KW, B, T, NH, h, h + part, h + 2 * part, h + 3 * part, lse, D, dqkv, T, Tp, NH,
+                         HS, scale, rt);
+    if (!rc)
+        rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW>, "k_mma2_bwd_dq", MD::DQ,
+                         16 * tcattn::M2QW, 32 * tcattn::M2QW, B, T, NH, h, h + part, h + 2 * part, h + 3 * part, lse,
+                         D, dqkv, T, Tp, NH, HS, scale, rt);
+    return rc;
+}
+#endif
+
 /* E by rt, HSM the head width rounded up to 32 or 64 */
 #define MMA_DISPATCH(FN, ...)                                                                                   \
     (rt == DT_F16 ? (HS <= 32 ? FN<__half, 32>(__VA_ARGS__) : FN<__half, 64>(__VA_ARGS__))                      \
@@ -238,6 +307,9 @@ int tg_attention_fwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
 #if defined(PLUMB_ATTN_MMA)
     if (kind == ATTN_MMA) return MMA_DISPATCH(mma_fwd, d, st, qkv, out, lse, B, T, NH, HS, scale, (int)rt, e);
 #endif
+#if defined(PLUMB_ATTN_MMA2)
+    if (kind == ATTN_MMA2) return MMA_DISPATCH(mma2_fwd, d, st, qkv, out, lse, B, T, NH, HS, scale, (int)rt, e);
+#endif
 #if defined(PLUMB_ATTN_TC)
     if (kind == ATTN_TC) return TC_DISPATCH(tc_fwd, d, st, qkv, out, lse, B, T, NH, HS, scale, (int)rt, e);
 #endif
@@ -274,6 +346,10 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
 #if defined(PLUMB_ATTN_MMA)
     if (kind == ATTN_MMA) return MMA_DISPATCH(mma_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);
+#endif
+#if defined(PLUMB_ATTN_MMA2)
+    if (kind == ATTN_MMA2)
+        return MMA_DISPATCH(mma2_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);
 #endif
 #if defined(PLUMB_ATTN_TC)
     if (kind == ATTN_TC) return TC_DISPATCH(tc_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);

@@ -35,7 +35,8 @@ __device__ static inline float ld_rt(const uint16_t *p, size_t i, int rt) { retu
  * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers,
  * slot 2: linear layers' padded copies (rows of K % 4 != 0 floats), slot 3:
  * the 16-bit linear ops' fp32 stand-ins for tensors given only as mirrors;
- * slots 4 and 5: gpt's 16-bit activation ops (train_gpt16.cu): fp32
+ * slots 4 and 5: gpt's 16-bit activation ops (train_gpt_ops.cu,
+ * train_gpt_gemm.cu): fp32
  * stand-ins, the GELU layer's unrounded dx, a GEMM's 16-bit bias. */
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 /* slots 0..TWS_TRAIN_SLOTS-1 are the train ops' above; tvws_get's (vision,

@@ -1,0 +1,485 @@
+/* Pipelined mma.sync flash attention for 16-bit training on CUDA, head widths
+ * up to 64: train_gpt_attn.cu with PLUMB_GPT_ATTN=mma2 (docs/GPT.md). The
+ * same algorithm, numerics and fragment layout as gpu/train_gpt_attn_mma.cuh
+ * (read its header first; its mma16816, mm_pack2, mm_c_to_a, the softmax,
+ * P and dS helpers and mm_store_rows are used here unchanged); what differs
+ * is how the operands reach the tensor cores:
+ *
+ * 1. 16-bit head-major copies. q, k, v of qkv [B, T, 3C] (and dout [B, T, C]
+ *    in the backward) are fp32 buffers of rt values; k_mma2_to16 converts
+ *    them in one pass (exact: they are rt values) into E rows
+ *    [B * NH][Tp][HSM] per part, Tp = T rounded up to 128 and columns past
+ *    HS zero, in workspace slot 1. Every tile row is then HSM 16-bit values,
+ *    16-byte aligned and zero past T and HS, so the kernels load tiles with
+ *    cp.async.cg 16-byte copies and no predicates. The pass reads 4 and
+ *    writes 2 bytes per value once (gpt2-124m B 16 T 1024: 151 MB read,
+ *    75 MB written per forward, 201 and 100 per backward, about 0.06 and
+ *    0.08 ms at the H200's bandwidth), where the mma kernels read fp32 and
+ *    convert in every block's staging loop, once per tile that uses it.
+ * 2. cp.async double buffering. The streamed tiles (K and V in the forward
+ *    and dQ, Q, dO, lse and D in dK/dV) have two buffers; at each tile the
+ *    block waits for its own copies (cp.async.wait_group 0), meets at one
+ *    barrier (the tile is visible to every warp and every warp is done with
+ *    the other buffer), issues the next tile's copies into the other buffer
+ *    and computes: the next tile's loads overlap this tile's products, with
+ *    one barrier per tile.
+ * 3. ldmatrix. Every tile is stored once, row-major [rows][HSM + 8] (a row
+ *    is 9 or 5 16-byte units, odd, so the 8 row addresses of each 8x8
+ *    matrix fall in 8 distinct 16-byte bank groups: conflict-free); the
+ *    fragments come from ldmatrix.x4 (four 8x8 matrices: an A fragment, or
+ *    the B fragments of two 8-column tiles) and ldmatrix.x4.trans where the
+ *    product's k index runs along the tile's rows (V in P V, dO in P^T dO,
+ *    Q in dS^T Q, K in dS K). No transposed tiles, no element-wise
+ *    transposition. A lane's ldmatrix row address: lane l gives row l % 16,
+ *    columns 8 (l / 16) of a 16 x 16 block, so matrix i = l / 8 is
+ *    (rows 8 (i % 2).., columns 8 (i / 2)..), which is the A fragment's
+ *    register order a0..a3; as B of a tile stored n-major (K for Q K^T) the
+ *    registers are (b0, b1) = (r0, r2) for the first 8 rows (n) and
+ *    (r1, r3) for the next; transposed (V for P V, k along the rows) they
+ *    are (r0, r1) for the first 8 columns (n) and (r2, r3) for the next.
+ * 4. 128-query tiles of 8 warps in the forward (K/V loaded once per 128
+ *    queries, not 64); dQ and dK/dV keep 64-row tiles of 4 warps (their
+ *    accumulators need more registers than 128 a thread, the cap for 16
+ *    warps a SM at 8 warps a block).
+ *
+ * Numerics: those of gpu/train_gpt_attn_mma.cuh (P and dS rounded to 16 bits
+ * before their products, every sum fp32, each accumulator one owner with a
+ * fixed order of tiles and 16-wide steps, no atomics: bit for bit
+ * repeatable), and its bits: every accumulator sums the same products in
+ * the same order (S over the head's 16-wide steps, O, dV, dK, dQ over
+ * 64-key or 64-query tiles ascending and their 16-wide steps ascending, the
+ * same steps skipped; the 16-bit copies hold the values mm_stage
+ * converts). Where this kernel skips a warp's whole tile or a 16-key pair
+ * of S tiles that mma computes, every element is masked: the same -inf,
+ * p = 0, rescale factor 1. tests/tools/gpu_emu_tc.cc and
+ * tests/test_gpu_attn.c check the bits against the mma kernels'.
+ *
+ * Kernels (HSM = 32 or 64, the head width rounded up; E bf16 or fp16):
+ *   k_mma2_fwd<E, HSM, 8> (a block per (128 queries, b NH + h), longest rows
+ *     first): Q tile once, its fragments held; per 64-key tile up to the
+ *     diagonal: S = Q K^T, the online softmax, O = O a + P V. A warp whose
+ *     16 rows are all before the tile's first key, or all >= T, skips the
+ *     tile's products (it still meets the barrier and issues its copies).
+ *   k_mma2_bwd_dkv<E, HSM> (a block per 64 keys, 4 warps of 16 keys): K, V
+ *     once; per 64-query tile at or after it, ascending: S^T = K Q^T, P^T,
+ *     dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q.
+ *   k_mma2_bwd_dq<E, HSM, 4> (a block per 64 queries): Q, dO once; per key
+ *     tile up to the diagonal: S, dP = dO V^T, dS, dQ += dS K.
+ * Shared memory (bytes; LDE = HSM + 8): forward 128 LDE 2 + 4 (64 LDE 2)
+ * = 55,296 at HSM 64 (30,720 at 32); dK/dV 6 (64 LDE 2) + 1,024 = 56,320
+ * (31,744); dQ 2 (64 LDE 2) + 4 (64 LDE 2) = 55,296 (30,720): past 48 KiB
+ * at HSM 64, so tile_launch raises the kernel's limit.
+ * Registers (ptxas -v, sm_90, CUDA 13, the Makefile's NVCC_FLAGS), no
+ * spills, bf16 and fp16 alike: HSM 64: forward 127 (at most 128 by its
+ * launch bounds: 2 blocks, 16 warps a SM), dK/dV 194 (2 blocks of 4 warps
+ * a SM), dQ 158 (3 blocks); HSM 32: forward 100, dK/dV 145, dQ 128;
+ * k_mma2_to16 28. (The mma kernels at HSM 64: 128, 214, 163.)
+ *
+ * tests/tools/gpu_emu_tc.cc runs these kernels on the cpu: cp.async as a
+ * copy deferred to the wait that covers its group (a read before the wait
+ * sees the NaN poison), ldmatrix from the PTX ISA's distribution of rows to
+ * lanes, mma.sync from the fragment layout. */
+#ifndef PLUMB_GPU_TRAIN_GPT_ATTN_MMA2_CUH
+#define PLUMB_GPU_TRAIN_GPT_ATTN_MMA2_CUH
+#if defined(PLUMB_CUDA) && !defined(PLUMB_HIP)
+#include "gpu/train_gpt_attn_mma.cuh"
+#define PLUMB_ATTN_MMA2 1
+
+namespace tcattn {
+
+constexpr int M2T = 64;   /* keys per streamed K/V tile; queries per streamed Q/dO tile; keys per dK/dV block */
+constexpr int M2FW = 8;   /* forward: warps a block, 16 query rows each (128-query tiles) */
+constexpr int M2QW = 4;   /* dQ: warps a block (64-query tiles) */
+constexpr int M2KW = 4;   /* dK/dV: warps a block, 16 keys each */
+constexpr int M2TP = 128; /* the 16-bit copies' rows padded to a multiple of the largest tile */
+template <int HSM> struct m2dims {
+    static_assert(HSM == 32 || HSM == 64, "mma2 attention: head widths up to 64");
+    static constexpr int LDE = HSM + 8; /* tiles [rows][LDE] */
+    static constexpr int KS = HSM / 16; /* 16-wide steps along the head */
+    static constexpr int NO = HSM / 8;  /* 8-wide output tiles along the head */
+    static constexpr size_t TILE = (size_t)M2T * LDE * 2; /* a 64-row tile */
+    static constexpr size_t FWD = (size_t)16 * M2FW * LDE * 2 + 4 * TILE;
+    static constexpr size_t DKV = 6 * TILE + 4 * M2T * sizeof(float);
+    static constexpr size_t DQ = 2 * (size_t)16 * M2QW * LDE * 2 + 4 * TILE;
+    static_assert(TILE % 16 == 0 && (16 * LDE * 2) % 16 == 0, "16-byte cp.async destinations");
+};
+
+#if !defined(PLUMB_MMA_EMU)
+__device__ inline uint32_t m2_saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+/* 16 bytes global -> shared, not through L1 (each tile is read once a block) */
+__device__ inline void cp_async16(void *s, const void *g)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(m2_saddr(s)), "l"(__cvta_generic_to_global(g))
+                 : "memory");
+}
+/* 4 bytes (lse, D: one value a thread) */
+__device__ inline void cp_async4(void *s, const void *g)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(m2_saddr(s)), "l"(__cvta_generic_to_global(g))
+                 : "memory");
+}
+__device__ inline void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* this thread's copies, all but the N most recent groups, complete and visible to it */
+template <int N> __device__ inline void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+/* four 8x8 matrices of 16-bit values; lane l gives the address of row l % 8 of matrix l / 8 */
+__device__ inline void ldsm4(uint32_t (&r)[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(m2_saddr(p))
+                 : "memory");
+}
+/* the same, each matrix transposed: lane 4g + q holds rows 2q, 2q + 1 of column g */
+__device__ inline void ldsm4t(uint32_t (&r)[4], const uint16_t *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(m2_saddr(p))
+                 : "memory");
+}
+#endif
+
+/* R rows of a 16-bit copy (row r at g + r HSM) into S [R][HSM + 8] by
+ * 16-byte cp.async, NTH threads (the caller commits) */
+template <int R, int HSM, int NTH> __device__ inline void m2_load(uint16_t *S, const uint16_t *g)
+{
+    constexpr int CH = HSM / 8, LDE = HSM + 8;
+    static_assert(R * CH % NTH == 0, "whole copies a thread");
+#pragma unroll
+    for (int k = 0; k < R * CH / NTH; k++) {
+        const int idx = (int)threadIdx.x + k * NTH, r = idx / CH, c = idx % CH;
+        cp_async16(S + r * LDE + 8 * c, g + (size_t)r * HSM + 8 * c);
+    }
+}
+
+/* acc[nt] (8 tiles of 8 columns) = A (16 x 16 KS, its fragments a[ks]) times
+ * rows 8 nt .. 8 nt + 7 of Bn ([64][LDE], row-major) transposed: a 16 x 64
+ * block of A Bn^T, each accumulator summed over the 16-wide steps ks in
+ * ascending order; tile pairs (2p, 2p + 1: Bn rows 16 p .. 16 p + 15) with
+ * skip(p) stay 0. lo: the lane's ldmatrix offset, (l % 16) LDE + 8 (l / 16) */
+template <typename E, int KS, int LDE, typename SKIP>
+__device__ inline void m2_frags_bt(float (&acc)[8][4], const uint32_t (&a)[KS][4], const uint16_t *Bn, int lo, SKIP skip)
+{
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            if (skip(p)) continue;
+            uint32_t r[4];
+            ldsm4(r, Bn + 16 * p * LDE + 16 * ks + lo);
+            const uint32_t b0[2] = {r[0], r[2]}, b1[2] = {r[1], r[3]};
+            mma16816<E>(acc[2 * p], a[ks], b0);
+            mma16816<E>(acc[2 * p + 1], a[ks], b1);
+        }
+}
+/* the same with A the 16 rows at A ([16][LDE] of a tile) */
+template <typename E, int KS, int LDE, typename SKIP>
+__device__ inline void m2_rows_bt(float (&acc)[8][4], const uint16_t *A, const uint16_t *Bn, int lo, SKIP skip)
+{
+    uint32_t a[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) ldsm4(a[ks], A + 16 * ks + lo);
+    m2_frags_bt<E, KS, LDE>(acc, a, Bn, lo, skip);
+}
+/* out[n] += the 16 x 64 block whose C fragments are c (rounded to E: P or
+ * dS) times the 64 x (8 NO) tile B ([64][LDE], row-major: the product's k
+ * along its rows, so its B fragments come transposed), in the order of the
+ * 16-wide steps kk ascending; steps with skip(kk) (their c all zero) left out */
+template <typename E, int NO, int LDE, typename SKIP>
+__device__ inline void m2_c_b(float (&out)[NO][4], const float (&c)[8][4], const uint16_t *B, int lo, SKIP skip)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        if (skip(kk)) continue;
+        uint32_t a[4];
+        mm_c_to_a<E>(a, c[2 * kk], c[2 * kk + 1]);
+#pragma unroll
+        for (int p = 0; p < NO / 2; p++) {
+            uint32_t r[4];
+            ldsm4t(r, B + 16 * kk * LDE + 16 * p + lo);
+            const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+            mma16816<E>(out[2 * p], a, b0);
+            mma16816<E>(out[2 * p + 1], a, b1);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ 16-bit copies */
+
+/* The parts of a fp32 tensor of rt values ([B, T, ld]; head h of part p at
+ * columns p C + h HS, C = NH HS) as E rows dst [P][B NH][Tp][HSM]: row t of
+ * (p, b NH + h) is the head's HS values, then zeros to HSM; rows T .. Tp - 1
+ * zero. q, k, v of qkv: P 3, ld 3C; dout: P 1, ld C. A thread per 8 values
+ * (one 16-byte store at dst + 8 i); float4 loads where vec (HS % 4 == 0 and
+ * src 16-byte aligned, so a float4 is wholly inside or past the head) */
+template <typename E, int HSM>
+__global__ void k_mma2_to16(const float *src, uint16_t *dst, int P, size_t ld, int B, int T, int Tp, int NH, int HS,
+                            int vec)
+{
+    constexpr int CH = HSM / 8;
+    const size_t BNH = (size_t)B * NH, n = (size_t)P * BNH * Tp * CH;
+    const size_t C = (size_t)NH * HS;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % CH), t = (int)(i / CH % (size_t)Tp);
+        const size_t r = i / CH / (size_t)Tp, bh = r % BNH, p = r / BNH;
+        const int d0 = 8 * c;
+        float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (t < T) {
+            const float *s = src + ((bh / NH) * T + t) * ld + p * C + (bh % NH) * HS + d0;
+            if (vec) {
+#pragma unroll
+                for (int k = 0; k < 2; k++)
+                    if (d0 + 4 * k < HS) {
+                        const float4 f = *(const float4 *)(s + 4 * k);
+                        v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+                    }
+            } else {
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (d0 + u < HS) v[u] = s[u];
+            }
+        }
+        uint4 o;
+        o.x = mm_pack2<E>(v[0], v[1]);
+        o.y = mm_pack2<E>(v[2], v[3]);
+        o.z = mm_pack2<E>(v[4], v[5]);
+        o.w = mm_pack2<E>(v[6], v[7]);
+        *(uint4 *)(dst + 8 * i) = o;
+    }
+}
+
+/* ------------------------------------------------------------ forward */
+
+/* qh, kh, vh: k_mma2_to16's copies [B NH][Tp][HSM]; out [B, T, C] and lse
+ * [B NH, T] as the other kernels write them. NW warps: 16 NW queries a block */
+template <typename E, int HSM, int NW>
+__global__ void __launch_bounds__(32 * NW, 16 / NW)
+    k_mma2_fwd(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, float *out, float *lse, int T, int Tp,
+               int NH, int HS, float scale, int rt)
+{
+    typedef m2dims<HSM> DM;
+    constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, QR = 16 * NW, NTH = 32 * NW;
+    constexpr int KV = 2 * M2T * LDE; /* one buffer: K [64][LDE] then V [64][LDE] */
+    extern __shared__ __align__(128) unsigned char smem[];
+    uint16_t *Qs = (uint16_t *)smem, *KV0 = Qs + QR * LDE;
+
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane & 3;
+    const int lo = (lane & 15) * LDE + 8 * (lane >> 4);
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * QR; /* longest rows first */
+    const int wfirst = q0 + 16 * w, wlast = wfirst + 15;    /* the warp's rows */
+    const int t0 = wfirst + (lane >> 2), t1 = t0 + 8;       /* this lane's two rows */
+    const size_t hb = (size_t)bh * Tp * HSM;
+    const uint16_t *Kg = kh + hb, *Vg = vh + hb;
+    const int qlast = q0 + QR - 1 < T - 1 ? q0 + QR - 1 : T - 1;
+    const int nk = qlast / M2T + 1; /* key tiles up to the diagonal */
+    m2_load<QR, HSM, NTH>(Qs, qh + hb + (size_t)q0 * HSM);
+    m2_load<M2T, HSM, NTH>(KV0, Kg);
+    m2_load<M2T, HSM, NTH>(KV0 + M2T * LDE, Vg);
+    cp_commit();
+    uint32_t qa[KS][4]; /* Q's fragments, held */
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* m in log2 units */
+    const float sl2 = scale * LOG2E;
+    const bool rows = wfirst < T; /* the warp has a row to compute */
+    for (int i = 0; i < nk; i++) {
+        const int k0 = i * M2T;
+        const uint16_t *Ks = KV0 + (i & 1) * KV, *Vs = Ks + M2T * LDE;
+        cp_wait<0>();
+        __syncthreads(); /* tile i (and Q) visible; every warp done with tile i - 1's buffer */
+        if (i + 1 < nk) {
+            uint16_t *nx = KV0 + ((i + 1) & 1) * KV;
+            m2_load<M2T, HSM, NTH>(nx, Kg + (size_t)(k0 + M2T) * HSM);
+            m2_load<M2T, HSM, NTH>(nx + M2T * LDE, Vg + (size_t)(k0 + M2T) * HSM);
+            cp_commit();
+        }
+        if (i == 0)
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) ldsm4(qa[ks], Qs + 16 * w * LDE + 16 * ks + lo);
+        if (!rows || k0 > wlast) continue; /* every key of the tile past the warp's rows */
+        /* S = Q K^T: 16-key pairs of tiles wholly past the warp's rows stay 0 (masked below) */
+        float s[8][4];
+        m2_frags_bt<E, KS, LDE>(s, qa, Ks, lo, [&](int p) { return k0 + 16 * p > wlast; });
+        float a0, a1;
+        if (k0 + M2T - 1 <= wfirst && wlast < T)
+            mm_softmax_rows<false>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
+        else
+            mm_softmax_rows<true>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            o[n][0] *= a0;
+            o[n][1] *= a0;
+            o[n][2] *= a1;
+            o[n][3] *= a1;
+        }
+        /* O += P V over the 16-key steps that hold a key at or before the warp's last row */
+        m2_c_b<E, NO, LDE>(o, s, Vs, lo, [&](int kk) { return k0 + 16 * kk > wlast; });
+    }
+    if (!rows) return;
+    /* the row sums over the quad (the same bits in each of its lanes) */
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    float *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
+    mm_store_rows<NO>(r0, r0 + (size_t)8 * C, o, i0, i1, t0 < T, t1 < T, q, HS, rt);
+    if (q == 0) {
+        if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
+        if (t1 < T) lse[(size_t)bh * T + t1] = (m1 + log2f(l1)) * LN2;
+    }
+}
+
+/* ------------------------------------------------------------ backward */
+
+/* dK, dV of one 64-key tile over the 64-query tiles at or after it,
+ * ascending. qh, kh, vh, doh: k_mma2_to16's copies; lse, D [B NH, T];
+ * dqkv [B, T, 3C] (its k and v parts written) */
+template <typename E, int HSM>
+__global__ void __launch_bounds__(32 * M2KW)
+    k_mma2_bwd_dkv(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
+                   const float *D, float *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
+{
+    typedef m2dims<HSM> DM;
+    constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, NTH = 32 * M2KW;
+    constexpr int QD = 2 * M2T * LDE; /* one buffer: Q [64][LDE] then dO [64][LDE] */
+    static_assert(NTH == 2 * M2T, "a thread per lse or D value of a tile");
+    extern __shared__ __align__(128) unsigned char smem[];
+    uint16_t *Ks = (uint16_t *)smem, *Vs = Ks + M2T * LDE, *QD0 = Vs + M2T * LDE;
+    float *LD0 = (float *)(QD0 + 2 * QD); /* [2][2][64]: buffer, (lse log2(e), D), query */
+
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane & 3;
+    const int lo = (lane & 15) * LDE + 8 * (lane >> 4);
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const int k0 = (int)blockIdx.x * M2T;          /* tile 0 has the most queries: first */
+    const int wr = 16 * w, wfirst = k0 + wr;       /* the warp's keys, its first */
+    const int j0 = wfirst + (lane >> 2), j1 = j0 + 8; /* this lane's two keys */
+    const size_t hb = (size_t)bh * Tp * HSM;
+    const uint16_t *Qg = qh + hb, *dOg = doh + hb;
+    const float *Lg = threadIdx.x < M2T ? lse + (size_t)bh * T : D + (size_t)bh * T; /* this thread's copy */
+    const int lr = threadIdx.x % M2T;
+    const float sl2 = scale * LOG2E;
+    const int nq = (T - 1 - k0) / M2T + 1; /* query tiles k0 .. T - 1 */
+    /* tile i's Q, dO, lse, D into buffer i & 1 (lse and D clamped to row T - 1: past T they are masked) */
+    auto load = [&](int i) {
+        const int q0 = k0 + i * M2T, t = q0 + lr < T ? q0 + lr : T - 1;
+        uint16_t *S = QD0 + (i & 1) * QD;
+        m2_load<M2T, HSM, NTH>(S, Qg + (size_t)q0 * HSM);
+        m2_load<M2T, HSM, NTH>(S + M2T * LDE, dOg + (size_t)q0 * HSM);
+        cp_async4(LD0 + (i & 1) * 2 * M2T + threadIdx.x, Lg + t);
+        cp_commit();
+    };
+    m2_load<M2T, HSM, NTH>(Ks, kh + hb + (size_t)k0 * HSM);
+    m2_load<M2T, HSM, NTH>(Vs, vh + hb + (size_t)k0 * HSM);
+    load(0); /* one group with K and V */
+    float dk[NO][4], dv[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+        dk[n][0] = dk[n][1] = dk[n][2] = dk[n][3] = dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0.0f;
+    const bool keys = wfirst < T; /* the warp has a key to compute */
+    for (int i = 0; i < nq; i++) {
+        const int q0 = k0 + i * M2T;
+        const uint16_t *Qs = QD0 + (i & 1) * QD, *dOs = Qs + M2T * LDE;
+        float *Ls = LD0 + (i & 1) * 2 * M2T, *Ds = Ls + M2T;
+        cp_wait<0>();
+        if (threadIdx.x < M2T) Ls[threadIdx.x] *= LOG2E; /* this thread's own copy, complete */
+        __syncthreads(); /* tile i visible; every warp done with tile i - 1's buffer */
+        if (i + 1 < nq) load(i + 1);
+        if (!keys) continue;
+        /* S^T = K Q^T: 16-query pairs of tiles wholly before the warp's keys stay 0 */
+        auto before = [&](int p) { return q0 + 16 * p + 15 < wfirst; };
+        float st[8][4];
+        m2_rows_bt<E, KS, LDE>(st, Ks + wr * LDE, Qs, lo, before);
+        /* P^T where key j <= query t < T, else 0; a tile of queries all at or
+         * after the warp's last key, all < T, needs no mask */
+        const bool full = q0 >= wfirst + 15 && q0 + M2T - 1 < T;
+        if (full) mm_p_t<false>(st, Ls, q0, q, j0, j1, T, sl2);
+        else mm_p_t<true>(st, Ls, q0, q, j0, j1, T, sl2);
+        /* dV += P^T dO over the 16-query steps that reach the warp's keys */
+        m2_c_b<E, NO, LDE>(dv, st, dOs, lo, before);
+        /* dP^T = V dO^T, then dS^T = P^T (dP^T - D) in place */
+        float dp[8][4];
+        m2_rows_bt<E, KS, LDE>(dp, Vs + wr * LDE, dOs, lo, before);
+        if (full) mm_ds_t<false>(dp, st, Ds, q0, q, j0, j1, T);
+        else mm_ds_t<true>(dp, st, Ds, q0, q, j0, j1, T);
+        /* dK += dS^T Q */
+        m2_c_b<E, NO, LDE>(dk, dp, Qs, lo, before);
+    }
+    if (!keys) return;
+    float *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
+    mm_store_rows<NO>(r0, r1, dk, scale, scale, j0 < T, j1 < T, q, HS, rt);
+    mm_store_rows<NO>(r0 + C, r1 + C, dv, 1.0f, 1.0f, j0 < T, j1 < T, q, HS, rt);
+}
+
+/* dQ of one tile of 16 NW queries over the key tiles up to the diagonal,
+ * ascending (dqkv's q part written) */
+template <typename E, int HSM, int NW>
+__global__ void __launch_bounds__(32 * NW)
+    k_mma2_bwd_dq(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
+                  const float *D, float *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
+{
+    typedef m2dims<HSM> DM;
+    constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, QR = 16 * NW, NTH = 32 * NW;
+    constexpr int KV = 2 * M2T * LDE; /* one buffer: K [64][LDE] then V [64][LDE] */
+    extern __shared__ __align__(128) unsigned char smem[];
+    uint16_t *Qs = (uint16_t *)smem, *dOs = Qs + QR * LDE, *KV0 = dOs + QR * LDE;
+
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, q = lane & 3;
+    const int lo = (lane & 15) * LDE + 8 * (lane >> 4);
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * QR; /* longest rows first */
+    const int wr = 16 * w, wfirst = q0 + wr, wlast = wfirst + 15;
+    const int t0 = wfirst + (lane >> 2), t1 = t0 + 8;
+    const size_t hb = (size_t)bh * Tp * HSM;
+    const uint16_t *Kg = kh + hb, *Vg = vh + hb;
+    const int qlast = q0 + QR - 1 < T - 1 ? q0 + QR - 1 : T - 1;
+    const int nk = qlast / M2T + 1;
+    m2_load<QR, HSM, NTH>(Qs, qh + hb + (size_t)q0 * HSM);
+    m2_load<QR, HSM, NTH>(dOs, doh + hb + (size_t)q0 * HSM);
+    m2_load<M2T, HSM, NTH>(KV0, Kg);
+    m2_load<M2T, HSM, NTH>(KV0 + M2T * LDE, Vg);
+    cp_commit();
+    const float sl2 = scale * LOG2E; /* lse in log2 units below */
+    const float L0 = t0 < T ? lse[(size_t)bh * T + t0] * LOG2E : 0.0f, L1 = t1 < T ? lse[(size_t)bh * T + t1] * LOG2E : 0.0f;
+    const float D0 = t0 < T ? D[(size_t)bh * T + t0] : 0.0f, D1 = t1 < T ? D[(size_t)bh * T + t1] : 0.0f;
+    float dq[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    const bool rows = wfirst < T;
+    for (int i = 0; i < nk; i++) {
+        const int k0 = i * M2T;
+        const uint16_t *Ks = KV0 + (i & 1) * KV, *Vs = Ks + M2T * LDE;
+        cp_wait<0>();
+        __syncthreads(); /* tile i (and Q, dO) visible; every warp done with tile i - 1's buffer */
+        if (i + 1 < nk) {
+            uint16_t *nx = KV0 + ((i + 1) & 1) * KV;
+            m2_load<M2T, HSM, NTH>(nx, Kg + (size_t)(k0 + M2T) * HSM);
+            m2_load<M2T, HSM, NTH>(nx + M2T * LDE, Vg + (size_t)(k0 + M2T) * HSM);
+            cp_commit();
+        }
+        if (!rows || k0 > wlast) continue;
+        /* S = Q K^T and dP = dO V^T: 16-key pairs wholly past the warp's rows stay 0 */
+        auto past = [&](int p) { return k0 + 16 * p > wlast; };
+        float s[8][4], dp[8][4];
+        m2_rows_bt<E, KS, LDE>(s, Qs + wr * LDE, Ks, lo, past);
+        m2_rows_bt<E, KS, LDE>(dp, dOs + wr * LDE, Vs, lo, past);
+        /* P and dS = P (dP - D) where key j <= query t < T, else 0 */
+        if (k0 + M2T - 1 <= wfirst && wlast < T) mm_ds_rows<false>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
+        else mm_ds_rows<true>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
+        /* dQ += dS K */
+        m2_c_b<E, NO, LDE>(dq, dp, Ks, lo, past);
+    }
+    if (!rows) return;
+    float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS;
+    mm_store_rows<NO>(r0, r0 + 8 * C3, dq, scale, scale, t0 < T, t1 < T, q, HS, rt);
+}
+
+} /* namespace tcattn */
+#endif /* PLUMB_CUDA */
+#endif
