@@ -35,10 +35,12 @@ else
   # mma2: 12 shapes x (out, lse, dq, dk, dv, the mma kernels' bits) and the
   # repeat with cp.async done at issue for the 6 with T > 128
   nm2=$(grep -c '^ok   mma2 attention' "$TMP/outtc")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 40 ] && [ "$nm2" -ge 78 ]; then
-    ok "tensor-core attention (WMMA and mma.sync, $nm mma, $nm2 mma2 checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
+  # the mma kernels on 16-bit storage (the gpt 16-bit pipeline): the fp32 storage's bits, 8 shapes
+  n16=$(grep -c "^ok   mma attention.*16-bit storage: the fp32 storage's bits" "$TMP/outtc")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 48 ] && [ "$nm2" -ge 78 ] && [ "$n16" -ge 8 ]; then
+    ok "tensor-core attention (WMMA and mma.sync, $nm mma ($n16 on 16-bit storage), $nm2 mma2 checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
   else
-    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 40 expected; $nm2 mma2, 78 expected)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
+    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 48 expected; $n16 on 16-bit storage, 8; $nm2 mma2, 78 expected)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
   fi
 fi
 finish

@@ -37,7 +37,7 @@ int jsonx_read_input(const char *path, size_t cap, json_t **out, plumb_err *e)
     int rc = file_read_input(path, cap, &buf, &len, e);
     if (rc) return rc;
     json_error_t je;
-    *out = json_loadb(buf, len, 0, &je);
+    *out = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je); /* as jsonx_read_file: a key twice is an error */
     free(buf);
     if (!*out) return err_set(e, PLUMB_EUSAGE, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);
     return PLUMB_OK;

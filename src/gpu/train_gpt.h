@@ -92,6 +92,13 @@ int tg_narrow16(struct dev *d, struct dev_stream *st, const float *x, uint16_t *
 /* train_gpt_attn.cu */
 int tg_attention_fwd_impl(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T,
                           int NH, int HS, dtype_t rt, plumb_err *e);
+/* attention from and to 16-bit storage where the kernels in force read it
+ * (mma); PLUMB_EUNSUPPORTED (no message) elsewhere */
+int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse,
+                            int B, int T, int NH, int HS, dtype_t rt, plumb_err *e);
+int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, const uint16_t *out16,
+                            const float *lse, const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS,
+                            dtype_t rt, plumb_err *e);
 int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv, const float *out, const float *lse,
                           const float *dout, float *dqkv, int B, int T, int NH, int HS, dtype_t rt, plumb_err *e);
 

@@ -177,24 +177,26 @@ static int tc_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const 
 }
 
 #if defined(PLUMB_ATTN_MMA)
-template <typename E, int HSM>
-static int mma_fwd(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T, int NH,
-                   int HS, float scale, int rt, plumb_err *e)
+/* S: the storage of qkv, out, dout, dqkv: fp32 (rt values) or E's 16 bits
+ * (the gpt 16-bit activation pipeline); the same tiles, so the same bits */
+template <typename E, int HSM, typename S>
+static int mma_fwd(struct dev *d, struct dev_stream *st, const S *qkv, S *out, float *lse, int B, int T, int NH, int HS,
+                   float scale, int rt, plumb_err *e)
 {
-    return tile_launch(d, st, e, tcattn::k_mma_fwd<E, HSM>, "k_mma_fwd", tcattn::mdims<HSM>::FWD, tcattn::MB,
+    return tile_launch(d, st, e, tcattn::k_mma_fwd<E, HSM, S>, "k_mma_fwd", tcattn::mdims<HSM>::FWD, tcattn::MB,
                        tcattn::MNT, B, T, NH, qkv, out, lse, T, NH, HS, scale, rt);
 }
 
-template <typename E, int HSM>
-static int mma_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const float *dout, const float *lse,
-                   const float *D, float *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
+template <typename E, int HSM, typename S>
+static int mma_bwd(struct dev *d, struct dev_stream *st, const S *qkv, const S *dout, const float *lse, const float *D,
+                   S *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
 {
     typedef tcattn::mdims<HSM> MD;
-    int rc = tile_launch(d, st, e, tcattn::k_mma_bwd_dkv<E, HSM>, "k_mma_bwd_dkv", MD::DKV, tcattn::MB, tcattn::MNT, B,
-                         T, NH, qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+    int rc = tile_launch(d, st, e, tcattn::k_mma_bwd_dkv<E, HSM, S>, "k_mma_bwd_dkv", MD::DKV, tcattn::MB, tcattn::MNT,
+                         B, T, NH, qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
     if (!rc)
-        rc = tile_launch(d, st, e, tcattn::k_mma_bwd_dq<E, HSM>, "k_mma_bwd_dq", MD::DQ, tcattn::MB, tcattn::MNT, B, T,
-                         NH, qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
+        rc = tile_launch(d, st, e, tcattn::k_mma_bwd_dq<E, HSM, S>, "k_mma_bwd_dq", MD::DQ, tcattn::MB, tcattn::MNT, B,
+                         T, NH, qkv, dout, lse, D, dqkv, T, NH, HS, scale, rt);
     return rc;
 }
 
@@ -359,4 +361,50 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
     FLASH_DISPATCH(k_flash_bwd_dq, qkv, dout, lse, D, dqkv, T, NH, HS, scale, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_dq", e);
     return PLUMB_OK;
+}
+
+/* ---------------- 16-bit storage (train_ops.h "gpt with 16-bit activations") ----------------
+ * The mma kernels read and write the 16-bit tensors themselves (their tiles
+ * are 16-bit anyway). PLUMB_EUNSUPPORTED, with no message, where the kind
+ * in force is another (golden, tc, mma2, scalar; HIP): the caller then runs
+ * the fp32 implementation between casts. */
+int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse,
+                            int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
+{
+#if defined(PLUMB_ATTN_MMA)
+    int rc, kind;
+    if (golden(d) || grid_ok(d, B, NH, e)) return PLUMB_EUNSUPPORTED;
+    if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
+    if (kind != ATTN_MMA) return PLUMB_EUNSUPPORTED;
+    const float scale = 1.0f / sqrtf((float)HS);
+    return MMA_DISPATCH(mma_fwd, d, st, qkv16, out16, lse, B, T, NH, HS, scale, (int)rt, e);
+#else
+    (void)d, (void)st, (void)qkv16, (void)out16, (void)lse, (void)B, (void)T, (void)NH, (void)HS, (void)rt, (void)e;
+    return PLUMB_EUNSUPPORTED;
+#endif
+}
+
+int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, const uint16_t *out16,
+                            const float *lse, const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS,
+                            dtype_t rt, plumb_err *e)
+{
+#if defined(PLUMB_ATTN_MMA)
+    int rc, kind;
+    if (golden(d) || grid_ok(d, B, NH, e)) return PLUMB_EUNSUPPORTED;
+    if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
+    if (kind != ATTN_MMA) return PLUMB_EUNSUPPORTED;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const size_t rows = (size_t)B * NH * T;
+    void *ws;
+    if ((rc = tws_get(d, 0, rows * sizeof(float), &ws, e))) return rc;
+    float *D = (float *)ws;
+    k_flash_bwd_pre<<<gpu_grid(rows, 128 / PLUMB_WARP), 128, 0, st->s>>>(NULL, NULL, D, B, T, NH, HS, out16, dout16,
+                                                                          (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
+    return MMA_DISPATCH(mma_bwd, d, st, qkv16, dout16, lse, (const float *)D, dqkv16, B, T, NH, HS, scale, (int)rt, e);
+#else
+    (void)d, (void)st, (void)qkv16, (void)out16, (void)lse, (void)dout16, (void)dqkv16, (void)B, (void)T, (void)NH;
+    (void)HS, (void)rt, (void)e;
+    return PLUMB_EUNSUPPORTED;
+#endif
 }

@@ -209,28 +209,53 @@ __device__ inline void mm_store_rows(float *r0, float *r1, const float (&acc)[NO
         }
 }
 
-/* rows [r0, r0 + MB) of a row-major fp32 tensor (row t at base + t stride,
- * HS columns) into S [MB][LD] as E, two columns a thread; 0 past T and HS */
-template <typename E, int HSM, int LD>
-__device__ inline void mm_stage(uint16_t *S, const float *base, size_t stride, int r0, int T, int HS)
+/* A tensor's element as fp32, from either storage: fp32 (rt values), or the
+ * 16-bit values of E themselves (the gpt 16-bit activation pipeline,
+ * train_ops.h): exact either way, so the tiles below hold the same bits. */
+template <typename E> __device__ inline float mm_ld(const float *p) { return *p; }
+template <typename E> __device__ inline float mm_ld(const uint16_t *p);
+template <> __device__ inline float mm_ld<__nv_bfloat16>(const uint16_t *p) { return bf16_to_f32(*p); }
+template <> __device__ inline float mm_ld<__half>(const uint16_t *p) { return f16_to_f32(*p); }
+
+/* the same into 16-bit storage: rt's bits of the value gg_round gives */
+template <int NO>
+__device__ inline void mm_store_rows(uint16_t *r0, uint16_t *r1, const float (&acc)[NO][4], float s0, float s1, bool v0,
+                                     bool v1, int q, int HS, int rt)
+{
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int d = 8 * n + 2 * q + u;
+            if (d >= HS) continue;
+            if (v0) r0[d] = rt == DT_F16 ? f32_to_f16(acc[n][u] * s0) : f32_to_bf16(acc[n][u] * s0);
+            if (v1) r1[d] = rt == DT_F16 ? f32_to_f16(acc[n][2 + u] * s1) : f32_to_bf16(acc[n][2 + u] * s1);
+        }
+}
+
+/* rows [r0, r0 + MB) of a row-major tensor (row t at base + t stride, HS
+ * columns; fp32 or E's 16 bits) into S [MB][LD] as E, two columns a thread;
+ * 0 past T and HS */
+template <typename E, int HSM, int LD, typename SRC>
+__device__ inline void mm_stage(uint16_t *S, const SRC *base, size_t stride, int r0, int T, int HS)
 {
     for (int idx = threadIdx.x; idx < MB * HSM / 2; idx += MNT) {
         const int rr = idx / (HSM / 2), i = 2 * (idx % (HSM / 2)), t = r0 + rr;
-        const float *p = base + (size_t)t * stride + i;
-        const float lo = t < T && i < HS ? p[0] : 0.0f, hi = t < T && i + 1 < HS ? p[1] : 0.0f;
+        const SRC *p = base + (size_t)t * stride + i;
+        const float lo = t < T && i < HS ? mm_ld<E>(p) : 0.0f, hi = t < T && i + 1 < HS ? mm_ld<E>(p + 1) : 0.0f;
         *(uint32_t *)(S + rr * LD + i) = mm_pack2<E>(lo, hi);
     }
 }
 /* the same rows transposed: St [HSM][LDT], St[i][rr]; a thread takes two
  * consecutive rows of one column (consecutive threads read consecutive
  * columns of global memory) and stores them as one word */
-template <typename E, int HSM>
-__device__ inline void mm_stage_t(uint16_t *St, const float *base, size_t stride, int r0, int T, int HS)
+template <typename E, int HSM, typename SRC>
+__device__ inline void mm_stage_t(uint16_t *St, const SRC *base, size_t stride, int r0, int T, int HS)
 {
     for (int idx = threadIdx.x; idx < MB / 2 * HSM; idx += MNT) {
         const int i = idx % HSM, rr = 2 * (idx / HSM), t = r0 + rr;
-        const float lo = t < T && i < HS ? base[(size_t)t * stride + i] : 0.0f;
-        const float hi = t + 1 < T && i < HS ? base[(size_t)(t + 1) * stride + i] : 0.0f;
+        const float lo = t < T && i < HS ? mm_ld<E>(base + (size_t)t * stride + i) : 0.0f;
+        const float hi = t + 1 < T && i < HS ? mm_ld<E>(base + (size_t)(t + 1) * stride + i) : 0.0f;
         *(uint32_t *)(St + i * LDT + rr) = mm_pack2<E>(lo, hi);
     }
 }
@@ -342,9 +367,9 @@ __device__ inline void mm_ds_rows(float (&dp)[8][4], const float (&s)[8][4], int
 
 /* ------------------------------------------------------------ forward */
 
-template <typename E, int HSM>
-__global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, float *lse, int T, int NH, int HS,
-                                                 float scale, int rt)
+template <typename E, int HSM, typename S = float>
+__global__ void __launch_bounds__(MNT) k_mma_fwd(const S *qkv, S *out, float *lse, int T, int NH, int HS, float scale,
+                                                 int rt)
 {
     typedef mdims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO;
@@ -355,7 +380,7 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const S *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * MB; /* longest rows first */
     const int wr = 16 * w, wlast = q0 + wr + 15;           /* the warp's rows, its last query */
     const int t0 = q0 + wr + g, t1 = t0 + 8;               /* this lane's two rows */
@@ -399,7 +424,7 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    float *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
+    S *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
     mm_store_rows<NO>(r0, r0 + (size_t)8 * C, o, i0, i1, t0 < T, t1 < T, q, HS, rt);
     if (q == 0) {
         if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
@@ -410,10 +435,9 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const float *qkv, float *out, f
 /* ------------------------------------------------------------ backward */
 
 /* dK, dV of one key tile over the query tiles at or after it, ascending */
-template <typename E, int HSM>
-__global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const float *dout, const float *lse,
-                                                     const float *D, float *dqkv, int T, int NH, int HS, float scale,
-                                                     int rt)
+template <typename E, int HSM, typename S = float>
+__global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const S *qkv, const S *dout, const float *lse, const float *D,
+                                                     S *dqkv, int T, int NH, int HS, float scale, int rt)
 {
     typedef mdims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO;
@@ -426,8 +450,8 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
-    const float *dob = dout + (size_t)b * T * C + (size_t)h * HS;
+    const S *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const S *dob = dout + (size_t)b * T * C + (size_t)h * HS;
     const int k0 = (int)blockIdx.x * MB;           /* tile 0 has the most queries: first */
     const int wr = 16 * w, wfirst = k0 + wr;       /* the warp's keys, its first */
     const int j0 = wfirst + g, j1 = j0 + 8;        /* this lane's two keys */
@@ -470,16 +494,15 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dkv(const float *qkv, const flo
         /* dK += dS^T Q */
         mm_c_bt<E, NO>(dk, dp, Qt, g, q, before16);
     }
-    float *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
+    S *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
     mm_store_rows<NO>(r0, r1, dk, scale, scale, j0 < T, j1 < T, q, HS, rt);
     mm_store_rows<NO>(r0 + C, r1 + C, dv, 1.0f, 1.0f, j0 < T, j1 < T, q, HS, rt);
 }
 
 /* dQ of one query tile over the key tiles up to the diagonal, ascending */
-template <typename E, int HSM>
-__global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const float *dout, const float *lse,
-                                                    const float *D, float *dqkv, int T, int NH, int HS, float scale,
-                                                    int rt)
+template <typename E, int HSM, typename S = float>
+__global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const S *qkv, const S *dout, const float *lse, const float *D,
+                                                    S *dqkv, int T, int NH, int HS, float scale, int rt)
 {
     typedef mdims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO;
@@ -491,7 +514,7 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const floa
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH, C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
-    const float *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const S *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * MB; /* longest rows first */
     const int wr = 16 * w, wlast = q0 + wr + 15;
     const int t0 = q0 + wr + g, t1 = t0 + 8;
@@ -521,7 +544,7 @@ __global__ void __launch_bounds__(MNT) k_mma_bwd_dq(const float *qkv, const floa
         /* dQ += dS K */
         mm_c_bt<E, NO>(dq, dp, Kt, g, q, [&](int kk) { return k0 + 16 * kk > wlast; });
     }
-    float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS;
+    S *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS;
     mm_store_rows<NO>(r0, r0 + 8 * C3, dq, scale, scale, t0 < T, t1 < T, q, HS, rt);
 }
 

@@ -318,7 +318,9 @@ __global__ void __launch_bounds__(NT) k_flash_fwd(const float *qkv, float *out, 
  * (grid-stride over rows, any grid), lane i taking columns i, i + W, ...,
  * then the warp's fixed butterfly (deterministic). One thread per row had
  * each warp's 32 loads fall in 32 rows C floats apart. */
-static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS)
+/* out16 / dout16 (not NULL): out / dout given as t16's 16-bit values */
+static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS,
+                                       const uint16_t *out16 = NULL, const uint16_t *dout16 = NULL, int t16 = 0)
 {
     const size_t rows = (size_t)B * NH * T;
     const int lane = threadIdx.x % PLUMB_WARP;
@@ -328,7 +330,8 @@ static __global__ void k_flash_bwd_pre(const float *out, const float *dout, floa
         const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
         const size_t o = ((size_t)b * T + t) * (size_t)NH * HS + (size_t)h * HS;
         float acc = 0.0f;
-        for (int i = lane; i < HS; i += PLUMB_WARP) acc = fmaf(dout[o + i], out[o + i], acc);
+        for (int i = lane; i < HS; i += PLUMB_WARP)
+            acc = fmaf(ld_any(dout, dout16, o + i, t16), ld_any(out, out16, o + i, t16), acc);
         acc = plumb_warp_sum(acc);
         if (lane == 0) D[q] = acc;
     }

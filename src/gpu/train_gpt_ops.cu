@@ -403,11 +403,12 @@ int tg_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uin
     return tg_matmul_bwd16_impl(d, gpu_stream(d, s), x16, w16, dy16, pre16_in, dx16, dw, dbias, B, K, N, rt, e);
 }
 
-/* Attention from and to 16-bit tensors. The kernels of train_gpt_attn.cu
- * read fp32 qkv (and dout) holding rt values and convert them while staging
- * their tiles; until they read 16-bit tiles themselves, the 16-bit tensors
- * are widened into fp32 stand-ins (slot 4: qkv, out, dout; slot 5: the fp32
- * result) and the result narrowed: the same values, so the same bits. */
+/* Attention from and to 16-bit tensors: the mma kernels (the default for
+ * 16-bit heads up to 64 wide) read and write them themselves
+ * (tg_attention_*16_impl); the other kinds (tc, mma2, scalar, or a wider
+ * head) read fp32, so the 16-bit tensors are widened into fp32 stand-ins
+ * (slot 4: qkv, out, dout; slot 5: the fp32 result) and the result narrowed:
+ * the same values, so the same bits. */
 int tg_attention_fwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, uint16_t *out16, float *lse, int B, int T,
                        int NH, int HS, dtype_t rt, plumb_err *e)
 {
@@ -418,6 +419,7 @@ int tg_attention_fwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, uint
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_ATTN_FWD);
     struct dev_stream *st = gpu_stream(d, s);
+    if ((rc = tg_attention_fwd16_impl(d, st, qkv16, out16, lse, B, T, NH, HS, rt, e)) != PLUMB_EUNSUPPORTED) return rc;
     const size_t n = (size_t)B * T * NH * HS;
     void *w4, *w5;
     if ((rc = tws_get(d, 4, 3 * n * sizeof(float), &w4, e)) || (rc = tws_get(d, 5, n * sizeof(float), &w5, e)))
@@ -441,6 +443,9 @@ int tg_attention_bwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, cons
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_ATTN_BWD);
     struct dev_stream *st = gpu_stream(d, s);
+    if ((rc = tg_attention_bwd16_impl(d, st, qkv16, out16, lse, dout16, dqkv16, B, T, NH, HS, rt, e)) !=
+        PLUMB_EUNSUPPORTED)
+        return rc;
     const size_t n = (size_t)B * T * NH * HS;
     void *w4, *w5;
     if ((rc = tws_get(d, 4, 5 * n * sizeof(float), &w4, e)) || (rc = tws_get(d, 5, 3 * n * sizeof(float), &w5, e)))

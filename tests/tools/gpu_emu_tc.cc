@@ -428,6 +428,40 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
     run(mma == 3 ? 1 : mma, out, lse, dqkv);
     label = mma == 0 ? "tc" : mma == 2 ? "mma2" : "mma";
     checks(out, lse, dqkv);
+    if constexpr (HSM <= 64) {
+        if (mma == 1 || mma == 3) { // out, lse, dqkv hold the mma kernels' results
+            // the mma kernels on 16-bit storage (S = uint16_t: the gpt 16-bit
+            // activation pipeline, train_ops.h): qkv, dout in, out, dqkv out as
+            // E's 16 bits, D from the 16-bit out and dout: the same bits
+            typedef tcattn::mdims<HSM> MD;
+            const bool h = std::is_same<E, __half>::value;
+            std::vector<uint16_t> q16(n3), d16(n1), o16(n1, 0xffff), g16(n3, 0xffff);
+            for (size_t i = 0; i < n3; i++) q16[i] = h ? f32_to_f16(qkv[i]) : f32_to_bf16(qkv[i]);
+            for (size_t i = 0; i < n1; i++) d16[i] = h ? f32_to_f16(dout[i]) : f32_to_bf16(dout[i]);
+            std::vector<float> l16(nl, NAN), D16(nl), of(n1), gf(n3);
+            const uint16_t *pq16 = q16.data(), *pd16 = d16.data();
+            uint16_t *po16 = o16.data(), *pg16 = g16.data();
+            float *pl16 = l16.data(), *pD16 = D16.data();
+            launch(grid, MD::FWD, [&] { tcattn::k_mma_fwd<E, HSM, uint16_t>(pq16, po16, pl16, T, NH, HS, scale, rt); });
+            for (size_t i = 0; i < n1; i++) of[i] = tcattn::emu_from16<E>(o16[i]);
+            for (size_t r = 0; r < nl; r++) { // k_flash_bwd_pre's D from the 16-bit out and dout
+                const size_t t = r % T, hh = r / T % NH, b = r / ((size_t)T * NH), off = (b * T + t) * C + hh * HS;
+                float acc = 0.0f;
+                for (int i = 0; i < HS; i++) acc = fmaf(tcattn::emu_from16<E>(d16[off + i]), of[off + i], acc);
+                D16[r] = acc;
+            }
+            launch(grid, MD::DKV, [&] {
+                tcattn::k_mma_bwd_dkv<E, HSM, uint16_t>(pq16, pd16, pl16, pD16, pg16, T, NH, HS, scale, rt);
+            });
+            launch(grid, MD::DQ, [&] {
+                tcattn::k_mma_bwd_dq<E, HSM, uint16_t>(pq16, pd16, pl16, pD16, pg16, T, NH, HS, scale, rt);
+            });
+            for (size_t i = 0; i < n3; i++) gf[i] = tcattn::emu_from16<E>(g16[i]);
+            const bool ok = same(of, out) && same(l16, lse) && same(gf, dqkv);
+            printf("%s %s\n", ok ? "ok  " : "FAIL", W("16-bit storage: the fp32 storage's bits (out, lse, dqkv)"));
+            ok ? g_pass++ : g_fail++;
+        }
+    }
     if (mma >= 2) {
         // mma 3: the mma kernels' results in out, lse, dqkv, mma2's in o2..;
         // mma 2: mma2's in out, lse, dqkv, the mma kernels' (for the bits) in o2..
