@@ -12,7 +12,7 @@
 #            mma.sync with S, P, dP, dS in registers);
 #   mma2     the same with PLUMB_GPT_ATTN=mma2 (gpu/train_gpt_attn_mma2.cuh:
 #            the mma kernels' products from 16-bit copies by cp.async into
-#            double buffers, ldmatrix fragments, 128-query forward tiles);
+#            double buffers, ldmatrix fragments, 128-query forward and dQ tiles);
 #   mma-dw1  mma with PLUMB_GPT_DW_SLICES=1 (matmul_bwd's dw as one GEMM, not
 #            in row slices: the A/B of train_gpt_gemm.cu's dw_slices);
 #   scalar   the same with PLUMB_GPT_ATTN=scalar (the scalar flash kernels).

@@ -278,7 +278,7 @@ TEST(gpu_gpt_attn_fast_bf16_t256_hs64) { attn_case(1, 256, 2, 64, DT_BF16); }
 TEST(gpu_gpt_attn_fast_fp16_t64_hs64) { attn_case(3, 64, 2, 64, DT_F16); }
 TEST(gpu_gpt_attn_fast_fp16_t200_hs16) { attn_case(2, 200, 4, 16, DT_F16); }
 TEST(gpu_gpt_attn_fast_fp16_t77_hs128) { attn_case(1, 77, 1, 128, DT_F16); }
-/* mma2's 128-query forward tiles with a tile of one row (T = 129); head
+/* mma2's 128-query forward and dQ tiles with a tile of one row (T = 129); head
  * width 36: k_mma2_to16's float4 loads with a chunk half past the head */
 TEST(gpu_gpt_attn_fast_fp16_t129_hs36) { attn_case(2, 129, 2, 36, DT_F16); }
 

@@ -37,10 +37,16 @@
  *    registers are (b0, b1) = (r0, r2) for the first 8 rows (n) and
  *    (r1, r3) for the next; transposed (V for P V, k along the rows) they
  *    are (r0, r1) for the first 8 columns (n) and (r2, r3) for the next.
- * 4. 128-query tiles of 8 warps in the forward (K/V loaded once per 128
- *    queries, not 64); dQ and dK/dV keep 64-row tiles of 4 warps (their
- *    accumulators need more registers than 128 a thread, the cap for 16
- *    warps a SM at 8 warps a block).
+ * 4. 128-query tiles of 8 warps in the forward and dQ (K and V loaded once
+ *    per 128 queries, not 64); dK/dV keeps 64-key tiles of 4 warps (its dK
+ *    and dV accumulators hold it above 128 registers a thread, the cap for
+ *    16 warps a SM).
+ * 5. dK/dV and dQ take each 64-row tile in two halves of 32 (S^T, dP^T or
+ *    S, dP of 16 x 32 a warp: 64 fewer registers live than 16 x 64), so
+ *    dK/dV fits 3 blocks a SM (162 registers, against 2 at 194) and dQ 8
+ *    warps at 128 or fewer. An accumulator still takes the tile's 16-wide
+ *    steps in ascending order. The forward cannot split its tiles so: the
+ *    online softmax's running max would see other tile boundaries.
  *
  * Numerics: those of gpu/train_gpt_attn_mma.cuh (P and dS rounded to 16 bits
  * before their products, every sum fp32, each accumulator one owner with a
@@ -61,19 +67,23 @@
  *     16 rows are all before the tile's first key, or all >= T, skips the
  *     tile's products (it still meets the barrier and issues its copies).
  *   k_mma2_bwd_dkv<E, HSM> (a block per 64 keys, 4 warps of 16 keys): K, V
- *     once; per 64-query tile at or after it, ascending: S^T = K Q^T, P^T,
- *     dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q.
- *   k_mma2_bwd_dq<E, HSM, 4> (a block per 64 queries): Q, dO once; per key
- *     tile up to the diagonal: S, dP = dO V^T, dS, dQ += dS K.
- * Shared memory (bytes; LDE = HSM + 8): forward 128 LDE 2 + 4 (64 LDE 2)
- * = 55,296 at HSM 64 (30,720 at 32); dK/dV 6 (64 LDE 2) + 1,024 = 56,320
- * (31,744); dQ 2 (64 LDE 2) + 4 (64 LDE 2) = 55,296 (30,720): past 48 KiB
- * at HSM 64, so tile_launch raises the kernel's limit.
+ *     once; per 64-query tile at or after it, ascending, per half of 32
+ *     queries: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T,
+ *     dK += dS^T Q.
+ *   k_mma2_bwd_dq<E, HSM, 8> (a block per 128 queries, longest rows
+ *     first): Q, dO once; per 64-key tile up to the diagonal, per half of 32
+ *     keys: S, dP = dO V^T, dS, dQ += dS K.
+ * Shared memory (bytes; LDE = HSM + 8; a 64-row tile 64 LDE 2 = 9,216 at
+ * HSM 64, 5,120 at 32): forward Q of 128 rows + 2 x (K, V) = 55,296 (30,720
+ * at HSM 32); dK/dV K, V + 2 x (Q, dO) + 2 x (lse, D) = 56,320 (31,744);
+ * dQ Q, dO of 128 rows + 2 x (K, V) = 73,728 (40,960): past 48 KiB at
+ * HSM 64, so tile_launch raises the kernel's limit.
  * Registers (ptxas -v, sm_90, CUDA 13, the Makefile's NVCC_FLAGS), no
- * spills, bf16 and fp16 alike: HSM 64: forward 127 (at most 128 by its
- * launch bounds: 2 blocks, 16 warps a SM), dK/dV 194 (2 blocks of 4 warps
- * a SM), dQ 158 (3 blocks); HSM 32: forward 100, dK/dV 145, dQ 128;
- * k_mma2_to16 28. (The mma kernels at HSM 64: 128, 214, 163.)
+ * spills, bf16 and fp16 alike: HSM 64: forward 127, dK/dV 162, dQ 120
+ * (their launch bounds ask for 2, 3 and 2 blocks a SM: 16, 12 and 16
+ * warps); HSM 32: forward 100, dK/dV 112, dQ 88; k_mma2_to16 28. (The mma
+ * kernels at HSM 64: 128, 214, 163: 4, 2 and 3 blocks of 4 warps.) dQ with
+ * M2QW = 4 (64-query tiles, 4 blocks a SM) takes 128 registers.
  *
  * tests/tools/gpu_emu_tc.cc runs these kernels on the cpu: cp.async as a
  * copy deferred to the wait that covers its group (a read before the wait
@@ -87,9 +97,9 @@
 
 namespace tcattn {
 
-constexpr int M2T = 64;   /* keys per streamed K/V tile; queries per streamed Q/dO tile; keys per dK/dV block */
+constexpr int M2T = 64;   /* keys per K/V tile; queries per Q/dO tile (dK/dV); keys per dK/dV block */
 constexpr int M2FW = 8;   /* forward: warps a block, 16 query rows each (128-query tiles) */
-constexpr int M2QW = 4;   /* dQ: warps a block (64-query tiles) */
+constexpr int M2QW = 8;   /* dQ: warps a block, 16 query rows each (128-query tiles) */
 constexpr int M2KW = 4;   /* dK/dV: warps a block, 16 keys each */
 constexpr int M2TP = 128; /* the 16-bit copies' rows padded to a multiple of the largest tile */
 template <int HSM> struct m2dims {
@@ -106,7 +116,7 @@ template <int HSM> struct m2dims {
 
 #if !defined(PLUMB_MMA_EMU)
 __device__ inline uint32_t m2_saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-/* 16 bytes global -> shared, not through L1 (each tile is read once a block) */
+/* 16 bytes global -> shared, cached in L2 only (a block reads each tile once, into shared memory) */
 __device__ inline void cp_async16(void *s, const void *g)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(m2_saddr(s)), "l"(__cvta_generic_to_global(g))
@@ -152,20 +162,21 @@ template <int R, int HSM, int NTH> __device__ inline void m2_load(uint16_t *S, c
     }
 }
 
-/* acc[nt] (8 tiles of 8 columns) = A (16 x 16 KS, its fragments a[ks]) times
- * rows 8 nt .. 8 nt + 7 of Bn ([64][LDE], row-major) transposed: a 16 x 64
- * block of A Bn^T, each accumulator summed over the 16-wide steps ks in
- * ascending order; tile pairs (2p, 2p + 1: Bn rows 16 p .. 16 p + 15) with
- * skip(p) stay 0. lo: the lane's ldmatrix offset, (l % 16) LDE + 8 (l / 16) */
-template <typename E, int KS, int LDE, typename SKIP>
-__device__ inline void m2_frags_bt(float (&acc)[8][4], const uint32_t (&a)[KS][4], const uint16_t *Bn, int lo, SKIP skip)
+/* acc[nt] (N tiles of 8 columns, N = 8 or 4) = A (16 x 16 KS, its fragments
+ * a[ks]) times rows 8 nt .. 8 nt + 7 of Bn ([8 N][LDE], row-major)
+ * transposed: a 16 x 8N block of A Bn^T, each accumulator summed over the
+ * 16-wide steps ks in ascending order; tile pairs (2p, 2p + 1: Bn rows
+ * 16 p .. 16 p + 15) with skip(p) stay 0. lo: the lane's ldmatrix offset,
+ * (l % 16) LDE + 8 (l / 16) */
+template <typename E, int KS, int LDE, int N, typename SKIP>
+__device__ inline void m2_frags_bt(float (&acc)[N][4], const uint32_t (&a)[KS][4], const uint16_t *Bn, int lo, SKIP skip)
 {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    for (int nt = 0; nt < N; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-        for (int p = 0; p < 4; p++) {
+        for (int p = 0; p < N / 2; p++) {
             if (skip(p)) continue;
             uint32_t r[4];
             ldsm4(r, Bn + 16 * p * LDE + 16 * ks + lo);
@@ -175,23 +186,23 @@ __device__ inline void m2_frags_bt(float (&acc)[8][4], const uint32_t (&a)[KS][4
         }
 }
 /* the same with A the 16 rows at A ([16][LDE] of a tile) */
-template <typename E, int KS, int LDE, typename SKIP>
-__device__ inline void m2_rows_bt(float (&acc)[8][4], const uint16_t *A, const uint16_t *Bn, int lo, SKIP skip)
+template <typename E, int KS, int LDE, int N, typename SKIP>
+__device__ inline void m2_rows_bt(float (&acc)[N][4], const uint16_t *A, const uint16_t *Bn, int lo, SKIP skip)
 {
     uint32_t a[KS][4];
 #pragma unroll
     for (int ks = 0; ks < KS; ks++) ldsm4(a[ks], A + 16 * ks + lo);
     m2_frags_bt<E, KS, LDE>(acc, a, Bn, lo, skip);
 }
-/* out[n] += the 16 x 64 block whose C fragments are c (rounded to E: P or
- * dS) times the 64 x (8 NO) tile B ([64][LDE], row-major: the product's k
+/* out[n] += the 16 x 8N block whose C fragments are c (rounded to E: P or
+ * dS) times the 8N x (8 NO) tile B ([8 N][LDE], row-major: the product's k
  * along its rows, so its B fragments come transposed), in the order of the
  * 16-wide steps kk ascending; steps with skip(kk) (their c all zero) left out */
-template <typename E, int NO, int LDE, typename SKIP>
-__device__ inline void m2_c_b(float (&out)[NO][4], const float (&c)[8][4], const uint16_t *B, int lo, SKIP skip)
+template <typename E, int NO, int LDE, int N, typename SKIP>
+__device__ inline void m2_c_b(float (&out)[NO][4], const float (&c)[N][4], const uint16_t *B, int lo, SKIP skip)
 {
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
+    for (int kk = 0; kk < N / 2; kk++) {
         if (skip(kk)) continue;
         uint32_t a[4];
         mm_c_to_a<E>(a, c[2 * kk], c[2 * kk + 1]);
@@ -204,6 +215,54 @@ __device__ inline void m2_c_b(float (&out)[NO][4], const float (&c)[8][4], const
             mma16816<E>(out[2 * p + 1], a, b1);
         }
     }
+}
+
+/* dK/dV on 32 queries (N = 4 tiles of 8): mm_p_t and mm_ds_t of
+ * gpu/train_gpt_attn_mma.cuh for a 16 x 32 block (the same expressions per
+ * element), Ls and Ds from the block's first query q0 */
+template <bool MASK, int N>
+__device__ inline void m2_p_t(float (&st)[N][4], const float *Ls, int q0, int q, int j0, int j1, int T, float sl2)
+{
+#pragma unroll
+    for (int nt = 0; nt < N; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int c = 8 * nt + 2 * q + u, t = q0 + c;
+            const float L = Ls[c];
+            st[nt][u] = !MASK || (t < T && j0 <= t) ? exp2f(fmaf(st[nt][u], sl2, -L)) : 0.0f;
+            st[nt][2 + u] = !MASK || (t < T && j1 <= t) ? exp2f(fmaf(st[nt][2 + u], sl2, -L)) : 0.0f;
+        }
+}
+template <bool MASK, int N>
+__device__ inline void m2_ds_t(float (&dp)[N][4], const float (&st)[N][4], const float *Ds, int q0, int q, int j0, int j1,
+                               int T)
+{
+#pragma unroll
+    for (int nt = 0; nt < N; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int c = 8 * nt + 2 * q + u, t = q0 + c;
+            const float Dc = Ds[c];
+            dp[nt][u] = !MASK || (t < T && j0 <= t) ? st[nt][u] * (dp[nt][u] - Dc) : 0.0f;
+            dp[nt][2 + u] = !MASK || (t < T && j1 <= t) ? st[nt][2 + u] * (dp[nt][2 + u] - Dc) : 0.0f;
+        }
+}
+
+/* dQ on 32 keys: mm_ds_rows of gpu/train_gpt_attn_mma.cuh for a 16 x 8N
+ * block (the same expression per element), keys from k0 */
+template <bool MASK, int N>
+__device__ inline void m2_ds_rows(float (&dp)[N][4], const float (&s)[N][4], int k0, int q, int t0, int t1, int T,
+                                  float sl2, float L0, float L1, float D0, float D1)
+{
+#pragma unroll
+    for (int nt = 0; nt < N; nt++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int j = k0 + 8 * nt + 2 * q + u;
+            const int v0 = !MASK || (t0 < T && j <= t0), v1 = !MASK || (t1 < T && j <= t1);
+            dp[nt][u] = v0 ? exp2f(fmaf(s[nt][u], sl2, -L0)) * (dp[nt][u] - D0) : 0.0f;
+            dp[nt][2 + u] = v1 ? exp2f(fmaf(s[nt][2 + u], sl2, -L1)) * (dp[nt][2 + u] - D1) : 0.0f;
+        }
 }
 
 /* ------------------------------------------------------------ 16-bit copies */
@@ -340,7 +399,7 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
  * ascending. qh, kh, vh, doh: k_mma2_to16's copies; lse, D [B NH, T];
  * dqkv [B, T, 3C] (its k and v parts written) */
 template <typename E, int HSM>
-__global__ void __launch_bounds__(32 * M2KW)
+__global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 registers */
     k_mma2_bwd_dkv(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
                    const float *D, float *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
 {
@@ -391,24 +450,33 @@ __global__ void __launch_bounds__(32 * M2KW)
         __syncthreads(); /* tile i visible; every warp done with tile i - 1's buffer */
         if (i + 1 < nq) load(i + 1);
         if (!keys) continue;
-        /* S^T = K Q^T: 16-query pairs of tiles wholly before the warp's keys stay 0 */
-        auto before = [&](int p) { return q0 + 16 * p + 15 < wfirst; };
-        float st[8][4];
-        m2_rows_bt<E, KS, LDE>(st, Ks + wr * LDE, Qs, lo, before);
-        /* P^T where key j <= query t < T, else 0; a tile of queries all at or
-         * after the warp's last key, all < T, needs no mask */
-        const bool full = q0 >= wfirst + 15 && q0 + M2T - 1 < T;
-        if (full) mm_p_t<false>(st, Ls, q0, q, j0, j1, T, sl2);
-        else mm_p_t<true>(st, Ls, q0, q, j0, j1, T, sl2);
-        /* dV += P^T dO over the 16-query steps that reach the warp's keys */
-        m2_c_b<E, NO, LDE>(dv, st, dOs, lo, before);
-        /* dP^T = V dO^T, then dS^T = P^T (dP^T - D) in place */
-        float dp[8][4];
-        m2_rows_bt<E, KS, LDE>(dp, Vs + wr * LDE, dOs, lo, before);
-        if (full) mm_ds_t<false>(dp, st, Ds, q0, q, j0, j1, T);
-        else mm_ds_t<true>(dp, st, Ds, q0, q, j0, j1, T);
-        /* dK += dS^T Q */
-        m2_c_b<E, NO, LDE>(dk, dp, Qs, lo, before);
+        /* the tile in two halves of 32 queries (S^T and dP^T of 16 x 32:
+         * 64 registers fewer live than 16 x 64); each accumulator still
+         * takes the tile's 16-query steps in ascending order */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int h0 = q0 + 32 * hh; /* the half's first query */
+            if (h0 + 31 < wfirst) continue; /* every query before the warp's keys: P^T = 0 */
+            const uint16_t *Qh = Qs + 32 * hh * LDE, *dOh = dOs + 32 * hh * LDE;
+            /* S^T = K Q^T: 16-query pairs wholly before the warp's keys stay 0 */
+            auto before = [&](int p) { return h0 + 16 * p + 15 < wfirst; };
+            float st[4][4];
+            m2_rows_bt<E, KS, LDE>(st, Ks + wr * LDE, Qh, lo, before);
+            /* P^T where key j <= query t < T, else 0; queries all at or after
+             * the warp's last key, all < T, need no mask */
+            const bool full = h0 >= wfirst + 15 && h0 + 31 < T;
+            if (full) m2_p_t<false>(st, Ls + 32 * hh, h0, q, j0, j1, T, sl2);
+            else m2_p_t<true>(st, Ls + 32 * hh, h0, q, j0, j1, T, sl2);
+            /* dV += P^T dO over the 16-query steps that reach the warp's keys */
+            m2_c_b<E, NO, LDE>(dv, st, dOh, lo, before);
+            /* dP^T = V dO^T, then dS^T = P^T (dP^T - D) in place */
+            float dp[4][4];
+            m2_rows_bt<E, KS, LDE>(dp, Vs + wr * LDE, dOh, lo, before);
+            if (full) m2_ds_t<false>(dp, st, Ds + 32 * hh, h0, q, j0, j1, T);
+            else m2_ds_t<true>(dp, st, Ds + 32 * hh, h0, q, j0, j1, T);
+            /* dK += dS^T Q */
+            m2_c_b<E, NO, LDE>(dk, dp, Qh, lo, before);
+        }
     }
     if (!keys) return;
     float *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
@@ -419,7 +487,7 @@ __global__ void __launch_bounds__(32 * M2KW)
 /* dQ of one tile of 16 NW queries over the key tiles up to the diagonal,
  * ascending (dqkv's q part written) */
 template <typename E, int HSM, int NW>
-__global__ void __launch_bounds__(32 * NW)
+__global__ void __launch_bounds__(32 * NW, 16 / NW)
     k_mma2_bwd_dq(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
                   const float *D, float *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
 {
@@ -464,16 +532,25 @@ __global__ void __launch_bounds__(32 * NW)
             cp_commit();
         }
         if (!rows || k0 > wlast) continue;
-        /* S = Q K^T and dP = dO V^T: 16-key pairs wholly past the warp's rows stay 0 */
-        auto past = [&](int p) { return k0 + 16 * p > wlast; };
-        float s[8][4], dp[8][4];
-        m2_rows_bt<E, KS, LDE>(s, Qs + wr * LDE, Ks, lo, past);
-        m2_rows_bt<E, KS, LDE>(dp, dOs + wr * LDE, Vs, lo, past);
-        /* P and dS = P (dP - D) where key j <= query t < T, else 0 */
-        if (k0 + M2T - 1 <= wfirst && wlast < T) mm_ds_rows<false>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
-        else mm_ds_rows<true>(dp, s, k0, q, t0, t1, T, sl2, L0, L1, D0, D1);
-        /* dQ += dS K */
-        m2_c_b<E, NO, LDE>(dq, dp, Ks, lo, past);
+        /* the tile in two halves of 32 keys (S and dP of 16 x 32: 64
+         * registers fewer live than 16 x 64); dQ still takes the tile's
+         * 16-key steps in ascending order */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int h0 = k0 + 32 * hh; /* the half's first key */
+            if (h0 > wlast) continue;    /* every key past the warp's rows: P = 0 */
+            const uint16_t *Kh = Ks + 32 * hh * LDE, *Vh = Vs + 32 * hh * LDE;
+            /* S = Q K^T and dP = dO V^T: 16-key pairs wholly past the warp's rows stay 0 */
+            auto past = [&](int p) { return h0 + 16 * p > wlast; };
+            float s[4][4], dp[4][4];
+            m2_rows_bt<E, KS, LDE>(s, Qs + wr * LDE, Kh, lo, past);
+            m2_rows_bt<E, KS, LDE>(dp, dOs + wr * LDE, Vh, lo, past);
+            /* P and dS = P (dP - D) where key j <= query t < T, else 0 */
+            if (h0 + 31 <= wfirst && wlast < T) m2_ds_rows<false>(dp, s, h0, q, t0, t1, T, sl2, L0, L1, D0, D1);
+            else m2_ds_rows<true>(dp, s, h0, q, t0, t1, T, sl2, L0, L1, D0, D1);
+            /* dQ += dS K */
+            m2_c_b<E, NO, LDE>(dq, dp, Kh, lo, past);
+        }
     }
     if (!rows) return;
     float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS;

@@ -544,7 +544,7 @@ int main(int argc, char **argv)
         attention<__nv_bfloat16, 64>(1, 512, 1, 64, DT_BF16, m); // 8 tiles: mostly unmasked ones
     }
     // the pipelined kernels alone (and the mma kernels for their bits): T = 129
-    // (a 128-query forward tile with one row), T = 1 in fp16 at width 32,
+    // (a 128-query forward and dQ tile with one row), T = 1 in fp16 at width 32,
     // width 36 (float4 loads, the second of a chunk past the head), T = 256
     // (whole tiles, no padded rows)
     if (m2) {
