@@ -368,14 +368,24 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
  * are 16-bit anyway). PLUMB_EUNSUPPORTED, with no message, where the kind
  * in force is another (golden, tc, mma2, scalar; HIP): the caller then runs
  * the fp32 implementation between casts. */
+#if defined(PLUMB_ATTN_MMA)
+/* PLUMB_OK where the mma kernels are the kind in force (fast numerics, a
+ * grid that fits); PLUMB_EUNSUPPORTED elsewhere; a bad PLUMB_GPT_ATTN its error */
+static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, plumb_err *e)
+{
+    int kind;
+    if (golden(d) || grid_ok(d, B, NH, e)) return PLUMB_EUNSUPPORTED;
+    const int rc = attn_kind(d, HS, rt, &kind, e);
+    return rc ? rc : kind == ATTN_MMA ? PLUMB_OK : PLUMB_EUNSUPPORTED;
+}
+#endif
+
 int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse,
                             int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
 {
 #if defined(PLUMB_ATTN_MMA)
-    int rc, kind;
-    if (golden(d) || grid_ok(d, B, NH, e)) return PLUMB_EUNSUPPORTED;
-    if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
-    if (kind != ATTN_MMA) return PLUMB_EUNSUPPORTED;
+    int rc = mma16_applies(d, B, NH, HS, rt, e);
+    if (rc) return rc;
     const float scale = 1.0f / sqrtf((float)HS);
     return MMA_DISPATCH(mma_fwd, d, st, qkv16, out16, lse, B, T, NH, HS, scale, (int)rt, e);
 #else
@@ -389,10 +399,8 @@ int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
                             dtype_t rt, plumb_err *e)
 {
 #if defined(PLUMB_ATTN_MMA)
-    int rc, kind;
-    if (golden(d) || grid_ok(d, B, NH, e)) return PLUMB_EUNSUPPORTED;
-    if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
-    if (kind != ATTN_MMA) return PLUMB_EUNSUPPORTED;
+    int rc = mma16_applies(d, B, NH, HS, rt, e);
+    if (rc) return rc;
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t rows = (size_t)B * NH * T;
     void *ws;

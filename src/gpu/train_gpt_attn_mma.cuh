@@ -191,12 +191,18 @@ __device__ inline void mm_c_bt(float (&out)[NO][4], const float (&c)[8][4], cons
     }
 }
 
+/* v rounded to rt into either storage: fp32 holding the rt value, or rt's
+ * 16 bits (the gpt 16-bit activation pipeline) */
+__device__ inline void mm_put(float *p, float v, int rt) { *p = gg_round(v, rt); }
+__device__ inline void mm_put(uint16_t *p, float v, int rt) { *p = rt == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
+
 /* this lane's accumulator rows (C fragments of NO 8-column tiles: the
  * warp's rows g and g + 8) times s0 and s1, rounded to rt, into rows r0 and
- * r1 of a tensor, head columns below HS; a row only where it exists (v0, v1) */
-template <int NO>
-__device__ inline void mm_store_rows(float *r0, float *r1, const float (&acc)[NO][4], float s0, float s1, bool v0,
-                                     bool v1, int q, int HS, int rt)
+ * r1 of a tensor (fp32 or 16-bit storage), head columns below HS; a row only
+ * where it exists (v0, v1) */
+template <int NO, typename S>
+__device__ inline void mm_store_rows(S *r0, S *r1, const float (&acc)[NO][4], float s0, float s1, bool v0, bool v1,
+                                     int q, int HS, int rt)
 {
 #pragma unroll
     for (int n = 0; n < NO; n++)
@@ -204,8 +210,8 @@ __device__ inline void mm_store_rows(float *r0, float *r1, const float (&acc)[NO
         for (int u = 0; u < 2; u++) {
             const int d = 8 * n + 2 * q + u;
             if (d >= HS) continue;
-            if (v0) r0[d] = gg_round(acc[n][u] * s0, rt);
-            if (v1) r1[d] = gg_round(acc[n][2 + u] * s1, rt);
+            if (v0) mm_put(r0 + d, acc[n][u] * s0, rt);
+            if (v1) mm_put(r1 + d, acc[n][2 + u] * s1, rt);
         }
 }
 
@@ -216,22 +222,6 @@ template <typename E> __device__ inline float mm_ld(const float *p) { return *p;
 template <typename E> __device__ inline float mm_ld(const uint16_t *p);
 template <> __device__ inline float mm_ld<__nv_bfloat16>(const uint16_t *p) { return bf16_to_f32(*p); }
 template <> __device__ inline float mm_ld<__half>(const uint16_t *p) { return f16_to_f32(*p); }
-
-/* the same into 16-bit storage: rt's bits of the value gg_round gives */
-template <int NO>
-__device__ inline void mm_store_rows(uint16_t *r0, uint16_t *r1, const float (&acc)[NO][4], float s0, float s1, bool v0,
-                                     bool v1, int q, int HS, int rt)
-{
-#pragma unroll
-    for (int n = 0; n < NO; n++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int d = 8 * n + 2 * q + u;
-            if (d >= HS) continue;
-            if (v0) r0[d] = rt == DT_F16 ? f32_to_f16(acc[n][u] * s0) : f32_to_bf16(acc[n][u] * s0);
-            if (v1) r1[d] = rt == DT_F16 ? f32_to_f16(acc[n][2 + u] * s1) : f32_to_bf16(acc[n][2 + u] * s1);
-        }
-}
 
 /* rows [r0, r0 + MB) of a row-major tensor (row t at base + t stride, HS
  * columns; fp32 or E's 16 bits) into S [MB][LD] as E, two columns a thread;
