@@ -58,6 +58,10 @@ step tests 34 env PLUMB_TEST_DEVICE=cuda PLUMB_TEST_VERBOSE=1 build/plumb-tests 
 tests_rc=$?
 grep -E "CHECK|passed|norm-wise" "$D/tests.log" | tail -n 60 | tee -a "$LOG"
 
+# fp32-stored activations (PLUMB_GPT_ACT16=0): every kind reads its inputs the same
+# way (with 16-bit activations only mma reads them in place, the others widen
+# them first; scripts/gpu-act16.sh times that pipeline)
+export PLUMB_GPT_ACT16=0
 B="bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 20 --warmup 3"
 # shellcheck disable=SC2086
 step tc 16 "${KP[@]}" KPROF_OUT="$D/tc.kprof.txt" env PLUMB_GPT_ATTN=tc $P $B --json "$D/tc.json"

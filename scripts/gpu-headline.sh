@@ -39,15 +39,32 @@ step() { # step NAME TIMEOUT_S CMD...
 . "$here/scripts/gpu-libs.sh"
 export PLUMB_BACKEND_PATH=$here/build
 P=build/plumb
-# the attention kernels: PLUMB_GPT_ATTN as the caller set it, else the faster of
-# tc and mma where scripts/gpu-attn.sh timed both earlier in this call
-if [ -z "${PLUMB_GPT_ATTN:-}" ] && [ -f "$OUT/attn/tc.json" ] && [ -f "$OUT/attn/mma.json" ]; then
-  pick=$(python3 -c 'import json,sys; t=[json.load(open(f))["rows"][0]["tokens_per_s"] for f in sys.argv[1:]]; print("mma" if t[1] > t[0] else "tc")' \
-    "$OUT/attn/tc.json" "$OUT/attn/mma.json" 2>/dev/null)
-  [ "$pick" = mma ] && export PLUMB_GPT_ATTN=mma
-  log "attention for gpt: ${pick:-tc (no comparison)} (gpu-attn.sh's tc and mma in this call)"
+# gpt's configuration: PLUMB_GPT_ATTN / PLUMB_GPT_ACT16 as the caller set them,
+# else the fastest whole configuration timed earlier in this call: the 16-bit
+# activation pipeline with the default (mma) attention (scripts/gpu-act16.sh's
+# on.json), or fp32-stored activations with tc, mma or mma2 (scripts/gpu-attn.sh,
+# which runs with PLUMB_GPT_ACT16=0)
+if [ -z "${PLUMB_GPT_ATTN:-}" ] && [ -z "${PLUMB_GPT_ACT16:-}" ]; then
+  pick=$(python3 - "$OUT" <<'PY' 2>/dev/null
+import json, os, sys
+out = sys.argv[1]
+cands = [("act16/on.json", "PLUMB_GPT_ACT16=1"), ("attn/tc.json", "PLUMB_GPT_ACT16=0 PLUMB_GPT_ATTN=tc"),
+         ("attn/mma.json", "PLUMB_GPT_ACT16=0 PLUMB_GPT_ATTN=mma"), ("attn/mma2.json", "PLUMB_GPT_ACT16=0 PLUMB_GPT_ATTN=mma2")]
+best = None
+for f, env in cands:
+    try:
+        t = json.load(open(os.path.join(out, f)))["rows"][0]["tokens_per_s"]
+    except Exception:
+        continue
+    if best is None or t > best[0]:
+        best = (t, env)
+print(best[1] if best else "")
+PY
+)
+  for kv in $pick; do export "$kv"; done
+  log "gpt configuration: ${pick:-the defaults (nothing timed earlier in this call)}"
 fi
-log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (tc)}"
+log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (mma)} PLUMB_GPT_ACT16=${PLUMB_GPT_ACT16:-unset (1)}"
 step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
   --vs-pytorch --torch-modes compile --json "$D/gpt.json"
 step r18 100 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
