@@ -282,5 +282,13 @@ h=$(md5sum <"$TMP/s18.tsv" 2>/dev/null)
 run "synth-criteo past a file size limit: exit 3 with the reason" 3 "^plumb data: synth-criteo: writing .*f18.tsv failed: File too large" \
   bash -c 'trap "" XFSZ; ulimit -f 100; exec "$0" "$@"' "$PLUMB" data synth-criteo --rows 10000 --out "$TMP/f18.tsv"
 [ -z "$(ls "$TMP" | grep '^f18')" ] && ok "... nothing left behind" || fail "synth-criteo left files" "$(ls "$TMP" | grep '^f18')"
+# SIGTERM in the middle of the write left F.tmp.<pid> behind: now it is removed, F is not
+# written, and the process ends by the signal (exit 143 in the shell)
+"$PLUMB" data synth-criteo --rows 20000000 --out "$TMP/k18.tsv" >/dev/null 2>"$TMP/e_k18.txt" & pk=$!
+for _ in $(seq 50); do [ -n "$(ls "$TMP" | grep '^k18\.tsv\.tmp')" ] && break; sleep 0.1; done
+sleep 0.3; kill -TERM $pk; wait $pk; rk=$?
+[ $rk = 143 ] && [ -z "$(ls "$TMP" | grep '^k18')" ] && grep -q "SIGTERM: stopped, .*k18.tsv not written" "$TMP/e_k18.txt" \
+  && ok "synth-criteo killed by SIGTERM: no temp file, no F, ended by the signal" \
+  || fail "synth-criteo and SIGTERM" "exit $rk, left: $(ls "$TMP" | grep '^k18'): $(head -c 300 "$TMP/e_k18.txt")"
 
 finish

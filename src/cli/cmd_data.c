@@ -23,6 +23,7 @@
 #include "models/resnet/imgsynth.h"
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,13 @@ static int fits(const char *cmd, const char *counts, const char *verb, double ne
     return err_set(e, PLUMB_EUSAGE, "%s: %s %s %.1f GB of memory; this host has %.1f GB available: %s", cmd, counts, verb,
                    need / 1e9, have / 1e9, hint);
 }
+
+/* SIGINT / SIGTERM during synth-criteo's write: the loop stops, the
+ * temporary file is removed (a killed run left F.tmp.<pid> behind), then the
+ * signal is raised again with its former handler, so the caller sees the
+ * process end by that signal as it asked */
+static volatile sig_atomic_t g_synth_sig;
+static void synth_on_signal(int sig) { g_synth_sig = sig; }
 
 static int synth_criteo(int argc, char **argv)
 {
@@ -106,7 +114,14 @@ static int synth_criteo(int argc, char **argv)
     int sp = !strcmp(split, "eval") ? SYNTH_EVAL : SYNTH_TRAIN;
     double pos = 0;
     int werr = 0, err = 0;
-    for (long i = 0; i < rows && !werr; i++) {
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = synth_on_signal;
+    sigemptyset(&sa.sa_mask);
+    g_synth_sig = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    for (long i = 0; i < rows && !werr && !g_synth_sig; i++) {
         struct synth_raw r;
         synth_raw_sample(s, sp, (uint64_t)(first + i), &r);
         const char *tk[CRITEO_CAT];
@@ -127,6 +142,19 @@ static int synth_criteo(int argc, char **argv)
         werr = 1;
     }
     synth_free(s);
+    if (g_synth_sig) {
+        const int sig = (int)g_synth_sig;
+        remove(tmp);
+        free(p), free(y);
+        fprintf(stderr, "plumb data: synth-criteo: %s: stopped, %s not written\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                out);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        raise(sig);
+        return 128 + sig; /* a handler that returned */
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (!werr && rename(tmp, out) != 0) werr = 1, err = errno;
     if (werr) {
         /* the reason (a full disk: "No space left on device"); it read "writing F failed" alone */
