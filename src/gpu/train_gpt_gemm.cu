@@ -116,15 +116,16 @@ __global__ void k_colsum_gold(const float *dy, int B, int N, float *db)
     for (int b = 0; b < B; b++) s = s + dy[(size_t)b * N + n];
     db[n] = s;
 }
-/* dy16 (not NULL): each dy element, read once here, also stored as its
- * 16-bit copy (exact: dy holds rt values), for the GEMMs that follow */
-__global__ void k_colsum_part(const float *dy, int B, int N, float *part, uint16_t *dy16, int rt)
+/* dy given as fp32, or as rt's 16-bit values src16 (the 16-bit activation
+ * pipeline); dy16 (not NULL): each dy element, read once here, also stored
+ * as its 16-bit copy (exact: dy holds rt values), for the GEMMs that follow */
+__global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt)
 {
     const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
         float s = 0.0f;
         for (int b = b0; b < b1; b++) {
-            const float v = dy[(size_t)b * N + n];
+            const float v = ld_any(dy, src16, (size_t)b * N + n, rt);
             s = s + v;
             if (dy16) dy16[(size_t)b * N + n] = to16_of(v, rt);
         }
@@ -140,27 +141,29 @@ __global__ void k_colsum_chunks(const float *part, int nc, int N, float *db)
     }
 }
 
-/* tg_colsum (fast) that also stores dy16 [B, N], the 16-bit copy of dy */
-static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, uint16_t *dy16,
-                    int rt, plumb_err *e);
+/* tg_colsum (fast) that also stores dy16 [B, N], the 16-bit copy of dy;
+ * src16 (not NULL, dy NULL): dy given as rt's 16-bit values */
+static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, const uint16_t *src16, int B, int N,
+                    float *dbias, uint16_t *dy16, int rt, plumb_err *e);
 
 int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e)
 {
-    if (!golden(d)) return colsum16(d, st, dy, B, N, dbias, NULL, 0, e);
+    if (!golden(d)) return colsum16(d, st, dy, NULL, B, N, dbias, NULL, 0, e);
     k_colsum_gold<<<(N + 127) / 128, 128, 0, st->s>>>(dy, B, N, dbias);
     GPU_CHECK_LAUNCH(d, "k_colsum_gold", e);
     return PLUMB_OK;
 }
 
-static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, uint16_t *dy16,
-                    int rt, plumb_err *e)
+static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, const uint16_t *src16, int B, int N,
+                    float *dbias, uint16_t *dy16, int rt, plumb_err *e)
 {
     const int nc = (B + CS_ROWS - 1) / CS_ROWS;
     if (nc > 65535) return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: column sum of %d rows exceeds %d", d->label, B, 65535 * CS_ROWS);
     void *ws;
     int rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e);
     if (rc) return rc;
-    k_colsum_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, B, N, (float *)ws, dy16, rt);
+    k_colsum_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, src16, B, N, (float *)ws, dy16,
+                                                                                        rt);
     GPU_CHECK_LAUNCH(d, "k_colsum_part", e);
     k_colsum_chunks<<<gpu_grid((size_t)N, 128), 128, 0, st->s>>>((const float *)ws, nc, N, dbias);
     GPU_CHECK_LAUNCH(d, "k_colsum_chunks", e);
@@ -337,7 +340,7 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
             char *w1 = (char *)ws;
             /* the column sum reads dy once and stores its 16-bit copy on the
              * way (slot 1 is taken first: a later growth would drop it) */
-            if (dbias) rc = colsum16(d, st, dy, B, N, dbias, (uint16_t *)(w1 + ody), (int)rt, e);
+            if (dbias) rc = colsum16(d, st, dy, NULL, B, N, dbias, (uint16_t *)(w1 + ody), (int)rt, e);
             else rc = to16(d, st, dy, (size_t)B * N, (uint16_t *)(w1 + ody), (int)rt, e);
             if (rc || (rc = to16(d, st, x, BK, (uint16_t *)(w1 + ox), (int)rt, e)) ||
                 (rc = to16(d, st, w, (size_t)N * K, (uint16_t *)(w1 + ow), (int)rt, e)))
@@ -417,29 +420,10 @@ __global__ void k_dgelu16(const float *dx, const uint16_t *pre16, uint16_t *dx16
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dx16[i] = to16_of(dx[i] * fast_gelu_grad(from16_of(pre16[i], rt)), rt);
 }
-/* y = the values of x16 (exact) */
-__global__ void k_widen16(const uint16_t *x16, float *y, size_t n, int rt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = from16_of(x16[i], rt);
-}
-/* dbias over dy16 [B, N]: the fixed 64-row chunks of k_colsum_part, then k_colsum_chunks */
-__global__ void k_colsum16_part(const uint16_t *dy16, int B, int N, float *part, int rt)
-{
-    const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int b = b0; b < b1; b++) s = s + from16_of(dy16[(size_t)b * N + n], rt);
-        part[(size_t)c * N + n] = s;
-    }
-}
-
+/* the linear layers' widening (train_linear.cu) over n values as one row each */
 int tg_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, float *y, size_t n, int rt, plumb_err *e)
 {
-    if (!n) return PLUMB_OK;
-    k_widen16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x16, y, n, rt);
-    GPU_CHECK_LAUNCH(d, "k_widen16", e);
-    return PLUMB_OK;
+    return n ? tr_widen16(d, st, x16, n, 1, 1, y, rt, e) : PLUMB_OK;
 }
 int tg_narrow16(struct dev *d, struct dev_stream *st, const float *x, uint16_t *y16, size_t n, int rt, plumb_err *e)
 {
@@ -566,20 +550,8 @@ int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
             }
             if (rc == PLUMB_EUNSUPPORTED)
                 rc = gl_gemm(d, st, 0, 1, K, N, B, x16, K, dy16, N, dw, K, 0.0f, (int)rt, 1, LT_EPI_NONE, NULL, e);
-            if (rc == PLUMB_OK && dbias) {
-                /* the column sum over the 16-bit dy, in colsum16's chunks and order */
-                const int nc = (B + CS_ROWS - 1) / CS_ROWS;
-                if (nc > 65535)
-                    return gpu_err(e, PLUMB_EUNSUPPORTED, "%s: column sum of %d rows exceeds %d", d->label, B,
-                                   65535 * CS_ROWS);
-                void *ws;
-                if ((rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e))) return rc;
-                k_colsum16_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy16, B, N,
-                                                                                                  (float *)ws, (int)rt);
-                GPU_CHECK_LAUNCH(d, "k_colsum16_part", e);
-                k_colsum_chunks<<<gpu_grid((size_t)N, 128), 128, 0, st->s>>>((const float *)ws, nc, N, dbias);
-                GPU_CHECK_LAUNCH(d, "k_colsum_chunks", e);
-            }
+            /* the column sum over the 16-bit dy, in colsum16's chunks and order */
+            if (rc == PLUMB_OK && dbias) return colsum16(d, st, NULL, dy16, B, N, dbias, NULL, (int)rt, e);
             if (rc != PLUMB_EUNSUPPORTED) return rc;
         }
     }

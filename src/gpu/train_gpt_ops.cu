@@ -194,6 +194,29 @@ __global__ void k_ln_dwdb_gold(const float *x, const float *mean, const float *r
     db[i] = ab;
 }
 
+/* the fast backward: dw/db from fixed 64-row chunks added in order, then dx a
+ * warp per row; dy as fp32, or (dy16 not NULL) as t16's 16-bit values */
+static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, const float *x, const float *w,
+                       const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
+                       const float *dres, float *dx, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e)
+{
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+    NEED(nc <= 65535, "%s: %s: %d rows exceed %d", d->label, op, R, 65535 * LN_ROWS);
+    void *ws;
+    int rc = tws_get(d, 0, (size_t)nc * 2 * C * sizeof(float), &ws, e);
+    if (rc) return rc;
+    float *part = (float *)ws;
+    k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16,
+                                                                                        part, R, C);
+    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
+    k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
+    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
+    const int rows = TPB / PLUMB_WARP;
+    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
+    return PLUMB_OK;
+}
+
 int tg_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
                            const float *rstd, const float *dy, const float *dres, float *dx, float *dw, float *db, int R,
                            int C, dtype_t rt, plumb_err *e)
@@ -213,21 +236,7 @@ int tg_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float *
         GPU_CHECK_LAUNCH(d, "k_ln_bwd_gold", e);
         return PLUMB_OK;
     }
-    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
-    NEED(nc <= 65535, "%s: layernorm_bwd: %d rows exceed %d", d->label, R, 65535 * LN_ROWS);
-    void *ws;
-    int rc = tws_get(d, 0, (size_t)nc * 2 * C * sizeof(float), &ws, e);
-    if (rc) return rc;
-    float *part = (float *)ws;
-    k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, dy, NULL, 0, part,
-                                                                                        R, C);
-    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
-    k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
-    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
-    const int rows = TPB / PLUMB_WARP;
-    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, NULL, 0, dres, dx, R, C, (int)rt);
-    GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
-    return PLUMB_OK;
+    return ln_bwd_fast(d, st, "layernorm_bwd", x, w, mean, rstd, dy, NULL, 0, dres, dx, dw, db, R, C, rt, e);
 }
 
 /* ---------------- GEMM, classifier, attention (dispatch) ---------------- */
@@ -359,24 +368,9 @@ int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float
     FAST16("layernorm_bwd16");
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
-    struct dev_stream *st = gpu_stream(d, s);
-    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
-    NEED(nc <= 65535, "%s: layernorm_bwd16: %d rows exceed %d", d->label, R, 65535 * LN_ROWS);
-    void *ws;
-    int rc = tws_get(d, 0, (size_t)nc * 2 * C * sizeof(float), &ws, e);
-    if (rc) return rc;
-    float *part = (float *)ws;
-    k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, NULL, dy16,
-                                                                                        (int)rt, part, R, C);
-    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
-    k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
-    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
-    const int rows = TPB / PLUMB_WARP;
     /* dx fp32 unrounded (the residual stream's gradient): rounding type fp32 */
-    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, NULL, dy16, (int)rt, dres, dx, R, C,
-                                                            DT_F32);
-    GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
-    return PLUMB_OK;
+    return ln_bwd_fast(d, gpu_stream(d, s), "layernorm_bwd16", x, w, mean, rstd, NULL, dy16, (int)rt, dres, dx, dw, db,
+                       R, C, DT_F32, e);
 }
 
 int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
