@@ -28,6 +28,8 @@
 #   tsv      a 10 M-line Criteo TSV generated on the host (plumb data synth-criteo in 16
 #            shards), trained from the file in page cache and from its binary cache
 #            (plumb data cache) at bf16/32768, against the synthetic figure
+# SPEED_SKIP=REGEX skips the steps whose names match (bash =~), e.g.
+# '^train-(fp32-2048-sync|bf16-32768-(unfused|copies))$' for the side experiments.
 # Figures belong in BENCHMARKS.md, "plumb train at the speed of the benchmark".
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,8 +43,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 BUDGET=${SPEED_BUDGET_S:-330}
 T0=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
-step() { # step NAME TIMEOUT_S CMD...: skipped once the budget is spent
+step() { # step NAME TIMEOUT_S CMD...: skipped once the budget is spent, or when NAME matches $SPEED_SKIP
   local name=$1 t=$2; shift 2
+  if [ -n "${SPEED_SKIP:-}" ] && [[ $name =~ $SPEED_SKIP ]]; then log "==== $name: SKIPPED (SPEED_SKIP)"; return 98; fi
   local left=$((BUDGET - (SECONDS - T0)))
   if [ "$left" -lt 10 ]; then log "==== $name: SKIPPED (budget of ${BUDGET} s spent)"; return 99; fi
   [ "$t" -gt "$left" ] && t=$left
