@@ -15,6 +15,8 @@
  * projection shortcuts) stepped directly: the same parameters on the cpu,
  * losses within 1e-2 on a GPU. */
 #include "test.h"
+#include "t16.h"
+#include "train_env.h"
 #include "comm/comm.h"
 #include "core/dtype.h"
 #include "dev/dev.h"
@@ -26,80 +28,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rsr = 0x2545f4914f6cdd1dull;
-static float urr(void)
-{
-    rsr ^= rsr << 13;
-    rsr ^= rsr >> 7;
-    rsr ^= rsr << 17;
-    return (float)((double)(rsr >> 11) * (1.0 / 9007199254740992.0));
-}
-static float to_rt(float v, dtype_t rt) { return rt == DT_F16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v)); }
-static uint16_t bits16(float v, dtype_t rt) { return rt == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
-static float from16(uint16_t b, dtype_t rt) { return rt == DT_F16 ? f16_to_f32(b) : bf16_to_f32(b); }
-
-/* one tensor: host fp32 values, device fp32 and device 16-bit copies */
-struct tt {
-    size_t n;
-    float *h;
-    float *d;
-    uint16_t *d16;
-};
-
-/* fill: 0 zeros, 1 rt values in [lo, hi), 2 fp32 values (not rounded) */
-static int mk(struct dev *d, struct tt *t, size_t n, int fill, float lo, float hi, dtype_t rt)
-{
-    plumb_err e = {0};
-    memset(t, 0, sizeof *t);
-    t->n = n;
-    t->h = calloc(n ? n : 1, sizeof(float));
-    uint16_t *h16 = calloc(n ? n : 1, sizeof(uint16_t));
-    if (!t->h || !h16) return -1;
-    for (size_t i = 0; fill && i < n; i++) {
-        float v = lo + (hi - lo) * urr();
-        t->h[i] = fill == 1 ? to_rt(v, rt) : v;
-        h16[i] = bits16(t->h[i], rt);
-    }
-    int rc = dev_alloc(d, (n ? n : 1) * sizeof(float), (void **)&t->d, &e) ||
-             dev_alloc(d, (n ? n : 1) * sizeof(uint16_t), (void **)&t->d16, &e) ||
-             dev_upload(d, t->d, t->h, n * sizeof(float), &e) || dev_upload(d, t->d16, h16, n * sizeof(uint16_t), &e);
-    free(h16);
-    return rc ? -1 : 0;
-}
-static void rm(struct dev *d, struct tt *t)
-{
-    if (t->d) dev_free(d, t->d);
-    if (t->d16) dev_free(d, t->d16);
-    free(t->h);
-    memset(t, 0, sizeof *t);
-}
-/* the device's fp32 values (f32) or 16-bit values widened (w16) of t */
-static void get32(struct dev *d, const struct tt *t, float *f32)
-{
-    plumb_err e = {0};
-    dev_sync(d, &e);
-    dev_download(d, f32, t->d, t->n * sizeof(float), &e);
-}
-static void get16(struct dev *d, const struct tt *t, float *w16, dtype_t rt)
-{
-    plumb_err e = {0};
-    uint16_t *b = malloc((t->n ? t->n : 1) * sizeof *b);
-    dev_sync(d, &e);
-    if (b && !dev_download(d, b, t->d16, t->n * sizeof(uint16_t), &e))
-        for (size_t i = 0; i < t->n; i++) w16[i] = from16(b[i], rt);
-    free(b);
-}
-static void put16(struct dev *d, struct tt *t, const float *v, dtype_t rt)
-{
-    plumb_err e = {0};
-    uint16_t *b = malloc((t->n ? t->n : 1) * sizeof *b);
-    for (size_t i = 0; b && i < t->n; i++) b[i] = bits16(v[i], rt);
-    if (b) dev_upload(d, t->d16, b, t->n * sizeof(uint16_t), &e);
-    free(b);
-}
-
-static int is_cpu(const struct dev *d) { return !strcmp(d->be->name, "cpu"); }
 
 /* a (the fp32 op's) against b (the 16-bit op's): the same bits when exact,
  * else within one rt step (ulps) or, with abs_sum, within the reordering
@@ -152,9 +80,9 @@ static void conv_case(struct dev *d, const struct train_conv *g, int fp32x, dtyp
     const int exact = is_cpu(d);
     const size_t nx = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->K,
                  nw = (size_t)g->K * g->R * g->S * g->C;
-    struct tt x, w, y, dy, dx, dw;
-    REQUIRE(!mk(d, &x, nx, fp32x ? 2 : 1, -2, 2, rt) && !mk(d, &w, nw, 1, -0.4f, 0.4f, rt) && !mk(d, &y, ny, 0, 0, 0, rt) &&
-            !mk(d, &dy, ny, 1, -1, 1, rt) && !mk(d, &dx, nx, 0, 0, 0, rt) && !mk(d, &dw, nw, 0, 0, 0, rt));
+    struct t16 x, w, y, dy, dx, dw;
+    REQUIRE(!alloc_t(d, &x, nx, fp32x ? 2 : 1, -2, 2, rt) && !alloc_t(d, &w, nw, 1, -0.4f, 0.4f, rt) && !alloc_t(d, &y, ny, 0, 0, 0, rt) &&
+            !alloc_t(d, &dy, ny, 1, -1, 1, rt) && !alloc_t(d, &dx, nx, 0, 0, 0, rt) && !alloc_t(d, &dw, nw, 0, 0, 0, rt));
     size_t nmax = nx > ny ? nx : ny;
     nmax = nmax > nw ? nmax : nw;
     float *a = malloc(nmax * sizeof(float)), *b = malloc(nmax * sizeof(float));
@@ -164,10 +92,10 @@ static void conv_case(struct dev *d, const struct train_conv *g, int fp32x, dtyp
 
     int rc = T->conv2d_fwd(d, NULL, g, x.d, w.d, y.d, rt, &e);
     CHECK_MSG(rc == 0, "conv2d_fwd: %s", e.msg);
-    get32(d, &y, a);
+    fetch(d, &y, a, NULL, rt);
     rc = T->conv2d_fwd16o(d, NULL, g, fp32x ? x.d : NULL, fp32x ? NULL : x.d16, w.d16, y.d16, rt, &e);
     CHECK_MSG(rc == 0, "conv2d_fwd16o: %s", e.msg);
-    get16(d, &y, b, rt);
+    fetch(d, &y, NULL, b, rt);
     char lab[160];
     snprintf(lab, sizeof lab, "conv2d_fwd16o y %s", what);
     cmp(lab, a, b, ny, exact, NULL, 1, 0, rt);
@@ -175,20 +103,20 @@ static void conv_case(struct dev *d, const struct train_conv *g, int fp32x, dtyp
     if (!fp32x) { /* the network's input needs no gradient */
         rc = T->conv2d_bwd_data(d, NULL, g, dy.d, w.d, dx.d, rt, &e);
         CHECK_MSG(rc == 0, "conv2d_bwd_data: %s", e.msg);
-        get32(d, &dx, a);
+        fetch(d, &dx, a, NULL, rt);
         rc = T->conv2d_bwd_data16o(d, NULL, g, dy.d16, w.d16, dx.d16, rt, &e);
         CHECK_MSG(rc == 0, "conv2d_bwd_data16o: %s", e.msg);
-        get16(d, &dx, b, rt);
+        fetch(d, &dx, NULL, b, rt);
         snprintf(lab, sizeof lab, "conv2d_bwd_data16o dx %s", what);
         cmp(lab, a, b, nx, exact, NULL, 1, 0, rt);
     }
 
     rc = T->conv2d_bwd_filter(d, NULL, g, x.d, dy.d, dw.d, rt, &e);
     CHECK_MSG(rc == 0, "conv2d_bwd_filter: %s", e.msg);
-    get32(d, &dw, a);
+    fetch(d, &dw, a, NULL, rt);
     rc = T->conv2d_bwd_filter16o(d, NULL, g, fp32x ? x.d : NULL, fp32x ? NULL : x.d16, dy.d16, dw.d, rt, &e);
     CHECK_MSG(rc == 0, "conv2d_bwd_filter16o: %s", e.msg);
-    get32(d, &dw, b);
+    fetch(d, &dw, b, NULL, rt);
     snprintf(lab, sizeof lab, "conv2d_bwd_filter16o dw %s", what);
     cmp(lab, a, b, nw, exact, NULL, 1, 0, rt);
 
@@ -196,8 +124,8 @@ static void conv_case(struct dev *d, const struct train_conv *g, int fp32x, dtyp
     rc = T->conv2d_fwd16o(d, NULL, g, NULL, NULL, w.d16, y.d16, rt, &e);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "conv2d_fwd16o"), "conv2d_fwd16o without x: rc %d (%s)", rc, e.msg);
     free(a), free(b);
-    struct tt *all[] = {&x, &w, &y, &dy, &dx, &dw};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) rm(d, all[i]);
+    struct t16 *all[] = {&x, &w, &y, &dy, &dx, &dw};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
 }
 
 static void bn_case(struct dev *d, dtype_t rt)
@@ -207,13 +135,13 @@ static void bn_case(struct dev *d, dtype_t rt)
     const int exact = is_cpu(d);
     const int C = 24;
     const size_t M = 147, n = M * C;
-    struct tt x, z, y, mask, dy, dym, dx, mean, rstd, gamma, beta, part, dg, db, mdy, dg2, db2;
-    REQUIRE(!mk(d, &x, n, 1, -2, 3, rt) && !mk(d, &z, n, 1, -1, 1, rt) && !mk(d, &y, n, 0, 0, 0, rt) &&
-            !mk(d, &mask, n, 1, -1, 1, rt) && !mk(d, &dy, n, 1, -1, 1, rt) && !mk(d, &dym, n, 0, 0, 0, rt) &&
-            !mk(d, &dx, n, 0, 0, 0, rt) && !mk(d, &mean, C, 0, 0, 0, rt) && !mk(d, &rstd, C, 0, 0, 0, rt) &&
-            !mk(d, &gamma, C, 2, 0.5f, 1.5f, rt) && !mk(d, &beta, C, 2, -0.3f, 0.3f, rt) &&
-            !mk(d, &part, 2 * C, 0, 0, 0, rt) && !mk(d, &dg, C, 0, 0, 0, rt) && !mk(d, &db, C, 0, 0, 0, rt) &&
-            !mk(d, &mdy, 2 * C, 0, 0, 0, rt) && !mk(d, &dg2, C, 0, 0, 0, rt) && !mk(d, &db2, C, 0, 0, 0, rt));
+    struct t16 x, z, y, mask, dy, dym, dx, mean, rstd, gamma, beta, part, dg, db, mdy, dg2, db2;
+    REQUIRE(!alloc_t(d, &x, n, 1, -2, 3, rt) && !alloc_t(d, &z, n, 1, -1, 1, rt) && !alloc_t(d, &y, n, 0, 0, 0, rt) &&
+            !alloc_t(d, &mask, n, 1, -1, 1, rt) && !alloc_t(d, &dy, n, 1, -1, 1, rt) && !alloc_t(d, &dym, n, 0, 0, 0, rt) &&
+            !alloc_t(d, &dx, n, 0, 0, 0, rt) && !alloc_t(d, &mean, C, 0, 0, 0, rt) && !alloc_t(d, &rstd, C, 0, 0, 0, rt) &&
+            !alloc_t(d, &gamma, C, 2, 0.5f, 1.5f, rt) && !alloc_t(d, &beta, C, 2, -0.3f, 0.3f, rt) &&
+            !alloc_t(d, &part, 2 * C, 0, 0, 0, rt) && !alloc_t(d, &dg, C, 0, 0, 0, rt) && !alloc_t(d, &db, C, 0, 0, 0, rt) &&
+            !alloc_t(d, &mdy, 2 * C, 0, 0, 0, rt) && !alloc_t(d, &dg2, C, 0, 0, 0, rt) && !alloc_t(d, &db2, C, 0, 0, 0, rt));
     /* some mask values exactly 0 (relu_bwd passes only > 0) */
     for (size_t i = 0; i < n; i += 7) mask.h[i] = 0.0f;
     put16(d, &mask, mask.h, rt);
@@ -227,24 +155,24 @@ static void bn_case(struct dev *d, dtype_t rt)
     for (size_t i = 0; i < n; i++) sx[i % C] += fabs(x.h[i]);
     int rc = T->bn_stats(d, NULL, x.d, M, C, NULL, part.d, &e);
     CHECK_MSG(rc == 0, "bn_stats: %s", e.msg);
-    get32(d, &part, pa);
+    fetch(d, &part, pa, NULL, rt);
     rc = T->bn_stats16o(d, NULL, x.d16, M, C, NULL, part.d, rt, &e);
     CHECK_MSG(rc == 0, "bn_stats16o: %s", e.msg);
-    get32(d, &part, b);
+    fetch(d, &part, b, NULL, rt);
     cmp("bn_stats16o sum", pa, b, C, exact, sx, C, (double)M, rt);
     rc = T->bn_mean(d, NULL, part.d, C, (int64_t)M, mean.d, &e);
     CHECK_MSG(rc == 0, "bn_mean: %s", e.msg);
     float *mh = malloc(C * sizeof(float));
     REQUIRE(mh != NULL);
-    get32(d, &mean, mh);
+    fetch(d, &mean, mh, NULL, rt);
     memset(sx, 0, 2 * C * sizeof(double));
     for (size_t i = 0; i < n; i++) sx[i % C] += (x.h[i] - mh[i % C]) * (double)(x.h[i] - mh[i % C]);
     rc = T->bn_stats(d, NULL, x.d, M, C, mean.d, part.d, &e);
     CHECK_MSG(rc == 0, "bn_stats (squares): %s", e.msg);
-    get32(d, &part, pa);
+    fetch(d, &part, pa, NULL, rt);
     rc = T->bn_stats16o(d, NULL, x.d16, M, C, mean.d, part.d, rt, &e);
     CHECK_MSG(rc == 0, "bn_stats16o (squares): %s", e.msg);
-    get32(d, &part, b);
+    fetch(d, &part, b, NULL, rt);
     cmp("bn_stats16o squares", pa, b, C, exact, sx, C, (double)M, rt);
     rc = T->bn_var(d, NULL, part.d, C, (int64_t)M, 1e-5f, 0.1f, mean.d, rstd.d, NULL, NULL, &e);
     CHECK_MSG(rc == 0, "bn_var: %s", e.msg);
@@ -253,17 +181,17 @@ static void bn_case(struct dev *d, dtype_t rt)
     for (int v = 0; v < 2; v++) {
         rc = T->bn_apply(d, NULL, x.d, mean.d, rstd.d, gamma.d, beta.d, v ? NULL : z.d, y.d, M, C, !v, rt, &e);
         CHECK_MSG(rc == 0, "bn_apply: %s", e.msg);
-        get32(d, &y, a);
+        fetch(d, &y, a, NULL, rt);
         rc = T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, v ? NULL : z.d16, y.d16, M, C, !v, rt, &e);
         CHECK_MSG(rc == 0, "bn_apply16o: %s", e.msg);
-        get16(d, &y, b, rt);
+        fetch(d, &y, NULL, b, rt);
         cmp(v ? "bn_apply16o y" : "bn_apply16o y (z, relu)", a, b, n, 1, NULL, 1, 0, rt);
     }
 
     /* backward: the fp32 ops read relu_bwd(mask, dy) as stored */
     rc = T->relu_bwd(d, NULL, mask.d, dy.d, dym.d, n, &e);
     CHECK_MSG(rc == 0, "relu_bwd: %s", e.msg);
-    get32(d, &dym, dym.h);
+    fetch(d, &dym, dym.h, NULL, rt);
     memset(sx, 0, 2 * C * sizeof(double));
     for (size_t i = 0; i < M; i++)
         for (int c = 0; c < C; c++) {
@@ -273,16 +201,16 @@ static void bn_case(struct dev *d, dtype_t rt)
     rc = T->bn_bwd_stats(d, NULL, x.d, dym.d, mean.d, rstd.d, M, C, part.d, &e);
     if (!rc) rc = T->bn_bwd_params(d, NULL, x.d, dym.d, mean.d, rstd.d, M, C, dg.d, db.d, &e);
     CHECK_MSG(rc == 0, "bn_bwd_stats / params: %s", e.msg);
-    get32(d, &part, pa);
+    fetch(d, &part, pa, NULL, rt);
     rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dy.d16, mask.d16, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
     CHECK_MSG(rc == 0, "bn_bwd_reduce16o: %s", e.msg);
-    get32(d, &part, b);
+    fetch(d, &part, b, NULL, rt);
     cmp("bn_bwd_reduce16o part", pa, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
-    get32(d, &dg, pa);
-    get32(d, &dg2, b);
+    fetch(d, &dg, pa, NULL, rt);
+    fetch(d, &dg2, b, NULL, rt);
     cmp("bn_bwd_reduce16o dgamma", pa, b, C, exact, sx + C, C, (double)M, rt);
-    get32(d, &db, pa);
-    get32(d, &db2, b);
+    fetch(d, &db, pa, NULL, rt);
+    fetch(d, &db2, b, NULL, rt);
     cmp("bn_bwd_reduce16o dbeta", pa, b, C, exact, sx, C, (double)M, rt);
     /* without a mask: dy as it is (a shortcut BN's gradient) */
     rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dym.d16, NULL, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
@@ -292,53 +220,53 @@ static void bn_case(struct dev *d, dtype_t rt)
     CHECK_MSG(rc == 0, "bn_mean (backward): %s", e.msg);
     rc = T->bn_bwd_data(d, NULL, x.d, dym.d, mean.d, rstd.d, gamma.d, mdy.d, dx.d, M, C, rt, &e);
     CHECK_MSG(rc == 0, "bn_bwd_data: %s", e.msg);
-    get32(d, &dx, a);
+    fetch(d, &dx, a, NULL, rt);
     /* in place: dx16 is dy16 */
     rc = T->bn_bwd_data16o(d, NULL, x.d16, dy.d16, mask.d16, mean.d, rstd.d, gamma.d, mdy.d, dy.d16, M, C, rt, &e);
     CHECK_MSG(rc == 0, "bn_bwd_data16o: %s", e.msg);
-    get16(d, &dy, b, rt);
+    fetch(d, &dy, NULL, b, rt);
     cmp("bn_bwd_data16o dx (in place, masked)", a, b, n, 1, NULL, 1, 0, rt);
     put16(d, &dy, dy.h, rt);
 
     /* add16o: a + relu_bwd(mask, b), in place into a16, and unmasked */
     rc = T->add(d, NULL, z.d, dym.d, y.d, n, 0, rt, &e);
     CHECK_MSG(rc == 0, "add: %s", e.msg);
-    get32(d, &y, a);
+    fetch(d, &y, a, NULL, rt);
     put16(d, &y, z.h, rt);
     rc = T->add16o(d, NULL, y.d16, dy.d16, mask.d16, y.d16, n, rt, &e);
     CHECK_MSG(rc == 0, "add16o: %s", e.msg);
-    get16(d, &y, b, rt);
+    fetch(d, &y, NULL, b, rt);
     cmp("add16o (in place, masked)", a, b, n, 1, NULL, 1, 0, rt);
     rc = T->add(d, NULL, z.d, dy.d, y.d, n, 0, rt, &e);
-    get32(d, &y, a);
+    fetch(d, &y, a, NULL, rt);
     rc = rc ? rc : T->add16o(d, NULL, z.d16, dy.d16, NULL, y.d16, n, rt, &e);
     CHECK_MSG(rc == 0, "add16o (no mask): %s", e.msg);
-    get16(d, &y, b, rt);
+    fetch(d, &y, NULL, b, rt);
     cmp("add16o", a, b, n, 1, NULL, 1, 0, rt);
 
     /* the max-pool of the ImageNet stem, 3x3/2 pad 1, over x as [3, 7, 7, C] */
     struct train_conv pg = geom(3, 7, C, C, 3, 2, 1);
     const size_t np = (size_t)pg.N * pg.P * pg.Q * C;
-    struct tt py, idx, idx2, pdx;
-    REQUIRE(!mk(d, &py, np, 0, 0, 0, rt) && !mk(d, &idx, np, 0, 0, 0, rt) && !mk(d, &idx2, np, 0, 0, 0, rt) &&
-            !mk(d, &pdx, n, 0, 0, 0, rt));
+    struct t16 py, idx, idx2, pdx;
+    REQUIRE(!alloc_t(d, &py, np, 0, 0, 0, rt) && !alloc_t(d, &idx, np, 0, 0, 0, rt) && !alloc_t(d, &idx2, np, 0, 0, 0, rt) &&
+            !alloc_t(d, &pdx, n, 0, 0, 0, rt));
     rc = T->maxpool_fwd(d, NULL, &pg, x.d, py.d, (int32_t *)idx.d, &e);
     CHECK_MSG(rc == 0, "maxpool_fwd: %s", e.msg);
-    get32(d, &py, a);
+    fetch(d, &py, a, NULL, rt);
     rc = T->maxpool_fwd16o(d, NULL, &pg, x.d16, py.d16, (int32_t *)idx2.d, rt, &e);
     CHECK_MSG(rc == 0, "maxpool_fwd16o: %s", e.msg);
-    get16(d, &py, b, rt);
+    fetch(d, &py, NULL, b, rt);
     cmp("maxpool_fwd16o y", a, b, np, 1, NULL, 1, 0, rt);
-    get32(d, &idx, a);
-    get32(d, &idx2, b);
+    fetch(d, &idx, a, NULL, rt);
+    fetch(d, &idx2, b, NULL, rt);
     CHECK_MSG(!memcmp(a, b, np * sizeof(float)), "maxpool_fwd16o %s: the winners' indices differ", dtype_name(rt));
     /* backward: dy of the pool's output shape, the first np values of dy */
     rc = T->maxpool_bwd(d, NULL, &pg, dy.d, (const int32_t *)idx.d, pdx.d, rt, &e);
     CHECK_MSG(rc == 0, "maxpool_bwd: %s", e.msg);
-    get32(d, &pdx, a);
+    fetch(d, &pdx, a, NULL, rt);
     rc = T->maxpool_bwd16o(d, NULL, &pg, dy.d16, (const int32_t *)idx.d, pdx.d16, rt, &e);
     CHECK_MSG(rc == 0, "maxpool_bwd16o: %s", e.msg);
-    get16(d, &pdx, b, rt);
+    fetch(d, &pdx, NULL, b, rt);
     cmp("maxpool_bwd16o dx", a, b, n, 1, NULL, 1, 0, rt);
 
     /* a 16-bit type that is not one is refused, naming the op */
@@ -348,9 +276,9 @@ static void bn_case(struct dev *d, dtype_t rt)
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "add16o"), "add16o without b16: rc %d (%s)", rc, e.msg);
 
     free(a), free(b), free(pa), free(sx), free(mh);
-    struct tt *all[] = {&x,  &z,    &y,  &mask, &dy,  &dym, &dx, &mean, &rstd, &gamma, &beta,
+    struct t16 *all[] = {&x,  &z,    &y,  &mask, &dy,  &dym, &dx, &mean, &rstd, &gamma, &beta,
                         &part, &dg, &db, &mdy, &dg2, &db2, &py, &idx, &idx2, &pdx};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) rm(d, all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
 }
 
 static void ops_case(dtype_t rt)
@@ -372,42 +300,15 @@ TEST(resnet16_ops_fp16) { ops_case(DT_F16); }
 
 /* ---------------- the model ---------------- */
 
-static char *env_set(const char *v)
-{
-    const char *old = getenv("PLUMB_RESNET_ACT16");
-    char *keep = old ? strdup(old) : NULL;
-    if (v) setenv("PLUMB_RESNET_ACT16", v, 1);
-    else unsetenv("PLUMB_RESNET_ACT16");
-    return keep;
-}
-static void env_restore(char *keep)
-{
-    if (keep) setenv("PLUMB_RESNET_ACT16", keep, 1);
-    else unsetenv("PLUMB_RESNET_ACT16");
-    free(keep);
-}
+#define ENV16 "PLUMB_RESNET_ACT16"
 
 /* resnet-tiny, 8 steps of 16 through the trainer, PLUMB_RESNET_ACT16 = v */
 static int tiny_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
 {
-    char *keep = env_set(v);
-    struct train_config cfg;
-    train_config_defaults(&cfg, workload_find("resnet"));
     const char *w[] = {"--preset", "resnet-tiny", "--device", test_device(), "--precision", prec, "--steps", "8",
                        "--batch", "16", "--eval-every", "0", "--threads", "1", "--health-interval", "0", "--quiet",
                        NULL, NULL};
-    int rc = 0;
-    for (int i = 0; w[i] && !rc; i += 2) rc = train_option_set(&cfg, w[i], w[i + 1], e);
-    if (!rc) rc = train_config_finish(&cfg, e);
-    struct comm *c = NULL;
-    if (!rc) rc = comm_init("self", &c, e);
-    if (!rc) {
-        cfg.progress = 0;
-        rc = trainer_run(&cfg, c, tr, e);
-        comm_finalize(c);
-    }
-    env_restore(keep);
-    return rc;
+    return train_with_env("resnet", w, ENV16, v, tr, e);
 }
 
 static void trainer_case(const char *prec)
@@ -416,22 +317,8 @@ static void trainer_case(const char *prec)
     if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
     const int cpu = is_cpu(d);
     dev_close(d);
-    struct train_result on, off;
-    plumb_err e = {0};
-    const long f0 = resnet16_forward_count;
-    int rc = tiny_run(prec, "1", &on, &e);
-    CHECK_MSG(rc == 0, "PLUMB_RESNET_ACT16=1 %s: %s", prec, e.msg);
-    const long f1 = resnet16_forward_count;
-    rc = rc ? rc : tiny_run(prec, "0", &off, &e);
-    CHECK_MSG(rc == 0, "PLUMB_RESNET_ACT16=0 %s: %s", prec, e.msg);
-    if (rc) return;
     /* each step's forward (and the final eval's) through the pipeline with 1, none with 0 */
-    CHECK_MSG(f1 - f0 >= 8 && resnet16_forward_count == f1, "16-bit forwards: %ld with PLUMB_RESNET_ACT16=1, %ld with 0",
-              f1 - f0, resnet16_forward_count - f1);
-    fprintf(stderr, "  %s %s: 16-bit activations %.16s loss %.6f | mirror path %.16s loss %.6f\n", test_device(), prec,
-            on.param_digest, on.last_loss, off.param_digest, off.last_loss);
-    if (cpu) CHECK_STREQ(on.param_digest, off.param_digest);
-    else CHECK_MSG(fabs(on.last_loss - off.last_loss) <= 1e-2, "last loss %.6f against %.6f", on.last_loss, off.last_loss);
+    act16_same_as_off(tiny_run, prec, ENV16, &resnet16_forward_count, 8, cpu);
 }
 
 TEST(resnet16_trainer_bf16_same_as_mirror_path) { trainer_case("bf16"); }
@@ -443,19 +330,19 @@ TEST(resnet16_trainer_fp16_same_as_mirror_path) { trainer_case("fp16"); }
  * PLUMB_RESNET_ACT16=1 against 0. */
 static int net_run(struct dev *d, const char *v, dtype_t rt, float *grads, double *loss, int32_t *pred, plumb_err *e)
 {
-    char *keep = env_set(v);
+    char *keep = env_push(ENV16, v);
     struct resnet_config c = {.stem = RESNET_STEM_IMAGENET, .bottleneck = 1, .stem_width = 8, .n_stages = 2,
                               .blocks = {2, 1}, .width = {4, 8}, .image = 32, .classes = 10};
     struct resnet_model *m = NULL;
     const int B = 6;
     int rc = resnet_create(d, &c, B, rt, &m, e);
-    env_restore(keep);
+    env_restore(ENV16, keep);
     if (!rc) rc = resnet_init(m, 11, e);
     float *x = malloc((size_t)B * 32 * 32 * 3 * sizeof(float));
     int32_t lab[6] = {1, 3, 5, 7, 9, 0};
     if (!x) rc = rc ? rc : PLUMB_ENOMEM;
-    rsr = 77;
-    for (int i = 0; x && i < B * 32 * 32 * 3; i++) x[i] = 2 * urr() - 1;
+    rs16 = 77;
+    for (int i = 0; x && i < B * 32 * 32 * 3; i++) x[i] = 2 * urand16() - 1;
     const size_t np = rc ? 0 : resnet_n_params(m);
     float *p = np ? malloc(np * sizeof(float)) : NULL;
     for (int step = 0; step < 2 && !rc; step++) {
@@ -519,13 +406,13 @@ TEST(resnet16_env_value_refused)
 {
     struct dev *d = open_fast16();
     if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
-    char *keep = env_set("yes");
+    char *keep = env_push(ENV16, "yes");
     struct resnet_config c;
     plumb_err e = {0};
     struct resnet_model *m = NULL;
     REQUIRE(resnet_config_preset("resnet-tiny", &c, &e) == 0);
     int rc = resnet_create(d, &c, 2, DT_BF16, &m, &e);
-    env_restore(keep);
+    env_restore(ENV16, keep);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_RESNET_ACT16=yes"), "rc %d: %s", rc, e.msg);
     resnet_free(m);
     dev_close(d);
@@ -541,14 +428,14 @@ TEST(resnet16_env_value_refused)
  * allocator's 2 MiB granules for tensors over 1 MiB included). */
 static size_t model_bytes(struct dev *d, const char *v, plumb_err *e)
 {
-    char *keep = env_set(v);
+    char *keep = env_push(ENV16, v);
     struct resnet_config c;
     struct resnet_model *m = NULL;
     struct dev_mem_stats a, b;
     dev_mem_stats(d, &a);
     int rc = resnet_config_preset("resnet-tiny", &c, e);
     if (!rc) rc = resnet_create(d, &c, 64, DT_BF16, &m, e);
-    env_restore(keep);
+    env_restore(ENV16, keep);
     dev_mem_stats(d, &b);
     int on = m ? resnet_act16(m) : -1;
     resnet_free(m);

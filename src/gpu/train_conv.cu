@@ -256,6 +256,18 @@ static int quad_ok(const void *f32, const void *h16, size_t n)
 {
     return n % 4 == 0 && !((uintptr_t)f32 & 15) && !((uintptr_t)h16 & 7);
 }
+/* y16 [n] = the rt values of y (rounded to nearest even; exact for rt values) */
+static int narrow16(struct dev *d, struct dev_stream *st, const float *y, size_t n, uint16_t *y16, int rt, plumb_err *e)
+{
+    if (quad_ok(y, y16, n)) {
+        k_tv_to16x4<<<gpu_grid(n / 4, TPB), TPB, 0, st->s>>>(y, y16, n / 4, rt);
+        GPU_CHECK_LAUNCH(d, "k_tv_to16x4", e);
+        return PLUMB_OK;
+    }
+    k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(y, y16, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
+    return PLUMB_OK;
+}
 /* *out = x16 when given (the caller's mirror), else a staging slot filled
  * from x (x NULL: an output slot, not filled) */
 static int to16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, size_t n, int slot,
@@ -269,16 +281,7 @@ static int to16(struct dev *d, struct dev_stream *st, const float *x, const uint
     int rc = tvws_get(d, slot, n * sizeof(uint16_t), &ws, e);
     if (rc) return rc;
     *out = (const uint16_t *)ws;
-    if (x) {
-        if (quad_ok(x, ws, n)) {
-            k_tv_to16x4<<<gpu_grid(n / 4, TPB), TPB, 0, st->s>>>(x, (uint16_t *)ws, n / 4, rt);
-            GPU_CHECK_LAUNCH(d, "k_tv_to16x4", e);
-        } else {
-            k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, (uint16_t *)ws, n, rt);
-            GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
-        }
-    }
-    return PLUMB_OK;
+    return x ? narrow16(d, st, x, n, (uint16_t *)ws, rt, e) : PLUMB_OK;
 }
 static int from16(struct dev *d, struct dev_stream *st, const uint16_t *x, size_t n, float *y, int rt, plumb_err *e)
 {
@@ -471,12 +474,6 @@ int g_conv2d_bwd_filter16(struct dev *d, dev_stream *s, const struct train_conv 
  * PLUMB_CONV_LIB=none, no deterministic algorithm for the shape), the
  * operands are widened into fp32 stand-ins for the fp32 op (our kernels),
  * whose rt-rounded output is narrowed: the fp32 op's values either way. */
-#define FAST16(op)                                                                                               \
-    do {                                                                                                         \
-        RT16_OK(op);                                                                                             \
-        NEED(d->numerics != NUMERICS_GOLDEN, "%s: %s: fast numerics only (golden runs the fp32 ops)", d->label, op); \
-    } while (0)
-
 /* fp32 stand-in [n] in slot from x16 (NULL x16: an output stand-in, not filled) */
 static int stand_in(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t n, int slot, int rt, float **out,
                     plumb_err *e)
@@ -486,18 +483,6 @@ static int stand_in(struct dev *d, struct dev_stream *st, const uint16_t *x16, s
     if (rc) return rc;
     *out = (float *)ws;
     return x16 ? from16(d, st, x16, n, *out, rt, e) : PLUMB_OK;
-}
-/* y16 [n] = the rt values of y (rt-rounded: exact) */
-static int narrow16(struct dev *d, struct dev_stream *st, const float *y, size_t n, uint16_t *y16, int rt, plumb_err *e)
-{
-    if (quad_ok(y, y16, n)) {
-        k_tv_to16x4<<<gpu_grid(n / 4, TPB), TPB, 0, st->s>>>(y, y16, n / 4, rt);
-        GPU_CHECK_LAUNCH(d, "k_tv_to16x4", e);
-        return PLUMB_OK;
-    }
-    k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(y, y16, n, rt);
-    GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
-    return PLUMB_OK;
 }
 static int enter16(struct dev *d, const char *op, const struct train_conv *g, plumb_err *e)
 {

@@ -30,6 +30,19 @@ __device__ static inline float from16_rt(uint16_t h, int rt) { return rt == DT_F
 __device__ static inline float ld_rt(const float *p, size_t i, int) { return p[i]; }
 __device__ static inline float ld_rt(const uint16_t *p, size_t i, int rt) { return from16_rt(p[i], rt); }
 
+/* The 16-bit activation ops' (gpt's and resnet's) common refusal: a type
+ * other than bf16 / fp16, or golden numerics (golden runs the fp32 ops).
+ * Needs rt, d and e in scope. */
+#define FAST16(op)                                                                                               \
+    do {                                                                                                         \
+        if (rt != DT_BF16 && rt != DT_F16)                                                                       \
+            return gpu_err(e, PLUMB_EUSAGE, "%s: %s: 16-bit type %d (expected bf16 or fp16)", d->label, op,      \
+                           (int)rt);                                                                             \
+        if (d->numerics == NUMERICS_GOLDEN)                                                                      \
+            return gpu_err(e, PLUMB_EUSAGE, "%s: %s: fast numerics only (golden runs the fp32 ops)", d->label,   \
+                           op);                                                                                  \
+    } while (0)
+
 /* Per-device workspace that grows on demand (the old one is released after a
  * device synchronize, so growth costs a sync once; steady state never
  * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers,

@@ -612,12 +612,6 @@ int g_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labe
  * differs from the fp32 ops' V = 4: fp32 sums that may differ by reordering);
  * the ReLU mask of the backward is read from the 16-bit output, never
  * stored. Fast numerics only: golden runs the fp32 ops. */
-#define FAST16(op)                                                                                               \
-    do {                                                                                                         \
-        NEED(rt == DT_BF16 || rt == DT_F16, "%s: %s: 16-bit type %d (expected bf16 or fp16)", d->label, op,      \
-             (int)rt);                                                                                           \
-        NEED(!is_golden(d), "%s: %s: fast numerics only (golden runs the fp32 ops)", d->label, op);              \
-    } while (0)
 static inline int v8ok(const void *p) { return p == NULL || !((uintptr_t)p & 15); }
 
 int g_bn_stats16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *mean, void *part,
