@@ -192,6 +192,7 @@ static void bn_case(struct dev *d, dtype_t rt)
     rc = T->relu_bwd(d, NULL, mask.d, dy.d, dym.d, n, &e);
     CHECK_MSG(rc == 0, "relu_bwd: %s", e.msg);
     fetch(d, &dym, dym.h, NULL, rt);
+    put16(d, &dym, dym.h, rt); /* the masked gradient as 16 bits too */
     memset(sx, 0, 2 * C * sizeof(double));
     for (size_t i = 0; i < M; i++)
         for (int c = 0; c < C; c++) {
@@ -201,11 +202,13 @@ static void bn_case(struct dev *d, dtype_t rt)
     rc = T->bn_bwd_stats(d, NULL, x.d, dym.d, mean.d, rstd.d, M, C, part.d, &e);
     if (!rc) rc = T->bn_bwd_params(d, NULL, x.d, dym.d, mean.d, rstd.d, M, C, dg.d, db.d, &e);
     CHECK_MSG(rc == 0, "bn_bwd_stats / params: %s", e.msg);
-    fetch(d, &part, pa, NULL, rt);
+    float *pst = malloc(2 * C * sizeof(float)); /* the fp32 op's part */
+    REQUIRE(pst != NULL);
+    fetch(d, &part, pst, NULL, rt);
     rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dy.d16, mask.d16, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
     CHECK_MSG(rc == 0, "bn_bwd_reduce16o: %s", e.msg);
     fetch(d, &part, b, NULL, rt);
-    cmp("bn_bwd_reduce16o part", pa, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
+    cmp("bn_bwd_reduce16o part", pst, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
     fetch(d, &dg, pa, NULL, rt);
     fetch(d, &dg2, b, NULL, rt);
     cmp("bn_bwd_reduce16o dgamma", pa, b, C, exact, sx + C, C, (double)M, rt);
@@ -215,6 +218,8 @@ static void bn_case(struct dev *d, dtype_t rt)
     /* without a mask: dy as it is (a shortcut BN's gradient) */
     rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dym.d16, NULL, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
     CHECK_MSG(rc == 0, "bn_bwd_reduce16o (no mask): %s", e.msg);
+    fetch(d, &part, b, NULL, rt);
+    cmp("bn_bwd_reduce16o part (no mask, dy masked before)", pst, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
 
     rc = T->bn_mean(d, NULL, part.d, 2 * C, (int64_t)M, mdy.d, &e);
     CHECK_MSG(rc == 0, "bn_mean (backward): %s", e.msg);
@@ -275,7 +280,7 @@ static void bn_case(struct dev *d, dtype_t rt)
     rc = T->add16o(d, NULL, x.d16, NULL, NULL, y.d16, n, rt, &e);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "add16o"), "add16o without b16: rc %d (%s)", rc, e.msg);
 
-    free(a), free(b), free(pa), free(sx), free(mh);
+    free(a), free(b), free(pa), free(pst), free(sx), free(mh);
     struct t16 *all[] = {&x,  &z,    &y,  &mask, &dy,  &dym, &dx, &mean, &rstd, &gamma, &beta,
                         &part, &dg, &db, &mdy, &dg2, &db2, &py, &idx, &idx2, &pdx};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
