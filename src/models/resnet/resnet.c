@@ -195,7 +195,8 @@ void resnet_free(struct resnet_model *m)
     struct dev *d = m->d;
     void *ps[] = {m->params, m->grads, m->wwork, m->bufs, m->in_x, m->labels, m->stem_c, m->stem_a, m->pool_y,
                   m->pool_idx, m->stem_bn.mean, m->stem_bn.rstd, m->pooled, m->dpooled, m->logits, m->dlogits,
-                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred, m->gshard, m->w16, m->stem_a16, m->g16, m->stem_c16, m->pool16, m->last32};
+                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred, m->gshard, m->w16, m->stem_a16, m->g16,
+                  m->stem_c16, m->pool16, m->last32};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(d, ps[i]);
     for (int i = 0; i < N_SLOTS; i++) {
@@ -546,14 +547,13 @@ int resnet_check_batch(const struct resnet_model *m, const struct resnet_batch *
 /* ---------------- one step's context ---------------- */
 
 int rn_golden(const struct resnet_model *m) { return m->d->numerics == NUMERICS_GOLDEN; }
-#define golden rn_golden
 
 /* all-reduce of a BN part of K sums (a no-op without sync) */
 int rn_sync_part(struct step *st, int K, plumb_err *e)
 {
     if (!st->synced) return PLUMB_OK;
     struct resnet_model *m = st->m;
-    if (golden(m)) {
+    if (rn_golden(m)) {
         size_t bytes = train_bn_part_bytes(K, 1);
         int rc = dev_download(m->d, m->hpart, m->part, bytes, e);
         if (!rc) rc = st->sy->allreduce(st->sy->ctx, m->hpart, 2 * K, 1, e);
@@ -566,7 +566,7 @@ int rn_sync_part(struct step *st, int K, plumb_err *e)
 int rn_zero_part(struct step *st, int K, plumb_err *e)
 {
     struct resnet_model *m = st->m;
-    return m->d->be->memset_async(m->d, NULL, m->part, 0, train_bn_part_bytes(K, golden(m)), e);
+    return m->d->be->memset_async(m->d, NULL, m->part, 0, train_bn_part_bytes(K, rn_golden(m)), e);
 }
 
 /* bn (+ z) (+ ReLU) into y, and into its mirror y16 too when the step
@@ -714,14 +714,14 @@ static int forward(struct step *st, plumb_err *e)
     struct dev *d = m->d;
     const int B = st->B;
     int rc = PLUMB_OK;
-    if (m->act16 && (golden(m) || st->folding))
+    if (m->act16 && (rn_golden(m) || st->folding))
         return err_set(e, PLUMB_EUSAGE, "resnet: the model holds 16-bit activations only (made for fast %s "
                        "numerics), so it cannot run a golden step; make it under golden numerics, or with "
                        "PLUMB_RESNET_ACT16=0", dtype_name(m->prec));
     if (m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->params, m->wwork, m->n_params, m->prec, e);
     st->W = m->prec != DT_F32 ? m->wwork : m->params;
     st->a16 = m->act16;
-    st->m16 = m->has16 && !golden(m) && !st->folding;
+    st->m16 = m->has16 && !rn_golden(m) && !st->folding;
     if (!rc && (st->m16 || st->a16)) rc = mirror_weights(m, e);
     const float *cur = NULL;
     if (st->a16) {
