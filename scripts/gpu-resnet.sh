@@ -9,7 +9,10 @@
 #   cifar18  plumb bench resnet --preset resnet18 (CIFAR stem) batch 512 bf16
 #            --vs-pytorch compile, and --golden-steps 10: resnet-tiny's golden
 #            digest on cuda = the cpu's (the trainer, batch 64, same seed)
-#   r50      resnet50 at 224x224, batch 256, bf16 against torch.compile
+#   r50      resnet50 at 224x224, batch 256, bf16 against torch.compile (16-bit
+#            activations, models/resnet/resnet16.c, the default)
+#   r50mir   the same with PLUMB_RESNET_ACT16=0 (fp32 activations + 16-bit
+#            mirrors: the path before issue 19's pipeline), plumb only
 #   r152     resnet152 at 224x224, batch 128, fp32 (strict: no TF32), bf16 and
 #            fp16: the source documents' single-GPU table shape (plumb only)
 #   accept   plumb accept --checks train-resnet --device cuda, if budget is left
@@ -58,6 +61,8 @@ step cifar18 95 $B --preset resnet18 --batch 512 --precision bf16 --vs-pytorch -
   --torch-timeout 70 --golden-steps 10 --golden-batch 64 --json "$OUT/cifar18.json"
 step r50 120 $B --preset resnet50 --batch 256 --precision bf16 --vs-pytorch --torch-modes compile \
   --torch-timeout 90 --pool 1024 --json "$OUT/r50.json"
+step r50mir 50 env PLUMB_RESNET_ACT16=0 $B --preset resnet50 --batch 256 --precision bf16 --pool 1024 \
+  --json "$OUT/r50mir.json"
 step r152 65 $B --preset resnet152 --batch 128 --precision fp32,bf16,fp16 --pool 512 --json "$OUT/r152.json"
 # plumb accept's train-resnet on cuda (golden digest = cpu's, fast top-1 within the cpu's
 # seed spread): only with the budget the measurements left
@@ -78,13 +83,14 @@ if j and "golden" in j:
     g = j["golden"]
     print(f"golden {g['preset']} batch {g['batch']} x {g['steps']} steps: cuda {g['digest_device'][:16]} cpu "
           f"{g['digest_cpu'][:16]} -> {'EQUAL' if g['equal'] else 'DIFFERENT'}")
-for n in ("cifar18", "r50", "r152"):
+for n in ("cifar18", "r50", "r50mir", "r152"):
     j = load(n) if n != "cifar18" else j
     if not j:
         continue
     for r in j.get("results", []):
         s = (f"{j.get('preset', n):10s} {r['precision']:5s} batch {r['batch']:4d}: {r['images_per_s']:9.1f} img/s, "
-             f"step {r['step_ms']:.2f} ms, peak {r['peak_allocated_bytes'] / 2**30:.2f} GiB, leak {r['leak']}")
+             f"step {r['step_ms']:.2f} ms, peak {r['peak_allocated_bytes'] / 2**30:.2f} GiB, leak {r['leak']}, "
+             f"{r.get('activations', '?')} activations")
         if r.get("torch_compile_images_per_s"):
             s += f" | torch.compile {r['torch_compile_images_per_s']:.1f} img/s, ratio {r['ratio_vs_compile']:.2f}x"
         elif r.get("torch_compile_error"):

@@ -16,9 +16,11 @@ for r in j["results"]:
     for k in ("images_per_s", "step_ms", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "loader_images_per_s"):
         assert isinstance(r[k], (int, float)) and math.isfinite(r[k]), (k, r[k])
     assert r["images_per_s"] > 0 and r["peak_allocated_bytes"] > 0 and r["leak"] is False, r
+    # the 16-bit activation pipeline (models/resnet/resnet16.c) runs for bf16/fp16 by default
+    assert r["activations"] == ("fp32" if r["precision"] == "fp32" else "16-bit"), r
     if sys.argv[2] == "1":
         assert r["torch_eager_images_per_s"] > 0 and r["ratio_vs_eager"] > 0, r
-print(" ".join("%s %.1f img/s" % (r["precision"], r["images_per_s"]) for r in j["results"]))
+print(" ".join("%s %.1f img/s (%s)" % (r["precision"], r["images_per_s"], r["activations"]) for r in j["results"]))
 PY
   [ $? -eq 0 ] && ok "$1: figures from the trainer's step, golden equal ($(cat "$TMP/py"))" || fail "$1" "$(tail -3 "$TMP/py")"
 }

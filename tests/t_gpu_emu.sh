@@ -1,5 +1,6 @@
 # The GPU plugins' fast transformer kernels (src/gpu/train_gpt_kern.cuh: flash
-# attention, LayerNorm, the classifier's rows, the GELU) run on the cpu under
+# attention, LayerNorm, the classifier's rows, the GELU) and the vision kernels
+# over fp32 or 16-bit storage (src/gpu/train_vision_kern.cuh) run on the cpu under
 # tests/tools/gpu_emu.cc's emulation of threads, barriers and warp shuffles,
 # for warp width 32 (NVIDIA) and 64 (CDNA), against the golden definitions.
 # Checks the kernel source itself on a host without a GPU; it does not check
@@ -17,8 +18,11 @@ for w in 32 64; do
   fi
   "$TMP/emu$w" >"$TMP/out$w" 2>&1; rc=$?
   n=$(grep -c '^ok' "$TMP/out$w")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ]; then
-    ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'))"
+  # the vision kernels over 16-bit storage (gpu/train_vision_kern.cuh, resnet's 16-bit activations):
+  # 4 shapes x 10 checks and 2 max-pools x 3
+  nv=$(grep -cE '^ok .*(16o|bn sums|bn backward)' "$TMP/out$w")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 46 ]; then
+    ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'); vision 16-bit: $nv)"
   else
     fail "warp $w kernels against golden" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
   fi

@@ -11,6 +11,8 @@
  * (models/gpt/gpt16.c against gpt.c's fp32 path): the same parameters on the
  * cpu, losses within 1e-2 on a GPU. */
 #include "test.h"
+#include "t16.h"
+#include "train_env.h"
 #include "comm/comm.h"
 #include "core/dtype.h"
 #include "dev/dev.h"
@@ -22,69 +24,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rs16 = 0x9e3779b97f4a7c15ull;
-static float urand16(void)
-{
-    rs16 ^= rs16 << 13;
-    rs16 ^= rs16 >> 7;
-    rs16 ^= rs16 << 17;
-    return (float)((double)(rs16 >> 11) * (1.0 / 9007199254740992.0));
-}
-
-static float to_rt(float v, dtype_t rt) { return rt == DT_F16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v)); }
-static uint16_t bits16(float v, dtype_t rt) { return rt == DT_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
-static float from16(uint16_t b, dtype_t rt) { return rt == DT_F16 ? f16_to_f32(b) : bf16_to_f32(b); }
-
-/* one tensor on the host and the device, as fp32 and as 16 bits */
-struct t16 {
-    size_t n;
-    float *h;    /* host fp32 (rt values when made by rnd) */
-    float *d;    /* device fp32 */
-    uint16_t *d16; /* device 16-bit */
-};
-
-static int alloc_t(struct dev *d, struct t16 *t, size_t n, int fill, float lo, float hi, dtype_t rt)
-{
-    plumb_err e = {0};
-    t->n = n;
-    t->h = calloc(n ? n : 1, sizeof(float));
-    uint16_t *h16 = calloc(n ? n : 1, sizeof(uint16_t));
-    if (!t->h || !h16) return -1;
-    for (size_t i = 0; fill && i < n; i++) {
-        t->h[i] = to_rt(lo + (hi - lo) * urand16(), rt);
-        h16[i] = bits16(t->h[i], rt);
-    }
-    int rc = dev_alloc(d, (n ? n : 1) * sizeof(float), (void **)&t->d, &e) ||
-             dev_alloc(d, (n ? n : 1) * sizeof(uint16_t), (void **)&t->d16, &e) ||
-             dev_upload(d, t->d, t->h, n * sizeof(float), &e) || dev_upload(d, t->d16, h16, n * sizeof(uint16_t), &e);
-    free(h16);
-    return rc ? -1 : 0;
-}
-
-static void free_t(struct dev *d, struct t16 *t)
-{
-    if (t->d) dev_free(d, t->d);
-    if (t->d16) dev_free(d, t->d16);
-    free(t->h);
-    memset(t, 0, sizeof *t);
-}
-
-/* the device's fp32 values of t and its 16-bit values widened */
-static void fetch(struct dev *d, const struct t16 *t, float *f32, float *w16, dtype_t rt)
-{
-    plumb_err e = {0};
-    uint16_t *b = malloc((t->n ? t->n : 1) * sizeof *b);
-    dev_sync(d, &e);
-    if (f32) dev_download(d, f32, t->d, t->n * sizeof(float), &e);
-    if (w16 && b) {
-        dev_download(d, b, t->d16, t->n * sizeof(uint16_t), &e);
-        for (size_t i = 0; i < t->n; i++) w16[i] = from16(b[i], rt);
-    }
-    free(b);
-}
-
-static int is_cpu(const struct dev *d) { return !strcmp(d->be->name, "cpu"); }
 
 /* a (the fp32 op's) against b (the 16-bit op's): equal bits, or within
  * `ulps` rt rounding steps (rel: relative tolerance for fp32 results) */
@@ -267,28 +206,10 @@ TEST(gpt16_ops_fp16) { ops_case(DT_F16); }
 /* gpt-tiny, 6 steps of 4 x 64 through the trainer, PLUMB_GPT_ACT16 = v */
 static int tiny_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
 {
-    const char *old = getenv("PLUMB_GPT_ACT16");
-    char *keep = old ? strdup(old) : NULL;
-    setenv("PLUMB_GPT_ACT16", v, 1);
-    struct train_config cfg;
-    train_config_defaults(&cfg, workload_find("gpt"));
     const char *w[] = {"--preset", "gpt-tiny", "--device", test_device(), "--precision", prec, "--steps", "6",
                        "--batch", "4", "--micro-shard", "4", "--eval-every", "0", "--threads", "1",
                        "--health-interval", "0", "--quiet", NULL, NULL};
-    int rc = 0;
-    for (int i = 0; w[i] && !rc; i += 2) rc = train_option_set(&cfg, w[i], w[i + 1], e);
-    if (!rc) rc = train_config_finish(&cfg, e);
-    struct comm *c = NULL;
-    if (!rc) rc = comm_init("self", &c, e);
-    if (!rc) {
-        cfg.progress = 0;
-        rc = trainer_run(&cfg, c, tr, e);
-        comm_finalize(c);
-    }
-    if (keep) setenv("PLUMB_GPT_ACT16", keep, 1);
-    else unsetenv("PLUMB_GPT_ACT16");
-    free(keep);
-    return rc;
+    return train_with_env("gpt", w, "PLUMB_GPT_ACT16", v, tr, e);
 }
 
 static void trainer_case(const char *prec)
@@ -297,22 +218,8 @@ static void trainer_case(const char *prec)
     if (!d) TEST_SKIP("device %s has no 16-bit gpt ops", test_device());
     const int cpu = is_cpu(d);
     dev_close(d);
-    struct train_result on, off;
-    plumb_err e = {0};
-    const long f0 = gpt16_forward_count;
-    int rc = tiny_run(prec, "1", &on, &e);
-    CHECK_MSG(rc == 0, "PLUMB_GPT_ACT16=1 %s: %s", prec, e.msg);
-    const long f1 = gpt16_forward_count;
-    rc = rc ? rc : tiny_run(prec, "0", &off, &e);
-    CHECK_MSG(rc == 0, "PLUMB_GPT_ACT16=0 %s: %s", prec, e.msg);
-    if (rc) return;
     /* each step's forward (and the evals') through the pipeline with 1, none with 0 */
-    CHECK_MSG(f1 - f0 >= 6 && gpt16_forward_count == f1, "16-bit forwards: %ld with PLUMB_GPT_ACT16=1, %ld with 0",
-              f1 - f0, gpt16_forward_count - f1);
-    fprintf(stderr, "  %s %s: 16-bit pipeline %.16s loss %.6f | fp32 path %.16s loss %.6f\n", test_device(), prec,
-            on.param_digest, on.last_loss, off.param_digest, off.last_loss);
-    if (cpu) CHECK_STREQ(on.param_digest, off.param_digest);
-    else CHECK_MSG(fabs(on.last_loss - off.last_loss) <= 1e-2, "last loss %.6f against %.6f", on.last_loss, off.last_loss);
+    act16_same_as_off(tiny_run, prec, "PLUMB_GPT_ACT16", &gpt16_forward_count, 6, cpu);
 }
 
 TEST(gpt16_trainer_bf16_same_as_fp32_path) { trainer_case("bf16"); }

@@ -324,10 +324,12 @@ static void torch_device(const struct dev *d, const char *spec, char *out, size_
     else snprintf(out, n, "cuda%s", colon ? colon : "");
 }
 
-static void put_row(json_t *res, const char *prec, long batch, const struct timing *t, int vs, int leak)
+static void put_row(json_t *res, const char *prec, long batch, const struct timing *t, int vs, int leak, int act16)
 {
     json_t *r = json_object();
     json_object_set_new(r, "precision", json_string(prec));
+    /* which activation storage ran (models/resnet/resnet16.c; PLUMB_RESNET_ACT16=0 forces fp32) */
+    json_object_set_new(r, "activations", json_string(act16 ? "16-bit" : "fp32"));
     json_object_set_new(r, "batch", json_integer(batch));
     json_object_set_new(r, "images_per_s", json_real(t->images_s));
     json_object_set_new(r, "step_ms", json_real(t->step_ms));
@@ -490,13 +492,15 @@ int bench_resnet(int argc, char **argv)
         if (rc == PLUMB_EFAIL) fail = 1, rc = 0;
     }
     if (!rc)
-        printf("\n%-5s %6s | %9s %9s | %7s %8s %8s %7s %7s | %9s %6s | %9s %9s %5s | %9s %9s %6s %6s\n", "prec", "batch",
+        printf("\n%-5s %6s | %9s %9s | %7s %8s %8s %7s %7s | %9s %6s | %9s %9s %5s | %9s %9s %6s %6s  %s\n", "prec", "batch",
                "images/s", "step ms", "data", "fwd", "bwd", "comm", "opt", "loader/s", "ratio", "peak MiB", "rsv MiB",
-               "leak", "torch eag", "torch cmp", "x eag", "x cmp");
+               "leak", "torch eag", "torch cmp", "x eag", "x cmp", "activations");
     for (int pi = 0; pi < np && !rc; pi++)
         for (int bi = 0; bi < nbt && !rc; bi++) {
             struct timing t;
+            const long f16 = resnet16_forward_count;
             rc = bench_config(&o, hc, precs[pi], bs[bi], &t, &e);
+            const int act16 = resnet16_forward_count > f16;
             if (rc) break;
             if (o.vs_pytorch)
                 for (int k = 0; k < 2; k++) {
@@ -517,16 +521,16 @@ int bench_resnet(int argc, char **argv)
                 }
             }
             printf("%-5s %6ld | %9.1f %9.2f | %7.2f %8.2f %8.2f %7.2f %7.2f | %9.1f %6.2f | %9.1f %9.1f %5s | %9s %9s "
-                   "%6s %6s\n",
+                   "%6s %6s  %s\n",
                    plist[pi], bs[bi], t.images_s, t.step_ms, t.data_ms, t.fwd_ms, t.bwd_ms, t.comm_ms, t.opt_ms,
                    t.images_s_loader, t.loader_ms / t.step_ms, t.peak_alloc / 1048576.0, t.peak_reserved / 1048576.0,
-                   o.leak_steps ? (leak ? "LEAK" : "flat") : "-", te[0], te[1], tx[0], tx[1]);
+                   o.leak_steps ? (leak ? "LEAK" : "flat") : "-", te[0], te[1], tx[0], tx[1], act16 ? "16-bit" : "fp32");
             for (int k = 0; k < 2; k++)
                 if (o.vs_pytorch && want[k] && !(t.torch[k] > 0))
                     printf("      pytorch %s: %s\n", k ? "compile" : "eager", t.torch_err[k]);
             fflush(stdout);
             fail |= leak;
-            put_row(res, plist[pi], bs[bi], &t, o.vs_pytorch, leak);
+            put_row(res, plist[pi], bs[bi], &t, o.vs_pytorch, leak, act16);
         }
     json_object_set(root, "results", res);
     if (!rc && o.json) rc = jsonx_write_file(o.json, root, &e);

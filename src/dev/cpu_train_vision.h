@@ -57,4 +57,29 @@ int cpu_bn_bwd_data16(struct dev *d, dev_stream *s, const float *x, const float 
 int cpu_bn_bwd_reduce(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
                       const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, plumb_err *e);
 
+/* dev/cpu_train_vision16.c: resnet with 16-bit activations (the fp32 ops between casts) */
+int cpu_conv2d_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const uint16_t *x16,
+                      const uint16_t *w16, uint16_t *y16, dtype_t rt, plumb_err *e);
+int cpu_conv2d_bwd_data16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                           const uint16_t *w16, uint16_t *dx16, dtype_t rt, plumb_err *e);
+int cpu_conv2d_bwd_filter16o(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                             const uint16_t *x16, const uint16_t *dy16, float *dw, dtype_t rt, plumb_err *e);
+int cpu_bn_stats16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *mean, void *part,
+                    dtype_t rt, plumb_err *e);
+int cpu_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                    const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C,
+                    int relu, dtype_t rt, plumb_err *e);
+int cpu_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
+                         const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
+                         float *dgamma, float *dbeta, dtype_t rt, plumb_err *e);
+int cpu_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
+                       const uint16_t *mask16, const float *mean, const float *rstd, const float *gamma,
+                       const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e);
+int cpu_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
+               uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
+int cpu_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,
+                       int32_t *idx, dtype_t rt, plumb_err *e);
+int cpu_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                       const int32_t *idx, uint16_t *dx16, dtype_t rt, plumb_err *e);
+
 #endif

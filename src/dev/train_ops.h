@@ -826,6 +826,59 @@ struct train_ops {
                            int HS, dtype_t rt, plumb_err *e);
     int (*residual_fwd16)(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *y, size_t n,
                           dtype_t rt, plumb_err *e);
+
+    /* ---------------- resnet with 16-bit activations (optional, all or none) ----------------
+     * Fast numerics, rt = DT_BF16 or DT_F16 (16-bit values as uint16_t, the
+     * bits of the bf16 / fp16 value). The convolutions' outputs, the BN
+     * (+ residual) (+ ReLU) outputs and the gradients flowing between layers
+     * are held only as 16-bit values: exactly the values the fp32 vision ops
+     * above store, since those store rt-rounded values (conv outputs, bn_apply,
+     * bn_bwd_data, add, maxpool_bwd all round to rt). Each op gives the bits
+     * of the fp32 op it is named after (x16 etc. widened, the result narrowed:
+     * the cpu composes it so, tests/test_resnet16_ops.c), except that a GPU's
+     * library may pick another convolution algorithm for a 16-bit output (an
+     * rt ulp) and its fast reductions may add in another order (fp32 sums).
+     * Weight, gamma and beta gradients and the BN statistics stay fp32.
+     * mask16 (may be NULL): a ReLU output [M, C]; where mask16[i] is not > 0
+     * the gradient dy16[i] reads as 0 (relu_bwd(mask, dy) applied on the fly,
+     * so the masked gradient is never stored).
+     *
+     * conv2d_fwd16o: conv2d_fwd from x16 (or, x16 NULL, the fp32 x: the
+     *   network's input) and w16 [K,R,S,C], y16 [N,P,Q,K].
+     * conv2d_bwd_data16o: conv2d_bwd_data from dy16, w16 into dx16 [N,H,W,C].
+     * conv2d_bwd_filter16o: conv2d_bwd_filter from x16 (or x) and dy16 into
+     *   the fp32 dw [K,R,S,C].
+     * bn_stats16o: bn_stats of x16 [M, C].
+     * bn_apply16o: bn_apply from x16 and z16 (may be NULL) into y16.
+     * bn_bwd_reduce16o: bn_bwd_reduce over x16 and dy16 (masked by mask16).
+     * bn_bwd_data16o: bn_bwd_data over x16, dy16 (masked) into dx16 (may be
+     *   dy16: in place).
+     * add16o: y16 = add(a16, b16 masked by mask16), no ReLU; in place allowed.
+     * maxpool_fwd16o / maxpool_bwd16o: maxpool_fwd / maxpool_bwd over x16 /
+     *   dy16 into y16 / dx16. */
+    int (*conv2d_fwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                         const uint16_t *x16, const uint16_t *w16, uint16_t *y16, dtype_t rt, plumb_err *e);
+    int (*conv2d_bwd_data16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                              const uint16_t *w16, uint16_t *dx16, dtype_t rt, plumb_err *e);
+    int (*conv2d_bwd_filter16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                                const uint16_t *x16, const uint16_t *dy16, float *dw, dtype_t rt, plumb_err *e);
+    int (*bn_stats16o)(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *mean,
+                       void *part, dtype_t rt, plumb_err *e);
+    int (*bn_apply16o)(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                       const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C,
+                       int relu, dtype_t rt, plumb_err *e);
+    int (*bn_bwd_reduce16o)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
+                            const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
+                            float *dgamma, float *dbeta, dtype_t rt, plumb_err *e);
+    int (*bn_bwd_data16o)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
+                          const uint16_t *mask16, const float *mean, const float *rstd, const float *gamma,
+                          const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e);
+    int (*add16o)(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
+                  uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
+    int (*maxpool_fwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16,
+                          uint16_t *y16, int32_t *idx, dtype_t rt, plumb_err *e);
+    int (*maxpool_bwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                          const int32_t *idx, uint16_t *dx16, dtype_t rt, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -256,6 +256,18 @@ static int quad_ok(const void *f32, const void *h16, size_t n)
 {
     return n % 4 == 0 && !((uintptr_t)f32 & 15) && !((uintptr_t)h16 & 7);
 }
+/* y16 [n] = the rt values of y (rounded to nearest even; exact for rt values) */
+static int narrow16(struct dev *d, struct dev_stream *st, const float *y, size_t n, uint16_t *y16, int rt, plumb_err *e)
+{
+    if (quad_ok(y, y16, n)) {
+        k_tv_to16x4<<<gpu_grid(n / 4, TPB), TPB, 0, st->s>>>(y, y16, n / 4, rt);
+        GPU_CHECK_LAUNCH(d, "k_tv_to16x4", e);
+        return PLUMB_OK;
+    }
+    k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(y, y16, n, rt);
+    GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
+    return PLUMB_OK;
+}
 /* *out = x16 when given (the caller's mirror), else a staging slot filled
  * from x (x NULL: an output slot, not filled) */
 static int to16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, size_t n, int slot,
@@ -269,16 +281,7 @@ static int to16(struct dev *d, struct dev_stream *st, const float *x, const uint
     int rc = tvws_get(d, slot, n * sizeof(uint16_t), &ws, e);
     if (rc) return rc;
     *out = (const uint16_t *)ws;
-    if (x) {
-        if (quad_ok(x, ws, n)) {
-            k_tv_to16x4<<<gpu_grid(n / 4, TPB), TPB, 0, st->s>>>(x, (uint16_t *)ws, n / 4, rt);
-            GPU_CHECK_LAUNCH(d, "k_tv_to16x4", e);
-        } else {
-            k_tv_to16<<<gpu_grid(n, TPB), TPB, 0, st->s>>>(x, (uint16_t *)ws, n, rt);
-            GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
-        }
-    }
-    return PLUMB_OK;
+    return x ? narrow16(d, st, x, n, (uint16_t *)ws, rt, e) : PLUMB_OK;
 }
 static int from16(struct dev *d, struct dev_stream *st, const uint16_t *x, size_t n, float *y, int rt, plumb_err *e)
 {
@@ -461,4 +464,102 @@ int g_conv2d_bwd_filter16(struct dev *d, dev_stream *s, const struct train_conv 
     NEED(x && dy && dw, "%s: conv2d_bwd_filter16: NULL x, dy or dw", d->label);
     RT16_OK("conv2d_bwd_filter16");
     return conv_filter_any(d, s, g, x, x16, dy, dy16, dw, rt, e);
+}
+
+/* ---------------- resnet with 16-bit activations ----------------
+ * (dev/train_ops.h): the library reads the 16-bit tensors and writes the
+ * 16-bit output itself (fp32 accumulation; no fp32 output, no conversion
+ * pass); the weight gradient comes out 16-bit as in the mirror path and is
+ * widened into the fp32 dw. Where the library cannot run (none loaded,
+ * PLUMB_CONV_LIB=none, no deterministic algorithm for the shape), the
+ * operands are widened into fp32 stand-ins for the fp32 op (our kernels),
+ * whose rt-rounded output is narrowed: the fp32 op's values either way. */
+/* fp32 stand-in [n] in slot from x16 (NULL x16: an output stand-in, not filled) */
+static int stand_in(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t n, int slot, int rt, float **out,
+                    plumb_err *e)
+{
+    void *ws;
+    int rc = tvws_get(d, slot, n * sizeof(float), &ws, e);
+    if (rc) return rc;
+    *out = (float *)ws;
+    return x16 ? from16(d, st, x16, n, *out, rt, e) : PLUMB_OK;
+}
+static int enter16(struct dev *d, const char *op, const struct train_conv *g, plumb_err *e)
+{
+    int rc = check_geom(d, op, g, e);
+    return rc ? rc : gpu_enter(d, e);
+}
+
+int g_conv2d_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const uint16_t *x16,
+                    const uint16_t *w16, uint16_t *y16, dtype_t rt, plumb_err *e)
+{
+    NEED((x || x16) && w16 && y16, "%s: conv2d_fwd16o: NULL x (and x16), w16 or y16", d->label);
+    FAST16("conv2d_fwd16o");
+    int rc = enter16(d, "conv2d_fwd16o", g, e);
+    if (rc) return rc;
+    struct dev_stream *st = gpu_stream(d, s);
+    const size_t nx = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->K,
+                 nw = (size_t)g->K * g->R * g->S * g->C;
+    if (lib_wanted() && convlib_ok(d, rt)) {
+        const uint16_t *xs = x16;
+        if (!xs) rc = to16(d, st, x, NULL, nx, TVWS_A16, (int)rt, &xs, e); /* the network's input */
+        if (!rc) rc = convlib_run(d, st, CONVLIB_FWD, g, xs, w16, y16, rt, e);
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+    float *xf = (float *)x, *wf, *yf;
+    rc = x16 ? stand_in(d, st, x16, nx, TVWS_A32, (int)rt, &xf, e) : PLUMB_OK;
+    if (!rc) rc = stand_in(d, st, w16, nw, TVWS_B32, (int)rt, &wf, e);
+    if (!rc) rc = stand_in(d, st, NULL, ny, TVWS_C32, (int)rt, &yf, e);
+    if (!rc) rc = ig_fwd(d, st, g, xf, wf, yf, (int)rt, e);
+    if (!rc) rc = narrow16(d, st, yf, ny, y16, (int)rt, e);
+    return rc;
+}
+
+int g_conv2d_bwd_data16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                         const uint16_t *w16, uint16_t *dx16, dtype_t rt, plumb_err *e)
+{
+    NEED(dy16 && w16 && dx16, "%s: conv2d_bwd_data16o: NULL dy16, w16 or dx16", d->label);
+    FAST16("conv2d_bwd_data16o");
+    int rc = enter16(d, "conv2d_bwd_data16o", g, e);
+    if (rc) return rc;
+    struct dev_stream *st = gpu_stream(d, s);
+    const size_t nx = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->K,
+                 nw = (size_t)g->K * g->R * g->S * g->C;
+    if (lib_wanted() && convlib_ok(d, rt)) {
+        rc = convlib_run(d, st, CONVLIB_DATA, g, dy16, w16, dx16, rt, e);
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+    float *dyf, *wf, *dxf;
+    rc = stand_in(d, st, dy16, ny, TVWS_A32, (int)rt, &dyf, e);
+    if (!rc) rc = stand_in(d, st, w16, nw, TVWS_B32, (int)rt, &wf, e);
+    if (!rc) rc = stand_in(d, st, NULL, nx, TVWS_C32, (int)rt, &dxf, e);
+    if (!rc) rc = ig_data(d, st, g, dyf, wf, dxf, (int)rt, e);
+    if (!rc) rc = narrow16(d, st, dxf, nx, dx16, (int)rt, e);
+    return rc;
+}
+
+int g_conv2d_bwd_filter16o(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                           const uint16_t *x16, const uint16_t *dy16, float *dw, dtype_t rt, plumb_err *e)
+{
+    NEED((x || x16) && dy16 && dw, "%s: conv2d_bwd_filter16o: NULL x (and x16), dy16 or dw", d->label);
+    FAST16("conv2d_bwd_filter16o");
+    int rc = enter16(d, "conv2d_bwd_filter16o", g, e);
+    if (rc) return rc;
+    struct dev_stream *st = gpu_stream(d, s);
+    const size_t nx = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->K,
+                 nw = (size_t)g->K * g->R * g->S * g->C;
+    if (lib_wanted() && convlib_ok(d, rt)) {
+        /* as conv_filter_any: the library's dw is 16-bit, widened into dw */
+        const uint16_t *xs = x16, *dw16;
+        if (!xs) rc = to16(d, st, x, NULL, nx, TVWS_A16, (int)rt, &xs, e);
+        if (!rc) rc = to16(d, st, NULL, NULL, nw, TVWS_C16, (int)rt, &dw16, e);
+        if (!rc) rc = convlib_run(d, st, CONVLIB_FILTER, g, xs, dy16, (void *)dw16, rt, e);
+        if (!rc) rc = from16(d, st, dw16, nw, dw, (int)rt, e);
+        if (rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+    float *xf = (float *)x, *dyf;
+    rc = x16 ? stand_in(d, st, x16, nx, TVWS_A32, (int)rt, &xf, e) : PLUMB_OK;
+    if (!rc) rc = stand_in(d, st, dy16, ny, TVWS_B32, (int)rt, &dyf, e);
+    if (!rc) rc = ig_filter(d, st, g, xf, dyf, dw, e);
+    return rc;
 }

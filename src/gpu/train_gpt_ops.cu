@@ -316,12 +316,6 @@ int tg_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const fl
  * Fast numerics only (the model runs its 16-bit pipeline in fast mode); the
  * same kernels as the fp32 entries above with 16-bit loads and stores. */
 
-#define FAST16(op)                                                                                               \
-    do {                                                                                                         \
-        NEED(rt == DT_BF16 || rt == DT_F16, "%s: %s: 16-bit type %d (expected bf16 or fp16)", d->label, op,      \
-             (int)rt);                                                                                           \
-        NEED(!golden(d), "%s: %s: fast numerics only (golden runs the fp32 ops)", d->label, op);                 \
-    } while (0)
 
 __global__ void k_residual16(const float *a, const uint16_t *b16, float *y, size_t n, int rt)
 {

@@ -30,6 +30,19 @@ __device__ static inline float from16_rt(uint16_t h, int rt) { return rt == DT_F
 __device__ static inline float ld_rt(const float *p, size_t i, int) { return p[i]; }
 __device__ static inline float ld_rt(const uint16_t *p, size_t i, int rt) { return from16_rt(p[i], rt); }
 
+/* The 16-bit activation ops' (gpt's and resnet's) common refusal: a type
+ * other than bf16 / fp16, or golden numerics (golden runs the fp32 ops).
+ * Needs rt, d and e in scope. */
+#define FAST16(op)                                                                                               \
+    do {                                                                                                         \
+        if (rt != DT_BF16 && rt != DT_F16)                                                                       \
+            return gpu_err(e, PLUMB_EUSAGE, "%s: %s: 16-bit type %d (expected bf16 or fp16)", d->label, op,      \
+                           (int)rt);                                                                             \
+        if (d->numerics == NUMERICS_GOLDEN)                                                                      \
+            return gpu_err(e, PLUMB_EUSAGE, "%s: %s: fast numerics only (golden runs the fp32 ops)", d->label,   \
+                           op);                                                                                  \
+    } while (0)
+
 /* Per-device workspace that grows on demand (the old one is released after a
  * device synchronize, so growth costs a sync once; steady state never
  * allocates). slot 0: sparse/loss/reduction scratch, slot 1: linear layers,
@@ -146,7 +159,9 @@ int tr_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, size_t
 
 /* The vision ops' own per-device workspace (like tws_get): reductions,
  * weight-gradient slices, the library's workspace, 16-bit staging. */
-enum { TVWS_RED = 0, TVWS_PART, TVWS_CONV, TVWS_A16, TVWS_B16, TVWS_C16, TVWS_N };
+enum { TVWS_RED = 0, TVWS_PART, TVWS_CONV, TVWS_A16, TVWS_B16, TVWS_C16, TVWS_A32, TVWS_B32, TVWS_C32, TVWS_N };
+/* TVWS_A32..C32: the 16-bit-only convolutions' fp32 stand-ins when the
+ * library cannot run them (our implicit-GEMM kernels read fp32) */
 #define TWS_SLOTS (TWS_TRAIN_SLOTS + TVWS_N)
 static inline int tvws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
 {
@@ -183,6 +198,30 @@ static inline void gpu_train_release(struct dev *d)
 /* the table entries (argument checks included) */
 int g_conv2d_fwd16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const uint16_t *x16,
                    const float *w, const uint16_t *w16, float *y, dtype_t rt, plumb_err *e);
+/* resnet with 16-bit activations (train_conv.cu, train_vision.cu) */
+int g_conv2d_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x, const uint16_t *x16,
+                    const uint16_t *w16, uint16_t *y16, dtype_t rt, plumb_err *e);
+int g_conv2d_bwd_data16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                         const uint16_t *w16, uint16_t *dx16, dtype_t rt, plumb_err *e);
+int g_conv2d_bwd_filter16o(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
+                           const uint16_t *x16, const uint16_t *dy16, float *dw, dtype_t rt, plumb_err *e);
+int g_bn_stats16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *mean, void *part,
+                  dtype_t rt, plumb_err *e);
+int g_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                  const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C, int relu,
+                  dtype_t rt, plumb_err *e);
+int g_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
+                       const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
+                       float *dgamma, float *dbeta, dtype_t rt, plumb_err *e);
+int g_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16, const uint16_t *mask16,
+                     const float *mean, const float *rstd, const float *gamma, const float *mdy, uint16_t *dx16,
+                     size_t M, int C, dtype_t rt, plumb_err *e);
+int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
+             uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
+int g_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,
+                     int32_t *idx, dtype_t rt, plumb_err *e);
+int g_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                     const int32_t *idx, uint16_t *dx16, dtype_t rt, plumb_err *e);
 int g_conv2d_bwd_data16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
                         const uint16_t *dy16, const float *w, const uint16_t *w16, float *dx, dtype_t rt,
                         plumb_err *e);

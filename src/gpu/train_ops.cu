@@ -984,5 +984,8 @@ const struct train_ops gpu_train_ops = {
     tg_layernorm_fwd16, tg_layernorm_bwd16, tg_matmul_fwd16, tg_matmul_bwd16, tg_attention_fwd16, tg_attention_bwd16,
     tg_residual_fwd16,
 #endif
+    /* resnet with 16-bit activations: train_conv.cu, train_vision.cu (cuDNN or MIOpen, else our kernels) */
+    g_conv2d_fwd16o, g_conv2d_bwd_data16o, g_conv2d_bwd_filter16o, g_bn_stats16o, g_bn_apply16o, g_bn_bwd_reduce16o,
+    g_bn_bwd_data16o, g_add16o, g_maxpool_fwd16o, g_maxpool_bwd16o,
 };
 #endif

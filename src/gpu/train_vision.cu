@@ -12,6 +12,7 @@
  * by a second kernel (never float atomics), vendor expf/logf. */
 #include "gpu/train_gpu.h"
 #include "dev/train_vision.h"
+#include "gpu/train_vision_kern.cuh"
 
 #define NEED(cond, ...)                                                                  \
     do {                                                                                 \
@@ -44,7 +45,6 @@ static inline int is_golden(struct dev *d) { return d->numerics == NUMERICS_GOLD
 
 /* ---------------- BN statistics ---------------- */
 
-enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3 };
 __device__ static inline float bn_value(int kind, const float *x, const float *dy, const float *mean,
                                         const float *rstd, size_t m, int C, int c)
 {
@@ -89,123 +89,6 @@ __global__ void k_bn_fix(int kind, const float *x, const float *dy, const float 
     }
 }
 
-/* fast: NS sums per channel in one pass (bn_stats: NS = 1, kind BV_X or
- * BV_SQ; the backward: NS = 2, BV_DY then BV_DYXH from one read of x and
- * dy). Threads own V consecutive channels (V = 4: float4 loads; V = 1 when
- * C % 4 != 0 or a pointer is not 16-byte aligned); a block is QX channel
- * groups x RY row lanes (QX RY = 256), rows [blockIdx.y rpb, +rpb). Each
- * lane sums its rows in order, the block adds its lanes in lane order
- * into part[blockIdx.y, s, c]; k_bn_red_final adds the row blocks in block
- * order. The geometry depends on (M, C, V) only, so the sums repeat. */
-struct bn_geom {
-    int V, QX, RY;
-    unsigned ncb, nby;
-    size_t rpb;
-};
-static int bn_vec_ok(const void *a, const void *b, int C)
-{
-    return C % 4 == 0 && !((uintptr_t)a & 15) && !((uintptr_t)b & 15);
-}
-static struct bn_geom bn_geom_of(size_t M, int C, int V)
-{
-    struct bn_geom g;
-    g.V = V;
-    const int nq = C / V;
-    int qx = 1;
-    while (qx < nq && qx < 32) qx *= 2;
-    g.QX = qx;
-    g.RY = 256 / qx;
-    g.ncb = (unsigned)((nq + qx - 1) / qx);
-    /* about 1024 blocks in all, each lane at least 4 rows */
-    size_t nby = (1024 + g.ncb - 1) / g.ncb, cap = (M + (size_t)g.RY * 4 - 1) / ((size_t)g.RY * 4);
-    if (nby > cap) nby = cap;
-    if (nby > 512) nby = 512;
-    if (nby < 1) nby = 1;
-    g.rpb = (M + nby - 1) / nby;
-    g.nby = (unsigned)((M + g.rpb - 1) / g.rpb);
-    return g;
-}
-
-template <int V, int NS>
-__global__ void __launch_bounds__(256) k_bn_red_part(int kind, const float *x, const float *dy, const float *mean,
-                                                     const float *rstd, size_t M, int C, size_t rpb, int QX, int RY,
-                                                     float *part)
-{
-    __shared__ float sh[NS][256 * V];
-    const int tx = threadIdx.x % QX, ty = threadIdx.x / QX;
-    const int q = blockIdx.x * QX + tx, c0 = q * V;
-    const size_t m0 = (size_t)blockIdx.y * rpb;
-    const size_t m1 = m0 + rpb < M ? m0 + rpb : M;
-    float a[NS][V];
-    for (int s = 0; s < NS; s++)
-        for (int v = 0; v < V; v++) a[s][v] = 0.0f;
-    if (c0 < C) {
-        float mu[V], rs[V];
-        for (int v = 0; v < V; v++) {
-            mu[v] = mean && kind != BV_X ? mean[c0 + v] : 0.0f;
-            rs[v] = rstd && kind == BV_DY ? rstd[c0 + v] : 0.0f;
-        }
-        /* unrolled for loads in flight; the adds stay in row order */
-#pragma unroll 4
-        for (size_t m = m0 + ty; m < m1; m += RY) {
-            float xv[V], gv[V];
-            const size_t i = m * (size_t)C + c0;
-            if (V == 4) {
-                if (kind != BV_DY || NS == 2) {
-                    float4 t = *(const float4 *)(x + i);
-                    xv[0] = t.x, xv[1] = t.y, xv[2] = t.z, xv[3] = t.w;
-                }
-                if (kind == BV_DY) {
-                    float4 t = *(const float4 *)(dy + i);
-                    gv[0] = t.x, gv[1] = t.y, gv[2] = t.z, gv[3] = t.w;
-                }
-            } else {
-                if (kind != BV_DY || NS == 2) xv[0] = x[i];
-                if (kind == BV_DY) gv[0] = dy[i];
-            }
-            for (int v = 0; v < V; v++) {
-                if (kind == BV_X) {
-                    a[0][v] += xv[v];
-                } else if (kind == BV_SQ) {
-                    float dd = xv[v] - mu[v];
-                    a[0][v] += dd * dd;
-                } else {
-                    a[0][v] += gv[v];
-                    if (NS == 2) a[NS - 1][v] += gv[v] * tv_bn_xhat(xv[v], mu[v], rs[v]);
-                }
-            }
-        }
-    }
-    for (int s = 0; s < NS; s++)
-        for (int v = 0; v < V; v++) sh[s][(ty * QX + tx) * V + v] = a[s][v];
-    __syncthreads();
-    if (ty == 0 && c0 < C) {
-        for (int y = 1; y < RY; y++)
-            for (int s = 0; s < NS; s++)
-                for (int v = 0; v < V; v++) a[s][v] += sh[s][(y * QX + tx) * V + v];
-        for (int s = 0; s < NS; s++)
-            for (int v = 0; v < V && c0 + v < C; v++) part[((size_t)blockIdx.y * NS + s) * C + c0 + v] = a[s][v];
-    }
-}
-/* out[j] (j < K = NS C) = the nb block partials part[b, j] added in block
- * order (8 lanes take every 8th block, then the lanes in lane order);
- * copy0 / copy1 (may be NULL) also receive out[0, C) / out[C, 2C). */
-__global__ void k_bn_red_final(const float *part, int nb, int K, int C, float *out, float *copy0, float *copy1)
-{
-    __shared__ float sh[8][32];
-    const int j = blockIdx.x * 32 + threadIdx.x;
-    float a = 0.0f;
-    if (j < K)
-        for (int b = threadIdx.y; b < nb; b += 8) a += part[(size_t)b * K + j];
-    sh[threadIdx.y][threadIdx.x] = a;
-    __syncthreads();
-    if (threadIdx.y || j >= K) return;
-    for (int y = 1; y < 8; y++) a += sh[y][threadIdx.x];
-    out[j] = a;
-    if (j < C && copy0) copy0[j] = a;
-    if (j >= C && copy1) copy1[j - C] = a;
-}
-
 /* golden: the fixed-point sums of kind into hi/lo */
 static int bn_sums_fix(struct dev *d, struct dev_stream *st, int kind, const float *x, const float *dy,
                        const float *mean, const float *rstd, size_t M, int C, void *hi, void *lo, plumb_err *e)
@@ -221,31 +104,43 @@ static int bn_sums_fix(struct dev *d, struct dev_stream *st, int kind, const flo
 }
 
 /* fast: kind BV_X / BV_SQ (NS 1) or the backward pair (kind BV_DY, NS 2)
- * over x/dy [M, C] into out [NS C]; copy0 / copy1 as k_bn_red_final */
-static int bn_sums_fast(struct dev *d, struct dev_stream *st, int kind, int NS, const float *x, const float *dy,
-                        const float *mean, const float *rstd, size_t M, int C, float *out, float *copy0,
-                        float *copy1, plumb_err *e)
+ * over x/dy [M, C] (fp32 or 16-bit storage S; dy masked by mask, a 16-bit
+ * ReLU output, when given) into out [NS C]; copy0 / copy1 as
+ * k_bn_red_final */
+template <typename S, int VW>
+static int bn_sums_fast_t(struct dev *d, struct dev_stream *st, int kind, int NS, const S *x, const S *dy,
+                          const uint16_t *mask, const float *mean, const float *rstd, size_t M, int C, float *out,
+                          float *copy0, float *copy1, int rt, plumb_err *e)
 {
-    const int V = bn_vec_ok(x, kind == BV_DY ? (const void *)dy : (const void *)x, C) ? 4 : 1;
+    const int V = bn_vec_ok(x, kind == BV_DY ? (const void *)dy : (const void *)x, C, VW) &&
+                          (!mask || !((uintptr_t)mask & 15))
+                      ? VW
+                      : 1;
     const struct bn_geom g = bn_geom_of(M, C, V);
     void *ws;
     int rc = tvws_get(d, TVWS_RED, (size_t)g.nby * NS * C * sizeof(float), &ws, e);
     if (rc) return rc;
     dim3 grid(g.ncb, g.nby);
     float *part = (float *)ws;
-    if (NS == 1 && V == 4)
-        k_bn_red_part<4, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, g.rpb, g.QX, g.RY, part);
+    if (NS == 1 && V == VW)
+        k_bn_red_part<S, VW, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
     else if (NS == 1)
-        k_bn_red_part<1, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, g.rpb, g.QX, g.RY, part);
-    else if (V == 4)
-        k_bn_red_part<4, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, g.rpb, g.QX, g.RY, part);
+        k_bn_red_part<S, 1, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
+    else if (V == VW)
+        k_bn_red_part<S, VW, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
     else
-        k_bn_red_part<1, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mean, rstd, M, C, g.rpb, g.QX, g.RY, part);
+        k_bn_red_part<S, 1, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
     GPU_CHECK_LAUNCH(d, "k_bn_red_part", e);
     const int K = NS * C;
     k_bn_red_final<<<(K + 31) / 32, dim3(32, 8), 0, st->s>>>(part, (int)g.nby, K, C, out, copy0, copy1);
     GPU_CHECK_LAUNCH(d, "k_bn_red_final", e);
     return PLUMB_OK;
+}
+static int bn_sums_fast(struct dev *d, struct dev_stream *st, int kind, int NS, const float *x, const float *dy,
+                        const float *mean, const float *rstd, size_t M, int C, float *out, float *copy0,
+                        float *copy1, plumb_err *e)
+{
+    return bn_sums_fast_t<float, 4>(d, st, kind, NS, x, dy, NULL, mean, rstd, M, C, out, copy0, copy1, 0, e);
 }
 
 int g_bn_stats(struct dev *d, dev_stream *s, const float *x, size_t M, int C, const float *mean, void *part,
@@ -381,42 +276,6 @@ int g_bn_rstd(struct dev *d, dev_stream *s, const float *var, int C, float eps, 
 static inline int al16(const void *p) { return !((uintptr_t)p & 15); }
 static inline int al8(const void *p) { return !((uintptr_t)p & 7); }
 
-__device__ static inline void st16x4(uint16_t *y16, size_t i, const float *v, int rt)
-{
-    ushort4 h;
-    h.x = to16_rt(v[0], rt), h.y = to16_rt(v[1], rt), h.z = to16_rt(v[2], rt), h.w = to16_rt(v[3], rt);
-    *(ushort4 *)(y16 + i) = h;
-}
-
-__global__ void k_bn_apply(const float *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
-                           const float *z, float *y, uint16_t *y16, size_t n, int C, int relu, int rt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)C);
-        float v = tv_round(tv_bn_apply(x[i], mean[c], rstd[c], gamma[c], beta[c], z ? z + i : NULL, relu), rt);
-        y[i] = v;
-        if (y16) y16[i] = to16_rt(v, rt);
-    }
-}
-__global__ void k_bn_apply4(const float *x, const float *mean, const float *rstd, const float *gamma,
-                            const float *beta, const float *z, float *y, uint16_t *y16, size_t n4, int C, int relu,
-                            int rt)
-{
-    for (size_t i4 = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i4 < n4; i4 += (size_t)gridDim.x * blockDim.x) {
-        const size_t i = i4 * 4;
-        const int c = (int)(i % (size_t)C);
-        float4 xv = *(const float4 *)(x + i), zv = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (z) zv = *(const float4 *)(z + i);
-        const float xa[4] = {xv.x, xv.y, xv.z, xv.w}, za[4] = {zv.x, zv.y, zv.z, zv.w};
-        float o[4];
-        for (int v = 0; v < 4; v++)
-            o[v] = tv_round(tv_bn_apply(xa[v], mean[c + v], rstd[c + v], gamma[c + v], beta[c + v],
-                                        z ? &za[v] : NULL, relu), rt);
-        *(float4 *)(y + i) = make_float4(o[0], o[1], o[2], o[3]);
-        if (y16) st16x4(y16, i, o, rt);
-    }
-}
-
 static int bn_apply_any(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
                         const float *gamma, const float *beta, const float *z, float *y, uint16_t *y16, size_t M,
                         int C, int relu, dtype_t rt, plumb_err *e)
@@ -425,12 +284,12 @@ static int bn_apply_any(struct dev *d, dev_stream *s, const float *x, const floa
     size_t n = M * (size_t)C;
     cudaStream_t cs = gpu_stream(d, s)->s;
     if (C % 4 == 0 && al16(x) && al16(y) && (!z || al16(z)) && (!y16 || al8(y16))) {
-        k_bn_apply4<<<gpu_grid(n / 4, TPB), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, n / 4, C, relu,
-                                                          (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_bn_apply4", e);
+        k_bn_apply<float, 4><<<gpu_grid(n / 4, TPB), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, n / 4, C,
+                                                                   relu, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_bn_apply<4>", e);
         return PLUMB_OK;
     }
-    k_bn_apply<<<gpu_grid(n, TPB), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, n, C, relu, (int)rt);
+    k_bn_apply<float, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, n, C, relu, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_bn_apply", e);
     return PLUMB_OK;
 }
@@ -454,34 +313,6 @@ int g_bn_apply16(struct dev *d, dev_stream *s, const float *x, const float *mean
     return bn_apply_any(d, s, x, mean, rstd, gamma, beta, z, y, y16, M, C, relu, rt, e);
 }
 
-__global__ void k_bn_bwd_data(const float *x, const float *dy, const float *mean, const float *rstd,
-                              const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t n, int C, int rt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)C);
-        float v = tv_round(tv_bn_dx(x[i], dy[i], mean[c], rstd[c], gamma[c], mdy[c], mdy[C + c]), rt);
-        dx[i] = v;
-        if (dx16) dx16[i] = to16_rt(v, rt);
-    }
-}
-__global__ void k_bn_bwd_data4(const float *x, const float *dy, const float *mean, const float *rstd,
-                               const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t n4, int C,
-                               int rt)
-{
-    for (size_t i4 = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i4 < n4; i4 += (size_t)gridDim.x * blockDim.x) {
-        const size_t i = i4 * 4;
-        const int c = (int)(i % (size_t)C);
-        float4 xv = *(const float4 *)(x + i), gv = *(const float4 *)(dy + i);
-        const float xa[4] = {xv.x, xv.y, xv.z, xv.w}, ga[4] = {gv.x, gv.y, gv.z, gv.w};
-        float o[4];
-        for (int v = 0; v < 4; v++)
-            o[v] = tv_round(tv_bn_dx(xa[v], ga[v], mean[c + v], rstd[c + v], gamma[c + v], mdy[c + v],
-                                     mdy[C + c + v]), rt);
-        *(float4 *)(dx + i) = make_float4(o[0], o[1], o[2], o[3]);
-        if (dx16) st16x4(dx16, i, o, rt);
-    }
-}
-
 static int bn_bwd_data_any(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,
                            const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16,
                            size_t M, int C, dtype_t rt, plumb_err *e)
@@ -490,12 +321,13 @@ static int bn_bwd_data_any(struct dev *d, dev_stream *s, const float *x, const f
     size_t n = M * (size_t)C;
     cudaStream_t cs = gpu_stream(d, s)->s;
     if (C % 4 == 0 && al16(x) && al16(dy) && al16(dx) && (!dx16 || al8(dx16))) {
-        k_bn_bwd_data4<<<gpu_grid(n / 4, TPB), TPB, 0, cs>>>(x, dy, mean, rstd, gamma, mdy, dx, dx16, n / 4, C,
-                                                             (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_bn_bwd_data4", e);
+        k_bn_bwd_data<float, 4><<<gpu_grid(n / 4, TPB), TPB, 0, cs>>>(x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16,
+                                                                      n / 4, C, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_bn_bwd_data<4>", e);
         return PLUMB_OK;
     }
-    k_bn_bwd_data<<<gpu_grid(n, TPB), TPB, 0, cs>>>(x, dy, mean, rstd, gamma, mdy, dx, dx16, n, C, (int)rt);
+    k_bn_bwd_data<float, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16, n, C,
+                                                              (int)rt);
     GPU_CHECK_LAUNCH(d, "k_bn_bwd_data", e);
     return PLUMB_OK;
 }
@@ -679,28 +511,6 @@ int g_avgpool_bwd(struct dev *d, dev_stream *s, const float *dy, float *dx, int 
     return PLUMB_OK;
 }
 
-__global__ void k_add(const float *a, const float *b, float *y, size_t n, int relu, int rt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = a[i] + b[i];
-        if (relu) v = v > 0.0f ? v : 0.0f;
-        y[i] = tv_round(v, rt);
-    }
-}
-/* the same sums 4 at a time (n % 4 == 0, 16-byte aligned) */
-__global__ void k_add4(const float *a, const float *b, float *y, size_t n4, int relu, int rt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-        float4 av = ((const float4 *)a)[i], bv = ((const float4 *)b)[i];
-        float o[4] = {av.x + bv.x, av.y + bv.y, av.z + bv.z, av.w + bv.w};
-        for (int v = 0; v < 4; v++) {
-            if (relu) o[v] = o[v] > 0.0f ? o[v] : 0.0f;
-            o[v] = tv_round(o[v], rt);
-        }
-        ((float4 *)y)[i] = make_float4(o[0], o[1], o[2], o[3]);
-    }
-}
-
 int g_add(struct dev *d, dev_stream *s, const float *a, const float *b, float *y, size_t n, int relu, dtype_t rt,
           plumb_err *e)
 {
@@ -709,11 +519,12 @@ int g_add(struct dev *d, dev_stream *s, const float *a, const float *b, float *y
     if (!n) return PLUMB_OK;
     ENTER();
     if (n % 4 == 0 && al16(a) && al16(b) && al16(y)) {
-        k_add4<<<gpu_grid(n / 4, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, y, n / 4, relu, (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_add4", e);
+        k_add<float, 4><<<gpu_grid(n / 4, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, NULL, y, NULL, n / 4, relu,
+                                                                               (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_add<4>", e);
         return PLUMB_OK;
     }
-    k_add<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, y, n, relu, (int)rt);
+    k_add<float, 1><<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, NULL, y, NULL, n, relu, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_add", e);
     return PLUMB_OK;
 }
@@ -788,5 +599,131 @@ int g_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labe
         k_xent_sum<<<1, 1, 0, st->s>>>((const float *)ws, n_valid, sum_count);
         GPU_CHECK_LAUNCH(d, "k_xent_sum", e);
     }
+    return PLUMB_OK;
+}
+
+/* ---------------- resnet with 16-bit activations ----------------
+ * (dev/train_ops.h): the kernels above over 16-bit storage, eight values
+ * (16 bytes) a load or store where C (or n) is a multiple of 8 and the
+ * tensors are 16-byte aligned (every resnet layer's: channels are multiples
+ * of 8, buffers from the caching allocator), one at a time otherwise. BN's
+ * statistics and the backward's two sums are one pass each over the 16-bit
+ * tensors (the fp32 kernels' grid over (M, C, V = 8), so the lane order
+ * differs from the fp32 ops' V = 4: fp32 sums that may differ by reordering);
+ * the ReLU mask of the backward is read from the 16-bit output, never
+ * stored. Fast numerics only: golden runs the fp32 ops. */
+static inline int v8ok(const void *p) { return p == NULL || !((uintptr_t)p & 15); }
+
+int g_bn_stats16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *mean, void *part,
+                  dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && part, "%s: bn_stats16o: NULL x16 or part", d->label);
+    NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_stats16o: bad shape M=%zu C=%d", d->label, M, C);
+    FAST16("bn_stats16o");
+    ENTER();
+    return bn_sums_fast_t<uint16_t, 8>(d, gpu_stream(d, s), mean ? BV_SQ : BV_X, 1, x16, NULL, NULL, mean, NULL, M, C,
+                                       (float *)part, NULL, NULL, (int)rt, e);
+}
+
+int g_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                  const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C, int relu,
+                  dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && mean && rstd && gamma && beta && y16, "%s: bn_apply16o: NULL argument", d->label);
+    NEED(M > 0 && C > 0, "%s: bn_apply16o: bad shape M=%zu C=%d", d->label, M, C);
+    FAST16("bn_apply16o");
+    ENTER();
+    const size_t n = M * (size_t)C;
+    cudaStream_t cs = gpu_stream(d, s)->s;
+    if (C % 8 == 0 && v8ok(x16) && v8ok(z16) && v8ok(y16)) {
+        k_bn_apply<uint16_t, 8><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(x16, mean, rstd, gamma, beta, z16, NULL, y16,
+                                                                      n / 8, C, relu, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_bn_apply<16-bit, 8>", e);
+        return PLUMB_OK;
+    }
+    k_bn_apply<uint16_t, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x16, mean, rstd, gamma, beta, z16, NULL, y16, n, C, relu,
+                                                              (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_bn_apply<16-bit>", e);
+    return PLUMB_OK;
+}
+
+int g_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
+                       const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
+                       float *dgamma, float *dbeta, dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && dy16 && mean && rstd && part && dgamma && dbeta, "%s: bn_bwd_reduce16o: NULL argument", d->label);
+    NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_bwd_reduce16o: bad shape M=%zu C=%d", d->label, M, C);
+    FAST16("bn_bwd_reduce16o");
+    ENTER();
+    /* the sums of dy and dy xhat, the part and the parameter gradients at once */
+    return bn_sums_fast_t<uint16_t, 8>(d, gpu_stream(d, s), BV_DY, 2, x16, dy16, mask16, mean, rstd, M, C,
+                                       (float *)part, dbeta, dgamma, (int)rt, e);
+}
+
+int g_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16, const uint16_t *mask16,
+                     const float *mean, const float *rstd, const float *gamma, const float *mdy, uint16_t *dx16,
+                     size_t M, int C, dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && dy16 && mean && rstd && gamma && mdy && dx16, "%s: bn_bwd_data16o: NULL argument", d->label);
+    NEED(M > 0 && C > 0, "%s: bn_bwd_data16o: bad shape M=%zu C=%d", d->label, M, C);
+    FAST16("bn_bwd_data16o");
+    ENTER();
+    const size_t n = M * (size_t)C;
+    cudaStream_t cs = gpu_stream(d, s)->s;
+    if (C % 8 == 0 && v8ok(x16) && v8ok(dy16) && v8ok(mask16) && v8ok(dx16)) {
+        k_bn_bwd_data<uint16_t, 8><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(x16, dy16, mask16, mean, rstd, gamma, mdy,
+                                                                         NULL, dx16, n / 8, C, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_bn_bwd_data<16-bit, 8>", e);
+        return PLUMB_OK;
+    }
+    k_bn_bwd_data<uint16_t, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x16, dy16, mask16, mean, rstd, gamma, mdy, NULL, dx16,
+                                                                 n, C, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_bn_bwd_data<16-bit>", e);
+    return PLUMB_OK;
+}
+
+int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
+             uint16_t *y16, size_t n, dtype_t rt, plumb_err *e)
+{
+    NEED((a16 && b16 && y16) || n == 0, "%s: add16o: NULL a16, b16 or y16", d->label);
+    FAST16("add16o");
+    if (!n) return PLUMB_OK;
+    ENTER();
+    cudaStream_t cs = gpu_stream(d, s)->s;
+    if (n % 8 == 0 && v8ok(a16) && v8ok(b16) && v8ok(mask16) && v8ok(y16)) {
+        k_add<uint16_t, 8><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(a16, b16, mask16, NULL, y16, n / 8, 0, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_add<16-bit, 8>", e);
+        return PLUMB_OK;
+    }
+    k_add<uint16_t, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(a16, b16, mask16, NULL, y16, n, 0, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_add<16-bit>", e);
+    return PLUMB_OK;
+}
+
+int g_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,
+                     int32_t *idx, dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && y16 && idx, "%s: maxpool_fwd16o: NULL x16, y16 or idx", d->label);
+    NEED(g && !train_conv_valid(g) && g->K == g->C && g->pad < g->R && g->pad < g->S,
+         "%s: maxpool_fwd16o: bad geometry (expected train_conv_set's, K == C, pad < window)", d->label);
+    FAST16("maxpool_fwd16o");
+    ENTER();
+    size_t n = (size_t)g->N * g->P * g->Q * g->C;
+    k_maxpool_fwd16<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(*g, x16, y16, idx, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_maxpool_fwd16", e);
+    return PLUMB_OK;
+}
+
+int g_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
+                     const int32_t *idx, uint16_t *dx16, dtype_t rt, plumb_err *e)
+{
+    NEED(dy16 && idx && dx16, "%s: maxpool_bwd16o: NULL dy16, idx or dx16", d->label);
+    NEED(g && !train_conv_valid(g) && g->K == g->C,
+         "%s: maxpool_bwd16o: bad geometry (expected train_conv_set's, K == C)", d->label);
+    FAST16("maxpool_bwd16o");
+    ENTER();
+    size_t n = (size_t)g->N * g->H * g->W * g->C;
+    k_maxpool_bwd16<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(*g, dy16, idx, dx16, n, (int)rt);
+    GPU_CHECK_LAUNCH(d, "k_maxpool_bwd16", e);
     return PLUMB_OK;
 }

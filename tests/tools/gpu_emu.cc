@@ -7,7 +7,10 @@
 // definitions of src/dev/train_gpt_math.h and core/gmath.h:
 //   flash attention forward (out, lse) and backward (dq, dk, dv) on shapes
 //   that use both tile sizes and partial tiles; LayerNorm forward and
-//   backward (dx, dw, db); the classifier's cross-entropy rows; the GELU.
+//   backward (dx, dw, db); the classifier's cross-entropy rows; the GELU;
+//   and src/gpu/train_vision_kern.cuh's kernels over 16-bit storage (BN's
+//   one-pass sums against float64 and the fp32 kernel, BN apply and backward
+//   data, the masked add, in place, and the max-pool: the fp32 kernels' bits).
 // Prints one line per check and "N passed, N failed"; exits 1 on a failure.
 // Built and run by tests/t_gpu_emu.sh:
 //   g++ -std=c++17 -O1 -Wno-unknown-pragmas -DPLUMB_WARP=64 -Isrc tests/tools/gpu_emu.cc -lpthread
@@ -33,6 +36,13 @@ struct float4 {
 static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 struct uint2 {
     uint32_t x, y;
+};
+struct uint4 {
+    uint32_t x, y, z, w;
+};
+static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return uint4{a, b, c, d}; }
+struct ushort4 {
+    uint16_t x, y, z, w;
 };
 static thread_local dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
@@ -89,6 +99,10 @@ static inline float plumb_block_max(float v, float *scratch)
 
 #include "gpu/train_gpt_kern.cuh"
 #include "gpu/train_sumsq.cuh"
+// gpu/train_gpu.h's 16-bit storage helpers, the same expressions
+static inline uint16_t to16_rt(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
+static inline float from16_rt(uint16_t h, int rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
+#include "gpu/train_vision_kern.cuh"
 
 // ---- launching: one block at a time, its threads as pthreads ----
 
@@ -409,6 +423,186 @@ static void sumsq(size_t n, size_t bl0, size_t nbl)
     }
 }
 
+// ---- the vision kernels over 16-bit storage (resnet's 16-bit activations) ----
+
+// got (16-bit values) against want (fp32 values): the same bits
+static void check16(const char *what, const std::vector<uint16_t> &got, const std::vector<float> &want, int rt)
+{
+    std::vector<float> g(got.size());
+    for (size_t i = 0; i < got.size(); i++) g[i] = from16_rt(got[i], rt);
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); i++) bad += got[i] != to16_rt(want[i], rt);
+    printf("%s warp %d: %s: %zu of %zu 16-bit values differ from the fp32 kernel's\n", bad ? "FAIL" : "ok  ", PLUMB_WARP,
+           what, bad, got.size());
+    bad ? g_fail++ : g_pass++;
+}
+
+// BN's one-pass sums over [M, C] (kind, NS) for storage S, as train_vision.cu
+// launches them: V = VW where C allows, else 1
+template <typename S, int VW>
+static void bn_sums(int kind, int NS, const S *x, const S *dy, const uint16_t *mask, const float *mean,
+                    const float *rstd, size_t M, int C, float *out, float *c0, float *c1, int rt)
+{
+    const int V = C % VW == 0 ? VW : 1;
+    const bn_geom g = bn_geom_of(M, C, V);
+    std::vector<float> part((size_t)g.nby * NS * C);
+    float *pp = part.data();
+    const dim3 grid(g.ncb, g.nby);
+    if (NS == 1 && V == VW)
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 1>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+    else if (NS == 1)
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 1>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+    else if (V == VW)
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 2>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+    else
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 2>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+    const int K = NS * C;
+    launch(dim3((unsigned)((K + 31) / 32)), dim3(256), [&] {
+        // k_bn_red_final runs as 32 x 8 threads: the emulator's blocks are 1-D
+        const unsigned t = threadIdx.x;
+        threadIdx = dim3(t % 32, t / 32);
+        k_bn_red_final(pp, (int)g.nby, K, C, out, c0, c1);
+    });
+}
+
+static void vision16(size_t M, int C, int rt)
+{
+    const size_t n = M * (size_t)C;
+    std::vector<float> x(n), z(n), dy(n), mk(n), dym(n), mean(C), rstd(C), gam(C), bet(C), mdy(2 * C);
+    std::vector<uint16_t> x16(n), z16(n), dy16(n), mk16(n);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = tv_round(frand(-2, 3), rt), z[i] = tv_round(frand(-1, 1), rt), dy[i] = tv_round(frand(-1, 1), rt);
+        mk[i] = i % 7 ? tv_round(frand(-1, 1), rt) : 0.0f; // some exact zeros: masked
+        dym[i] = mk[i] > 0.0f ? dy[i] : 0.0f;
+        x16[i] = to16_rt(x[i], rt), z16[i] = to16_rt(z[i], rt), dy16[i] = to16_rt(dy[i], rt), mk16[i] = to16_rt(mk[i], rt);
+    }
+    for (int c = 0; c < C; c++) gam[c] = frand(0.5f, 1.5f), bet[c] = frand(-0.3f, 0.3f);
+    char what[128];
+    // statistics: sums of x, of (x - mean)^2, then the backward's dy and dy xhat (masked), against float64
+    std::vector<double> ref(2 * C, 0.0);
+    for (size_t i = 0; i < n; i++) ref[i % C] += x[i];
+    for (int c = 0; c < C; c++) mean[c] = (float)(ref[c] / (double)M);
+    std::vector<float> out(2 * C), want(2 * C), o32(2 * C);
+    bn_sums<uint16_t, 8>(BV_X, 1, x16.data(), nullptr, nullptr, nullptr, nullptr, M, C, out.data(), nullptr, nullptr, rt);
+    for (int c = 0; c < C; c++) want[c] = (float)ref[c];
+    snprintf(what, sizeof what, "bn sums of x16 M%zu C%d rt%d (float64)", M, C, rt);
+    check(what, out.data(), want.data(), C, 1e-4);
+    std::fill(ref.begin(), ref.end(), 0.0);
+    for (size_t i = 0; i < n; i++) {
+        const float dd = x[i] - mean[i % C];
+        ref[i % C] += (double)(dd * dd);
+    }
+    bn_sums<uint16_t, 8>(BV_SQ, 1, x16.data(), nullptr, nullptr, mean.data(), nullptr, M, C, out.data(), nullptr, nullptr, rt);
+    for (int c = 0; c < C; c++) want[c] = (float)ref[c], rstd[c] = 1.0f / sqrtf((float)(ref[c] / (double)M) + 1e-5f);
+    snprintf(what, sizeof what, "bn sums of squares of x16 M%zu C%d rt%d (float64)", M, C, rt);
+    check(what, out.data(), want.data(), C, 1e-4);
+    std::fill(ref.begin(), ref.end(), 0.0);
+    for (size_t i = 0; i < n; i++) {
+        const int c = (int)(i % C);
+        ref[c] += dym[i];
+        ref[C + c] += (double)(dym[i] * tv_bn_xhat(x[i], mean[c], rstd[c]));
+    }
+    std::vector<float> dg(C), db(C);
+    bn_sums<uint16_t, 8>(BV_DY, 2, x16.data(), dy16.data(), mk16.data(), mean.data(), rstd.data(), M, C, out.data(),
+                         db.data(), dg.data(), rt);
+    for (int j = 0; j < 2 * C; j++) want[j] = (float)ref[j];
+    snprintf(what, sizeof what, "bn backward sums of x16, dy16 masked M%zu C%d rt%d (float64)", M, C, rt);
+    check(what, out.data(), want.data(), 2 * (size_t)C, 1e-4);
+    snprintf(what, sizeof what, "bn backward dbeta, dgamma copies M%zu C%d rt%d", M, C, rt);
+    check(what, db.data(), out.data(), C, 0);
+    check(what, dg.data(), out.data() + C, C, 0);
+    // the fp32 kernel's sums of the masked dy (stored): within the same bound
+    bn_sums<float, 4>(BV_DY, 2, x.data(), dym.data(), nullptr, mean.data(), rstd.data(), M, C, o32.data(), nullptr, nullptr, 0);
+    snprintf(what, sizeof what, "bn backward sums 16-bit against fp32 kernel M%zu C%d rt%d", M, C, rt);
+    check(what, out.data(), o32.data(), 2 * (size_t)C, 1e-4);
+    for (int j = 0; j < 2 * C; j++) mdy[j] = out[j] / (float)M;
+
+    // elementwise: 16-bit kernels (V = 8 where C allows) against the fp32 kernels (V = 4 / 1) on the same values
+    const int V16 = C % 8 == 0 ? 8 : 1, V32 = C % 4 == 0 ? 4 : 1;
+    const size_t nv16 = n / V16, nv32 = n / V32;
+    const unsigned gr = 3; // grid-stride loops: a few blocks
+    std::vector<float> y(n);
+    std::vector<uint16_t> y16(n);
+    for (int zr = 0; zr < 2; zr++) {
+        const float *zp = zr ? z.data() : nullptr;
+        const uint16_t *z16p = zr ? z16.data() : nullptr;
+        float *yp = y.data();
+        uint16_t *y16p = y16.data();
+        const float *xp = x.data(), *mp = mean.data(), *rp = rstd.data(), *gp = gam.data(), *bp = bet.data();
+        const uint16_t *x16p = x16.data();
+        if (V32 == 4) launch(dim3(gr), dim3(256), [&] { k_bn_apply<float, 4>(xp, mp, rp, gp, bp, zp, yp, nullptr, nv32, C, zr, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_bn_apply<float, 1>(xp, mp, rp, gp, bp, zp, yp, nullptr, nv32, C, zr, rt); });
+        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_bn_apply<uint16_t, 8>(x16p, mp, rp, gp, bp, z16p, nullptr, y16p, nv16, C, zr, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_bn_apply<uint16_t, 1>(x16p, mp, rp, gp, bp, z16p, nullptr, y16p, nv16, C, zr, rt); });
+        snprintf(what, sizeof what, "bn_apply16o%s M%zu C%d rt%d", zr ? " (z, relu)" : "", M, C, rt);
+        check16(what, y16, y, rt);
+    }
+    {   // backward data, masked, in place (dx16 is dy16)
+        const float *xp = x.data(), *mp = mean.data(), *rp = rstd.data(), *gp = gam.data(), *md = mdy.data(), *dyp = dym.data();
+        float *yp = y.data();
+        std::vector<uint16_t> io = dy16;
+        uint16_t *iop = io.data();
+        const uint16_t *x16p = x16.data(), *m16p = mk16.data();
+        if (V32 == 4) launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<float, 4>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, nv32, C, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<float, 1>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, nv32, C, rt); });
+        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<uint16_t, 8>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, nv16, C, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<uint16_t, 1>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, nv16, C, rt); });
+        snprintf(what, sizeof what, "bn_bwd_data16o masked, in place M%zu C%d rt%d", M, C, rt);
+        check16(what, io, y, rt);
+    }
+    {   // add: a + b masked, in place into a
+        const float *ap = z.data(), *bp = dym.data();
+        float *yp = y.data();
+        std::vector<uint16_t> io = z16;
+        uint16_t *iop = io.data();
+        const uint16_t *b16p = dy16.data(), *m16p = mk16.data();
+        if (V32 == 4) launch(dim3(gr), dim3(256), [&] { k_add<float, 4>(ap, bp, nullptr, yp, nullptr, nv32, 0, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_add<float, 1>(ap, bp, nullptr, yp, nullptr, nv32, 0, rt); });
+        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 8>(iop, b16p, m16p, nullptr, iop, nv16, 0, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 1>(iop, b16p, m16p, nullptr, iop, nv16, 0, rt); });
+        snprintf(what, sizeof what, "add16o masked, in place M%zu C%d rt%d", M, C, rt);
+        check16(what, io, y, rt);
+    }
+}
+
+// the 16-bit max-pool against dev/train_vision.h's elements on the widened values
+static void maxpool16(int N, int H, int C, int rt)
+{
+    train_conv g;
+    memset(&g, 0, sizeof g);
+    train_conv_set(&g, N, H, H, C, C, 3, 3, 2, 1);
+    const size_t nx = (size_t)N * H * H * C, ny = (size_t)N * g.P * g.Q * C;
+    std::vector<float> x(nx), dy(ny), y(ny), dx(nx);
+    std::vector<uint16_t> x16(nx), dy16(ny), y16(ny), dx16(nx);
+    std::vector<int32_t> idx(ny), idx16(ny);
+    for (size_t i = 0; i < nx; i++) x[i] = tv_round(frand(-2, 2), rt), x16[i] = to16_rt(x[i], rt);
+    for (size_t i = 0; i < ny; i++) dy[i] = tv_round(frand(-1, 1), rt), dy16[i] = to16_rt(dy[i], rt);
+    for (size_t i = 0; i < ny; i++) {
+        const int c = (int)(i % C);
+        const size_t pix = i / C;
+        y[i] = tv_maxpool_elem(&g, x.data(), (int)(pix / ((size_t)g.P * g.Q)), (int)(pix / g.Q % g.P), (int)(pix % g.Q), c, &idx[i]);
+    }
+    for (size_t i = 0; i < nx; i++) {
+        const int c = (int)(i % C);
+        const size_t pix = i / C;
+        dx[i] = tv_round(tv_maxpool_bwd_elem(&g, dy.data(), idx.data(), (int)(pix / ((size_t)H * H)), (int)(pix / H % H),
+                                             (int)(pix % H), c), rt);
+    }
+    const uint16_t *xp = x16.data(), *dyp = dy16.data();
+    uint16_t *yp = y16.data(), *dxp = dx16.data();
+    int32_t *ip = idx16.data();
+    launch(dim3(2), dim3(256), [&] { k_maxpool_fwd16(g, xp, yp, ip, ny, rt); });
+    launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16(g, dyp, ip, dxp, nx, rt); });
+    char what[96];
+    snprintf(what, sizeof what, "maxpool_fwd16o N%d H%d C%d rt%d", N, H, C, rt);
+    check16(what, y16, y, rt);
+    const int same = idx == idx16;
+    printf("%s warp %d: %s: the winners' indices %s\n", same ? "ok  " : "FAIL", PLUMB_WARP, what, same ? "equal" : "differ");
+    same ? g_pass++ : g_fail++;
+    snprintf(what, sizeof what, "maxpool_bwd16o N%d H%d C%d rt%d", N, H, C, rt);
+    check16(what, dx16, dx, rt);
+}
+
 int main()
 {
     sumsq(100, 0, 1);
@@ -430,6 +624,12 @@ int main()
     xent(5, 1000, DT_BF16);
     xent(4, 257, DT_BF16);
     gelu();
+    vision16(300, 40, DT_BF16); // eight 16-bit values a load
+    vision16(130, 24, DT_F16);
+    vision16(97, 20, DT_BF16);  // C % 8 != 0: one at a time (fp32: four)
+    vision16(50, 6, DT_F16);    // C % 4 != 0: one at a time both
+    maxpool16(2, 9, 16, DT_BF16);
+    maxpool16(1, 8, 8, DT_F16);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

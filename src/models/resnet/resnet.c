@@ -1,6 +1,6 @@
 /* resnet over the device's train_ops: see resnet.h for the presets, the
  * layout, the gradient contract and precision. */
-#include "models/resnet/resnet.h"
+#include "models/resnet/resnet_model.h"
 #include "core/hash.h"
 #include "core/philox.h"
 #include "dev/train_ops.h"
@@ -9,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALIGN_F 16 /* tensors start on 64-byte boundaries; padding stays 0 */
-#define MAX_TENSORS 640
-#define MAX_BUFFERS 400
-#define N_SLOTS 4
 #define BN_EPS 1e-5f
 #define BN_MOMENTUM 0.1f
 
@@ -96,82 +92,6 @@ void resnet_config_describe(const struct resnet_config *c, size_t n_params, char
 
 /* ---------------- the model ---------------- */
 
-struct rbn {
-    int C;
-    size_t gamma, beta; /* parameter offsets (beta follows gamma) */
-    size_t rmean, rvar; /* buffer offsets */
-    float *mean, *rstd; /* device [C]: this step's batch statistics (the backward reads them) */
-};
-struct rconv {
-    struct train_conv g; /* g.N = max_batch; set per call */
-    size_t w;            /* parameter offset of [K, R, S, C] */
-    size_t numel;        /* K R S C */
-    size_t w16;          /* element offset of its mirror in m->w16 (256-byte aligned) */
-};
-struct rblock {
-    int nconv; /* 2 (basic) or 3 (bottleneck) */
-    struct rconv conv[3];
-    struct rbn bn[3];
-    int proj; /* the shortcut is conv + BN */
-    struct rconv sc;
-    struct rbn sbn;
-    float *in;    /* block input (the previous block's out; not owned) */
-    float *cx[3]; /* conv outputs */
-    float *ax[2]; /* BN + ReLU outputs of the inner layers */
-    float *sx, *sa;
-    float *out;
-    /* 16-bit mirrors (dev/train_ops.h) of the tensors a convolution reads,
-     * written by the BN that writes the tensor (NULL: none) */
-    uint16_t *in16, *ax16[2], *out16;
-    size_t p0, p1; /* its parameter range */
-};
-
-struct resnet_model {
-    struct dev *d;
-    const struct train_ops *T;
-    struct resnet_config c;
-    dtype_t prec;
-    int max_batch;
-    int n_t, n_bt;
-    struct resnet_tensor t[MAX_TENSORS], bt[MAX_BUFFERS];
-    size_t n_params, n_bufs;
-    float *params, *grads, *wwork, *bufs;
-    float *in_x;            /* [MB, image, image, 3] */
-    int32_t *labels;        /* [MB] */
-    struct rconv stem;
-    struct rbn stem_bn;
-    float *stem_c, *stem_a; /* stem conv output, BN + ReLU output */
-    int pool;               /* ImageNet stem: 3x3/2 max-pool */
-    struct train_conv pg;
-    float *pool_y;
-    int32_t *pool_idx;
-    int nblocks;
-    struct rblock *blk;
-    int feat;               /* channels into the head */
-    size_t fc_w, fc_b, stem_end;
-    float *pooled, *dpooled, *logits, *dlogits; /* [MB, feat], [MB, classes] */
-    float *slot[N_SLOTS];   /* activation-gradient buffers [max_act] */
-    int slot_used[N_SLOTS];
-    size_t max_act;
-    int maxC;
-    void *part;             /* device: a BN part of up to 2 maxC sums (golden size) */
-    int64_t *hpart;         /* host copy for the golden all-reduce */
-    float *mdy;             /* device [2 maxC] */
-    float *ev_rstd;         /* device [maxC], eval */
-    double *sc;             /* device [2] */
-    float *loss_ps;         /* device [MB] */
-    int32_t *pred;          /* device [MB] */
-    float *gshard;          /* golden folding: [nshards, n_params] per-shard gradients */
-    int has16;              /* bf16/fp16 with the mirror ops: mirrors allocated */
-    size_t n_w16;           /* elements of w16: each conv weight's mirror rounded up to 128 */
-    uint16_t *w16;          /* the rounded conv weights' mirrors, made each step */
-    uint16_t *stem_a16;     /* stem_a's mirror */
-    uint16_t *g16;          /* [max_act] the mirror of the BN backward's dx the next convolution reads */
-    int gshard_cap;         /* shards it holds */
-    resnet_grad_ready_fn ready;
-    void *ready_ctx;
-};
-
 static size_t align_up(size_t x) { return (x + ALIGN_F - 1) / ALIGN_F * ALIGN_F; }
 
 static int add_tensor(struct resnet_model *m, size_t *off, const char *name, size_t numel, int kind, plumb_err *e)
@@ -227,7 +147,7 @@ static int add_bn(struct resnet_model *m, size_t *off, size_t *boff, const char 
     return rc;
 }
 
-static int zalloc(struct resnet_model *m, void **p, size_t bytes, plumb_err *e)
+int rn_zalloc(struct resnet_model *m, void **p, size_t bytes, plumb_err *e)
 {
     int rc = dev_alloc(m->d, bytes ? bytes : 8, p, e);
     if (rc) return err_wrap(e, "resnet: allocating %zu bytes", bytes);
@@ -238,18 +158,34 @@ static int act_alloc(struct resnet_model *m, float **p, int H, int W, int C, plu
 {
     size_t n = (size_t)m->max_batch * H * W * C;
     if (n > m->max_act) m->max_act = n;
-    return zalloc(m, (void **)p, n * sizeof(float), e);
+    return rn_zalloc(m, (void **)p, n * sizeof(float), e);
 }
-/* a mirror of [MB, H, W, C] 16-bit values (only when the model has them) */
+/* an fp32 activation of the trunk: none with the 16-bit pipeline (which
+ * holds a16_alloc's 16-bit tensor instead), but its size counts for the
+ * gradient slots either way */
+static int act32_alloc(struct resnet_model *m, float **p, int H, int W, int C, plumb_err *e)
+{
+    size_t n = (size_t)m->max_batch * H * W * C;
+    if (n > m->max_act) m->max_act = n;
+    return m->act16 ? PLUMB_OK : rn_zalloc(m, (void **)p, n * sizeof(float), e);
+}
+/* a mirror of [MB, H, W, C] 16-bit values (only when the model has them),
+ * or the 16-bit pipeline's tensor */
 static int act16_alloc(struct resnet_model *m, uint16_t **p, int H, int W, int C, plumb_err *e)
 {
-    if (!m->has16) return PLUMB_OK;
-    return zalloc(m, (void **)p, (size_t)m->max_batch * H * W * C * sizeof(uint16_t), e);
+    if (!m->has16 && !m->act16) return PLUMB_OK;
+    return rn_zalloc(m, (void **)p, (size_t)m->max_batch * H * W * C * sizeof(uint16_t), e);
+}
+/* a tensor only the 16-bit pipeline holds */
+static int a16_alloc(struct resnet_model *m, uint16_t **p, int H, int W, int C, plumb_err *e)
+{
+    if (!m->act16) return PLUMB_OK;
+    return rn_zalloc(m, (void **)p, (size_t)m->max_batch * H * W * C * sizeof(uint16_t), e);
 }
 static int bn_alloc(struct resnet_model *m, struct rbn *bn, plumb_err *e)
 {
-    int rc = zalloc(m, (void **)&bn->mean, (size_t)bn->C * sizeof(float), e);
-    if (!rc) rc = zalloc(m, (void **)&bn->rstd, (size_t)bn->C * sizeof(float), e);
+    int rc = rn_zalloc(m, (void **)&bn->mean, (size_t)bn->C * sizeof(float), e);
+    if (!rc) rc = rn_zalloc(m, (void **)&bn->rstd, (size_t)bn->C * sizeof(float), e);
     return rc;
 }
 
@@ -259,16 +195,20 @@ void resnet_free(struct resnet_model *m)
     struct dev *d = m->d;
     void *ps[] = {m->params, m->grads, m->wwork, m->bufs, m->in_x, m->labels, m->stem_c, m->stem_a, m->pool_y,
                   m->pool_idx, m->stem_bn.mean, m->stem_bn.rstd, m->pooled, m->dpooled, m->logits, m->dlogits,
-                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred, m->gshard, m->w16, m->stem_a16, m->g16};
+                  m->part, m->mdy, m->ev_rstd, m->sc, m->loss_ps, m->pred, m->gshard, m->w16, m->stem_a16, m->g16,
+                  m->stem_c16, m->pool16, m->last32};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(d, ps[i]);
-    for (int i = 0; i < N_SLOTS; i++)
+    for (int i = 0; i < N_SLOTS; i++) {
         if (m->slot[i]) dev_free(d, m->slot[i]);
+        if (m->slot16[i]) dev_free(d, m->slot16[i]);
+    }
     for (int b = 0; m->blk && b < m->nblocks; b++) {
         struct rblock *k = &m->blk[b];
         void *bs[] = {k->cx[0], k->cx[1], k->cx[2], k->bn[0].mean, k->bn[0].rstd, k->bn[1].mean, k->bn[1].rstd,
                       k->bn[2].mean, k->bn[2].rstd, k->ax[0], k->ax[1], k->sx, k->sa, k->out, k->sbn.mean,
-                      k->sbn.rstd, k->ax16[0], k->ax16[1], k->out16};
+                      k->sbn.rstd, k->ax16[0], k->ax16[1], k->out16, k->cx16[0], k->cx16[1], k->cx16[2],
+                      k->sx16, k->sa16};
         for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
             if (bs[i]) dev_free(d, bs[i]);
     }
@@ -384,38 +324,47 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
     rc = layout(m, e);
     m->has16 = precision != DT_F32 && T->conv2d_fwd16 && T->conv2d_bwd_data16 && T->conv2d_bwd_filter16 &&
                T->bn_apply16 && T->bn_bwd_data16 && d->ops->cast;
+    if (!rc) rc = resnet16_wanted(d, precision, &m->act16, e);
+    if (m->act16) m->has16 = 0; /* no mirrors: the 16-bit tensors are the activations */
     /* ---- buffers ---- */
     const size_t fs = sizeof(float), MB = (size_t)max_batch;
-    if (!rc) rc = zalloc(m, (void **)&m->params, m->n_params * fs, e);
-    if (!rc) rc = zalloc(m, (void **)&m->grads, m->n_params * fs, e);
-    if (!rc && precision != DT_F32) rc = zalloc(m, (void **)&m->wwork, m->n_params * fs, e);
-    if (!rc) rc = zalloc(m, (void **)&m->bufs, m->n_bufs * fs, e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->params, m->n_params * fs, e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->grads, m->n_params * fs, e);
+    if (!rc && precision != DT_F32) rc = rn_zalloc(m, (void **)&m->wwork, m->n_params * fs, e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->bufs, m->n_bufs * fs, e);
     if (!rc) rc = act_alloc(m, &m->in_x, c->image, c->image, 3, e);
-    if (!rc) rc = zalloc(m, (void **)&m->labels, MB * sizeof(int32_t), e);
-    if (!rc) rc = act_alloc(m, &m->stem_c, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
-    if (!rc) rc = act_alloc(m, &m->stem_a, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->labels, MB * sizeof(int32_t), e);
+    if (!rc) rc = act32_alloc(m, &m->stem_c, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
+    if (!rc) rc = a16_alloc(m, &m->stem_c16, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
+    if (!rc) rc = act32_alloc(m, &m->stem_a, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
     if (!rc) rc = act16_alloc(m, &m->stem_a16, m->stem.g.P, m->stem.g.Q, c->stem_width, e);
-    if (!rc && m->has16) rc = zalloc(m, (void **)&m->w16, m->n_w16 * sizeof(uint16_t), e);
+    if (!rc && (m->has16 || m->act16)) rc = rn_zalloc(m, (void **)&m->w16, m->n_w16 * sizeof(uint16_t), e);
     if (!rc) rc = bn_alloc(m, &m->stem_bn, e);
     if (!rc && m->pool) {
-        rc = act_alloc(m, &m->pool_y, m->pg.P, m->pg.Q, m->pg.C, e);
-        if (!rc) rc = zalloc(m, (void **)&m->pool_idx, MB * m->pg.P * m->pg.Q * m->pg.C * sizeof(int32_t), e);
+        rc = act32_alloc(m, &m->pool_y, m->pg.P, m->pg.Q, m->pg.C, e);
+        if (!rc) rc = a16_alloc(m, &m->pool16, m->pg.P, m->pg.Q, m->pg.C, e);
+        if (!rc) rc = rn_zalloc(m, (void **)&m->pool_idx, MB * m->pg.P * m->pg.Q * m->pg.C * sizeof(int32_t), e);
     }
     for (int b = 0; b < m->nblocks && !rc; b++) {
         struct rblock *k = &m->blk[b];
         for (int i = 0; i < k->nconv && !rc; i++) {
             const struct train_conv *g = &k->conv[i].g;
-            rc = act_alloc(m, &k->cx[i], g->P, g->Q, g->K, e);
-            if (!rc && i < k->nconv - 1) rc = act_alloc(m, &k->ax[i], g->P, g->Q, g->K, e);
+            rc = act32_alloc(m, &k->cx[i], g->P, g->Q, g->K, e);
+            if (!rc) rc = a16_alloc(m, &k->cx16[i], g->P, g->Q, g->K, e);
+            if (!rc && i < k->nconv - 1) rc = act32_alloc(m, &k->ax[i], g->P, g->Q, g->K, e);
             if (!rc && i < k->nconv - 1) rc = act16_alloc(m, &k->ax16[i], g->P, g->Q, g->K, e);
             if (!rc) rc = bn_alloc(m, &k->bn[i], e);
         }
         const struct train_conv *last = &k->conv[k->nconv - 1].g;
-        if (!rc) rc = act_alloc(m, &k->out, last->P, last->Q, last->K, e);
+        if (!rc) rc = act32_alloc(m, &k->out, last->P, last->Q, last->K, e);
         if (!rc) rc = act16_alloc(m, &k->out16, last->P, last->Q, last->K, e);
+        if (!rc && b == m->nblocks - 1 && m->act16) /* the pool's fp32 input and its gradient */
+            rc = rn_zalloc(m, (void **)&m->last32, (size_t)max_batch * last->P * last->Q * last->K * fs, e);
         if (!rc && k->proj) {
-            rc = act_alloc(m, &k->sx, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
-            if (!rc) rc = act_alloc(m, &k->sa, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
+            rc = act32_alloc(m, &k->sx, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
+            if (!rc) rc = a16_alloc(m, &k->sx16, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
+            if (!rc) rc = act32_alloc(m, &k->sa, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
+            if (!rc) rc = a16_alloc(m, &k->sa16, k->sc.g.P, k->sc.g.Q, k->sc.g.K, e);
             if (!rc) rc = bn_alloc(m, &k->sbn, e);
         }
     }
@@ -423,16 +372,18 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
     if (!rc) rc = act_alloc(m, &m->dpooled, 1, 1, m->feat, e);
     if (!rc) rc = act_alloc(m, &m->logits, 1, 1, c->classes, e);
     if (!rc) rc = act_alloc(m, &m->dlogits, 1, 1, c->classes, e);
-    for (int i = 0; i < N_SLOTS && !rc; i++) rc = zalloc(m, (void **)&m->slot[i], m->max_act * fs, e);
-    if (!rc && m->has16) rc = zalloc(m, (void **)&m->g16, m->max_act * sizeof(uint16_t), e);
-    if (!rc) rc = zalloc(m, &m->part, train_bn_part_bytes(2 * m->maxC, 1), e);
+    for (int i = 0; i < N_SLOTS && !rc; i++)
+        rc = m->act16 ? rn_zalloc(m, (void **)&m->slot16[i], m->max_act * sizeof(uint16_t), e)
+                      : rn_zalloc(m, (void **)&m->slot[i], m->max_act * fs, e);
+    if (!rc && m->has16) rc = rn_zalloc(m, (void **)&m->g16, m->max_act * sizeof(uint16_t), e);
+    if (!rc) rc = rn_zalloc(m, &m->part, train_bn_part_bytes(2 * m->maxC, 1), e);
     if (!rc && !(m->hpart = malloc(train_bn_part_bytes(2 * m->maxC, 1))))
         rc = err_set(e, PLUMB_ENOMEM, "resnet: out of host memory");
-    if (!rc) rc = zalloc(m, (void **)&m->mdy, 2 * (size_t)m->maxC * fs, e);
-    if (!rc) rc = zalloc(m, (void **)&m->ev_rstd, (size_t)m->maxC * fs, e);
-    if (!rc) rc = zalloc(m, (void **)&m->sc, 2 * sizeof(double), e);
-    if (!rc) rc = zalloc(m, (void **)&m->loss_ps, MB * fs, e);
-    if (!rc) rc = zalloc(m, (void **)&m->pred, MB * sizeof(int32_t), e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->mdy, 2 * (size_t)m->maxC * fs, e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->ev_rstd, (size_t)m->maxC * fs, e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->sc, 2 * sizeof(double), e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->loss_ps, MB * fs, e);
+    if (!rc) rc = rn_zalloc(m, (void **)&m->pred, MB * sizeof(int32_t), e);
     if (!rc) rc = dev_sync(d, e);
     if (rc) {
         resnet_free(m);
@@ -595,29 +546,14 @@ int resnet_check_batch(const struct resnet_model *m, const struct resnet_batch *
 
 /* ---------------- one step's context ---------------- */
 
-struct step {
-    struct resnet_model *m;
-    const struct resnet_sync *sy;
-    int B;              /* local valid samples: the rows computed */
-    int64_t gvalid;     /* global valid samples (BN's count with sync) */
-    int train;
-    int keep_running;   /* training forward that leaves the running statistics alone (timing) */
-    int synced;         /* BN statistics all-reduced */
-    const float *W;     /* conv / fc weights as the ops read them (rounded copy) */
-    int folding;        /* golden whole-batch folding: weight gradients per shard */
-    int m16;            /* fast bf16/fp16, not folding: the ops read and write 16-bit mirrors */
-    int ns;             /* shards (folding) or 1 */
-    int s0[1024];       /* first row of each shard */
-};
-
-static int golden(const struct resnet_model *m) { return m->d->numerics == NUMERICS_GOLDEN; }
+int rn_golden(const struct resnet_model *m) { return m->d->numerics == NUMERICS_GOLDEN; }
 
 /* all-reduce of a BN part of K sums (a no-op without sync) */
-static int sync_part(struct step *st, int K, plumb_err *e)
+int rn_sync_part(struct step *st, int K, plumb_err *e)
 {
     if (!st->synced) return PLUMB_OK;
     struct resnet_model *m = st->m;
-    if (golden(m)) {
+    if (rn_golden(m)) {
         size_t bytes = train_bn_part_bytes(K, 1);
         int rc = dev_download(m->d, m->hpart, m->part, bytes, e);
         if (!rc) rc = st->sy->allreduce(st->sy->ctx, m->hpart, 2 * K, 1, e);
@@ -627,28 +563,38 @@ static int sync_part(struct step *st, int K, plumb_err *e)
     return st->sy->allreduce(st->sy->ctx, m->part, K, 0, e);
 }
 
-static int zero_part(struct step *st, int K, plumb_err *e)
+int rn_zero_part(struct step *st, int K, plumb_err *e)
 {
     struct resnet_model *m = st->m;
-    return m->d->be->memset_async(m->d, NULL, m->part, 0, train_bn_part_bytes(K, golden(m)), e);
+    return m->d->be->memset_async(m->d, NULL, m->part, 0, train_bn_part_bytes(K, rn_golden(m)), e);
 }
 
-/* BN (+ residual z) (+ ReLU) of x [B, HW, C] into y. Training: statistics
- * over the global batch (or local); eval: running statistics. */
 /* bn (+ z) (+ ReLU) into y, and into its mirror y16 too when the step
- * keeps mirrors (y16 may be NULL) */
-static int bn_apply_to(struct step *st, const float *x, const float *mean, const float *rstd, const float *gamma,
-                       const float *beta, const float *z, float *y, uint16_t *y16, size_t M, int C, int relu,
-                       plumb_err *e)
+ * keeps mirrors (y16 may be NULL); the 16-bit pipeline: x16 (+ z16) into
+ * y16 only */
+static int bn_apply_to(struct step *st, const float *x, const uint16_t *x16, const float *mean, const float *rstd,
+                       const float *gamma, const float *beta, const float *z, const uint16_t *z16, float *y,
+                       uint16_t *y16, size_t M, int C, int relu, plumb_err *e)
 {
     struct resnet_model *m = st->m;
+    if (st->a16)
+        return m->T->bn_apply16o(m->d, NULL, x16, mean, rstd, gamma, beta, z16, y16, M, C, relu, m->prec, e);
     if (st->m16 && y16)
         return m->T->bn_apply16(m->d, NULL, x, mean, rstd, gamma, beta, z, y, y16, M, C, relu, m->prec, e);
     return m->T->bn_apply(m->d, NULL, x, mean, rstd, gamma, beta, z, y, M, C, relu, m->prec, e);
 }
 
-static int bn_forward(struct step *st, struct rbn *bn, const float *x, float *y, uint16_t *y16, int HW,
-                      const float *z, int relu, plumb_err *e)
+/* part = bn_stats of x (or x16), sums of x (mean NULL) or of squared deviations */
+static int bn_stats_of(struct step *st, const float *x, const uint16_t *x16, size_t M, int C, const float *mean,
+                       plumb_err *e)
+{
+    struct resnet_model *m = st->m;
+    if (st->a16) return m->T->bn_stats16o(m->d, NULL, x16, M, C, mean, m->part, m->prec, e);
+    return m->T->bn_stats(m->d, NULL, x, M, C, mean, m->part, e);
+}
+
+int rn_bn_forward(struct step *st, struct rbn *bn, const float *x, const uint16_t *x16, float *y, uint16_t *y16,
+                  int HW, const float *z, const uint16_t *z16, int relu, plumb_err *e)
 {
     struct resnet_model *m = st->m;
     const struct train_ops *T = m->T;
@@ -660,22 +606,22 @@ static int bn_forward(struct step *st, struct rbn *bn, const float *x, float *y,
     if (!st->train) {
         if (!M) return PLUMB_OK;
         rc = T->bn_rstd(d, NULL, rv, bn->C, BN_EPS, m->ev_rstd, e);
-        if (!rc) rc = bn_apply_to(st, x, rm, m->ev_rstd, gamma, beta, z, y, y16, M, bn->C, relu, e);
+        if (!rc) rc = bn_apply_to(st, x, x16, rm, m->ev_rstd, gamma, beta, z, z16, y, y16, M, bn->C, relu, e);
         return rc;
     }
     const int64_t count = st->synced ? st->gvalid * HW : (int64_t)M;
     if (count < 2)
         return err_set(e, PLUMB_EUSAGE, "resnet: BatchNorm over %lld value(s) per channel (training needs at least 2: "
                        "a larger batch)", (long long)count);
-    rc = M ? T->bn_stats(d, NULL, x, M, bn->C, NULL, m->part, e) : zero_part(st, bn->C, e);
-    if (!rc) rc = sync_part(st, bn->C, e);
+    rc = M ? bn_stats_of(st, x, x16, M, bn->C, NULL, e) : rn_zero_part(st, bn->C, e);
+    if (!rc) rc = rn_sync_part(st, bn->C, e);
     if (!rc) rc = T->bn_mean(d, NULL, m->part, bn->C, count, bn->mean, e);
-    if (!rc) rc = M ? T->bn_stats(d, NULL, x, M, bn->C, bn->mean, m->part, e) : zero_part(st, bn->C, e);
-    if (!rc) rc = sync_part(st, bn->C, e);
+    if (!rc) rc = M ? bn_stats_of(st, x, x16, M, bn->C, bn->mean, e) : rn_zero_part(st, bn->C, e);
+    if (!rc) rc = rn_sync_part(st, bn->C, e);
     if (!rc)
         rc = T->bn_var(d, NULL, m->part, bn->C, count, BN_EPS, BN_MOMENTUM, bn->mean, bn->rstd,
                        st->keep_running ? NULL : rm, st->keep_running ? NULL : rv, e);
-    if (!rc && M) rc = bn_apply_to(st, x, bn->mean, bn->rstd, gamma, beta, z, y, y16, M, bn->C, relu, e);
+    if (!rc && M) rc = bn_apply_to(st, x, x16, bn->mean, bn->rstd, gamma, beta, z, z16, y, y16, M, bn->C, relu, e);
     return rc;
 }
 
@@ -711,20 +657,17 @@ static int mirror_weights(struct resnet_model *m, plumb_err *e)
     return rc;
 }
 
-static int forward(struct step *st, plumb_err *e)
+/* the stem and the blocks with fp32 activations (and 16-bit mirrors) */
+static int trunk_forward(struct step *st, const float **last, plumb_err *e)
 {
     struct resnet_model *m = st->m;
     const struct train_ops *T = m->T;
     struct dev *d = m->d;
     const int B = st->B;
     int rc = PLUMB_OK;
-    if (m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->params, m->wwork, m->n_params, m->prec, e);
-    st->W = m->prec != DT_F32 ? m->wwork : m->params;
-    st->m16 = m->has16 && !golden(m) && !st->folding;
-    if (!rc && st->m16) rc = mirror_weights(m, e);
     const int shw = m->stem.g.P * m->stem.g.Q;
     if (!rc) rc = conv_forward(st, &m->stem, m->in_x, NULL, m->stem_c, e);
-    if (!rc) rc = bn_forward(st, &m->stem_bn, m->stem_c, m->stem_a, m->stem_a16, shw, NULL, 1, e);
+    if (!rc) rc = rn_bn_forward(st, &m->stem_bn, m->stem_c, NULL, m->stem_a, m->stem_a16, shw, NULL, NULL, 1, e);
     float *cur = m->stem_a;
     uint16_t *cur16 = m->pool ? NULL : m->stem_a16;
     if (!rc && m->pool && B) {
@@ -742,7 +685,8 @@ static int forward(struct step *st, plumb_err *e)
         for (int i = 0; i < k->nconv - 1 && !rc; i++) {
             const struct train_conv *g = &k->conv[i].g;
             rc = conv_forward(st, &k->conv[i], x, x16, k->cx[i], e);
-            if (!rc) rc = bn_forward(st, &k->bn[i], k->cx[i], k->ax[i], k->ax16[i], g->P * g->Q, NULL, 1, e);
+            if (!rc)
+                rc = rn_bn_forward(st, &k->bn[i], k->cx[i], NULL, k->ax[i], k->ax16[i], g->P * g->Q, NULL, NULL, 1, e);
             x = k->ax[i];
             x16 = k->ax16[i];
         }
@@ -752,12 +696,38 @@ static int forward(struct step *st, plumb_err *e)
         const float *z = k->in;
         if (!rc && k->proj) {
             rc = conv_forward(st, &k->sc, k->in, k->in16, k->sx, e);
-            if (!rc) rc = bn_forward(st, &k->sbn, k->sx, k->sa, NULL, k->sc.g.P * k->sc.g.Q, NULL, 0, e);
+            if (!rc) rc = rn_bn_forward(st, &k->sbn, k->sx, NULL, k->sa, NULL, k->sc.g.P * k->sc.g.Q, NULL, NULL, 0, e);
             z = k->sa;
         }
-        if (!rc) rc = bn_forward(st, &k->bn[L], k->cx[L], k->out, k->out16, g->P * g->Q, z, 1, e);
+        if (!rc) rc = rn_bn_forward(st, &k->bn[L], k->cx[L], NULL, k->out, k->out16, g->P * g->Q, z, NULL, 1, e);
         cur = k->out;
         cur16 = k->out16;
+    }
+    *last = cur;
+    return rc;
+}
+
+static int forward(struct step *st, plumb_err *e)
+{
+    struct resnet_model *m = st->m;
+    const struct train_ops *T = m->T;
+    struct dev *d = m->d;
+    const int B = st->B;
+    int rc = PLUMB_OK;
+    if (m->act16 && (rn_golden(m) || st->folding))
+        return err_set(e, PLUMB_EUSAGE, "resnet: the model holds 16-bit activations only (made for fast %s "
+                       "numerics), so it cannot run a golden step; make it under golden numerics, or with "
+                       "PLUMB_RESNET_ACT16=0", dtype_name(m->prec));
+    if (m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->params, m->wwork, m->n_params, m->prec, e);
+    st->W = m->prec != DT_F32 ? m->wwork : m->params;
+    st->a16 = m->act16;
+    st->m16 = m->has16 && !rn_golden(m) && !st->folding;
+    if (!rc && (st->m16 || st->a16)) rc = mirror_weights(m, e);
+    const float *cur = NULL;
+    if (st->a16) {
+        if (!rc) rc = resnet16_trunk_forward(st, &cur, e);
+    } else if (!rc) {
+        rc = trunk_forward(st, &cur, e);
     }
     if (!rc && B) {
         const struct rblock *k = &m->blk[m->nblocks - 1];
@@ -837,22 +807,33 @@ static int conv_dgrad(struct step *st, const struct rconv *cv, const float *dy, 
 /* BN backward: dy [B, HW, C] (the gradient of bn's output v, masked) ->
  * dx (may be dy) and, with mirrors, dx16 (may be NULL); gamma / beta
  * gradients (per shard with fold) */
-static int bn_backward(struct step *st, struct rbn *bn, const float *x, const float *dy, float *dx, uint16_t *dx16,
-                       int HW, plumb_err *e)
+int rn_bn_backward(struct step *st, struct rbn *bn, const float *x, const uint16_t *x16, const float *dy,
+                   const uint16_t *dy16, const uint16_t *mask16, float *dx, uint16_t *dx16, int HW, plumb_err *e)
 {
     struct resnet_model *m = st->m;
     const struct train_ops *T = m->T;
     struct dev *d = m->d;
     const size_t M = (size_t)st->B * HW;
     const int64_t count = st->synced ? st->gvalid * HW : (int64_t)M;
+    if (st->a16) { /* never folding: the parameter gradients in the statistics' pass */
+        int rc = !M ? rn_zero_part(st, 2 * bn->C, e)
+                    : T->bn_bwd_reduce16o(d, NULL, x16, dy16, mask16, bn->mean, bn->rstd, M, bn->C, m->part,
+                                          m->grads + bn->gamma, m->grads + bn->beta, m->prec, e);
+        if (!rc) rc = rn_sync_part(st, 2 * bn->C, e);
+        if (!rc) rc = T->bn_mean(d, NULL, m->part, 2 * bn->C, count, m->mdy, e);
+        if (!rc && M)
+            rc = T->bn_bwd_data16o(d, NULL, x16, dy16, mask16, bn->mean, bn->rstd, m->params + bn->gamma, m->mdy,
+                                   dx16, M, bn->C, m->prec, e);
+        return rc;
+    }
     /* not folding, the parameter gradients are over the same M rows as the
      * statistics: one call for both (the bits of the two) */
     const int one = T->bn_bwd_reduce && !st->folding && M;
-    int rc = !M ? zero_part(st, 2 * bn->C, e)
+    int rc = !M ? rn_zero_part(st, 2 * bn->C, e)
              : one ? T->bn_bwd_reduce(d, NULL, x, dy, bn->mean, bn->rstd, M, bn->C, m->part, m->grads + bn->gamma,
                                       m->grads + bn->beta, e)
                    : T->bn_bwd_stats(d, NULL, x, dy, bn->mean, bn->rstd, M, bn->C, m->part, e);
-    if (!rc) rc = sync_part(st, 2 * bn->C, e);
+    if (!rc) rc = rn_sync_part(st, 2 * bn->C, e);
     if (!rc) rc = T->bn_mean(d, NULL, m->part, 2 * bn->C, count, m->mdy, e);
     for (int j = 0; j < st->ns && !rc && !one; j++) {
         const int n = shard_n(st, j);
@@ -869,7 +850,7 @@ static int bn_backward(struct step *st, struct rbn *bn, const float *x, const fl
     return rc;
 }
 
-static int grad_ready(struct step *st, int k, size_t off, size_t len, plumb_err *e)
+int rn_grad_ready(struct step *st, int k, size_t off, size_t len, plumb_err *e)
 {
     struct resnet_model *m = st->m;
     if (!m->ready || st->folding) return PLUMB_OK;
@@ -891,7 +872,7 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
     if (!rc && k->proj) {
         float *t = NULL;
         rc = slot_take(m, &t, e);
-        if (!rc) rc = bn_backward(st, &k->sbn, k->sx, gout, t, m->g16, k->sc.g.P * k->sc.g.Q, e);
+        if (!rc) rc = rn_bn_backward(st, &k->sbn, k->sx, NULL, gout, NULL, NULL, t, m->g16, k->sc.g.P * k->sc.g.Q, e);
         if (!rc) rc = slot_take(m, &shortg, e);
         if (!rc) rc = conv_dgrad(st, &k->sc, t, m->g16, shortg, e);
         if (!rc) rc = conv_wgrad(st, &k->sc, k->in, k->in16, t, m->g16, e);
@@ -902,7 +883,7 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
     }
     /* m->g16: the mirror of each BN backward's dx, read by the two
      * convolutions right after it (one at a time, in stream order) */
-    if (!rc) rc = bn_backward(st, &k->bn[L], k->cx[L], gout, g2, m->g16, gl->P * gl->Q, e);
+    if (!rc) rc = rn_bn_backward(st, &k->bn[L], k->cx[L], NULL, gout, NULL, NULL, g2, m->g16, gl->P * gl->Q, e);
     for (int i = L; i >= 0 && !rc; i--) {
         /* g2 = d cx[i] (its mirror in m->g16) */
         const float *x = i ? k->ax[i - 1] : k->in;
@@ -917,7 +898,7 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
             const struct train_conv *gi = &k->conv[i - 1].g;
             size_t n = (size_t)st->B * gi->P * gi->Q * gi->K;
             if (n) rc = T->relu_bwd(d, NULL, k->ax[i - 1], nx, nx, n, e);
-            if (!rc) rc = bn_backward(st, &k->bn[i - 1], k->cx[i - 1], nx, nx, m->g16, gi->P * gi->Q, e);
+            if (!rc) rc = rn_bn_backward(st, &k->bn[i - 1], k->cx[i - 1], NULL, nx, NULL, NULL, nx, m->g16, gi->P * gi->Q, e);
         }
     }
     const struct train_conv *g0 = &k->conv[0].g;
@@ -925,6 +906,45 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
     if (!rc && nin) rc = T->add(d, NULL, g2, shortg, g2, nin, 0, m->prec, e);
     slot_give(m, shortg);
     *gin = g2;
+    return rc;
+}
+
+/* from dpooled: the blocks, then the stem (fp32 activations, 16-bit mirrors) */
+static int trunk_backward(struct step *st, plumb_err *e)
+{
+    struct resnet_model *m = st->m;
+    const struct train_ops *T = m->T;
+    struct dev *d = m->d;
+    const int B = st->B, F = m->feat;
+    int rc = PLUMB_OK;
+    const struct rblock *lastb = &m->blk[m->nblocks - 1];
+    const struct train_conv *gl = &lastb->conv[lastb->nconv - 1].g;
+    float *g = NULL;
+    if (!rc) rc = slot_take(m, &g, e);
+    if (!rc && B) rc = T->avgpool_bwd(d, NULL, m->dpooled, g, B, gl->P * gl->Q, F, m->prec, e);
+    for (int b = m->nblocks - 1; b >= 0 && !rc; b--) {
+        float *gin;
+        rc = block_backward(st, &m->blk[b], g, &gin, e);
+        g = gin;
+        if (!rc) rc = rn_grad_ready(st, m->nblocks - b, m->blk[b].p0, m->blk[b].p1 - m->blk[b].p0, e);
+    }
+    /* stem: (max-pool), ReLU, BN, conv weight */
+    const int shw = m->stem.g.P * m->stem.g.Q;
+    const size_t nst = (size_t)B * shw * m->c.stem_width;
+    if (!rc && m->pool) {
+        float *t = NULL;
+        rc = slot_take(m, &t, e);
+        struct train_conv pg = m->pg;
+        pg.N = B;
+        if (!rc && B) rc = T->maxpool_bwd(d, NULL, &pg, g, m->pool_idx, t, m->prec, e);
+        slot_give(m, g);
+        g = t;
+    }
+    if (!rc && nst) rc = T->relu_bwd(d, NULL, m->stem_a, g, g, nst, e);
+    if (!rc) rc = rn_bn_backward(st, &m->stem_bn, m->stem_c, NULL, g, NULL, NULL, g, m->g16, shw, e);
+    if (!rc) rc = conv_wgrad(st, &m->stem, m->in_x, NULL, g, m->g16, e);
+    if (!rc) rc = rn_grad_ready(st, m->nblocks + 1, 0, m->stem_end, e);
+    slot_give(m, g);
     return rc;
 }
 
@@ -953,35 +973,12 @@ static int backward(struct step *st, float grad_scale, struct resnet_loss *loss,
                            m->dpooled + (size_t)s0 * F, gdst(st, j) + m->fc_w, gdst(st, j) + m->fc_b, n, F, V, 0,
                            m->prec, e);
     }
-    if (!rc) rc = grad_ready(st, 0, m->fc_w, m->n_params - m->fc_w, e);
-    const struct rblock *lastb = &m->blk[m->nblocks - 1];
-    const struct train_conv *gl = &lastb->conv[lastb->nconv - 1].g;
-    float *g = NULL;
-    if (!rc) rc = slot_take(m, &g, e);
-    if (!rc && B) rc = T->avgpool_bwd(d, NULL, m->dpooled, g, B, gl->P * gl->Q, F, m->prec, e);
-    for (int b = m->nblocks - 1; b >= 0 && !rc; b--) {
-        float *gin;
-        rc = block_backward(st, &m->blk[b], g, &gin, e);
-        g = gin;
-        if (!rc) rc = grad_ready(st, m->nblocks - b, m->blk[b].p0, m->blk[b].p1 - m->blk[b].p0, e);
+    if (!rc) rc = rn_grad_ready(st, 0, m->fc_w, m->n_params - m->fc_w, e);
+    if (st->a16) {
+        if (!rc) rc = resnet16_trunk_backward(st, e);
+    } else if (!rc) {
+        rc = trunk_backward(st, e);
     }
-    /* stem: (max-pool), ReLU, BN, conv weight */
-    const int shw = m->stem.g.P * m->stem.g.Q;
-    const size_t nst = (size_t)B * shw * m->c.stem_width;
-    if (!rc && m->pool) {
-        float *t = NULL;
-        rc = slot_take(m, &t, e);
-        struct train_conv pg = m->pg;
-        pg.N = B;
-        if (!rc && B) rc = T->maxpool_bwd(d, NULL, &pg, g, m->pool_idx, t, m->prec, e);
-        slot_give(m, g);
-        g = t;
-    }
-    if (!rc && nst) rc = T->relu_bwd(d, NULL, m->stem_a, g, g, nst, e);
-    if (!rc) rc = bn_backward(st, &m->stem_bn, m->stem_c, g, g, m->g16, shw, e);
-    if (!rc) rc = conv_wgrad(st, &m->stem, m->in_x, NULL, g, m->g16, e);
-    if (!rc) rc = grad_ready(st, m->nblocks + 1, 0, m->stem_end, e);
-    slot_give(m, g);
     if (!rc && st->folding) { /* each shard's whole gradient, in shard order */
         float *lps = B ? malloc((size_t)B * sizeof(float)) : NULL;
         if (B && !lps) rc = err_set(e, PLUMB_ENOMEM, "resnet: out of host memory");
@@ -1048,7 +1045,7 @@ int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b
             if (m->gshard) dev_free(m->d, m->gshard);
             m->gshard = NULL;
             m->gshard_cap = 0;
-            rc = zalloc(m, (void **)&m->gshard, (size_t)st.ns * m->n_params * sizeof(float), e);
+            rc = rn_zalloc(m, (void **)&m->gshard, (size_t)st.ns * m->n_params * sizeof(float), e);
             if (rc) return rc;
             m->gshard_cap = st.ns;
         }

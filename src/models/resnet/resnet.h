@@ -162,6 +162,18 @@ struct resnet_sync {
     void *fold_ctx;
 };
 
+/* The 16-bit activation pipeline (models/resnet/resnet16.c): with fast
+ * bf16/fp16 numerics and the device's optional "resnet with 16-bit
+ * activations" ops, the convolutions' outputs, the BN outputs and the
+ * gradients between layers are held as 16-bit values only (the fp32
+ * activations are not allocated). PLUMB_RESNET_ACT16=0 keeps today's fp32
+ * activations with 16-bit mirrors; a value other than 0 or 1 is
+ * PLUMB_EUSAGE at resnet_create. resnet_act16: whether the model runs it;
+ * resnet16_forward_count: forwards through it in this process (tests,
+ * plumb bench resnet). */
+int resnet_act16(const struct resnet_model *m);
+extern long resnet16_forward_count;
+
 int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b, const struct resnet_sync *sync,
                             float grad_scale, struct resnet_loss *loss, plumb_err *e);
 

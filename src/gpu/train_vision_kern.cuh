@@ -1,0 +1,301 @@
+/* Device code of the fast vision kernels that read fp32 or 16-bit storage
+ * (BatchNorm's reductions, apply and backward data, the add, the 16-bit
+ * max-pool), included by gpu/train_vision.cu and by tests/tools/gpu_emu.cc,
+ * which runs these same kernels on the cpu (threads as pthreads,
+ * __syncthreads as a barrier) against the fp32 instantiations and float64
+ * sums. Needs, from gpu/train_gpu.h or the emulation: to16_rt, from16_rt,
+ * float4 / uint4 / ushort4 and their make_ functions, the CUDA thread
+ * built-ins; and dev/train_vision.h. */
+#ifndef PLUMB_GPU_TRAIN_VISION_KERN_CUH
+#define PLUMB_GPU_TRAIN_VISION_KERN_CUH
+#include "dev/train_vision.h"
+
+/* ---------------- vector loads and stores ----------------
+ * V consecutive elements of an fp32 tensor (V = 4: one float4, 16-byte
+ * aligned) or of a 16-bit tensor (V = 8: one 16-byte uint4 of eight bf16 /
+ * fp16 values, element i in the low half of word i / 2; V = 4: a ushort4),
+ * as floats; V = 1 a scalar. The same kernel source serves both storages
+ * (the 16-bit activation ops of dev/train_ops.h read and write 16 bits). */
+template <int V> __device__ static inline void ldv(const float *p, size_t i, float *o, int)
+{
+    if (V == 4) {
+        float4 t = *(const float4 *)(p + i);
+        o[0] = t.x, o[1] = t.y, o[2] = t.z, o[3] = t.w;
+    } else {
+        for (int v = 0; v < V; v++) o[v] = p[i + v];
+    }
+}
+template <int V> __device__ static inline void ldv(const uint16_t *p, size_t i, float *o, int rt)
+{
+    if (V == 8) {
+        uint4 t = *(const uint4 *)(p + i);
+        const uint32_t w[4] = {t.x, t.y, t.z, t.w};
+        for (int k = 0; k < 4; k++) {
+            o[2 * k] = from16_rt((uint16_t)(w[k] & 0xffffu), rt);
+            o[2 * k + 1] = from16_rt((uint16_t)(w[k] >> 16), rt);
+        }
+    } else {
+        for (int v = 0; v < V; v++) o[v] = from16_rt(p[i + v], rt);
+    }
+}
+template <int V> __device__ static inline void stv(float *p, size_t i, const float *o)
+{
+    if (V == 4) *(float4 *)(p + i) = make_float4(o[0], o[1], o[2], o[3]);
+    else
+        for (int v = 0; v < V; v++) p[i + v] = o[v];
+}
+/* o: rt-rounded values (exact in 16 bits) */
+template <int V> __device__ static inline void st16v(uint16_t *p, size_t i, const float *o, int rt)
+{
+    if (V == 8) {
+        uint32_t w[4];
+        for (int k = 0; k < 4; k++) w[k] = (uint32_t)to16_rt(o[2 * k], rt) | (uint32_t)to16_rt(o[2 * k + 1], rt) << 16;
+        *(uint4 *)(p + i) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else if (V == 4) {
+        ushort4 h;
+        h.x = to16_rt(o[0], rt), h.y = to16_rt(o[1], rt), h.z = to16_rt(o[2], rt), h.w = to16_rt(o[3], rt);
+        *(ushort4 *)(p + i) = h;
+    } else {
+        for (int v = 0; v < V; v++) p[i + v] = to16_rt(o[v], rt);
+    }
+}
+/* relu_bwd's mask on the fly: g[v] = 0 where the ReLU output mask (16-bit)
+ * is not > 0 */
+template <int V> __device__ static inline void maskv(const uint16_t *mask, size_t i, float *g, int rt)
+{
+    if (!mask) return;
+    float mk[V];
+    ldv<V>(mask, i, mk, rt);
+    for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
+}
+
+enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3 };
+
+/* fast: NS sums per channel in one pass (bn_stats: NS = 1, kind BV_X or
+ * BV_SQ; the backward: NS = 2, BV_DY then BV_DYXH from one read of x and
+ * dy). Threads own V consecutive channels (fp32: V = 4, float4 loads;
+ * 16-bit: V = 8, one 16-byte load of eight values; V = 1 when C is not a
+ * multiple of V or a pointer is not 16-byte aligned); a block is QX channel
+ * groups x RY row lanes (QX RY = 256), rows [blockIdx.y rpb, +rpb). Each
+ * lane sums its rows in order, the block adds its lanes in lane order
+ * into part[blockIdx.y, s, c]; k_bn_red_final adds the row blocks in block
+ * order. The geometry depends on (M, C, V) only, so the sums repeat. */
+struct bn_geom {
+    int V, QX, RY;
+    unsigned ncb, nby;
+    size_t rpb;
+};
+static inline int bn_vec_ok(const void *a, const void *b, int C, int V)
+{
+    return C % V == 0 && !((uintptr_t)a & 15) && !((uintptr_t)b & 15);
+}
+static inline struct bn_geom bn_geom_of(size_t M, int C, int V)
+{
+    struct bn_geom g;
+    g.V = V;
+    const int nq = C / V;
+    int qx = 1;
+    while (qx < nq && qx < 32) qx *= 2;
+    g.QX = qx;
+    g.RY = 256 / qx;
+    g.ncb = (unsigned)((nq + qx - 1) / qx);
+    /* about 1024 blocks in all, each lane at least 4 rows */
+    size_t nby = (1024 + g.ncb - 1) / g.ncb, cap = (M + (size_t)g.RY * 4 - 1) / ((size_t)g.RY * 4);
+    if (nby > cap) nby = cap;
+    if (nby > 512) nby = 512;
+    if (nby < 1) nby = 1;
+    g.rpb = (M + nby - 1) / nby;
+    g.nby = (unsigned)((M + g.rpb - 1) / g.rpb);
+    return g;
+}
+
+template <typename S, int V, int NS>
+__global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const S *dy, const uint16_t *mask,
+                                                     const float *mean, const float *rstd, size_t M, int C, size_t rpb,
+                                                     int QX, int RY, float *part, int rt)
+{
+    __shared__ float sh[NS][256 * V];
+    const int tx = threadIdx.x % QX, ty = threadIdx.x / QX;
+    const int q = blockIdx.x * QX + tx, c0 = q * V;
+    const size_t m0 = (size_t)blockIdx.y * rpb;
+    const size_t m1 = m0 + rpb < M ? m0 + rpb : M;
+    float a[NS][V];
+    for (int s = 0; s < NS; s++)
+        for (int v = 0; v < V; v++) a[s][v] = 0.0f;
+    if (c0 < C) {
+        float mu[V], rs[V];
+        for (int v = 0; v < V; v++) {
+            mu[v] = mean && kind != BV_X ? mean[c0 + v] : 0.0f;
+            rs[v] = rstd && kind == BV_DY ? rstd[c0 + v] : 0.0f;
+        }
+        /* unrolled for loads in flight; the adds stay in row order */
+#pragma unroll 4
+        for (size_t m = m0 + ty; m < m1; m += RY) {
+            float xv[V], gv[V];
+            const size_t i = m * (size_t)C + c0;
+            if (kind != BV_DY || NS == 2) ldv<V>(x, i, xv, rt);
+            if (kind == BV_DY) {
+                ldv<V>(dy, i, gv, rt);
+                maskv<V>(mask, i, gv, rt);
+            }
+            for (int v = 0; v < V; v++) {
+                if (kind == BV_X) {
+                    a[0][v] += xv[v];
+                } else if (kind == BV_SQ) {
+                    float dd = xv[v] - mu[v];
+                    a[0][v] += dd * dd;
+                } else {
+                    a[0][v] += gv[v];
+                    if (NS == 2) a[NS - 1][v] += gv[v] * tv_bn_xhat(xv[v], mu[v], rs[v]);
+                }
+            }
+        }
+    }
+    for (int s = 0; s < NS; s++)
+        for (int v = 0; v < V; v++) sh[s][(ty * QX + tx) * V + v] = a[s][v];
+    __syncthreads();
+    if (ty == 0 && c0 < C) {
+        for (int y = 1; y < RY; y++)
+            for (int s = 0; s < NS; s++)
+                for (int v = 0; v < V; v++) a[s][v] += sh[s][(y * QX + tx) * V + v];
+        for (int s = 0; s < NS; s++)
+            for (int v = 0; v < V && c0 + v < C; v++) part[((size_t)blockIdx.y * NS + s) * C + c0 + v] = a[s][v];
+    }
+}
+/* out[j] (j < K = NS C) = the nb block partials part[b, j] added in block
+ * order (8 lanes take every 8th block, then the lanes in lane order);
+ * copy0 / copy1 (may be NULL) also receive out[0, C) / out[C, 2C). */
+__global__ void k_bn_red_final(const float *part, int nb, int K, int C, float *out, float *copy0, float *copy1)
+{
+    __shared__ float sh[8][32];
+    const int j = blockIdx.x * 32 + threadIdx.x;
+    float a = 0.0f;
+    if (j < K)
+        for (int b = threadIdx.y; b < nb; b += 8) a += part[(size_t)b * K + j];
+    sh[threadIdx.y][threadIdx.x] = a;
+    __syncthreads();
+    if (threadIdx.y || j >= K) return;
+    for (int y = 1; y < 8; y++) a += sh[y][threadIdx.x];
+    out[j] = a;
+    if (j < C && copy0) copy0[j] = a;
+    if (j >= C && copy1) copy1[j - C] = a;
+}
+
+/* y (may be NULL) and y16 (may be NULL) = bn_apply of x (+ z), V elements a
+ * thread: vector v covers elements V v .. V v + V - 1, one row's channels
+ * (C % V == 0); storage S of x and z: fp32 or 16-bit */
+template <typename S, int V>
+__global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
+                           const S *z, float *y, uint16_t *y16, size_t nv, int C, int relu, int rt)
+{
+    for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = iv * V;
+        const int c = (int)(i % (size_t)C);
+        float xa[V], za[V], o[V];
+        ldv<V>(x, i, xa, rt);
+        if (z) ldv<V>(z, i, za, rt);
+        for (int v = 0; v < V; v++)
+            o[v] = tv_round(tv_bn_apply(xa[v], mean[c + v], rstd[c + v], gamma[c + v], beta[c + v], z ? &za[v] : NULL,
+                                        relu), rt);
+        if (y) stv<V>(y, i, o);
+        if (y16) st16v<V>(y16, i, o, rt);
+    }
+}
+
+/* dx (may be NULL) and dx16 (may be NULL) = bn_bwd_data of x and dy (dy
+ * masked by mask, a 16-bit ReLU output, when given), V elements a thread as
+ * k_bn_apply; in place (dx16 == dy) each thread loads before it stores */
+template <typename S, int V>
+__global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mean, const float *rstd,
+                              const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t nv, int C, int rt)
+{
+    for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = iv * V;
+        const int c = (int)(i % (size_t)C);
+        float xa[V], ga[V], o[V];
+        ldv<V>(x, i, xa, rt);
+        ldv<V>(dy, i, ga, rt);
+        maskv<V>(mask, i, ga, rt);
+        for (int v = 0; v < V; v++)
+            o[v] = tv_round(tv_bn_dx(xa[v], ga[v], mean[c + v], rstd[c + v], gamma[c + v], mdy[c + v], mdy[C + c + v]),
+                            rt);
+        if (dx) stv<V>(dx, i, o);
+        if (dx16) st16v<V>(dx16, i, o, rt);
+    }
+}
+
+/* y (fp32, may be NULL) and y16 (may be NULL) = a + b (b masked by mask, a
+ * 16-bit ReLU output, when given), then the ReLU, rounded; V elements a
+ * thread (n % V == 0, aligned) */
+template <typename S, int V>
+__global__ void k_add(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv, int relu,
+                      int rt)
+{
+    for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = iv * V;
+        float av[V], bv[V], o[V];
+        ldv<V>(a, i, av, rt);
+        ldv<V>(b, i, bv, rt);
+        maskv<V>(mask, i, bv, rt);
+        for (int v = 0; v < V; v++) {
+            o[v] = av[v] + bv[v];
+            if (relu) o[v] = o[v] > 0.0f ? o[v] : 0.0f;
+            o[v] = tv_round(o[v], rt);
+        }
+        if (y) stv<V>(y, i, o);
+        if (y16) st16v<V>(y16, i, o, rt);
+    }
+}
+
+/* max pooling over 16-bit values: dev/train_vision.h's tv_maxpool_elem and
+ * tv_maxpool_bwd_elem with the loads widened (a comparison of widened
+ * values is the comparison of the fp32 values the fp32 op reads; the
+ * backward's adds are the same fp32 adds) */
+__global__ void k_maxpool_fwd16(struct train_conv g, const uint16_t *x, uint16_t *y, int32_t *idx, size_t n, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % g.C);
+        const size_t pix = i / g.C;
+        const int q = (int)(pix % g.Q), p = (int)(pix / g.Q % g.P), nn = (int)(pix / ((size_t)g.P * g.Q));
+        float m = 0.0f;
+        int32_t a = -1;
+        for (int r = 0; r < g.R; r++) {
+            const int h = p * g.stride - g.pad + r;
+            if (h < 0 || h >= g.H) continue;
+            for (int s = 0; s < g.S; s++) {
+                const int ww = q * g.stride - g.pad + s;
+                if (ww < 0 || ww >= g.W) continue;
+                const float v = from16_rt(x[(((size_t)nn * g.H + h) * g.W + ww) * g.C + c], rt);
+                if (a < 0 || v > m) {
+                    m = v;
+                    a = r * g.S + s;
+                }
+            }
+        }
+        idx[i] = a;
+        y[i] = to16_rt(m, rt);
+    }
+}
+__global__ void k_maxpool_bwd16(struct train_conv g, const uint16_t *dy, const int32_t *idx, uint16_t *dx, size_t n,
+                                int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % g.C);
+        const size_t pix = i / g.C;
+        const int ww = (int)(pix % g.W), h = (int)(pix / g.W % g.H), nn = (int)(pix / ((size_t)g.H * g.W));
+        float acc = 0.0f;
+        for (int r = g.R - 1; r >= 0; r--) {
+            const int p = tv_conv_out_of(h, r, g.stride, g.pad, g.P);
+            if (p < 0) continue;
+            for (int s = g.S - 1; s >= 0; s--) {
+                const int q = tv_conv_out_of(ww, s, g.stride, g.pad, g.Q);
+                if (q < 0) continue;
+                const size_t o = (((size_t)nn * g.P + p) * g.Q + q) * g.C + c;
+                if (idx[o] == r * g.S + s) acc = acc + from16_rt(dy[o], rt);
+            }
+        }
+        dx[i] = to16_rt(tv_round(acc, rt), rt);
+    }
+}
+
+#endif

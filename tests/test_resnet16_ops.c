@@ -1,0 +1,462 @@
+/* resnet's 16-bit activation ops (dev/train_ops.h, "resnet with 16-bit
+ * activations") against the fp32 vision ops they are named after, on
+ * test_device() in fast numerics, bf16 and fp16: the same inputs (rt
+ * values), given to one as 16-bit values and to the other as fp32 numbers,
+ * the masked gradients as relu_bwd would have stored them. On the cpu every
+ * result is the same bits (its 16-bit ops are the fp32 ones between casts).
+ * On a GPU the elementwise results (bn_apply16o, bn_bwd_data16o, add16o,
+ * maxpool) must be the same bits too; a convolution may take another library
+ * algorithm for a 16-bit output (one rt step), and the BN sums (fp32, in the
+ * 16-bit kernels' own lane order) may differ by the reordering of fp32 adds:
+ * |a - b| <= 2 n u32 sum|v| for n terms (u32 = 2^-24).
+ * Then the model: resnet-tiny trained through the trainer with
+ * PLUMB_RESNET_ACT16=1 and =0 (models/resnet/resnet16.c against resnet.c's
+ * mirror path), and a small ImageNet-stem bottleneck net (max-pool,
+ * projection shortcuts) stepped directly: the same parameters on the cpu,
+ * losses within 1e-2 on a GPU. */
+#include "test.h"
+#include "t16.h"
+#include "train_env.h"
+#include "comm/comm.h"
+#include "core/dtype.h"
+#include "dev/dev.h"
+#include "dev/train_ops.h"
+#include "models/resnet/resnet.h"
+#include "models/workloads.h"
+#include "train/options.h"
+#include "train/trainer.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a (the fp32 op's) against b (the 16-bit op's): the same bits when exact,
+ * else within one rt step (ulps) or, with abs_sum, within the reordering
+ * bound 2 nterms 2^-24 abs_sum[i % C] of an fp32 sum */
+static void cmp(const char *what, const float *a, const float *b, size_t n, int exact, const double *abs_sum,
+                int C, double nterms, dtype_t rt)
+{
+    const double u = rt == DT_F16 ? 0x1p-10 : 0x1p-7;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!memcmp(&a[i], &b[i], sizeof(float))) continue;
+        double dd = fabs((double)a[i] - b[i]);
+        double tol = abs_sum ? 2 * nterms * 0x1p-24 * abs_sum[i % (size_t)C] : u * fabs((double)a[i]) + 1e-30;
+        if (exact || !(dd <= tol))
+            if (!bad++) first = i;
+    }
+    CHECK_MSG(bad == 0, "%s %s: %zu of %zu differ (first [%zu]: %.9g against %.9g)%s", what, dtype_name(rt), bad, n,
+              first, bad ? a[first] : 0.0, bad ? b[first] : 0.0, exact ? ", expected the same bits" : "");
+}
+
+static struct dev *open_fast16(void)
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    if (dev_open(test_device(), &d, &e)) return NULL;
+    const struct train_ops *T = d->ops->train;
+    if (dev_set_numerics(d, NUMERICS_FAST, 0, &e) || !T || !T->conv2d_fwd16o || !T->conv2d_bwd_data16o ||
+        !T->conv2d_bwd_filter16o || !T->bn_stats16o || !T->bn_apply16o || !T->bn_bwd_reduce16o ||
+        !T->bn_bwd_data16o || !T->add16o || !T->maxpool_fwd16o || !T->maxpool_bwd16o) {
+        dev_close(d);
+        return NULL;
+    }
+    return d;
+}
+
+static struct train_conv geom(int N, int H, int C, int K, int RS, int stride, int pad)
+{
+    struct train_conv g;
+    memset(&g, 0, sizeof g);
+    train_conv_set(&g, N, H, H, C, K, RS, RS, stride, pad);
+    return g;
+}
+
+/* the three convolutions of geometry g: x rt values (fp32x: fp32 values
+ * given as fp32 to both, the network's input) */
+static void conv_case(struct dev *d, const struct train_conv *g, int fp32x, dtype_t rt)
+{
+    const struct train_ops *T = d->ops->train;
+    plumb_err e = {0};
+    const int exact = is_cpu(d);
+    const size_t nx = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->K,
+                 nw = (size_t)g->K * g->R * g->S * g->C;
+    struct t16 x, w, y, dy, dx, dw;
+    REQUIRE(!alloc_t(d, &x, nx, fp32x ? 2 : 1, -2, 2, rt) && !alloc_t(d, &w, nw, 1, -0.4f, 0.4f, rt) && !alloc_t(d, &y, ny, 0, 0, 0, rt) &&
+            !alloc_t(d, &dy, ny, 1, -1, 1, rt) && !alloc_t(d, &dx, nx, 0, 0, 0, rt) && !alloc_t(d, &dw, nw, 0, 0, 0, rt));
+    size_t nmax = nx > ny ? nx : ny;
+    nmax = nmax > nw ? nmax : nw;
+    float *a = malloc(nmax * sizeof(float)), *b = malloc(nmax * sizeof(float));
+    REQUIRE(a && b);
+    char what[96];
+    snprintf(what, sizeof what, "%dx%d/%d C%d K%d%s", g->R, g->S, g->stride, g->C, g->K, fp32x ? " fp32 x" : "");
+
+    int rc = T->conv2d_fwd(d, NULL, g, x.d, w.d, y.d, rt, &e);
+    CHECK_MSG(rc == 0, "conv2d_fwd: %s", e.msg);
+    fetch(d, &y, a, NULL, rt);
+    rc = T->conv2d_fwd16o(d, NULL, g, fp32x ? x.d : NULL, fp32x ? NULL : x.d16, w.d16, y.d16, rt, &e);
+    CHECK_MSG(rc == 0, "conv2d_fwd16o: %s", e.msg);
+    fetch(d, &y, NULL, b, rt);
+    char lab[160];
+    snprintf(lab, sizeof lab, "conv2d_fwd16o y %s", what);
+    cmp(lab, a, b, ny, exact, NULL, 1, 0, rt);
+
+    if (!fp32x) { /* the network's input needs no gradient */
+        rc = T->conv2d_bwd_data(d, NULL, g, dy.d, w.d, dx.d, rt, &e);
+        CHECK_MSG(rc == 0, "conv2d_bwd_data: %s", e.msg);
+        fetch(d, &dx, a, NULL, rt);
+        rc = T->conv2d_bwd_data16o(d, NULL, g, dy.d16, w.d16, dx.d16, rt, &e);
+        CHECK_MSG(rc == 0, "conv2d_bwd_data16o: %s", e.msg);
+        fetch(d, &dx, NULL, b, rt);
+        snprintf(lab, sizeof lab, "conv2d_bwd_data16o dx %s", what);
+        cmp(lab, a, b, nx, exact, NULL, 1, 0, rt);
+    }
+
+    rc = T->conv2d_bwd_filter(d, NULL, g, x.d, dy.d, dw.d, rt, &e);
+    CHECK_MSG(rc == 0, "conv2d_bwd_filter: %s", e.msg);
+    fetch(d, &dw, a, NULL, rt);
+    rc = T->conv2d_bwd_filter16o(d, NULL, g, fp32x ? x.d : NULL, fp32x ? NULL : x.d16, dy.d16, dw.d, rt, &e);
+    CHECK_MSG(rc == 0, "conv2d_bwd_filter16o: %s", e.msg);
+    fetch(d, &dw, b, NULL, rt);
+    snprintf(lab, sizeof lab, "conv2d_bwd_filter16o dw %s", what);
+    cmp(lab, a, b, nw, exact, NULL, 1, 0, rt);
+
+    /* no x at all is refused, naming the op */
+    rc = T->conv2d_fwd16o(d, NULL, g, NULL, NULL, w.d16, y.d16, rt, &e);
+    CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "conv2d_fwd16o"), "conv2d_fwd16o without x: rc %d (%s)", rc, e.msg);
+    free(a), free(b);
+    struct t16 *all[] = {&x, &w, &y, &dy, &dx, &dw};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
+}
+
+static void bn_case(struct dev *d, dtype_t rt)
+{
+    const struct train_ops *T = d->ops->train;
+    plumb_err e = {0};
+    const int exact = is_cpu(d);
+    const int C = 24;
+    const size_t M = 147, n = M * C;
+    struct t16 x, z, y, mask, dy, dym, dx, mean, rstd, gamma, beta, part, dg, db, mdy, dg2, db2;
+    REQUIRE(!alloc_t(d, &x, n, 1, -2, 3, rt) && !alloc_t(d, &z, n, 1, -1, 1, rt) && !alloc_t(d, &y, n, 0, 0, 0, rt) &&
+            !alloc_t(d, &mask, n, 1, -1, 1, rt) && !alloc_t(d, &dy, n, 1, -1, 1, rt) && !alloc_t(d, &dym, n, 0, 0, 0, rt) &&
+            !alloc_t(d, &dx, n, 0, 0, 0, rt) && !alloc_t(d, &mean, C, 0, 0, 0, rt) && !alloc_t(d, &rstd, C, 0, 0, 0, rt) &&
+            !alloc_t(d, &gamma, C, 2, 0.5f, 1.5f, rt) && !alloc_t(d, &beta, C, 2, -0.3f, 0.3f, rt) &&
+            !alloc_t(d, &part, 2 * C, 0, 0, 0, rt) && !alloc_t(d, &dg, C, 0, 0, 0, rt) && !alloc_t(d, &db, C, 0, 0, 0, rt) &&
+            !alloc_t(d, &mdy, 2 * C, 0, 0, 0, rt) && !alloc_t(d, &dg2, C, 0, 0, 0, rt) && !alloc_t(d, &db2, C, 0, 0, 0, rt));
+    /* some mask values exactly 0 (relu_bwd passes only > 0) */
+    for (size_t i = 0; i < n; i += 7) mask.h[i] = 0.0f;
+    put16(d, &mask, mask.h, rt);
+    plumb_err ue = {0};
+    dev_upload(d, mask.d, mask.h, n * sizeof(float), &ue);
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float)), *pa = malloc(2 * C * sizeof(float));
+    double *sx = calloc(2 * C, sizeof(double));
+    REQUIRE(a && b && pa && sx);
+
+    /* statistics: the sums of x, then of (x - mean)^2 */
+    for (size_t i = 0; i < n; i++) sx[i % C] += fabs(x.h[i]);
+    int rc = T->bn_stats(d, NULL, x.d, M, C, NULL, part.d, &e);
+    CHECK_MSG(rc == 0, "bn_stats: %s", e.msg);
+    fetch(d, &part, pa, NULL, rt);
+    rc = T->bn_stats16o(d, NULL, x.d16, M, C, NULL, part.d, rt, &e);
+    CHECK_MSG(rc == 0, "bn_stats16o: %s", e.msg);
+    fetch(d, &part, b, NULL, rt);
+    cmp("bn_stats16o sum", pa, b, C, exact, sx, C, (double)M, rt);
+    rc = T->bn_mean(d, NULL, part.d, C, (int64_t)M, mean.d, &e);
+    CHECK_MSG(rc == 0, "bn_mean: %s", e.msg);
+    float *mh = malloc(C * sizeof(float));
+    REQUIRE(mh != NULL);
+    fetch(d, &mean, mh, NULL, rt);
+    memset(sx, 0, 2 * C * sizeof(double));
+    for (size_t i = 0; i < n; i++) sx[i % C] += (x.h[i] - mh[i % C]) * (double)(x.h[i] - mh[i % C]);
+    rc = T->bn_stats(d, NULL, x.d, M, C, mean.d, part.d, &e);
+    CHECK_MSG(rc == 0, "bn_stats (squares): %s", e.msg);
+    fetch(d, &part, pa, NULL, rt);
+    rc = T->bn_stats16o(d, NULL, x.d16, M, C, mean.d, part.d, rt, &e);
+    CHECK_MSG(rc == 0, "bn_stats16o (squares): %s", e.msg);
+    fetch(d, &part, b, NULL, rt);
+    cmp("bn_stats16o squares", pa, b, C, exact, sx, C, (double)M, rt);
+    rc = T->bn_var(d, NULL, part.d, C, (int64_t)M, 1e-5f, 0.1f, mean.d, rstd.d, NULL, NULL, &e);
+    CHECK_MSG(rc == 0, "bn_var: %s", e.msg);
+
+    /* apply: with the residual and the ReLU, and plain */
+    for (int v = 0; v < 2; v++) {
+        rc = T->bn_apply(d, NULL, x.d, mean.d, rstd.d, gamma.d, beta.d, v ? NULL : z.d, y.d, M, C, !v, rt, &e);
+        CHECK_MSG(rc == 0, "bn_apply: %s", e.msg);
+        fetch(d, &y, a, NULL, rt);
+        rc = T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, v ? NULL : z.d16, y.d16, M, C, !v, rt, &e);
+        CHECK_MSG(rc == 0, "bn_apply16o: %s", e.msg);
+        fetch(d, &y, NULL, b, rt);
+        cmp(v ? "bn_apply16o y" : "bn_apply16o y (z, relu)", a, b, n, 1, NULL, 1, 0, rt);
+    }
+
+    /* backward: the fp32 ops read relu_bwd(mask, dy) as stored */
+    rc = T->relu_bwd(d, NULL, mask.d, dy.d, dym.d, n, &e);
+    CHECK_MSG(rc == 0, "relu_bwd: %s", e.msg);
+    fetch(d, &dym, dym.h, NULL, rt);
+    put16(d, &dym, dym.h, rt); /* the masked gradient as 16 bits too */
+    memset(sx, 0, 2 * C * sizeof(double));
+    for (size_t i = 0; i < M; i++)
+        for (int c = 0; c < C; c++) {
+            sx[c] += fabs(dym.h[i * C + c]);
+            sx[C + c] += fabs(dym.h[i * C + c]) * fabs((x.h[i * C + c] - mh[c])) * 10.0; /* xhat < 10 |x - mean| here */
+        }
+    rc = T->bn_bwd_stats(d, NULL, x.d, dym.d, mean.d, rstd.d, M, C, part.d, &e);
+    if (!rc) rc = T->bn_bwd_params(d, NULL, x.d, dym.d, mean.d, rstd.d, M, C, dg.d, db.d, &e);
+    CHECK_MSG(rc == 0, "bn_bwd_stats / params: %s", e.msg);
+    float *pst = malloc(2 * C * sizeof(float)); /* the fp32 op's part */
+    REQUIRE(pst != NULL);
+    fetch(d, &part, pst, NULL, rt);
+    rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dy.d16, mask.d16, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
+    CHECK_MSG(rc == 0, "bn_bwd_reduce16o: %s", e.msg);
+    fetch(d, &part, b, NULL, rt);
+    cmp("bn_bwd_reduce16o part", pst, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
+    fetch(d, &dg, pa, NULL, rt);
+    fetch(d, &dg2, b, NULL, rt);
+    cmp("bn_bwd_reduce16o dgamma", pa, b, C, exact, sx + C, C, (double)M, rt);
+    fetch(d, &db, pa, NULL, rt);
+    fetch(d, &db2, b, NULL, rt);
+    cmp("bn_bwd_reduce16o dbeta", pa, b, C, exact, sx, C, (double)M, rt);
+    /* without a mask: dy as it is (a shortcut BN's gradient) */
+    rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dym.d16, NULL, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
+    CHECK_MSG(rc == 0, "bn_bwd_reduce16o (no mask): %s", e.msg);
+    fetch(d, &part, b, NULL, rt);
+    cmp("bn_bwd_reduce16o part (no mask, dy masked before)", pst, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
+
+    rc = T->bn_mean(d, NULL, part.d, 2 * C, (int64_t)M, mdy.d, &e);
+    CHECK_MSG(rc == 0, "bn_mean (backward): %s", e.msg);
+    rc = T->bn_bwd_data(d, NULL, x.d, dym.d, mean.d, rstd.d, gamma.d, mdy.d, dx.d, M, C, rt, &e);
+    CHECK_MSG(rc == 0, "bn_bwd_data: %s", e.msg);
+    fetch(d, &dx, a, NULL, rt);
+    /* in place: dx16 is dy16 */
+    rc = T->bn_bwd_data16o(d, NULL, x.d16, dy.d16, mask.d16, mean.d, rstd.d, gamma.d, mdy.d, dy.d16, M, C, rt, &e);
+    CHECK_MSG(rc == 0, "bn_bwd_data16o: %s", e.msg);
+    fetch(d, &dy, NULL, b, rt);
+    cmp("bn_bwd_data16o dx (in place, masked)", a, b, n, 1, NULL, 1, 0, rt);
+    put16(d, &dy, dy.h, rt);
+
+    /* add16o: a + relu_bwd(mask, b), in place into a16, and unmasked */
+    rc = T->add(d, NULL, z.d, dym.d, y.d, n, 0, rt, &e);
+    CHECK_MSG(rc == 0, "add: %s", e.msg);
+    fetch(d, &y, a, NULL, rt);
+    put16(d, &y, z.h, rt);
+    rc = T->add16o(d, NULL, y.d16, dy.d16, mask.d16, y.d16, n, rt, &e);
+    CHECK_MSG(rc == 0, "add16o: %s", e.msg);
+    fetch(d, &y, NULL, b, rt);
+    cmp("add16o (in place, masked)", a, b, n, 1, NULL, 1, 0, rt);
+    rc = T->add(d, NULL, z.d, dy.d, y.d, n, 0, rt, &e);
+    fetch(d, &y, a, NULL, rt);
+    rc = rc ? rc : T->add16o(d, NULL, z.d16, dy.d16, NULL, y.d16, n, rt, &e);
+    CHECK_MSG(rc == 0, "add16o (no mask): %s", e.msg);
+    fetch(d, &y, NULL, b, rt);
+    cmp("add16o", a, b, n, 1, NULL, 1, 0, rt);
+
+    /* the max-pool of the ImageNet stem, 3x3/2 pad 1, over x as [3, 7, 7, C] */
+    struct train_conv pg = geom(3, 7, C, C, 3, 2, 1);
+    const size_t np = (size_t)pg.N * pg.P * pg.Q * C;
+    struct t16 py, idx, idx2, pdx;
+    REQUIRE(!alloc_t(d, &py, np, 0, 0, 0, rt) && !alloc_t(d, &idx, np, 0, 0, 0, rt) && !alloc_t(d, &idx2, np, 0, 0, 0, rt) &&
+            !alloc_t(d, &pdx, n, 0, 0, 0, rt));
+    rc = T->maxpool_fwd(d, NULL, &pg, x.d, py.d, (int32_t *)idx.d, &e);
+    CHECK_MSG(rc == 0, "maxpool_fwd: %s", e.msg);
+    fetch(d, &py, a, NULL, rt);
+    rc = T->maxpool_fwd16o(d, NULL, &pg, x.d16, py.d16, (int32_t *)idx2.d, rt, &e);
+    CHECK_MSG(rc == 0, "maxpool_fwd16o: %s", e.msg);
+    fetch(d, &py, NULL, b, rt);
+    cmp("maxpool_fwd16o y", a, b, np, 1, NULL, 1, 0, rt);
+    fetch(d, &idx, a, NULL, rt);
+    fetch(d, &idx2, b, NULL, rt);
+    CHECK_MSG(!memcmp(a, b, np * sizeof(float)), "maxpool_fwd16o %s: the winners' indices differ", dtype_name(rt));
+    /* backward: dy of the pool's output shape, the first np values of dy */
+    rc = T->maxpool_bwd(d, NULL, &pg, dy.d, (const int32_t *)idx.d, pdx.d, rt, &e);
+    CHECK_MSG(rc == 0, "maxpool_bwd: %s", e.msg);
+    fetch(d, &pdx, a, NULL, rt);
+    rc = T->maxpool_bwd16o(d, NULL, &pg, dy.d16, (const int32_t *)idx.d, pdx.d16, rt, &e);
+    CHECK_MSG(rc == 0, "maxpool_bwd16o: %s", e.msg);
+    fetch(d, &pdx, NULL, b, rt);
+    cmp("maxpool_bwd16o dx", a, b, n, 1, NULL, 1, 0, rt);
+
+    /* a 16-bit type that is not one is refused, naming the op */
+    rc = T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, NULL, y.d16, M, C, 1, DT_F32, &e);
+    CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "bn_apply16o"), "bn_apply16o with fp32: rc %d (%s)", rc, e.msg);
+    rc = T->add16o(d, NULL, x.d16, NULL, NULL, y.d16, n, rt, &e);
+    CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "add16o"), "add16o without b16: rc %d (%s)", rc, e.msg);
+
+    free(a), free(b), free(pa), free(pst), free(sx), free(mh);
+    struct t16 *all[] = {&x,  &z,    &y,  &mask, &dy,  &dym, &dx, &mean, &rstd, &gamma, &beta,
+                        &part, &dg, &db, &mdy, &dg2, &db2, &py, &idx, &idx2, &pdx};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
+}
+
+static void ops_case(dtype_t rt)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    struct train_conv g1 = geom(3, 7, 8, 16, 3, 1, 1), g2 = geom(2, 9, 3, 8, 3, 2, 1), g3 = geom(2, 6, 16, 32, 1, 2, 0),
+                      g4 = geom(2, 5, 24, 8, 1, 1, 0);
+    conv_case(d, &g1, 0, rt);
+    conv_case(d, &g2, 1, rt); /* the CIFAR stem's input: fp32 x, 3 channels, stride 2 */
+    conv_case(d, &g3, 0, rt); /* a projection shortcut: 1x1 stride 2 */
+    conv_case(d, &g4, 0, rt); /* 1x1 stride 1: one GEMM on the cpu */
+    bn_case(d, rt);
+    dev_close(d);
+}
+
+TEST(resnet16_ops_bf16) { ops_case(DT_BF16); }
+TEST(resnet16_ops_fp16) { ops_case(DT_F16); }
+
+/* ---------------- the model ---------------- */
+
+#define ENV16 "PLUMB_RESNET_ACT16"
+
+/* resnet-tiny, 8 steps of 16 through the trainer, PLUMB_RESNET_ACT16 = v */
+static int tiny_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
+{
+    const char *w[] = {"--preset", "resnet-tiny", "--device", test_device(), "--precision", prec, "--steps", "8",
+                       "--batch", "16", "--eval-every", "0", "--threads", "1", "--health-interval", "0", "--quiet",
+                       NULL, NULL};
+    return train_with_env("resnet", w, ENV16, v, tr, e);
+}
+
+static void trainer_case(const char *prec)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    const int cpu = is_cpu(d);
+    dev_close(d);
+    /* each step's forward (and the final eval's) through the pipeline with 1, none with 0 */
+    act16_same_as_off(tiny_run, prec, ENV16, &resnet16_forward_count, 8, cpu);
+}
+
+TEST(resnet16_trainer_bf16_same_as_mirror_path) { trainer_case("bf16"); }
+TEST(resnet16_trainer_fp16_same_as_mirror_path) { trainer_case("fp16"); }
+
+/* An ImageNet-stem bottleneck net (7x7/2 stem, 3x3/2 max-pool, projection
+ * shortcuts, 32x32 images so it stays small), two steps of SGD by hand, then
+ * eval predictions: the parameters, gradients and predictions with
+ * PLUMB_RESNET_ACT16=1 against 0. */
+static int net_run(struct dev *d, const char *v, dtype_t rt, float *grads, double *loss, int32_t *pred, plumb_err *e)
+{
+    char *keep = env_push(ENV16, v);
+    struct resnet_config c = {.stem = RESNET_STEM_IMAGENET, .bottleneck = 1, .stem_width = 8, .n_stages = 2,
+                              .blocks = {2, 1}, .width = {4, 8}, .image = 32, .classes = 10};
+    struct resnet_model *m = NULL;
+    const int B = 6;
+    int rc = resnet_create(d, &c, B, rt, &m, e);
+    env_restore(ENV16, keep);
+    if (!rc) rc = resnet_init(m, 11, e);
+    float *x = malloc((size_t)B * 32 * 32 * 3 * sizeof(float));
+    int32_t lab[6] = {1, 3, 5, 7, 9, 0};
+    if (!x) rc = rc ? rc : PLUMB_ENOMEM;
+    rs16 = 77;
+    for (int i = 0; x && i < B * 32 * 32 * 3; i++) x[i] = 2 * urand16() - 1;
+    const size_t np = rc ? 0 : resnet_n_params(m);
+    float *p = np ? malloc(np * sizeof(float)) : NULL;
+    for (int step = 0; step < 2 && !rc; step++) {
+        struct resnet_batch b = {.B = B, .n_valid = B, .x = x, .labels = lab};
+        struct resnet_loss l;
+        rc = resnet_forward_backward(m, &b, NULL, 1.0f / B, &l, e);
+        *loss = l.sum;
+        if (!rc) rc = dev_download(d, grads, resnet_grads(m), np * sizeof(float), e);
+        if (!rc) rc = dev_download(d, p, resnet_params(m), np * sizeof(float), e);
+        for (size_t i = 0; !rc && i < np; i++) p[i] -= 0.1f * grads[i];
+        if (!rc) rc = dev_upload(d, resnet_params(m), p, np * sizeof(float), e);
+    }
+    struct resnet_batch b = {.B = B, .n_valid = B, .x = x, .labels = lab};
+    float pl[6];
+    if (!rc) rc = resnet_predict(m, &b, pl, pred, e);
+    free(p), free(x);
+    resnet_free(m);
+    return rc;
+}
+
+static void net_case(dtype_t rt)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    plumb_err e = {0};
+    enum { NP_MAX = 200000 };
+    float *g1 = malloc(NP_MAX * sizeof(float)), *g0 = malloc(NP_MAX * sizeof(float));
+    REQUIRE(g1 && g0);
+    double l1 = 0, l0 = 0;
+    int32_t p1[6], p0[6];
+    struct resnet_config c = {.stem = RESNET_STEM_IMAGENET, .bottleneck = 1, .stem_width = 8, .n_stages = 2,
+                              .blocks = {2, 1}, .width = {4, 8}, .image = 32, .classes = 10};
+    size_t np = 0;
+    REQUIRE(resnet_config_count_params(&c, &np, &e) == 0 && np < NP_MAX);
+    const long f0 = resnet16_forward_count;
+    int rc = net_run(d, "1", rt, g1, &l1, p1, &e);
+    CHECK_MSG(rc == 0, "PLUMB_RESNET_ACT16=1: %s", e.msg);
+    CHECK_MSG(resnet16_forward_count - f0 == 3, "%ld 16-bit forwards (expected 2 steps and 1 predict)",
+              resnet16_forward_count - f0);
+    rc = rc ? rc : net_run(d, "0", rt, g0, &l0, p0, &e);
+    CHECK_MSG(rc == 0, "PLUMB_RESNET_ACT16=0: %s", e.msg);
+    if (!rc && is_cpu(d)) {
+        /* the layout's padding between tensors is never written: compare the whole buffer */
+        size_t bad = 0;
+        for (size_t i = 0; i < np; i++) bad += memcmp(&g1[i], &g0[i], sizeof(float)) != 0;
+        CHECK_MSG(bad == 0, "%s: %zu of %zu gradients differ from the mirror path's", dtype_name(rt), bad, np);
+        CHECK_MSG(l1 == l0, "loss %.9g against %.9g", l1, l0);
+        CHECK(!memcmp(p1, p0, sizeof p1));
+    } else if (!rc) {
+        CHECK_MSG(fabs(l1 - l0) <= 1e-2 * 6, "loss %.6f against %.6f", l1, l0);
+    }
+    free(g1), free(g0);
+    dev_close(d);
+}
+
+TEST(resnet16_imagenet_stem_bf16_same_as_mirror_path) { net_case(DT_BF16); }
+TEST(resnet16_imagenet_stem_fp16_same_as_mirror_path) { net_case(DT_F16); }
+
+/* an unknown PLUMB_RESNET_ACT16 is refused at create, named */
+TEST(resnet16_env_value_refused)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    char *keep = env_push(ENV16, "yes");
+    struct resnet_config c;
+    plumb_err e = {0};
+    struct resnet_model *m = NULL;
+    REQUIRE(resnet_config_preset("resnet-tiny", &c, &e) == 0);
+    int rc = resnet_create(d, &c, 2, DT_BF16, &m, &e);
+    env_restore(ENV16, keep);
+    CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_RESNET_ACT16=yes"), "rc %d: %s", rc, e.msg);
+    resnet_free(m);
+    dev_close(d);
+}
+
+/* The 16-bit pipeline allocates no fp32 activations: the model's device
+ * memory falls. Per activation element the mirror path holds 4 bytes (plus
+ * a 2-byte mirror where a convolution reads it) and fp32 gradient slots; the
+ * pipeline 2 bytes and 16-bit slots. The parameters, their gradients and
+ * the head are the same in both, so the whole model must hold well under
+ * two thirds of the mirror path's bytes at a batch where activations
+ * dominate (resnet-tiny, 64 images of 32 x 32: 0.57 measured, the caching
+ * allocator's 2 MiB granules for tensors over 1 MiB included). */
+static size_t model_bytes(struct dev *d, const char *v, plumb_err *e)
+{
+    char *keep = env_push(ENV16, v);
+    struct resnet_config c;
+    struct resnet_model *m = NULL;
+    struct dev_mem_stats a, b;
+    dev_mem_stats(d, &a);
+    int rc = resnet_config_preset("resnet-tiny", &c, e);
+    if (!rc) rc = resnet_create(d, &c, 64, DT_BF16, &m, e);
+    env_restore(ENV16, keep);
+    dev_mem_stats(d, &b);
+    int on = m ? resnet_act16(m) : -1;
+    resnet_free(m);
+    if (rc || on != (v[0] == '1')) return 0;
+    return b.allocated - a.allocated;
+}
+
+TEST(resnet16_holds_no_fp32_activations)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    plumb_err e = {0};
+    const size_t on = model_bytes(d, "1", &e), off = model_bytes(d, "0", &e);
+    fprintf(stderr, "  resnet-tiny batch 64 bf16: %.2f MiB with 16-bit activations, %.2f MiB with fp32 + mirrors (%.2f)\n",
+            on / 1048576.0, off / 1048576.0, off ? (double)on / off : 0.0);
+    CHECK_MSG(on > 0 && off > 0, "model sizes %zu and %zu (%s)", on, off, e.msg);
+    CHECK_MSG(3 * on < 2 * off, "16-bit activations hold %zu bytes, the mirror path %zu", on, off);
+    dev_close(d);
+}
