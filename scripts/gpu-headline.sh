@@ -4,6 +4,7 @@
 #   gpt     plumb bench gpt, gpt2-124m B=16 T=1024 bf16, with torch.compile
 #           (bench/gpt_pytorch.py) in the same run;
 #   r18     plumb bench resnet, resnet18 CIFAR bf16/512, with torch.compile;
+#   r18mir  the same with PLUMB_RESNET_ACT16=0 (the mirror path), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
 #           and (PLUMB_CONV_LOG) each cuDNN plan's deterministic algorithm
 #           against the fastest of any kind, summed per direction;
@@ -41,7 +42,7 @@ export PLUMB_BACKEND_PATH=$here/build
 P=build/plumb
 # gpt's configuration: PLUMB_GPT_ATTN / PLUMB_GPT_ACT16 as the caller set them,
 # else the fastest whole configuration timed earlier in this call: the 16-bit
-# activation pipeline with the default (mma) attention (scripts/gpu-act16.sh's
+# activation pipeline with the default (mma2) attention (scripts/gpu-act16.sh's
 # on.json), or fp32-stored activations with tc, mma or mma2 (scripts/gpu-attn.sh,
 # which runs with PLUMB_GPT_ACT16=0)
 if [ -z "${PLUMB_GPT_ATTN:-}" ] && [ -z "${PLUMB_GPT_ACT16:-}" ]; then
@@ -64,11 +65,14 @@ PY
   for kv in $pick; do export "$kv"; done
   log "gpt configuration: ${pick:-the defaults (nothing timed earlier in this call)}"
 fi
-log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (mma)} PLUMB_GPT_ACT16=${PLUMB_GPT_ACT16:-unset (1)}"
+log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (mma2)} PLUMB_GPT_ACT16=${PLUMB_GPT_ACT16:-unset (1)}"
 step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
   --vs-pytorch --torch-modes compile --json "$D/gpt.json"
 step r18 100 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
   --leak-steps 0 --vs-pytorch --torch-modes compile --torch-timeout 80 --json "$D/r18.json"
+# resnet18 with the mirror path (fp32 activations and 16-bit mirrors), against the default 16-bit activations
+step r18mir 40 env PLUMB_RESNET_ACT16=0 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 \
+  --steps 30 --warmup 5 --leak-steps 0 --json "$D/r18mir.json"
 step r50 170 env PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 10 \
   --warmup 3 --leak-steps 0 --vs-pytorch --torch-modes compile --torch-timeout 150 --json "$D/r50.json"
 # what determinism costs resnet50's convolutions: cuDNN's Find times of the

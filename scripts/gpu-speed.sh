@@ -67,12 +67,17 @@ TH=$(( $(nproc) - 2 )); [ $TH -gt 16 ] && TH=16
 K="--preset dlrm-kaggle --device cuda --train-samples 4194304 --eval-samples 65536 --health-interval 0 --param-digest"
 
 # steady-state samples/s of a run folder: the steps after the first 20% (capture, warm-up);
-# metrics.jsonl is in the run's check folder, checks/train-ctr-cuda/ on a GPU
-# (a line stands for interval_steps steps at interval_samples_per_s: --log-every; the batch is
-# fixed, so samples/s over the lines = steps / sum(steps / rate))
+# metrics.jsonl is in the run's check folder, checks/train-ctr-cuda/ on a GPU.
+# Samples over seconds: a line's samples are interval_steps (--log-every) times its own
+# step's (samples_per_s * step_s: a partial last batch of an epoch counts what it holds),
+# its seconds those samples over interval_samples_per_s. (Averaging the rates with equal
+# weights, as this did before 2026-12-05, counted a 4,064-sample partial batch's 62 ms as
+# a full batch's 0.5 s and put the TSV runs at 0.60 of synthetic instead of 0.93.)
 steady() { jq -s '[.[] | select(.type == "step")] as $s | ($s | map(.step) | max) as $n |
-  [$s[] | select(.step > ($n / 5 | floor))] |
-  ((map(.interval_steps // 1) | add) / (map((.interval_steps // 1) / (.interval_samples_per_s // .samples_per_s)) | add))' \
+  [$s[] | select(.step > ($n / 5 | floor)) |
+   ((.interval_steps // 1) * .samples_per_s * .step_s) as $k |
+   {k: $k, t: ($k / (.interval_samples_per_s // .samples_per_s))}] |
+  ((map(.k) | add) / (map(.t) | add))' \
   "$1"/checks/train-ctr*/metrics.jsonl 2>/dev/null; }
 dg() { awk '/^param_digest/{print $2}' "$1" 2>/dev/null; }
 setup_s() { jq -r '.train.setup_s' "$1/results.json" 2>/dev/null; }

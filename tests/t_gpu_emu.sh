@@ -37,14 +37,16 @@ else
   n=$(grep -c '^ok' "$TMP/outtc")
   nm=$(grep -c '^ok   mma attention' "$TMP/outtc")
   # mma2: 12 shapes x (out, lse, dq, dk, dv, the mma kernels' bits) and the
-  # repeat with cp.async done at issue for the 6 with T > 128
+  # repeat with cp.async done at issue for the 6 with T > 128, and 16-bit storage
   nm2=$(grep -c '^ok   mma2 attention' "$TMP/outtc")
   # the mma kernels on 16-bit storage (the gpt 16-bit pipeline): the fp32 storage's bits, 8 shapes
   n16=$(grep -c "^ok   mma attention.*16-bit storage: the fp32 storage's bits" "$TMP/outtc")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 48 ] && [ "$nm2" -ge 78 ] && [ "$n16" -ge 8 ]; then
-    ok "tensor-core attention (WMMA and mma.sync, $nm mma ($n16 on 16-bit storage), $nm2 mma2 checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
+  # mma2 on 16-bit storage (the default kernels of the gpt 16-bit pipeline): the fp32 storage's bits, 12 shapes
+  n216=$(grep -c "^ok   mma2 attention.*16-bit storage: the fp32 storage's bits" "$TMP/outtc")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 48 ] && [ "$nm2" -ge 90 ] && [ "$n16" -ge 8 ] && [ "$n216" -ge 12 ]; then
+    ok "tensor-core attention (WMMA and mma.sync, $nm mma ($n16 on 16-bit storage), $nm2 mma2 ($n216 on 16-bit storage) checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
   else
-    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 48 expected; $n16 on 16-bit storage, 8; $nm2 mma2, 78 expected)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
+    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 48 expected; $n16 on 16-bit storage, 8; $nm2 mma2, 90 expected; $n216 mma2 on 16-bit storage, 12)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
   fi
 fi
 finish

@@ -199,8 +199,8 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
         rp = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &p, &e);
         if (!rp) rp = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &p2, &e);
         CHECK_MSG(rp == 0, "%s (mma2): %s", what, e.msg);
-        /* the default (unset): mma where it applies (16-bit, head width <= 64:
-         * the faster on the H200, BENCHMARKS.md 2026-12-05), else tc */
+        /* the default (unset): mma2 where it applies (16-bit, head width <= 64:
+         * the fastest on an H100, BENCHMARKS.md 2026-12-05), else tc */
         unsetenv("PLUMB_GPT_ATTN");
         rd_ = run_gpu(d, qkv, dout, B, T, NH, HS, rt, &df, &e);
         CHECK_MSG(rd_ == 0, "%s (default): %s", what, e.msg);
@@ -233,10 +233,10 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
             CHECK_MSG(io_same(&p, &m, n1, nl, n3), "%s: not the mma kernels' bits (the same sums in the same order)",
                       ws);
     }
-    if (!rd_ && !rm && !rc) {
+    if (!rd_ && !rp && !rc) {
         const int want_mma = HS <= 64 && (rt == DT_BF16 || rt == DT_F16);
-        CHECK_MSG(io_same(&df, want_mma ? &m : &a, n1, nl, n3), "%s: PLUMB_GPT_ATTN unset is not the %s kernels' bits",
-                  what, want_mma ? "mma" : "tc");
+        CHECK_MSG(io_same(&df, want_mma ? &p : &a, n1, nl, n3), "%s: PLUMB_GPT_ATTN unset is not the %s kernels' bits",
+                  what, want_mma ? "mma2" : "tc");
     }
     io_free(&a);
     io_free(&a2);

@@ -98,12 +98,13 @@ __global__ void k_attn_bwd_keys_gold(const float *qkv, const float *dout, const 
 /* ---------------- fast: tensor-core tiles (CUDA, 16-bit) ---------------- */
 
 enum { ATTN_SCALAR = 0, ATTN_TC, ATTN_MMA, ATTN_MMA2 };
-/* PLUMB_GPT_ATTN: unset, "" or "mma": the mma.sync kernels of
- * gpu/train_gpt_attn_mma.cuh where they apply (16-bit, head width <= 64),
- * else as tc (gpt2-124m B=16 T=1024 bf16 on the H200: 169.6 k tokens/s
- * against tc's 144.2 k, BENCHMARKS.md 2026-12-05); "mma2": the pipelined
- * mma.sync kernels of gpu/train_gpt_attn_mma2.cuh (16-bit copies, cp.async,
- * ldmatrix) where they apply (the same), else as tc; "tc": the WMMA kernels
+/* PLUMB_GPT_ATTN: unset, "" or "mma2": the pipelined mma.sync kernels of
+ * gpu/train_gpt_attn_mma2.cuh (16-bit copies, cp.async, ldmatrix) where they
+ * apply (16-bit, head width <= 64), else as tc (gpt2-124m B=16 T=1024 bf16,
+ * fp32 activations, on an H100: 243.1 k tokens/s against mma's 201.2 k and
+ * tc's 166.8 k, BENCHMARKS.md 2026-12-05 10:09 UTC; the same bits as mma);
+ * "mma": the mma.sync kernels of gpu/train_gpt_attn_mma.cuh where they apply
+ * (the same), else as tc; "tc": the WMMA kernels
  * where they apply (16-bit, head width <= 128); "scalar": the scalar flash
  * kernels always; anything else an error naming the value. *kind: ATTN_* */
 static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
@@ -119,7 +120,8 @@ static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
     if (sixteen && HS <= 64 && !(v && (!strcmp(v, "scalar") || !strcmp(v, "tc")))) *kind = ATTN_MMA;
 #endif
 #if defined(PLUMB_ATTN_MMA2)
-    if (sixteen && HS <= 64 && v && !strcmp(v, "mma2")) *kind = ATTN_MMA2;
+    if (sixteen && HS <= 64 && !(v && (!strcmp(v, "scalar") || !strcmp(v, "tc") || !strcmp(v, "mma"))))
+        *kind = ATTN_MMA2;
 #endif
 #else
     (void)HS;
@@ -201,15 +203,16 @@ static int mma_bwd(struct dev *d, struct dev_stream *st, const S *qkv, const S *
 }
 
 #if defined(PLUMB_ATTN_MMA2)
-/* k_mma2_to16: P parts of src ([B, T, ld] fp32 rt values) as 16-bit rows
- * [P][B NH][Tp][HSM] at dst */
-template <typename E, int HSM>
-static int mma2_to16(struct dev *d, struct dev_stream *st, const float *src, uint16_t *dst, int P, size_t ld, int B,
+/* k_mma2_to16: P parts of src ([B, T, ld] fp32 rt values, or S = uint16_t:
+ * E's bits) as 16-bit rows [P][B NH][Tp][HSM] at dst */
+template <typename E, int HSM, typename S>
+static int mma2_to16(struct dev *d, struct dev_stream *st, const S *src, uint16_t *dst, int P, size_t ld, int B,
                      int T, int Tp, int NH, int HS, plumb_err *e)
 {
     const size_t n = (size_t)P * B * NH * Tp * (HSM / 8);
-    const int vec = HS % 4 == 0 && ld % 4 == 0 && !((uintptr_t)src % 16);
-    tcattn::k_mma2_to16<E, HSM><<<gpu_grid(n, 256), 256, 0, st->s>>>(src, dst, P, ld, B, T, Tp, NH, HS, vec);
+    const int per = 16 / (int)sizeof(S); /* values in one 16-byte load */
+    const int vec = HS % per == 0 && ld % per == 0 && !((uintptr_t)src % 16);
+    tcattn::k_mma2_to16<E, HSM, S><<<gpu_grid(n, 256), 256, 0, st->s>>>(src, dst, P, ld, B, T, Tp, NH, HS, vec);
     GPU_CHECK_LAUNCH(d, "k_mma2_to16", e);
     return PLUMB_OK;
 }
@@ -218,8 +221,9 @@ static int mma2_to16(struct dev *d, struct dev_stream *st, const float *src, uin
  * largest tile, so every tile the kernels copy lies inside */
 static inline int mma2_tp(int T) { return (T + tcattn::M2TP - 1) / tcattn::M2TP * tcattn::M2TP; }
 
-template <typename E, int HSM>
-static int mma2_fwd(struct dev *d, struct dev_stream *st, const float *qkv, float *out, float *lse, int B, int T, int NH,
+/* S: the storage of qkv, out, dout, dqkv, as mma_fwd / mma_bwd */
+template <typename E, int HSM, typename S>
+static int mma2_fwd(struct dev *d, struct dev_stream *st, const S *qkv, S *out, float *lse, int B, int T, int NH,
                     int HS, float scale, int rt, plumb_err *e)
 {
     const int Tp = mma2_tp(T);
@@ -229,15 +233,15 @@ static int mma2_fwd(struct dev *d, struct dev_stream *st, const float *qkv, floa
     uint16_t *h = (uint16_t *)ws;
     if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, h, 3, 3 * (size_t)NH * HS, B, T, Tp, NH, HS, e);
     if (!rc)
-        rc = tile_launch(d, st, e, tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW>, "k_mma2_fwd", tcattn::m2dims<HSM>::FWD,
+        rc = tile_launch(d, st, e, tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, S>, "k_mma2_fwd", tcattn::m2dims<HSM>::FWD,
                          16 * tcattn::M2FW, 32 * tcattn::M2FW, B, T, NH, (const uint16_t *)h,
                          (const uint16_t *)h + part, (const uint16_t *)h + 2 * part, out, lse, T, Tp, NH, HS, scale, rt);
     return rc;
 }
 
-template <typename E, int HSM>
-static int mma2_bwd(struct dev *d, struct dev_stream *st, const float *qkv, const float *dout, const float *lse,
-                    const float *D, float *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
+template <typename E, int HSM, typename S>
+static int mma2_bwd(struct dev *d, struct dev_stream *st, const S *qkv, const S *dout, const float *lse,
+                    const float *D, S *dqkv, int B, int T, int NH, int HS, float scale, int rt, plumb_err *e)
 {
     typedef tcattn::m2dims<HSM> MD;
     const int Tp = mma2_tp(T);
@@ -248,11 +252,11 @@ static int mma2_bwd(struct dev *d, struct dev_stream *st, const float *qkv, cons
     if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, (uint16_t *)ws, 3, 3 * C, B, T, Tp, NH, HS, e);
     if (!rc) rc = mma2_to16<E, HSM>(d, st, dout, (uint16_t *)ws + 3 * part, 1, C, B, T, Tp, NH, HS, e);
     if (!rc)
-        rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dkv<E, HSM>, "k_mma2_bwd_dkv", MD::DKV, tcattn::M2T,
+        rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dkv<E, HSM, S>, "k_mma2_bwd_dkv", MD::DKV, tcattn::M2T,
                          32 * tcattn::M2KW, B, T, NH, h, h + part, h + 2 * part, h + 3 * part, lse, D, dqkv, T, Tp, NH,
                          HS, scale, rt);
     if (!rc)
-        rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW>, "k_mma2_bwd_dq", MD::DQ,
+        rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, S>, "k_mma2_bwd_dq", MD::DQ,
                          16 * tcattn::M2QW, 32 * tcattn::M2QW, B, T, NH, h, h + part, h + 2 * part, h + 3 * part, lse,
                          D, dqkv, T, Tp, NH, HS, scale, rt);
     return rc;
@@ -364,19 +368,19 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
 }
 
 /* ---------------- 16-bit storage (train_ops.h "gpt with 16-bit activations") ----------------
- * The mma kernels read and write the 16-bit tensors themselves (their tiles
- * are 16-bit anyway). PLUMB_EUNSUPPORTED, with no message, where the kind
- * in force is another (golden, tc, mma2, scalar; HIP): the caller then runs
- * the fp32 implementation between casts. */
+ * The mma and mma2 kernels read and write the 16-bit tensors themselves
+ * (their tiles are 16-bit anyway). PLUMB_EUNSUPPORTED, with no message, where
+ * the kind in force is another (golden, tc, scalar; HIP): the caller then
+ * runs the fp32 implementation between casts. */
 #if defined(PLUMB_ATTN_MMA)
-/* PLUMB_OK where the mma kernels are the kind in force (fast numerics, a
- * grid that fits); PLUMB_EUNSUPPORTED elsewhere; a bad PLUMB_GPT_ATTN its error */
-static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, plumb_err *e)
+/* PLUMB_OK and *kind where the mma or mma2 kernels are the kind in force
+ * (fast numerics, a grid that fits); PLUMB_EUNSUPPORTED elsewhere; a bad
+ * PLUMB_GPT_ATTN its error */
+static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, int *kind, plumb_err *e)
 {
-    int kind;
     if (golden(d) || grid_ok(d, B, NH, e)) return PLUMB_EUNSUPPORTED;
-    const int rc = attn_kind(d, HS, rt, &kind, e);
-    return rc ? rc : kind == ATTN_MMA ? PLUMB_OK : PLUMB_EUNSUPPORTED;
+    const int rc = attn_kind(d, HS, rt, kind, e);
+    return rc ? rc : *kind == ATTN_MMA || *kind == ATTN_MMA2 ? PLUMB_OK : PLUMB_EUNSUPPORTED;
 }
 #endif
 
@@ -384,9 +388,13 @@ int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
                             int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
 {
 #if defined(PLUMB_ATTN_MMA)
-    int rc = mma16_applies(d, B, NH, HS, rt, e);
+    int kind;
+    int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);
     if (rc) return rc;
     const float scale = 1.0f / sqrtf((float)HS);
+#if defined(PLUMB_ATTN_MMA2)
+    if (kind == ATTN_MMA2) return MMA_DISPATCH(mma2_fwd, d, st, qkv16, out16, lse, B, T, NH, HS, scale, (int)rt, e);
+#endif
     return MMA_DISPATCH(mma_fwd, d, st, qkv16, out16, lse, B, T, NH, HS, scale, (int)rt, e);
 #else
     (void)d, (void)st, (void)qkv16, (void)out16, (void)lse, (void)B, (void)T, (void)NH, (void)HS, (void)rt, (void)e;
@@ -399,7 +407,8 @@ int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
                             dtype_t rt, plumb_err *e)
 {
 #if defined(PLUMB_ATTN_MMA)
-    int rc = mma16_applies(d, B, NH, HS, rt, e);
+    int kind;
+    int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);
     if (rc) return rc;
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t rows = (size_t)B * NH * T;
@@ -409,6 +418,11 @@ int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
     k_flash_bwd_pre<<<gpu_grid(rows, 128 / PLUMB_WARP), 128, 0, st->s>>>(NULL, NULL, D, B, T, NH, HS, out16, dout16,
                                                                           (int)rt);
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
+#if defined(PLUMB_ATTN_MMA2)
+    if (kind == ATTN_MMA2)
+        return MMA_DISPATCH(mma2_bwd, d, st, qkv16, dout16, lse, (const float *)D, dqkv16, B, T, NH, HS, scale, (int)rt,
+                            e);
+#endif
     return MMA_DISPATCH(mma_bwd, d, st, qkv16, dout16, lse, (const float *)D, dqkv16, B, T, NH, HS, scale, (int)rt, e);
 #else
     (void)d, (void)st, (void)qkv16, (void)out16, (void)lse, (void)dout16, (void)dqkv16, (void)B, (void)T, (void)NH;

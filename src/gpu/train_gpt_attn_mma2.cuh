@@ -272,9 +272,12 @@ __device__ inline void m2_ds_rows(float (&dp)[N][4], const float (&s)[N][4], int
  * (p, b NH + h) is the head's HS values, then zeros to HSM; rows T .. Tp - 1
  * zero. q, k, v of qkv: P 3, ld 3C; dout: P 1, ld C. A thread per 8 values
  * (one 16-byte store at dst + 8 i); float4 loads where vec (HS % 4 == 0 and
- * src 16-byte aligned, so a float4 is wholly inside or past the head) */
-template <typename E, int HSM>
-__global__ void k_mma2_to16(const float *src, uint16_t *dst, int P, size_t ld, int B, int T, int Tp, int NH, int HS,
+ * src 16-byte aligned, so a float4 is wholly inside or past the head).
+ * ST = uint16_t: src holds E's bits (the gpt 16-bit activation pipeline),
+ * copied as they are (the fp32 storage's rt values pack to the same bits);
+ * one 16-byte load where vec (HS % 8 == 0, ld % 8 == 0, src 16-byte aligned) */
+template <typename E, int HSM, typename ST>
+__global__ void k_mma2_to16(const ST *src, uint16_t *dst, int P, size_t ld, int B, int T, int Tp, int NH, int HS,
                             int vec)
 {
     constexpr int CH = HSM / 8;
@@ -284,9 +287,24 @@ __global__ void k_mma2_to16(const float *src, uint16_t *dst, int P, size_t ld, i
         const int c = (int)(i % CH), t = (int)(i / CH % (size_t)Tp);
         const size_t r = i / CH / (size_t)Tp, bh = r % BNH, p = r / BNH;
         const int d0 = 8 * c;
+        if (sizeof(ST) == 2) { /* 16-bit storage holds E's bits already: copied, the fp32 path's bits */
+            const uint16_t *s = (const uint16_t *)src + ((bh / NH) * T + t) * ld + p * C + (bh % NH) * HS + d0;
+            uint4 o;
+            o.x = o.y = o.z = o.w = 0;
+            if (t < T && vec && d0 + 8 <= HS) o = *(const uint4 *)s;
+            else if (t < T) {
+                uint16_t u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int k = 0; k < 8; k++)
+                    if (d0 + k < HS) u[k] = s[k];
+                o.x = u[0] | (uint32_t)u[1] << 16, o.y = u[2] | (uint32_t)u[3] << 16;
+                o.z = u[4] | (uint32_t)u[5] << 16, o.w = u[6] | (uint32_t)u[7] << 16;
+            }
+            *(uint4 *)(dst + 8 * i) = o;
+            continue;
+        }
         float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (t < T) {
-            const float *s = src + ((bh / NH) * T + t) * ld + p * C + (bh % NH) * HS + d0;
+            const float *s = (const float *)src + ((bh / NH) * T + t) * ld + p * C + (bh % NH) * HS + d0;
             if (vec) {
 #pragma unroll
                 for (int k = 0; k < 2; k++)
@@ -313,9 +331,9 @@ __global__ void k_mma2_to16(const float *src, uint16_t *dst, int P, size_t ld, i
 
 /* qh, kh, vh: k_mma2_to16's copies [B NH][Tp][HSM]; out [B, T, C] and lse
  * [B NH, T] as the other kernels write them. NW warps: 16 NW queries a block */
-template <typename E, int HSM, int NW>
+template <typename E, int HSM, int NW, typename ST>
 __global__ void __launch_bounds__(32 * NW, 16 / NW)
-    k_mma2_fwd(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, float *out, float *lse, int T, int Tp,
+    k_mma2_fwd(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, ST *out, float *lse, int T, int Tp,
                int NH, int HS, float scale, int rt)
 {
     typedef m2dims<HSM> DM;
@@ -385,7 +403,7 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    float *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
+    ST *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
     mm_store_rows<NO>(r0, r0 + (size_t)8 * C, o, i0, i1, t0 < T, t1 < T, q, HS, rt);
     if (q == 0) {
         if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
@@ -398,10 +416,10 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
 /* dK, dV of one 64-key tile over the 64-query tiles at or after it,
  * ascending. qh, kh, vh, doh: k_mma2_to16's copies; lse, D [B NH, T];
  * dqkv [B, T, 3C] (its k and v parts written) */
-template <typename E, int HSM>
+template <typename E, int HSM, typename ST>
 __global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 registers */
     k_mma2_bwd_dkv(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
-                   const float *D, float *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
+                   const float *D, ST *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
 {
     typedef m2dims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, NTH = 32 * M2KW;
@@ -479,17 +497,17 @@ __global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 re
         }
     }
     if (!keys) return;
-    float *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
+    ST *r0 = dqkv + ((size_t)b * T + j0) * C3 + C + (size_t)h * HS, *r1 = r0 + 8 * C3;
     mm_store_rows<NO>(r0, r1, dk, scale, scale, j0 < T, j1 < T, q, HS, rt);
     mm_store_rows<NO>(r0 + C, r1 + C, dv, 1.0f, 1.0f, j0 < T, j1 < T, q, HS, rt);
 }
 
 /* dQ of one tile of 16 NW queries over the key tiles up to the diagonal,
  * ascending (dqkv's q part written) */
-template <typename E, int HSM, int NW>
+template <typename E, int HSM, int NW, typename ST>
 __global__ void __launch_bounds__(32 * NW, 16 / NW)
     k_mma2_bwd_dq(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
-                  const float *D, float *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
+                  const float *D, ST *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
 {
     typedef m2dims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, QR = 16 * NW, NTH = 32 * NW;
@@ -553,7 +571,7 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
         }
     }
     if (!rows) return;
-    float *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS;
+    ST *r0 = dqkv + ((size_t)b * T + t0) * C3 + (size_t)h * HS;
     mm_store_rows<NO>(r0, r0 + 8 * C3, dq, scale, scale, t0 < T, t1 < T, q, HS, rt);
 }
 

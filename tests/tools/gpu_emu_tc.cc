@@ -490,6 +490,58 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
         const bool ok = same(a, m) && same(al, ml) && same(ad, md_);
         printf("%s %s\n", ok ? "ok  " : "FAIL", W("bits: the mma kernels' (out, lse, dqkv)"));
         ok ? g_pass++ : g_fail++;
+        if constexpr (HSM <= 64) {
+            // mma2 on 16-bit storage (S = uint16_t, the gpt 16-bit activation
+            // pipeline): k_mma2_to16 copies the 16-bit qkv and dout (one uint4
+            // a thread where HS % 8 == 0), out and dqkv are written as E's 16
+            // bits, D from the 16-bit out and dout: the fp32 storage's bits
+            typedef tcattn::m2dims<HSM> M2;
+            const bool hf = std::is_same<E, __half>::value;
+            std::vector<uint16_t> q16(n3), d16(n1), o16(n1, 0xffff), g16(n3, 0xffff);
+            for (size_t i = 0; i < n3; i++) q16[i] = hf ? f32_to_f16(qkv[i]) : f32_to_bf16(qkv[i]);
+            for (size_t i = 0; i < n1; i++) d16[i] = hf ? f32_to_f16(dout[i]) : f32_to_bf16(dout[i]);
+            const int Tp = (T + 127) / 128 * 128;
+            const size_t part = (size_t)B * NH * Tp * HSM;
+            std::vector<uint16_t> h16(4 * part, 0xffff);
+            std::vector<float> l16(nl, NAN), D16(nl), of(n1), gf(n3);
+            tcattn::g_src = {{h16.data(), h16.size() * 2}, {l16.data(), l16.size() * 4}, {D16.data(), D16.size() * 4}};
+            const int vec = HS % 8 == 0;
+            const uint16_t *pq16 = q16.data(), *pd16 = d16.data(), *hq = h16.data(), *hk = hq + part,
+                           *hv = hq + 2 * part, *hd = hq + 3 * part;
+            uint16_t *po16 = o16.data(), *pg16 = g16.data(), *ph = h16.data();
+            float *pl16 = l16.data(), *pD16 = D16.data();
+            launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
+                tcattn::k_mma2_to16<E, HSM, uint16_t>(pq16, ph, 3, C3, B, T, Tp, NH, HS, vec);
+            });
+            launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)), M2::FWD,
+                   [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(hq, hk, hv, po16, pl16, T, Tp, NH, HS, scale, rt); },
+                   32 * tcattn::M2FW);
+            for (size_t i = 0; i < n1; i++) of[i] = tcattn::emu_from16<E>(o16[i]);
+            for (size_t r = 0; r < nl; r++) { // k_flash_bwd_pre's D from the 16-bit out and dout
+                const size_t t = r % T, hh = r / T % NH, b = r / ((size_t)T * NH), off = (b * T + t) * C + hh * HS;
+                float acc = 0.0f;
+                for (int i = 0; i < HS; i++) acc = fmaf(tcattn::emu_from16<E>(d16[off + i]), of[off + i], acc);
+                D16[r] = acc;
+            }
+            std::fill(h16.begin(), h16.end(), (uint16_t)0xffff);
+            launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
+                tcattn::k_mma2_to16<E, HSM, uint16_t>(pq16, ph, 3, C3, B, T, Tp, NH, HS, vec);
+            });
+            launch_flat(dim3((unsigned)((part / 8 + 255) / 256)), 256, [&] {
+                tcattn::k_mma2_to16<E, HSM, uint16_t>(pd16, ph + 3 * part, 1, (size_t)C, B, T, Tp, NH, HS, vec);
+            });
+            launch(grid, M2::DKV, [&] {
+                tcattn::k_mma2_bwd_dkv<E, HSM, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, Tp, NH, HS, scale, rt);
+            }, 32 * tcattn::M2KW);
+            launch(dim3((unsigned)((T + 16 * tcattn::M2QW - 1) / (16 * tcattn::M2QW)), (unsigned)(B * NH)), M2::DQ,
+                   [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, Tp, NH, HS, scale, rt); },
+                   32 * tcattn::M2QW);
+            for (size_t i = 0; i < n3; i++) gf[i] = tcattn::emu_from16<E>(g16[i]);
+            const bool ok16 = same(of, a) && same(l16, al) && same(gf, ad);
+            label = "mma2";
+            printf("%s %s\n", ok16 ? "ok  " : "FAIL", W("16-bit storage: the fp32 storage's bits (out, lse, dqkv)"));
+            ok16 ? g_pass++ : g_fail++;
+        }
     }
 #undef W
     g_worst[0] = max_rel_d(out.data(), ro.data(), n1, 0.05);
