@@ -219,7 +219,9 @@ static void trainer_case(const char *prec)
     const int cpu = is_cpu(d);
     dev_close(d);
     /* each step's forward (and the evals') through the pipeline with 1, none with 0 */
-    act16_same_as_off(tiny_run, prec, "PLUMB_GPT_ACT16", &gpt16_forward_count, 6, cpu);
+    /* on a GPU 2e-3 of the loss (about 1e-2 at gpt-tiny's 5.36): the 16-bit
+     * kernels keep the fp32 ones' orders (H100, 2026-12-05: equal digests) */
+    act16_same_as_off(tiny_run, prec, "PLUMB_GPT_ACT16", &gpt16_forward_count, 6, cpu, 2e-3);
 }
 
 TEST(gpt16_trainer_bf16_same_as_fp32_path) { trainer_case("bf16"); }

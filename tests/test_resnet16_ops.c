@@ -323,7 +323,12 @@ static void trainer_case(const char *prec)
     const int cpu = is_cpu(d);
     dev_close(d);
     /* each step's forward (and the final eval's) through the pipeline with 1, none with 0 */
-    act16_same_as_off(tiny_run, prec, ENV16, &resnet16_forward_count, 8, cpu);
+    /* on a GPU 2% of the loss: the 16-bit BN kernels give a thread 8
+     * channels (one uint4) where the fp32 ones give 4, so their fp32 sums add
+     * in another order and the trajectories drift by rounding (H100,
+     * 2026-12-05: bf16 1.8843 against 1.8944, 0.54%, five bf16 unit
+     * roundoffs of 2^-8 = 0.39% would be 2%; fp16 0.05%) */
+    act16_same_as_off(tiny_run, prec, ENV16, &resnet16_forward_count, 8, cpu, 2e-2);
 }
 
 TEST(resnet16_trainer_bf16_same_as_mirror_path) { trainer_case("bf16"); }
