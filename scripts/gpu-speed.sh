@@ -169,9 +169,11 @@ for c in bf16-32768 fp32-2048; do
 done
 printf 'train fp32-2048  synchronous step (PLUMB_TRAIN_QUEUE=0) %12.0f samples/s\n' "${SPS[fp32-2048-sync]:-0}"
 a=$(dg "$O/train-fp32-2048-graph-on.out"); b=$(dg "$O/train-fp32-2048-graph-off.out"); c=$(dg "$O/train-fp32-2048-sync.out")
-echo "fast digests fp32: graph on ${a:-?}; = off: $([ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO); = synchronous: $([ -n "$a" ] && [ "$a" = "$c" ] && echo yes || echo NO)"
+# same DIGEST_A DIGEST_B: yes, NO, or "not run" when B is missing (a step skipped)
+same() { if [ -z "$2" ]; then echo "not run"; elif [ -n "$1" ] && [ "$1" = "$2" ]; then echo yes; else echo NO; fi; }
+echo "fast digests fp32: graph on ${a:-?}; = off: $(same "$a" "$b"); = synchronous: $(same "$a" "$c")"
 a=$(dg "$O/train-bf16-32768-graph-on.out"); b=$(dg "$O/train-bf16-32768-graph-off.out")
-echo "fast digests bf16: graph on = off: $([ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
+echo "fast digests bf16: graph on = off: $(same "$a" "$b")"
 tc=$(tj torch-bf16 '.results[0].torch_compile_samples_per_s'); te=$(tj torch-fp32 '.results[0].torch_eager_samples_per_s')
 echo "torch.compile bf16/32768: ${tc:-?} samples/s; plumb train graph on / compile = $(ratio "${SPS[bf16-32768-on]:-0}" "${tc:-0}") (goal 3)"
 echo "torch eager fp32/2048:    ${te:-?} samples/s; plumb train graph on / eager = $(ratio "${SPS[fp32-2048-on]:-0}" "${te:-0}") (goal 4)"
@@ -180,15 +182,15 @@ for c in bf16-32768 fp32-2048; do
   printf 'train %-11s --log-every 100 %12.0f samples/s (steady); /every step %s; / peer %s; digest = every step: %s\n' \
     "$c" "${SPS[$c-log100]:-0}" "$(ratio "${SPS[$c-log100]:-0}" "${SPS[$c-on]:-0}")" \
     "$(ratio "${SPS[$c-log100]:-0}" "$([ $c = bf16-32768 ] && echo "${tc:-0}" || echo "${te:-0}")")" \
-    "$([ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
+    "$(same "$a" "$b")"
 done
 echo "bench ctr (the trainer's step on device batches): bf16/32768 $(tj torch-bf16 '.results[0].samples_per_s'), fp32/2048 $(tj torch-fp32 '.results[0].samples_per_s') samples/s; loader/device $(tj torch-bf16 '.results[0].loader_over_device')"
 printf 'train bf16-32768 --fuse-sparse-sgd no (graph on) %12.0f samples/s; fused/unfused %s; digest = fused: %s\n' \
   "${SPS[bf16-32768-unfused]:-0}" "$(ratio "${SPS[bf16-32768-on]:-0}" "${SPS[bf16-32768-unfused]:-0}")" \
-  "$(a=$(dg "$O/train-bf16-32768-graph-on.out"); b=$(dg "$O/train-bf16-32768-unfused.out"); [ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
+  "$(same "$(dg "$O/train-bf16-32768-graph-on.out")" "$(dg "$O/train-bf16-32768-unfused.out")")"
 printf 'train bf16-32768 PLUMB_TRAIN_STATUS=copy (graph on) %12.0f samples/s; one write/copies %s; digest = one write: %s\n' \
   "${SPS[bf16-32768-copies]:-0}" "$(ratio "${SPS[bf16-32768-on]:-0}" "${SPS[bf16-32768-copies]:-0}")" \
-  "$(a=$(dg "$O/train-bf16-32768-graph-on.out"); b=$(dg "$O/train-bf16-32768-copies.out"); [ -n "$a" ] && [ "$a" = "$b" ] && echo yes || echo NO)"
+  "$(same "$(dg "$O/train-bf16-32768-graph-on.out")" "$(dg "$O/train-bf16-32768-copies.out")")"
 echo "fused steps (results.json): $(jq -r '.train.fused_steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null) of $(jq -r '.train.steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null); graphed $(jq -r '.train.graphed_steps' "$O/train-bf16-32768-on/results.json" 2>/dev/null)"
 echo "loader/device, five runs of bench ctr bf16/32768: $(for i in 1 2 3 4 5; do tj loader-$i '.results[0].loader_over_device'; done | tr '\n' ' ')"
 echo "to AUC $(tj to-auc .to_auc.target) (teacher $(tj to-auc .to_auc.teacher_auc)), batch $(tj to-auc .to_auc.batch), lr $(tj to-auc .to_auc.lr):"
