@@ -87,6 +87,52 @@ else
   skip "two devices in one folder" "no $FAKE"
 fi
 
+# ---- 2c. two plain `plumb train` golden folders: a train-golden digest row when the
+# configuration hash and the step are the same (1 rank and 2 MPI ranks), none otherwise,
+# and a digest mismatch (exit 1) when a side's parameters differ
+G="train toy --steps 6 --numerics golden --param-digest --quiet --health-interval 0"
+"$PLUMB" $G --out "$TMP/ga" >"$TMP/ga.out" 2>&1; rc_a=$?
+if command -v mpirun >/dev/null 2>&1; then
+  mpirun -np 2 "$PLUMB" $G --comm mpi --out "$TMP/gb" >"$TMP/gb.out" 2>&1; rc_b=$?; gb_ranks=2
+else
+  "$PLUMB" $G --threads 1 --out "$TMP/gb" >"$TMP/gb.out" 2>&1; rc_b=$?; gb_ranks=1
+fi
+"$PLUMB" $G --steps 5 --out "$TMP/gc" >"$TMP/gc.out" 2>&1; rc_c=$?
+"$PLUMB" $G --seed 9 --out "$TMP/gd" >"$TMP/gd.out" 2>&1; rc_d=$?
+if [ $rc_a -eq 0 ] && [ $rc_b -eq 0 ] && [ $rc_c -eq 0 ] && [ $rc_d -eq 0 ]; then
+  "$PLUMB" compare "$TMP/ga" "$TMP/gb" --json >"$TMP/gab.json" 2>"$TMP/gab.err"; rc_ab=$?
+  "$PLUMB" compare "$TMP/ga" "$TMP/gc" --json >"$TMP/gac.json" 2>"$TMP/gac.err"; rc_ac=$?
+  "$PLUMB" compare "$TMP/ga" "$TMP/gd" --json >"$TMP/gad.json" 2>"$TMP/gad.err"; rc_ad=$?
+  # B's parameters changed by hand: the same configuration and step, another digest
+  cp -r "$TMP/gb" "$TMP/ge"
+  python3 - "$TMP/ge/results.json" <<'PY'
+import json, sys
+p = sys.argv[1]; d = json.load(open(p))
+for c in d["checks"]:
+    if c["name"] == "train-toy":
+        c["details"]["param_digest"] = "0" * 64
+json.dump(d, open(p, "w"))
+PY
+  "$PLUMB" compare "$TMP/ga" "$TMP/ge" >"$TMP/gae.out" 2>&1; rc_ae=$?
+  python3 - "$TMP/gab.json" "$TMP/gac.json" "$TMP/gad.json" >"$TMP/py" 2>&1 <<'PY'
+import json, sys
+ab, ac, ad = (json.load(open(f)) for f in sys.argv[1:4])
+rows = [r for r in ab["digests"] if r["kind"] == "train-golden"]
+assert len(rows) == 1 and rows[0]["equal"] is True and "6 steps" in rows[0]["item"], ab["digests"]
+assert ab["verdict"] == "digests equal", ab["verdict"]
+for d, why in ((ac, "--steps 5"), (ad, "--seed 9")):
+    assert [r for r in d["digests"] if r["kind"] == "train-golden"] == [], (why, d["digests"])
+PY
+  [ $? -eq 0 ] && [ $rc_ab -eq 0 ] && [ $rc_ac -eq 0 ] && [ $rc_ad -eq 0 ] \
+    && ok "plain golden train folders: one equal train-golden row (1 rank against $gb_ranks), none for another step or seed" \
+    || fail "plain golden train folders" "exit $rc_ab/$rc_ac/$rc_ad: $(cat "$TMP/py") $(cat "$TMP/gab.err")"
+  [ $rc_ae -eq 1 ] && grep -q "digest mismatch" "$TMP/gae.out" && grep -q "train-golden" "$TMP/gae.out" \
+    && ok "a plain golden train folder with other parameters: digest mismatch, exit 1" \
+    || fail "plain golden train digest mismatch" "exit $rc_ae: $(tail -5 "$TMP/gae.out")"
+else
+  fail "golden toy runs for compare" "exit $rc_a/$rc_b/$rc_c/$rc_d: $(tail -2 "$TMP/gb.out")"
+fi
+
 # ---- 2b. the ladder through the CLI: two short ladders on the cpu (2 and 1 threads, B planted from rung 3 on)
 "$PLUMB" attribute --seeds 2 --steps 20 --rungs golden,fast-strict,fast-vendor --out "$TMP/la" >"$TMP/la.out" 2>&1 &
 P1=$!

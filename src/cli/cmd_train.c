@@ -331,6 +331,7 @@ int cmd_train(int argc, char **argv)
         check_detail(&r, "model", json_string(tr.model_desc));
         check_detail(&r, "data", json_string(tr.data_desc));
         check_detail(&r, "param_digest", json_string(tr.param_digest));
+        if (tr.config_hash[0]) check_detail(&r, "config_hash", json_string(tr.config_hash));
         if (tr.ckpt_path[0]) check_detail(&r, "checkpoint", json_string(tr.ckpt_path));
         train_check_verdict(&r, &cfg, &tr);
         json_t *summary = json_pack("{s:s, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:f, s:f, s:f, s:b, s:I, s:I}", "workload",

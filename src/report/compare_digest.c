@@ -6,7 +6,9 @@
  *   numerics-golden: every golden op's output digest (check numerics with
  *                    details.numerics = "golden", details.ops[].digest);
  *   train-golden:    the golden training's parameter digest (checks train-<workload>,
- *                    details.golden_param_digest);
+ *                    details.golden_param_digest; and plumb train's own check where both
+ *                    sides trained golden with the same configuration hash and steps:
+ *                    details.param_digest, details.config_hash, details.train);
  *   ladder-golden:   the ladder's golden rung, per seed (compare_ladder.c).
  * Fast-mode digests differ between platforms by design and are not rows. */
 #include "core/jsonx.h"
@@ -77,6 +79,22 @@ static void golden_op_rows(const json_t *ca, const json_t *cb, json_t *rows)
     }
 }
 
+/* plumb train's checks (details.param_digest) of two golden runs of one
+ * configuration (details.config_hash: the model, data, seeds, batch,
+ * optimizer, precision; not the device) to the same step: their digests
+ * must be equal on any device and rank count. Runs of other configurations
+ * or lengths give no row: their digests differ by design. */
+static int same_golden_training(const json_t *da, const json_t *db)
+{
+    const json_t *ta = json_object_get(da, "train"), *tb = json_object_get(db, "train");
+    const char *na = jsonx_str(ta, "numerics"), *nb = jsonx_str(tb, "numerics");
+    const char *ha = jsonx_str(da, "config_hash"), *hb = jsonx_str(db, "config_hash");
+    const json_t *sa = json_object_get(ta, "steps"), *sb = json_object_get(tb, "steps");
+    return na && nb && !strcmp(na, "golden") && !strcmp(nb, "golden") && ha && hb && !strcmp(ha, hb) &&
+           jsonx_str(da, "param_digest") && jsonx_str(db, "param_digest") && json_is_integer(sa) &&
+           json_is_integer(sb) && json_integer_value(sa) == json_integer_value(sb);
+}
+
 void compare_digest_rows(const json_t *ca, const json_t *cb, json_t *rows)
 {
     const char *name = s_or(ca, "name", "");
@@ -88,6 +106,12 @@ void compare_digest_rows(const json_t *ca, const json_t *cb, json_t *rows)
         char item[160];
         snprintf(item, sizeof item, "%s golden training parameters", name);
         add_row(rows, "train-golden", item, jsonx_str(da, "golden_param_digest"), jsonx_str(db, "golden_param_digest"));
+    }
+    if (same_golden_training(da, db)) {
+        char item[160];
+        snprintf(item, sizeof item, "%s golden training parameters (%lld steps)", name,
+                 (long long)json_integer_value(json_object_get(json_object_get(da, "train"), "steps")));
+        add_row(rows, "train-golden", item, jsonx_str(da, "param_digest"), jsonx_str(db, "param_digest"));
     }
 }
 

@@ -2679,6 +2679,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
         if (!rc && want) rc = t->wl->eval->write_predictions(t->acc, cfg->predictions, e);
     }
     if (!rc) rc = param_digest(t, res->param_digest, e);
+    memcpy(res->config_hash, t->cfg_hash, sizeof res->config_hash);
     if (t->metrics_err.code)
         snprintf(res->metrics_error, sizeof res->metrics_error, "%s (%ld line%s not written)", t->metrics_err.msg,
                  t->metrics_failures, t->metrics_failures == 1 ? "" : "s");

@@ -122,6 +122,9 @@ struct train_config {
 
 struct train_result {
     char param_digest[65];
+    char config_hash[65];      /* SHA-256 of what decides the parameters' bits but the device and --steps
+                                  (the checkpoint's config hash): two golden runs with the same hash and
+                                  steps must have the same param_digest (plumb compare's train-golden row) */
     struct eval_metrics eval;  /* final eval: the workload's metrics */
     int has_eval;
     struct eval_metrics reference; /* the data's own model (a teacher) on the eval split: teacher_<name>; n = 0 none */
