@@ -291,4 +291,25 @@ sleep 0.3; kill -TERM $pk; wait $pk; rk=$?
   && ok "synth-criteo killed by SIGTERM: no temp file, no F, ended by the signal" \
   || fail "synth-criteo and SIGTERM" "exit $rk, left: $(ls "$TMP" | grep '^k18'): $(head -c 300 "$TMP/e_k18.txt")"
 
+# a run SIGKILLed mid-training could not finish its runs[] entry: the next command in the
+# folder marks it "killed" (its pid is gone on this host) and names itself as the run that
+# noticed; a live run's entry is left "running"
+"$PLUMB" train toy --steps 4000000 --quiet --health-interval 0 --out "$TMP/kr" >"$TMP/kr1.txt" 2>&1 &
+kp=$!
+for _ in $(seq 1 100); do [ -f "$TMP/kr/results.json" ] && break; sleep 0.1; done
+"$PLUMB" train toy --steps 3 --quiet --health-interval 0 --out "$TMP/kr" >"$TMP/kr2.txt" 2>&1; r2=$?
+kill -KILL $kp 2>/dev/null; wait $kp 2>/dev/null
+"$PLUMB" train toy --steps 3 --quiet --health-interval 0 --out "$TMP/kr" >"$TMP/kr3.txt" 2>&1; r3=$?
+python3 - "$TMP/kr/results.json" "$kp" >"$TMP/kr.py" 2>&1 <<'PY'
+import json, sys
+runs = {r["run"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+assert runs[1]["pid"] == int(sys.argv[2]), runs[1]
+assert runs[1]["status"] == "killed" and runs[1]["noted_by_run"] == 3, runs[1]
+assert runs[2]["status"] == "finished" and runs[3]["status"] == "finished", runs
+assert all(r["host"] for r in runs.values()), runs
+PY
+[ $? -eq 0 ] && [ $r2 -eq 0 ] && [ $r3 -eq 0 ] \
+  && ok "a SIGKILLed run's entry: left running while it lived, marked killed by the next command" \
+  || fail "killed run entry" "exit $r2/$r3: $(cat "$TMP/kr.py")"
+
 finish

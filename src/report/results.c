@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,30 @@ static int dir_nonempty(const char *dir)
     return n;
 }
 
+/* runs[] entries still "running" from a command of this host whose process
+ * is gone (SIGKILL, the OOM killer, a crash or a power cut: it could not
+ * finish its entry) become "killed", with the run that noticed it, so the
+ * folder does not claim a run is in progress. An entry's host is its own
+ * "host" or, for entries written before runs recorded one, the folder's
+ * last host (prev_host); entries of other hosts, and live pids, are left. */
+static void mark_dead_runs(json_t *root, const char *prev_host, const char *this_host, int noticed_by)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(root, "runs"), i, v)
+    {
+        const char *st = jsonx_str(v, "status"), *h = jsonx_str(v, "host");
+        if (!h) h = prev_host;
+        json_t *pid = json_object_get(v, "pid");
+        if (!st || strcmp(st, "running") || !h || !*this_host || strcmp(h, this_host) || !json_is_integer(pid))
+            continue;
+        const json_int_t p = json_integer_value(pid);
+        if (p <= 0 || p == (json_int_t)getpid() || !(kill((pid_t)p, 0) == -1 && errno == ESRCH)) continue;
+        json_object_set_new(v, "status", json_string("killed"));
+        json_object_set_new(v, "noted_by_run", json_integer(noticed_by));
+    }
+}
+
 /* Loads the folder's results.json (or starts a document), takes the next
  * run number and records this command in runs[] as "running", all under the
  * folder's lock; results.json is written at once, so a command killed later
@@ -139,6 +164,9 @@ static int open_dir(struct results *r, const char *command, plumb_err *e)
         /* refresh what describes this process; keep started and checks */
         struct sysinfo_host h;
         sysinfo_host_get(&h);
+        char prev[sizeof h.hostname];
+        snprintf(prev, sizeof prev, "%s", jsonx_str(json_object_get(r->root, "host"), "hostname") ?: "");
+        mark_dead_runs(r->root, prev, h.hostname, next_run(r->root));
         json_object_set_new(r->root, "host", sysinfo_host_json(&h));
         json_t *v = json_object_get(r->root, "versions");
         json_t *nv = sysinfo_versions_json();
@@ -173,9 +201,11 @@ static int open_dir(struct results *r, const char *command, plumb_err *e)
     r->run = next_run(r->root);
     char started[32];
     sysinfo_utc_iso(timer_wall(), started, sizeof started);
+    char me[256] = "";
+    if (gethostname(me, sizeof me - 1)) me[0] = '\0';
     json_array_append_new(json_object_get(r->root, "runs"),
-                          json_pack("{s:i, s:s, s:s, s:s, s:I}", "run", r->run, "command", command ? command : "",
-                                    "started", started, "status", "running", "pid", (json_int_t)getpid()));
+                          json_pack("{s:i, s:s, s:s, s:s, s:I, s:s}", "run", r->run, "command", command ? command : "",
+                                    "started", started, "status", "running", "pid", (json_int_t)getpid(), "host", me));
     rc = jsonx_write_file(path, r->root, e);
     unlock_dir(lk);
     if (rc) return err_set(e, PLUMB_EUSAGE, "--out %s: cannot write results.json there (%s)", r->dir, e->msg);

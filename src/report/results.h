@@ -18,9 +18,12 @@
  *
  * The run folder rule (README.md, "Run folders"): a folder is append-only.
  *   - Each command that opens it is a run: runs[] gets {"run": N, "command",
- *     "started", "pid", "status": "running"} at once (results.json is written
- *     at open), then "finished", "verdict" (of its own checks), "checks" and,
- *     when it failed, "exit_code" and "error".
+ *     "started", "pid", "host", "status": "running"} at once (results.json is
+ *     written at open), then "finished", "verdict" (of its own checks),
+ *     "checks" and, when it failed, "exit_code" and "error". A run left
+ *     "running" by a process that is gone from this host (SIGKILL, the OOM
+ *     killer) is marked "killed" by the next command that opens the folder,
+ *     with "noted_by_run": that command's N.
  *   - Its checks are appended, each tagged "run": N; nothing an earlier run
  *     wrote is replaced: results_write merges into results.json as it is on
  *     disk (under a lock on the folder), so concurrent commands keep theirs.
