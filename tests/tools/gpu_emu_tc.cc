@@ -320,6 +320,22 @@ static double max_rel_d(const float *a, const double *b, size_t n, double floor_
 static int g_uniform = 0; // 1: every input in [-1, 1) (test_train_gpt_ops.c's gpt_ops_fast_within_bounds_of_golden)
 // mma: 0 the WMMA kernels (train_gpt_attn_tc.cuh), 1 the mma.sync ones (train_gpt_attn_mma.cuh, HSM <= 64),
 // 2 the pipelined mma.sync ones (train_gpt_attn_mma2.cuh, HSM <= 64; also repeated and against mma's bits)
+// the 16-bit pipeline's out widened (of) and k_flash_bwd_pre's D from the
+// 16-bit out and dout (D16 [B NH, T]); C = NH HS
+template <typename E>
+static void widen_out_and_d16(const std::vector<uint16_t> &o16, const std::vector<uint16_t> &d16, std::vector<float> &of,
+                              std::vector<float> &D16, int T, int NH, int HS)
+{
+    const size_t C = (size_t)NH * HS;
+    for (size_t i = 0; i < o16.size(); i++) of[i] = tcattn::emu_from16<E>(o16[i]);
+    for (size_t r = 0; r < D16.size(); r++) {
+        const size_t t = r % T, hh = r / T % NH, b = r / ((size_t)T * NH), off = (b * T + t) * C + hh * HS;
+        float acc = 0.0f;
+        for (int i = 0; i < HS; i++) acc = fmaf(tcattn::emu_from16<E>(d16[off + i]), of[off + i], acc);
+        D16[r] = acc;
+    }
+}
+
 template <typename E, int HSM> static void attention(int B, int T, int NH, int HS, int rt, int mma = 0)
 {
     const int C = NH * HS;
@@ -443,13 +459,7 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
             uint16_t *po16 = o16.data(), *pg16 = g16.data();
             float *pl16 = l16.data(), *pD16 = D16.data();
             launch(grid, MD::FWD, [&] { tcattn::k_mma_fwd<E, HSM, uint16_t>(pq16, po16, pl16, T, NH, HS, scale, rt); });
-            for (size_t i = 0; i < n1; i++) of[i] = tcattn::emu_from16<E>(o16[i]);
-            for (size_t r = 0; r < nl; r++) { // k_flash_bwd_pre's D from the 16-bit out and dout
-                const size_t t = r % T, hh = r / T % NH, b = r / ((size_t)T * NH), off = (b * T + t) * C + hh * HS;
-                float acc = 0.0f;
-                for (int i = 0; i < HS; i++) acc = fmaf(tcattn::emu_from16<E>(d16[off + i]), of[off + i], acc);
-                D16[r] = acc;
-            }
+            widen_out_and_d16<E>(o16, d16, of, D16, T, NH, HS);
             launch(grid, MD::DKV, [&] {
                 tcattn::k_mma_bwd_dkv<E, HSM, uint16_t>(pq16, pd16, pl16, pD16, pg16, T, NH, HS, scale, rt);
             });
@@ -516,13 +526,7 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
             launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)), M2::FWD,
                    [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(hq, hk, hv, po16, pl16, T, Tp, NH, HS, scale, rt); },
                    32 * tcattn::M2FW);
-            for (size_t i = 0; i < n1; i++) of[i] = tcattn::emu_from16<E>(o16[i]);
-            for (size_t r = 0; r < nl; r++) { // k_flash_bwd_pre's D from the 16-bit out and dout
-                const size_t t = r % T, hh = r / T % NH, b = r / ((size_t)T * NH), off = (b * T + t) * C + hh * HS;
-                float acc = 0.0f;
-                for (int i = 0; i < HS; i++) acc = fmaf(tcattn::emu_from16<E>(d16[off + i]), of[off + i], acc);
-                D16[r] = acc;
-            }
+            widen_out_and_d16<E>(o16, d16, of, D16, T, NH, HS);
             std::fill(h16.begin(), h16.end(), (uint16_t)0xffff);
             launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
                 tcattn::k_mma2_to16<E, HSM, uint16_t>(pq16, ph, 3, C3, B, T, Tp, NH, HS, vec);
