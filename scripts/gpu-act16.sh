@@ -16,36 +16,7 @@
 # with what is left. Writes $OUT/act16/. NVLink multicast stays off;
 # clocks, power and MIG are left alone.
 set -u
-here=$(cd "$(dirname "$0")/.." && pwd)
-cd "$here"
-OUT=${OUT:-$here/gpu-out}
-D=$OUT/act16
-mkdir -p "$D"
-LOG=$D/gpu-act16.log
-: >"$LOG"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-BUDGET=${ACT16_BUDGET_S:-100}
-T0=$SECONDS
-log() { echo "$*" | tee -a "$LOG"; }
-left() { echo $((BUDGET - (SECONDS - T0))); }
-step() { # step NAME TIMEOUT_S CMD...: under min(TIMEOUT_S, what is left); skipped below 5 s
-  local name=$1 t=$2; shift 2
-  local l; l=$(left)
-  if [ "$l" -lt 5 ]; then log "==== $name: SKIPPED ($l s of the budget left)"; return 99; fi
-  [ "$t" -gt "$l" ] && t=$l
-  log "==== $name: $*"
-  local t1=$SECONDS
-  timeout "$t" "$@" >"$D/$name.log" 2>&1
-  local rc=$?
-  log "==== $name: exit $rc ($((SECONDS - t1)) s)"
-  return $rc
-}
-log "gpu-act16, $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ), budget $BUDGET s"
-. "$here/scripts/gpu-libs.sh"
-export PLUMB_BACKEND_PATH=$here/build
-P=build/plumb
-KP=(env)
-[ -f build/libplumb-kprof.so ] && KP=(env CUDA_INJECTION64_PATH="$here/build/libplumb-kprof.so" KPROF_TOP=30)
+. "$(dirname "$0")/gpu-topic.sh" act16 "${ACT16_BUDGET_S:-100}"
 
 step tests 40 env PLUMB_TEST_DEVICE=cuda PLUMB_TEST_VERBOSE=1 build/plumb-tests gpt16
 tests_rc=$?
