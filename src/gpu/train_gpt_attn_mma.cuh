@@ -309,12 +309,13 @@ __device__ inline void mm_softmax_rows(float (&s)[8][4], int k0, int q, int t0, 
 }
 
 /* dK/dV: P^T = 2^(S^T scale log2(e) - lse log2(e)) for this lane's keys j0,
- * j1 and the queries q0 + c (Ls holds lse log2(e) per query) */
-template <bool MASK>
-__device__ inline void mm_p_t(float (&st)[8][4], const float *Ls, int q0, int q, int j0, int j1, int T, float sl2)
+ * j1 and the queries q0 + c (Ls holds lse log2(e) per query); N tiles of 8
+ * queries (8 here, 4 in gpu/train_gpt_attn_mma2.cuh's 32-query halves) */
+template <bool MASK, int N>
+__device__ inline void mm_p_t(float (&st)[N][4], const float *Ls, int q0, int q, int j0, int j1, int T, float sl2)
 {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < N; nt++)
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int c = 8 * nt + 2 * q + u, t = q0 + c;
@@ -323,13 +324,13 @@ __device__ inline void mm_p_t(float (&st)[8][4], const float *Ls, int q0, int q,
             st[nt][2 + u] = !MASK || (t < T && j1 <= t) ? exp2f(fmaf(st[nt][2 + u], sl2, -L)) : 0.0f;
         }
 }
-/* dK/dV: dS^T = P^T (dP^T - D) in place of dP^T (Ds holds D per query) */
-template <bool MASK>
-__device__ inline void mm_ds_t(float (&dp)[8][4], const float (&st)[8][4], const float *Ds, int q0, int q, int j0, int j1,
+/* dK/dV: dS^T = P^T (dP^T - D) in place of dP^T (Ds holds D per query); N as mm_p_t */
+template <bool MASK, int N>
+__device__ inline void mm_ds_t(float (&dp)[N][4], const float (&st)[N][4], const float *Ds, int q0, int q, int j0, int j1,
                                int T)
 {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < N; nt++)
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int c = 8 * nt + 2 * q + u, t = q0 + c;
@@ -339,13 +340,14 @@ __device__ inline void mm_ds_t(float (&dp)[8][4], const float (&st)[8][4], const
         }
 }
 /* dQ: dS = P (dP - D) in place of dP, P = 2^(S scale log2(e) - L) for this
- * lane's rows t0, t1 (L0, L1: lse log2(e)) and keys k0 + 8 nt + 2 q + u */
-template <bool MASK>
-__device__ inline void mm_ds_rows(float (&dp)[8][4], const float (&s)[8][4], int k0, int q, int t0, int t1, int T,
+ * lane's rows t0, t1 (L0, L1: lse log2(e)) and keys k0 + 8 nt + 2 q + u; N
+ * tiles of 8 keys (8 here, 4 in gpu/train_gpt_attn_mma2.cuh) */
+template <bool MASK, int N>
+__device__ inline void mm_ds_rows(float (&dp)[N][4], const float (&s)[N][4], int k0, int q, int t0, int t1, int T,
                                   float sl2, float L0, float L1, float D0, float D1)
 {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < N; nt++)
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int j = k0 + 8 * nt + 2 * q + u;
@@ -356,6 +358,40 @@ __device__ inline void mm_ds_rows(float (&dp)[8][4], const float (&s)[8][4], int
 }
 
 /* ------------------------------------------------------------ forward */
+
+/* the forward's accumulators rescaled by the online softmax's factors a0
+ * (row g) and a1 (row g + 8) after a new running maximum */
+template <int NO> __device__ inline void mm_rescale(float (&o)[NO][4], float a0, float a1)
+{
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        o[n][0] *= a0;
+        o[n][1] *= a0;
+        o[n][2] *= a1;
+        o[n][3] *= a1;
+    }
+}
+
+/* The forward's end for this lane's rows t0 and t1 = t0 + 8 of head h of
+ * sequence b: the row sums l0, l1 over the quad (the same bits in each of
+ * its lanes), O / l stored into out [B, T, C] (fp32 or 16-bit storage), and
+ * lse = (m + log2 l) ln 2 into lse [B NH, T] by the quad's lane 0 */
+template <int NO, typename S>
+__device__ inline void mm_fwd_store(const float (&o)[NO][4], float m0, float m1, float l0, float l1, S *out, float *lse,
+                                    int b, int bh, int h, int t0, int t1, int T, int C, int q, int HS, int rt)
+{
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    S *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
+    mm_store_rows<NO>(r0, r0 + (size_t)8 * C, o, i0, i1, t0 < T, t1 < T, q, HS, rt);
+    if (q == 0) {
+        if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
+        if (t1 < T) lse[(size_t)bh * T + t1] = (m1 + log2f(l1)) * LN2;
+    }
+}
 
 template <typename E, int HSM, typename S = float>
 __global__ void __launch_bounds__(MNT) k_mma_fwd(const S *qkv, S *out, float *lse, int T, int NH, int HS, float scale,
@@ -398,28 +434,11 @@ __global__ void __launch_bounds__(MNT) k_mma_fwd(const S *qkv, S *out, float *ls
             mm_softmax_rows<false>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
         else
             mm_softmax_rows<true>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
-#pragma unroll
-        for (int n = 0; n < NO; n++) {
-            o[n][0] *= a0;
-            o[n][1] *= a0;
-            o[n][2] *= a1;
-            o[n][3] *= a1;
-        }
+        mm_rescale<NO>(o, a0, a1);
         /* O += P V over the 16-key steps that hold a key at or before the warp's last row */
         mm_c_bt<E, NO>(o, s, Vt, g, q, [&](int kk) { return k0 + 16 * kk > wlast; });
     }
-    /* the row sums over the quad (the same bits in each of its lanes) */
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    S *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
-    mm_store_rows<NO>(r0, r0 + (size_t)8 * C, o, i0, i1, t0 < T, t1 < T, q, HS, rt);
-    if (q == 0) {
-        if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
-        if (t1 < T) lse[(size_t)bh * T + t1] = (m1 + log2f(l1)) * LN2;
-    }
+    mm_fwd_store<NO>(o, m0, m1, l0, l1, out, lse, b, bh, h, t0, t1, T, C, q, HS, rt);
 }
 
 /* ------------------------------------------------------------ backward */

@@ -217,53 +217,9 @@ __device__ inline void m2_c_b(float (&out)[NO][4], const float (&c)[N][4], const
     }
 }
 
-/* dK/dV on 32 queries (N = 4 tiles of 8): mm_p_t and mm_ds_t of
- * gpu/train_gpt_attn_mma.cuh for a 16 x 32 block (the same expressions per
- * element), Ls and Ds from the block's first query q0 */
-template <bool MASK, int N>
-__device__ inline void m2_p_t(float (&st)[N][4], const float *Ls, int q0, int q, int j0, int j1, int T, float sl2)
-{
-#pragma unroll
-    for (int nt = 0; nt < N; nt++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int c = 8 * nt + 2 * q + u, t = q0 + c;
-            const float L = Ls[c];
-            st[nt][u] = !MASK || (t < T && j0 <= t) ? exp2f(fmaf(st[nt][u], sl2, -L)) : 0.0f;
-            st[nt][2 + u] = !MASK || (t < T && j1 <= t) ? exp2f(fmaf(st[nt][2 + u], sl2, -L)) : 0.0f;
-        }
-}
-template <bool MASK, int N>
-__device__ inline void m2_ds_t(float (&dp)[N][4], const float (&st)[N][4], const float *Ds, int q0, int q, int j0, int j1,
-                               int T)
-{
-#pragma unroll
-    for (int nt = 0; nt < N; nt++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int c = 8 * nt + 2 * q + u, t = q0 + c;
-            const float Dc = Ds[c];
-            dp[nt][u] = !MASK || (t < T && j0 <= t) ? st[nt][u] * (dp[nt][u] - Dc) : 0.0f;
-            dp[nt][2 + u] = !MASK || (t < T && j1 <= t) ? st[nt][2 + u] * (dp[nt][2 + u] - Dc) : 0.0f;
-        }
-}
-
-/* dQ on 32 keys: mm_ds_rows of gpu/train_gpt_attn_mma.cuh for a 16 x 8N
- * block (the same expression per element), keys from k0 */
-template <bool MASK, int N>
-__device__ inline void m2_ds_rows(float (&dp)[N][4], const float (&s)[N][4], int k0, int q, int t0, int t1, int T,
-                                  float sl2, float L0, float L1, float D0, float D1)
-{
-#pragma unroll
-    for (int nt = 0; nt < N; nt++)
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const int j = k0 + 8 * nt + 2 * q + u;
-            const int v0 = !MASK || (t0 < T && j <= t0), v1 = !MASK || (t1 < T && j <= t1);
-            dp[nt][u] = v0 ? exp2f(fmaf(s[nt][u], sl2, -L0)) * (dp[nt][u] - D0) : 0.0f;
-            dp[nt][2 + u] = v1 ? exp2f(fmaf(s[nt][2 + u], sl2, -L1)) * (dp[nt][2 + u] - D1) : 0.0f;
-        }
-}
+/* dK/dV on 32 queries and dQ on 32 keys: mm_p_t, mm_ds_t and mm_ds_rows of
+ * gpu/train_gpt_attn_mma.cuh over N = 4 tiles of 8 (the same expressions
+ * per element) */
 
 /* ------------------------------------------------------------ 16-bit copies */
 
@@ -386,29 +342,12 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
             mm_softmax_rows<false>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
         else
             mm_softmax_rows<true>(s, k0, q, t0, t1, T, sl2, m0, m1, l0, l1, a0, a1);
-#pragma unroll
-        for (int n = 0; n < NO; n++) {
-            o[n][0] *= a0;
-            o[n][1] *= a0;
-            o[n][2] *= a1;
-            o[n][3] *= a1;
-        }
+        mm_rescale<NO>(o, a0, a1);
         /* O += P V over the 16-key steps that hold a key at or before the warp's last row */
         m2_c_b<E, NO, LDE>(o, s, Vs, lo, [&](int kk) { return k0 + 16 * kk > wlast; });
     }
     if (!rows) return;
-    /* the row sums over the quad (the same bits in each of its lanes) */
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    ST *r0 = out + ((size_t)b * T + t0) * C + (size_t)h * HS;
-    mm_store_rows<NO>(r0, r0 + (size_t)8 * C, o, i0, i1, t0 < T, t1 < T, q, HS, rt);
-    if (q == 0) {
-        if (t0 < T) lse[(size_t)bh * T + t0] = (m0 + log2f(l0)) * LN2;
-        if (t1 < T) lse[(size_t)bh * T + t1] = (m1 + log2f(l1)) * LN2;
-    }
+    mm_fwd_store<NO>(o, m0, m1, l0, l1, out, lse, b, bh, h, t0, t1, T, C, q, HS, rt);
 }
 
 /* ------------------------------------------------------------ backward */
@@ -483,15 +422,15 @@ __global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 re
             /* P^T where key j <= query t < T, else 0; queries all at or after
              * the warp's last key, all < T, need no mask */
             const bool full = h0 >= wfirst + 15 && h0 + 31 < T;
-            if (full) m2_p_t<false>(st, Ls + 32 * hh, h0, q, j0, j1, T, sl2);
-            else m2_p_t<true>(st, Ls + 32 * hh, h0, q, j0, j1, T, sl2);
+            if (full) mm_p_t<false>(st, Ls + 32 * hh, h0, q, j0, j1, T, sl2);
+            else mm_p_t<true>(st, Ls + 32 * hh, h0, q, j0, j1, T, sl2);
             /* dV += P^T dO over the 16-query steps that reach the warp's keys */
             m2_c_b<E, NO, LDE>(dv, st, dOh, lo, before);
             /* dP^T = V dO^T, then dS^T = P^T (dP^T - D) in place */
             float dp[4][4];
             m2_rows_bt<E, KS, LDE>(dp, Vs + wr * LDE, dOh, lo, before);
-            if (full) m2_ds_t<false>(dp, st, Ds + 32 * hh, h0, q, j0, j1, T);
-            else m2_ds_t<true>(dp, st, Ds + 32 * hh, h0, q, j0, j1, T);
+            if (full) mm_ds_t<false>(dp, st, Ds + 32 * hh, h0, q, j0, j1, T);
+            else mm_ds_t<true>(dp, st, Ds + 32 * hh, h0, q, j0, j1, T);
             /* dK += dS^T Q */
             m2_c_b<E, NO, LDE>(dk, dp, Qh, lo, before);
         }
@@ -564,8 +503,8 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
             m2_rows_bt<E, KS, LDE>(s, Qs + wr * LDE, Kh, lo, past);
             m2_rows_bt<E, KS, LDE>(dp, dOs + wr * LDE, Vh, lo, past);
             /* P and dS = P (dP - D) where key j <= query t < T, else 0 */
-            if (h0 + 31 <= wfirst && wlast < T) m2_ds_rows<false>(dp, s, h0, q, t0, t1, T, sl2, L0, L1, D0, D1);
-            else m2_ds_rows<true>(dp, s, h0, q, t0, t1, T, sl2, L0, L1, D0, D1);
+            if (h0 + 31 <= wfirst && wlast < T) mm_ds_rows<false>(dp, s, h0, q, t0, t1, T, sl2, L0, L1, D0, D1);
+            else mm_ds_rows<true>(dp, s, h0, q, t0, t1, T, sl2, L0, L1, D0, D1);
             /* dQ += dS K */
             m2_c_b<E, NO, LDE>(dq, dp, Kh, lo, past);
         }
