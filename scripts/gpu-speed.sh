@@ -151,8 +151,18 @@ F="--preset dlrm-kaggle --device cuda --eval-fraction 0.01 --health-interval 0 -
 step tsv-file 60 $P train ctr $F --data "$TSV" --out "$O/tsv-file"
 step tsv-cache-write 60 $P data cache "$TSV"
 step tsv-cache 60 $P train ctr $F --data "$TSV" --out "$O/tsv-cache"
+# the same with every kernel loaded at start-up: whether the first partial batch's
+# one-time cost (45-62 ms on 2026-12-05) is CUDA's lazy module loading
+step tsv-cache-eager 60 env CUDA_MODULE_LOADING=EAGER $P train ctr $F --data "$TSV" --out "$O/tsv-cache-eager"
 SPS[tsv-file]=$(steady "$O/tsv-file")
 SPS[tsv-cache]=$(steady "$O/tsv-cache")
+SPS[tsv-cache-eager]=$(steady "$O/tsv-cache-eager")
+# the partial batches' steps: "step:samples:step ms (data wait ms, compute ms)" for each step
+# line with fewer samples than the batch
+ms() { echo "(.$1 * 10000 | round / 10)"; }
+partials() { jq -r -s '[.[] | select(.type == "step" and (.samples_per_s * .step_s) < 32000) |
+  "\(.step):\(.samples_per_s * .step_s | round):\('"$(ms step_s)"')ms(wait \('"$(ms data_wait_s)"'), compute \('"$(ms compute_s)"'))"] | join(" ")' \
+  "$1"/checks/train-ctr*/metrics.jsonl 2>/dev/null; }
 
 # summary
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else printf "-" }'; }
@@ -200,6 +210,8 @@ echo "tsv 10M lines: $(cat "$O/tsv-gen.out" 2>/dev/null | tail -1)"
 echo "  from the file (page cache) ${SPS[tsv-file]:-?} samples/s (set-up $(setup_s "$O/tsv-file") s: the parse), from the cache ${SPS[tsv-cache]:-?} (set-up $(setup_s "$O/tsv-cache") s)"
 echo "  synthetic bf16/32768 graph on ${SPS[bf16-32768-on]:-?}: file/synthetic $(ratio "${SPS[tsv-file]:-0}" "${SPS[bf16-32768-on]:-0}"), cache/synthetic $(ratio "${SPS[tsv-cache]:-0}" "${SPS[bf16-32768-on]:-0}") (goal >= 0.95)"
 echo "  $(tail -1 "$O/tsv-cache-write.out" 2>/dev/null)"
+echo "  partial batches (step:samples:time): file $(partials "$O/tsv-file"); cache $(partials "$O/tsv-cache")"
+echo "  with CUDA_MODULE_LOADING=EAGER: ${SPS[tsv-cache-eager]:-?} samples/s (set-up $(setup_s "$O/tsv-cache-eager") s), cache/synthetic $(ratio "${SPS[tsv-cache-eager]:-0}" "${SPS[bf16-32768-on]:-0}"); partial batches $(partials "$O/tsv-cache-eager")"
 echo "time used: $((SECONDS - T0)) s of the ${BUDGET} s budget"
 } | tee -a "$LOG" "$O/summary.txt"
 rm -f "$TSV" "$TSV.plumbcache"

@@ -21,10 +21,12 @@ for w in 32 64; do
   # the vision kernels over 16-bit storage (gpu/train_vision_kern.cuh, resnet's 16-bit activations):
   # 4 shapes x 10 checks and 2 max-pools x 3
   nv=$(grep -cE '^ok .*(16o|bn sums|bn backward)' "$TMP/out$w")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 46 ]; then
+  # sumsq (gpu/train_sumsq.cuh): 5 block-sum windows, both orders of 4 lengths, 2 that tell them apart
+  ns=$(grep -c '^ok   sumsq' "$TMP/out$w")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 46 ] && [ "$ns" -ge 15 ]; then
     ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'); vision 16-bit: $nv)"
   else
-    fail "warp $w kernels against golden" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
+    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
   fi
 done
 # the tensor-core attention kernels (gpu/train_gpt_attn_tc.cuh) under the

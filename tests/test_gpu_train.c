@@ -468,6 +468,20 @@ TEST(gpu_train_devices_opened_in_turn_release_their_state)
 
 /* ---------------- small elementwise ops, loss, optimizers ---------------- */
 
+/* sumsq of x [n] (host) and gx (its device copy) added to out = start:
+ * the cpu's bits on the GPU */
+static void sumsq_same(struct pair *p, const float *x, const float *gx, size_t n, double start)
+{
+    plumb_err e = {0};
+    double c = start, *g = up(p->g, &start, 8);
+    REQUIRE(p->c->ops->train->sumsq(p->c, NULL, x, n, &c, &e) == 0);
+    REQUIRE(p->g->ops->train->sumsq(p->g, NULL, gx, n, g, &e) == 0);
+    double *h = down(p->g, g, 8);
+    CHECK_MSG(h && !memcmp(h, &c, 8), "sumsq of %zu %.17g vs %.17g", n, h ? *h : 0.0, c);
+    free(h);
+    dev_free(p->g, g);
+}
+
 static void small_ops(enum numerics mode)
 {
     struct pair p;
@@ -552,12 +566,15 @@ static void small_ops(enum numerics mode)
     CHECK((h = down(p.g, gtm, R * D * 4)) && cmp_f("adamw_sparse m", tm, h, R * D, 0));
     free(h);
     /* sumsq (several 1024-blocks, added to what out holds) and scale_check */
-    double sq_c = 1.5, *gsq = up(p.g, &sq_c, 8);
-    REQUIRE(C->sumsq(p.c, NULL, x, N, &sq_c, &e) == 0);
-    REQUIRE(G->sumsq(p.g, NULL, gx, N, gsq, &e) == 0);
-    double *hsq = down(p.g, gsq, 8);
-    CHECK_MSG(hsq && !memcmp(hsq, &sq_c, 8), "sumsq %.17g vs %.17g", hsq ? *hsq : 0.0, sq_c);
-    free(hsq);
+    sumsq_same(&p, x, gx, N, 1.5);
+    /* and over 301 blocks: three groups of the fast order (src/dev/train_ops.h) */
+    {
+        const size_t nb = 300 * 1024 + 77;
+        float *xb = rnd_f(nb, -2, 2), *gxb = up(p.g, xb, nb * 4);
+        sumsq_same(&p, xb, gxb, nb, 0.5);
+        dev_free(p.g, gxb);
+        free(xb);
+    }
     int fi_c = 0, fi0 = 0, *gfi = up(p.g, &fi0, 4);
     REQUIRE(C->scale_check(p.c, NULL, x, N, 0.5f, &fi_c, &e) == 0);
     REQUIRE(G->scale_check(p.g, NULL, gx, N, 0.5f, gfi, &e) == 0);
@@ -591,7 +608,7 @@ static void small_ops(enum numerics mode)
         free(h);
         dev_free(p.g, gun), dev_free(p.g, gs), dev_free(p.g, gone);
     }
-    void *all[] = {gx, gx2, gy, gz, glab, gl, gdz, gsc, gw, gm, gv, gtab, gtm, gtv, grg, grows, gsq, gfi};
+    void *all[] = {gx, gx2, gy, gz, glab, gl, gdz, gsc, gw, gm, gv, gtab, gtm, gtv, grg, grows, gfi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(p.g, all[i]);
     free(x); free(x2); free(yc); free(z); free(lab); free(w); free(m); free(v);
     free(tab); free(tm); free(tv); free(rg);

@@ -771,6 +771,52 @@ TEST(train_ops_sumsq_scale_check_round)
     dev_close(d);
 }
 
+/* sumsq's two orders (src/dev/train_ops.h), bit for bit against the
+ * definition written here: 301 blocks of 1024 (the last short), so the fast
+ * order has three groups of block sums; out starts non-zero. The data's
+ * magnitudes vary so that the orders round differently, which is checked
+ * too (else the test could not tell a golden sum from a fast one). */
+static void sumsq_order_case(enum numerics mode)
+{
+    OPEN(d, mode, 0);
+    enum { BLK = 1024, NB = 301, N = (NB - 1) * BLK + 77 };
+    float *x = malloc(N * sizeof *x);
+    REQUIRE(x);
+    /* its own generator: the data, so whether it tells the orders apart,
+     * must not depend on which tests ran before; every seventh block large */
+    uint32_t st = 2463534242u;
+    for (int i = 0; i < N; i++) {
+        st ^= st << 13, st ^= st >> 17, st ^= st << 5;
+        x[i] = ((float)(st >> 8) / 16777216.0f - 0.5f) * ((i / BLK) % 7 == 0 ? 3e3f : 1e-2f);
+    }
+    double part[NB], seq = 0.5, grp = 0.5;
+    for (int b = 0; b < NB; b++) {
+        double acc = 0.0;
+        for (int i = b * BLK; i < (b + 1) * BLK && i < N; i++) acc += (double)x[i] * (double)x[i];
+        part[b] = acc;
+        seq += acc;
+    }
+    for (int g = 0; g < NB; g += TRAIN_SUMSQ_GROUP) {
+        double acc = 0.0;
+        for (int b = g; b < g + TRAIN_SUMSQ_GROUP && b < NB; b++) acc += part[b];
+        grp += acc;
+    }
+    CHECK_MSG(memcmp(&seq, &grp, sizeof seq), "the data does not tell the orders apart (%.17g)", seq);
+    float *px = TO(d, x, N);
+    double h = 0.5, *ps = TO(d, &h, 1);
+    plumb_err e = {0};
+    REQUIRE(d->ops->train->sumsq(d, NULL, px, N, ps, &e) == 0);
+    double got, want = mode == NUMERICS_GOLDEN ? seq : grp;
+    dget(d, &got, ps, sizeof got);
+    CHECK_MSG(!memcmp(&got, &want, sizeof got), "%s sumsq %.17g, the definition %.17g",
+              mode == NUMERICS_GOLDEN ? "golden" : "fast", got, want);
+    dev_free(d, px); dev_free(d, ps);
+    free(x);
+    dev_close(d);
+}
+TEST(train_ops_sumsq_golden_order) { sumsq_order_case(NUMERICS_GOLDEN); }
+TEST(train_ops_sumsq_fast_order) { sumsq_order_case(NUMERICS_FAST); }
+
 /* The ops with the count on the device (the queued step): the bits of the
  * plain op called with n = U, a stale tail past U untouched and unread,
  * and the gate. */

@@ -902,7 +902,16 @@ static int cpu_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, dou
         part[bl] = acc;
     }
     double tot = out[0];
-    for (size_t bl = 0; bl < nb; bl++) tot += part[bl];
+    if (d->numerics == NUMERICS_GOLDEN) {
+        for (size_t bl = 0; bl < nb; bl++) tot += part[bl];
+    } else {
+        for (size_t g0 = 0; g0 < nb; g0 += TRAIN_SUMSQ_GROUP) {
+            size_t g1 = g0 + TRAIN_SUMSQ_GROUP < nb ? g0 + TRAIN_SUMSQ_GROUP : nb;
+            double grp = 0.0;
+            for (size_t bl = g0; bl < g1; bl++) grp += part[bl];
+            tot += grp;
+        }
+    }
     out[0] = tot;
     return PLUMB_OK;
 }

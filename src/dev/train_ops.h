@@ -41,6 +41,9 @@ typedef struct dev_stream dev_stream;
 /* Chunk length of the fast-mode sparse sum (embedding_bwd, sparse_coalesce). */
 #define TRAIN_SPARSE_CHUNK 128
 
+/* Group length of the fast-mode sumsq: block sums per group (sumsq below). */
+#define TRAIN_SUMSQ_GROUP 128
+
 /* Geometry of a 2-D convolution or pooling window over NHWC images
  * (vision ops below): input [N, H, W, C], window R x S, stride, zero padding
  * pad on every side, output [N, P, Q, K] with P = (H + 2 pad - R) / stride
@@ -262,11 +265,20 @@ struct train_ops {
 
     /* ---------------- gradient utilities ---------------- */
 
-    /* out[0] += sum of x[i]^2 (device double). Order, both modes: blocks of
-     * 1024 elements; within a block a double sum of (double)x*(double)x in
-     * ascending i from 0; block sums added to out[0] in ascending block order.
-     * The caller zeroes out first; a fast-mode global norm is the sqrt of the
-     * all-reduced partials of the ranks. x: [n] */
+    /* out[0] += sum of x[i]^2 (device double). Order: blocks of 1024
+     * elements; within a block a double sum of (double)x*(double)x in
+     * ascending i from 0. Then
+     *   golden: block sums added to out[0] in ascending block order;
+     *   fast:   the block sums cut into consecutive groups of
+     *           TRAIN_SUMSQ_GROUP (the first at block 0); each group's sum,
+     *           from 0.0 in ascending block order, added to out[0] in
+     *           ascending group order.
+     * Both orders are fixed, so every backend gives the same bits in a mode.
+     * The golden chain is nb adds long; the fast one nb / 128 + 128, as a
+     * GPU runs it with a thread a group (ctr's bf16/32768 step has about 13k
+     * block sums, and train/trainer.c computes the norm for every logged
+     * step). The caller zeroes out first; a fast-mode global norm is
+     * the sqrt of the all-reduced partials of the ranks. x: [n] */
     int (*sumsq)(struct dev *d, dev_stream *s, const float *x, size_t n, double *out,
                  plumb_err *e);
 

@@ -655,41 +655,15 @@ __global__ void k_sumsq_blocks(const float *x, size_t n, size_t bl0, size_t nbl,
     sumsq_group(x, n, bl0, nbl, part);
 }
 static unsigned sumsq_grid(size_t nbl) { return (unsigned)((nbl + SQ_GROUP - 1) / SQ_GROUP); }
-/* tot + part[0] + part[1] + ... + part[k-1], added left to right by thread 0
- * of the block (the sequential definition: the same bits as one thread's
- * loop over global memory). The other threads only stage the next tile of
- * part into shared memory (coalesced) while thread 0 adds the current one, so
- * the adds wait on shared memory instead of on one global load each (one
- * thread doing both measured 7 ms for 1.2e5 partials on the H200). */
-#define ORDSUM_TILE 2048
-__device__ static double ordered_dsum(const double *part, size_t k, double tot)
-{
-    __shared__ double buf[2][ORDSUM_TILE];
-    const size_t nt = (k + ORDSUM_TILE - 1) / ORDSUM_TILE;
-    for (size_t i = threadIdx.x; i < ORDSUM_TILE && i < k; i += blockDim.x) buf[0][i] = part[i];
-    __syncthreads();
-    for (size_t t = 0; t < nt; t++) {
-        if (t + 1 < nt) { /* tile t + 1 into the other buffer, read last in round t - 1 */
-            const size_t o = (t + 1) * ORDSUM_TILE, len = k - o < ORDSUM_TILE ? k - o : ORDSUM_TILE;
-            double *nb = buf[(t + 1) & 1];
-            for (size_t i = threadIdx.x; i < len; i += blockDim.x) nb[i] = part[o + i];
-        }
-        if (threadIdx.x == 0) {
-            const size_t o = t * ORDSUM_TILE, len = k - o < ORDSUM_TILE ? k - o : ORDSUM_TILE;
-            const double *cb = buf[t & 1];
-#pragma unroll 16
-            for (size_t i = 0; i < len; i++) tot += cb[i];
-        }
-        __syncthreads();
-    }
-    return tot;
-}
 #define ORDSUM_TPB 256
+/* g_sumsq's rounds of 2^20 blocks each start on a group of the fast order */
+static_assert(((size_t)1 << 20) % TRAIN_SUMSQ_GROUP == 0, "sumsq rounds cut a group");
 
-/* block sums added to out[0] in ascending block order (one block of ORDSUM_TPB) */
-__global__ void k_sumsq_total(const double *part, size_t nbl, double *out)
+/* block sums added to out[0]: in ascending block order (golden), or in
+ * groups (GROUPED, fast); one block of ORDSUM_TPB */
+template <int GROUPED> __global__ void k_sumsq_total(const double *part, size_t nbl, double *out)
 {
-    const double tot = ordered_dsum(part, nbl, out[0]);
+    const double tot = GROUPED ? grouped_dsum(part, nbl, out[0]) : ordered_dsum(part, nbl, out[0]);
     if (threadIdx.x == 0) out[0] = tot;
 }
 
@@ -708,7 +682,10 @@ static int g_sumsq(struct dev *d, dev_stream *s, const float *x, size_t n, doubl
         size_t k = nb - b0 < round ? nb - b0 : round;
         k_sumsq_blocks<<<sumsq_grid(k), SQ_TPB, 0, st->s>>>(x, n, b0, k, (double *)ws);
         GPU_CHECK_LAUNCH(d, "k_sumsq_blocks", e);
-        k_sumsq_total<<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, k, out);
+        if (is_golden(d))
+            k_sumsq_total<0><<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, k, out);
+        else
+            k_sumsq_total<1><<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, k, out);
         GPU_CHECK_LAUNCH(d, "k_sumsq_total", e);
     }
     return PLUMB_OK;
@@ -790,14 +767,16 @@ __global__ void k_sumsq_blocks_dn(const float *x, const int64_t *rows_n, size_t 
 {
     sumsq_group(x, dn_rows(rows_n, n_max) * per, bl0, nbl, part);
 }
-/* the blocks of [bl0, bl0 + nbl) that hold elements, ascending: sumsq's order */
+/* the blocks of [bl0, bl0 + nbl) that hold elements, in sumsq's order
+ * (GROUPED: fast) */
+template <int GROUPED>
 __global__ void k_sumsq_total_dn(const double *part, const int64_t *rows_n, size_t per, size_t n_max, size_t bl0,
                                  size_t nbl, double *out)
 {
     size_t n = dn_rows(rows_n, n_max) * per, nb = (n + SUMSQ_BLK - 1) / SUMSQ_BLK;
     if (nb <= bl0) return;
     size_t k = nb - bl0 < nbl ? nb - bl0 : nbl;
-    const double tot = ordered_dsum(part, k, out[0]);
+    const double tot = GROUPED ? grouped_dsum(part, k, out[0]) : ordered_dsum(part, k, out[0]);
     if (threadIdx.x == 0) out[0] = tot;
 }
 
@@ -819,7 +798,10 @@ static int g_sumsq_dn(struct dev *d, dev_stream *s, const float *x, const int64_
         k_sumsq_blocks_dn<<<sumsq_grid(k), SQ_TPB, 0, st->s>>>(x, rows_n, per, n_max, b0, k,
                                                                             (double *)ws);
         GPU_CHECK_LAUNCH(d, "k_sumsq_blocks_dn", e);
-        k_sumsq_total_dn<<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, rows_n, per, n_max, b0, k, out);
+        if (is_golden(d))
+            k_sumsq_total_dn<0><<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, rows_n, per, n_max, b0, k, out);
+        else
+            k_sumsq_total_dn<1><<<1, ORDSUM_TPB, 0, st->s>>>((const double *)ws, rows_n, per, n_max, b0, k, out);
         GPU_CHECK_LAUNCH(d, "k_sumsq_total_dn", e);
     }
     return PLUMB_OK;

@@ -423,6 +423,50 @@ static void sumsq(size_t n, size_t bl0, size_t nbl)
     }
 }
 
+// The block sums into out[0] (gpu/train_sumsq.cuh) against src/dev/train_ops.h's
+// two orders, bit for bit: golden adds part[0..k) to tot in order; fast adds
+// to tot, in order, each TRAIN_SUMSQ_GROUP-long group's sum from 0.0. Block
+// sums of mixed magnitudes so that the orders round differently (checked):
+// a k with a partial last group, one group, fewer than a group, and more
+// groups than one tile of the fast kernel's shared memory.
+static void sumsq_orders(size_t k)
+{
+    std::vector<double> part(k);
+    uint64_t st = 0x9e3779b97f4a7c15ull + k;
+    for (size_t i = 0; i < k; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        part[i] = (double)(st >> 11) / 9007199254740992.0 * (i % 5 == 0 ? 1e6 : 1e-3);
+    }
+    const double tot0 = 0.75;
+    double seq = tot0, grp = tot0;
+    for (size_t i = 0; i < k; i++) seq += part[i];
+    for (size_t g0 = 0; g0 < k; g0 += TRAIN_SUMSQ_GROUP) {
+        double a = 0.0;
+        for (size_t i = g0; i < g0 + TRAIN_SUMSQ_GROUP && i < k; i++) a += part[i];
+        grp += a;
+    }
+    double got_seq = -1, got_grp = -1;
+    const double *pp = part.data();
+    launch(dim3(1), dim3(256), [&] {
+        double t = ordered_dsum(pp, k, tot0);
+        if (threadIdx.x == 0) got_seq = t;
+    });
+    launch(dim3(1), dim3(256), [&] {
+        double t = grouped_dsum(pp, k, tot0);
+        if (threadIdx.x == 0) got_grp = t;
+    });
+    const int ok_seq = !memcmp(&got_seq, &seq, 8), ok_grp = !memcmp(&got_grp, &grp, 8);
+    printf("%s sumsq golden order, %zu block sums: %.17g vs %.17g\n", ok_seq ? "ok  " : "FAIL", k, got_seq, seq);
+    printf("%s sumsq fast order, %zu block sums: %.17g vs %.17g\n", ok_grp ? "ok  " : "FAIL", k, got_grp, grp);
+    ok_seq ? g_pass++ : g_fail++;
+    ok_grp ? g_pass++ : g_fail++;
+    if (k > TRAIN_SUMSQ_GROUP) { // else the two orders are one chain
+        const int differ = memcmp(&seq, &grp, 8) != 0;
+        printf("%s sumsq orders differ at %zu block sums (the check can tell them apart)\n", differ ? "ok  " : "FAIL", k);
+        differ ? g_pass++ : g_fail++;
+    }
+}
+
 // ---- the vision kernels over 16-bit storage (resnet's 16-bit activations) ----
 
 // got (16-bit values) against want (fp32 values): the same bits
@@ -610,6 +654,10 @@ int main()
     sumsq(40 * 1024 + 3, 5, 36);
     sumsq(33 * 1024, 0, 33);
     sumsq(3000, 0, 4); // a block past the end of x sums nothing
+    sumsq_orders(13313);
+    sumsq_orders(TRAIN_SUMSQ_GROUP);
+    sumsq_orders(5);
+    sumsq_orders((size_t)GRPSUM_TILE * TRAIN_SUMSQ_GROUP + 3 * TRAIN_SUMSQ_GROUP + 1);
 
     attention(2, 100, 2, 64); // 32 x 32 tiles, a partial last tile
     attention(1, 37, 2, 96);  // 16 x 16 tiles
