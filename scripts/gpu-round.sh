@@ -20,6 +20,10 @@ log() { echo "$*" | tee -a "$LOG"; }
 log "gpu-round $(cat COMMIT 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ): $*"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit,persistence_mode,mig.mode.current \
   --format=csv 2>&1 | tee -a "$LOG"
+# the host's CPU: PyTorch's eager and torch.compile peers launch kernels from
+# Python, so their figures move with it (ctr's torch.compile at bf16/32768 was
+# 9.5 M samples/s on one H100 host and 15.2 M on another, 2026-12-05)
+log "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores online, load $(cut -d' ' -f1-3 /proc/loadavg)"
 . "$here/scripts/gpu-libs.sh"
 # jq: the host's, else the one gpu-prep.sh carried
 command -v jq >/dev/null 2>&1 || export PATH=$here/bin:$PATH
