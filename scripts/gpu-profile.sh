@@ -61,5 +61,7 @@ fi
 if part r50; then
 step r50_plumb 30 3 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 40 \
   --warmup 2 --leak-steps 0
+step r50_torch 50 3 python3 bench/resnet_torch.py --model resnet50 --batch 256 --precision bf16 --modes eager \
+  --steps 40 --warmup 3
 fi
 log "gpu-profile: $((SECONDS - T0)) s of $BUDGET"
