@@ -26,6 +26,9 @@
 #            digest = cpu's, fast validation loss within the cpu's seed spread);
 #   golden124  gpt2-124m golden, 2 steps of 2 x 64, cuda vs cpu (the full
 #            width and vocabulary through the golden kernels).
+# GPT_TORCH_MODES: the bench's PyTorch modes (default eager,compile).
+# GPT_SKIP=REGEX skips the steps whose names match (bash =~), e.g. '^bench$'
+# when the headline (scripts/gpu-headline.sh) timed the bench in the same call.
 # Output is line-buffered (stdbuf) so a step cut by its timeout keeps what it
 # printed. Writes $OUT/gpt/ (gpu-gpt.log, bench.json, loss.json, summary.txt). NVLink
 # multicast stays off; clocks, power and MIG are left alone.
@@ -46,6 +49,7 @@ log() { echo "$*" | tee -a "$LOG"; }
 left() { echo $((BUDGET - (SECONDS - T0))); }
 step() { # step NAME TIMEOUT_S NEED_S CMD...: runs when NEED_S seconds are left, under min(TIMEOUT_S, left)
   local name=$1 t=$2 need=$3; shift 3
+  if [ -n "${GPT_SKIP:-}" ] && [[ $name =~ $GPT_SKIP ]]; then log "==== $name: SKIPPED (GPT_SKIP)"; return 98; fi
   local l; l=$(left)
   if [ "$l" -lt "$need" ]; then log "==== $name: SKIPPED ($l s of the budget left, needs $need)"; return 99; fi
   [ "$t" -gt "$l" ] && t=$l
@@ -79,7 +83,7 @@ done
 
 # ---- bench: plumb vs PyTorch eager and torch.compile, gpt2-124m B=16 T=1024 bf16
 step bench 200 100 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
-  --vs-pytorch --torch-modes eager,compile --json "$D/bench.json"
+  --vs-pytorch --torch-modes "${GPT_TORCH_MODES:-eager,compile}" --json "$D/bench.json"
 grep -E "^bf16|pytorch|FLOPs per token" "$D/bench.log" | tee -a "$LOG"
 
 # ---- the synthetic tokens of the loss runs (the llm.c format, vocabulary 50257)
