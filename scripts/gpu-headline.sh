@@ -12,6 +12,8 @@
 #           (the source documents' single-GPU table shape).
 # Figures for BENCHMARKS.md's gpt and resnet sections. At most
 # HEADLINE_BUDGET_S seconds (default 200), every step under `timeout`.
+# HEADLINE_ONLY=REGEX runs only the steps whose names match (bash =~), and
+# HEADLINE_TORCH=0 leaves PyTorch out (plumb's figures alone, for a short call).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -26,6 +28,7 @@ T0=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
 step() { # step NAME TIMEOUT_S CMD...
   local name=$1 t=$2; shift 2
+  if [ -n "${HEADLINE_ONLY:-}" ] && ! [[ $name =~ $HEADLINE_ONLY ]]; then log "==== $name: SKIPPED (HEADLINE_ONLY)"; return 98; fi
   local l=$((BUDGET - (SECONDS - T0)))
   if [ "$l" -lt 15 ]; then log "==== $name: SKIPPED ($l s left)"; return 99; fi
   [ "$t" -gt "$l" ] && t=$l
@@ -40,6 +43,8 @@ step() { # step NAME TIMEOUT_S CMD...
 . "$here/scripts/gpu-libs.sh"
 export PLUMB_BACKEND_PATH=$here/build
 P=build/plumb
+# the PyTorch peer's flags for a step: none with HEADLINE_TORCH=0
+vs() { [ "${HEADLINE_TORCH:-1}" = 0 ] || echo "--vs-pytorch --torch-modes compile $*"; }
 # gpt's configuration: PLUMB_GPT_ATTN / PLUMB_GPT_ACT16 as the caller set them,
 # else the fastest whole configuration timed earlier in this call: the 16-bit
 # activation pipeline with the default (mma2) attention (scripts/gpu-act16.sh's
@@ -67,14 +72,14 @@ PY
 fi
 log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (mma2)} PLUMB_GPT_ACT16=${PLUMB_GPT_ACT16:-unset (1)}"
 step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
-  --vs-pytorch --torch-modes compile --json "$D/gpt.json"
+  $(vs) --json "$D/gpt.json"
 step r18 100 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
-  --leak-steps 0 --vs-pytorch --torch-modes compile --torch-timeout 80 --json "$D/r18.json"
+  --leak-steps 0 $(vs --torch-timeout 80) --json "$D/r18.json"
 # resnet18 with the mirror path (fp32 activations and 16-bit mirrors), against the default 16-bit activations
 step r18mir 40 env PLUMB_RESNET_ACT16=0 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 \
   --steps 30 --warmup 5 --leak-steps 0 --json "$D/r18mir.json"
 step r50 170 env PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 10 \
-  --warmup 3 --leak-steps 0 --vs-pytorch --torch-modes compile --torch-timeout 150 --json "$D/r50.json"
+  --warmup 3 --leak-steps 0 $(vs --torch-timeout 150) --json "$D/r50.json"
 # what determinism costs resnet50's convolutions: cuDNN's Find times of the
 # algorithm taken (deterministic) against the fastest of any kind, summed
 # per direction over the plans (src/gpu/conv_lib.cu, PLUMB_CONV_LOG)

@@ -700,6 +700,16 @@ int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *
     return PLUMB_OK;
 }
 
+/* the 16-bit max-pool kernels' choices (gpu/train_vision_kern.cuh): eight
+ * channels an item where C allows and the tensors are 16-byte aligned, and
+ * 32-bit index arithmetic where every element offset of both tensors fits
+ * below 2^31 (so that the grid-stride step cannot wrap either) */
+static int pool_vec8(int C, const void *a, const void *b, const int32_t *idx)
+{
+    return C % 8 == 0 && !((uintptr_t)a & 15) && !((uintptr_t)b & 15) && !((uintptr_t)idx & 15);
+}
+static int pool_i32(size_t n_in, size_t n_out) { return n_in < ((size_t)1 << 31) && n_out < ((size_t)1 << 31); }
+
 int g_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,
                      int32_t *idx, dtype_t rt, plumb_err *e)
 {
@@ -708,8 +718,18 @@ int g_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, c
          "%s: maxpool_fwd16o: bad geometry (expected train_conv_set's, K == C, pad < window)", d->label);
     FAST16("maxpool_fwd16o");
     ENTER();
-    size_t n = (size_t)g->N * g->P * g->Q * g->C;
-    k_maxpool_fwd16<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(*g, x16, y16, idx, n, (int)rt);
+    const cudaStream_t cs = gpu_stream(d, s)->s;
+    const size_t nx = (size_t)g->N * g->H * g->W * g->C, n = (size_t)g->N * g->P * g->Q * g->C;
+    if (pool_vec8(g->C, x16, y16, idx)) {
+        if (pool_i32(nx, n))
+            k_maxpool_fwd16<8, uint32_t><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(*g, x16, y16, idx, (uint32_t)(n / 8), (int)rt);
+        else
+            k_maxpool_fwd16<8, size_t><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(*g, x16, y16, idx, n / 8, (int)rt);
+    } else if (pool_i32(nx, n)) {
+        k_maxpool_fwd16<1, uint32_t><<<gpu_grid(n, TPB), TPB, 0, cs>>>(*g, x16, y16, idx, (uint32_t)n, (int)rt);
+    } else {
+        k_maxpool_fwd16<1, size_t><<<gpu_grid(n, TPB), TPB, 0, cs>>>(*g, x16, y16, idx, n, (int)rt);
+    }
     GPU_CHECK_LAUNCH(d, "k_maxpool_fwd16", e);
     return PLUMB_OK;
 }
@@ -722,8 +742,18 @@ int g_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, c
          "%s: maxpool_bwd16o: bad geometry (expected train_conv_set's, K == C)", d->label);
     FAST16("maxpool_bwd16o");
     ENTER();
-    size_t n = (size_t)g->N * g->H * g->W * g->C;
-    k_maxpool_bwd16<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(*g, dy16, idx, dx16, n, (int)rt);
+    const cudaStream_t cs = gpu_stream(d, s)->s;
+    const size_t n = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->C;
+    if (pool_vec8(g->C, dy16, dx16, idx)) {
+        if (pool_i32(n, ny))
+            k_maxpool_bwd16<8, uint32_t><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)(n / 8), (int)rt);
+        else
+            k_maxpool_bwd16<8, size_t><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, n / 8, (int)rt);
+    } else if (pool_i32(n, ny)) {
+        k_maxpool_bwd16<1, uint32_t><<<gpu_grid(n, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)n, (int)rt);
+    } else {
+        k_maxpool_bwd16<1, size_t><<<gpu_grid(n, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, n, (int)rt);
+    }
     GPU_CHECK_LAUNCH(d, "k_maxpool_bwd16", e);
     return PLUMB_OK;
 }

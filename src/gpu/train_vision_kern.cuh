@@ -250,51 +250,99 @@ __global__ void k_add(const S *a, const S *b, const uint16_t *mask, float *y, ui
 /* max pooling over 16-bit values: dev/train_vision.h's tv_maxpool_elem and
  * tv_maxpool_bwd_elem with the loads widened (a comparison of widened
  * values is the comparison of the fp32 values the fp32 op reads; the
- * backward's adds are the same fp32 adds) */
-__global__ void k_maxpool_fwd16(struct train_conv g, const uint16_t *x, uint16_t *y, int32_t *idx, size_t n, int rt)
+ * backward's adds are the same fp32 adds, in the same window order).
+ * An item is a pixel and V consecutive channels (V = 8: 16-byte loads of
+ * x / dy and of idx as two uint4; V = 1 otherwise), so a pixel's window
+ * arithmetic is done once for V channels. I: the index type, 32-bit where
+ * every element offset fits (the host's choice): one thread an element with
+ * 64-bit divisions took 4.2 ms for resnet50's stem pool backward (256 x 112
+ * x 112 x 64) on an H100, integer-bound (BENCHMARKS.md, 2026-12-05). */
+template <int V> __device__ static inline void ldidx(const int32_t *p, size_t i, int32_t *o)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % g.C);
-        const size_t pix = i / g.C;
-        const int q = (int)(pix % g.Q), p = (int)(pix / g.Q % g.P), nn = (int)(pix / ((size_t)g.P * g.Q));
-        float m = 0.0f;
-        int32_t a = -1;
+    if (V == 8) {
+        const uint4 a = *(const uint4 *)(p + i), b = *(const uint4 *)(p + i + 4);
+        const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        for (int v = 0; v < 8; v++) o[v] = (int32_t)w[v];
+    } else {
+        for (int v = 0; v < V; v++) o[v] = p[i + v];
+    }
+}
+template <int V> __device__ static inline void stidx(int32_t *p, size_t i, const int32_t *o)
+{
+    if (V == 8) {
+        *(uint4 *)(p + i) = make_uint4((uint32_t)o[0], (uint32_t)o[1], (uint32_t)o[2], (uint32_t)o[3]);
+        *(uint4 *)(p + i + 4) = make_uint4((uint32_t)o[4], (uint32_t)o[5], (uint32_t)o[6], (uint32_t)o[7]);
+    } else {
+        for (int v = 0; v < V; v++) p[i + v] = o[v];
+    }
+}
+
+/* y, idx [N, P, Q, C] from x [N, H, W, C]; n_items = N P Q C / V */
+template <int V, typename I>
+__global__ void k_maxpool_fwd16(struct train_conv g, const uint16_t *x, uint16_t *y, int32_t *idx, I n_items, int rt)
+{
+    const I CG = (I)(g.C / V);
+    for (I j = (I)(blockIdx.x * blockDim.x + threadIdx.x); j < n_items; j += (I)(gridDim.x * blockDim.x)) {
+        const I cg = j % CG, pix = j / CG;
+        const int q = (int)(pix % (I)g.Q);
+        const I t = pix / (I)g.Q;
+        const int p = (int)(t % (I)g.P);
+        const I nn = t / (I)g.P;
+        const int c0 = (int)cg * V;
+        float m[V], v8[V];
+        int32_t a[V];
+        for (int v = 0; v < V; v++) m[v] = 0.0f, a[v] = -1;
         for (int r = 0; r < g.R; r++) {
             const int h = p * g.stride - g.pad + r;
             if (h < 0 || h >= g.H) continue;
             for (int s = 0; s < g.S; s++) {
                 const int ww = q * g.stride - g.pad + s;
                 if (ww < 0 || ww >= g.W) continue;
-                const float v = from16_rt(x[(((size_t)nn * g.H + h) * g.W + ww) * g.C + c], rt);
-                if (a < 0 || v > m) {
-                    m = v;
-                    a = r * g.S + s;
-                }
+                ldv<V>(x, (size_t)(((nn * (I)g.H + (I)h) * (I)g.W + (I)ww) * (I)g.C + (I)c0), v8, rt);
+                for (int v = 0; v < V; v++)
+                    if (a[v] < 0 || v8[v] > m[v]) {
+                        m[v] = v8[v];
+                        a[v] = r * g.S + s;
+                    }
             }
         }
-        idx[i] = a;
-        y[i] = to16_rt(m, rt);
+        const size_t o = (size_t)(pix * (I)g.C + (I)c0);
+        stidx<V>(idx, o, a);
+        st16v<V>(y, o, m, rt); /* m holds 16-bit values: the stores are exact */
     }
 }
-__global__ void k_maxpool_bwd16(struct train_conv g, const uint16_t *dy, const int32_t *idx, uint16_t *dx, size_t n,
+/* dx [N, H, W, C] from dy, idx [N, P, Q, C]; n_items = N H W C / V */
+template <int V, typename I>
+__global__ void k_maxpool_bwd16(struct train_conv g, const uint16_t *dy, const int32_t *idx, uint16_t *dx, I n_items,
                                 int rt)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % g.C);
-        const size_t pix = i / g.C;
-        const int ww = (int)(pix % g.W), h = (int)(pix / g.W % g.H), nn = (int)(pix / ((size_t)g.H * g.W));
-        float acc = 0.0f;
-        for (int r = g.R - 1; r >= 0; r--) {
+    const I CG = (I)(g.C / V);
+    for (I j = (I)(blockIdx.x * blockDim.x + threadIdx.x); j < n_items; j += (I)(gridDim.x * blockDim.x)) {
+        const I cg = j % CG, pix = j / CG;
+        const int ww = (int)(pix % (I)g.W);
+        const I t = pix / (I)g.W;
+        const int h = (int)(t % (I)g.H);
+        const I nn = t / (I)g.H;
+        const int c0 = (int)cg * V;
+        float acc[V], d8[V];
+        int32_t id[V];
+        for (int v = 0; v < V; v++) acc[v] = 0.0f;
+        for (int r = g.R - 1; r >= 0; r--) { /* tv_maxpool_bwd_elem's order */
             const int p = tv_conv_out_of(h, r, g.stride, g.pad, g.P);
             if (p < 0) continue;
             for (int s = g.S - 1; s >= 0; s--) {
                 const int q = tv_conv_out_of(ww, s, g.stride, g.pad, g.Q);
                 if (q < 0) continue;
-                const size_t o = (((size_t)nn * g.P + p) * g.Q + q) * g.C + c;
-                if (idx[o] == r * g.S + s) acc = acc + from16_rt(dy[o], rt);
+                const size_t o = (size_t)(((nn * (I)g.P + (I)p) * (I)g.Q + (I)q) * (I)g.C + (I)c0);
+                ldidx<V>(idx, o, id);
+                ldv<V>(dy, o, d8, rt);
+                const int32_t win = r * g.S + s;
+                for (int v = 0; v < V; v++)
+                    if (id[v] == win) acc[v] = acc[v] + d8[v];
             }
         }
-        dx[i] = to16_rt(tv_round(acc, rt), rt);
+        for (int v = 0; v < V; v++) acc[v] = tv_round(acc[v], rt);
+        st16v<V>(dx, (size_t)(pix * (I)g.C + (I)c0), acc, rt);
     }
 }
 

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 #ifndef PLUMB_WARP
@@ -635,16 +636,35 @@ static void maxpool16(int N, int H, int C, int rt)
     const uint16_t *xp = x16.data(), *dyp = dy16.data();
     uint16_t *yp = y16.data(), *dxp = dx16.data();
     int32_t *ip = idx16.data();
-    launch(dim3(2), dim3(256), [&] { k_maxpool_fwd16(g, xp, yp, ip, ny, rt); });
-    launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16(g, dyp, ip, dxp, nx, rt); });
-    char what[96];
-    snprintf(what, sizeof what, "maxpool_fwd16o N%d H%d C%d rt%d", N, H, C, rt);
-    check16(what, y16, y, rt);
-    const int same = idx == idx16;
-    printf("%s warp %d: %s: the winners' indices %s\n", same ? "ok  " : "FAIL", PLUMB_WARP, what, same ? "equal" : "differ");
-    same ? g_pass++ : g_fail++;
-    snprintf(what, sizeof what, "maxpool_bwd16o N%d H%d C%d rt%d", N, H, C, rt);
-    check16(what, dx16, dx, rt);
+    // each kernel choice of gpu/train_vision.cu: eight channels an item or one, 32- or 64-bit indices
+    for (int variant = 0; variant < 4; variant++) {
+        const int V = variant & 1 ? 1 : 8, i32 = variant < 2;
+        if (V == 8 && C % 8) continue;
+        std::fill(y16.begin(), y16.end(), 0x7fff), std::fill(dx16.begin(), dx16.end(), 0x7fff);
+        std::fill(idx16.begin(), idx16.end(), -7);
+        const size_t iy = ny / V, ix = nx / V;
+        if (V == 8 && i32) {
+            launch(dim3(2), dim3(256), [&] { k_maxpool_fwd16<8, uint32_t>(g, xp, yp, ip, (uint32_t)iy, rt); });
+            launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16<8, uint32_t>(g, dyp, ip, dxp, (uint32_t)ix, rt); });
+        } else if (V == 8) {
+            launch(dim3(2), dim3(256), [&] { k_maxpool_fwd16<8, size_t>(g, xp, yp, ip, iy, rt); });
+            launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16<8, size_t>(g, dyp, ip, dxp, ix, rt); });
+        } else if (i32) {
+            launch(dim3(2), dim3(256), [&] { k_maxpool_fwd16<1, uint32_t>(g, xp, yp, ip, (uint32_t)iy, rt); });
+            launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16<1, uint32_t>(g, dyp, ip, dxp, (uint32_t)ix, rt); });
+        } else {
+            launch(dim3(2), dim3(256), [&] { k_maxpool_fwd16<1, size_t>(g, xp, yp, ip, iy, rt); });
+            launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16<1, size_t>(g, dyp, ip, dxp, ix, rt); });
+        }
+        char what[128];
+        snprintf(what, sizeof what, "maxpool_fwd16o N%d H%d C%d rt%d (V %d, %d-bit indices)", N, H, C, rt, V, i32 ? 32 : 64);
+        check16(what, y16, y, rt);
+        const int same = idx == idx16;
+        printf("%s warp %d: %s: the winners' indices %s\n", same ? "ok  " : "FAIL", PLUMB_WARP, what, same ? "equal" : "differ");
+        same ? g_pass++ : g_fail++;
+        snprintf(what, sizeof what, "maxpool_bwd16o N%d H%d C%d rt%d (V %d, %d-bit indices)", N, H, C, rt, V, i32 ? 32 : 64);
+        check16(what, dx16, dx, rt);
+    }
 }
 
 int main()
@@ -678,6 +698,7 @@ int main()
     vision16(50, 6, DT_F16);    // C % 4 != 0: one at a time both
     maxpool16(2, 9, 16, DT_BF16);
     maxpool16(1, 8, 8, DT_F16);
+    maxpool16(2, 7, 12, DT_BF16); // C not a multiple of 8: one channel an item only
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
