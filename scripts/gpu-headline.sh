@@ -96,6 +96,6 @@ for d, (n, a, b) in sorted(tot.items()):
     print("resnet50 cudnn %s: %d plans, deterministic algorithms %.3f ms, fastest of any kind %.3f ms (Find times, one call each)" % (d, n, a, b))
 if not tot: print("resnet50 cudnn: no PLUMB_CONV_LOG lines")
 PY
-step r152 60 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 10 --warmup 3 \
+step r152 90 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 30 --warmup 5 \
   --leak-steps 0 --json "$D/r152.json"
 log "gpu-headline: $((SECONDS - T0)) s of $BUDGET"

@@ -277,18 +277,28 @@ template <int V> __device__ static inline void stidx(int32_t *p, size_t i, const
     }
 }
 
+/* item j of an [N, rows, cols, C] tensor taken V channels at a time: its
+ * pixel (n, row, col) and first channel c0 */
+template <int V, typename I>
+__device__ static inline void pool_item(I j, int C, int cols, int rows, I *pix, int *c0, int *col, int *row, I *n)
+{
+    const I CG = (I)(C / V);
+    *pix = j / CG;
+    *c0 = (int)(j % CG) * V;
+    *col = (int)(*pix % (I)cols);
+    const I t = *pix / (I)cols;
+    *row = (int)(t % (I)rows);
+    *n = t / (I)rows;
+}
+
 /* y, idx [N, P, Q, C] from x [N, H, W, C]; n_items = N P Q C / V */
 template <int V, typename I>
 __global__ void k_maxpool_fwd16(struct train_conv g, const uint16_t *x, uint16_t *y, int32_t *idx, I n_items, int rt)
 {
-    const I CG = (I)(g.C / V);
     for (I j = (I)(blockIdx.x * blockDim.x + threadIdx.x); j < n_items; j += (I)(gridDim.x * blockDim.x)) {
-        const I cg = j % CG, pix = j / CG;
-        const int q = (int)(pix % (I)g.Q);
-        const I t = pix / (I)g.Q;
-        const int p = (int)(t % (I)g.P);
-        const I nn = t / (I)g.P;
-        const int c0 = (int)cg * V;
+        int q, p, c0;
+        I pix, nn;
+        pool_item<V>(j, g.C, g.Q, g.P, &pix, &c0, &q, &p, &nn);
         float m[V], v8[V];
         int32_t a[V];
         for (int v = 0; v < V; v++) m[v] = 0.0f, a[v] = -1;
@@ -316,14 +326,10 @@ template <int V, typename I>
 __global__ void k_maxpool_bwd16(struct train_conv g, const uint16_t *dy, const int32_t *idx, uint16_t *dx, I n_items,
                                 int rt)
 {
-    const I CG = (I)(g.C / V);
     for (I j = (I)(blockIdx.x * blockDim.x + threadIdx.x); j < n_items; j += (I)(gridDim.x * blockDim.x)) {
-        const I cg = j % CG, pix = j / CG;
-        const int ww = (int)(pix % (I)g.W);
-        const I t = pix / (I)g.W;
-        const int h = (int)(t % (I)g.H);
-        const I nn = t / (I)g.H;
-        const int c0 = (int)cg * V;
+        int ww, h, c0;
+        I pix, nn;
+        pool_item<V>(j, g.C, g.W, g.H, &pix, &c0, &ww, &h, &nn);
         float acc[V], d8[V];
         int32_t id[V];
         for (int v = 0; v < V; v++) acc[v] = 0.0f;
