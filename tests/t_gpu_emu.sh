@@ -23,10 +23,12 @@ for w in 32 64; do
   nv=$(grep -cE '^ok .*(16o|bn sums|bn backward)' "$TMP/out$w")
   # sumsq (gpu/train_sumsq.cuh): 5 block-sum windows, both orders of 4 lengths, 2 that tell them apart
   ns=$(grep -c '^ok   sumsq' "$TMP/out$w")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 70 ] && [ "$ns" -ge 15 ]; then
+  # the GELU over 16-bit storage (gpu/train_gpt_kern.cuh): 3 lengths x 2 kernels x (y, dx)
+  ng=$(grep -cE '^ok   d?gelu16' "$TMP/out$w")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 70 ] && [ "$ns" -ge 15 ] && [ "$ng" -ge 12 ]; then
     ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'); vision 16-bit: $nv)"
   else
-    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
+    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected; $ng gelu16, 12)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
   fi
 done
 # the tensor-core attention kernels (gpu/train_gpt_attn_tc.cuh) under the

@@ -408,17 +408,21 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
  * does not list these entries) the fp32 implementation runs between casts
  * in workspace slots 4 and 5. */
 
-/* y16 = round(gelu(pre16)) */
-__global__ void k_gelu16(const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
+/* k_gelu16 / k_dgelu16 (gpu/train_gpt_kern.cuh): eight elements a thread
+ * where every pointer is 16-byte aligned, else one */
+static int gelu16_v8(const void *a, const void *b, const void *c)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y16[i] = to16_of(fast_gelu(from16_of(pre16[i], rt)), rt);
+    return !((uintptr_t)a & 15) && !((uintptr_t)b & 15) && !((uintptr_t)c & 15);
 }
-/* dx16 = round(dx * gelu'(pre16)): dx the unrounded product (fp32) */
-__global__ void k_dgelu16(const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
+static void launch_gelu16(cudaStream_t s, const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dx16[i] = to16_of(dx[i] * fast_gelu_grad(from16_of(pre16[i], rt)), rt);
+    if (gelu16_v8(pre16, y16, pre16)) k_gelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
+    else k_gelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
+}
+static void launch_dgelu16(cudaStream_t s, const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
+{
+    if (gelu16_v8(dx, pre16, dx16)) k_dgelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
+    else k_dgelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
 }
 /* the linear layers' widening (train_linear.cu) over n values as one row each */
 int tg_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, float *y, size_t n, int rt, plumb_err *e)
@@ -472,7 +476,7 @@ int tg_matmul_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
         if (rc == PLUMB_OK) {
             if (!gelu) return PLUMB_OK;
             const size_t bn = (size_t)B * N;
-            k_gelu16<<<gpu_grid(bn, TPB), TPB, 0, st->s>>>(pre16, y16, bn, (int)rt);
+            launch_gelu16(st->s, pre16, y16, bn, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_gelu16", e);
             return PLUMB_OK;
         }
@@ -527,7 +531,7 @@ int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
                                     (int)rt, 1, pre16_in ? 0 : 1, LT_EPI_NONE, NULL, 1, 0, 0, 0};
             rc = lt_matmul(d, st, &g, e);
             if (rc == PLUMB_OK && pre16_in) {
-                k_dgelu16<<<gpu_grid(bk, TPB), TPB, 0, st->s>>>(dxf, pre16_in, dx16, bk, (int)rt);
+                launch_dgelu16(st->s, dxf, pre16_in, dx16, bk, (int)rt);
                 GPU_CHECK_LAUNCH(d, "k_dgelu16", e);
             }
             if (rc == PLUMB_EUNSUPPORTED) ok = 0;

@@ -465,4 +465,58 @@ __global__ void __launch_bounds__(NT) k_flash_bwd_dq(const float *qkv, const flo
     }
 }
 
+
+/* ---------------- the GELU over 16-bit storage (matmul_fwd16 / matmul_bwd16) ----------------
+ * k_gelu16: y16 = round(gelu(pre16)); k_dgelu16: dx16 = round(dx *
+ * gelu'(pre16)), dx fp32 (the unrounded product). V = 8: eight elements a
+ * thread (a 16-byte load of pre16, two float4 of dx, a 16-byte store; the
+ * host checks the pointers' alignment), the n % 8 tail one element a thread
+ * of block 0; V = 1: one element a thread. The same per-element math either
+ * way, so the same bits (tests/tools/gpu_emu.cc). One element a thread ran
+ * at about half the memory rate of PyTorch's GELU kernels on an H100
+ * (CUPTI, BENCHMARKS.md 2026-12-05: 0.141 and 0.176 ms against 0.066 and
+ * 0.097 a gpt2-124m layer). */
+__device__ static inline float gelu16_elem(uint16_t pre, int rt) { return fast_gelu(from16_of(pre, rt)); }
+template <int V> __global__ void k_gelu16(const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
+{
+    const size_t nv = n / V;
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
+        if (V == 8) {
+            const uint4 a = *(const uint4 *)(pre16 + 8 * j);
+            const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+            uint32_t o[4];
+            for (int k = 0; k < 4; k++)
+                o[k] = (uint32_t)to16_of(gelu16_elem((uint16_t)(w[k] & 0xffffu), rt), rt) |
+                       (uint32_t)to16_of(gelu16_elem((uint16_t)(w[k] >> 16), rt), rt) << 16;
+            *(uint4 *)(y16 + 8 * j) = make_uint4(o[0], o[1], o[2], o[3]);
+        } else {
+            y16[j] = to16_of(gelu16_elem(pre16[j], rt), rt);
+        }
+    }
+    if (V > 1 && blockIdx.x == 0)
+        for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) y16[i] = to16_of(gelu16_elem(pre16[i], rt), rt);
+}
+template <int V> __global__ void k_dgelu16(const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
+{
+    const size_t nv = n / V;
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
+        if (V == 8) {
+            const uint4 a = *(const uint4 *)(pre16 + 8 * j);
+            const float4 d0 = *(const float4 *)(dx + 8 * j), d1 = *(const float4 *)(dx + 8 * j + 4);
+            const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+            const float g[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+            uint32_t o[4];
+            for (int k = 0; k < 4; k++)
+                o[k] = (uint32_t)to16_of(g[2 * k] * fast_gelu_grad(from16_of((uint16_t)(w[k] & 0xffffu), rt)), rt) |
+                       (uint32_t)to16_of(g[2 * k + 1] * fast_gelu_grad(from16_of((uint16_t)(w[k] >> 16), rt)), rt) << 16;
+            *(uint4 *)(dx16 + 8 * j) = make_uint4(o[0], o[1], o[2], o[3]);
+        } else {
+            dx16[j] = to16_of(dx[j] * fast_gelu_grad(from16_of(pre16[j], rt)), rt);
+        }
+    }
+    if (V > 1 && blockIdx.x == 0)
+        for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x)
+            dx16[i] = to16_of(dx[i] * fast_gelu_grad(from16_of(pre16[i], rt)), rt);
+}
+
 #endif

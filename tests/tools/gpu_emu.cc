@@ -390,6 +390,39 @@ static void gelu()
     check("gelu gradient", g.data(), gg.data(), 4001, 1e-4);
 }
 
+// the GELU over 16-bit storage (gpu/train_gpt_kern.cuh), eight elements a
+// thread and one, against the per-element definition, bit for bit: n with a
+// tail past the last whole vector, and n below one vector
+static void gelu16(size_t n, int rt)
+{
+    std::vector<uint16_t> pre(n), y(n), dx16(n), want_y(n), want_dx(n);
+    std::vector<float> dx(n);
+    for (size_t i = 0; i < n; i++) {
+        pre[i] = to16_of(frand(-7, 7), rt);
+        dx[i] = frand(-3, 3);
+        want_y[i] = to16_of(fast_gelu(from16_of(pre[i], rt)), rt);
+        want_dx[i] = to16_of(dx[i] * fast_gelu_grad(from16_of(pre[i], rt)), rt);
+    }
+    const uint16_t *pp = pre.data();
+    const float *dp = dx.data();
+    uint16_t *yp = y.data(), *op = dx16.data();
+    for (int V : {8, 1}) {
+        std::fill(y.begin(), y.end(), 0x7fff), std::fill(dx16.begin(), dx16.end(), 0x7fff);
+        if (V == 8) {
+            launch(dim3(2), dim3(256), [&] { k_gelu16<8>(pp, yp, n, rt); });
+            launch(dim3(2), dim3(256), [&] { k_dgelu16<8>(dp, pp, op, n, rt); });
+        } else {
+            launch(dim3(2), dim3(256), [&] { k_gelu16<1>(pp, yp, n, rt); });
+            launch(dim3(2), dim3(256), [&] { k_dgelu16<1>(dp, pp, op, n, rt); });
+        }
+        const int ok_y = y == want_y, ok_d = dx16 == want_dx;
+        printf("%s gelu16 n %zu rt%d V %d: y %s\n", ok_y ? "ok  " : "FAIL", n, rt, V, ok_y ? "the definition's bits" : "differs");
+        printf("%s dgelu16 n %zu rt%d V %d: dx %s\n", ok_d ? "ok  " : "FAIL", n, rt, V, ok_d ? "the definition's bits" : "differs");
+        ok_y ? g_pass++ : g_fail++;
+        ok_d ? g_pass++ : g_fail++;
+    }
+}
+
 // sumsq's per-block sums (gpu/train_sumsq.cuh) against the definition of
 // src/dev/train_ops.h, bit for bit: n not a multiple of the block, fewer
 // elements than one block, a group of 32 blocks cut short, a window
@@ -692,6 +725,9 @@ int main()
     xent(5, 1000, DT_BF16);
     xent(4, 257, DT_BF16);
     gelu();
+    gelu16(10003, DT_BF16);
+    gelu16(4101, DT_F16);
+    gelu16(5, DT_BF16);
     vision16(300, 40, DT_BF16); // eight 16-bit values a load
     vision16(130, 24, DT_F16);
     vision16(97, 20, DT_BF16);  // C % 8 != 0: one at a time (fp32: four)
