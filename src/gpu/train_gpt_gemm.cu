@@ -410,18 +410,14 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
 
 /* k_gelu16 / k_dgelu16 (gpu/train_gpt_kern.cuh): eight elements a thread
  * where every pointer is 16-byte aligned, else one */
-static int gelu16_v8(const void *a, const void *b, const void *c)
-{
-    return !((uintptr_t)a & 15) && !((uintptr_t)b & 15) && !((uintptr_t)c & 15);
-}
 static void launch_gelu16(cudaStream_t s, const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
 {
-    if (gelu16_v8(pre16, y16, pre16)) k_gelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
+    if (!(((uintptr_t)pre16 | (uintptr_t)y16) & 15)) k_gelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
     else k_gelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
 }
 static void launch_dgelu16(cudaStream_t s, const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
 {
-    if (gelu16_v8(dx, pre16, dx16)) k_dgelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
+    if (!(((uintptr_t)dx | (uintptr_t)pre16 | (uintptr_t)dx16) & 15)) k_dgelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
     else k_dgelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
 }
 /* the linear layers' widening (train_linear.cu) over n values as one row each */

@@ -476,7 +476,12 @@ __global__ void __launch_bounds__(NT) k_flash_bwd_dq(const float *qkv, const flo
  * at about half the memory rate of PyTorch's GELU kernels on an H100
  * (CUPTI, BENCHMARKS.md 2026-12-05: 0.141 and 0.176 ms against 0.066 and
  * 0.097 a gpt2-124m layer). */
-__device__ static inline float gelu16_elem(uint16_t pre, int rt) { return fast_gelu(from16_of(pre, rt)); }
+/* one element of each: round(gelu(pre)), round(dx * gelu'(pre)) */
+__device__ static inline uint16_t gelu16_elem(uint16_t pre, int rt) { return to16_of(fast_gelu(from16_of(pre, rt)), rt); }
+__device__ static inline uint16_t dgelu16_elem(float dx, uint16_t pre, int rt)
+{
+    return to16_of(dx * fast_gelu_grad(from16_of(pre, rt)), rt);
+}
 template <int V> __global__ void k_gelu16(const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
 {
     const size_t nv = n / V;
@@ -486,15 +491,15 @@ template <int V> __global__ void k_gelu16(const uint16_t *pre16, uint16_t *y16, 
             const uint32_t w[4] = {a.x, a.y, a.z, a.w};
             uint32_t o[4];
             for (int k = 0; k < 4; k++)
-                o[k] = (uint32_t)to16_of(gelu16_elem((uint16_t)(w[k] & 0xffffu), rt), rt) |
-                       (uint32_t)to16_of(gelu16_elem((uint16_t)(w[k] >> 16), rt), rt) << 16;
+                o[k] = (uint32_t)gelu16_elem((uint16_t)(w[k] & 0xffffu), rt) |
+                       (uint32_t)gelu16_elem((uint16_t)(w[k] >> 16), rt) << 16;
             *(uint4 *)(y16 + 8 * j) = make_uint4(o[0], o[1], o[2], o[3]);
         } else {
-            y16[j] = to16_of(gelu16_elem(pre16[j], rt), rt);
+            y16[j] = gelu16_elem(pre16[j], rt);
         }
     }
     if (V > 1 && blockIdx.x == 0)
-        for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) y16[i] = to16_of(gelu16_elem(pre16[i], rt), rt);
+        for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) y16[i] = gelu16_elem(pre16[i], rt);
 }
 template <int V> __global__ void k_dgelu16(const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
 {
@@ -507,16 +512,15 @@ template <int V> __global__ void k_dgelu16(const float *dx, const uint16_t *pre1
             const float g[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
             uint32_t o[4];
             for (int k = 0; k < 4; k++)
-                o[k] = (uint32_t)to16_of(g[2 * k] * fast_gelu_grad(from16_of((uint16_t)(w[k] & 0xffffu), rt)), rt) |
-                       (uint32_t)to16_of(g[2 * k + 1] * fast_gelu_grad(from16_of((uint16_t)(w[k] >> 16), rt)), rt) << 16;
+                o[k] = (uint32_t)dgelu16_elem(g[2 * k], (uint16_t)(w[k] & 0xffffu), rt) |
+                       (uint32_t)dgelu16_elem(g[2 * k + 1], (uint16_t)(w[k] >> 16), rt) << 16;
             *(uint4 *)(dx16 + 8 * j) = make_uint4(o[0], o[1], o[2], o[3]);
         } else {
-            dx16[j] = to16_of(dx[j] * fast_gelu_grad(from16_of(pre16[j], rt)), rt);
+            dx16[j] = dgelu16_elem(dx[j], pre16[j], rt);
         }
     }
     if (V > 1 && blockIdx.x == 0)
-        for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x)
-            dx16[i] = to16_of(dx[i] * fast_gelu_grad(from16_of(pre16[i], rt)), rt);
+        for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) dx16[i] = dgelu16_elem(dx[i], pre16[i], rt);
 }
 
 #endif

@@ -706,7 +706,7 @@ int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *
  * below 2^31 (so that the grid-stride step cannot wrap either) */
 static int pool_vec8(int C, const void *a, const void *b, const int32_t *idx)
 {
-    return C % 8 == 0 && !((uintptr_t)a & 15) && !((uintptr_t)b & 15) && !((uintptr_t)idx & 15);
+    return bn_vec_ok(a, b, C, 8) && al16(idx);
 }
 static int pool_i32(size_t n_in, size_t n_out) { return n_in < ((size_t)1 << 31) && n_out < ((size_t)1 << 31); }
 
