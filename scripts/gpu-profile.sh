@@ -38,6 +38,8 @@ P=build/plumb
 # PROFILE_PARTS: which of gpt r18 r50 ctr to run (default: gpt r18 r50)
 PARTS=" ${PROFILE_PARTS:-gpt r18 r50} "
 part() { case "$PARTS" in *" $1 "*) return 0;; esac; return 1; }
+# PROFILE_TORCH=0: plumb's steps only (the PyTorch eager profiles change only with the host)
+torch() { [ "${PROFILE_TORCH:-1}" != 0 ]; }
 if part ctr; then
   # the ctr step: plumb train (metrics.jsonl every step, with the norm) against plumb bench ctr
   # (the same queued step, no metrics) at bf16/32768; kprof's total GPU time over the steps
@@ -49,19 +51,19 @@ if part ctr; then
 fi
 if part gpt; then
 step gpt_plumb 40 0 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 20 --warmup 3
-step gpt_torch 50 0 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch 16 --device cuda --precision bf16 \
+torch && step gpt_torch 50 0 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch 16 --device cuda --precision bf16 \
   --mode eager --steps 40 --warmup 3
 fi
 if part r18; then
 step r18_plumb 30 3 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 150 \
   --warmup 3 --leak-steps 0
-step r18_torch 40 3 python3 bench/resnet_torch.py --model resnet18 --batch 512 --precision bf16 --modes eager \
+torch && step r18_torch 40 3 python3 bench/resnet_torch.py --model resnet18 --batch 512 --precision bf16 --modes eager \
   --steps 150 --warmup 3
 fi
 if part r50; then
 step r50_plumb 30 3 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 40 \
   --warmup 2 --leak-steps 0
-step r50_torch 50 3 python3 bench/resnet_torch.py --model resnet50 --batch 256 --precision bf16 --modes eager \
+torch && step r50_torch 50 3 python3 bench/resnet_torch.py --model resnet50 --batch 256 --precision bf16 --modes eager \
   --steps 40 --warmup 3
 fi
 log "gpu-profile: $((SECONDS - T0)) s of $BUDGET"

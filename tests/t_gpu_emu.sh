@@ -19,16 +19,20 @@ for w in 32 64; do
   "$TMP/emu$w" >"$TMP/out$w" 2>&1; rc=$?
   n=$(grep -c '^ok' "$TMP/out$w")
   # the vision kernels over 16-bit storage (gpu/train_vision_kern.cuh, resnet's 16-bit activations):
-  # 4 shapes x 10 checks, and max-pools x 3 checks: 2 shapes x 4 kernel choices, 1 shape x 2
+  # 5 shapes x 10 checks, and max-pools x 3 checks: 2 shapes x 4 kernel choices, 1 shape x 2
   nv=$(grep -cE '^ok .*(16o|bn sums|bn backward)' "$TMP/out$w")
   # sumsq (gpu/train_sumsq.cuh): 5 block-sum windows, both orders of 4 lengths, 2 that tell them apart
   ns=$(grep -c '^ok   sumsq' "$TMP/out$w")
   # the GELU over 16-bit storage (gpu/train_gpt_kern.cuh): 3 lengths x 2 kernels x (y, dx)
   ng=$(grep -cE '^ok   d?gelu16' "$TMP/out$w")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 70 ] && [ "$ns" -ge 15 ] && [ "$ng" -ge 12 ]; then
+  # the fast column sums (gpu/train_gpt_kern.cuh): 3 shapes, 15 checks (sums from fp32 and 16-bit, the copies)
+  nc=$(grep -cE '^ok .*colsum' "$TMP/out$w")
+  # the residual add over 16-bit b: 2 lengths x 2 widths
+  nr=$(grep -cE '^ok .*residual16' "$TMP/out$w")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 80 ] && [ "$ns" -ge 15 ] && [ "$ng" -ge 12 ] && [ "$nc" -ge 15 ] && [ "$nr" -ge 4 ]; then
     ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'); vision 16-bit: $nv)"
   else
-    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected; $ng gelu16, 12)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
+    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected; $ng gelu16, 12; $nc colsum, 15; $nr residual16, 4)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
   fi
 done
 # the tensor-core attention kernels (gpu/train_gpt_attn_tc.cuh) under the

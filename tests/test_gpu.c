@@ -383,6 +383,21 @@ TEST(gpu_cast_bits)
         }
         CHECK_EQ_INT(bad, 0);
     }
+    /* fp32 -> 16-bit four values a thread with a tail (n - 3), and one at a
+     * time (x and y 4 bytes off the 16-byte alignment): the same bits, and
+     * nothing written past the count */
+    static const size_t offs[][2] = {{0, 3}, {1, 5}, {0, 4093}};
+    for (int k = 0; k < 3; k++) {
+        const size_t o = offs[k][0], m = n - offs[k][1];
+        for (size_t i = 0; i < n; i++) w16[i] = 0x7fff;
+        CHECK(dev_upload(d, dh, w16, n * 2, &e) == PLUMB_OK);
+        CHECK(d->ops->cast(d, NULL, dx + o, DT_F32, dh + o, DT_BF16, m) == PLUMB_OK);
+        CHECK(dev_download(d, h16, dh, n * 2, &e) == PLUMB_OK);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += h16[i] != (i >= o && i < o + m ? f32_to_bf16(x[i]) : 0x7fff);
+        CHECK_EQ_INT(bad, 0);
+    }
     /* bf16 -> fp16 through fp32 */
     CHECK(d->ops->cast(d, NULL, dx, DT_F32, dh, DT_BF16, n) == PLUMB_OK);
     uint16_t *dh2 = NULL;

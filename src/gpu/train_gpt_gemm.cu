@@ -107,7 +107,6 @@ static int to16(struct dev *d, struct dev_stream *st, const float *x, size_t n, 
 
 /* ---------------- column sums (dbias) ---------------- */
 
-#define CS_ROWS 64
 __global__ void k_colsum_gold(const float *dy, int B, int N, float *db)
 {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
@@ -115,30 +114,6 @@ __global__ void k_colsum_gold(const float *dy, int B, int N, float *db)
     float s = 0.0f;
     for (int b = 0; b < B; b++) s = s + dy[(size_t)b * N + n];
     db[n] = s;
-}
-/* dy given as fp32, or as rt's 16-bit values src16 (the 16-bit activation
- * pipeline); dy16 (not NULL): each dy element, read once here, also stored
- * as its 16-bit copy (exact: dy holds rt values), for the GEMMs that follow */
-__global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt)
-{
-    const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int b = b0; b < b1; b++) {
-            const float v = ld_any(dy, src16, (size_t)b * N + n, rt);
-            s = s + v;
-            if (dy16) dy16[(size_t)b * N + n] = to16_of(v, rt);
-        }
-        part[(size_t)c * N + n] = s;
-    }
-}
-__global__ void k_colsum_chunks(const float *part, int nc, int N, float *db)
-{
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int c = 0; c < nc; c++) s = s + part[(size_t)c * N + n];
-        db[n] = s;
-    }
 }
 
 /* tg_colsum (fast) that also stores dy16 [B, N], the 16-bit copy of dy;
@@ -162,8 +137,13 @@ static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, const
     void *ws;
     int rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e);
     if (rc) return rc;
-    k_colsum_part<<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, src16, B, N, (float *)ws, dy16,
-                                                                                        rt);
+    /* eight columns a thread where the rows are 16-byte aligned */
+    if (N % 8 == 0 && !(((uintptr_t)dy | (uintptr_t)src16 | (uintptr_t)dy16) & 15))
+        k_colsum_part<8><<<dim3((unsigned)((N / 8 + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, src16, B, N,
+                                                                                                 (float *)ws, dy16, rt);
+    else
+        k_colsum_part<1><<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, src16, B, N,
+                                                                                             (float *)ws, dy16, rt);
     GPU_CHECK_LAUNCH(d, "k_colsum_part", e);
     k_colsum_chunks<<<gpu_grid((size_t)N, 128), 128, 0, st->s>>>((const float *)ws, nc, N, dbias);
     GPU_CHECK_LAUNCH(d, "k_colsum_chunks", e);

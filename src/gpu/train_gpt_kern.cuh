@@ -38,6 +38,68 @@ __device__ static inline float ld_any(const float *x, const uint16_t *x16, size_
     return x16 ? from16_of(x16[i], t16) : x[i];
 }
 
+/* ---------------- column sums (the linear layers' dbias, fast) ---------------- */
+
+#define CS_ROWS 64
+/* part[c][n] = the sum of dy[b][n] over rows b in [64 c, 64 c + 64),
+ * ascending (blockIdx.y = c); k_colsum_chunks then adds the chunks in
+ * order. dy [B, N] given as fp32, or as rt's 16-bit values src16 (the 16-bit
+ * activation pipeline); dy16 (not NULL): each dy element, read once here,
+ * also stored as its 16-bit copy (exact: dy holds rt values), for the GEMMs
+ * that follow. V = 8: a thread takes 8 adjacent columns (one 16-byte load of
+ * src16, or two float4 of dy, a row; N % 8 == 0 and 16-byte aligned
+ * pointers), each column's chain unchanged, so the bits of V = 1. One column
+ * a thread, 2-byte loads, took 3.0 ms of gpt2-124m's step on an H100
+ * (BENCHMARKS.md, 2026-12-05), several times its bytes' time. */
+template <int V>
+__global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt)
+{
+    const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N / V; j += gridDim.x * blockDim.x) {
+        const int n = j * V;
+        float s[V];
+        for (int k = 0; k < V; k++) s[k] = 0.0f;
+#pragma unroll 4
+        for (int b = b0; b < b1; b++) {
+            const size_t i = (size_t)b * N + n;
+            float v[V];
+            if (V == 8 && src16) {
+                const uint4 a = *(const uint4 *)(src16 + i);
+                const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+                for (int k = 0; k < 4; k++) {
+                    v[2 * k] = from16_of((uint16_t)(w[k] & 0xffffu), rt);
+                    v[2 * k + 1] = from16_of((uint16_t)(w[k] >> 16), rt);
+                }
+            } else if (V == 8) {
+                const float4 a = *(const float4 *)(dy + i), a1 = *(const float4 *)(dy + i + 4);
+                v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = a1.x, v[5] = a1.y, v[6] = a1.z, v[7] = a1.w;
+            } else {
+                for (int k = 0; k < V; k++) v[k] = ld_any(dy, src16, i + k, rt);
+            }
+            for (int k = 0; k < V; k++) s[k] = s[k] + v[k];
+            if (dy16 && V == 8) {
+                uint32_t w[4];
+                for (int k = 0; k < 4; k++)
+                    w[k] = (uint32_t)to16_of(v[2 * k], rt) | (uint32_t)to16_of(v[2 * k + 1], rt) << 16;
+                *(uint4 *)(dy16 + i) = make_uint4(w[0], w[1], w[2], w[3]);
+            } else if (dy16) {
+                for (int k = 0; k < V; k++) dy16[i + k] = to16_of(v[k], rt);
+            }
+        }
+        for (int k = 0; k < V; k++) part[(size_t)c * N + n + k] = s[k];
+    }
+}
+
+/* db[n] = the chunks' sums part[c][n] added in chunk order */
+static __global__ void k_colsum_chunks(const float *part, int nc, int N, float *db)
+{
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int c = 0; c < nc; c++) s = s + part[(size_t)c * N + n];
+        db[n] = s;
+    }
+}
+
 /* ---------------- LayerNorm ---------------- */
 
 /* fast: one warp per row, two passes (mean, then the centred squares);
@@ -521,6 +583,34 @@ template <int V> __global__ void k_dgelu16(const float *dx, const uint16_t *pre1
     }
     if (V > 1 && blockIdx.x == 0)
         for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) dx16[i] = dgelu16_elem(dx[i], pre16[i], rt);
+}
+
+/* ---------------- the residual add over 16-bit b ---------------- */
+
+/* y = a + b16's values; V = 8 (16-byte aligned pointers): two float4 of a, a
+ * 16-byte load of b16, two float4 stores a thread, the tail past the last
+ * whole eight in block 0; the same add, so the bits of V = 1 */
+template <int V> __global__ void k_residual16(const float *a, const uint16_t *b16, float *y, size_t n, int rt)
+{
+    const size_t nv = n / V;
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
+        if (V == 8) {
+            const uint4 h = *(const uint4 *)(b16 + 8 * j);
+            const float4 a0 = *(const float4 *)(a + 8 * j), a1 = *(const float4 *)(a + 8 * j + 4);
+            const uint32_t w[4] = {h.x, h.y, h.z, h.w};
+            float b[8];
+            for (int k = 0; k < 4; k++) {
+                b[2 * k] = from16_of((uint16_t)(w[k] & 0xffffu), rt);
+                b[2 * k + 1] = from16_of((uint16_t)(w[k] >> 16), rt);
+            }
+            *(float4 *)(y + 8 * j) = make_float4(a0.x + b[0], a0.y + b[1], a0.z + b[2], a0.w + b[3]);
+            *(float4 *)(y + 8 * j + 4) = make_float4(a1.x + b[4], a1.y + b[5], a1.z + b[6], a1.w + b[7]);
+        } else {
+            y[j] = a[j] + from16_of(b16[j], rt);
+        }
+    }
+    if (V > 1 && blockIdx.x == 0)
+        for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) y[i] = a[i] + from16_of(b16[i], rt);
 }
 
 #endif

@@ -317,11 +317,6 @@ int tg_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const fl
  * same kernels as the fp32 entries above with 16-bit loads and stores. */
 
 
-__global__ void k_residual16(const float *a, const uint16_t *b16, float *y, size_t n, int rt)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = a[i] + from16_of(b16[i], rt);
-}
 
 int tg_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *y, size_t n,
                       dtype_t rt, plumb_err *e)
@@ -331,7 +326,11 @@ int tg_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16
     if (!n) return PLUMB_OK;
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_RESIDUAL);
-    k_residual16<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b16, y, n, (int)rt);
+    cudaStream_t cs = gpu_stream(d, s)->s;
+    if (!(((uintptr_t)a | (uintptr_t)b16 | (uintptr_t)y) & 15))
+        k_residual16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, cs>>>(a, b16, y, n, (int)rt);
+    else
+        k_residual16<1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(a, b16, y, n, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_residual16", e);
     return PLUMB_OK;
 }

@@ -269,29 +269,43 @@ int g_bn_rstd(struct dev *d, dev_stream *s, const float *var, int C, float eps, 
     return PLUMB_OK;
 }
 
-/* elementwise over [M, C]; the channel of element i is i % C. The 4-wide
- * kernels (C % 4 == 0, 16-byte aligned fp32 tensors, 8-byte aligned
- * mirrors) take quad i4 = elements 4 i4 .. 4 i4 + 3, one row's channels
- * c .. c + 3, through the same element functions: the same bits. */
+/* elementwise over [M, C]. The 4-wide kernels (C % 4 == 0, 16-byte aligned
+ * fp32 tensors, 8-byte aligned mirrors) take a row's channels c .. c + 3 at
+ * once, through the same element functions: the same bits. */
 static inline int al16(const void *p) { return !((uintptr_t)p & 15); }
 static inline int al8(const void *p) { return !((uintptr_t)p & 7); }
+
+/* the elementwise BN kernels in bn_ew_of's geometry */
+template <typename S, int V>
+static int bn_apply_launch(struct dev *d, cudaStream_t cs, const S *x, const float *mean, const float *rstd,
+                           const float *gamma, const float *beta, const S *z, float *y, uint16_t *y16, size_t M, int C,
+                           int relu, int rt, plumb_err *e)
+{
+    const struct bn_ew g = bn_ew_of(M, C, V, TPB);
+    k_bn_apply<S, V><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, M, C, g.QX, relu, rt);
+    GPU_CHECK_LAUNCH(d, "k_bn_apply", e);
+    return PLUMB_OK;
+}
+template <typename S, int V>
+static int bn_bwd_data_launch(struct dev *d, cudaStream_t cs, const S *x, const S *dy, const uint16_t *mask,
+                              const float *mean, const float *rstd, const float *gamma, const float *mdy, float *dx,
+                              uint16_t *dx16, size_t M, int C, int rt, plumb_err *e)
+{
+    const struct bn_ew g = bn_ew_of(M, C, V, TPB);
+    k_bn_bwd_data<S, V><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, g.QX, rt);
+    GPU_CHECK_LAUNCH(d, "k_bn_bwd_data", e);
+    return PLUMB_OK;
+}
 
 static int bn_apply_any(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
                         const float *gamma, const float *beta, const float *z, float *y, uint16_t *y16, size_t M,
                         int C, int relu, dtype_t rt, plumb_err *e)
 {
     ENTER();
-    size_t n = M * (size_t)C;
     cudaStream_t cs = gpu_stream(d, s)->s;
-    if (C % 4 == 0 && al16(x) && al16(y) && (!z || al16(z)) && (!y16 || al8(y16))) {
-        k_bn_apply<float, 4><<<gpu_grid(n / 4, TPB), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, n / 4, C,
-                                                                   relu, (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_bn_apply<4>", e);
-        return PLUMB_OK;
-    }
-    k_bn_apply<float, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, n, C, relu, (int)rt);
-    GPU_CHECK_LAUNCH(d, "k_bn_apply", e);
-    return PLUMB_OK;
+    if (C % 4 == 0 && al16(x) && al16(y) && (!z || al16(z)) && (!y16 || al8(y16)))
+        return bn_apply_launch<float, 4>(d, cs, x, mean, rstd, gamma, beta, z, y, y16, M, C, relu, (int)rt, e);
+    return bn_apply_launch<float, 1>(d, cs, x, mean, rstd, gamma, beta, z, y, y16, M, C, relu, (int)rt, e);
 }
 
 int g_bn_apply(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd, const float *gamma,
@@ -318,18 +332,10 @@ static int bn_bwd_data_any(struct dev *d, dev_stream *s, const float *x, const f
                            size_t M, int C, dtype_t rt, plumb_err *e)
 {
     ENTER();
-    size_t n = M * (size_t)C;
     cudaStream_t cs = gpu_stream(d, s)->s;
-    if (C % 4 == 0 && al16(x) && al16(dy) && al16(dx) && (!dx16 || al8(dx16))) {
-        k_bn_bwd_data<float, 4><<<gpu_grid(n / 4, TPB), TPB, 0, cs>>>(x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16,
-                                                                      n / 4, C, (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_bn_bwd_data<4>", e);
-        return PLUMB_OK;
-    }
-    k_bn_bwd_data<float, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16, n, C,
-                                                              (int)rt);
-    GPU_CHECK_LAUNCH(d, "k_bn_bwd_data", e);
-    return PLUMB_OK;
+    if (C % 4 == 0 && al16(x) && al16(dy) && al16(dx) && (!dx16 || al8(dx16)))
+        return bn_bwd_data_launch<float, 4>(d, cs, x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16, M, C, (int)rt, e);
+    return bn_bwd_data_launch<float, 1>(d, cs, x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16, M, C, (int)rt, e);
 }
 
 int g_bn_bwd_data(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean, const float *rstd,
@@ -633,18 +639,10 @@ int g_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float
     NEED(M > 0 && C > 0, "%s: bn_apply16o: bad shape M=%zu C=%d", d->label, M, C);
     FAST16("bn_apply16o");
     ENTER();
-    const size_t n = M * (size_t)C;
     cudaStream_t cs = gpu_stream(d, s)->s;
-    if (C % 8 == 0 && v8ok(x16) && v8ok(z16) && v8ok(y16)) {
-        k_bn_apply<uint16_t, 8><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(x16, mean, rstd, gamma, beta, z16, NULL, y16,
-                                                                      n / 8, C, relu, (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_bn_apply<16-bit, 8>", e);
-        return PLUMB_OK;
-    }
-    k_bn_apply<uint16_t, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x16, mean, rstd, gamma, beta, z16, NULL, y16, n, C, relu,
-                                                              (int)rt);
-    GPU_CHECK_LAUNCH(d, "k_bn_apply<16-bit>", e);
-    return PLUMB_OK;
+    if (C % 8 == 0 && v8ok(x16) && v8ok(z16) && v8ok(y16))
+        return bn_apply_launch<uint16_t, 8>(d, cs, x16, mean, rstd, gamma, beta, z16, NULL, y16, M, C, relu, (int)rt, e);
+    return bn_apply_launch<uint16_t, 1>(d, cs, x16, mean, rstd, gamma, beta, z16, NULL, y16, M, C, relu, (int)rt, e);
 }
 
 int g_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
@@ -668,18 +666,12 @@ int g_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const ui
     NEED(M > 0 && C > 0, "%s: bn_bwd_data16o: bad shape M=%zu C=%d", d->label, M, C);
     FAST16("bn_bwd_data16o");
     ENTER();
-    const size_t n = M * (size_t)C;
     cudaStream_t cs = gpu_stream(d, s)->s;
-    if (C % 8 == 0 && v8ok(x16) && v8ok(dy16) && v8ok(mask16) && v8ok(dx16)) {
-        k_bn_bwd_data<uint16_t, 8><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(x16, dy16, mask16, mean, rstd, gamma, mdy,
-                                                                         NULL, dx16, n / 8, C, (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_bn_bwd_data<16-bit, 8>", e);
-        return PLUMB_OK;
-    }
-    k_bn_bwd_data<uint16_t, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(x16, dy16, mask16, mean, rstd, gamma, mdy, NULL, dx16,
-                                                                 n, C, (int)rt);
-    GPU_CHECK_LAUNCH(d, "k_bn_bwd_data<16-bit>", e);
-    return PLUMB_OK;
+    if (C % 8 == 0 && v8ok(x16) && v8ok(dy16) && v8ok(mask16) && v8ok(dx16))
+        return bn_bwd_data_launch<uint16_t, 8>(d, cs, x16, dy16, mask16, mean, rstd, gamma, mdy, NULL, dx16, M, C,
+                                               (int)rt, e);
+    return bn_bwd_data_launch<uint16_t, 1>(d, cs, x16, dy16, mask16, mean, rstd, gamma, mdy, NULL, dx16, M, C, (int)rt,
+                                           e);
 }
 
 int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,

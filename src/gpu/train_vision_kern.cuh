@@ -181,44 +181,83 @@ __global__ void k_bn_red_final(const float *part, int nb, int K, int C, float *o
     if (j >= C && copy1) copy1[j - C] = a;
 }
 
-/* y (may be NULL) and y16 (may be NULL) = bn_apply of x (+ z), V elements a
- * thread: vector v covers elements V v .. V v + V - 1, one row's channels
- * (C % V == 0); storage S of x and z: fp32 or 16-bit */
+/* The elementwise BatchNorm kernels over [M, C] (C % V == 0): a thread owns
+ * channel group q = blockIdx.x QX + threadIdx.x % QX (channels V q .. V q +
+ * V - 1) and rows m = blockIdx.y RY + threadIdx.x / QX, then every
+ * (gridDim.y RY)-th (RY = blockDim.x / QX), so it loads its channels'
+ * parameters once, into registers, and needs no division. A warp covers 32
+ * groups of one row or 32 / QX whole rows: contiguous memory. The element
+ * math is dev/train_vision.h's, so the bits do not depend on the geometry.
+ * (One thread a vector, its channel as i % C in 64-bit arithmetic and the
+ * parameters loaded again for every vector, took 0.195 ms a resnet50 BN
+ * apply on an H100 against PyTorch's 0.102: BENCHMARKS.md, 2026-12-05.) */
+struct bn_ew {
+    int QX;
+    unsigned gx, gy;
+};
+static inline struct bn_ew bn_ew_of(size_t M, int C, int V, int threads)
+{
+    struct bn_ew g;
+    const int nq = C / V;
+    int qx = 1;
+    while (qx < nq && qx < 32) qx *= 2;
+    g.QX = qx;
+    g.gx = (unsigned)((nq + qx - 1) / qx);
+    /* about 2048 blocks in all: a few waves of resident threads, each thread
+     * several rows (its parameter loads paid once) */
+    const size_t ry = (size_t)(threads / qx);
+    size_t gy = (M + ry - 1) / ry, cap = 2048 / g.gx;
+    if (cap < 1) cap = 1;
+    if (gy > cap) gy = cap;
+    if (gy > 65535) gy = 65535;
+    g.gy = (unsigned)gy;
+    return g;
+}
+
+/* y (may be NULL) and y16 (may be NULL) = bn_apply of x (+ z), in the
+ * geometry of bn_ew_of; storage S of x and z: fp32 or 16-bit */
 template <typename S, int V>
 __global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
-                           const S *z, float *y, uint16_t *y16, size_t nv, int C, int relu, int rt)
+                           const S *z, float *y, uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
 {
-    for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
-        const size_t i = iv * V;
-        const int c = (int)(i % (size_t)C);
+    const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
+    if (c0 >= C) return;
+    float mu[V], rs[V], ga[V], be[V];
+    for (int v = 0; v < V; v++) mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], ga[v] = gamma[c0 + v], be[v] = beta[c0 + v];
+#pragma unroll 4
+    for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
+        const size_t i = m * (size_t)C + c0;
         float xa[V], za[V], o[V];
         ldv<V>(x, i, xa, rt);
         if (z) ldv<V>(z, i, za, rt);
         for (int v = 0; v < V; v++)
-            o[v] = tv_round(tv_bn_apply(xa[v], mean[c + v], rstd[c + v], gamma[c + v], beta[c + v], z ? &za[v] : NULL,
-                                        relu), rt);
+            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), rt);
         if (y) stv<V>(y, i, o);
         if (y16) st16v<V>(y16, i, o, rt);
     }
 }
 
 /* dx (may be NULL) and dx16 (may be NULL) = bn_bwd_data of x and dy (dy
- * masked by mask, a 16-bit ReLU output, when given), V elements a thread as
- * k_bn_apply; in place (dx16 == dy) each thread loads before it stores */
+ * masked by mask, a 16-bit ReLU output, when given), in the geometry of
+ * bn_ew_of; in place (dx16 == dy) each thread loads before it stores */
 template <typename S, int V>
 __global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mean, const float *rstd,
-                              const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t nv, int C, int rt)
+                              const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int QX,
+                              int rt)
 {
-    for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
-        const size_t i = iv * V;
-        const int c = (int)(i % (size_t)C);
-        float xa[V], ga[V], o[V];
+    const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
+    if (c0 >= C) return;
+    float mu[V], rs[V], gm[V], m0[V], m1[V];
+    for (int v = 0; v < V; v++)
+        mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], gm[v] = gamma[c0 + v], m0[v] = mdy[c0 + v], m1[v] = mdy[C + c0 + v];
+#pragma unroll 4
+    for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
+        const size_t i = m * (size_t)C + c0;
+        float xa[V], dya[V], o[V];
         ldv<V>(x, i, xa, rt);
-        ldv<V>(dy, i, ga, rt);
-        maskv<V>(mask, i, ga, rt);
-        for (int v = 0; v < V; v++)
-            o[v] = tv_round(tv_bn_dx(xa[v], ga[v], mean[c + v], rstd[c + v], gamma[c + v], mdy[c + v], mdy[C + c + v]),
-                            rt);
+        ldv<V>(dy, i, dya, rt);
+        maskv<V>(mask, i, dya, rt);
+        for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), rt);
         if (dx) stv<V>(dx, i, o);
         if (dx16) st16v<V>(dx16, i, o, rt);
     }

@@ -423,6 +423,76 @@ static void gelu16(size_t n, int rt)
     }
 }
 
+// the residual add over 16-bit b (gpu/train_gpt_kern.cuh), eight values a
+// thread and one, against the definition, bit for bit (n with a tail)
+static void residual16(size_t n, int rt)
+{
+    std::vector<float> a(n), y(n), want(n);
+    std::vector<uint16_t> b(n);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = frand(-4, 4), b[i] = to16_of(frand(-4, 4), rt);
+        want[i] = a[i] + from16_of(b[i], rt);
+    }
+    const float *ap = a.data();
+    const uint16_t *bp = b.data();
+    float *yp = y.data();
+    for (int V : {8, 1}) {
+        std::fill(y.begin(), y.end(), NAN);
+        if (V == 8) launch(dim3(2), dim3(64), [&] { k_residual16<8>(ap, bp, yp, n, rt); });
+        else launch(dim3(2), dim3(64), [&] { k_residual16<1>(ap, bp, yp, n, rt); });
+        char what[96];
+        snprintf(what, sizeof what, "residual16 n %zu rt%d V %d: the definition's bits", n, rt, V);
+        check(what, yp, want.data(), n, 0);
+    }
+}
+
+// the fast column sums (gpu/train_gpt_kern.cuh: the linear layers' dbias),
+// eight columns a thread and one, against the definition written here (rows
+// in chunks of 64 ascending, the chunks in order), bit for bit: from fp32 dy
+// with its 16-bit copy stored on the way, and from 16-bit dy
+static void colsum(int B, int N, int rt)
+{
+    std::vector<float> dy((size_t)B * N), want(N), got(N);
+    std::vector<uint16_t> src16((size_t)B * N), dy16((size_t)B * N);
+    for (size_t i = 0; i < dy.size(); i++) src16[i] = to16_of(frand(-1, 1) * (i % 5 ? 1.0f : 300.0f), rt), dy[i] = from16_of(src16[i], rt);
+    const int nc = (B + CS_ROWS - 1) / CS_ROWS;
+    for (int n = 0; n < N; n++) {
+        float t = 0.0f;
+        for (int c = 0; c < nc; c++) {
+            float s = 0.0f;
+            for (int b = c * CS_ROWS; b < B && b < (c + 1) * CS_ROWS; b++) s = s + dy[(size_t)b * N + n];
+            t = t + s;
+        }
+        want[n] = t;
+    }
+    std::vector<float> part((size_t)nc * N);
+    float *pp = part.data(), *gp = got.data();
+    const float *dp = dy.data();
+    const uint16_t *sp = src16.data();
+    uint16_t *op = dy16.data();
+    for (int V : {8, 1}) {
+        if (V == 8 && N % 8) continue;
+        for (int from16 : {0, 1}) {
+            std::fill(part.begin(), part.end(), NAN), std::fill(dy16.begin(), dy16.end(), 0x7fff);
+            const float *d = from16 ? nullptr : dp;
+            const uint16_t *s16 = from16 ? sp : nullptr;
+            uint16_t *o16 = from16 ? nullptr : op;
+            const dim3 grid(2, (unsigned)nc); // 2 x 64 threads: column loops of several passes
+            if (V == 8) launch(grid, dim3(64), [&] { k_colsum_part<8>(d, s16, B, N, pp, o16, rt); });
+            else launch(grid, dim3(64), [&] { k_colsum_part<1>(d, s16, B, N, pp, o16, rt); });
+            launch(dim3(1), dim3(64), [&] { k_colsum_chunks(pp, nc, N, gp); });
+            char what[128];
+            snprintf(what, sizeof what, "colsum B%d N%d rt%d V %d from %s: the definition's bits", B, N, rt, V, from16 ? "16-bit" : "fp32");
+            check(what, gp, want.data(), N, 0);
+            if (!from16) {
+                const int ok = dy16 == src16;
+                printf("%s colsum B%d N%d rt%d V %d: dy's 16-bit copy %s\n", ok ? "ok  " : "FAIL", B, N, rt, V, ok ? "exact" : "differs");
+                ok ? g_pass++ : g_fail++;
+            }
+        }
+    }
+}
+
 // sumsq's per-block sums (gpu/train_sumsq.cuh) against the definition of
 // src/dev/train_ops.h, bit for bit: n not a multiple of the block, fewer
 // elements than one block, a group of 32 blocks cut short, a window
@@ -599,6 +669,10 @@ static void vision16(size_t M, int C, int rt)
     const int V16 = C % 8 == 0 ? 8 : 1, V32 = C % 4 == 0 ? 4 : 1;
     const size_t nv16 = n / V16, nv32 = n / V32;
     const unsigned gr = 3; // grid-stride loops: a few blocks
+    // the BN kernels in bn_ew_of's geometry, at most 3 row blocks: each thread walks several rows
+    const bn_ew e16 = bn_ew_of(M, C, V16, 256), e32 = bn_ew_of(M, C, V32, 256);
+    const dim3 g16(e16.gx, std::min(e16.gy, gr)), g32(e32.gx, std::min(e32.gy, gr));
+    const int q16 = e16.QX, q32 = e32.QX;
     std::vector<float> y(n);
     std::vector<uint16_t> y16(n);
     for (int zr = 0; zr < 2; zr++) {
@@ -608,10 +682,18 @@ static void vision16(size_t M, int C, int rt)
         uint16_t *y16p = y16.data();
         const float *xp = x.data(), *mp = mean.data(), *rp = rstd.data(), *gp = gam.data(), *bp = bet.data();
         const uint16_t *x16p = x16.data();
-        if (V32 == 4) launch(dim3(gr), dim3(256), [&] { k_bn_apply<float, 4>(xp, mp, rp, gp, bp, zp, yp, nullptr, nv32, C, zr, rt); });
-        else launch(dim3(gr), dim3(256), [&] { k_bn_apply<float, 1>(xp, mp, rp, gp, bp, zp, yp, nullptr, nv32, C, zr, rt); });
-        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_bn_apply<uint16_t, 8>(x16p, mp, rp, gp, bp, z16p, nullptr, y16p, nv16, C, zr, rt); });
-        else launch(dim3(gr), dim3(256), [&] { k_bn_apply<uint16_t, 1>(x16p, mp, rp, gp, bp, z16p, nullptr, y16p, nv16, C, zr, rt); });
+        std::fill(y.begin(), y.end(), NAN);
+        if (V32 == 4) launch(g32, dim3(256), [&] { k_bn_apply<float, 4>(xp, mp, rp, gp, bp, zp, yp, nullptr, M, C, q32, zr, rt); });
+        else launch(g32, dim3(256), [&] { k_bn_apply<float, 1>(xp, mp, rp, gp, bp, zp, yp, nullptr, M, C, q32, zr, rt); });
+        if (V16 == 8) launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 8>(x16p, mp, rp, gp, bp, z16p, nullptr, y16p, M, C, q16, zr, rt); });
+        else launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 1>(x16p, mp, rp, gp, bp, z16p, nullptr, y16p, M, C, q16, zr, rt); });
+        std::vector<float> want_y(n);
+        for (size_t i = 0; i < n; i++) {
+            const int c = (int)(i % C);
+            want_y[i] = tv_round(tv_bn_apply(x[i], mean[c], rstd[c], gam[c], bet[c], zr ? &z[i] : nullptr, zr), rt);
+        }
+        snprintf(what, sizeof what, "bn_apply fp32 kernel%s M%zu C%d rt%d: the definition's bits", zr ? " (z, relu)" : "", M, C, rt);
+        check(what, y.data(), want_y.data(), n, 0);
         snprintf(what, sizeof what, "bn_apply16o%s M%zu C%d rt%d", zr ? " (z, relu)" : "", M, C, rt);
         check16(what, y16, y, rt);
     }
@@ -621,10 +703,18 @@ static void vision16(size_t M, int C, int rt)
         std::vector<uint16_t> io = dy16;
         uint16_t *iop = io.data();
         const uint16_t *x16p = x16.data(), *m16p = mk16.data();
-        if (V32 == 4) launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<float, 4>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, nv32, C, rt); });
-        else launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<float, 1>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, nv32, C, rt); });
-        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<uint16_t, 8>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, nv16, C, rt); });
-        else launch(dim3(gr), dim3(256), [&] { k_bn_bwd_data<uint16_t, 1>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, nv16, C, rt); });
+        std::fill(y.begin(), y.end(), NAN);
+        if (V32 == 4) launch(g32, dim3(256), [&] { k_bn_bwd_data<float, 4>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, M, C, q32, rt); });
+        else launch(g32, dim3(256), [&] { k_bn_bwd_data<float, 1>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, M, C, q32, rt); });
+        if (V16 == 8) launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 8>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, M, C, q16, rt); });
+        else launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 1>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, M, C, q16, rt); });
+        std::vector<float> want_dx(n);
+        for (size_t i = 0; i < n; i++) {
+            const int c = (int)(i % C);
+            want_dx[i] = tv_round(tv_bn_dx(x[i], dym[i], mean[c], rstd[c], gam[c], mdy[c], mdy[C + c]), rt);
+        }
+        snprintf(what, sizeof what, "bn_bwd_data fp32 kernel M%zu C%d rt%d: the definition's bits", M, C, rt);
+        check(what, y.data(), want_dx.data(), n, 0);
         snprintf(what, sizeof what, "bn_bwd_data16o masked, in place M%zu C%d rt%d", M, C, rt);
         check16(what, io, y, rt);
     }
@@ -728,10 +818,16 @@ int main()
     gelu16(10003, DT_BF16);
     gelu16(4101, DT_F16);
     gelu16(5, DT_BF16);
+    residual16(3001, DT_BF16);
+    residual16(6, DT_F16);
+    colsum(200, 48, DT_BF16); // a last chunk of 8 rows
+    colsum(130, 40, DT_F16);
+    colsum(70, 20, DT_BF16); // N % 8 != 0: one column a thread only
     vision16(300, 40, DT_BF16); // eight 16-bit values a load
     vision16(130, 24, DT_F16);
     vision16(97, 20, DT_BF16);  // C % 8 != 0: one at a time (fp32: four)
     vision16(50, 6, DT_F16);    // C % 4 != 0: one at a time both
+    vision16(40, 264, DT_BF16); // 33 channel groups: two column blocks of the BN kernels
     maxpool16(2, 9, 16, DT_BF16);
     maxpool16(1, 8, 8, DT_F16);
     maxpool16(2, 7, 12, DT_BF16); // C not a multiple of 8: one channel an item only
