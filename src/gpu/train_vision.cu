@@ -275,13 +275,27 @@ int g_bn_rstd(struct dev *d, dev_stream *s, const float *var, int C, float eps, 
 static inline int al16(const void *p) { return !((uintptr_t)p & 15); }
 static inline int al8(const void *p) { return !((uintptr_t)p & 7); }
 
-/* the elementwise BN kernels in bn_ew_of's geometry */
+/* the elementwise BN kernels in bn_ew_of's geometry, one wave: the blocks of
+ * kernel f resident at once on the device (f's occupancy, asked once) */
+template <typename K> static size_t wave_blocks(struct dev *d, K f, int *per_sm)
+{
+    if (!*per_sm) {
+        int nb = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, TPB, 0) != cudaSuccess || nb < 1) {
+            (void)cudaGetLastError(); /* not sticky: fall back to one block an SM */
+            nb = 1;
+        }
+        *per_sm = nb;
+    }
+    return (size_t)*per_sm * (size_t)(gpu_of(d)->sm_count > 0 ? gpu_of(d)->sm_count : 1);
+}
 template <typename S, int V>
 static int bn_apply_launch(struct dev *d, cudaStream_t cs, const S *x, const float *mean, const float *rstd,
                            const float *gamma, const float *beta, const S *z, float *y, uint16_t *y16, size_t M, int C,
                            int relu, int rt, plumb_err *e)
 {
-    const struct bn_ew g = bn_ew_of(M, C, V, TPB);
+    static int per_sm;
+    const struct bn_ew g = bn_ew_of(M, C, V, TPB, wave_blocks(d, k_bn_apply<S, V>, &per_sm));
     k_bn_apply<S, V><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x, mean, rstd, gamma, beta, z, y, y16, M, C, g.QX, relu, rt);
     GPU_CHECK_LAUNCH(d, "k_bn_apply", e);
     return PLUMB_OK;
@@ -291,8 +305,10 @@ static int bn_bwd_data_launch(struct dev *d, cudaStream_t cs, const S *x, const 
                               const float *mean, const float *rstd, const float *gamma, const float *mdy, float *dx,
                               uint16_t *dx16, size_t M, int C, int rt, plumb_err *e)
 {
-    const struct bn_ew g = bn_ew_of(M, C, V, TPB);
-    k_bn_bwd_data<S, V><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, g.QX, rt);
+    static int per_sm;
+    const struct bn_ew g = bn_ew_of(M, C, V, TPB, wave_blocks(d, k_bn_bwd_data<S, V>, &per_sm));
+    k_bn_bwd_data<S, V><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, g.QX,
+                                                          rt);
     GPU_CHECK_LAUNCH(d, "k_bn_bwd_data", e);
     return PLUMB_OK;
 }

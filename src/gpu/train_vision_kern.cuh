@@ -69,6 +69,21 @@ template <int V> __device__ static inline void maskv(const uint16_t *mask, size_
     for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
 }
 
+/* rt, the kernels' rounding type, as a template constant: a kernel below
+ * dispatches once on its runtime rt (the VISION_RT_DISPATCH body) into a
+ * copy of its loop compiled for that type, where every conversion and
+ * rounding is straight-line code. With rt a runtime value each element went
+ * through the fp16 and bf16 branches of from16_rt / to16_rt / tv_round:
+ * resnet50's BN apply ran at 1.45x the time of a copy of its bytes on an
+ * H100, issue-bound (BENCHMARKS.md, 2026-12-05). 16-bit storage (S =
+ * uint16_t) is bf16 or fp16 only; fp32 storage takes fp32 too. */
+#define VISION_RT_DISPATCH(S, call)                                   \
+    do {                                                              \
+        if (rt == DT_BF16) call(DT_BF16);                             \
+        else if (rt == DT_F16) call(DT_F16);                          \
+        else if (sizeof(S) == 4) call(DT_F32);                        \
+    } while (0)
+
 enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3 };
 
 /* fast: NS sums per channel in one pass (bn_stats: NS = 1, kind BV_X or
@@ -109,12 +124,11 @@ static inline struct bn_geom bn_geom_of(size_t M, int C, int V)
     return g;
 }
 
-template <typename S, int V, int NS>
-__global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const S *dy, const uint16_t *mask,
-                                                     const float *mean, const float *rstd, size_t M, int C, size_t rpb,
-                                                     int QX, int RY, float *part, int rt)
+template <typename S, int V, int NS, int RT, int KIND>
+__device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_t *mask, const float *mean,
+                                          const float *rstd, size_t M, int C, size_t rpb, int QX, int RY, float *part,
+                                          float (*sh)[256 * V])
 {
-    __shared__ float sh[NS][256 * V];
     const int tx = threadIdx.x % QX, ty = threadIdx.x / QX;
     const int q = blockIdx.x * QX + tx, c0 = q * V;
     const size_t m0 = (size_t)blockIdx.y * rpb;
@@ -125,23 +139,23 @@ __global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const
     if (c0 < C) {
         float mu[V], rs[V];
         for (int v = 0; v < V; v++) {
-            mu[v] = mean && kind != BV_X ? mean[c0 + v] : 0.0f;
-            rs[v] = rstd && kind == BV_DY ? rstd[c0 + v] : 0.0f;
+            mu[v] = mean && KIND != BV_X ? mean[c0 + v] : 0.0f;
+            rs[v] = rstd && KIND == BV_DY ? rstd[c0 + v] : 0.0f;
         }
         /* unrolled for loads in flight; the adds stay in row order */
 #pragma unroll 4
         for (size_t m = m0 + ty; m < m1; m += RY) {
             float xv[V], gv[V];
             const size_t i = m * (size_t)C + c0;
-            if (kind != BV_DY || NS == 2) ldv<V>(x, i, xv, rt);
-            if (kind == BV_DY) {
-                ldv<V>(dy, i, gv, rt);
-                maskv<V>(mask, i, gv, rt);
+            if (KIND != BV_DY || NS == 2) ldv<V>(x, i, xv, RT);
+            if (KIND == BV_DY) {
+                ldv<V>(dy, i, gv, RT);
+                maskv<V>(mask, i, gv, RT);
             }
             for (int v = 0; v < V; v++) {
-                if (kind == BV_X) {
+                if (KIND == BV_X) {
                     a[0][v] += xv[v];
-                } else if (kind == BV_SQ) {
+                } else if (KIND == BV_SQ) {
                     float dd = xv[v] - mu[v];
                     a[0][v] += dd * dd;
                 } else {
@@ -161,6 +175,21 @@ __global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const
         for (int s = 0; s < NS; s++)
             for (int v = 0; v < V && c0 + v < C; v++) part[((size_t)blockIdx.y * NS + s) * C + c0 + v] = a[s][v];
     }
+}
+/* the shared block sums declared here, once, for whichever rt copy runs */
+template <typename S, int V, int NS>
+__global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const S *dy, const uint16_t *mask,
+                                                     const float *mean, const float *rstd, size_t M, int C, size_t rpb,
+                                                     int QX, int RY, float *part, int rt)
+{
+    __shared__ float sh[NS][256 * V];
+    /* kind as a constant too: BV_DY with NS = 2, BV_X or BV_SQ with NS = 1 */
+#define BN_RED_CALL(T)                                                                                       \
+    (NS == 2 ? bn_red_rows<S, V, NS, T, BV_DY>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh)          \
+     : kind == BV_X ? bn_red_rows<S, V, NS, T, BV_X>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh)    \
+                    : bn_red_rows<S, V, NS, T, BV_SQ>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh))
+    VISION_RT_DISPATCH(S, BN_RED_CALL);
+#undef BN_RED_CALL
 }
 /* out[j] (j < K = NS C) = the nb block partials part[b, j] added in block
  * order (8 lanes take every 8th block, then the lanes in lane order);
@@ -195,7 +224,7 @@ struct bn_ew {
     int QX;
     unsigned gx, gy;
 };
-static inline struct bn_ew bn_ew_of(size_t M, int C, int V, int threads)
+static inline struct bn_ew bn_ew_of(size_t M, int C, int V, int threads, size_t max_blocks)
 {
     struct bn_ew g;
     const int nq = C / V;
@@ -203,10 +232,11 @@ static inline struct bn_ew bn_ew_of(size_t M, int C, int V, int threads)
     while (qx < nq && qx < 32) qx *= 2;
     g.QX = qx;
     g.gx = (unsigned)((nq + qx - 1) / qx);
-    /* about 2048 blocks in all: a few waves of resident threads, each thread
-     * several rows (its parameter loads paid once) */
+    /* at most max_blocks in all (the host passes one wave: the blocks the
+     * device holds resident at once), each thread then walking several rows,
+     * its parameter loads paid once, and no partly filled last wave */
     const size_t ry = (size_t)(threads / qx);
-    size_t gy = (M + ry - 1) / ry, cap = 2048 / g.gx;
+    size_t gy = (M + ry - 1) / ry, cap = max_blocks / g.gx;
     if (cap < 1) cap = 1;
     if (gy > cap) gy = cap;
     if (gy > 65535) gy = 65535;
@@ -216,74 +246,98 @@ static inline struct bn_ew bn_ew_of(size_t M, int C, int V, int threads)
 
 /* y (may be NULL) and y16 (may be NULL) = bn_apply of x (+ z), in the
  * geometry of bn_ew_of; storage S of x and z: fp32 or 16-bit */
-template <typename S, int V>
-__global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
-                           const S *z, float *y, uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
+template <typename S, int V, int RT>
+__device__ static inline void bn_apply_rows(const S *x, const float *mean, const float *rstd, const float *gamma,
+                                            const float *beta, const S *z, float *y, uint16_t *y16, size_t M, int C,
+                                            int QX, int relu)
 {
     const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
     if (c0 >= C) return;
     float mu[V], rs[V], ga[V], be[V];
     for (int v = 0; v < V; v++) mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], ga[v] = gamma[c0 + v], be[v] = beta[c0 + v];
-#pragma unroll 4
     for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
         const size_t i = m * (size_t)C + c0;
         float xa[V], za[V], o[V];
-        ldv<V>(x, i, xa, rt);
-        if (z) ldv<V>(z, i, za, rt);
+        ldv<V>(x, i, xa, RT);
+        if (z) ldv<V>(z, i, za, RT);
         for (int v = 0; v < V; v++)
-            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), rt);
+            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), RT);
         if (y) stv<V>(y, i, o);
-        if (y16) st16v<V>(y16, i, o, rt);
+        if (y16) st16v<V>(y16, i, o, RT);
     }
+}
+template <typename S, int V>
+__global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
+                           const S *z, float *y, uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
+{
+#define BN_APPLY_CALL(T) bn_apply_rows<S, V, T>(x, mean, rstd, gamma, beta, z, y, y16, M, C, QX, relu)
+    VISION_RT_DISPATCH(S, BN_APPLY_CALL);
+#undef BN_APPLY_CALL
 }
 
 /* dx (may be NULL) and dx16 (may be NULL) = bn_bwd_data of x and dy (dy
  * masked by mask, a 16-bit ReLU output, when given), in the geometry of
  * bn_ew_of; in place (dx16 == dy) each thread loads before it stores */
-template <typename S, int V>
-__global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mean, const float *rstd,
-                              const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int QX,
-                              int rt)
+template <typename S, int V, int RT>
+__device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const uint16_t *mask, const float *mean,
+                                               const float *rstd, const float *gamma, const float *mdy, float *dx,
+                                               uint16_t *dx16, size_t M, int C, int QX)
 {
     const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
     if (c0 >= C) return;
     float mu[V], rs[V], gm[V], m0[V], m1[V];
     for (int v = 0; v < V; v++)
         mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], gm[v] = gamma[c0 + v], m0[v] = mdy[c0 + v], m1[v] = mdy[C + c0 + v];
-#pragma unroll 4
     for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
         const size_t i = m * (size_t)C + c0;
         float xa[V], dya[V], o[V];
-        ldv<V>(x, i, xa, rt);
-        ldv<V>(dy, i, dya, rt);
-        maskv<V>(mask, i, dya, rt);
-        for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), rt);
+        ldv<V>(x, i, xa, RT);
+        ldv<V>(dy, i, dya, RT);
+        maskv<V>(mask, i, dya, RT);
+        for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), RT);
         if (dx) stv<V>(dx, i, o);
-        if (dx16) st16v<V>(dx16, i, o, rt);
+        if (dx16) st16v<V>(dx16, i, o, RT);
     }
+}
+template <typename S, int V>
+__global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mean, const float *rstd,
+                              const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int QX,
+                              int rt)
+{
+#define BN_BWD_CALL(T) bn_bwd_data_rows<S, V, T>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, QX)
+    VISION_RT_DISPATCH(S, BN_BWD_CALL);
+#undef BN_BWD_CALL
 }
 
 /* y (fp32, may be NULL) and y16 (may be NULL) = a + b (b masked by mask, a
  * 16-bit ReLU output, when given), then the ReLU, rounded; V elements a
  * thread (n % V == 0, aligned) */
-template <typename S, int V>
-__global__ void k_add(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv, int relu,
-                      int rt)
+template <typename S, int V, int RT>
+__device__ static inline void add_vecs(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv,
+                                       int relu)
 {
     for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
         const size_t i = iv * V;
         float av[V], bv[V], o[V];
-        ldv<V>(a, i, av, rt);
-        ldv<V>(b, i, bv, rt);
-        maskv<V>(mask, i, bv, rt);
+        ldv<V>(a, i, av, RT);
+        ldv<V>(b, i, bv, RT);
+        maskv<V>(mask, i, bv, RT);
         for (int v = 0; v < V; v++) {
             o[v] = av[v] + bv[v];
             if (relu) o[v] = o[v] > 0.0f ? o[v] : 0.0f;
-            o[v] = tv_round(o[v], rt);
+            o[v] = tv_round(o[v], RT);
         }
         if (y) stv<V>(y, i, o);
-        if (y16) st16v<V>(y16, i, o, rt);
+        if (y16) st16v<V>(y16, i, o, RT);
     }
+}
+template <typename S, int V>
+__global__ void k_add(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv, int relu,
+                      int rt)
+{
+#define ADD_CALL(T) add_vecs<S, V, T>(a, b, mask, y, y16, nv, relu)
+    VISION_RT_DISPATCH(S, ADD_CALL);
+#undef ADD_CALL
 }
 
 /* max pooling over 16-bit values: dev/train_vision.h's tv_maxpool_elem and

@@ -27,6 +27,7 @@ typedef unsigned long long plumb_lanemask_t;
 #define cudaGetErrorString hipGetErrorString
 #define cudaGetErrorName hipGetErrorName
 #define cudaGetLastError hipGetLastError
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define cudaGetDeviceCount hipGetDeviceCount
 #define cudaSetDevice hipSetDevice
 #define cudaDeviceProp hipDeviceProp_t

@@ -670,8 +670,8 @@ static void vision16(size_t M, int C, int rt)
     const size_t nv16 = n / V16, nv32 = n / V32;
     const unsigned gr = 3; // grid-stride loops: a few blocks
     // the BN kernels in bn_ew_of's geometry, at most 3 row blocks: each thread walks several rows
-    const bn_ew e16 = bn_ew_of(M, C, V16, 256), e32 = bn_ew_of(M, C, V32, 256);
-    const dim3 g16(e16.gx, std::min(e16.gy, gr)), g32(e32.gx, std::min(e32.gy, gr));
+    const bn_ew e16 = bn_ew_of(M, C, V16, 256, 3 * ((C / V16 + 31) / 32)), e32 = bn_ew_of(M, C, V32, 256, 3 * ((C / V32 + 31) / 32));
+    const dim3 g16(e16.gx, e16.gy), g32(e32.gx, e32.gy);
     const int q16 = e16.QX, q32 = e32.QX;
     std::vector<float> y(n);
     std::vector<uint16_t> y16(n);
