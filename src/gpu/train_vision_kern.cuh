@@ -9,6 +9,7 @@
 #ifndef PLUMB_GPU_TRAIN_VISION_KERN_CUH
 #define PLUMB_GPU_TRAIN_VISION_KERN_CUH
 #include "dev/train_vision.h"
+#include "gpu/rt_dispatch.h"
 
 /* ---------------- vector loads and stores ----------------
  * V consecutive elements of an fp32 tensor (V = 4: one float4, 16-byte
@@ -69,21 +70,6 @@ template <int V> __device__ static inline void maskv(const uint16_t *mask, size_
     for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
 }
 
-/* rt, the kernels' rounding type, as a template constant: a kernel below
- * dispatches once on its runtime rt (the VISION_RT_DISPATCH body) into a
- * copy of its loop compiled for that type, where every conversion and
- * rounding is straight-line code. With rt a runtime value each element went
- * through the fp16 and bf16 branches of from16_rt / to16_rt / tv_round:
- * resnet50's BN apply ran at 1.45x the time of a copy of its bytes on an
- * H100, issue-bound (BENCHMARKS.md, 2026-12-05). 16-bit storage (S =
- * uint16_t) is bf16 or fp16 only; fp32 storage takes fp32 too. */
-#define VISION_RT_DISPATCH(S, call)                                   \
-    do {                                                              \
-        if (rt == DT_BF16) call(DT_BF16);                             \
-        else if (rt == DT_F16) call(DT_F16);                          \
-        else if (sizeof(S) == 4) call(DT_F32);                        \
-    } while (0)
-
 enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3 };
 
 /* fast: NS sums per channel in one pass (bn_stats: NS = 1, kind BV_X or
@@ -127,8 +113,9 @@ static inline struct bn_geom bn_geom_of(size_t M, int C, int V)
 template <typename S, int V, int NS, int RT, int KIND>
 __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_t *mask, const float *mean,
                                           const float *rstd, size_t M, int C, size_t rpb, int QX, int RY, float *part,
-                                          float (*sh)[256 * V])
+                                          float (*sh)[256 * V], int rt_)
 {
+    const int rt = RT >= 0 ? RT : rt_;
     const int tx = threadIdx.x % QX, ty = threadIdx.x / QX;
     const int q = blockIdx.x * QX + tx, c0 = q * V;
     const size_t m0 = (size_t)blockIdx.y * rpb;
@@ -147,10 +134,10 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
         for (size_t m = m0 + ty; m < m1; m += RY) {
             float xv[V], gv[V];
             const size_t i = m * (size_t)C + c0;
-            if (KIND != BV_DY || NS == 2) ldv<V>(x, i, xv, RT);
+            if (KIND != BV_DY || NS == 2) ldv<V>(x, i, xv, rt);
             if (KIND == BV_DY) {
-                ldv<V>(dy, i, gv, RT);
-                maskv<V>(mask, i, gv, RT);
+                ldv<V>(dy, i, gv, rt);
+                maskv<V>(mask, i, gv, rt);
             }
             for (int v = 0; v < V; v++) {
                 if (KIND == BV_X) {
@@ -184,11 +171,11 @@ __global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const
 {
     __shared__ float sh[NS][256 * V];
     /* kind as a constant too: BV_DY with NS = 2, BV_X or BV_SQ with NS = 1 */
-#define BN_RED_CALL(T)                                                                                       \
-    (NS == 2 ? bn_red_rows<S, V, NS, T, BV_DY>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh)          \
-     : kind == BV_X ? bn_red_rows<S, V, NS, T, BV_X>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh)    \
-                    : bn_red_rows<S, V, NS, T, BV_SQ>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh))
-    VISION_RT_DISPATCH(S, BN_RED_CALL);
+#define BN_RED_CALL(RTV)                                                                                     \
+    (NS == 2 ? bn_red_rows<S, V, NS, RTV, BV_DY>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh, rt)          \
+     : kind == BV_X ? bn_red_rows<S, V, NS, RTV, BV_X>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh, rt)    \
+                    : bn_red_rows<S, V, NS, RTV, BV_SQ>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh, rt))
+    RT_DISPATCH(rt, BN_RED_CALL);
 #undef BN_RED_CALL
 }
 /* out[j] (j < K = NS C) = the nb block partials part[b, j] added in block
@@ -249,8 +236,9 @@ static inline struct bn_ew bn_ew_of(size_t M, int C, int V, int threads, size_t 
 template <typename S, int V, int RT>
 __device__ static inline void bn_apply_rows(const S *x, const float *mean, const float *rstd, const float *gamma,
                                             const float *beta, const S *z, float *y, uint16_t *y16, size_t M, int C,
-                                            int QX, int relu)
+                                            int QX, int relu, int rt_)
 {
+    const int rt = RT >= 0 ? RT : rt_;
     const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
     if (c0 >= C) return;
     float mu[V], rs[V], ga[V], be[V];
@@ -258,20 +246,20 @@ __device__ static inline void bn_apply_rows(const S *x, const float *mean, const
     for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
         const size_t i = m * (size_t)C + c0;
         float xa[V], za[V], o[V];
-        ldv<V>(x, i, xa, RT);
-        if (z) ldv<V>(z, i, za, RT);
+        ldv<V>(x, i, xa, rt);
+        if (z) ldv<V>(z, i, za, rt);
         for (int v = 0; v < V; v++)
-            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), RT);
+            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), rt);
         if (y) stv<V>(y, i, o);
-        if (y16) st16v<V>(y16, i, o, RT);
+        if (y16) st16v<V>(y16, i, o, rt);
     }
 }
 template <typename S, int V>
 __global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
                            const S *z, float *y, uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
 {
-#define BN_APPLY_CALL(T) bn_apply_rows<S, V, T>(x, mean, rstd, gamma, beta, z, y, y16, M, C, QX, relu)
-    VISION_RT_DISPATCH(S, BN_APPLY_CALL);
+#define BN_APPLY_CALL(RTV) bn_apply_rows<S, V, RTV>(x, mean, rstd, gamma, beta, z, y, y16, M, C, QX, relu, rt)
+    RT_DISPATCH(rt, BN_APPLY_CALL);
 #undef BN_APPLY_CALL
 }
 
@@ -281,8 +269,9 @@ __global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, con
 template <typename S, int V, int RT>
 __device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const uint16_t *mask, const float *mean,
                                                const float *rstd, const float *gamma, const float *mdy, float *dx,
-                                               uint16_t *dx16, size_t M, int C, int QX)
+                                               uint16_t *dx16, size_t M, int C, int QX, int rt_)
 {
+    const int rt = RT >= 0 ? RT : rt_;
     const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
     if (c0 >= C) return;
     float mu[V], rs[V], gm[V], m0[V], m1[V];
@@ -291,12 +280,12 @@ __device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const ui
     for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
         const size_t i = m * (size_t)C + c0;
         float xa[V], dya[V], o[V];
-        ldv<V>(x, i, xa, RT);
-        ldv<V>(dy, i, dya, RT);
-        maskv<V>(mask, i, dya, RT);
-        for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), RT);
+        ldv<V>(x, i, xa, rt);
+        ldv<V>(dy, i, dya, rt);
+        maskv<V>(mask, i, dya, rt);
+        for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), rt);
         if (dx) stv<V>(dx, i, o);
-        if (dx16) st16v<V>(dx16, i, o, RT);
+        if (dx16) st16v<V>(dx16, i, o, rt);
     }
 }
 template <typename S, int V>
@@ -304,8 +293,8 @@ __global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, con
                               const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int QX,
                               int rt)
 {
-#define BN_BWD_CALL(T) bn_bwd_data_rows<S, V, T>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, QX)
-    VISION_RT_DISPATCH(S, BN_BWD_CALL);
+#define BN_BWD_CALL(RTV) bn_bwd_data_rows<S, V, RTV>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, QX, rt)
+    RT_DISPATCH(rt, BN_BWD_CALL);
 #undef BN_BWD_CALL
 }
 
@@ -314,29 +303,30 @@ __global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, con
  * thread (n % V == 0, aligned) */
 template <typename S, int V, int RT>
 __device__ static inline void add_vecs(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv,
-                                       int relu)
+                                       int relu, int rt_)
 {
+    const int rt = RT >= 0 ? RT : rt_;
     for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
         const size_t i = iv * V;
         float av[V], bv[V], o[V];
-        ldv<V>(a, i, av, RT);
-        ldv<V>(b, i, bv, RT);
-        maskv<V>(mask, i, bv, RT);
+        ldv<V>(a, i, av, rt);
+        ldv<V>(b, i, bv, rt);
+        maskv<V>(mask, i, bv, rt);
         for (int v = 0; v < V; v++) {
             o[v] = av[v] + bv[v];
             if (relu) o[v] = o[v] > 0.0f ? o[v] : 0.0f;
-            o[v] = tv_round(o[v], RT);
+            o[v] = tv_round(o[v], rt);
         }
         if (y) stv<V>(y, i, o);
-        if (y16) st16v<V>(y16, i, o, RT);
+        if (y16) st16v<V>(y16, i, o, rt);
     }
 }
 template <typename S, int V>
 __global__ void k_add(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv, int relu,
                       int rt)
 {
-#define ADD_CALL(T) add_vecs<S, V, T>(a, b, mask, y, y16, nv, relu)
-    VISION_RT_DISPATCH(S, ADD_CALL);
+#define ADD_CALL(RTV) add_vecs<S, V, RTV>(a, b, mask, y, y16, nv, relu, rt)
+    RT_DISPATCH(rt, ADD_CALL);
 #undef ADD_CALL
 }
 
