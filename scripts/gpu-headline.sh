@@ -83,7 +83,7 @@ step r50 170 env PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet5
 # what determinism costs resnet50's convolutions: cuDNN's Find times of the
 # algorithm taken (deterministic) against the fastest of any kind, summed
 # per direction over the plans (src/gpu/conv_lib.cu, PLUMB_CONV_LOG)
-python3 - "$D/r50.log" <<'PY' 2>&1 | tee -a "$LOG"
+[ -f "$D/r50.log" ] && python3 - "$D/r50.log" <<'PY' 2>&1 | tee -a "$LOG"
 import re, sys
 tot = {}
 for line in open(sys.argv[1], errors="replace"):

@@ -5,7 +5,6 @@
 #include "gpu/gpu.h"
 #include "gpu/ops.h"
 #include "core/dtype.h"
-#include "gpu/rt_dispatch.h"
 
 __device__ static inline float load_as_f32(const void *x, int t, size_t i)
 {
@@ -29,10 +28,8 @@ __global__ void k_cast(const void *__restrict__ x, int xt, void *__restrict__ y,
  * per value, so the same bits. One value a thread took 62 us for each of
  * gpt2-124m's 12.6 M-value gradient casts on an H100 (BENCHMARKS.md,
  * 2026-12-05), about twice the bytes' time. */
-template <int RT>
-__device__ static inline void cast_f32_16x4(const float *__restrict__ x, uint16_t *__restrict__ y, int yt_, size_t n)
+__global__ void k_cast_f32_16x4(const float *__restrict__ x, uint16_t *__restrict__ y, int yt, size_t n)
 {
-    const int yt = RT >= 0 ? RT : yt_;
     const size_t n4 = n / 4, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < n4; j += stride) {
         const float4 v = ((const float4 *)x)[j];
@@ -44,13 +41,6 @@ __device__ static inline void cast_f32_16x4(const float *__restrict__ x, uint16_
     if (blockIdx.x == 0)
         for (size_t i = n4 * 4 + threadIdx.x; i < n; i += blockDim.x)
             y[i] = yt == DT_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
-}
-/* the target type a constant (gpu/rt_dispatch.h) */
-__global__ void k_cast_f32_16x4(const float *__restrict__ x, uint16_t *__restrict__ y, int yt, size_t n)
-{
-#define CAST_CALL(RTV) cast_f32_16x4<RTV>(x, y, yt, n)
-    RT_DISPATCH(yt, CAST_CALL);
-#undef CAST_CALL
 }
 
 int gpu_cast(struct dev *d, struct dev_stream *st, const void *x, dtype_t xt, void *y, dtype_t yt, size_t n,

@@ -9,8 +9,12 @@
  * (BENCHMARKS.md, 2026-12-05). Usage, with CALL(T) the body's call:
  *   #define CALL(T) body<T>(args, rt)
  *   RT_DISPATCH(rt, CALL);
- * Included by gpu/train_gpt_kern.cuh and gpu/train_vision_kern.cuh (and so
- * by tests/tools/gpu_emu.cc); needs core/dtype.h's DT_ values. */
+ * Included by gpu/train_vision_kern.cuh (and so by tests/tools/gpu_emu.cc).
+ * The same dispatch over gpt's LayerNorm, classifier-row, GELU, column-sum,
+ * residual and cast kernels changed nothing measurable on an H100 (49.02 ms
+ * a gpt2-124m step both ways; LayerNorm backward 85 -> 80 us, its dw/db
+ * parts 32 -> 40: BENCHMARKS.md, 2026-12-05), so those keep run-time rt:
+ * they move four fp32 bytes for each conversion, where BN moves two. */
 #ifndef PLUMB_GPU_RT_DISPATCH_H
 #define PLUMB_GPU_RT_DISPATCH_H
 #include "core/dtype.h"

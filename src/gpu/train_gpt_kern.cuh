@@ -5,15 +5,10 @@
  * memory) for PLUMB_WARP = 32 and 64 against the golden definitions.
  * Needs, from gpu/vendor.h or the emulation: PLUMB_WARP, plumb_shfl_xor,
  * plumb_warp_sum, plumb_block_max, plumb_block_sum, the CUDA thread
- * built-ins; and dev/train_gpt_math.h.
- * Each kernel that rounds or converts (LayerNorm, the classifier's rows,
- * the GELU, the column sums, the residual add, the attention's row dot)
- * is a body templated on its rounding type and a __global__ wrapper that
- * dispatches once on the run-time value (gpu/rt_dispatch.h). */
+ * built-ins; and dev/train_gpt_math.h. */
 #ifndef PLUMB_GPU_TRAIN_GPT_KERN_CUH
 #define PLUMB_GPU_TRAIN_GPT_KERN_CUH
 #include "dev/train_gpt_math.h"
-#include "gpu/rt_dispatch.h"
 
 #define NT 128 /* threads per flash block */
 
@@ -56,11 +51,9 @@ __device__ static inline float ld_any(const float *x, const uint16_t *x16, size_
  * pointers), each column's chain unchanged, so the bits of V = 1. One column
  * a thread, 2-byte loads, took 3.0 ms of gpt2-124m's step on an H100
  * (BENCHMARKS.md, 2026-12-05), several times its bytes' time. */
-template <int V, int RT>
-__device__ static inline void k_colsum_part_body(const float *dy, const uint16_t *src16, int B, int N, float *part,
-                                                 uint16_t *dy16, int rt_)
+template <int V>
+__global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt)
 {
-    const int rt = RT >= 0 ? RT : rt_;
     const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N / V; j += gridDim.x * blockDim.x) {
         const int n = j * V;
@@ -96,13 +89,6 @@ __device__ static inline void k_colsum_part_body(const float *dy, const uint16_t
         for (int k = 0; k < V; k++) part[(size_t)c * N + n + k] = s[k];
     }
 }
-template <int V>
-__global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt)
-{
-#define K_COLSUM_PART_CALL(RTV) k_colsum_part_body<V, RTV>(dy, src16, B, N, part, dy16, rt)
-    RT_DISPATCH(rt, K_COLSUM_PART_CALL);
-#undef K_COLSUM_PART_CALL
-}
 
 /* db[n] = the chunks' sums part[c][n] added in chunk order */
 static __global__ void k_colsum_chunks(const float *part, int nc, int N, float *db)
@@ -118,12 +104,9 @@ static __global__ void k_colsum_chunks(const float *part, int nc, int N, float *
 
 /* fast: one warp per row, two passes (mean, then the centred squares);
  * y16 (not NULL): the output stored as rt's 16-bit values instead of y */
-template <int RT>
-__device__ static inline void k_ln_fwd_fast_body(const float *x, const float *w, const float *b, float *y,
-                                                 uint16_t *y16, float *mean, float *rstd, int R, int C, float eps,
-                                                 int rt_)
+static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, uint16_t *y16,
+                                     float *mean, float *rstd, int R, int C, float eps, int rt)
 {
-    const int rt = RT >= 0 ? RT : rt_;
     const int lane = threadIdx.x % PLUMB_WARP;
     const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
     if (r >= R) return; /* the whole warp */
@@ -149,22 +132,11 @@ __device__ static inline void k_ln_fwd_fast_body(const float *x, const float *w,
         if (rstd) rstd[r] = rs;
     }
 }
-static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, uint16_t *y16,
-                                     float *mean, float *rstd, int R, int C, float eps, int rt)
-{
-#define K_LN_FWD_FAST_CALL(RTV) k_ln_fwd_fast_body<RTV>(x, w, b, y, y16, mean, rstd, R, C, eps, rt)
-    RT_DISPATCH(rt, K_LN_FWD_FAST_CALL);
-#undef K_LN_FWD_FAST_CALL
-}
 
 /* fast dx: one warp per row; dy16 (not NULL): dy given as t16's 16-bit values */
-template <int RT, int T16>
-__device__ static inline void k_ln_bwd_fast_body(const float *x, const float *w, const float *mean, const float *rstd,
-                                                 const float *dy, const uint16_t *dy16, int t16_, const float *dres,
-                                                 float *dx, int R, int C, int rt_)
+static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
+                                     const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt)
 {
-    const int rt = RT >= 0 ? RT : rt_;
-    const int t16 = T16 >= 0 ? T16 : t16_;
     const int lane = threadIdx.x % PLUMB_WARP;
     const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
     if (r >= R) return;
@@ -184,25 +156,13 @@ __device__ static inline void k_ln_bwd_fast_body(const float *x, const float *w,
         dx[o + i] = gg_round(dres ? dres[o + i] + v : v, rt);
     }
 }
-static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd,
-                                     const float *dy, const uint16_t *dy16, int t16, const float *dres, float *dx,
-                                     int R, int C, int rt)
-{
-#define K_LN_BWD_FAST_CALL(RTV)                                                                                        \
-    (dy16 && t16 != rt ? k_ln_bwd_fast_body<RTV, -1>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, rt)              \
-                       : k_ln_bwd_fast_body<RTV, RTV>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, rt))
-    RT_DISPATCH(rt, K_LN_BWD_FAST_CALL);
-#undef K_LN_BWD_FAST_CALL
-}
 
 #define LN_ROWS 64
 /* fast dw/db partial sums: part[k][i] over rows [64k, 64k+64) ascending
  * (parts: [nc, 2C], w-part then b-part) */
-template <int RT>
-__device__ static inline void k_ln_dwdb_part_body(const float *x, const float *mean, const float *rstd, const float *dy,
-                                                  const uint16_t *dy16, int t16_, float *part, int R, int C)
+static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
+                                      const uint16_t *dy16, int t16, float *part, int R, int C)
 {
-    const int t16 = RT >= 0 ? RT : t16_;
     const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
         float aw = 0.0f, ab = 0.0f;
@@ -214,13 +174,6 @@ __device__ static inline void k_ln_dwdb_part_body(const float *x, const float *m
         part[(size_t)k * 2 * C + i] = aw;
         part[(size_t)k * 2 * C + C + i] = ab;
     }
-}
-static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
-                                      const uint16_t *dy16, int t16, float *part, int R, int C)
-{
-#define K_LN_DWDB_PART_CALL(RTV) k_ln_dwdb_part_body<RTV>(x, mean, rstd, dy, dy16, t16, part, R, C)
-    RT_DISPATCH(t16, K_LN_DWDB_PART_CALL);
-#undef K_LN_DWDB_PART_CALL
 }
 /* the chunks in ascending order */
 static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *dw, float *db)
@@ -257,14 +210,13 @@ __device__ static inline float xent_g(float zv, int v, int tg, float m, float in
 {
     return tg < 0 ? 0.0f : gg_round((expf(zv - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
 }
-template <int RT>
-__device__ static inline void k_xent_rows_fast_body(float *z, uint16_t *g16, const int32_t *tgt, int V, int ld,
-                                                    float gs, int grad, float *loss, int rt_, float *red)
+static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
+                                 float *loss, int rt)
 {
-    const int rt = RT >= 0 ? RT : rt_;
     /* z [rows, ld] (the first V columns of each row are the logits; ld >= V,
      * a multiple of 8 in the classifier so every row starts 16-byte aligned
      * for the GEMMs and for these float4 loads); g16 the same layout */
+    __shared__ float red[PLUMB_WARP];
     const int r = blockIdx.x;
     float *zr = z + (size_t)r * ld;
     uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
@@ -319,14 +271,6 @@ __device__ static inline void k_xent_rows_fast_body(float *z, uint16_t *g16, con
         if (gr) gr[v] = 0;
         else zr[v] = 0.0f;
     }
-}
-static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
-                                 float *loss, int rt)
-{
-    __shared__ float red[PLUMB_WARP];
-#define K_XENT_ROWS_FAST_CALL(RTV) k_xent_rows_fast_body<RTV>(z, g16, tgt, V, ld, gs, grad, loss, rt, red)
-    RT_DISPATCH(rt, K_XENT_ROWS_FAST_CALL);
-#undef K_XENT_ROWS_FAST_CALL
 }
 /* ---------------- flash attention ---------------- */
 
@@ -437,11 +381,9 @@ __global__ void __launch_bounds__(NT) k_flash_fwd(const float *qkv, float *out, 
  * then the warp's fixed butterfly (deterministic). One thread per row had
  * each warp's 32 loads fall in 32 rows C floats apart. */
 /* out16 / dout16 (not NULL): out / dout given as t16's 16-bit values */
-template <int RT>
-__device__ static inline void k_flash_bwd_pre_body(const float *out, const float *dout, float *D, int B, int T, int NH,
-                                                   int HS, const uint16_t *out16, const uint16_t *dout16, int t16_)
+static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS,
+                                       const uint16_t *out16 = NULL, const uint16_t *dout16 = NULL, int t16 = 0)
 {
-    const int t16 = RT >= 0 ? RT : t16_;
     const size_t rows = (size_t)B * NH * T;
     const int lane = threadIdx.x % PLUMB_WARP;
     const size_t w0 = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / PLUMB_WARP;
@@ -455,13 +397,6 @@ __device__ static inline void k_flash_bwd_pre_body(const float *out, const float
         acc = plumb_warp_sum(acc);
         if (lane == 0) D[q] = acc;
     }
-}
-static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS,
-                                       const uint16_t *out16 = NULL, const uint16_t *dout16 = NULL, int t16 = 0)
-{
-#define K_FLASH_BWD_PRE_CALL(RTV) k_flash_bwd_pre_body<RTV>(out, dout, D, B, T, NH, HS, out16, dout16, t16)
-    RT_DISPATCH(t16, K_FLASH_BWD_PRE_CALL);
-#undef K_FLASH_BWD_PRE_CALL
 }
 
 /* P and dS of the [BR x BC] tile (queries q0.., keys k0..) into Ps, dSs:
@@ -609,10 +544,8 @@ __device__ static inline uint16_t dgelu16_elem(float dx, uint16_t pre, int rt)
 {
     return to16_of(dx * fast_gelu_grad(from16_of(pre, rt)), rt);
 }
-template <int V, int RT>
-__device__ static inline void k_gelu16_body(const uint16_t *pre16, uint16_t *y16, size_t n, int rt_)
+template <int V> __global__ void k_gelu16(const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
 {
-    const int rt = RT >= 0 ? RT : rt_;
     const size_t nv = n / V;
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
         if (V == 8) {
@@ -630,16 +563,8 @@ __device__ static inline void k_gelu16_body(const uint16_t *pre16, uint16_t *y16
     if (V > 1 && blockIdx.x == 0)
         for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) y16[i] = gelu16_elem(pre16[i], rt);
 }
-template <int V> __global__ void k_gelu16(const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
+template <int V> __global__ void k_dgelu16(const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
 {
-#define K_GELU16_CALL(RTV) k_gelu16_body<V, RTV>(pre16, y16, n, rt)
-    RT_DISPATCH(rt, K_GELU16_CALL);
-#undef K_GELU16_CALL
-}
-template <int V, int RT>
-__device__ static inline void k_dgelu16_body(const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt_)
-{
-    const int rt = RT >= 0 ? RT : rt_;
     const size_t nv = n / V;
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
         if (V == 8) {
@@ -659,22 +584,14 @@ __device__ static inline void k_dgelu16_body(const float *dx, const uint16_t *pr
     if (V > 1 && blockIdx.x == 0)
         for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) dx16[i] = dgelu16_elem(dx[i], pre16[i], rt);
 }
-template <int V> __global__ void k_dgelu16(const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
-{
-#define K_DGELU16_CALL(RTV) k_dgelu16_body<V, RTV>(dx, pre16, dx16, n, rt)
-    RT_DISPATCH(rt, K_DGELU16_CALL);
-#undef K_DGELU16_CALL
-}
 
 /* ---------------- the residual add over 16-bit b ---------------- */
 
 /* y = a + b16's values; V = 8 (16-byte aligned pointers): two float4 of a, a
  * 16-byte load of b16, two float4 stores a thread, the tail past the last
  * whole eight in block 0; the same add, so the bits of V = 1 */
-template <int V, int RT>
-__device__ static inline void k_residual16_body(const float *a, const uint16_t *b16, float *y, size_t n, int rt_)
+template <int V> __global__ void k_residual16(const float *a, const uint16_t *b16, float *y, size_t n, int rt)
 {
-    const int rt = RT >= 0 ? RT : rt_;
     const size_t nv = n / V;
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
         if (V == 8) {
@@ -694,12 +611,6 @@ __device__ static inline void k_residual16_body(const float *a, const uint16_t *
     }
     if (V > 1 && blockIdx.x == 0)
         for (size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) y[i] = a[i] + from16_of(b16[i], rt);
-}
-template <int V> __global__ void k_residual16(const float *a, const uint16_t *b16, float *y, size_t n, int rt)
-{
-#define K_RESIDUAL16_CALL(RTV) k_residual16_body<V, RTV>(a, b16, y, n, rt)
-    RT_DISPATCH(rt, K_RESIDUAL16_CALL);
-#undef K_RESIDUAL16_CALL
 }
 
 #endif
