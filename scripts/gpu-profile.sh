@@ -35,7 +35,7 @@ step() { # step NAME TIMEOUT_S AFTER_S CMD...: CMD under kprof (AFTER_S: KPROF_A
 . "$here/scripts/gpu-libs.sh"
 export PLUMB_BACKEND_PATH=$here/build
 P=build/plumb
-# PROFILE_PARTS: which of gpt r18 r50 ctr to run (default: gpt r18 r50)
+# PROFILE_PARTS: which of gpt r18 r50 r152 ctr to run (default: gpt r18 r50)
 PARTS=" ${PROFILE_PARTS:-gpt r18 r50} "
 part() { case "$PARTS" in *" $1 "*) return 0;; esac; return 1; }
 # PROFILE_TORCH=0: plumb's steps only (the PyTorch eager profiles change only with the host)
@@ -65,5 +65,10 @@ step r50_plumb 30 3 $P bench resnet --device cuda --preset resnet50 --batch 256 
   --warmup 2 --leak-steps 0
 torch && step r50_torch 50 3 python3 bench/resnet_torch.py --model resnet50 --batch 256 --precision bf16 --modes eager \
   --steps 40 --warmup 3
+fi
+if part r152; then
+# resnet152 at 224, bf16/64 (issue 19's table shape), with each cuDNN plan's algorithm logged
+step r152_plumb 60 8 env PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision bf16 \
+  --steps 30 --warmup 5 --leak-steps 0
 fi
 log "gpu-profile: $((SECONDS - T0)) s of $BUDGET"
