@@ -17,7 +17,9 @@
  * PLUMB_CONV_WS_MB (the workspace limit, default 256), PLUMB_CONV_LOG (set:
  * one line on stderr per cuDNN plan made: the geometry, the algorithm taken
  * and its Find time against the fastest result of any kind, so the time that
- * determinism costs each layer can be read off a run). */
+ * determinism costs each layer can be read off a run), PLUMB_CONV_RETIME=0
+ * (pin Find's first usable algorithm instead of timing the candidates
+ * again: see retime). */
 #include "gpu/train_gpu.h"
 #include <dlfcn.h>
 #include <glob.h>
@@ -452,6 +454,8 @@ static int retime(struct dev *d, cdn_handle_t h, struct dev_stream *st, struct p
 {
     *pick = 0;
     *ms = -1.0f;
+    const char *env = getenv("PLUMB_CONV_RETIME");
+    if (env && !strcmp(env, "0")) return PLUMB_OK; /* Find's first, as before */
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(st->s, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
