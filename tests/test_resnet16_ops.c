@@ -205,7 +205,8 @@ static void bn_case(struct dev *d, dtype_t rt)
     float *pst = malloc(2 * C * sizeof(float)); /* the fp32 op's part */
     REQUIRE(pst != NULL);
     fetch(d, &part, pst, NULL, rt);
-    rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dy.d16, mask.d16, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
+    rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dy.d16, mask.d16, NULL, NULL, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d,
+                             rt, &e);
     CHECK_MSG(rc == 0, "bn_bwd_reduce16o: %s", e.msg);
     fetch(d, &part, b, NULL, rt);
     cmp("bn_bwd_reduce16o part", pst, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
@@ -216,7 +217,8 @@ static void bn_case(struct dev *d, dtype_t rt)
     fetch(d, &db2, b, NULL, rt);
     cmp("bn_bwd_reduce16o dbeta", pa, b, C, exact, sx, C, (double)M, rt);
     /* without a mask: dy as it is (a shortcut BN's gradient) */
-    rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dym.d16, NULL, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt, &e);
+    rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dym.d16, NULL, NULL, NULL, mean.d, rstd.d, M, C, part.d, dg2.d, db2.d, rt,
+                             &e);
     CHECK_MSG(rc == 0, "bn_bwd_reduce16o (no mask): %s", e.msg);
     fetch(d, &part, b, NULL, rt);
     cmp("bn_bwd_reduce16o part (no mask, dy masked before)", pst, b, 2 * (size_t)C, exact, sx, 2 * C, (double)M, rt);
@@ -227,10 +229,45 @@ static void bn_case(struct dev *d, dtype_t rt)
     CHECK_MSG(rc == 0, "bn_bwd_data: %s", e.msg);
     fetch(d, &dx, a, NULL, rt);
     /* in place: dx16 is dy16 */
-    rc = T->bn_bwd_data16o(d, NULL, x.d16, dy.d16, mask.d16, mean.d, rstd.d, gamma.d, mdy.d, dy.d16, M, C, rt, &e);
+    rc = T->bn_bwd_data16o(d, NULL, x.d16, dy.d16, mask.d16, NULL, mean.d, rstd.d, gamma.d, mdy.d, dy.d16, M, C, rt,
+                           &e);
     CHECK_MSG(rc == 0, "bn_bwd_data16o: %s", e.msg);
     fetch(d, &dy, NULL, b, rt);
     cmp("bn_bwd_data16o dx (in place, masked)", a, b, n, 1, NULL, 1, 0, rt);
+    put16(d, &dy, dy.h, rt);
+
+    /* the mask recomputed from x (train_ops.h, mbeta): this BN's own ReLU
+     * output as bn_apply16o stored it (no z), read as mask16 or recomputed
+     * from x16 and the parameters: the same bits, in both backward passes */
+    rc = T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, NULL, y.d16, M, C, 1, rt, &e);
+    CHECK_MSG(rc == 0, "bn_apply16o (own ReLU): %s", e.msg);
+    fetch(d, &y, NULL, a, rt);
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) off += !(a[i] > 0.0f);
+    CHECK_MSG(off > n / 10 && off < n - n / 10, "own ReLU masks %zu of %zu (the check needs both kinds)", off, n);
+    float *pm = malloc(2 * C * sizeof(float));
+    REQUIRE(pm != NULL);
+    for (int k = 0; k < 2; k++) {
+        rc = T->bn_bwd_reduce16o(d, NULL, x.d16, dy.d16, k ? NULL : y.d16, gamma.d, k ? beta.d : NULL, mean.d, rstd.d, M,
+                                 C, part.d, dg2.d, db2.d, rt, &e);
+        CHECK_MSG(rc == 0, "bn_bwd_reduce16o (own ReLU, %s): %s", k ? "recomputed" : "read", e.msg);
+        fetch(d, &part, k ? pm : pa, NULL, rt);
+    }
+    CHECK_MSG(!memcmp(pa, pm, 2 * C * sizeof(float)), "bn_bwd_reduce16o: the recomputed mask's sums differ");
+    for (int k = 0; k < 2; k++) {
+        put16(d, &dy, dy.h, rt);
+        rc = T->bn_bwd_data16o(d, NULL, x.d16, dy.d16, k ? NULL : y.d16, k ? beta.d : NULL, mean.d, rstd.d, gamma.d,
+                               mdy.d, dy.d16, M, C, rt, &e);
+        CHECK_MSG(rc == 0, "bn_bwd_data16o (own ReLU, %s): %s", k ? "recomputed" : "read", e.msg);
+        fetch(d, &dy, NULL, k ? b : a, rt);
+    }
+    CHECK_MSG(!memcmp(a, b, n * sizeof(float)), "bn_bwd_data16o: the recomputed mask's dx differs");
+    /* a mask both given and recomputed is refused */
+    CHECK(T->bn_bwd_data16o(d, NULL, x.d16, dy.d16, y.d16, beta.d, mean.d, rstd.d, gamma.d, mdy.d, dy.d16, M, C, rt,
+                            &e) != 0);
+    CHECK(T->bn_bwd_reduce16o(d, NULL, x.d16, dy.d16, y.d16, gamma.d, beta.d, mean.d, rstd.d, M, C, part.d, dg2.d,
+                              db2.d, rt, &e) != 0);
+    free(pm);
     put16(d, &dy, dy.h, rt);
 
     /* add16o: a + relu_bwd(mask, b), in place into a16, and unmasked */
@@ -412,6 +449,40 @@ TEST(resnet16_imagenet_stem_bf16_same_as_mirror_path) { net_case(DT_BF16); }
 TEST(resnet16_imagenet_stem_fp16_same_as_mirror_path) { net_case(DT_F16); }
 
 /* an unknown PLUMB_RESNET_ACT16 is refused at create, named */
+/* The BN backward's own ReLU mask recomputed from x16 (the default) or read
+ * from the stored ReLU output (PLUMB_RESNET_MASK_FROM_X=0): the same mask,
+ * so the same parameters bit for bit, on every device; a value other than
+ * 0 or 1 is refused by name */
+static int tiny_mask_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
+{
+    const char *w[] = {"--preset", "resnet-tiny", "--device", test_device(), "--precision", prec, "--steps", "6",
+                       "--batch", "16", "--eval-every", "0", "--threads", "1", "--health-interval", "0", "--quiet",
+                       NULL, NULL};
+    return train_with_env("resnet", w, "PLUMB_RESNET_MASK_FROM_X", v, tr, e);
+}
+TEST(resnet16_mask_from_x_same_bits)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    dev_close(d);
+    for (int k = 0; k < 2; k++) {
+        const char *prec = k ? "fp16" : "bf16";
+        struct train_result on, off;
+        plumb_err e = {0};
+        memset(&on, 0, sizeof on), memset(&off, 0, sizeof off);
+        int rc = tiny_mask_run(prec, "1", &on, &e);
+        CHECK_MSG(rc == 0, "%s, mask recomputed: %s", prec, e.msg);
+        rc = tiny_mask_run(prec, "0", &off, &e);
+        CHECK_MSG(rc == 0, "%s, mask read: %s", prec, e.msg);
+        printf("  %s %s: mask recomputed %.16s, read %.16s\n", test_device(), prec, on.param_digest, off.param_digest);
+        CHECK_MSG(on.param_digest[0] && !strcmp(on.param_digest, off.param_digest), "%s: %s against %s", prec,
+                  on.param_digest, off.param_digest);
+    }
+    struct train_result bad;
+    plumb_err e = {0};
+    CHECK(tiny_mask_run("bf16", "yes", &bad, &e) == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_RESNET_MASK_FROM_X=yes"));
+}
+
 TEST(resnet16_env_value_refused)
 {
     struct dev *d = open_fast16();

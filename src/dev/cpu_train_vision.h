@@ -70,11 +70,13 @@ int cpu_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const flo
                     const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C,
                     int relu, dtype_t rt, plumb_err *e);
 int cpu_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
-                         const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
-                         float *dgamma, float *dbeta, dtype_t rt, plumb_err *e);
+                         const uint16_t *mask16, const float *mgamma, const float *mbeta, const float *mean,
+                         const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, dtype_t rt,
+                         plumb_err *e);
 int cpu_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
-                       const uint16_t *mask16, const float *mean, const float *rstd, const float *gamma,
-                       const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e);
+                       const uint16_t *mask16, const float *mbeta, const float *mean, const float *rstd,
+                       const float *gamma, const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt,
+                       plumb_err *e);
 int cpu_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
                uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
 int cpu_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,

@@ -193,32 +193,55 @@ int cpu_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const flo
     return rc;
 }
 
+/* dy [n] zeroed where this BN's own ReLU output, bn_apply of x with the
+ * ReLU (rounded to rt, as bn_apply16o stored it), is not > 0: the mask
+ * recomputed from x (train_ops.h, mbeta) */
+static int mask_from_x(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
+                       const float *gamma, const float *beta, float *dy, size_t M, int C, dtype_t rt, plumb_err *e)
+{
+    const size_t n = M * (size_t)C;
+    float *y = malloc(n ? n * sizeof *y : 1);
+    if (!y) return oom16("the BN backward's recomputed ReLU mask", e);
+    int rc = cpu_bn_apply(d, s, x, mean, rstd, gamma, beta, NULL, y, M, C, 1, rt, e);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+    free(y);
+    return rc;
+}
+
 int cpu_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
-                         const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
-                         float *dgamma, float *dbeta, dtype_t rt, plumb_err *e)
+                         const uint16_t *mask16, const float *mgamma, const float *mbeta, const float *mean,
+                         const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, dtype_t rt,
+                         plumb_err *e)
 {
     RT16_OK("bn_bwd_reduce16o");
     NEED(x16 && dy16, "bn_bwd_reduce16o: NULL x16 or dy16");
+    NEED(!(mask16 && mbeta), "bn_bwd_reduce16o: both a mask16 and a mask from x (mbeta)");
+    NEED(!mbeta || (mgamma && mean && rstd), "bn_bwd_reduce16o: a mask from x needs mgamma, mean and rstd");
     const size_t n = M * (size_t)C;
     int ok = 1;
     float *x = widen16(x16, NULL, n, rt, &ok), *dy = widen16(dy16, mask16, n, rt, &ok);
-    int rc = !ok ? oom16("bn_bwd_reduce16o", e)
-                 : cpu_bn_bwd_reduce(d, s, x, dy, mean, rstd, M, C, part, dgamma, dbeta, e);
+    int rc = !ok ? oom16("bn_bwd_reduce16o", e) : PLUMB_OK;
+    if (!rc && mbeta) rc = mask_from_x(d, s, x, mean, rstd, mgamma, mbeta, dy, M, C, rt, e);
+    if (!rc) rc = cpu_bn_bwd_reduce(d, s, x, dy, mean, rstd, M, C, part, dgamma, dbeta, e);
     free(x), free(dy);
     return rc;
 }
 
 int cpu_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
-                       const uint16_t *mask16, const float *mean, const float *rstd, const float *gamma,
-                       const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e)
+                       const uint16_t *mask16, const float *mbeta, const float *mean, const float *rstd,
+                       const float *gamma, const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt,
+                       plumb_err *e)
 {
     RT16_OK("bn_bwd_data16o");
     NEED(x16 && dy16 && dx16, "bn_bwd_data16o: NULL x16, dy16 or dx16");
+    NEED(!(mask16 && mbeta), "bn_bwd_data16o: both a mask16 and a mask from x (mbeta)");
     const size_t n = M * (size_t)C;
     int ok = 1;
     float *x = widen16(x16, NULL, n, rt, &ok), *dy = widen16(dy16, mask16, n, rt, &ok);
-    int rc = !ok ? oom16("bn_bwd_data16o", e)
-                 : cpu_bn_bwd_data(d, s, x, dy, mean, rstd, gamma, mdy, dy, M, C, rt, e);
+    int rc = !ok ? oom16("bn_bwd_data16o", e) : PLUMB_OK;
+    if (!rc && mbeta) rc = mask_from_x(d, s, x, mean, rstd, gamma, mbeta, dy, M, C, rt, e);
+    if (!rc) rc = cpu_bn_bwd_data(d, s, x, dy, mean, rstd, gamma, mdy, dy, M, C, rt, e);
     if (!rc) mirror16(dy, dx16, n, rt);
     free(x), free(dy);
     return rc;

@@ -854,6 +854,13 @@ struct train_ops {
      * mask16 (may be NULL): a ReLU output [M, C]; where mask16[i] is not > 0
      * the gradient dy16[i] reads as 0 (relu_bwd(mask, dy) applied on the fly,
      * so the masked gradient is never stored).
+     * mbeta (BN backward only; may be NULL, never with mask16): the mask is
+     * this BN's own ReLU output, recomputed from x16 instead of read:
+     * dy16[i] reads as 0 where tv_round(tv_bn_apply(x, mean, rstd, gamma,
+     * mbeta, no z, ReLU), rt) is not > 0, the value bn_apply16o stored in the
+     * forward with the same parameters (so the same mask, bit for bit), one
+     * tensor read less in each of the two backward passes. gamma: the
+     * reduce's mgamma, the data op's gamma.
      *
      * conv2d_fwd16o: conv2d_fwd from x16 (or, x16 NULL, the fp32 x: the
      *   network's input) and w16 [K,R,S,C], y16 [N,P,Q,K].
@@ -880,11 +887,13 @@ struct train_ops {
                        const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C,
                        int relu, dtype_t rt, plumb_err *e);
     int (*bn_bwd_reduce16o)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
-                            const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
-                            float *dgamma, float *dbeta, dtype_t rt, plumb_err *e);
+                            const uint16_t *mask16, const float *mgamma, const float *mbeta, const float *mean,
+                            const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, dtype_t rt,
+                            plumb_err *e);
     int (*bn_bwd_data16o)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
-                          const uint16_t *mask16, const float *mean, const float *rstd, const float *gamma,
-                          const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e);
+                          const uint16_t *mask16, const float *mbeta, const float *mean, const float *rstd,
+                          const float *gamma, const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt,
+                          plumb_err *e);
     int (*add16o)(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
                   uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
     int (*maxpool_fwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16,

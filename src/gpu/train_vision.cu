@@ -109,8 +109,9 @@ static int bn_sums_fix(struct dev *d, struct dev_stream *st, int kind, const flo
  * k_bn_red_final */
 template <typename S, int VW>
 static int bn_sums_fast_t(struct dev *d, struct dev_stream *st, int kind, int NS, const S *x, const S *dy,
-                          const uint16_t *mask, const float *mean, const float *rstd, size_t M, int C, float *out,
-                          float *copy0, float *copy1, int rt, plumb_err *e)
+                          const uint16_t *mask, const float *mgamma, const float *mbeta, const float *mean,
+                          const float *rstd, size_t M, int C, float *out, float *copy0, float *copy1, int rt,
+                          plumb_err *e)
 {
     const int V = bn_vec_ok(x, kind == BV_DY ? (const void *)dy : (const void *)x, C, VW) &&
                           (!mask || !((uintptr_t)mask & 15))
@@ -123,13 +124,17 @@ static int bn_sums_fast_t(struct dev *d, struct dev_stream *st, int kind, int NS
     dim3 grid(g.ncb, g.nby);
     float *part = (float *)ws;
     if (NS == 1 && V == VW)
-        k_bn_red_part<S, VW, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
+        k_bn_red_part<S, VW, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
+                                                          g.RY, part, rt);
     else if (NS == 1)
-        k_bn_red_part<S, 1, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
+        k_bn_red_part<S, 1, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
+                                                          g.RY, part, rt);
     else if (V == VW)
-        k_bn_red_part<S, VW, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
+        k_bn_red_part<S, VW, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
+                                                          g.RY, part, rt);
     else
-        k_bn_red_part<S, 1, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
+        k_bn_red_part<S, 1, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
+                                                          g.RY, part, rt);
     GPU_CHECK_LAUNCH(d, "k_bn_red_part", e);
     const int K = NS * C;
     k_bn_red_final<<<(K + 31) / 32, dim3(32, 8), 0, st->s>>>(part, (int)g.nby, K, C, out, copy0, copy1);
@@ -140,7 +145,8 @@ static int bn_sums_fast(struct dev *d, struct dev_stream *st, int kind, int NS, 
                         const float *mean, const float *rstd, size_t M, int C, float *out, float *copy0,
                         float *copy1, plumb_err *e)
 {
-    return bn_sums_fast_t<float, 4>(d, st, kind, NS, x, dy, NULL, mean, rstd, M, C, out, copy0, copy1, 0, e);
+    return bn_sums_fast_t<float, 4>(d, st, kind, NS, x, dy, NULL, NULL, NULL, mean, rstd, M, C, out, copy0, copy1, 0,
+                                    e);
 }
 
 int g_bn_stats(struct dev *d, dev_stream *s, const float *x, size_t M, int C, const float *mean, void *part,
@@ -302,12 +308,12 @@ static int bn_apply_launch(struct dev *d, cudaStream_t cs, const S *x, const flo
 }
 template <typename S, int V>
 static int bn_bwd_data_launch(struct dev *d, cudaStream_t cs, const S *x, const S *dy, const uint16_t *mask,
-                              const float *mean, const float *rstd, const float *gamma, const float *mdy, float *dx,
-                              uint16_t *dx16, size_t M, int C, int rt, plumb_err *e)
+                              const float *mbeta, const float *mean, const float *rstd, const float *gamma,
+                              const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int rt, plumb_err *e)
 {
     static int per_sm;
     const struct bn_ew g = bn_ew_of(M, C, V, TPB, wave_blocks(d, k_bn_bwd_data<S, V>, &per_sm));
-    k_bn_bwd_data<S, V><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, g.QX,
+    k_bn_bwd_data<S, V><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x, dy, mask, mbeta, mean, rstd, gamma, mdy, dx, dx16, M, C, g.QX,
                                                           rt);
     GPU_CHECK_LAUNCH(d, "k_bn_bwd_data", e);
     return PLUMB_OK;
@@ -350,8 +356,9 @@ static int bn_bwd_data_any(struct dev *d, dev_stream *s, const float *x, const f
     ENTER();
     cudaStream_t cs = gpu_stream(d, s)->s;
     if (C % 4 == 0 && al16(x) && al16(dy) && al16(dx) && (!dx16 || al8(dx16)))
-        return bn_bwd_data_launch<float, 4>(d, cs, x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16, M, C, (int)rt, e);
-    return bn_bwd_data_launch<float, 1>(d, cs, x, dy, NULL, mean, rstd, gamma, mdy, dx, dx16, M, C, (int)rt, e);
+        return bn_bwd_data_launch<float, 4>(d, cs, x, dy, NULL, NULL, mean, rstd, gamma, mdy, dx, dx16, M, C, (int)rt,
+                                            e);
+    return bn_bwd_data_launch<float, 1>(d, cs, x, dy, NULL, NULL, mean, rstd, gamma, mdy, dx, dx16, M, C, (int)rt, e);
 }
 
 int g_bn_bwd_data(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean, const float *rstd,
@@ -643,8 +650,8 @@ int g_bn_stats16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, i
     NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_stats16o: bad shape M=%zu C=%d", d->label, M, C);
     FAST16("bn_stats16o");
     ENTER();
-    return bn_sums_fast_t<uint16_t, 8>(d, gpu_stream(d, s), mean ? BV_SQ : BV_X, 1, x16, NULL, NULL, mean, NULL, M, C,
-                                       (float *)part, NULL, NULL, (int)rt, e);
+    return bn_sums_fast_t<uint16_t, 8>(d, gpu_stream(d, s), mean ? BV_SQ : BV_X, 1, x16, NULL, NULL, NULL, NULL, mean,
+                                       NULL, M, C, (float *)part, NULL, NULL, (int)rt, e);
 }
 
 int g_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
@@ -662,32 +669,36 @@ int g_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float
 }
 
 int g_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
-                       const uint16_t *mask16, const float *mean, const float *rstd, size_t M, int C, void *part,
-                       float *dgamma, float *dbeta, dtype_t rt, plumb_err *e)
+                       const uint16_t *mask16, const float *mgamma, const float *mbeta, const float *mean,
+                       const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, dtype_t rt,
+                       plumb_err *e)
 {
     NEED(x16 && dy16 && mean && rstd && part && dgamma && dbeta, "%s: bn_bwd_reduce16o: NULL argument", d->label);
+    NEED(!(mask16 && mbeta), "%s: bn_bwd_reduce16o: both a mask16 and a mask from x (mbeta)", d->label);
+    NEED(!mbeta || mgamma, "%s: bn_bwd_reduce16o: a mask from x needs mgamma", d->label);
     NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_bwd_reduce16o: bad shape M=%zu C=%d", d->label, M, C);
     FAST16("bn_bwd_reduce16o");
     ENTER();
     /* the sums of dy and dy xhat, the part and the parameter gradients at once */
-    return bn_sums_fast_t<uint16_t, 8>(d, gpu_stream(d, s), BV_DY, 2, x16, dy16, mask16, mean, rstd, M, C,
-                                       (float *)part, dbeta, dgamma, (int)rt, e);
+    return bn_sums_fast_t<uint16_t, 8>(d, gpu_stream(d, s), BV_DY, 2, x16, dy16, mask16, mgamma, mbeta, mean, rstd,
+                                       M, C, (float *)part, dbeta, dgamma, (int)rt, e);
 }
 
 int g_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16, const uint16_t *mask16,
-                     const float *mean, const float *rstd, const float *gamma, const float *mdy, uint16_t *dx16,
-                     size_t M, int C, dtype_t rt, plumb_err *e)
+                     const float *mbeta, const float *mean, const float *rstd, const float *gamma, const float *mdy,
+                     uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e)
 {
     NEED(x16 && dy16 && mean && rstd && gamma && mdy && dx16, "%s: bn_bwd_data16o: NULL argument", d->label);
+    NEED(!(mask16 && mbeta), "%s: bn_bwd_data16o: both a mask16 and a mask from x (mbeta)", d->label);
     NEED(M > 0 && C > 0, "%s: bn_bwd_data16o: bad shape M=%zu C=%d", d->label, M, C);
     FAST16("bn_bwd_data16o");
     ENTER();
     cudaStream_t cs = gpu_stream(d, s)->s;
     if (C % 8 == 0 && v8ok(x16) && v8ok(dy16) && v8ok(mask16) && v8ok(dx16))
-        return bn_bwd_data_launch<uint16_t, 8>(d, cs, x16, dy16, mask16, mean, rstd, gamma, mdy, NULL, dx16, M, C,
-                                               (int)rt, e);
-    return bn_bwd_data_launch<uint16_t, 1>(d, cs, x16, dy16, mask16, mean, rstd, gamma, mdy, NULL, dx16, M, C, (int)rt,
-                                           e);
+        return bn_bwd_data_launch<uint16_t, 8>(d, cs, x16, dy16, mask16, mbeta, mean, rstd, gamma, mdy, NULL, dx16,
+                                               M, C, (int)rt, e);
+    return bn_bwd_data_launch<uint16_t, 1>(d, cs, x16, dy16, mask16, mbeta, mean, rstd, gamma, mdy, NULL, dx16, M, C,
+                                           (int)rt, e);
 }
 
 int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,

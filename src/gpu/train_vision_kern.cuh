@@ -70,6 +70,17 @@ template <int V> __device__ static inline void maskv(const uint16_t *mask, size_
     for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
 }
 
+/* the same mask recomputed from x (train_ops.h, mbeta): g[v] = 0 where this
+ * BN's own ReLU output, the value k_bn_apply stored, is not > 0; mu, rs,
+ * ga, be: the V channels' mean, rstd, gamma and beta */
+template <int V>
+__device__ static inline void maskxv(const float *xv, const float *mu, const float *rs, const float *ga, const float *be,
+                                     float *g, int rt)
+{
+    for (int v = 0; v < V; v++)
+        g[v] = tv_round(tv_bn_apply(xv[v], mu[v], rs[v], ga[v], be[v], NULL, 1), rt) > 0.0f ? g[v] : 0.0f;
+}
+
 enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3 };
 
 /* fast: NS sums per channel in one pass (bn_stats: NS = 1, kind BV_X or
@@ -111,9 +122,9 @@ static inline struct bn_geom bn_geom_of(size_t M, int C, int V)
 }
 
 template <typename S, int V, int NS, int RT, int KIND>
-__device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_t *mask, const float *mean,
-                                          const float *rstd, size_t M, int C, size_t rpb, int QX, int RY, float *part,
-                                          float (*sh)[256 * V], int rt_)
+__device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_t *mask, const float *mgamma,
+                                          const float *mbeta, const float *mean, const float *rstd, size_t M, int C,
+                                          size_t rpb, int QX, int RY, float *part, float (*sh)[256 * V], int rt_)
 {
     const int rt = RT >= 0 ? RT : rt_;
     const int tx = threadIdx.x % QX, ty = threadIdx.x / QX;
@@ -124,10 +135,12 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
     for (int s = 0; s < NS; s++)
         for (int v = 0; v < V; v++) a[s][v] = 0.0f;
     if (c0 < C) {
-        float mu[V], rs[V];
+        float mu[V], rs[V], mg[V], mb[V];
         for (int v = 0; v < V; v++) {
             mu[v] = mean && KIND != BV_X ? mean[c0 + v] : 0.0f;
             rs[v] = rstd && KIND == BV_DY ? rstd[c0 + v] : 0.0f;
+            mg[v] = mbeta && KIND == BV_DY ? mgamma[c0 + v] : 0.0f;
+            mb[v] = mbeta && KIND == BV_DY ? mbeta[c0 + v] : 0.0f;
         }
         /* unrolled for loads in flight; the adds stay in row order */
 #pragma unroll 4
@@ -137,7 +150,8 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
             if (KIND != BV_DY || NS == 2) ldv<V>(x, i, xv, rt);
             if (KIND == BV_DY) {
                 ldv<V>(dy, i, gv, rt);
-                maskv<V>(mask, i, gv, rt);
+                if (mbeta && NS == 2) maskxv<V>(xv, mu, rs, mg, mb, gv, rt);
+                else maskv<V>(mask, i, gv, rt);
             }
             for (int v = 0; v < V; v++) {
                 if (KIND == BV_X) {
@@ -166,17 +180,20 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
 /* the shared block sums declared here, once, for whichever rt copy runs */
 template <typename S, int V, int NS>
 __global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const S *dy, const uint16_t *mask,
-                                                     const float *mean, const float *rstd, size_t M, int C, size_t rpb,
-                                                     int QX, int RY, float *part, int rt)
+                                                     const float *mgamma, const float *mbeta, const float *mean,
+                                                     const float *rstd, size_t M, int C, size_t rpb, int QX, int RY,
+                                                     float *part, int rt)
 {
     __shared__ float sh[NS][256 * V];
     /* kind as a constant too: BV_DY with NS = 2, BV_X or BV_SQ with NS = 1 */
-#define BN_RED_CALL(RTV)                                                                                     \
-    (NS == 2 ? bn_red_rows<S, V, NS, RTV, BV_DY>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh, rt)          \
-     : kind == BV_X ? bn_red_rows<S, V, NS, RTV, BV_X>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh, rt)    \
-                    : bn_red_rows<S, V, NS, RTV, BV_SQ>(x, dy, mask, mean, rstd, M, C, rpb, QX, RY, part, sh, rt))
+#define BN_RED_ARGS x, dy, mask, mgamma, mbeta, mean, rstd, M, C, rpb, QX, RY, part, sh, rt
+#define BN_RED_CALL(RTV)                                                                   \
+    (NS == 2        ? bn_red_rows<S, V, NS, RTV, BV_DY>(BN_RED_ARGS)                       \
+     : kind == BV_X ? bn_red_rows<S, V, NS, RTV, BV_X>(BN_RED_ARGS)                        \
+                    : bn_red_rows<S, V, NS, RTV, BV_SQ>(BN_RED_ARGS))
     RT_DISPATCH(rt, BN_RED_CALL);
 #undef BN_RED_CALL
+#undef BN_RED_ARGS
 }
 /* out[j] (j < K = NS C) = the nb block partials part[b, j] added in block
  * order (8 lanes take every 8th block, then the lanes in lane order);
@@ -267,33 +284,38 @@ __global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, con
  * masked by mask, a 16-bit ReLU output, when given), in the geometry of
  * bn_ew_of; in place (dx16 == dy) each thread loads before it stores */
 template <typename S, int V, int RT>
-__device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const uint16_t *mask, const float *mean,
-                                               const float *rstd, const float *gamma, const float *mdy, float *dx,
-                                               uint16_t *dx16, size_t M, int C, int QX, int rt_)
+__device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const uint16_t *mask, const float *mbeta,
+                                               const float *mean, const float *rstd, const float *gamma,
+                                               const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int QX,
+                                               int rt_)
 {
     const int rt = RT >= 0 ? RT : rt_;
     const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
     if (c0 >= C) return;
-    float mu[V], rs[V], gm[V], m0[V], m1[V];
-    for (int v = 0; v < V; v++)
+    float mu[V], rs[V], gm[V], m0[V], m1[V], mb[V];
+    for (int v = 0; v < V; v++) {
         mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], gm[v] = gamma[c0 + v], m0[v] = mdy[c0 + v], m1[v] = mdy[C + c0 + v];
+        mb[v] = mbeta ? mbeta[c0 + v] : 0.0f;
+    }
     for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
         const size_t i = m * (size_t)C + c0;
         float xa[V], dya[V], o[V];
         ldv<V>(x, i, xa, rt);
         ldv<V>(dy, i, dya, rt);
-        maskv<V>(mask, i, dya, rt);
+        if (mbeta) maskxv<V>(xa, mu, rs, gm, mb, dya, rt);
+        else maskv<V>(mask, i, dya, rt);
         for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), rt);
         if (dx) stv<V>(dx, i, o);
         if (dx16) st16v<V>(dx16, i, o, rt);
     }
 }
 template <typename S, int V>
-__global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mean, const float *rstd,
-                              const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int QX,
-                              int rt)
+__global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mbeta, const float *mean,
+                              const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16,
+                              size_t M, int C, int QX, int rt)
 {
-#define BN_BWD_CALL(RTV) bn_bwd_data_rows<S, V, RTV>(x, dy, mask, mean, rstd, gamma, mdy, dx, dx16, M, C, QX, rt)
+#define BN_BWD_CALL(RTV) \
+    bn_bwd_data_rows<S, V, RTV>(x, dy, mask, mbeta, mean, rstd, gamma, mdy, dx, dx16, M, C, QX, rt)
     RT_DISPATCH(rt, BN_BWD_CALL);
 #undef BN_BWD_CALL
 }

@@ -589,7 +589,8 @@ static void check16(const char *what, const std::vector<uint16_t> &got, const st
 // launches them: V = VW where C allows, else 1
 template <typename S, int VW>
 static void bn_sums(int kind, int NS, const S *x, const S *dy, const uint16_t *mask, const float *mean,
-                    const float *rstd, size_t M, int C, float *out, float *c0, float *c1, int rt)
+                    const float *rstd, size_t M, int C, float *out, float *c0, float *c1, int rt,
+                    const float *mgamma = nullptr, const float *mbeta = nullptr)
 {
     const int V = C % VW == 0 ? VW : 1;
     const bn_geom g = bn_geom_of(M, C, V);
@@ -597,13 +598,13 @@ static void bn_sums(int kind, int NS, const S *x, const S *dy, const uint16_t *m
     float *pp = part.data();
     const dim3 grid(g.ncb, g.nby);
     if (NS == 1 && V == VW)
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 1>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 1>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
     else if (NS == 1)
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 1>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 1>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
     else if (V == VW)
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 2>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 2>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
     else
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 2>(kind, x, dy, mask, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 2>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
     const int K = NS * C;
     launch(dim3((unsigned)((K + 31) / 32)), dim3(256), [&] {
         // k_bn_red_final runs as 32 x 8 threads: the emulator's blocks are 1-D
@@ -704,10 +705,10 @@ static void vision16(size_t M, int C, int rt)
         uint16_t *iop = io.data();
         const uint16_t *x16p = x16.data(), *m16p = mk16.data();
         std::fill(y.begin(), y.end(), NAN);
-        if (V32 == 4) launch(g32, dim3(256), [&] { k_bn_bwd_data<float, 4>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, M, C, q32, rt); });
-        else launch(g32, dim3(256), [&] { k_bn_bwd_data<float, 1>(xp, dyp, nullptr, mp, rp, gp, md, yp, nullptr, M, C, q32, rt); });
-        if (V16 == 8) launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 8>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, M, C, q16, rt); });
-        else launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 1>(x16p, iop, m16p, mp, rp, gp, md, nullptr, iop, M, C, q16, rt); });
+        if (V32 == 4) launch(g32, dim3(256), [&] { k_bn_bwd_data<float, 4>(xp, dyp, nullptr, nullptr, mp, rp, gp, md, yp, nullptr, M, C, q32, rt); });
+        else launch(g32, dim3(256), [&] { k_bn_bwd_data<float, 1>(xp, dyp, nullptr, nullptr, mp, rp, gp, md, yp, nullptr, M, C, q32, rt); });
+        if (V16 == 8) launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 8>(x16p, iop, m16p, nullptr, mp, rp, gp, md, nullptr, iop, M, C, q16, rt); });
+        else launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 1>(x16p, iop, m16p, nullptr, mp, rp, gp, md, nullptr, iop, M, C, q16, rt); });
         std::vector<float> want_dx(n);
         for (size_t i = 0; i < n; i++) {
             const int c = (int)(i % C);
@@ -717,6 +718,36 @@ static void vision16(size_t M, int C, int rt)
         check(what, y.data(), want_dx.data(), n, 0);
         snprintf(what, sizeof what, "bn_bwd_data16o masked, in place M%zu C%d rt%d", M, C, rt);
         check16(what, io, y, rt);
+    }
+    {   // the mask recomputed from x (mbeta): this BN's own ReLU output as k_bn_apply stored it, read as the
+        // mask or recomputed, in the backward's sums and its data pass: the same bits
+        const float *mp = mean.data(), *rp = rstd.data(), *gp = gam.data(), *bp = bet.data(), *md = mdy.data();
+        const uint16_t *x16p = x16.data();
+        std::vector<uint16_t> own(n);
+        uint16_t *ownp = own.data();
+        if (V16 == 8) launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 8>(x16p, mp, rp, gp, bp, nullptr, nullptr, ownp, M, C, q16, 1, rt); });
+        else launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 1>(x16p, mp, rp, gp, bp, nullptr, nullptr, ownp, M, C, q16, 1, rt); });
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++) off += !(from16_rt(own[i], rt) > 0.0f);
+        std::vector<float> sr(2 * C), sx(2 * C);
+        bn_sums<uint16_t, 8>(BV_DY, 2, x16.data(), dy16.data(), ownp, mp, rp, M, C, sr.data(), nullptr, nullptr, rt);
+        bn_sums<uint16_t, 8>(BV_DY, 2, x16.data(), dy16.data(), nullptr, mp, rp, M, C, sx.data(), nullptr, nullptr, rt, gp, bp);
+        snprintf(what, sizeof what, "bn backward sums, own ReLU mask recomputed from x16 M%zu C%d rt%d (%zu of %zu masked)", M, C, rt, off, n);
+        check(what, sx.data(), sr.data(), 2 * (size_t)C, 0);
+        std::vector<uint16_t> ioa = dy16, iob = dy16;
+        uint16_t *ap = ioa.data(), *bq = iob.data();
+        const uint16_t *op = own.data();
+        if (V16 == 8) {
+            launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 8>(x16p, ap, op, nullptr, mp, rp, gp, md, nullptr, ap, M, C, q16, rt); });
+            launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 8>(x16p, bq, nullptr, bp, mp, rp, gp, md, nullptr, bq, M, C, q16, rt); });
+        } else {
+            launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 1>(x16p, ap, op, nullptr, mp, rp, gp, md, nullptr, ap, M, C, q16, rt); });
+            launch(g16, dim3(256), [&] { k_bn_bwd_data<uint16_t, 1>(x16p, bq, nullptr, bp, mp, rp, gp, md, nullptr, bq, M, C, q16, rt); });
+        }
+        const int ok = ioa == iob && off > 0 && off < n;
+        printf("%s bn_bwd_data16o own ReLU mask recomputed from x16 M%zu C%d rt%d: %s\n", ok ? "ok  " : "FAIL", M, C, rt,
+               ok ? "the read mask's bits" : "differs (or the mask is all or nothing)");
+        ok ? g_pass++ : g_fail++;
     }
     {   // add: a + b masked, in place into a
         const float *ap = z.data(), *bp = dym.data();

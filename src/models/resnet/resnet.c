@@ -325,6 +325,7 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
     m->has16 = precision != DT_F32 && T->conv2d_fwd16 && T->conv2d_bwd_data16 && T->conv2d_bwd_filter16 &&
                T->bn_apply16 && T->bn_bwd_data16 && d->ops->cast;
     if (!rc) rc = resnet16_wanted(d, precision, &m->act16, e);
+    if (!rc) rc = resnet16_mask_self(&m->mask_self, e);
     if (m->act16) m->has16 = 0; /* no mirrors: the 16-bit tensors are the activations */
     /* ---- buffers ---- */
     const size_t fs = sizeof(float), MB = (size_t)max_batch;
@@ -808,7 +809,8 @@ static int conv_dgrad(struct step *st, const struct rconv *cv, const float *dy, 
  * dx (may be dy) and, with mirrors, dx16 (may be NULL); gamma / beta
  * gradients (per shard with fold) */
 int rn_bn_backward(struct step *st, struct rbn *bn, const float *x, const uint16_t *x16, const float *dy,
-                   const uint16_t *dy16, const uint16_t *mask16, float *dx, uint16_t *dx16, int HW, plumb_err *e)
+                   const uint16_t *dy16, const uint16_t *mask16, int own_relu, float *dx, uint16_t *dx16, int HW,
+                   plumb_err *e)
 {
     struct resnet_model *m = st->m;
     const struct train_ops *T = m->T;
@@ -816,14 +818,18 @@ int rn_bn_backward(struct step *st, struct rbn *bn, const float *x, const uint16
     const size_t M = (size_t)st->B * HW;
     const int64_t count = st->synced ? st->gvalid * HW : (int64_t)M;
     if (st->a16) { /* never folding: the parameter gradients in the statistics' pass */
+        /* this BN's own ReLU mask from x16 and the forward's parameters (unchanged until the update) */
+        const float *mbeta = own_relu && m->mask_self ? m->params + bn->beta : NULL;
+        if (mbeta) mask16 = NULL;
         int rc = !M ? rn_zero_part(st, 2 * bn->C, e)
-                    : T->bn_bwd_reduce16o(d, NULL, x16, dy16, mask16, bn->mean, bn->rstd, M, bn->C, m->part,
-                                          m->grads + bn->gamma, m->grads + bn->beta, m->prec, e);
+                    : T->bn_bwd_reduce16o(d, NULL, x16, dy16, mask16, m->params + bn->gamma, mbeta, bn->mean,
+                                          bn->rstd, M, bn->C, m->part, m->grads + bn->gamma, m->grads + bn->beta,
+                                          m->prec, e);
         if (!rc) rc = rn_sync_part(st, 2 * bn->C, e);
         if (!rc) rc = T->bn_mean(d, NULL, m->part, 2 * bn->C, count, m->mdy, e);
         if (!rc && M)
-            rc = T->bn_bwd_data16o(d, NULL, x16, dy16, mask16, bn->mean, bn->rstd, m->params + bn->gamma, m->mdy,
-                                   dx16, M, bn->C, m->prec, e);
+            rc = T->bn_bwd_data16o(d, NULL, x16, dy16, mask16, mbeta, bn->mean, bn->rstd, m->params + bn->gamma,
+                                   m->mdy, dx16, M, bn->C, m->prec, e);
         return rc;
     }
     /* not folding, the parameter gradients are over the same M rows as the
@@ -872,7 +878,7 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
     if (!rc && k->proj) {
         float *t = NULL;
         rc = slot_take(m, &t, e);
-        if (!rc) rc = rn_bn_backward(st, &k->sbn, k->sx, NULL, gout, NULL, NULL, t, m->g16, k->sc.g.P * k->sc.g.Q, e);
+        if (!rc) rc = rn_bn_backward(st, &k->sbn, k->sx, NULL, gout, NULL, NULL, 0, t, m->g16, k->sc.g.P * k->sc.g.Q, e);
         if (!rc) rc = slot_take(m, &shortg, e);
         if (!rc) rc = conv_dgrad(st, &k->sc, t, m->g16, shortg, e);
         if (!rc) rc = conv_wgrad(st, &k->sc, k->in, k->in16, t, m->g16, e);
@@ -883,7 +889,7 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
     }
     /* m->g16: the mirror of each BN backward's dx, read by the two
      * convolutions right after it (one at a time, in stream order) */
-    if (!rc) rc = rn_bn_backward(st, &k->bn[L], k->cx[L], NULL, gout, NULL, NULL, g2, m->g16, gl->P * gl->Q, e);
+    if (!rc) rc = rn_bn_backward(st, &k->bn[L], k->cx[L], NULL, gout, NULL, NULL, 0, g2, m->g16, gl->P * gl->Q, e);
     for (int i = L; i >= 0 && !rc; i--) {
         /* g2 = d cx[i] (its mirror in m->g16) */
         const float *x = i ? k->ax[i - 1] : k->in;
@@ -898,7 +904,7 @@ static int block_backward(struct step *st, struct rblock *k, float *gout, float 
             const struct train_conv *gi = &k->conv[i - 1].g;
             size_t n = (size_t)st->B * gi->P * gi->Q * gi->K;
             if (n) rc = T->relu_bwd(d, NULL, k->ax[i - 1], nx, nx, n, e);
-            if (!rc) rc = rn_bn_backward(st, &k->bn[i - 1], k->cx[i - 1], NULL, nx, NULL, NULL, nx, m->g16, gi->P * gi->Q, e);
+            if (!rc) rc = rn_bn_backward(st, &k->bn[i - 1], k->cx[i - 1], NULL, nx, NULL, NULL, 0, nx, m->g16, gi->P * gi->Q, e);
         }
     }
     const struct train_conv *g0 = &k->conv[0].g;
@@ -941,7 +947,7 @@ static int trunk_backward(struct step *st, plumb_err *e)
         g = t;
     }
     if (!rc && nst) rc = T->relu_bwd(d, NULL, m->stem_a, g, g, nst, e);
-    if (!rc) rc = rn_bn_backward(st, &m->stem_bn, m->stem_c, NULL, g, NULL, NULL, g, m->g16, shw, e);
+    if (!rc) rc = rn_bn_backward(st, &m->stem_bn, m->stem_c, NULL, g, NULL, NULL, 0, g, m->g16, shw, e);
     if (!rc) rc = conv_wgrad(st, &m->stem, m->in_x, NULL, g, m->g16, e);
     if (!rc) rc = rn_grad_ready(st, m->nblocks + 1, 0, m->stem_end, e);
     slot_give(m, g);

@@ -19,7 +19,9 @@
  *
  * ReLU masks are never stored: the BN backward and the residual add read
  * the gradient of a BN + ReLU output masked by that output (mask16), as
- * relu_bwd would have stored it.
+ * relu_bwd would have stored it. A BN whose ReLU follows it directly (the
+ * stem's, a block's inner ones) has the mask recomputed from its input x16
+ * instead (rn_bn_backward's own_relu; PLUMB_RESNET_MASK_FROM_X=0 reads it).
  *
  * Golden numerics and golden data-parallel folding need the fp32 activations:
  * a model made for the 16-bit pipeline refuses a golden step (resnet.c). */
@@ -36,6 +38,18 @@ int resnet16_ops(const struct train_ops *T)
     return T && T->conv2d_fwd16o && T->conv2d_bwd_data16o && T->conv2d_bwd_filter16o && T->bn_stats16o &&
            T->bn_apply16o && T->bn_bwd_reduce16o && T->bn_bwd_data16o && T->add16o && T->maxpool_fwd16o &&
            T->maxpool_bwd16o;
+}
+
+int resnet16_mask_self(int *on, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_RESNET_MASK_FROM_X");
+    *on = !(v && !strcmp(v, "0"));
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        return err_set(e, PLUMB_EUSAGE,
+                       "PLUMB_RESNET_MASK_FROM_X=%s: expected 1 (the BN backward recomputes its own ReLU's mask) or 0 "
+                       "(it reads the stored ReLU output)",
+                       v);
+    return PLUMB_OK;
 }
 
 int resnet16_wanted(struct dev *d, dtype_t prec, int *want, plumb_err *e)
@@ -170,7 +184,7 @@ static int block_backward(struct step *st, struct rblock *k, uint16_t *gout, uin
         uint16_t *t = NULL;
         rc = slot_take(m, &t, e);
         if (!rc)
-            rc = rn_bn_backward(st, &k->sbn, NULL, k->sx16, NULL, gout, k->out16, NULL, t, k->sc.g.P * k->sc.g.Q, e);
+            rc = rn_bn_backward(st, &k->sbn, NULL, k->sx16, NULL, gout, k->out16, 0, NULL, t, k->sc.g.P * k->sc.g.Q, e);
         if (!rc) rc = slot_take(m, &shortg, e);
         if (!rc) rc = conv_dgrad(st, &k->sc, t, shortg, e);
         if (!rc) rc = conv_wgrad(st, &k->sc, NULL, k->in16, t, e);
@@ -180,7 +194,7 @@ static int block_backward(struct step *st, struct rblock *k, uint16_t *gout, uin
     } else {
         rc = slot_take(m, &g2, e);
     }
-    if (!rc) rc = rn_bn_backward(st, &k->bn[L], NULL, k->cx16[L], NULL, gout, k->out16, NULL, g2, gl->P * gl->Q, e);
+    if (!rc) rc = rn_bn_backward(st, &k->bn[L], NULL, k->cx16[L], NULL, gout, k->out16, 0, NULL, g2, gl->P * gl->Q, e);
     for (int i = L; i >= 0 && !rc; i--) {
         /* g2 = d cx[i] */
         const uint16_t *x16 = i ? k->ax16[i - 1] : k->in16;
@@ -192,7 +206,7 @@ static int block_backward(struct step *st, struct rblock *k, uint16_t *gout, uin
         g2 = nx;
         if (!rc && i) {
             const struct train_conv *gi = &k->conv[i - 1].g;
-            rc = rn_bn_backward(st, &k->bn[i - 1], NULL, k->cx16[i - 1], NULL, nx, k->ax16[i - 1], NULL, nx,
+            rc = rn_bn_backward(st, &k->bn[i - 1], NULL, k->cx16[i - 1], NULL, nx, k->ax16[i - 1], 1, NULL, nx,
                                 gi->P * gi->Q, e);
         }
     }
@@ -234,7 +248,7 @@ int resnet16_trunk_backward(struct step *st, plumb_err *e)
         slot_give(m, g);
         g = t;
     }
-    if (!rc) rc = rn_bn_backward(st, &m->stem_bn, NULL, m->stem_c16, NULL, g, m->stem_a16, NULL, g, shw, e);
+    if (!rc) rc = rn_bn_backward(st, &m->stem_bn, NULL, m->stem_c16, NULL, g, m->stem_a16, 1, NULL, g, shw, e);
     if (!rc) rc = conv_wgrad(st, &m->stem, m->in_x, NULL, g, e);
     if (!rc) rc = rn_grad_ready(st, m->nblocks + 1, 0, m->stem_end, e);
     slot_give(m, g);

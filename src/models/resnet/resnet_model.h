@@ -89,6 +89,7 @@ struct resnet_model {
     /* 16-bit activations (resnet16.c): chosen at create, then the fp32
      * activations and gradient slots are not allocated */
     int act16;
+    int mask_self; /* the BN backward recomputes its own ReLU's mask from x16 (PLUMB_RESNET_MASK_FROM_X) */
     uint16_t *stem_c16, *pool16;     /* stem conv output, max-pool output */
     uint16_t *slot16[N_SLOTS];       /* activation-gradient buffers [max_act] */
     int slot16_used[N_SLOTS];
@@ -124,9 +125,16 @@ int rn_grad_ready(struct step *st, int k, size_t off, size_t len, plumb_err *e);
 int rn_bn_forward(struct step *st, struct rbn *bn, const float *x, const uint16_t *x16, float *y, uint16_t *y16,
                   int HW, const float *z, const uint16_t *z16, int relu, plumb_err *e);
 /* BN backward: dy [B, HW, C] -> dx (may be dy); the 16-bit pipeline reads
- * x16 and dy16 masked by mask16 (a ReLU output, may be NULL) into dx16 */
+ * x16 and dy16 masked by mask16 (a ReLU output, may be NULL) into dx16.
+ * own_relu: mask16 is this BN's own ReLU output (no residual before the
+ * ReLU), which the ops may recompute from x16 instead of reading it
+ * (m->mask_self; train_ops.h's mbeta) */
 int rn_bn_backward(struct step *st, struct rbn *bn, const float *x, const uint16_t *x16, const float *dy,
-                   const uint16_t *dy16, const uint16_t *mask16, float *dx, uint16_t *dx16, int HW, plumb_err *e);
+                   const uint16_t *dy16, const uint16_t *mask16, int own_relu, float *dx, uint16_t *dx16, int HW,
+                   plumb_err *e);
+/* from PLUMB_RESNET_MASK_FROM_X (unset, "" or "1": recompute; "0": read the
+ * stored ReLU output; anything else PLUMB_EUSAGE) */
+int resnet16_mask_self(int *on, plumb_err *e);
 
 /* resnet16.c: the 16-bit pipeline */
 int resnet16_ops(const struct train_ops *T);
