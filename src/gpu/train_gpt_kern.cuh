@@ -32,6 +32,16 @@ __device__ static inline float fast_gelu_grad(float x)
 __device__ static inline uint16_t to16_of(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
 /* the value of rt's 16-bit bits h (exact) */
 __device__ static inline float from16_of(uint16_t h, int rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
+/* the eight rt 16-bit values of one 16-byte load, as floats (element 2k in
+ * the low half of word k) */
+__device__ static inline void from16x8_of(uint4 a, float *v, int rt)
+{
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+    for (int k = 0; k < 4; k++) {
+        v[2 * k] = from16_of((uint16_t)(w[k] & 0xffffu), rt);
+        v[2 * k + 1] = from16_of((uint16_t)(w[k] >> 16), rt);
+    }
+}
 /* element i of a tensor given as fp32 (x16 NULL) or as t16's 16-bit values */
 __device__ static inline float ld_any(const float *x, const uint16_t *x16, size_t i, int t16)
 {
@@ -64,12 +74,7 @@ __global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int
             const size_t i = (size_t)b * N + n;
             float v[V];
             if (V == 8 && src16) {
-                const uint4 a = *(const uint4 *)(src16 + i);
-                const uint32_t w[4] = {a.x, a.y, a.z, a.w};
-                for (int k = 0; k < 4; k++) {
-                    v[2 * k] = from16_of((uint16_t)(w[k] & 0xffffu), rt);
-                    v[2 * k + 1] = from16_of((uint16_t)(w[k] >> 16), rt);
-                }
+                from16x8_of(*(const uint4 *)(src16 + i), v, rt);
             } else if (V == 8) {
                 const float4 a = *(const float4 *)(dy + i), a1 = *(const float4 *)(dy + i + 4);
                 v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = a1.x, v[5] = a1.y, v[6] = a1.z, v[7] = a1.w;
@@ -595,14 +600,9 @@ template <int V> __global__ void k_residual16(const float *a, const uint16_t *b1
     const size_t nv = n / V;
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < nv; j += (size_t)gridDim.x * blockDim.x) {
         if (V == 8) {
-            const uint4 h = *(const uint4 *)(b16 + 8 * j);
             const float4 a0 = *(const float4 *)(a + 8 * j), a1 = *(const float4 *)(a + 8 * j + 4);
-            const uint32_t w[4] = {h.x, h.y, h.z, h.w};
             float b[8];
-            for (int k = 0; k < 4; k++) {
-                b[2 * k] = from16_of((uint16_t)(w[k] & 0xffffu), rt);
-                b[2 * k + 1] = from16_of((uint16_t)(w[k] >> 16), rt);
-            }
+            from16x8_of(*(const uint4 *)(b16 + 8 * j), b, rt);
             *(float4 *)(y + 8 * j) = make_float4(a0.x + b[0], a0.y + b[1], a0.z + b[2], a0.w + b[3]);
             *(float4 *)(y + 8 * j + 4) = make_float4(a1.x + b[4], a1.y + b[5], a1.z + b[6], a1.w + b[7]);
         } else {
