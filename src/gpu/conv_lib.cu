@@ -168,8 +168,7 @@ static int get_handle(struct dev *d, mio_handle_t *h, plumb_err *e)
 }
 
 static int make_plan(struct dev *d, mio_handle_t h, struct dev_stream *st, struct plan *p, const void *a, const void *b,
-                     void *out,
-                     plumb_err *e)
+                     void *out, plumb_err *e)
 {
     (void)st; /* MIOpen's Find keeps its own ranking (not retimed: no AMD GPU to measure it on) */
     const struct train_conv *g = &p->key.g;
@@ -497,8 +496,7 @@ out:
 }
 
 static int make_plan(struct dev *d, cdn_handle_t h, struct dev_stream *st, struct plan *p, const void *a, const void *b,
-                     void *out,
-                     plumb_err *e)
+                     void *out, plumb_err *e)
 {
     const struct train_conv *g = &p->key.g;
     const int rt = p->key.rt;

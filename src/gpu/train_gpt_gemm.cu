@@ -392,13 +392,17 @@ int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
  * where every pointer is 16-byte aligned, else one */
 static void launch_gelu16(cudaStream_t s, const uint16_t *pre16, uint16_t *y16, size_t n, int rt)
 {
-    if (!(((uintptr_t)pre16 | (uintptr_t)y16) & 15)) k_gelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
-    else k_gelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
+    if (!(((uintptr_t)pre16 | (uintptr_t)y16) & 15))
+        k_gelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
+    else
+        k_gelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(pre16, y16, n, rt);
 }
 static void launch_dgelu16(cudaStream_t s, const float *dx, const uint16_t *pre16, uint16_t *dx16, size_t n, int rt)
 {
-    if (!(((uintptr_t)dx | (uintptr_t)pre16 | (uintptr_t)dx16) & 15)) k_dgelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
-    else k_dgelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
+    if (!(((uintptr_t)dx | (uintptr_t)pre16 | (uintptr_t)dx16) & 15))
+        k_dgelu16<8><<<gpu_grid(n / 8 ? n / 8 : 1, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
+    else
+        k_dgelu16<1><<<gpu_grid(n, TPB), TPB, 0, s>>>(dx, pre16, dx16, n, rt);
 }
 /* the linear layers' widening (train_linear.cu) over n values as one row each */
 int tg_widen16(struct dev *d, struct dev_stream *st, const uint16_t *x16, float *y, size_t n, int rt, plumb_err *e)

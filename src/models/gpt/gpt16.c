@@ -24,6 +24,7 @@
  * device's ops allow it; "0" the fp32 path (for measurements side by side);
  * anything else an error at create. */
 #include "core/dtype.h"
+#include "core/envswitch.h"
 #include "dev/dev.h"
 #include "models/gpt/gpt_model.h"
 #include <stdlib.h>
@@ -37,11 +38,11 @@ static int has_ops16(const struct train_ops *T)
 
 int gpt16_wanted(const struct gpt_model *m, int *want, plumb_err *e)
 {
-    const char *v = getenv("PLUMB_GPT_ACT16");
+    int on;
     *want = 0;
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return err_set(e, PLUMB_EUSAGE, "PLUMB_GPT_ACT16=%s: expected 1 (the 16-bit pipeline where it applies) or 0", v);
-    *want = !(v && !strcmp(v, "0")) && m->prec != DT_F32 && has_ops16(m->T) && m->d->ops->cast;
+    int rc = env_switch("PLUMB_GPT_ACT16", "the 16-bit pipeline where it applies", &on, e);
+    if (rc) return rc;
+    *want = on && m->prec != DT_F32 && has_ops16(m->T) && m->d->ops->cast;
     return PLUMB_OK;
 }
 

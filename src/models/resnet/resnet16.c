@@ -26,6 +26,7 @@
  * Golden numerics and golden data-parallel folding need the fp32 activations:
  * a model made for the 16-bit pipeline refuses a golden step (resnet.c). */
 #include "core/dtype.h"
+#include "core/envswitch.h"
 #include "dev/dev.h"
 #include "models/resnet/resnet_model.h"
 #include <stdlib.h>
@@ -42,24 +43,16 @@ int resnet16_ops(const struct train_ops *T)
 
 int resnet16_mask_self(int *on, plumb_err *e)
 {
-    const char *v = getenv("PLUMB_RESNET_MASK_FROM_X");
-    *on = !(v && !strcmp(v, "0"));
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return err_set(e, PLUMB_EUSAGE,
-                       "PLUMB_RESNET_MASK_FROM_X=%s: expected 1 (the BN backward recomputes its own ReLU's mask) or 0 "
-                       "(it reads the stored ReLU output)",
-                       v);
-    return PLUMB_OK;
+    return env_switch("PLUMB_RESNET_MASK_FROM_X", "the BN backward recomputes its own ReLU's mask", on, e);
 }
 
 int resnet16_wanted(struct dev *d, dtype_t prec, int *want, plumb_err *e)
 {
-    const char *v = getenv("PLUMB_RESNET_ACT16");
+    int on;
     *want = 0;
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return err_set(e, PLUMB_EUSAGE, "PLUMB_RESNET_ACT16=%s: expected 1 (the 16-bit pipeline where it applies) or 0",
-                       v);
-    *want = !(v && !strcmp(v, "0")) && prec != DT_F32 && d->numerics == NUMERICS_FAST &&
+    int rc = env_switch("PLUMB_RESNET_ACT16", "the 16-bit pipeline where it applies", &on, e);
+    if (rc) return rc;
+    *want = on && prec != DT_F32 && d->numerics == NUMERICS_FAST &&
             resnet16_ops(d->ops->train) && d->ops->cast;
     return PLUMB_OK;
 }
