@@ -9,7 +9,8 @@
 #           and (PLUMB_CONV_LOG) each cuDNN plan's deterministic algorithm
 #           against the fastest of any kind, summed per direction;
 #   r152    plumb bench resnet, resnet152 at 224, fp32 and bf16, batch 64
-#           (the source documents' single-GPU table shape).
+#           (the source documents' single-GPU table shape), with PLUMB_CONV_LOG
+#           (which algorithm each plan pinned, and its retimed time).
 # Figures for BENCHMARKS.md's gpt and resnet sections. At most
 # HEADLINE_BUDGET_S seconds (default 200), every step under `timeout`.
 # HEADLINE_ONLY=REGEX runs only the steps whose names match (bash =~), and
@@ -96,6 +97,6 @@ for d, (n, a, b) in sorted(tot.items()):
     print("resnet50 cudnn %s: %d plans, deterministic algorithms %.3f ms, fastest of any kind %.3f ms (Find times, one call each)" % (d, n, a, b))
 if not tot: print("resnet50 cudnn: no PLUMB_CONV_LOG lines")
 PY
-step r152 90 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 30 --warmup 5 \
+step r152 90 env PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 30 --warmup 5 \
   --leak-steps 0 --json "$D/r152.json"
 log "gpu-headline: $((SECONDS - T0)) s of $BUDGET"
