@@ -31,10 +31,12 @@ for w in 32 64; do
   nr=$(grep -cE '^ok .*residual16' "$TMP/out$w")
   # the BN backward's own ReLU mask recomputed from x16: 5 shapes x (sums, data)
   no=$(grep -cE '^ok .*own ReLU mask recomputed' "$TMP/out$w")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 80 ] && [ "$ns" -ge 15 ] && [ "$ng" -ge 12 ] && [ "$nc" -ge 15 ] && [ "$nr" -ge 4 ] && [ "$no" -ge 10 ]; then
+  # attention's row dots D (k_flash_bwd_pre) against their stated order: 4 attention shapes and HS 36
+  nd=$(grep -cE '^ok .*row dots D' "$TMP/out$w")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 80 ] && [ "$ns" -ge 15 ] && [ "$ng" -ge 12 ] && [ "$nc" -ge 15 ] && [ "$nr" -ge 4 ] && [ "$no" -ge 10 ] && [ "$nd" -ge 5 ]; then
     ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'); vision 16-bit: $nv)"
   else
-    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected; $ng gelu16, 12; $nc colsum, 15; $nr residual16, 4; $no own-ReLU masks, 10)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
+    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected; $ng gelu16, 12; $nc colsum, 15; $nr residual16, 4; $no own-ReLU masks, 10; $nd row dots, 5)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
   fi
 done
 # the tensor-core attention kernels (gpu/train_gpt_attn_tc.cuh) under the
@@ -53,10 +55,12 @@ else
   n16=$(grep -c "^ok   mma attention.*16-bit storage: the fp32 storage's bits" "$TMP/outtc")
   # mma2 on 16-bit storage (the default kernels of the gpt 16-bit pipeline): the fp32 storage's bits, 12 shapes
   n216=$(grep -c "^ok   mma2 attention.*16-bit storage: the fp32 storage's bits" "$TMP/outtc")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 48 ] && [ "$nm2" -ge 90 ] && [ "$n16" -ge 8 ] && [ "$n216" -ge 12 ]; then
-    ok "tensor-core attention (WMMA and mma.sync, $nm mma ($n16 on 16-bit storage), $nm2 mma2 ($n216 on 16-bit storage) checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
+  # mma2 reading the 16-bit qkv and dout in place (T a multiple of 128, HS 64): 2 shapes
+  nin=$(grep -c "^ok   mma2 attention.*16-bit storage read in place" "$TMP/outtc")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nm" -ge 48 ] && [ "$nm2" -ge 90 ] && [ "$n16" -ge 8 ] && [ "$n216" -ge 12 ] && [ "$nin" -ge 2 ]; then
+    ok "tensor-core attention (WMMA and mma.sync, $nm mma ($n16 on 16-bit storage), $nm2 mma2 ($n216 on 16-bit storage, $nin read in place) checks): $(tail -n 1 "$TMP/outtc") ($(grep -m1 'B2 T100 NH2 HS64 (HSM 64) bf16 dq' "$TMP/outtc" | sed -E 's/.*(norm-wise [^,]+).*/dq \1/'))"
   else
-    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 48 expected; $n16 on 16-bit storage, 8; $nm2 mma2, 90 expected; $n216 mma2 on 16-bit storage, 12)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
+    fail "tensor-core attention kernels against the float64 reference ($nm mma checks passed, 48 expected; $n16 on 16-bit storage, 8; $nm2 mma2, 90 expected; $n216 mma2 on 16-bit storage, 12; $nin read in place, 2)" "$(grep -v '^ok' "$TMP/outtc" | head -5)"
   fi
 fi
 finish

@@ -203,6 +203,65 @@ static void ops_case(dtype_t rt)
 TEST(gpt16_ops_bf16) { ops_case(DT_BF16); }
 TEST(gpt16_ops_fp16) { ops_case(DT_F16); }
 
+/* attention_fwd16 / attention_bwd16 at shapes where CUDA's pipelined mma.sync
+ * kernels read the 16-bit qkv and dout in place (T a multiple of 128, head
+ * width 64: gpu/train_gpt_attn.cu's mma2_direct_ok), several images and
+ * heads: the fp32 ops' bits, and the same bits with PLUMB_GPT_ATTN_DIRECT=0
+ * (the head-major copies first); any other value of it is refused, named,
+ * on CUDA (the only backend that reads it) */
+static void attn16_case(dtype_t rt, int B, int TT, int NH, int HS)
+{
+    struct dev *d = open_fast();
+    if (!d) TEST_SKIP("device %s has no 16-bit gpt ops", test_device());
+    const struct train_ops *T = d->ops->train;
+    plumb_err e = {0};
+    const size_t NA = (size_t)B * TT * NH * HS, NL = (size_t)B * NH * TT;
+    struct t16 qkv, out, lse, dout, dqkv;
+    int ok = !alloc_t(d, &qkv, 3 * NA, 1, -1.5f, 1.5f, rt) && !alloc_t(d, &out, NA, 0, 0, 0, rt) &&
+             !alloc_t(d, &lse, NL, 0, 0, 0, rt) && !alloc_t(d, &dout, NA, 1, -1, 1, rt) &&
+             !alloc_t(d, &dqkv, 3 * NA, 0, 0, 0, rt);
+    REQUIRE(ok);
+    float *a = malloc(3 * NA * sizeof(float)), *b = malloc(3 * NA * sizeof(float)), *c = malloc(3 * NA * sizeof(float));
+    float *la = malloc(NL * sizeof(float)), *lb = malloc(NL * sizeof(float));
+    REQUIRE(a && b && c && la && lb);
+    /* the fp32 ops */
+    int rc = T->attention_fwd(d, NULL, qkv.d, out.d, lse.d, B, TT, NH, HS, rt, &e);
+    CHECK_MSG(rc == 0, "attention_fwd: %s", e.msg);
+    fetch(d, &out, a, NULL, rt);
+    fetch(d, &lse, la, NULL, rt);
+    rc = T->attention_bwd(d, NULL, qkv.d, out.d, lse.d, dout.d, dqkv.d, B, TT, NH, HS, rt, &e);
+    CHECK_MSG(rc == 0, "attention_bwd: %s", e.msg);
+    fetch(d, &dqkv, c, NULL, rt);
+    const char *how[] = {NULL, "0", "1"};
+    for (int k = 0; k < 3; k++) {
+        char *keep = env_push("PLUMB_GPT_ATTN_DIRECT", how[k]);
+        rc = T->attention_fwd16(d, NULL, qkv.d16, out.d16, lse.d, B, TT, NH, HS, rt, &e);
+        CHECK_MSG(rc == 0, "attention_fwd16 (PLUMB_GPT_ATTN_DIRECT %s): %s", how[k] ? how[k] : "unset", e.msg);
+        fetch(d, &out, NULL, b, rt);
+        compare(k == 1 ? "attention_fwd16 out (copies)" : "attention_fwd16 out", a, b, NA, 1, 0, rt);
+        fetch(d, &lse, lb, NULL, rt);
+        compare(k == 1 ? "attention_fwd16 lse (copies)" : "attention_fwd16 lse", la, lb, NL, 1, 0, rt);
+        rc = T->attention_bwd16(d, NULL, qkv.d16, out.d16, lse.d, dout.d16, dqkv.d16, B, TT, NH, HS, rt, &e);
+        CHECK_MSG(rc == 0, "attention_bwd16 (PLUMB_GPT_ATTN_DIRECT %s): %s", how[k] ? how[k] : "unset", e.msg);
+        fetch(d, &dqkv, NULL, b, rt);
+        compare(k == 1 ? "attention_bwd16 dqkv (copies)" : "attention_bwd16 dqkv", c, b, 3 * NA, 1, 0, rt);
+        env_restore("PLUMB_GPT_ATTN_DIRECT", keep);
+    }
+    if (!strncmp(test_device(), "cuda", 4)) {
+        char *keep = env_push("PLUMB_GPT_ATTN_DIRECT", "yes");
+        rc = T->attention_fwd16(d, NULL, qkv.d16, out.d16, lse.d, B, TT, NH, HS, rt, &e);
+        env_restore("PLUMB_GPT_ATTN_DIRECT", keep);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_ATTN_DIRECT=yes"), "PLUMB_GPT_ATTN_DIRECT=yes: rc %d (%s)",
+                  rc, e.msg);
+    }
+    free(a), free(b), free(c), free(la), free(lb);
+    struct t16 *all[] = {&qkv, &out, &lse, &dout, &dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
+    dev_close(d);
+}
+TEST(gpt16_attention_in_place_bf16) { attn16_case(DT_BF16, 2, 256, 2, 64); }
+TEST(gpt16_attention_in_place_fp16) { attn16_case(DT_F16, 1, 384, 3, 64); }
+
 /* gpt-tiny, 6 steps of 4 x 64 through the trainer, PLUMB_GPT_ACT16 = v */
 static int tiny_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
 {

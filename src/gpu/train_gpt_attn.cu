@@ -220,6 +220,33 @@ static int mma2_to16(struct dev *d, struct dev_stream *st, const S *src, uint16_
  * one op at a time): parts of B NH Tp HSM values, Tp = T rounded up to the
  * largest tile, so every tile the kernels copy lies inside */
 static inline int mma2_tp(int T) { return (T + tcattn::M2TP - 1) / tcattn::M2TP * tcattn::M2TP; }
+/* part p of k_mma2_to16's copies at h: [B NH][Tp][HSM] */
+static inline tcattn::m2rows mma2_copy_rows(const uint16_t *h, int p, int B, int NH, int Tp, int HSM)
+{
+    const size_t part = (size_t)B * NH * Tp * HSM;
+    return tcattn::m2rows{h + p * part, (size_t)HSM, (size_t)NH * Tp * HSM, (size_t)Tp * HSM};
+}
+/* the kernels read 16-bit activations in place (no k_mma2_to16 pass) where
+ * every tile they load lies inside the tensor and every 16-byte copy is
+ * aligned: T a multiple of the largest tile (so Tp = T: no rows past T),
+ * the head exactly HSM wide (no zero columns to supply), rows and heads
+ * starting on 16 bytes; and PLUMB_GPT_ATTN_DIRECT is not 0 (1 or unset: in
+ * place; 0: always the copies, for timing the two side by side) */
+static int mma2_direct_ok(struct dev *d, const void *src, size_t ld, int T, int HS, int HSM, int *ok, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_GPT_ATTN_DIRECT");
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN_DIRECT=%s: expected 0 (copy q, k, v, dout to head-major "
+                       "16-bit rows first) or 1 (read them in place where the shapes allow; the default)", d->label, v);
+    *ok = !(v && !strcmp(v, "0")) && T % tcattn::M2TP == 0 && HS == HSM && ld % 8 == 0 && HS % 8 == 0 &&
+          !((uintptr_t)src % 16);
+    return PLUMB_OK;
+}
+/* part p (q 0, k 1, v 2) of a 16-bit qkv [B, T, 3C], or dout [B, T, C] (p 0, ld C), in place */
+static inline tcattn::m2rows mma2_direct_rows(const uint16_t *src, int p, size_t ld, int T, int NH, int HS)
+{
+    return tcattn::m2rows{src + (size_t)p * NH * HS, ld, (size_t)T * ld, (size_t)HS};
+}
 
 /* S: the storage of qkv, out, dout, dqkv, as mma_fwd / mma_bwd */
 template <typename E, int HSM, typename S>
@@ -227,15 +254,22 @@ static int mma2_fwd(struct dev *d, struct dev_stream *st, const S *qkv, S *out, 
                     int HS, float scale, int rt, plumb_err *e)
 {
     const int Tp = mma2_tp(T);
-    const size_t part = (size_t)B * NH * Tp * HSM;
-    void *ws;
-    int rc = tws_get(d, 1, 3 * part * sizeof(uint16_t), &ws, e);
-    uint16_t *h = (uint16_t *)ws;
-    if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, h, 3, 3 * (size_t)NH * HS, B, T, Tp, NH, HS, e);
+    const size_t C3 = 3 * (size_t)NH * HS;
+    int direct = 0;
+    int rc = sizeof(S) == 2 ? mma2_direct_ok(d, qkv, C3, T, HS, HSM, &direct, e) : PLUMB_OK;
+    tcattn::m2rows r[3];
+    if (!rc && direct)
+        for (int p = 0; p < 3; p++) r[p] = mma2_direct_rows((const uint16_t *)qkv, p, C3, T, NH, HS);
+    else if (!rc) {
+        void *ws;
+        rc = tws_get(d, 1, 3 * (size_t)B * NH * Tp * HSM * sizeof(uint16_t), &ws, e);
+        if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, (uint16_t *)ws, 3, C3, B, T, Tp, NH, HS, e);
+        for (int p = 0; p < 3; p++) r[p] = mma2_copy_rows((const uint16_t *)ws, p, B, NH, Tp, HSM);
+    }
     if (!rc)
         rc = tile_launch(d, st, e, tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, S>, "k_mma2_fwd", tcattn::m2dims<HSM>::FWD,
-                         16 * tcattn::M2FW, 32 * tcattn::M2FW, B, T, NH, (const uint16_t *)h,
-                         (const uint16_t *)h + part, (const uint16_t *)h + 2 * part, out, lse, T, Tp, NH, HS, scale, rt);
+                         16 * tcattn::M2FW, 32 * tcattn::M2FW, B, T, NH, r[0], r[1], r[2], out, lse, T, NH, HS, scale,
+                         rt);
     return rc;
 }
 
@@ -245,20 +279,29 @@ static int mma2_bwd(struct dev *d, struct dev_stream *st, const S *qkv, const S 
 {
     typedef tcattn::m2dims<HSM> MD;
     const int Tp = mma2_tp(T);
-    const size_t part = (size_t)B * NH * Tp * HSM, C = (size_t)NH * HS;
-    void *ws;
-    int rc = tws_get(d, 1, 4 * part * sizeof(uint16_t), &ws, e);
-    const uint16_t *h = (const uint16_t *)ws;
-    if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, (uint16_t *)ws, 3, 3 * C, B, T, Tp, NH, HS, e);
-    if (!rc) rc = mma2_to16<E, HSM>(d, st, dout, (uint16_t *)ws + 3 * part, 1, C, B, T, Tp, NH, HS, e);
+    const size_t C = (size_t)NH * HS;
+    int direct = 0, dd = 0;
+    int rc = sizeof(S) == 2 ? mma2_direct_ok(d, qkv, 3 * C, T, HS, HSM, &direct, e) : PLUMB_OK;
+    if (!rc && direct) rc = mma2_direct_ok(d, dout, C, T, HS, HSM, &dd, e);
+    tcattn::m2rows r[4];
+    if (!rc && direct && dd) {
+        for (int p = 0; p < 3; p++) r[p] = mma2_direct_rows((const uint16_t *)qkv, p, 3 * C, T, NH, HS);
+        r[3] = mma2_direct_rows((const uint16_t *)dout, 0, C, T, NH, HS);
+    } else if (!rc) {
+        void *ws;
+        rc = tws_get(d, 1, 4 * (size_t)B * NH * Tp * HSM * sizeof(uint16_t), &ws, e);
+        if (!rc) rc = mma2_to16<E, HSM>(d, st, qkv, (uint16_t *)ws, 3, 3 * C, B, T, Tp, NH, HS, e);
+        if (!rc) rc = mma2_to16<E, HSM>(d, st, dout, (uint16_t *)ws + 3 * ((size_t)B * NH * Tp * HSM), 1, C, B, T,
+                                        Tp, NH, HS, e);
+        for (int p = 0; p < 4; p++) r[p] = mma2_copy_rows((const uint16_t *)ws, p, B, NH, Tp, HSM);
+    }
     if (!rc)
         rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dkv<E, HSM, S>, "k_mma2_bwd_dkv", MD::DKV, tcattn::M2T,
-                         32 * tcattn::M2KW, B, T, NH, h, h + part, h + 2 * part, h + 3 * part, lse, D, dqkv, T, Tp, NH,
-                         HS, scale, rt);
+                         32 * tcattn::M2KW, B, T, NH, r[0], r[1], r[2], r[3], lse, D, dqkv, T, NH, HS, scale, rt);
     if (!rc)
         rc = tile_launch(d, st, e, tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, S>, "k_mma2_bwd_dq", MD::DQ,
-                         16 * tcattn::M2QW, 32 * tcattn::M2QW, B, T, NH, h, h + part, h + 2 * part, h + 3 * part, lse,
-                         D, dqkv, T, Tp, NH, HS, scale, rt);
+                         16 * tcattn::M2QW, 32 * tcattn::M2QW, B, T, NH, r[0], r[1], r[2], r[3], lse, D, dqkv, T, NH,
+                         HS, scale, rt);
     return rc;
 }
 #endif
@@ -347,8 +390,9 @@ int tg_attention_bwd_impl(struct dev *d, struct dev_stream *st, const float *qkv
     if ((rc = attn_kind(d, HS, rt, &kind, e))) return rc;
     if ((rc = tws_get(d, 0, rows * sizeof(float), &ws, e))) return rc;
     float *D = (float *)ws;
-    /* a warp per row: 128 / PLUMB_WARP rows a block */
-    k_flash_bwd_pre<<<gpu_grid(rows, 128 / PLUMB_WARP), 128, 0, st->s>>>(out, dout, D, B, T, NH, HS);
+    /* ROWDOT_G lanes a row: 128 / ROWDOT_G rows a block */
+    k_flash_bwd_pre<<<gpu_grid(rows, 128 / ROWDOT_G), 128, 0, st->s>>>(out, dout, D, B, T, NH, HS, NULL, NULL, 0,
+                                                                       rowdot_vec(out, dout, HS));
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
 #if defined(PLUMB_ATTN_MMA)
     if (kind == ATTN_MMA) return MMA_DISPATCH(mma_bwd, d, st, qkv, dout, lse, D, dqkv, B, T, NH, HS, scale, (int)rt, e);
@@ -415,8 +459,8 @@ int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
     void *ws;
     if ((rc = tws_get(d, 0, rows * sizeof(float), &ws, e))) return rc;
     float *D = (float *)ws;
-    k_flash_bwd_pre<<<gpu_grid(rows, 128 / PLUMB_WARP), 128, 0, st->s>>>(NULL, NULL, D, B, T, NH, HS, out16, dout16,
-                                                                          (int)rt);
+    k_flash_bwd_pre<<<gpu_grid(rows, 128 / ROWDOT_G), 128, 0, st->s>>>(NULL, NULL, D, B, T, NH, HS, out16, dout16,
+                                                                       (int)rt, rowdot_vec(out16, dout16, HS));
     GPU_CHECK_LAUNCH(d, "k_flash_bwd_pre", e);
 #if defined(PLUMB_ATTN_MMA2)
     if (kind == ATTN_MMA2)

@@ -16,6 +16,12 @@
  *    75 MB written per forward, 201 and 100 per backward, about 0.06 and
  *    0.08 ms at the H200's bandwidth), where the mma kernels read fp32 and
  *    convert in every block's staging loop, once per tile that uses it.
+ *    With 16-bit activations the copy is only a re-layout: where T is a
+ *    multiple of 128, HS = HSM and the rows are 16-byte aligned, the
+ *    kernels read qkv and dout in place instead (struct m2rows says where
+ *    a part's rows are; train_gpt_attn.cu's mma2_direct_ok): the same
+ *    values, so the same bits, and no copy pass (gpt2-124m: the copies
+ *    took 1.65 ms of a 49 ms step on an H100, 2026-12-05).
  * 2. cp.async double buffering. The streamed tiles (K and V in the forward
  *    and dQ, Q, dO, lse and D in dK/dV) have two buffers; at each tile the
  *    block waits for its own copies (cp.async.wait_group 0), meets at one
@@ -149,16 +155,30 @@ __device__ inline void ldsm4t(uint32_t (&r)[4], const uint16_t *p)
 }
 #endif
 
-/* R rows of a 16-bit copy (row r at g + r HSM) into S [R][HSM + 8] by
- * 16-byte cp.async, NTH threads (the caller commits) */
-template <int R, int HSM, int NTH> __device__ inline void m2_load(uint16_t *S, const uint16_t *g)
+/* Where a part's 16-bit rows are (q, k, v of qkv, or dout): row t of head
+ * h of image b at p + b bs + h hs + t ld, HSM values from there, 16-byte
+ * aligned. k_mma2_to16's copies: ld HSM, hs Tp HSM, bs NH Tp HSM. The 16-bit
+ * activations themselves (direct, no copy; train_gpt_attn.cu's
+ * mma2_direct_ok says when): ld 3C (qkv) or C (dout), hs HS, bs T ld */
+struct m2rows {
+    const uint16_t *p;
+    size_t ld, bs, hs;
+};
+__host__ __device__ inline const uint16_t *m2_head(const m2rows &r, int b, int h)
+{
+    return r.p + (size_t)b * r.bs + (size_t)h * r.hs;
+}
+
+/* R rows of a part (row r at g + r ld) into S [R][HSM + 8] by 16-byte
+ * cp.async, NTH threads (the caller commits) */
+template <int R, int HSM, int NTH> __device__ inline void m2_load(uint16_t *S, const uint16_t *g, size_t ld)
 {
     constexpr int CH = HSM / 8, LDE = HSM + 8;
     static_assert(R * CH % NTH == 0, "whole copies a thread");
 #pragma unroll
     for (int k = 0; k < R * CH / NTH; k++) {
         const int idx = (int)threadIdx.x + k * NTH, r = idx / CH, c = idx % CH;
-        cp_async16(S + r * LDE + 8 * c, g + (size_t)r * HSM + 8 * c);
+        cp_async16(S + r * LDE + 8 * c, g + (size_t)r * ld + 8 * c);
     }
 }
 
@@ -285,12 +305,13 @@ __global__ void k_mma2_to16(const ST *src, uint16_t *dst, int P, size_t ld, int 
 
 /* ------------------------------------------------------------ forward */
 
-/* qh, kh, vh: k_mma2_to16's copies [B NH][Tp][HSM]; out [B, T, C] and lse
- * [B NH, T] as the other kernels write them. NW warps: 16 NW queries a block */
+/* qr, kr, vr: the rows of q, k, v (k_mma2_to16's copies, or qkv's 16-bit
+ * values themselves), readable up to T rounded up to 128; out [B, T, C]
+ * and lse [B NH, T] as the other kernels write them. NW warps: 16 NW
+ * queries a block */
 template <typename E, int HSM, int NW, typename ST>
 __global__ void __launch_bounds__(32 * NW, 16 / NW)
-    k_mma2_fwd(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, ST *out, float *lse, int T, int Tp,
-               int NH, int HS, float scale, int rt)
+    k_mma2_fwd(m2rows qr, m2rows kr, m2rows vr, ST *out, float *lse, int T, int NH, int HS, float scale, int rt)
 {
     typedef m2dims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, QR = 16 * NW, NTH = 32 * NW;
@@ -304,13 +325,13 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * QR; /* longest rows first */
     const int wfirst = q0 + 16 * w, wlast = wfirst + 15;    /* the warp's rows */
     const int t0 = wfirst + (lane >> 2), t1 = t0 + 8;       /* this lane's two rows */
-    const size_t hb = (size_t)bh * Tp * HSM;
-    const uint16_t *Kg = kh + hb, *Vg = vh + hb;
+    const uint16_t *Kg = m2_head(kr, b, h), *Vg = m2_head(vr, b, h);
+    const size_t kld = kr.ld, vld = vr.ld;
     const int qlast = q0 + QR - 1 < T - 1 ? q0 + QR - 1 : T - 1;
     const int nk = qlast / M2T + 1; /* key tiles up to the diagonal */
-    m2_load<QR, HSM, NTH>(Qs, qh + hb + (size_t)q0 * HSM);
-    m2_load<M2T, HSM, NTH>(KV0, Kg);
-    m2_load<M2T, HSM, NTH>(KV0 + M2T * LDE, Vg);
+    m2_load<QR, HSM, NTH>(Qs, m2_head(qr, b, h) + (size_t)q0 * qr.ld, qr.ld);
+    m2_load<M2T, HSM, NTH>(KV0, Kg, kld);
+    m2_load<M2T, HSM, NTH>(KV0 + M2T * LDE, Vg, vld);
     cp_commit();
     uint32_t qa[KS][4]; /* Q's fragments, held */
     float o[NO][4];
@@ -326,8 +347,8 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
         __syncthreads(); /* tile i (and Q) visible; every warp done with tile i - 1's buffer */
         if (i + 1 < nk) {
             uint16_t *nx = KV0 + ((i + 1) & 1) * KV;
-            m2_load<M2T, HSM, NTH>(nx, Kg + (size_t)(k0 + M2T) * HSM);
-            m2_load<M2T, HSM, NTH>(nx + M2T * LDE, Vg + (size_t)(k0 + M2T) * HSM);
+            m2_load<M2T, HSM, NTH>(nx, Kg + (size_t)(k0 + M2T) * kld, kld);
+            m2_load<M2T, HSM, NTH>(nx + M2T * LDE, Vg + (size_t)(k0 + M2T) * vld, vld);
             cp_commit();
         }
         if (i == 0)
@@ -353,12 +374,13 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
 /* ------------------------------------------------------------ backward */
 
 /* dK, dV of one 64-key tile over the 64-query tiles at or after it,
- * ascending. qh, kh, vh, doh: k_mma2_to16's copies; lse, D [B NH, T];
- * dqkv [B, T, 3C] (its k and v parts written) */
+ * ascending. qr, kr, vr, dor: the rows of q, k, v and dout (as
+ * k_mma2_fwd's); lse, D [B NH, T]; dqkv [B, T, 3C] (its k and v parts
+ * written) */
 template <typename E, int HSM, typename ST>
 __global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 registers */
-    k_mma2_bwd_dkv(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
-                   const float *D, ST *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
+    k_mma2_bwd_dkv(m2rows qr, m2rows kr, m2rows vr, m2rows dor, const float *lse, const float *D, ST *dqkv, int T,
+                   int NH, int HS, float scale, int rt)
 {
     typedef m2dims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, NTH = 32 * M2KW;
@@ -375,8 +397,8 @@ __global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 re
     const int k0 = (int)blockIdx.x * M2T;          /* tile 0 has the most queries: first */
     const int wr = 16 * w, wfirst = k0 + wr;       /* the warp's keys, its first */
     const int j0 = wfirst + (lane >> 2), j1 = j0 + 8; /* this lane's two keys */
-    const size_t hb = (size_t)bh * Tp * HSM;
-    const uint16_t *Qg = qh + hb, *dOg = doh + hb;
+    const uint16_t *Qg = m2_head(qr, b, h), *dOg = m2_head(dor, b, h);
+    const size_t qld = qr.ld, dld = dor.ld;
     const float *Lg = threadIdx.x < M2T ? lse + (size_t)bh * T : D + (size_t)bh * T; /* this thread's copy */
     const int lr = threadIdx.x % M2T;
     const float sl2 = scale * LOG2E;
@@ -385,13 +407,13 @@ __global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 re
     auto load = [&](int i) {
         const int q0 = k0 + i * M2T, t = q0 + lr < T ? q0 + lr : T - 1;
         uint16_t *S = QD0 + (i & 1) * QD;
-        m2_load<M2T, HSM, NTH>(S, Qg + (size_t)q0 * HSM);
-        m2_load<M2T, HSM, NTH>(S + M2T * LDE, dOg + (size_t)q0 * HSM);
+        m2_load<M2T, HSM, NTH>(S, Qg + (size_t)q0 * qld, qld);
+        m2_load<M2T, HSM, NTH>(S + M2T * LDE, dOg + (size_t)q0 * dld, dld);
         cp_async4(LD0 + (i & 1) * 2 * M2T + threadIdx.x, Lg + t);
         cp_commit();
     };
-    m2_load<M2T, HSM, NTH>(Ks, kh + hb + (size_t)k0 * HSM);
-    m2_load<M2T, HSM, NTH>(Vs, vh + hb + (size_t)k0 * HSM);
+    m2_load<M2T, HSM, NTH>(Ks, m2_head(kr, b, h) + (size_t)k0 * kr.ld, kr.ld);
+    m2_load<M2T, HSM, NTH>(Vs, m2_head(vr, b, h) + (size_t)k0 * vr.ld, vr.ld);
     load(0); /* one group with K and V */
     float dk[NO][4], dv[NO][4];
 #pragma unroll
@@ -445,8 +467,8 @@ __global__ void __launch_bounds__(32 * M2KW, 3) /* 3 blocks a SM: at most 168 re
  * ascending (dqkv's q part written) */
 template <typename E, int HSM, int NW, typename ST>
 __global__ void __launch_bounds__(32 * NW, 16 / NW)
-    k_mma2_bwd_dq(const uint16_t *qh, const uint16_t *kh, const uint16_t *vh, const uint16_t *doh, const float *lse,
-                  const float *D, ST *dqkv, int T, int Tp, int NH, int HS, float scale, int rt)
+    k_mma2_bwd_dq(m2rows qr, m2rows kr, m2rows vr, m2rows dor, const float *lse, const float *D, ST *dqkv, int T,
+                  int NH, int HS, float scale, int rt)
 {
     typedef m2dims<HSM> DM;
     constexpr int LDE = DM::LDE, KS = DM::KS, NO = DM::NO, QR = 16 * NW, NTH = 32 * NW;
@@ -461,14 +483,14 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
     const int q0 = (int)(gridDim.x - 1 - blockIdx.x) * QR; /* longest rows first */
     const int wr = 16 * w, wfirst = q0 + wr, wlast = wfirst + 15;
     const int t0 = wfirst + (lane >> 2), t1 = t0 + 8;
-    const size_t hb = (size_t)bh * Tp * HSM;
-    const uint16_t *Kg = kh + hb, *Vg = vh + hb;
+    const uint16_t *Kg = m2_head(kr, b, h), *Vg = m2_head(vr, b, h);
+    const size_t kld = kr.ld, vld = vr.ld;
     const int qlast = q0 + QR - 1 < T - 1 ? q0 + QR - 1 : T - 1;
     const int nk = qlast / M2T + 1;
-    m2_load<QR, HSM, NTH>(Qs, qh + hb + (size_t)q0 * HSM);
-    m2_load<QR, HSM, NTH>(dOs, doh + hb + (size_t)q0 * HSM);
-    m2_load<M2T, HSM, NTH>(KV0, Kg);
-    m2_load<M2T, HSM, NTH>(KV0 + M2T * LDE, Vg);
+    m2_load<QR, HSM, NTH>(Qs, m2_head(qr, b, h) + (size_t)q0 * qr.ld, qr.ld);
+    m2_load<QR, HSM, NTH>(dOs, m2_head(dor, b, h) + (size_t)q0 * dor.ld, dor.ld);
+    m2_load<M2T, HSM, NTH>(KV0, Kg, kld);
+    m2_load<M2T, HSM, NTH>(KV0 + M2T * LDE, Vg, vld);
     cp_commit();
     const float sl2 = scale * LOG2E; /* lse in log2 units below */
     const float L0 = t0 < T ? lse[(size_t)bh * T + t0] * LOG2E : 0.0f, L1 = t1 < T ? lse[(size_t)bh * T + t1] * LOG2E : 0.0f;
@@ -484,8 +506,8 @@ __global__ void __launch_bounds__(32 * NW, 16 / NW)
         __syncthreads(); /* tile i (and Q, dO) visible; every warp done with tile i - 1's buffer */
         if (i + 1 < nk) {
             uint16_t *nx = KV0 + ((i + 1) & 1) * KV;
-            m2_load<M2T, HSM, NTH>(nx, Kg + (size_t)(k0 + M2T) * HSM);
-            m2_load<M2T, HSM, NTH>(nx + M2T * LDE, Vg + (size_t)(k0 + M2T) * HSM);
+            m2_load<M2T, HSM, NTH>(nx, Kg + (size_t)(k0 + M2T) * kld, kld);
+            m2_load<M2T, HSM, NTH>(nx + M2T * LDE, Vg + (size_t)(k0 + M2T) * vld, vld);
             cp_commit();
         }
         if (!rows || k0 > wlast) continue;

@@ -385,24 +385,67 @@ __global__ void __launch_bounds__(NT) k_flash_fwd(const float *qkv, float *out, 
  * (grid-stride over rows, any grid), lane i taking columns i, i + W, ...,
  * then the warp's fixed butterfly (deterministic). One thread per row had
  * each warp's 32 loads fall in 32 rows C floats apart. */
-/* out16 / dout16 (not NULL): out / dout given as t16's 16-bit values */
+/* The backward's row dots, D [B NH, T]: D[(b NH + h) T + t] = dout_t . out_t
+ * over head h's HS values (out, dout [B, T, NH HS], fp32, or 16-bit t16
+ * values where out16 / dout16 are given). Eight lanes a row: lane j of the
+ * group takes the row's 8-value chunks j, j + 8, j + 16, .. (chunk c: values
+ * 8c .. 8c + 7, fewer in a last partial one) in ascending order as one fmaf
+ * chain, dout times out; the group's eight sums then add in a butterfly
+ * (xor 4, 2, 1). One 16-byte load (or two float4) a chunk where vec (HS % 8
+ * == 0 and the tensors 16-byte aligned); the same order either way. (One
+ * warp a row with 2-byte loads took 69 us a layer for gpt2-124m on an H100,
+ * the 16-bit tensors' bytes about 17.) */
+#define ROWDOT_G 8 /* lanes a row */
 static __global__ void k_flash_bwd_pre(const float *out, const float *dout, float *D, int B, int T, int NH, int HS,
-                                       const uint16_t *out16 = NULL, const uint16_t *dout16 = NULL, int t16 = 0)
+                                       const uint16_t *out16 = NULL, const uint16_t *dout16 = NULL, int t16 = 0,
+                                       int vec = 0)
 {
     const size_t rows = (size_t)B * NH * T;
-    const int lane = threadIdx.x % PLUMB_WARP;
-    const size_t w0 = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / PLUMB_WARP;
-    const size_t nw = (size_t)gridDim.x * blockDim.x / PLUMB_WARP;
-    for (size_t q = w0; q < rows; q += nw) {
-        const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
-        const size_t o = ((size_t)b * T + t) * (size_t)NH * HS + (size_t)h * HS;
+    const int j = threadIdx.x % ROWDOT_G;
+    const size_t g0 = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / ROWDOT_G;
+    const size_t ng = (size_t)gridDim.x * blockDim.x / ROWDOT_G;
+    const size_t C = (size_t)NH * HS;
+    /* every lane runs the same trips (the shuffles need the whole warp):
+     * blockDim.x is a multiple of the warp, so rows past the end only skip
+     * their loads and their store */
+    const size_t trips = (rows + ng - 1) / ng;
+    for (size_t k = 0; k < trips; k++) {
+        const size_t q = g0 + k * ng;
         float acc = 0.0f;
-        for (int i = lane; i < HS; i += PLUMB_WARP)
-            acc = fmaf(ld_any(dout, dout16, o + i, t16), ld_any(out, out16, o + i, t16), acc);
-        acc = plumb_warp_sum(acc);
-        if (lane == 0) D[q] = acc;
+        if (q < rows) {
+            const int t = (int)(q % T), h = (int)(q / T % NH), b = (int)(q / ((size_t)T * NH));
+            const size_t o = ((size_t)b * T + t) * C + (size_t)h * HS;
+            for (int c0 = 8 * j; c0 < HS; c0 += 8 * ROWDOT_G) {
+                float x[8], y[8];
+                if (vec && out16) {
+                    from16x8_of(*(const uint4 *)(dout16 + o + c0), x, t16);
+                    from16x8_of(*(const uint4 *)(out16 + o + c0), y, t16);
+                } else if (vec) {
+                    const float4 a0 = *(const float4 *)(dout + o + c0), a1 = *(const float4 *)(dout + o + c0 + 4);
+                    const float4 b0 = *(const float4 *)(out + o + c0), b1 = *(const float4 *)(out + o + c0 + 4);
+                    x[0] = a0.x, x[1] = a0.y, x[2] = a0.z, x[3] = a0.w, x[4] = a1.x, x[5] = a1.y, x[6] = a1.z, x[7] = a1.w;
+                    y[0] = b0.x, y[1] = b0.y, y[2] = b0.z, y[3] = b0.w, y[4] = b1.x, y[5] = b1.y, y[6] = b1.z, y[7] = b1.w;
+                } else {
+                    for (int i = 0; i < 8; i++) {
+                        x[i] = c0 + i < HS ? ld_any(dout, dout16, o + c0 + i, t16) : 0.0f;
+                        y[i] = c0 + i < HS ? ld_any(out, out16, o + c0 + i, t16) : 0.0f;
+                    }
+                }
+                const int n = HS - c0 < 8 ? HS - c0 : 8;
+                for (int i = 0; i < n; i++) acc = fmaf(x[i], y[i], acc);
+            }
+        }
+        for (int off = ROWDOT_G / 2; off > 0; off >>= 1) acc += plumb_shfl_xor(acc, off);
+        if (j == 0 && q < rows) D[q] = acc;
     }
 }
+/* vec for k_flash_bwd_pre: every chunk one aligned 16-byte (16-bit) or two
+ * float4 loads */
+static inline int rowdot_vec(const void *out, const void *dout, int HS)
+{
+    return HS % 8 == 0 && !((uintptr_t)out % 16) && !((uintptr_t)dout % 16);
+}
+
 
 /* P and dS of the [BR x BC] tile (queries q0.., keys k0..) into Ps, dSs:
  * each thread a strided set of elements */

@@ -171,6 +171,52 @@ static void check(const char *what, const float *got, const float *want, size_t 
     ok ? g_pass++ : g_fail++;
 }
 
+// k_flash_bwd_pre's D against its stated order, written here from its
+// comment: lane j of 8 chains the row's 8-value chunks j, j + 8, .. with
+// fmaf(dout, out, acc), then the eight sums add as ((s0 + s4) + (s2 + s6)) +
+// ((s1 + s5) + (s3 + s7)) (the butterfly xor 4, 2, 1 seen from lane 0); the
+// same bits with vector loads and without, from fp32 and from 16-bit storage
+// (bf16 values of the same numbers) alike
+static void rowdots(const float *o, const float *dO, const float *Dgot, int B, int T, int NH, int HS)
+{
+    const size_t nl = (size_t)B * NH * T, n1 = (size_t)B * T * NH * HS, C = (size_t)NH * HS;
+    std::vector<uint16_t> o16(n1), d16(n1);
+    std::vector<float> o16f(n1), d16f(n1);
+    for (size_t i = 0; i < n1; i++) {
+        o16[i] = f32_to_bf16(o[i]), d16[i] = f32_to_bf16(dO[i]);
+        o16f[i] = bf16_to_f32(o16[i]), d16f[i] = bf16_to_f32(d16[i]);
+    }
+    auto ref = [&](const float *x, const float *y, std::vector<float> &R) {
+        for (size_t q = 0; q < nl; q++) {
+            const size_t t = q % T, h = q / T % NH, b = q / ((size_t)T * NH), off = (b * T + t) * C + h * HS;
+            float sj[8];
+            for (int j = 0; j < 8; j++) {
+                float acc = 0.0f;
+                for (int c0 = 8 * j; c0 < HS; c0 += 64)
+                    for (int i = c0; i < c0 + 8 && i < HS; i++) acc = fmaf(x[off + i], y[off + i], acc);
+                sj[j] = acc;
+            }
+            R[q] = ((sj[0] + sj[4]) + (sj[2] + sj[6])) + ((sj[1] + sj[5]) + (sj[3] + sj[7]));
+        }
+    };
+    std::vector<float> want(nl), want16(nl), got(nl, NAN), got16(nl, NAN), got16v(nl, NAN);
+    ref(dO, o, want);
+    ref(d16f.data(), o16f.data(), want16);
+    const bool v = HS % 8 == 0; // the vectors are 16-byte aligned
+    float *pg = got.data(), *pg16 = got16.data(), *pg16v = got16v.data();
+    const uint16_t *po16 = o16.data(), *pd16 = d16.data();
+    const dim3 g((unsigned)((nl + 15) / 16));
+    launch(g, dim3(128), [&] { k_flash_bwd_pre(o, dO, pg, B, T, NH, HS, NULL, NULL, 0, v); });
+    launch(g, dim3(128), [&] { k_flash_bwd_pre(NULL, NULL, pg16, B, T, NH, HS, po16, pd16, DT_BF16, 0); });
+    launch(dim3(3), dim3(128), [&] { k_flash_bwd_pre(NULL, NULL, pg16v, B, T, NH, HS, po16, pd16, DT_BF16, v); });
+    const bool ok = !memcmp(Dgot, want.data(), nl * 4) && !memcmp(pg, want.data(), nl * 4) &&
+                    !memcmp(pg16, want16.data(), nl * 4) && !memcmp(pg16v, want16.data(), nl * 4);
+    printf("%s warp %d: row dots D B%d T%d NH%d HS%d: the stated order's bits (fp32 %s, 16-bit scalar and %s, a "
+           "short grid)\n", ok ? "ok  " : "FAIL", PLUMB_WARP, B, T, NH, HS, v ? "vector" : "scalar",
+           v ? "vector" : "scalar");
+    ok ? g_pass++ : g_fail++;
+}
+
 static void attention(int B, int T, int NH, int HS)
 {
     const int C = NH * HS, C3 = 3 * C;
@@ -235,6 +281,7 @@ static void attention(int B, int T, int NH, int HS)
     const int same = !memcmp(dq, dq2p, n3 * sizeof(float));
     printf("%s warp %d: flash backward B%d T%d repeats bit for bit\n", same ? "ok  " : "FAIL", PLUMB_WARP, B, T);
     same ? g_pass++ : g_fail++;
+    rowdots(o, dO, Dp, B, T, NH, HS);
 }
 
 static void layernorm(int R, int C)
@@ -837,6 +884,17 @@ int main()
     attention(1, 37, 2, 96);  // 16 x 16 tiles
     attention(1, 1, 1, 64);   // one position
     attention(1, 64, 3, 16);  // exactly two tiles, narrow heads
+    { // the row dots alone at a head width that is no multiple of 8 (a partial last chunk, scalar loads)
+        const int B = 2, T = 9, NH = 3, HS = 36;
+        const size_t n1 = (size_t)B * T * NH * HS, nl = (size_t)B * NH * T;
+        std::vector<float> o(n1), dO(n1), D(nl, NAN);
+        for (auto &x : o) x = frand(-1, 1);
+        for (auto &x : dO) x = frand(-1, 1);
+        const float *po = o.data(), *pd = dO.data();
+        float *pD = D.data();
+        launch(dim3(2), dim3(128), [&] { k_flash_bwd_pre(po, pd, pD, B, T, NH, HS); });
+        rowdots(po, pd, pD, B, T, NH, HS);
+    }
     layernorm(37, 200);
     layernorm(130, 64);
     layernorm16(37, 200, DT_BF16);

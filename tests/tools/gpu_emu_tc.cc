@@ -358,6 +358,11 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
     const dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
     typedef tcattn::sz<E, HSM> SZ;
     const float *q = qkv.data(), *dO = dout.data();
+    // part p of k_mma2_to16's copies at h (Tp rows a head): train_gpt_attn.cu's mma2_copy_rows
+    auto copy_rows = [&](const uint16_t *h, int p, int Tp) {
+        const size_t part = (size_t)B * NH * Tp * HSM;
+        return tcattn::m2rows{h + p * part, (size_t)HSM, (size_t)NH * Tp * HSM, (size_t)Tp * HSM};
+    };
     // the kernels of `kind` (0 tc, 1 mma, 2 mma2) forward and backward into o, l, dq
     auto run = [&](int kind, std::vector<float> &o, std::vector<float> &l, std::vector<float> &dq) {
         float *po = o.data(), *pl = l.data(), *pd = D.data(), *pq = dq.data();
@@ -376,9 +381,10 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
                 launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
                     tcattn::k_mma2_to16<E, HSM>(q, h16.data(), 3, C3, B, T, Tp, NH, HS, vec);
                 });
-                const uint16_t *hq = h16.data(), *hk = hq + part, *hv = hq + 2 * part;
+                const tcattn::m2rows hq = copy_rows(h16.data(), 0, Tp), hk = copy_rows(h16.data(), 1, Tp),
+                                     hv = copy_rows(h16.data(), 2, Tp);
                 launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)), M2::FWD,
-                       [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW>(hq, hk, hv, po, pl, T, Tp, NH, HS, scale, rt); },
+                       [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW>(hq, hk, hv, po, pl, T, NH, HS, scale, rt); },
                        32 * tcattn::M2FW);
             }
         }
@@ -405,12 +411,13 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
                 launch_flat(dim3((unsigned)((part / 8 + 255) / 256)), 256, [&] {
                     tcattn::k_mma2_to16<E, HSM>(dO, h16.data() + 3 * part, 1, (size_t)C, B, T, Tp, NH, HS, vec);
                 });
-                const uint16_t *hq = h16.data(), *hk = hq + part, *hv = hq + 2 * part, *hd = hq + 3 * part;
+                const tcattn::m2rows hq = copy_rows(h16.data(), 0, Tp), hk = copy_rows(h16.data(), 1, Tp),
+                                     hv = copy_rows(h16.data(), 2, Tp), hd = copy_rows(h16.data(), 3, Tp);
                 launch(grid, M2::DKV, [&] {
-                    tcattn::k_mma2_bwd_dkv<E, HSM>(hq, hk, hv, hd, pl, pd, pq, T, Tp, NH, HS, scale, rt);
+                    tcattn::k_mma2_bwd_dkv<E, HSM>(hq, hk, hv, hd, pl, pd, pq, T, NH, HS, scale, rt);
                 }, 32 * tcattn::M2KW);
                 launch(dim3((unsigned)((T + 16 * tcattn::M2QW - 1) / (16 * tcattn::M2QW)), (unsigned)(B * NH)), M2::DQ,
-                       [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW>(hq, hk, hv, hd, pl, pd, pq, T, Tp, NH, HS, scale, rt); },
+                       [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW>(hq, hk, hv, hd, pl, pd, pq, T, NH, HS, scale, rt); },
                        32 * tcattn::M2QW);
             }
         }
@@ -516,15 +523,16 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
             std::vector<float> l16(nl, NAN), D16(nl), of(n1), gf(n3);
             tcattn::g_src = {{h16.data(), h16.size() * 2}, {l16.data(), l16.size() * 4}, {D16.data(), D16.size() * 4}};
             const int vec = HS % 8 == 0;
-            const uint16_t *pq16 = q16.data(), *pd16 = d16.data(), *hq = h16.data(), *hk = hq + part,
-                           *hv = hq + 2 * part, *hd = hq + 3 * part;
+            const uint16_t *pq16 = q16.data(), *pd16 = d16.data();
+            const tcattn::m2rows hq = copy_rows(h16.data(), 0, Tp), hk = copy_rows(h16.data(), 1, Tp),
+                                 hv = copy_rows(h16.data(), 2, Tp), hd = copy_rows(h16.data(), 3, Tp);
             uint16_t *po16 = o16.data(), *pg16 = g16.data(), *ph = h16.data();
             float *pl16 = l16.data(), *pD16 = D16.data();
             launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
                 tcattn::k_mma2_to16<E, HSM, uint16_t>(pq16, ph, 3, C3, B, T, Tp, NH, HS, vec);
             });
             launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)), M2::FWD,
-                   [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(hq, hk, hv, po16, pl16, T, Tp, NH, HS, scale, rt); },
+                   [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(hq, hk, hv, po16, pl16, T, NH, HS, scale, rt); },
                    32 * tcattn::M2FW);
             widen_out_and_d16<E>(o16, d16, of, D16, T, NH, HS);
             std::fill(h16.begin(), h16.end(), (uint16_t)0xffff);
@@ -535,16 +543,47 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
                 tcattn::k_mma2_to16<E, HSM, uint16_t>(pd16, ph + 3 * part, 1, (size_t)C, B, T, Tp, NH, HS, vec);
             });
             launch(grid, M2::DKV, [&] {
-                tcattn::k_mma2_bwd_dkv<E, HSM, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, Tp, NH, HS, scale, rt);
+                tcattn::k_mma2_bwd_dkv<E, HSM, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, NH, HS, scale, rt);
             }, 32 * tcattn::M2KW);
             launch(dim3((unsigned)((T + 16 * tcattn::M2QW - 1) / (16 * tcattn::M2QW)), (unsigned)(B * NH)), M2::DQ,
-                   [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, Tp, NH, HS, scale, rt); },
+                   [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, NH, HS, scale, rt); },
                    32 * tcattn::M2QW);
             for (size_t i = 0; i < n3; i++) gf[i] = tcattn::emu_from16<E>(g16[i]);
             const bool ok16 = same(of, a) && same(l16, al) && same(gf, ad);
             label = "mma2";
             printf("%s %s\n", ok16 ? "ok  " : "FAIL", W("16-bit storage: the fp32 storage's bits (out, lse, dqkv)"));
             ok16 ? g_pass++ : g_fail++;
+            if (T % tcattn::M2TP == 0 && HS == HSM) {
+                // the same kernels reading qkv and dout in place (train_gpt_attn.cu's
+                // mma2_direct_ok shapes): rows at stride 3C or C, no copies;
+                // the copies are not among the buffers cp.async may read
+                // (g_src), so a tile the kernels still took from them dies
+                const auto direct = [&](const uint16_t *src, int p, size_t ld) {
+                    return tcattn::m2rows{src + (size_t)p * NH * HS, ld, (size_t)T * ld, (size_t)HS};
+                };
+                const tcattn::m2rows dq_ = direct(pq16, 0, C3), dk_ = direct(pq16, 1, C3), dv_ = direct(pq16, 2, C3),
+                                     dd_ = direct(pd16, 0, (size_t)C);
+                std::fill(o16.begin(), o16.end(), (uint16_t)0xffff);
+                std::fill(g16.begin(), g16.end(), (uint16_t)0xffff);
+                std::fill(l16.begin(), l16.end(), NAN);
+                tcattn::g_src = {{pq16, q16.size() * 2}, {pd16, d16.size() * 2}, {l16.data(), l16.size() * 4},
+                                 {D16.data(), D16.size() * 4}};
+                launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)),
+                       M2::FWD,
+                       [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(dq_, dk_, dv_, po16, pl16, T, NH, HS, scale, rt); },
+                       32 * tcattn::M2FW);
+                widen_out_and_d16<E>(o16, d16, of, D16, T, NH, HS);
+                launch(grid, M2::DKV, [&] {
+                    tcattn::k_mma2_bwd_dkv<E, HSM, uint16_t>(dq_, dk_, dv_, dd_, pl16, pD16, pg16, T, NH, HS, scale, rt);
+                }, 32 * tcattn::M2KW);
+                launch(dim3((unsigned)((T + 16 * tcattn::M2QW - 1) / (16 * tcattn::M2QW)), (unsigned)(B * NH)), M2::DQ,
+                       [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, uint16_t>(dq_, dk_, dv_, dd_, pl16, pD16, pg16, T, NH, HS, scale, rt); },
+                       32 * tcattn::M2QW);
+                for (size_t i = 0; i < n3; i++) gf[i] = tcattn::emu_from16<E>(g16[i]);
+                const bool okd = same(of, a) && same(l16, al) && same(gf, ad);
+                printf("%s %s\n", okd ? "ok  " : "FAIL", W("16-bit storage read in place: the fp32 storage's bits"));
+                okd ? g_pass++ : g_fail++;
+            }
         }
     }
 #undef W
@@ -598,6 +637,7 @@ int main(int argc, char **argv)
         attention<__half, 64>(1, 200, 1, 64, DT_F16, m);
         attention<__nv_bfloat16, 64>(1, 77, 2, 50, DT_BF16, m);
         attention<__nv_bfloat16, 64>(1, 512, 1, 64, DT_BF16, m); // 8 tiles: mostly unmasked ones
+        attention<__half, 64>(2, 256, 2, 64, DT_F16, m);          // in place over several images and heads
     }
     // the pipelined kernels alone (and the mma kernels for their bits): T = 129
     // (a 128-query forward and dQ tile with one row), T = 1 in fp16 at width 32,
