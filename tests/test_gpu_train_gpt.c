@@ -228,10 +228,12 @@ TEST(gpu_gpt_block_fast_fp32_hs96) { block_case(NUMERICS_FAST, 1, 70, 2, 96, 257
  * dwte chunk sums reassociate, the GEMMs' algorithms follow the row count)
  * and 2^-7 in bf16 (a logit one rounding step apart moves its gradient by
  * a bf16 ulp); repeated runs the same bits. */
-static int cls_run(struct dev *d, int R, int C, int V, dtype_t rt, const char *chunk, struct outs *o)
+static int cls_run_x(struct dev *d, int R, int C, int V, dtype_t rt, const char *chunk, const char *xent16,
+                    struct outs *o, plumb_err *ep)
 {
     const struct train_ops *Op = d->ops->train;
     plumb_err e = {0};
+    if (!ep) ep = &e;
     float *h = malloc(((size_t)R * C + (size_t)V * C) * sizeof(float));
     for (size_t i = 0; i < (size_t)R * C + (size_t)V * C; i++)
         h[i] = gg_round((philox_uniform_at(12, RNG_DATA, 7, 0, i) * 2.0f - 1.0f) * 0.5f, rt);
@@ -243,9 +245,11 @@ static int cls_run(struct dev *d, int R, int C, int V, dtype_t rt, const char *c
           *dwte = put(d, NULL, (size_t)V * C * 4);
     double *sc = put(d, NULL, 16);
     if (chunk) setenv("PLUMB_GPT_XENT_CHUNK_BYTES", chunk, 1);
-    int rc = Op->classifier_fwd_bwd(d, NULL, x, wte, dt, R, C, V, 1.0f / R, losses, sc, dx, dwte, rt, &e);
+    if (xent16) setenv("PLUMB_GPT_XENT16", xent16, 1);
+    int rc = Op->classifier_fwd_bwd(d, NULL, x, wte, dt, R, C, V, 1.0f / R, losses, sc, dx, dwte, rt, ep);
     unsetenv("PLUMB_GPT_XENT_CHUNK_BYTES");
-    if (rc) fprintf(stderr, "  classifier_fwd_bwd: %s\n", e.msg);
+    unsetenv("PLUMB_GPT_XENT16");
+    if (rc && ep == &e) fprintf(stderr, "  classifier_fwd_bwd: %s\n", e.msg);
     else {
         keep(d, o, "losses", losses, (size_t)R);
         keep(d, o, "dx", dx, (size_t)R * C);
@@ -256,6 +260,11 @@ static int cls_run(struct dev *d, int R, int C, int V, dtype_t rt, const char *c
     free(h);
     free(tgt);
     return rc;
+}
+
+static int cls_run(struct dev *d, int R, int C, int V, dtype_t rt, const char *chunk, struct outs *o)
+{
+    return cls_run_x(d, R, C, V, rt, chunk, NULL, o, NULL);
 }
 
 static void cls_chunks_case(enum numerics mode, dtype_t rt)
@@ -282,6 +291,47 @@ static void cls_chunks_case(enum numerics mode, dtype_t rt)
 TEST(gpu_gpt_classifier_chunks_golden_bf16) { cls_chunks_case(NUMERICS_GOLDEN, DT_BF16); }
 TEST(gpu_gpt_classifier_chunks_fast_fp32) { cls_chunks_case(NUMERICS_FAST, DT_F32); }
 TEST(gpu_gpt_classifier_chunks_fast_bf16) { cls_chunks_case(NUMERICS_FAST, DT_BF16); }
+
+/* 16-bit logits straight from the GEMM (PLUMB_GPT_XENT16 unset or 1: the
+ * default for 16-bit compute on CUDA) against fp32 logits rounded by the row
+ * kernel (=0), fast, over several chunks, V odd (the row's last logit past
+ * the quads) and a padded target: the same function of the rounded logits,
+ * a logit at most a rounding step apart where the GEMM's algorithm differs,
+ * so within 2^-7 norm-wise as the chunks are; repeated runs the same bits;
+ * an unknown value refused, named (CUDA: the only backend that reads it) */
+static void cls_xent16_case(dtype_t rt)
+{
+    SKIP_UNLESS_GPU();
+    struct dev *g = open_on(test_device(), NUMERICS_FAST);
+    REQUIRE(g);
+    const int R = 300, C = 64, V = 1001;
+    char chunk[32], what[64];
+    snprintf(chunk, sizeof chunk, "%zu", (size_t)100 * V * sizeof(float));
+    snprintf(what, sizeof what, "fast %s classifier 16-bit logits", dtype_name(rt));
+    struct outs f32 = {0}, z16 = {0}, z16b = {0}, dflt = {0};
+    REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "0", &f32, NULL) == 0);
+    REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &z16, NULL) == 0);
+    REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &z16b, NULL) == 0);
+    REQUIRE(cls_run_x(g, R, C, V, rt, chunk, NULL, &dflt, NULL) == 0);
+    compare_norm(&f32, &z16, 0x1p-7, what);
+    compare(&z16, &z16b, 0, "16-bit logits run to run");
+    compare(&z16, &dflt, 0, "16-bit logits: PLUMB_GPT_XENT16 unset is 1");
+    if (!strncmp(test_device(), "cuda", 4)) {
+        struct outs bad = {0};
+        plumb_err e = {0};
+        const int rc = cls_run_x(g, R, C, V, rt, NULL, "on", &bad, &e);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_XENT16=on"), "PLUMB_GPT_XENT16=on: rc %d (%s)", rc,
+                  e.msg);
+        outs_free(&bad);
+    }
+    outs_free(&f32);
+    outs_free(&z16);
+    outs_free(&z16b);
+    outs_free(&dflt);
+    dev_close(g);
+}
+TEST(gpu_gpt_classifier_xent16_bf16) { cls_xent16_case(DT_BF16); }
+TEST(gpu_gpt_classifier_xent16_fp16) { cls_xent16_case(DT_F16); }
 
 /* matmul_bwd's dw in row slices (train_gpt_gemm.cu dw_slices: R = 4096 rows
  * of K = 64, N = 192 make 8 slices by the rule) against one GEMM

@@ -19,7 +19,9 @@
  * epilogue kernels.
  * The classifier runs over row chunks whose fp32 logits fit XENT_CHUNK_BYTES
  * (never the whole batch's): logits GEMM, a row kernel (block max and sum,
- * loss, gradient rounded and stored in place or as its 16-bit copy), dx
+ * loss, gradient rounded and stored in place or as its 16-bit copy; with
+ * 16-bit compute on CUDA the GEMM writes 16-bit logits and the gradient
+ * overwrites them, PLUMB_GPT_XENT16 below), dx
  * GEMM, and dwte accumulated over the chunks in ascending order by the
  * GEMM's beta = 1. */
 #include "gpu/train_gpt.h"
@@ -666,12 +668,38 @@ __global__ void k_round_inplace(float *x, size_t n, int rt)
         x[i] = gg_round(x[i], rt);
 }
 
+/* PLUMB_GPT_XENT16: 1 or unset: 16-bit compute on CUDA writes the logits
+ * as rt values straight from the GEMM (cuBLASLt's 16-bit output, rounded
+ * once from its fp32 sums) and the row kernel reads those and overwrites
+ * them with the gradient: 2 bytes a logit where the fp32 logits took 4
+ * written and 8 read (gpt2-124m B 16 T 1024: 16384 x 50304 logits, 3.3 GB
+ * in fp32 a step). The rows are a function of the rounded logits alone,
+ * the same either way; the GEMM may take another algorithm for a 16-bit
+ * output, so a logit can land one rounding step apart. 0: fp32 logits
+ * (for timing the two side by side). Anything else is an error naming it. */
+static int xent16_on(struct dev *d, int *on, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_GPT_XENT16");
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_XENT16=%s: expected 0 (fp32 logits) or 1 (16-bit logits from "
+                       "the GEMM; the default)", d->label, v);
+    *on = !(v && !strcmp(v, "0"));
+    return PLUMB_OK;
+}
+
 int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
                   int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
                   plumb_err *e)
 {
     const int gold = golden(d), grad = dx != NULL;
     const int ab16 = !gold && rt != DT_F32;
+    int z16 = 0; /* the logits as 16-bit rt values in g16 (CUDA, 16-bit compute) */
+#if !defined(PLUMB_HIP)
+    if (ab16) {
+        int rc0 = xent16_on(d, &z16, e);
+        if (rc0) return rc0;
+    }
+#endif
     /* fast: the logits and 16-bit gradient rows have a leading dimension LD
      * rounded up to 8 columns. With LD = V = 50257 (GPT-2's odd vocabulary)
      * every row after the first was misaligned and cuBLASLt could only pick
@@ -683,8 +711,10 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     /* slot 0: per-row losses when the caller keeps none; slot 1: the logits chunk [RC, LD];
      * slot 2 (16-bit compute): g16 [RC, LD], w16 [LD, C] (rows V..LD-1 zero), x16 [RC, C] */
     if ((rc = tws_get(d, 0, (size_t)R * sizeof(float), &w0, e))) return rc;
-    if ((rc = tws_get(d, 1, (size_t)RC * LD * sizeof(float), &w1, e))) return rc;
-    float *lossv = losses ? losses : (float *)w0, *Z = (float *)w1;
+    /* the fp32 logits' slot only where they are used (taken later if the
+     * 16-bit output finds no cuBLASLt algorithm) */
+    if (!z16 && (rc = tws_get(d, 1, (size_t)RC * LD * sizeof(float), &w1, e))) return rc;
+    float *lossv = losses ? losses : (float *)w0, *Z = z16 ? NULL : (float *)w1;
     uint16_t *g16 = NULL, *w16 = NULL, *x16 = NULL;
     const size_t og = 0, ow = al256((size_t)RC * LD * 2), ox = ow + al256((size_t)LD * C * 2);
     if (ab16) {
@@ -728,9 +758,32 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
             wa = w16;
         }
         const dtype_t ab = ab16 ? rt : DT_F32;
-        if ((rc = cls_gemm(d, st, nr, VG, C, 0, 1, xa, C, wa, C, Z, LD, 0, ab, e))) return rc;
-        k_xent_rows_fast<<<nr, TPB, 0, st->s>>>(Z, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0, (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
+#if !defined(PLUMB_HIP)
+        if (z16) {
+            /* G16 [nr, LD] = round(x_c wte^T): the column-major product (LD x nr) = w16^T x16 */
+            const struct lt_mm g = {1, 0, VG, nr, C, wa, C, xa, C, g16, LD, 0.0f, (int)rt, 1, 1, LT_EPI_NONE, NULL, 1,
+                                    0, 0, 0};
+            rc = lt_matmul(d, st, &g, e);
+            if (rc == PLUMB_EUNSUPPORTED) { /* no 16-bit-output algorithm: fp32 logits from here on */
+                z16 = 0;
+                if ((rc = tws_get(d, 1, (size_t)RC * LD * sizeof(float), &w1, e))) return rc;
+                Z = (float *)w1;
+            } else if (rc) {
+                return rc;
+            }
+        }
+        if (z16) {
+            k_xent_rows_fast<uint16_t><<<nr, TPB, 0, st->s>>>(g16, g16, tgt + r0, V, LD, grad_scale, grad,
+                                                              lossv + r0, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
+        } else
+#endif
+        {
+            if ((rc = cls_gemm(d, st, nr, VG, C, 0, 1, xa, C, wa, C, Z, LD, 0, ab, e))) return rc;
+            k_xent_rows_fast<float><<<nr, TPB, 0, st->s>>>(Z, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0,
+                                                           (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
+        }
         if (!grad) continue;
         const void *ga = ab16 ? (const void *)g16 : (const void *)Z;
         /* dx_c [nr, C] = G [nr, V] wte [V, C]; dwte [V, C] += G^T x_c (chunks in order) */

@@ -215,59 +215,75 @@ __device__ static inline float xent_g(float zv, int v, int tg, float m, float in
 {
     return tg < 0 ? 0.0f : gg_round((expf(zv - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
 }
-static __global__ void k_xent_rows_fast(float *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
-                                 float *loss, int rt)
+/* the four logits of quad q of a row as rounded rt values: fp32 logits
+ * rounded here; 16-bit logits (the GEMM's rt output) are rt values already */
+__device__ static inline float4 xent_quad(const float *zr, int q, int rt)
+{
+    const float4 a = ((const float4 *)zr)[q];
+    return make_float4(gg_round(a.x, rt), gg_round(a.y, rt), gg_round(a.z, rt), gg_round(a.w, rt));
+}
+__device__ static inline float4 xent_quad(const uint16_t *zr, int q, int rt)
+{
+    const uint2 u = ((const uint2 *)zr)[q];
+    return make_float4(from16_of((uint16_t)(u.x & 0xffffu), rt), from16_of((uint16_t)(u.x >> 16), rt),
+                       from16_of((uint16_t)(u.y & 0xffffu), rt), from16_of((uint16_t)(u.y >> 16), rt));
+}
+__device__ static inline float xent_one(const float *zr, int v, int rt) { return gg_round(zr[v], rt); }
+__device__ static inline float xent_one(const uint16_t *zr, int v, int rt) { return from16_of(zr[v], rt); }
+
+/* ZT float: z fp32 logits, the gradient in place (g16 NULL) or into g16;
+ * ZT uint16_t: z the 16-bit logits, g16 == z (the gradient overwrites them:
+ * a thread writes only the quads and values it has just read). Each thread
+ * takes the same values in the same order either way, so the same rounded
+ * logits give the same bits. */
+template <typename ZT>
+static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
+                                        float *loss, int rt)
 {
     /* z [rows, ld] (the first V columns of each row are the logits; ld >= V,
      * a multiple of 8 in the classifier so every row starts 16-byte aligned
      * for the GEMMs and for these float4 loads); g16 the same layout */
     __shared__ float red[PLUMB_WARP];
     const int r = blockIdx.x;
-    float *zr = z + (size_t)r * ld;
+    ZT *zr = z + (size_t)r * ld;
     uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
     const int tg = tgt[r];
     const int vec = (ld & 3) == 0, V4 = vec ? V >> 2 : 0; /* quads, then the tail 4 V4 .. V-1 one by one */
     float m = -INFINITY, s = 0.0f;
-    {
-        const float4 *z4 = (const float4 *)zr;
-        for (int q = threadIdx.x; q < V4; q += blockDim.x) {
-            const float4 a = z4[q];
-            xent_acc(gg_round(a.x, rt), m, s);
-            xent_acc(gg_round(a.y, rt), m, s);
-            xent_acc(gg_round(a.z, rt), m, s);
-            xent_acc(gg_round(a.w, rt), m, s);
-        }
+    for (int q = threadIdx.x; q < V4; q += blockDim.x) {
+        const float4 a = xent_quad(zr, q, rt);
+        xent_acc(a.x, m, s);
+        xent_acc(a.y, m, s);
+        xent_acc(a.z, m, s);
+        xent_acc(a.w, m, s);
     }
-    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) xent_acc(gg_round(zr[v], rt), m, s);
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) xent_acc(xent_one(zr, v, rt), m, s);
     const float mb = plumb_block_max(m, red);
     const float l = plumb_block_sum(m == -INFINITY ? 0.0f : s * expf(m - mb), red);
-    if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (mb + logf(l)) - gg_round(zr[tg], rt);
+    if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (mb + logf(l)) - xent_one(zr, tg, rt);
     if (!grad) return;
     __syncthreads(); /* zr[tg] read before it is overwritten */
     const float inv = 1.0f / l;
-    {
-        float4 *z4 = (float4 *)zr;
-        for (int q = threadIdx.x; q < V4; q += blockDim.x) {
-            const float4 a = z4[q];
-            const int v = 4 * q;
-            const float g0 = xent_g(gg_round(a.x, rt), v, tg, mb, inv, gs, rt);
-            const float g1 = xent_g(gg_round(a.y, rt), v + 1, tg, mb, inv, gs, rt);
-            const float g2 = xent_g(gg_round(a.z, rt), v + 2, tg, mb, inv, gs, rt);
-            const float g3 = xent_g(gg_round(a.w, rt), v + 3, tg, mb, inv, gs, rt);
-            if (gr) {
-                uint2 w;
-                w.x = (uint32_t)to16_of(g0, rt) | (uint32_t)to16_of(g1, rt) << 16;
-                w.y = (uint32_t)to16_of(g2, rt) | (uint32_t)to16_of(g3, rt) << 16;
-                ((uint2 *)gr)[q] = w;
-            } else {
-                z4[q] = make_float4(g0, g1, g2, g3);
-            }
+    for (int q = threadIdx.x; q < V4; q += blockDim.x) {
+        const float4 a = xent_quad(zr, q, rt);
+        const int v = 4 * q;
+        const float g0 = xent_g(a.x, v, tg, mb, inv, gs, rt);
+        const float g1 = xent_g(a.y, v + 1, tg, mb, inv, gs, rt);
+        const float g2 = xent_g(a.z, v + 2, tg, mb, inv, gs, rt);
+        const float g3 = xent_g(a.w, v + 3, tg, mb, inv, gs, rt);
+        if (gr) {
+            uint2 w;
+            w.x = (uint32_t)to16_of(g0, rt) | (uint32_t)to16_of(g1, rt) << 16;
+            w.y = (uint32_t)to16_of(g2, rt) | (uint32_t)to16_of(g3, rt) << 16;
+            ((uint2 *)gr)[q] = w;
+        } else {
+            ((float4 *)zr)[q] = make_float4(g0, g1, g2, g3);
         }
     }
     for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) {
-        const float gv = xent_g(gg_round(zr[v], rt), v, tg, mb, inv, gs, rt);
+        const float gv = xent_g(xent_one(zr, v, rt), v, tg, mb, inv, gs, rt);
         if (gr) gr[v] = to16_of(gv, rt);
-        else zr[v] = gv;
+        else ((float *)zr)[v] = gv;
     }
     /* the padding columns V..ld-1 of the gradient are 0: the dx GEMM that
      * follows contracts over all ld columns (train_gpt_gemm.cu: a multiple

@@ -402,6 +402,22 @@ static void xent(int R, int V, int rt = 0)
     uint16_t *gp = rt ? g16l.data() : nullptr;
     const int32_t *tp = tgt.data();
     launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(zp, gp, tp, V, LD, 0.125f, 1, lp, rt); });
+    if (rt) {
+        // the 16-bit logits (the GEMM's rt output, PLUMB_GPT_XENT16): the same
+        // rounded logits as bf16 values, the gradient over them in place;
+        // the padding NaN bits: the same loss and gradient bits
+        std::vector<uint16_t> z16((size_t)R * LD, 0xffff);
+        std::vector<float> l16(R, NAN);
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < V; v++) z16[(size_t)r * LD + v] = f32_to_bf16(gg_round(z[(size_t)r * V + v], rt));
+        uint16_t *z16p = z16.data();
+        float *l16p = l16.data();
+        launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(z16p, z16p, tp, V, LD, 0.125f, 1, l16p, rt); });
+        const bool same = !memcmp(l16p, lp, R * sizeof(float)) && z16 == g16l;
+        printf("%s warp %d: cross-entropy rows R%d V%d from 16-bit logits in place: the fp32 logits' bits\n",
+               same ? "ok  " : "FAIL", PLUMB_WARP, R, V);
+        same ? g_pass++ : g_fail++;
+    }
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) {
             z[(size_t)r * V + v] = zl[(size_t)r * LD + v];
