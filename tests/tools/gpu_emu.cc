@@ -913,12 +913,15 @@ int main()
     }
     layernorm(37, 200);
     layernorm(130, 64);
+    layernorm(9, 37); // a row that is no whole number of quads: the scalar loads, a partial last quad
     layernorm16(37, 200, DT_BF16);
     layernorm16(130, 64, DT_F16);
     xent(7, 1000);
     xent(3, 50);
     xent(5, 1000, DT_BF16);
     xent(4, 257, DT_BF16);
+    xent(2, 9001);          // more octets than 4 a thread: every unrolled load, a second trip, a tail
+    xent(3, 9001, DT_BF16);
     gelu();
     gelu16(10003, DT_BF16);
     gelu16(4101, DT_F16);
