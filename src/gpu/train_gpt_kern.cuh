@@ -243,20 +243,19 @@ static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *
 
 /* ---------------- the classifier's rows ---------------- */
 
-/* fast rows: one block per row of z [V] (fp32 logits, read as rounded to rt,
- * or the GEMM's 16-bit rt logits; z itself is only written when the
- * gradient goes in place). Two passes over the row: an online max and sum of
- * exp (each thread keeps its own (m, s) and rescales s when m grows; the
- * threads' pairs are then merged against the block max), then the gradient
- * stored in place (fp32 with g16 NULL, or 16-bit over the logits) or as its
- * 16-bit copy g16. A thread takes octets o = tid, tid + blockDim, ..
- * (values 8o .. 8o + 7 in order), XR_UNROLL octets' loads issued before
- * their values are used (one load at a time kept too few bytes in flight:
- * 657 us a 4096-row chunk of gpt2's 16-bit logits on an H100, about 400 the
- * bytes' time); then the values 8 V8 .. V - 1 one at a time (V8 = V / 8
- * where ld % 8 == 0, the rows then 16-byte aligned from the 256-byte
- * aligned chunk; else 0). Bytes per logit: read twice, the gradient written
- * once (4 + 4 + 2 for fp32 logits and a 16-bit copy, 2 + 2 + 2 in place). */
+/* fast rows: one block per row of z [V] (fp32 logits, read as rounded to rt;
+ * z itself is only written when the gradient goes in place). Two passes over
+ * the row: an online max and sum of exp (each thread keeps its own (m, s)
+ * and rescales s when m grows; the threads' pairs are then merged against
+ * the block max), then the gradient stored in place (g16 NULL) or as its
+ * 16-bit copy g16. When V % 4 == 0 (z and g16 rows then 16- and 8-byte
+ * aligned from the 256-byte aligned chunk) both passes read float4 and the
+ * copy is stored 4 values (8 bytes) at a time; otherwise one value at a time.
+ * Bytes per logit: 4 read (pass 1) + 4 read + 2 (or 4, in place) written;
+ * 16-bit logits in place 2 + 2 + 2. (Octets a thread with four octets'
+ * loads issued before use measured slower on an H100, 706.6 against 656.9
+ * us a 4096-row chunk of gpt2's 16-bit logits, BENCHMARKS.md 2026-12-05
+ * 19:35: the rows are not waiting on loads alone.) */
 __device__ static inline void xent_acc(float zv, float &m, float &s)
 {
     if (zv > m) {
@@ -270,48 +269,25 @@ __device__ static inline float xent_g(float zv, int v, int tg, float m, float in
 {
     return tg < 0 ? 0.0f : gg_round((expf(zv - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
 }
-/* octet o of a row: fp32 logits (two float4, rounded to rt here) or 16-bit
- * rt logits (one 16-byte load); the raw loads first (xr_raw), then the
- * values (xr_vals), so a thread's loads can all be in flight together */
-struct xr_raw32 {
-    float4 a, b;
-};
-__device__ static inline xr_raw32 xr_load(const float *zr, int o)
+/* the four logits of quad q of a row as rounded rt values: fp32 logits
+ * rounded here; 16-bit logits (the GEMM's rt output) are rt values already */
+__device__ static inline float4 xent_quad(const float *zr, int q, int rt)
 {
-    const float4 *p = (const float4 *)zr + 2 * (size_t)o;
-    return xr_raw32{p[0], p[1]};
+    const float4 a = ((const float4 *)zr)[q];
+    return make_float4(gg_round(a.x, rt), gg_round(a.y, rt), gg_round(a.z, rt), gg_round(a.w, rt));
 }
-__device__ static inline uint4 xr_load(const uint16_t *zr, int o) { return ((const uint4 *)zr)[o]; }
-__device__ static inline void xr_vals(const xr_raw32 &r, float *v, int rt)
+__device__ static inline float4 xent_quad(const uint16_t *zr, int q, int rt)
 {
-    v[0] = gg_round(r.a.x, rt), v[1] = gg_round(r.a.y, rt), v[2] = gg_round(r.a.z, rt), v[3] = gg_round(r.a.w, rt);
-    v[4] = gg_round(r.b.x, rt), v[5] = gg_round(r.b.y, rt), v[6] = gg_round(r.b.z, rt), v[7] = gg_round(r.b.w, rt);
+    const uint2 u = ((const uint2 *)zr)[q];
+    return make_float4(from16_of((uint16_t)(u.x & 0xffffu), rt), from16_of((uint16_t)(u.x >> 16), rt),
+                       from16_of((uint16_t)(u.y & 0xffffu), rt), from16_of((uint16_t)(u.y >> 16), rt));
 }
-__device__ static inline void xr_vals(const uint4 &r, float *v, int rt) { from16x8_of(r, v, rt); }
 __device__ static inline float xent_one(const float *zr, int v, int rt) { return gg_round(zr[v], rt); }
 __device__ static inline float xent_one(const uint16_t *zr, int v, int rt) { return from16_of(zr[v], rt); }
-/* the gradient of octet o: eight 16-bit values (one 16-byte store) or, fp32
- * in place, two float4 */
-__device__ static inline void xr_store16(uint16_t *gr, int o, const float *g, int rt)
-{
-    uint4 w;
-    w.x = (uint32_t)to16_of(g[0], rt) | (uint32_t)to16_of(g[1], rt) << 16;
-    w.y = (uint32_t)to16_of(g[2], rt) | (uint32_t)to16_of(g[3], rt) << 16;
-    w.z = (uint32_t)to16_of(g[4], rt) | (uint32_t)to16_of(g[5], rt) << 16;
-    w.w = (uint32_t)to16_of(g[6], rt) | (uint32_t)to16_of(g[7], rt) << 16;
-    ((uint4 *)gr)[o] = w;
-}
-__device__ static inline void xr_store32(float *zr, int o, const float *g)
-{
-    float4 *p = (float4 *)zr + 2 * (size_t)o;
-    p[0] = make_float4(g[0], g[1], g[2], g[3]);
-    p[1] = make_float4(g[4], g[5], g[6], g[7]);
-}
-#define XR_UNROLL 4
 
 /* ZT float: z fp32 logits, the gradient in place (g16 NULL) or into g16;
  * ZT uint16_t: z the 16-bit logits, g16 == z (the gradient overwrites them:
- * a thread writes only the octets and values it has just read). Each thread
+ * a thread writes only the quads and values it has just read). Each thread
  * takes the same values in the same order either way, so the same rounded
  * logits give the same bits. */
 template <typename ZT>
@@ -319,54 +295,46 @@ static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt
                                         float *loss, int rt)
 {
     /* z [rows, ld] (the first V columns of each row are the logits; ld >= V,
-     * a multiple of 8 in the classifier); g16 the same layout */
+     * a multiple of 8 in the classifier so every row starts 16-byte aligned
+     * for the GEMMs and for these float4 loads); g16 the same layout */
     __shared__ float red[PLUMB_WARP];
     const int r = blockIdx.x;
     ZT *zr = z + (size_t)r * ld;
     uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
     const int tg = tgt[r];
-    const int V8 = (ld & 7) == 0 ? V >> 3 : 0; /* octets, then the tail 8 V8 .. V-1 one by one */
-    const int nt = (int)blockDim.x;
+    const int vec = (ld & 3) == 0, V4 = vec ? V >> 2 : 0; /* quads, then the tail 4 V4 .. V-1 one by one */
     float m = -INFINITY, s = 0.0f;
-    for (int o0 = threadIdx.x; o0 < V8; o0 += XR_UNROLL * nt) {
-        decltype(xr_load(zr, 0)) raw[XR_UNROLL];
-#pragma unroll
-        for (int u = 0; u < XR_UNROLL; u++)
-            if (o0 + u * nt < V8) raw[u] = xr_load(zr, o0 + u * nt);
-#pragma unroll
-        for (int u = 0; u < XR_UNROLL; u++)
-            if (o0 + u * nt < V8) {
-                float v[8];
-                xr_vals(raw[u], v, rt);
-#pragma unroll
-                for (int k = 0; k < 8; k++) xent_acc(v[k], m, s);
-            }
+    for (int q = threadIdx.x; q < V4; q += blockDim.x) {
+        const float4 a = xent_quad(zr, q, rt);
+        xent_acc(a.x, m, s);
+        xent_acc(a.y, m, s);
+        xent_acc(a.z, m, s);
+        xent_acc(a.w, m, s);
     }
-    for (int v = 8 * V8 + threadIdx.x; v < V; v += nt) xent_acc(xent_one(zr, v, rt), m, s);
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) xent_acc(xent_one(zr, v, rt), m, s);
     const float mb = plumb_block_max(m, red);
     const float l = plumb_block_sum(m == -INFINITY ? 0.0f : s * expf(m - mb), red);
     if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (mb + logf(l)) - xent_one(zr, tg, rt);
     if (!grad) return;
     __syncthreads(); /* zr[tg] read before it is overwritten */
     const float inv = 1.0f / l;
-    for (int o0 = threadIdx.x; o0 < V8; o0 += XR_UNROLL * nt) {
-        decltype(xr_load(zr, 0)) raw[XR_UNROLL];
-#pragma unroll
-        for (int u = 0; u < XR_UNROLL; u++)
-            if (o0 + u * nt < V8) raw[u] = xr_load(zr, o0 + u * nt);
-#pragma unroll
-        for (int u = 0; u < XR_UNROLL; u++) {
-            const int o = o0 + u * nt;
-            if (o >= V8) continue;
-            float v[8], g[8];
-            xr_vals(raw[u], v, rt);
-#pragma unroll
-            for (int k = 0; k < 8; k++) g[k] = xent_g(v[k], 8 * o + k, tg, mb, inv, gs, rt);
-            if (gr) xr_store16(gr, o, g, rt);
-            else xr_store32((float *)zr, o, g);
+    for (int q = threadIdx.x; q < V4; q += blockDim.x) {
+        const float4 a = xent_quad(zr, q, rt);
+        const int v = 4 * q;
+        const float g0 = xent_g(a.x, v, tg, mb, inv, gs, rt);
+        const float g1 = xent_g(a.y, v + 1, tg, mb, inv, gs, rt);
+        const float g2 = xent_g(a.z, v + 2, tg, mb, inv, gs, rt);
+        const float g3 = xent_g(a.w, v + 3, tg, mb, inv, gs, rt);
+        if (gr) {
+            uint2 w;
+            w.x = (uint32_t)to16_of(g0, rt) | (uint32_t)to16_of(g1, rt) << 16;
+            w.y = (uint32_t)to16_of(g2, rt) | (uint32_t)to16_of(g3, rt) << 16;
+            ((uint2 *)gr)[q] = w;
+        } else {
+            ((float4 *)zr)[q] = make_float4(g0, g1, g2, g3);
         }
     }
-    for (int v = 8 * V8 + threadIdx.x; v < V; v += nt) {
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) {
         const float gv = xent_g(xent_one(zr, v, rt), v, tg, mb, inv, gs, rt);
         if (gr) gr[v] = to16_of(gv, rt);
         else ((float *)zr)[v] = gv;
@@ -374,9 +342,9 @@ static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt
     /* the padding columns V..ld-1 of the gradient are 0: the dx GEMM that
      * follows contracts over all ld columns (train_gpt_gemm.cu: a multiple
      * of 8, so cuBLASLt can take its aligned kernels) */
-    for (int v = V + threadIdx.x; v < ld; v += nt) {
+    for (int v = V + threadIdx.x; v < ld; v += blockDim.x) {
         if (gr) gr[v] = 0;
-        else ((float *)zr)[v] = 0.0f;
+        else zr[v] = 0.0f;
     }
 }
 /* ---------------- flash attention ---------------- */
