@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "dev/dev.h"
 #include "dev/train_ops.h"
+#include "dev/train_vision.h"
 #include "models/resnet/resnet.h"
 #include "models/workloads.h"
 #include "train/options.h"
@@ -340,9 +341,151 @@ static void ops_case(dtype_t rt)
 TEST(resnet16_ops_bf16) { ops_case(DT_BF16); }
 TEST(resnet16_ops_fp16) { ops_case(DT_F16); }
 
+/* ---------------- the forward's BN statistics in one pass ----------------
+ * bn_stats1p16o + bn_meanvar against float64 statistics of the same 16-bit
+ * values (x [M, C]): channel 0 has mean 50 and std 0.5, channel 1 is the
+ * constant 7.25 (variance 0), the others spread over [-2, 3) plus c / 10.
+ * With d = x - shift (fp32 subtract, one rounding) and u = 2^-24, n = M:
+ *   the sums: |s1 - S1| <= n u B, |s2 - S2| <= (n + 3) u A, where S1, S2,
+ *     A = sum d^2 and B = sum |d| are float64 of the exact deviations
+ *     (one rounding of d, of d * d, and n - 1 adds in any order);
+ *   mean = shift + s1 / n: within (n + 2) u (B / n + |mean|);
+ *   var = s2 / n - (s1 / n)^2: within (n + 6) u (A / n + 2 (B / n)^2)
+ *     (|s1 / n| <= B / n; the clamp at 0 only moves it toward var >= 0);
+ *   rstd within the interval of 1 / sqrt(var +- that + eps), widened 4 u;
+ *   run_var within 0.1 n / (n - 1) of var's bound, plus 6 u.
+ * A shift that is not finite counts as 0 (a poisoned running mean).
+ * Shift 0 on channel 0 loses the low bits to cancellation (A / n = 2500 for
+ * a variance of 0.25: the bound is about a quarter of it); a shift near the
+ * mean (the running mean, as resnet passes it) keeps A / n near the
+ * variance. The running mean is the contract's line from the op's own mean
+ * (bit for bit), also in place (shift == run_mean: the old shift is read). */
+static void onepass_case(dtype_t rt)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    const struct train_ops *T = d->ops->train;
+    if (!T->bn_stats1p16o || !T->bn_meanvar) {
+        dev_close(d);
+        TEST_SKIP("device %s has no one-pass BN statistics", test_device());
+    }
+    plumb_err e = {0};
+    enum { C = 24 };
+    const size_t M = 147, n = M * C;
+    const float epsf = 1e-5f, momf = 0.1f;
+    const double u = 0x1p-24, eps = epsf, mom = momf;
+    float *xh = malloc(n * sizeof(float));
+    REQUIRE(xh != NULL);
+    rs16 = 4242;
+    for (size_t m = 0; m < M; m++)
+        for (int c = 0; c < C; c++) {
+            float v = c == 0 ? 50.0f + 0.8660254f * (2 * urand16() - 1) /* std 0.5 */
+                    : c == 1 ? 7.25f
+                             : -2.0f + 5.0f * urand16() + 0.1f * c;
+            xh[m * C + c] = to_rt(v, rt);
+        }
+    /* float64 statistics of the 16-bit values */
+    double mref[C], vref[C];
+    for (int c = 0; c < C; c++) {
+        double s = 0, q = 0;
+        for (size_t m = 0; m < M; m++) s += xh[m * C + c];
+        mref[c] = s / (double)M;
+        for (size_t m = 0; m < M; m++) q += (xh[m * C + c] - mref[c]) * (xh[m * C + c] - mref[c]);
+        vref[c] = q / (double)M;
+    }
+    CHECK_MSG(fabs(mref[0] - 50) < 0.2 && vref[0] > 0.2 && vref[0] < 0.3 && vref[1] == 0.0,
+              "test data: channel 0 mean %g var %g, channel 1 var %g", mref[0], vref[0], vref[1]);
+    struct t16 x, shift, part, mean, rstd, rm, rv;
+    REQUIRE(!alloc_t(d, &x, n, 0, 0, 0, rt) && !alloc_t(d, &shift, C, 0, 0, 0, rt) &&
+            !alloc_t(d, &part, 2 * C, 0, 0, 0, rt) && !alloc_t(d, &mean, C, 0, 0, 0, rt) &&
+            !alloc_t(d, &rstd, C, 0, 0, 0, rt) && !alloc_t(d, &rm, C, 0, 0, 0, rt) && !alloc_t(d, &rv, C, 0, 0, 0, rt));
+    put16(d, &x, xh, rt);
+    float sh[C], p[2 * C], mo[C], ro[C], rm0[C], rv0[C], rm1[C], rv1[C], mo2[C], ro2[C];
+    double worst0 = 0, worst_near = 0;
+    /* shift: 0 as NULL, 0 as zeros, near the mean, near the mean in place
+     * (shift == run_mean), then not finite on channels 0 and 1 (NaN, inf:
+     * counted as 0) and near the mean elsewhere */
+    for (int k = 0; k < 5; k++) {
+        for (int c = 0; c < C; c++) {
+            sh[c] = k < 2 ? 0.0f : (float)(mref[c] + 0.01 * (c % 5 - 2) + 0.003);
+            if (k == 4 && c < 2) sh[c] = c ? INFINITY : NAN;
+            rm0[c] = k == 3 ? sh[c] : 0.25f * c;
+            rv0[c] = 1.0f + 0.5f * c;
+        }
+        plumb_err ue = {0};
+        REQUIRE(!dev_upload(d, shift.d, sh, sizeof sh, &ue) && !dev_upload(d, rm.d, rm0, sizeof rm0, &ue) &&
+                !dev_upload(d, rv.d, rv0, sizeof rv0, &ue));
+        const float *shp = k == 0 ? NULL : k == 3 ? rm.d : shift.d;
+        int rc = T->bn_stats1p16o(d, NULL, x.d16, M, C, shp, part.d, rt, &e);
+        CHECK_MSG(rc == 0, "bn_stats1p16o: %s", e.msg);
+        /* without running statistics first (keep_running), then with */
+        rc = rc ? rc : T->bn_meanvar(d, NULL, part.d, C, (int64_t)M, epsf, momf, shp, mean.d, rstd.d, NULL, NULL, &e);
+        CHECK_MSG(rc == 0, "bn_meanvar (no running statistics): %s", e.msg);
+        fetch(d, &mean, mo2, NULL, rt), fetch(d, &rstd, ro2, NULL, rt);
+        rc = rc ? rc : T->bn_meanvar(d, NULL, part.d, C, (int64_t)M, epsf, momf, shp, mean.d, rstd.d, rm.d, rv.d, &e);
+        CHECK_MSG(rc == 0, "bn_meanvar: %s", e.msg);
+        if (rc) break;
+        fetch(d, &part, p, NULL, rt), fetch(d, &mean, mo, NULL, rt), fetch(d, &rstd, ro, NULL, rt);
+        fetch(d, &rm, rm1, NULL, rt), fetch(d, &rv, rv1, NULL, rt);
+        for (int c = 0; c < C; c++) {
+            double S1 = 0, S2 = 0, A = 0, B = 0;
+            const double she = isfinite(sh[c]) ? sh[c] : 0.0;
+            for (size_t m = 0; m < M; m++) {
+                const double dd = (double)xh[m * C + c] - she;
+                S1 += dd, S2 += dd * dd, A += dd * dd, B += fabs(dd);
+            }
+            const double nn = (double)M, tm = (nn + 2) * u * (B / nn + fabs(mref[c])),
+                         tv = (nn + 6) * u * (A / nn + 2 * (B / nn) * (B / nn));
+            CHECK_MSG(fabs(p[c] - S1) <= nn * u * B, "%s shift %d c%d: sum of d %.9g against %.9g", dtype_name(rt), k,
+                      c, p[c], S1);
+            CHECK_MSG(fabs(p[C + c] - S2) <= (nn + 3) * u * A, "%s shift %d c%d: sum of d^2 %.9g against %.9g",
+                      dtype_name(rt), k, c, p[C + c], S2);
+            CHECK_MSG(fabs(mo[c] - mref[c]) <= tm, "%s shift %d c%d: mean %.9g against %.9g (bound %.3g)",
+                      dtype_name(rt), k, c, mo[c], mref[c], tm);
+            const double rlo = 1 / sqrt(vref[c] + tv + eps) * (1 - 4 * u),
+                         rhi = 1 / sqrt(fmax(vref[c] - tv, 0) + eps) * (1 + 4 * u);
+            CHECK_MSG(ro[c] >= rlo && ro[c] <= rhi, "%s shift %d c%d: rstd %.9g outside [%.9g, %.9g] (var %.9g, bound %.3g)",
+                      dtype_name(rt), k, c, ro[c], rlo, rhi, vref[c], tv);
+            CHECK_MSG(!memcmp(&mo[c], &mo2[c], sizeof(float)) && !memcmp(&ro[c], &ro2[c], sizeof(float)),
+                      "%s shift %d c%d: mean or rstd differ with running statistics", dtype_name(rt), k, c);
+            const float rmw = tv_bn_running(rm0[c], mo[c], momf);
+            CHECK_MSG(!memcmp(&rm1[c], &rmw, sizeof(float)), "%s shift %d c%d: run_mean %.9g, expected %.9g",
+                      dtype_name(rt), k, c, rm1[c], rmw);
+            const double rvw = (1 - mom) * rv0[c] + mom * vref[c] * nn / (nn - 1);
+            CHECK_MSG(fabs(rv1[c] - rvw) <= mom * tv * nn / (nn - 1) + 6 * u * fabs(rvw),
+                      "%s shift %d c%d: run_var %.9g against %.9g", dtype_name(rt), k, c, rv1[c], rvw);
+            /* channel 0's variance error, for the printout */
+            if (c == 0 && k < 4) {
+                const double vo = 1.0 / ((double)ro[c] * ro[c]) - eps, er = fabs(vo - vref[c]) / vref[c];
+                if (k < 2) worst0 = fmax(worst0, er);
+                else worst_near = fmax(worst_near, er);
+            }
+        }
+    }
+    printf("  %s %s: channel 0 (mean 50, std 0.5) variance from rstd, relative error %.2e with shift 0, %.2e with a "
+           "shift near the mean\n", test_device(), dtype_name(rt), worst0, worst_near);
+    /* golden numerics are refused by name */
+    if (!dev_set_numerics(d, NUMERICS_GOLDEN, 0, &e)) {
+        int rc = T->bn_stats1p16o(d, NULL, x.d16, M, C, NULL, part.d, rt, &e);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "bn_stats1p16o"), "golden bn_stats1p16o: rc %d (%s)", rc, e.msg);
+        rc = T->bn_meanvar(d, NULL, part.d, C, (int64_t)M, 1e-5f, 0.1f, NULL, mean.d, rstd.d, NULL, NULL, &e);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "bn_meanvar"), "golden bn_meanvar: rc %d (%s)", rc, e.msg);
+    }
+    struct t16 *all[] = {&x, &shift, &part, &mean, &rstd, &rm, &rv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
+    free(xh);
+    dev_close(d);
+}
+
+TEST(resnet16_bn_onepass_stats_bf16) { onepass_case(DT_BF16); }
+TEST(resnet16_bn_onepass_stats_fp16) { onepass_case(DT_F16); }
+
 /* ---------------- the model ---------------- */
 
 #define ENV16 "PLUMB_RESNET_ACT16"
+/* the mirror path's BN statistics are two passes: the comparisons with it
+ * run the pipeline with two passes too (the one-pass trainer test below) */
+#define ENV1P "PLUMB_RESNET_BN_ONEPASS"
 
 /* resnet-tiny, 8 steps of 16 through the trainer, PLUMB_RESNET_ACT16 = v */
 static int tiny_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
@@ -365,7 +508,9 @@ static void trainer_case(const char *prec)
      * in another order and the trajectories drift by rounding (H100,
      * 2026-12-05: bf16 1.8843 against 1.8944, 0.54%, five bf16 unit
      * roundoffs of 2^-8 = 0.39% would be 2%; fp16 0.05%) */
+    char *keep = env_push(ENV1P, "0");
     act16_same_as_off(tiny_run, prec, ENV16, &resnet16_forward_count, 8, cpu, 2e-2);
+    env_restore(ENV1P, keep);
 }
 
 TEST(resnet16_trainer_bf16_same_as_mirror_path) { trainer_case("bf16"); }
@@ -425,7 +570,9 @@ static void net_case(dtype_t rt)
     size_t np = 0;
     REQUIRE(resnet_config_count_params(&c, &np, &e) == 0 && np < NP_MAX);
     const long f0 = resnet16_forward_count;
+    char *keep = env_push(ENV1P, "0");
     int rc = net_run(d, "1", rt, g1, &l1, p1, &e);
+    env_restore(ENV1P, keep);
     CHECK_MSG(rc == 0, "PLUMB_RESNET_ACT16=1: %s", e.msg);
     CHECK_MSG(resnet16_forward_count - f0 == 3, "%ld 16-bit forwards (expected 2 steps and 1 predict)",
               resnet16_forward_count - f0);
@@ -447,6 +594,53 @@ static void net_case(dtype_t rt)
 
 TEST(resnet16_imagenet_stem_bf16_same_as_mirror_path) { net_case(DT_BF16); }
 TEST(resnet16_imagenet_stem_fp16_same_as_mirror_path) { net_case(DT_F16); }
+
+/* The one-pass BN statistics through the trainer (PLUMB_RESNET_BN_ONEPASS
+ * unset: the default) against the two passes ("0"): with the default every
+ * training BN layer takes the one-pass ops, with 0 none; the statistics
+ * are the same up to fp32 rounding (another formula: E[d^2] - E[d]^2 of the
+ * deviations from the running mean, in one sum each), so the trajectories
+ * drift apart by rounding like the GPU's reordered sums above: last losses
+ * within 2% (resnet-tiny, 8 steps of 16). A value other than 0 or 1 is
+ * refused by name. */
+static int tiny_1p_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
+{
+    const char *w[] = {"--preset", "resnet-tiny", "--device", test_device(), "--precision", prec, "--steps", "8",
+                       "--batch", "16", "--eval-every", "0", "--threads", "1", "--health-interval", "0", "--quiet",
+                       NULL, NULL};
+    return train_with_env("resnet", w, ENV1P, v, tr, e);
+}
+TEST(resnet16_bn_onepass_trainer)
+{
+    struct dev *d = open_fast16();
+    if (!d) TEST_SKIP("device %s has no 16-bit resnet ops", test_device());
+    const int has = d->ops->train->bn_stats1p16o && d->ops->train->bn_meanvar;
+    dev_close(d);
+    if (!has) TEST_SKIP("device %s has no one-pass BN statistics", test_device());
+    for (int k = 0; k < 2; k++) {
+        const char *prec = k ? "fp16" : "bf16";
+        struct train_result on, off;
+        plumb_err e = {0};
+        memset(&on, 0, sizeof on), memset(&off, 0, sizeof off);
+        const long c0 = resnet16_bn1p_count;
+        int rc = tiny_1p_run(prec, NULL, &on, &e);
+        CHECK_MSG(rc == 0, "%s, one pass: %s", prec, e.msg);
+        const long c1 = resnet16_bn1p_count;
+        rc = rc ? rc : tiny_1p_run(prec, "0", &off, &e);
+        CHECK_MSG(rc == 0, "%s, two passes: %s", prec, e.msg);
+        if (rc) continue;
+        /* resnet-tiny: 7 BN layers or more a forward, 8 training forwards */
+        CHECK_MSG(c1 - c0 >= 8 * 7 && resnet16_bn1p_count == c1, "%s: %ld one-pass BN layers by default, %ld with 0",
+                  prec, c1 - c0, resnet16_bn1p_count - c1);
+        printf("  %s %s: one pass %.16s loss %.6f | two passes %.16s loss %.6f\n", test_device(), prec,
+               on.param_digest, on.last_loss, off.param_digest, off.last_loss);
+        CHECK_MSG(fabs(on.last_loss - off.last_loss) <= 2e-2 * fabs(off.last_loss), "%s: last loss %.6f against %.6f",
+                  prec, on.last_loss, off.last_loss);
+    }
+    struct train_result bad;
+    plumb_err e = {0};
+    CHECK(tiny_1p_run("bf16", "yes", &bad, &e) == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_RESNET_BN_ONEPASS=yes"));
+}
 
 /* an unknown PLUMB_RESNET_ACT16 is refused at create, named */
 /* The BN backward's own ReLU mask recomputed from x16 (the default) or read

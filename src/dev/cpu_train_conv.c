@@ -441,7 +441,7 @@ int cpu_conv2d_bwd_filter(struct dev *d, dev_stream *s, const struct train_conv 
 /* ======================= batch normalisation ======================= */
 
 /* The values BatchNorm sums for (row m, channel c). */
-enum bn_val { BV_X, BV_SQ, BV_DY, BV_DYXH };
+enum bn_val { BV_X, BV_SQ, BV_DY, BV_DYXH, BV_D };
 static inline float bn_value(enum bn_val kind, const float *x, const float *dy, const float *mean,
                              const float *rstd, size_t m, int C, int c)
 {
@@ -453,6 +453,7 @@ static inline float bn_value(enum bn_val kind, const float *x, const float *dy, 
         return dd * dd;
     }
     case BV_DY: return dy[i];
+    case BV_D: return x[i] - mean[c];
     default: return dy[i] * tv_bn_xhat(x[i], mean[c], rstd[c]);
     }
 }
@@ -510,6 +511,9 @@ KERNEL static void fast_rows(enum bn_val kind, const float *restrict x, const fl
             if (kind == BV_X) {
 #pragma omp simd
                 for (int c = 0; c < C; c++) ch[c] += xr[c];
+            } else if (kind == BV_D) {
+#pragma omp simd
+                for (int c = 0; c < C; c++) ch[c] += xr[c] - mean[c];
             } else if (kind == BV_SQ) {
 #pragma omp simd
                 for (int c = 0; c < C; c++) {
@@ -563,6 +567,37 @@ int cpu_bn_stats(struct dev *d, dev_stream *s, const float *x, size_t M, int C, 
     enum bn_val k = mean ? BV_SQ : BV_X;
     if (golden(d)) return bn_fix_sums(d, k, x, NULL, mean, NULL, M, C, part, (int64_t *)part + C, e);
     return bn_fast_sums(d, k, x, NULL, mean, NULL, M, C, part, e);
+}
+
+/* bn_stats1p16o's sums over the fp32 x (the 16-bit values widened): part
+ * [2C] fp32, the sums of d = x - shift and of d * d; fast numerics only */
+int cpu_bn_stats1p(struct dev *d, const float *x, size_t M, int C, const float *shift, float *part, plumb_err *e)
+{
+    NEED(x && part, "bn_stats1p16o: NULL x or part");
+    NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "bn_stats1p16o: bad shape M=%zu C=%d (expected 1..2^31-1 rows)", M,
+         C);
+    NEED(!golden(d), "bn_stats1p16o: fast numerics only (golden statistics are bn_stats' two passes)");
+    float *sh = malloc((size_t)C * sizeof(float));
+    if (!sh) return err_set(e, PLUMB_ENOMEM, "bn_stats1p16o: out of memory for the shift");
+    for (int c = 0; c < C; c++) sh[c] = tv_bn_shift(shift, c);
+    int rc = bn_fast_sums(d, BV_D, x, NULL, sh, NULL, M, C, part, e);
+    if (!rc) rc = bn_fast_sums(d, BV_SQ, x, NULL, sh, NULL, M, C, part + C, e);
+    free(sh);
+    return rc;
+}
+
+int cpu_bn_meanvar(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps, float momentum,
+                   const float *shift, float *mean, float *rstd, float *run_mean, float *run_var, plumb_err *e)
+{
+    (void)s;
+    NEED(part && mean && rstd, "bn_meanvar: NULL part, mean or rstd");
+    NEED((!run_mean) == (!run_var), "bn_meanvar: running statistics need both run_mean and run_var");
+    NEED(C > 0 && count >= 2, "bn_meanvar: C=%d count=%lld (expected C > 0, count >= 2)", C, (long long)count);
+    NEED(!golden(d), "bn_meanvar: fast numerics only (golden statistics are bn_var's)");
+    NEED(mean != shift && rstd != shift, "bn_meanvar: mean or rstd aliases the shift");
+    for (int c = 0; c < C; c++)
+        tv_bn_meanvar(part, C, c, (long long)count, eps, momentum, shift, mean, rstd, run_mean, run_var);
+    return PLUMB_OK;
 }
 
 int cpu_bn_bwd_stats(struct dev *d, dev_stream *s, const float *x, const float *dy, const float *mean,

@@ -1113,6 +1113,9 @@ const struct train_ops cpu_train_ops = {
     .add16o = cpu_add16o,
     .maxpool_fwd16o = cpu_maxpool_fwd16o,
     .maxpool_bwd16o = cpu_maxpool_bwd16o,
+    /* the forward's BN statistics in one pass (cpu_train_conv.c, cpu_train_vision16.c) */
+    .bn_stats1p16o = cpu_bn_stats1p16o,
+    .bn_meanvar = cpu_bn_meanvar,
     .sparse_put_dn = cpu_sparse_put_dn,
     .cls_xent = cpu_cls_xent,
     .sumsq_dn = cpu_sumsq_dn,

@@ -15,6 +15,10 @@ int cpu_bn_stats(struct dev *d, dev_stream *s, const float *x, size_t M, int C, 
 int cpu_bn_mean(struct dev *d, dev_stream *s, const void *part, int K, int64_t count, float *out, plumb_err *e);
 int cpu_bn_var(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps, float momentum,
                const float *mean, float *rstd, float *run_mean, float *run_var, plumb_err *e);
+/* the one-pass statistics (bn_stats1p16o's sums over fp32 x; bn_meanvar) */
+int cpu_bn_stats1p(struct dev *d, const float *x, size_t M, int C, const float *shift, float *part, plumb_err *e);
+int cpu_bn_meanvar(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps, float momentum,
+                   const float *shift, float *mean, float *rstd, float *run_mean, float *run_var, plumb_err *e);
 int cpu_bn_rstd(struct dev *d, dev_stream *s, const float *var, int C, float eps, float *rstd, plumb_err *e);
 int cpu_bn_apply(struct dev *d, dev_stream *s, const float *x, const float *mean, const float *rstd,
                  const float *gamma, const float *beta, const float *z, float *y, size_t M, int C, int relu,
@@ -77,6 +81,8 @@ int cpu_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const 
                        const uint16_t *mask16, const float *mbeta, const float *mean, const float *rstd,
                        const float *gamma, const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt,
                        plumb_err *e);
+int cpu_bn_stats1p16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *shift,
+                      void *part, dtype_t rt, plumb_err *e);
 int cpu_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
                uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
 int cpu_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,

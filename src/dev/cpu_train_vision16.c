@@ -178,6 +178,19 @@ int cpu_bn_stats16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M,
     return rc;
 }
 
+int cpu_bn_stats1p16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *shift,
+                      void *part, dtype_t rt, plumb_err *e)
+{
+    (void)s;
+    RT16_OK("bn_stats1p16o");
+    NEED(x16 && part, "bn_stats1p16o: NULL x16 or part");
+    int ok = 1;
+    float *x = widen16(x16, NULL, M * (size_t)C, rt, &ok);
+    int rc = !ok ? oom16("bn_stats1p16o", e) : cpu_bn_stats1p(d, x, M, C, shift, part, e);
+    free(x);
+    return rc;
+}
+
 int cpu_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
                     const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C,
                     int relu, dtype_t rt, plumb_err *e)

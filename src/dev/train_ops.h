@@ -900,6 +900,42 @@ struct train_ops {
                           uint16_t *y16, int32_t *idx, dtype_t rt, plumb_err *e);
     int (*maxpool_bwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
                           const int32_t *idx, uint16_t *dx16, dtype_t rt, plumb_err *e);
+
+    /* ---------------- resnet: BN statistics in one pass (optional, both or none) ----------------
+     * Fast numerics, 16-bit x (rt = DT_BF16 or DT_F16); golden is refused
+     * (its statistics stay bn_stats' two passes). Replaces the forward's
+     *   bn_stats16o(x, NULL) -> all-reduce -> bn_mean -> bn_stats16o(x, mean)
+     *   -> all-reduce -> bn_var
+     * by one read of x and one all-reduce of 2C sums:
+     *   bn_stats1p16o(x, shift) -> part [2C] -> all-reduce -> bn_meanvar.
+     * The sums are of deviations from a shift that every rank holds
+     * identically (resnet passes the BN's running mean: the same on every
+     * rank, 0 at the start), so the parts of the ranks add up; the nearer
+     * the shift to the batch mean, the less the variance E[d^2] - E[d]^2
+     * cancels (with shift 0 and |mean| >> std it loses about log2(mean^2 /
+     * var) bits of the fp32 sums; tests/test_resnet16_ops.c states the
+     * bound).
+     * bn_stats1p16o: x16 [M, C], shift [C] fp32 (NULL: zeros; a shift[c]
+     *   that is not finite counts as 0, in both ops: a running mean made
+     *   non-finite by one step must not poison the next steps' statistics;
+     *   dev/train_vision.h tv_bn_shift), part [2C] fp32
+     *   (train_bn_part_bytes(2C, 0)): with d = x[m,c] - shift[c] (fp32
+     *   subtract), part[c] = sum over m of d, part[C + c] = sum of d * d
+     *   (fp32 product), fp32 sums in any deterministic order.
+     * bn_meanvar: from part [2C] (the global sums), count >= 2 (global rows),
+     *   per channel c, fp32 left to right without fma (dev/train_vision.h
+     *   tv_bn_meanvar): n = (float)count, m1 = part[c] / n, mean[c] =
+     *   shift[c] + m1, var = part[C + c] / n - m1 * m1, var = 0 where it is
+     *   < 0 (a NaN stays), rstd[c] = 1 / sqrtf(var + eps); when run_mean /
+     *   run_var are not NULL the running statistics as bn_var updates them,
+     *   with var_unbiased = var * (n / (float)(count - 1)). shift (NULL:
+     *   zeros) may be run_mean: each channel's shift is read before its
+     *   running mean is written. mean and rstd [C] must not alias shift. */
+    int (*bn_stats1p16o)(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *shift,
+                         void *part, dtype_t rt, plumb_err *e);
+    int (*bn_meanvar)(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps,
+                      float momentum, const float *shift, float *mean, float *rstd, float *run_mean, float *run_var,
+                      plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

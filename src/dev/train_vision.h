@@ -168,6 +168,37 @@ PLUMB_HD float tv_bn_running(float run, float v, float momentum)
     float b = momentum * v;
     return a + b;
 }
+/* the one-pass statistics' shift of channel c (dev/train_ops.h
+ * bn_stats1p16o): shift[c], or 0 where shift is NULL or shift[c] is not
+ * finite (a running mean poisoned by a non-finite step must not poison the
+ * batch statistics of the steps after it) */
+PLUMB_HD float tv_bn_shift(const float *shift, int c)
+{
+    const float s = shift ? shift[c] : 0.0f;
+    return s - s == 0.0f ? s : 0.0f;
+}
+/* bn_meanvar (dev/train_ops.h) for channel c, the one-pass statistics: p
+ * [2C] the global sums of d = x - shift and of d * d; shift (NULL: zeros)
+ * may be run_mean (read first); mean, rstd must not alias it */
+PLUMB_HD void tv_bn_meanvar(const float *p, int C, int c, long long count, float eps, float momentum,
+                            const float *shift, float *mean, float *rstd, float *run_mean, float *run_var)
+{
+    const float sh = tv_bn_shift(shift, c);
+    const float n = (float)count;
+    const float m1 = p[c] / n;
+    const float m1sq = m1 * m1;
+    float var = p[C + c] / n;
+    var = var - m1sq;
+    if (var < 0.0f) var = 0.0f; /* cancellation; a NaN stays NaN */
+    const float mu = sh + m1;
+    mean[c] = mu;
+    rstd[c] = 1.0f / sqrtf(var + eps);
+    if (run_mean) {
+        const float varu = var * (n / (float)(count - 1));
+        run_mean[c] = tv_bn_running(run_mean[c], mu, momentum);
+        run_var[c] = tv_bn_running(run_var[c], varu, momentum);
+    }
+}
 
 /* ---------------------------------------------------------------- pooling */
 

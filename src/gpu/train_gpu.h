@@ -223,6 +223,11 @@ int g_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, c
                      int32_t *idx, dtype_t rt, plumb_err *e);
 int g_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,
                      const int32_t *idx, uint16_t *dx16, dtype_t rt, plumb_err *e);
+/* the forward's BN statistics in one pass (train_vision.cu) */
+int g_bn_stats1p16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *shift,
+                    void *part, dtype_t rt, plumb_err *e);
+int g_bn_meanvar(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps, float momentum,
+                 const float *shift, float *mean, float *rstd, float *run_mean, float *run_var, plumb_err *e);
 int g_conv2d_bwd_data16(struct dev *d, dev_stream *s, const struct train_conv *g, const float *dy,
                         const uint16_t *dy16, const float *w, const uint16_t *w16, float *dx, dtype_t rt,
                         plumb_err *e);

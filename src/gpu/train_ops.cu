@@ -969,5 +969,7 @@ const struct train_ops gpu_train_ops = {
     /* resnet with 16-bit activations: train_conv.cu, train_vision.cu (cuDNN or MIOpen, else our kernels) */
     g_conv2d_fwd16o, g_conv2d_bwd_data16o, g_conv2d_bwd_filter16o, g_bn_stats16o, g_bn_apply16o, g_bn_bwd_reduce16o,
     g_bn_bwd_data16o, g_add16o, g_maxpool_fwd16o, g_maxpool_bwd16o,
+    /* the forward's BN statistics in one pass: train_vision.cu */
+    g_bn_stats1p16o, g_bn_meanvar,
 };
 #endif

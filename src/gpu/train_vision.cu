@@ -654,6 +654,35 @@ int g_bn_stats16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, i
                                        NULL, M, C, (float *)part, NULL, NULL, (int)rt, e);
 }
 
+/* the forward's statistics in one pass: the sums of d = x - shift and of
+ * d * d (kind BV_SH, NS 2: the backward's grid and combine) into part [2C] */
+int g_bn_stats1p16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *shift,
+                    void *part, dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && part, "%s: bn_stats1p16o: NULL x16 or part", d->label);
+    NEED(M > 0 && C > 0 && M < ((size_t)1 << 31), "%s: bn_stats1p16o: bad shape M=%zu C=%d", d->label, M, C);
+    FAST16("bn_stats1p16o");
+    ENTER();
+    return bn_sums_fast_t<uint16_t, 8>(d, gpu_stream(d, s), BV_SH, 2, x16, NULL, NULL, NULL, NULL, shift, NULL, M, C,
+                                       (float *)part, NULL, NULL, (int)rt, e);
+}
+
+int g_bn_meanvar(struct dev *d, dev_stream *s, const void *part, int C, int64_t count, float eps, float momentum,
+                 const float *shift, float *mean, float *rstd, float *run_mean, float *run_var, plumb_err *e)
+{
+    NEED(part && mean && rstd, "%s: bn_meanvar: NULL part, mean or rstd", d->label);
+    NEED((!run_mean) == (!run_var), "%s: bn_meanvar: running statistics need both run_mean and run_var", d->label);
+    NEED(C > 0 && count >= 2, "%s: bn_meanvar: C=%d count=%lld (expected C > 0, count >= 2)", d->label, C,
+         (long long)count);
+    NEED(!is_golden(d), "%s: bn_meanvar: fast numerics only (golden statistics are bn_var's)", d->label);
+    NEED(mean != shift && rstd != shift, "%s: bn_meanvar: mean or rstd aliases the shift", d->label);
+    ENTER();
+    k_bn_meanvar<<<(C + TPB - 1) / TPB, TPB, 0, gpu_stream(d, s)->s>>>((const float *)part, C, (long long)count, eps,
+                                                                        momentum, shift, mean, rstd, run_mean, run_var);
+    GPU_CHECK_LAUNCH(d, "k_bn_meanvar", e);
+    return PLUMB_OK;
+}
+
 int g_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
                   const float *gamma, const float *beta, const uint16_t *z16, uint16_t *y16, size_t M, int C, int relu,
                   dtype_t rt, plumb_err *e)

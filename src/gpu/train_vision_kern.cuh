@@ -81,11 +81,12 @@ __device__ static inline void maskxv(const float *xv, const float *mu, const flo
         g[v] = tv_round(tv_bn_apply(xv[v], mu[v], rs[v], ga[v], be[v], NULL, 1), rt) > 0.0f ? g[v] : 0.0f;
 }
 
-enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3 };
+enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3, BV_SH = 4 };
 
 /* fast: NS sums per channel in one pass (bn_stats: NS = 1, kind BV_X or
  * BV_SQ; the backward: NS = 2, BV_DY then BV_DYXH from one read of x and
- * dy). Threads own V consecutive channels (fp32: V = 4, float4 loads;
+ * dy; bn_stats1p16o: NS = 2, kind BV_SH, the sums of d = x - shift (mean
+ * holds the shift) and of d * d from one read of x). Threads own V consecutive channels (fp32: V = 4, float4 loads;
  * 16-bit: V = 8, one 16-byte load of eight values; V = 1 when C is not a
  * multiple of V or a pointer is not 16-byte aligned); a block is QX channel
  * groups x RY row lanes (QX RY = 256), rows [blockIdx.y rpb, +rpb). Each
@@ -137,7 +138,7 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
     if (c0 < C) {
         float mu[V], rs[V], mg[V], mb[V];
         for (int v = 0; v < V; v++) {
-            mu[v] = mean && KIND != BV_X ? mean[c0 + v] : 0.0f;
+            mu[v] = KIND == BV_SH ? tv_bn_shift(mean, c0 + v) : mean && KIND != BV_X ? mean[c0 + v] : 0.0f;
             rs[v] = rstd && KIND == BV_DY ? rstd[c0 + v] : 0.0f;
             mg[v] = mbeta && KIND == BV_DY ? mgamma[c0 + v] : 0.0f;
             mb[v] = mbeta && KIND == BV_DY ? mbeta[c0 + v] : 0.0f;
@@ -159,6 +160,10 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
                 } else if (KIND == BV_SQ) {
                     float dd = xv[v] - mu[v];
                     a[0][v] += dd * dd;
+                } else if (KIND == BV_SH) {
+                    float dd = xv[v] - mu[v];
+                    a[0][v] += dd;
+                    a[NS - 1][v] += dd * dd;
                 } else {
                     a[0][v] += gv[v];
                     if (NS == 2) a[NS - 1][v] += gv[v] * tv_bn_xhat(xv[v], mu[v], rs[v]);
@@ -185,12 +190,13 @@ __global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const
                                                      float *part, int rt)
 {
     __shared__ float sh[NS][256 * V];
-    /* kind as a constant too: BV_DY with NS = 2, BV_X or BV_SQ with NS = 1 */
+    /* kind as a constant too: BV_DY or BV_SH with NS = 2, BV_X or BV_SQ with NS = 1 */
 #define BN_RED_ARGS x, dy, mask, mgamma, mbeta, mean, rstd, M, C, rpb, QX, RY, part, sh, rt
 #define BN_RED_CALL(RTV)                                                                   \
-    (NS == 2        ? bn_red_rows<S, V, NS, RTV, BV_DY>(BN_RED_ARGS)                       \
-     : kind == BV_X ? bn_red_rows<S, V, NS, RTV, BV_X>(BN_RED_ARGS)                        \
-                    : bn_red_rows<S, V, NS, RTV, BV_SQ>(BN_RED_ARGS))
+    (NS == 2 && kind == BV_SH ? bn_red_rows<S, V, NS, RTV, BV_SH>(BN_RED_ARGS)             \
+     : NS == 2                ? bn_red_rows<S, V, NS, RTV, BV_DY>(BN_RED_ARGS)             \
+     : kind == BV_X           ? bn_red_rows<S, V, NS, RTV, BV_X>(BN_RED_ARGS)              \
+                              : bn_red_rows<S, V, NS, RTV, BV_SQ>(BN_RED_ARGS))
     RT_DISPATCH(rt, BN_RED_CALL);
 #undef BN_RED_CALL
 #undef BN_RED_ARGS
@@ -212,6 +218,16 @@ __global__ void k_bn_red_final(const float *part, int nb, int K, int C, float *o
     out[j] = a;
     if (j < C && copy0) copy0[j] = a;
     if (j >= C && copy1) copy1[j - C] = a;
+}
+
+/* bn_meanvar (dev/train_ops.h): one thread a channel, dev/train_vision.h's
+ * arithmetic (the cpu's bits); the channel's shift is read before its
+ * running mean is written, so shift may be run_mean */
+__global__ void k_bn_meanvar(const float *part, int C, long long count, float eps, float momentum, const float *shift,
+                             float *mean, float *rstd, float *run_mean, float *run_var)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < C) tv_bn_meanvar(part, C, c, count, eps, momentum, shift, mean, rstd, run_mean, run_var);
 }
 
 /* The elementwise BatchNorm kernels over [M, C] (C % V == 0): a thread owns

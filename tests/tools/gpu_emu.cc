@@ -827,6 +827,64 @@ static void vision16(size_t M, int C, int rt)
     }
 }
 
+// BN's one-pass statistics (bn_stats1p16o: kind BV_SH, NS 2; bn_meanvar:
+// k_bn_meanvar): the sums of d = x - shift and d * d against float64 within
+// n u sum|d| and (n + 3) u sum d^2 (u = 2^-24: one rounding of d, of d * d,
+// n - 1 adds), shift 0, near the mean, and not finite (counted as 0) on two
+// channels, channel 0 with mean 50 and std 0.5;
+// then k_bn_meanvar against dev/train_vision.h's tv_bn_meanvar on the host
+// (the cpu's bits), the shift the running mean in place
+static void bn_onepass16(size_t M, int C, int rt)
+{
+    const size_t n = M * (size_t)C;
+    std::vector<float> x(n), sh(C), out(2 * C), mo(C), ro(C), rm(C), rv(C), wm(C), wr(C), wrm(C), wrv(C);
+    std::vector<uint16_t> x16(n);
+    for (size_t i = 0; i < n; i++) {
+        const int c = (int)(i % C);
+        x[i] = tv_round(c == 0 ? 50.0f + frand(-0.866f, 0.866f) : frand(-2, 3) + 0.1f * c, rt);
+        x16[i] = to16_rt(x[i], rt);
+    }
+    std::vector<double> mref(C, 0.0);
+    for (size_t i = 0; i < n; i++) mref[i % C] += x[i];
+    for (int c = 0; c < C; c++) mref[c] /= (double)M;
+    const double u = 0x1p-24;
+    const char *shn[3] = {"0", "near the mean", "not finite on channels 0, 1 (as 0)"};
+    for (int k = 0; k < 3; k++) {
+        for (int c = 0; c < C; c++) sh[c] = k ? (float)(mref[c] + 0.01 * (c % 5 - 2)) : 0.0f;
+        if (k == 2) sh[0] = NAN, sh[1] = INFINITY;
+        bn_sums<uint16_t, 8>(BV_SH, 2, x16.data(), nullptr, nullptr, sh.data(), nullptr, M, C, out.data(), nullptr,
+                             nullptr, rt);
+        size_t bad = 0, at = 0;
+        for (int c = 0; c < C; c++) {
+            double s1 = 0, s2 = 0, b = 0;
+            const double she = std::isfinite(sh[c]) ? sh[c] : 0.0;
+            for (size_t m = 0; m < M; m++) {
+                const double dd = (double)x[m * C + c] - she;
+                s1 += dd, s2 += dd * dd, b += fabs(dd);
+            }
+            const int ok = fabs(out[c] - s1) <= (double)M * u * b && fabs(out[C + c] - s2) <= (M + 3.0) * u * s2;
+            if (!ok && !bad++) at = (size_t)c;
+        }
+        printf("%s warp %d: bn one-pass sums of x16 M%zu C%d rt%d shift %s: %zu of %d channels outside the bound (first %zu)\n",
+               bad ? "FAIL" : "ok  ", PLUMB_WARP, M, C, rt, shn[k], bad, C, at);
+        bad ? g_fail++ : g_pass++;
+        // k_bn_meanvar, shift = run_mean in place, against tv_bn_meanvar on the host
+        for (int c = 0; c < C; c++) rm[c] = wrm[c] = sh[c], rv[c] = wrv[c] = 1.0f + 0.5f * c;
+        for (int c = 0; c < C; c++) tv_bn_meanvar(out.data(), C, c, (long long)M, 1e-5f, 0.1f, wrm.data(), wm.data(), wr.data(), wrm.data(), wrv.data());
+        const float *op = out.data();
+        float *mop = mo.data(), *rop = ro.data(), *rmp = rm.data(), *rvp = rv.data();
+        launch(dim3((unsigned)((C + 255) / 256)), dim3(256), [&] { k_bn_meanvar(op, C, (long long)M, 1e-5f, 0.1f, rmp, mop, rop, rmp, rvp); });
+        const int same = !memcmp(mo.data(), wm.data(), C * 4) && !memcmp(ro.data(), wr.data(), C * 4) &&
+                         !memcmp(rm.data(), wrm.data(), C * 4) && !memcmp(rv.data(), wrv.data(), C * 4);
+        // and the statistics themselves: channel 0's mean within 1e-4 of float64
+        const int near = fabs(mo[0] - mref[0]) <= 1e-4 * fabs(mref[0]);
+        printf("%s warp %d: bn one-pass k_bn_meanvar M%zu C%d rt%d shift %s: %s, mean %.9g against %.9g\n",
+               same && near ? "ok  " : "FAIL", PLUMB_WARP, M, C, rt, shn[k],
+               same ? "the host's bits" : "differs from the host's", mo[0], mref[0]);
+        same && near ? g_pass++ : g_fail++;
+    }
+}
+
 // the 16-bit max-pool against dev/train_vision.h's elements on the widened values
 static void maxpool16(int N, int H, int C, int rt)
 {
@@ -936,6 +994,9 @@ int main()
     vision16(97, 20, DT_BF16);  // C % 8 != 0: one at a time (fp32: four)
     vision16(50, 6, DT_F16);    // C % 4 != 0: one at a time both
     vision16(40, 264, DT_BF16); // 33 channel groups: two column blocks of the BN kernels
+    bn_onepass16(300, 40, DT_BF16); // eight 16-bit values a load
+    bn_onepass16(97, 20, DT_F16);   // one at a time
+    bn_onepass16(40, 264, DT_BF16); // 33 channel groups
     maxpool16(2, 9, 16, DT_BF16);
     maxpool16(1, 8, 8, DT_F16);
     maxpool16(2, 7, 12, DT_BF16); // C not a multiple of 8: one channel an item only

@@ -326,6 +326,7 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
                T->bn_apply16 && T->bn_bwd_data16 && d->ops->cast;
     if (!rc) rc = resnet16_wanted(d, precision, &m->act16, e);
     if (!rc) rc = resnet16_mask_self(&m->mask_self, e);
+    if (!rc) rc = resnet16_bn_onepass(T, m->act16, &m->bn1p, e);
     if (m->act16) m->has16 = 0; /* no mirrors: the 16-bit tensors are the activations */
     /* ---- buffers ---- */
     const size_t fs = sizeof(float), MB = (size_t)max_batch;
@@ -614,6 +615,20 @@ int rn_bn_forward(struct step *st, struct rbn *bn, const float *x, const uint16_
     if (count < 2)
         return err_set(e, PLUMB_EUSAGE, "resnet: BatchNorm over %lld value(s) per channel (training needs at least 2: "
                        "a larger batch)", (long long)count);
+    if (st->a16 && m->bn1p) {
+        /* one pass (never golden: a16 is fast only): the sums of x - shift
+         * and of their squares, one all-reduce of 2C sums. The shift is the
+         * running mean, the same on every rank (it moves only by the global
+         * statistics), read by bn_meanvar before it updates it in place. */
+        rc = M ? T->bn_stats1p16o(d, NULL, x16, M, bn->C, rm, m->part, m->prec, e) : rn_zero_part(st, 2 * bn->C, e);
+        if (!rc) rc = rn_sync_part(st, 2 * bn->C, e);
+        if (!rc)
+            rc = T->bn_meanvar(d, NULL, m->part, bn->C, count, BN_EPS, BN_MOMENTUM, rm, bn->mean, bn->rstd,
+                               st->keep_running ? NULL : rm, st->keep_running ? NULL : rv, e);
+        if (!rc && M) rc = bn_apply_to(st, x, x16, bn->mean, bn->rstd, gamma, beta, z, z16, y, y16, M, bn->C, relu, e);
+        if (!rc) resnet16_bn1p_count++;
+        return rc;
+    }
     rc = M ? bn_stats_of(st, x, x16, M, bn->C, NULL, e) : rn_zero_part(st, bn->C, e);
     if (!rc) rc = rn_sync_part(st, bn->C, e);
     if (!rc) rc = T->bn_mean(d, NULL, m->part, bn->C, count, bn->mean, e);

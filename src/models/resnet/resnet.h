@@ -173,6 +173,14 @@ struct resnet_sync {
  * plumb bench resnet). */
 int resnet_act16(const struct resnet_model *m);
 extern long resnet16_forward_count;
+/* With the pipeline, the training forward's BN statistics are one pass
+ * over x16 (bn_stats1p16o, one all-reduce of 2C sums, bn_meanvar; shifted
+ * by the running mean) where the device has the two ops;
+ * PLUMB_RESNET_BN_ONEPASS=0 keeps the two passes (the mean, then the
+ * squared deviations; bn_stats16o twice), a value other than 0 or 1 is
+ * PLUMB_EUSAGE at resnet_create. resnet16_bn1p_count: BN layers whose
+ * statistics were made in one pass in this process (tests). */
+extern long resnet16_bn1p_count;
 
 int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b, const struct resnet_sync *sync,
                             float grad_scale, struct resnet_loss *loss, plumb_err *e);

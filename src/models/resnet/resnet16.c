@@ -33,6 +33,7 @@
 #include <string.h>
 
 long resnet16_forward_count;
+long resnet16_bn1p_count;
 
 int resnet16_ops(const struct train_ops *T)
 {
@@ -44,6 +45,16 @@ int resnet16_ops(const struct train_ops *T)
 int resnet16_mask_self(int *on, plumb_err *e)
 {
     return env_switch("PLUMB_RESNET_MASK_FROM_X", "the BN backward recomputes its own ReLU's mask", on, e);
+}
+
+int resnet16_bn_onepass(const struct train_ops *T, int act16, int *on, plumb_err *e)
+{
+    int sw;
+    *on = 0;
+    int rc = env_switch("PLUMB_RESNET_BN_ONEPASS", "the BN statistics in one pass (16-bit pipeline)", &sw, e);
+    if (rc) return rc;
+    *on = sw && act16 && T && T->bn_stats1p16o && T->bn_meanvar;
+    return PLUMB_OK;
 }
 
 int resnet16_wanted(struct dev *d, dtype_t prec, int *want, plumb_err *e)

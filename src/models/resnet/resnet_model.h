@@ -90,6 +90,10 @@ struct resnet_model {
      * activations and gradient slots are not allocated */
     int act16;
     int mask_self; /* the BN backward recomputes its own ReLU's mask from x16 (PLUMB_RESNET_MASK_FROM_X) */
+    /* the training forward's BN statistics in one pass (bn_stats1p16o and
+     * bn_meanvar, shifted by the running mean; PLUMB_RESNET_BN_ONEPASS),
+     * with the 16-bit pipeline only */
+    int bn1p;
     uint16_t *stem_c16, *pool16;     /* stem conv output, max-pool output */
     uint16_t *slot16[N_SLOTS];       /* activation-gradient buffers [max_act] */
     int slot16_used[N_SLOTS];
@@ -135,6 +139,10 @@ int rn_bn_backward(struct step *st, struct rbn *bn, const float *x, const uint16
 /* from PLUMB_RESNET_MASK_FROM_X (unset, "" or "1": recompute; "0": read the
  * stored ReLU output; anything else PLUMB_EUSAGE) */
 int resnet16_mask_self(int *on, plumb_err *e);
+/* *on from PLUMB_RESNET_BN_ONEPASS (unset, "" or "1": the one-pass BN
+ * statistics where the 16-bit pipeline runs and the device has the two ops;
+ * "0": the two passes; anything else PLUMB_EUSAGE) and act16, T */
+int resnet16_bn_onepass(const struct train_ops *T, int act16, int *on, plumb_err *e);
 
 /* resnet16.c: the 16-bit pipeline */
 int resnet16_ops(const struct train_ops *T);
