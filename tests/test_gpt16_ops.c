@@ -205,7 +205,7 @@ TEST(gpt16_ops_fp16) { ops_case(DT_F16); }
 
 /* attention_fwd16 / attention_bwd16 at shapes where CUDA's pipelined mma.sync
  * kernels read the 16-bit qkv and dout in place (T a multiple of 128, head
- * width 64: gpu/train_gpt_attn.cu's mma2_direct_ok), several images and
+ * width 64: gpu/train_gpt_attn.cu's mma2_fits), several images and
  * heads: the fp32 ops' bits, and the same bits with PLUMB_GPT_ATTN_DIRECT=0
  * (the head-major copies first); any other value of it is refused, named,
  * on CUDA (the only backend that reads it) */

@@ -226,21 +226,22 @@ static inline tcattn::m2rows mma2_copy_rows(const uint16_t *h, int p, int B, int
     const size_t part = (size_t)B * NH * Tp * HSM;
     return tcattn::m2rows{h + p * part, (size_t)HSM, (size_t)NH * Tp * HSM, (size_t)Tp * HSM};
 }
-/* the kernels read 16-bit activations in place (no k_mma2_to16 pass) where
- * every tile they load lies inside the tensor and every 16-byte copy is
- * aligned: T a multiple of the largest tile (so Tp = T: no rows past T),
- * the head exactly HSM wide (no zero columns to supply), rows and heads
- * starting on 16 bytes; and PLUMB_GPT_ATTN_DIRECT is not 0 (1 or unset: in
- * place; 0: always the copies, for timing the two side by side) */
-static int mma2_direct_ok(struct dev *d, const void *src, size_t ld, int T, int HS, int HSM, int *ok, plumb_err *e)
+/* PLUMB_GPT_ATTN_DIRECT: 1 or unset, the kernels read 16-bit activations
+ * in place where mma2_fits lets them; 0, always the copies (for timing the
+ * two side by side) */
+static int mma2_direct_on(struct dev *d, int *on, plumb_err *e)
 {
-    const char *v = getenv("PLUMB_GPT_ATTN_DIRECT");
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN_DIRECT=%s: expected 0 (copy q, k, v, dout to head-major "
-                       "16-bit rows first) or 1 (read them in place where the shapes allow; the default)", d->label, v);
-    *ok = !(v && !strcmp(v, "0")) && T % tcattn::M2TP == 0 && HS == HSM && ld % 8 == 0 && HS % 8 == 0 &&
-          !((uintptr_t)src % 16);
-    return PLUMB_OK;
+    return gpu_env_switch(d, "PLUMB_GPT_ATTN_DIRECT", "copy q, k, v, dout to head-major 16-bit rows first",
+                          "read them in place where the shapes allow", on, e);
+}
+/* a 16-bit tensor the kernels can read in place (no k_mma2_to16 pass):
+ * every tile they load lies inside it and every 16-byte copy is aligned: T
+ * a multiple of the largest tile (so Tp = T: no rows past T), the head
+ * exactly HSM wide (no zero columns to supply), rows and heads starting on
+ * 16 bytes */
+static int mma2_fits(const void *src, size_t ld, int T, int HS, int HSM)
+{
+    return T % tcattn::M2TP == 0 && HS == HSM && ld % 8 == 0 && HS % 8 == 0 && !((uintptr_t)src % 16);
 }
 /* part p (q 0, k 1, v 2) of a 16-bit qkv [B, T, 3C], or dout [B, T, C] (p 0, ld C), in place */
 static inline tcattn::m2rows mma2_direct_rows(const uint16_t *src, int p, size_t ld, int T, int NH, int HS)
@@ -256,7 +257,8 @@ static int mma2_fwd(struct dev *d, struct dev_stream *st, const S *qkv, S *out, 
     const int Tp = mma2_tp(T);
     const size_t C3 = 3 * (size_t)NH * HS;
     int direct = 0;
-    int rc = sizeof(S) == 2 ? mma2_direct_ok(d, qkv, C3, T, HS, HSM, &direct, e) : PLUMB_OK;
+    int rc = sizeof(S) == 2 ? mma2_direct_on(d, &direct, e) : PLUMB_OK;
+    direct = direct && mma2_fits(qkv, C3, T, HS, HSM);
     tcattn::m2rows r[3];
     if (!rc && direct)
         for (int p = 0; p < 3; p++) r[p] = mma2_direct_rows((const uint16_t *)qkv, p, C3, T, NH, HS);
@@ -280,11 +282,11 @@ static int mma2_bwd(struct dev *d, struct dev_stream *st, const S *qkv, const S 
     typedef tcattn::m2dims<HSM> MD;
     const int Tp = mma2_tp(T);
     const size_t C = (size_t)NH * HS;
-    int direct = 0, dd = 0;
-    int rc = sizeof(S) == 2 ? mma2_direct_ok(d, qkv, 3 * C, T, HS, HSM, &direct, e) : PLUMB_OK;
-    if (!rc && direct) rc = mma2_direct_ok(d, dout, C, T, HS, HSM, &dd, e);
+    int direct = 0;
+    int rc = sizeof(S) == 2 ? mma2_direct_on(d, &direct, e) : PLUMB_OK;
+    direct = direct && mma2_fits(qkv, 3 * C, T, HS, HSM) && mma2_fits(dout, C, T, HS, HSM);
     tcattn::m2rows r[4];
-    if (!rc && direct && dd) {
+    if (!rc && direct) {
         for (int p = 0; p < 3; p++) r[p] = mma2_direct_rows((const uint16_t *)qkv, p, 3 * C, T, NH, HS);
         r[3] = mma2_direct_rows((const uint16_t *)dout, 0, C, T, NH, HS);
     } else if (!rc) {

@@ -19,7 +19,7 @@
  *    With 16-bit activations the copy is only a re-layout: where T is a
  *    multiple of 128, HS = HSM and the rows are 16-byte aligned, the
  *    kernels read qkv and dout in place instead (struct m2rows says where
- *    a part's rows are; train_gpt_attn.cu's mma2_direct_ok): the same
+ *    a part's rows are; train_gpt_attn.cu's mma2_fits): the same
  *    values, so the same bits, and no copy pass (gpt2-124m: the copies
  *    took 1.65 ms of a 49 ms step on an H100, 2026-12-05).
  * 2. cp.async double buffering. The streamed tiles (K and V in the forward
@@ -159,7 +159,7 @@ __device__ inline void ldsm4t(uint32_t (&r)[4], const uint16_t *p)
  * h of image b at p + b bs + h hs + t ld, HSM values from there, 16-byte
  * aligned. k_mma2_to16's copies: ld HSM, hs Tp HSM, bs NH Tp HSM. The 16-bit
  * activations themselves (direct, no copy; train_gpt_attn.cu's
- * mma2_direct_ok says when): ld 3C (qkv) or C (dout), hs HS, bs T ld */
+ * mma2_fits says when): ld 3C (qkv) or C (dout), hs HS, bs T ld */
 struct m2rows {
     const uint16_t *p;
     size_t ld, bs, hs;

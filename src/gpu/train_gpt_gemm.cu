@@ -676,16 +676,8 @@ __global__ void k_round_inplace(float *x, size_t n, int rt)
  * in fp32 a step). The rows are a function of the rounded logits alone,
  * the same either way; the GEMM may take another algorithm for a 16-bit
  * output, so a logit can land one rounding step apart. 0: fp32 logits
- * (for timing the two side by side). Anything else is an error naming it. */
-static int xent16_on(struct dev *d, int *on, plumb_err *e)
-{
-    const char *v = getenv("PLUMB_GPT_XENT16");
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_XENT16=%s: expected 0 (fp32 logits) or 1 (16-bit logits from "
-                       "the GEMM; the default)", d->label, v);
-    *on = !(v && !strcmp(v, "0"));
-    return PLUMB_OK;
-}
+ * (for timing the two side by side). Anything else is an error naming it
+ * (gpu_env_switch). */
 
 int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
                   int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
@@ -696,7 +688,7 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     int z16 = 0; /* the logits as 16-bit rt values in g16 (CUDA, 16-bit compute) */
 #if !defined(PLUMB_HIP)
     if (ab16) {
-        int rc0 = xent16_on(d, &z16, e);
+        int rc0 = gpu_env_switch(d, "PLUMB_GPT_XENT16", "fp32 logits", "16-bit logits from the GEMM", &z16, e);
         if (rc0) return rc0;
     }
 #endif

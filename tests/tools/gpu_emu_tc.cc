@@ -528,59 +528,56 @@ template <typename E, int HSM> static void attention(int B, int T, int NH, int H
                                  hv = copy_rows(h16.data(), 2, Tp), hd = copy_rows(h16.data(), 3, Tp);
             uint16_t *po16 = o16.data(), *pg16 = g16.data(), *ph = h16.data();
             float *pl16 = l16.data(), *pD16 = D16.data();
+            // forward, D from the 16-bit out, then the backward, all reading
+            // rows q, k, v, dout (before_bwd refills them where they are
+            // copies); true where out, lse and dqkv are the fp32 storage's bits
+            auto run16 = [&](const tcattn::m2rows &q_, const tcattn::m2rows &k_, const tcattn::m2rows &v_,
+                             const tcattn::m2rows &d_, auto &&before_bwd) {
+                launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)),
+                       M2::FWD,
+                       [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(q_, k_, v_, po16, pl16, T, NH, HS, scale, rt); },
+                       32 * tcattn::M2FW);
+                widen_out_and_d16<E>(o16, d16, of, D16, T, NH, HS);
+                before_bwd();
+                launch(grid, M2::DKV, [&] {
+                    tcattn::k_mma2_bwd_dkv<E, HSM, uint16_t>(q_, k_, v_, d_, pl16, pD16, pg16, T, NH, HS, scale, rt);
+                }, 32 * tcattn::M2KW);
+                launch(dim3((unsigned)((T + 16 * tcattn::M2QW - 1) / (16 * tcattn::M2QW)), (unsigned)(B * NH)), M2::DQ,
+                       [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, uint16_t>(q_, k_, v_, d_, pl16, pD16, pg16, T, NH, HS, scale, rt); },
+                       32 * tcattn::M2QW);
+                for (size_t i = 0; i < n3; i++) gf[i] = tcattn::emu_from16<E>(g16[i]);
+                return same(of, a) && same(l16, al) && same(gf, ad);
+            };
             launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
                 tcattn::k_mma2_to16<E, HSM, uint16_t>(pq16, ph, 3, C3, B, T, Tp, NH, HS, vec);
             });
-            launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)), M2::FWD,
-                   [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(hq, hk, hv, po16, pl16, T, NH, HS, scale, rt); },
-                   32 * tcattn::M2FW);
-            widen_out_and_d16<E>(o16, d16, of, D16, T, NH, HS);
-            std::fill(h16.begin(), h16.end(), (uint16_t)0xffff);
-            launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
-                tcattn::k_mma2_to16<E, HSM, uint16_t>(pq16, ph, 3, C3, B, T, Tp, NH, HS, vec);
+            const bool ok16 = run16(hq, hk, hv, hd, [&] {
+                std::fill(h16.begin(), h16.end(), (uint16_t)0xffff);
+                launch_flat(dim3((unsigned)((3 * part / 8 + 255) / 256)), 256, [&] {
+                    tcattn::k_mma2_to16<E, HSM, uint16_t>(pq16, ph, 3, C3, B, T, Tp, NH, HS, vec);
+                });
+                launch_flat(dim3((unsigned)((part / 8 + 255) / 256)), 256, [&] {
+                    tcattn::k_mma2_to16<E, HSM, uint16_t>(pd16, ph + 3 * part, 1, (size_t)C, B, T, Tp, NH, HS, vec);
+                });
             });
-            launch_flat(dim3((unsigned)((part / 8 + 255) / 256)), 256, [&] {
-                tcattn::k_mma2_to16<E, HSM, uint16_t>(pd16, ph + 3 * part, 1, (size_t)C, B, T, Tp, NH, HS, vec);
-            });
-            launch(grid, M2::DKV, [&] {
-                tcattn::k_mma2_bwd_dkv<E, HSM, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, NH, HS, scale, rt);
-            }, 32 * tcattn::M2KW);
-            launch(dim3((unsigned)((T + 16 * tcattn::M2QW - 1) / (16 * tcattn::M2QW)), (unsigned)(B * NH)), M2::DQ,
-                   [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, uint16_t>(hq, hk, hv, hd, pl16, pD16, pg16, T, NH, HS, scale, rt); },
-                   32 * tcattn::M2QW);
-            for (size_t i = 0; i < n3; i++) gf[i] = tcattn::emu_from16<E>(g16[i]);
-            const bool ok16 = same(of, a) && same(l16, al) && same(gf, ad);
             label = "mma2";
             printf("%s %s\n", ok16 ? "ok  " : "FAIL", W("16-bit storage: the fp32 storage's bits (out, lse, dqkv)"));
             ok16 ? g_pass++ : g_fail++;
             if (T % tcattn::M2TP == 0 && HS == HSM) {
                 // the same kernels reading qkv and dout in place (train_gpt_attn.cu's
-                // mma2_direct_ok shapes): rows at stride 3C or C, no copies;
+                // mma2_fits shapes): rows at stride 3C or C, no copies;
                 // the copies are not among the buffers cp.async may read
                 // (g_src), so a tile the kernels still took from them dies
                 const auto direct = [&](const uint16_t *src, int p, size_t ld) {
                     return tcattn::m2rows{src + (size_t)p * NH * HS, ld, (size_t)T * ld, (size_t)HS};
                 };
-                const tcattn::m2rows dq_ = direct(pq16, 0, C3), dk_ = direct(pq16, 1, C3), dv_ = direct(pq16, 2, C3),
-                                     dd_ = direct(pd16, 0, (size_t)C);
                 std::fill(o16.begin(), o16.end(), (uint16_t)0xffff);
                 std::fill(g16.begin(), g16.end(), (uint16_t)0xffff);
                 std::fill(l16.begin(), l16.end(), NAN);
                 tcattn::g_src = {{pq16, q16.size() * 2}, {pd16, d16.size() * 2}, {l16.data(), l16.size() * 4},
                                  {D16.data(), D16.size() * 4}};
-                launch(dim3((unsigned)((T + 16 * tcattn::M2FW - 1) / (16 * tcattn::M2FW)), (unsigned)(B * NH)),
-                       M2::FWD,
-                       [&] { tcattn::k_mma2_fwd<E, HSM, tcattn::M2FW, uint16_t>(dq_, dk_, dv_, po16, pl16, T, NH, HS, scale, rt); },
-                       32 * tcattn::M2FW);
-                widen_out_and_d16<E>(o16, d16, of, D16, T, NH, HS);
-                launch(grid, M2::DKV, [&] {
-                    tcattn::k_mma2_bwd_dkv<E, HSM, uint16_t>(dq_, dk_, dv_, dd_, pl16, pD16, pg16, T, NH, HS, scale, rt);
-                }, 32 * tcattn::M2KW);
-                launch(dim3((unsigned)((T + 16 * tcattn::M2QW - 1) / (16 * tcattn::M2QW)), (unsigned)(B * NH)), M2::DQ,
-                       [&] { tcattn::k_mma2_bwd_dq<E, HSM, tcattn::M2QW, uint16_t>(dq_, dk_, dv_, dd_, pl16, pD16, pg16, T, NH, HS, scale, rt); },
-                       32 * tcattn::M2QW);
-                for (size_t i = 0; i < n3; i++) gf[i] = tcattn::emu_from16<E>(g16[i]);
-                const bool okd = same(of, a) && same(l16, al) && same(gf, ad);
+                const bool okd = run16(direct(pq16, 0, C3), direct(pq16, 1, C3), direct(pq16, 2, C3),
+                                       direct(pd16, 0, (size_t)C), [] {});
                 printf("%s %s\n", okd ? "ok  " : "FAIL", W("16-bit storage read in place: the fp32 storage's bits"));
                 okd ? g_pass++ : g_fail++;
             }
