@@ -100,6 +100,11 @@ TEST(gpt_data_token_files_across_shards)
     snprintf(spec, sizeof spec, "%s/nothing_*.bin", dir);
     CHECK(gpt_data_open(spec, NULL, &o, &d, &e) == PLUMB_EUSAGE);
     CHECK(strstr(e.msg, "no token files match") != NULL);
+    /* a directory in the pattern that does not exist: named, with the reason */
+    snprintf(spec, sizeof spec, "%s/no_such_dir/*.bin", dir);
+    CHECK(gpt_data_open(spec, NULL, &o, &d, &e) == PLUMB_EUSAGE);
+    CHECK(strstr(e.msg, "no token files match") != NULL);
+    CHECK(strstr(e.msg, "no_such_dir") != NULL && strstr(e.msg, "No such file") != NULL);
 }
 
 TEST(gpt_data_token_file_errors_are_named)

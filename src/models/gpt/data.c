@@ -156,19 +156,36 @@ static void shards_free(struct shard *sh, int n)
     free(sh);
 }
 
+/* glob's read error: the directory it could not read (glob reports only a code) */
+static __thread char glob_bad_path[512];
+static __thread int glob_bad_errno;
+
+static int glob_note_error(const char *epath, int eerrno)
+{
+    snprintf(glob_bad_path, sizeof glob_bad_path, "%s", epath);
+    glob_bad_errno = eerrno;
+    return 1; /* stop: GLOB_ERR semantics */
+}
+
 /* every file matching pattern, in lexicographic order */
 static int shards_open(const char *pattern, struct shard **out, int *nout, uint64_t *total, plumb_err *e)
 {
     glob_t g;
     memset(&g, 0, sizeof g);
-    int gr = glob(pattern, GLOB_ERR, NULL, &g);
+    glob_bad_path[0] = 0;
+    glob_bad_errno = 0;
+    int gr = glob(pattern, GLOB_ERR, glob_note_error, &g);
     if (gr == GLOB_NOMATCH || (gr == 0 && g.gl_pathc == 0)) {
         globfree(&g);
         return err_set(e, PLUMB_EUSAGE, "no token files match '%s' (expected llm.c .bin shards)", pattern);
     }
     if (gr) {
         globfree(&g);
-        return err_set(e, PLUMB_EUSAGE, "cannot expand '%s' (glob error %d)", pattern, gr);
+        if (gr == GLOB_ABORTED && glob_bad_path[0])
+            return err_set(e, PLUMB_EUSAGE, "no token files match '%s': cannot read directory %s: %s", pattern,
+                           glob_bad_path, strerror(glob_bad_errno));
+        return err_set(e, gr == GLOB_NOSPACE ? PLUMB_ENOMEM : PLUMB_EUSAGE, "cannot expand '%s' (%s)", pattern,
+                       gr == GLOB_NOSPACE ? "out of memory" : "read error");
     }
     struct shard *sh = calloc(g.gl_pathc, sizeof *sh);
     if (!sh) {
