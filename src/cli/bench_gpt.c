@@ -39,7 +39,7 @@
 #define NB_DEV 4
 
 struct opts {
-    const char *device, *preset, *precisions, *json, *python, *script, *torch_modes;
+    const char *device, *preset, *precisions, *json, *python, *script, *torch_modes, *graph;
     long batch, seq, steps, warmup, threads;
     double peak;
     int vs_pytorch;
@@ -48,6 +48,7 @@ struct opts {
 struct timing {
     double tokens_s, step_ms, fwd_ms, bwd_ms, opt_ms, comm_ms, data_ms;
     size_t peak_alloc, peak_reserved;
+    long graphed; /* trainer steps replayed as a graph (warm-up included) */
 };
 
 /* The numbers of config_for's words as text. The config keeps pointers to
@@ -69,8 +70,8 @@ static int config_for(const struct opts *o, const char *prec, long total_steps, 
     const char *words[] = {"--preset", o->preset, "--device", o->device, "--precision", prec, "--batch", bs,
                            "--seq-len", sl, "--steps", st, "--warmup", "0", "--schedule", "constant",
                            "--train-samples", "4096", "--eval-samples", "16", "--micro-shard", bs, "--threads", th,
-                           "--comm", "self", "--watchdog-timeout", "0", "--health-interval", "0", "--quiet", NULL,
-                           NULL};
+                           "--comm", "self", "--watchdog-timeout", "0", "--health-interval", "0", "--graph", o->graph,
+                           "--quiet", NULL, NULL};
     train_config_defaults(c, workload_find("gpt"));
     for (int i = 0; words[i]; i += 2)
         if (train_option_set(c, words[i], words[i + 1], e)) return e->code;
@@ -80,7 +81,7 @@ static int config_for(const struct opts *o, const char *prec, long total_steps, 
 static int bench_precision(const struct opts *o, struct comm *hc, const char *prec, int V, struct timing *t, plumb_err *e)
 {
     memset(t, 0, sizeof *t);
-    const long total = o->warmup + 3 * o->steps + 8;
+    const long total = o->warmup + 2 * NB_DEV + 3 * o->steps + 8;
     struct train_config cfg;
     struct config_text txt;
     int rc = config_for(o, prec, total, &txt, &cfg, e);
@@ -112,7 +113,10 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     struct trainer_step_stats ss;
 #define DB(i) (struct batch){.B = (int)o->batch, .n_valid = (int)o->batch, .on_device = 1, \
                              .field = {dt[(i) % NB_DEV][0], dt[(i) % NB_DEV][1]}}
-    for (long i = 0; i < o->warmup && !rc; i++, step++) {
+    /* on a device with graphs every batch's step graph is captured (at its
+     * second step: train/trainer.c) before the timed steps */
+    const long warm = d->be->graph_begin && o->warmup < 2 * NB_DEV ? 2 * NB_DEV : o->warmup;
+    for (long i = 0; i < warm && !rc; i++, step++) {
         struct batch b = DB(step);
         rc = trainer_step_on(tr, &b, step, o->batch, &ss, e);
     }
@@ -159,6 +163,7 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     for (int i = 0; i < NB_DEV; i++)
         for (int f = 0; f < 2; f++)
             if (dt[i][f]) dev_free(d, dt[i][f]);
+    trainer_step_kinds(tr, NULL, &t->graphed);
     trainer_close(tr);
     return rc;
 }
@@ -211,8 +216,13 @@ int bench_gpt(int argc, char **argv)
         {"--batch", OPT_INT, &o.batch, "16", "sequences per step", "1..65536", "B"},
         {"--seq-len", OPT_INT, &o.seq, "0", "tokens per sequence (0 = the preset's context)", "0..1048576", "T"},
         {"--steps", OPT_INT, &o.steps, "20", "timed steps per measurement", "1..1000000", "N"},
-        {"--warmup", OPT_INT, &o.warmup, "5", "untimed steps first", "0..100000", "N"},
+        {"--warmup", OPT_INT, &o.warmup, "5",
+         "untimed steps first (on a device with graphs at least 8: each of the 4 device batches' step graph captured)",
+         "0..100000", "N"},
         {"--threads", OPT_INT, &o.threads, "0", "cpu threads (0 = all cores)", "0..4096", "N"},
+        {"--graph", OPT_CHOICE, &o.graph, "on",
+         "the trainer's --graph: the step's forward/backward captured and replayed on a device with graphs, or op by op",
+         "on|off", NULL},
         {"--peak-tflops", OPT_DOUBLE, &o.peak, "0", "dense peak for MFU (0 = the device table's for the precision)", NULL, "X"},
         {"--vs-pytorch", OPT_FLAG, &o.vs_pytorch, NULL, "also run PyTorch GPT-2 (bench/gpt_pytorch.py) on the same device", NULL, NULL},
         {"--torch-modes", OPT_STR, &o.torch_modes, "eager,compile", "PyTorch modes with --vs-pytorch", NULL, "LIST"},
@@ -319,6 +329,7 @@ int bench_gpt(int argc, char **argv)
                act16 ? "16-bit" : "fp32");
         json_t *r = json_object();
         json_object_set_new(r, "precision", json_string(plist[p]));
+        json_object_set_new(r, "graphed_steps", json_integer(t.graphed));
         /* which activation storage ran (models/gpt/gpt16.c; PLUMB_GPT_ACT16=0 forces fp32) */
         json_object_set_new(r, "activations", json_string(act16 ? "16-bit" : "fp32"));
         json_object_set_new(r, "tokens_per_s", json_real(t.tokens_s));

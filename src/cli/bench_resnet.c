@@ -47,7 +47,8 @@
 #define NB_DEV 4 /* batches kept on the device for the "device" timing */
 
 struct opts {
-    const char *device, *preset, *precisions, *batches, *json, *python, *script, *torch_modes, *golden_preset, *data;
+    const char *device, *preset, *precisions, *batches, *json, *python, *script, *torch_modes, *golden_preset, *data,
+        *graph;
     long steps, warmup, pool, threads, leak_steps, golden_steps, golden_batch, torch_timeout;
     double lr;
     int vs_pytorch;
@@ -57,6 +58,7 @@ struct timing {
     double step_ms, loader_ms, fwd_ms, bwd_ms, opt_ms, comm_ms, data_ms, build_ms, enqueue_ms;
     double images_s, images_s_loader;
     size_t peak_alloc, peak_reserved, reserved_warm, reserved_end;
+    long graphed;           /* trainer steps replayed as a graph (warm-up included) */
     double torch[2];        /* images/s eager, compile; 0: not run */
     double torch_mem[2];    /* their peak MiB */
     char torch_err[2][256];
@@ -139,7 +141,7 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
 {
     memset(t, 0, sizeof *t);
     t->torch_mem[0] = t->torch_mem[1] = NAN;
-    const long total = o->warmup + 2 * o->steps + (o->steps + o->warmup) + o->leak_steps + 1;
+    const long total = o->warmup + 2 * NB_DEV + 2 * o->steps + (o->steps + o->warmup) + o->leak_steps + 1;
     char bs[32], steps[32], lr[32], pool[32], th[32];
     snprintf(bs, sizeof bs, "%ld", batch);
     snprintf(steps, sizeof steps, "%ld", total);
@@ -152,7 +154,7 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
                            o->data, "--batch", bs, "--steps", steps, "--lr", lr, "--warmup", "0", "--schedule",
                            "constant", "--train-samples", pool, "--eval-samples", "8", "--eval-batch", bs,
                            "--micro-shard", bs, "--comm", "self", "--threads", th, "--watchdog-timeout", "0",
-                           "--health-interval", "0", "--quiet", NULL, NULL};
+                           "--health-interval", "0", "--graph", o->graph, "--quiet", NULL, NULL};
     struct train_config cfg;
     int rc = bench_train_config(words, &cfg, e);
     if (rc) return rc;
@@ -165,7 +167,10 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
     rc = make_batches(&cfg, d, batch, &db, e);
     long step = 0;
     struct trainer_step_stats ss;
-    for (long i = 0; i < o->warmup && !rc; i++, step++) {
+    /* on a device with graphs every batch's step graph is captured (at its
+     * second step: train/trainer.c) before the timed steps */
+    const long warm = d->be->graph_begin && o->warmup < 2 * NB_DEV ? 2 * NB_DEV : o->warmup;
+    for (long i = 0; i < warm && !rc; i++, step++) {
         struct batch b = dbatch(&db, step, batch);
         rc = trainer_step_on(tr, &b, step, batch, &ss, e);
     }
@@ -228,6 +233,7 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
     t->peak_alloc = ms.peak_allocated;
     t->peak_reserved = ms.peak_reserved;
     free_batches(d, &db);
+    trainer_step_kinds(tr, NULL, &t->graphed);
     trainer_close(tr);
     return rc;
 }
@@ -334,6 +340,7 @@ static void put_row(json_t *res, const char *prec, long batch, const struct timi
     json_object_set_new(r, "images_per_s", json_real(t->images_s));
     json_object_set_new(r, "step_ms", json_real(t->step_ms));
     json_object_set_new(r, "host_enqueue_ms", json_real(t->enqueue_ms));
+    json_object_set_new(r, "graphed_steps", json_integer(t->graphed));
     json_object_set_new(r, "data_wait_ms", json_real(t->data_ms));
     json_object_set_new(r, "forward_ms", json_real(t->fwd_ms));
     json_object_set_new(r, "backward_ms", json_real(t->bwd_ms));
@@ -378,13 +385,18 @@ int bench_resnet(int argc, char **argv)
         {"--precision", OPT_STR, &o.precisions, "fp32,bf16", "precisions to measure (fp32, bf16, fp16)", NULL, "LIST"},
         {"--batch", OPT_STR, &o.batches, "256", "batch sizes to measure", NULL, "LIST"},
         {"--steps", OPT_INT, &o.steps, "20", "timed steps per measurement", "1..1000000", "N"},
-        {"--warmup", OPT_INT, &o.warmup, "5", "untimed steps first (cuDNN/MIOpen algorithm search happens here)",
+        {"--warmup", OPT_INT, &o.warmup, "5",
+         "untimed steps first (cuDNN/MIOpen algorithm search happens here; on a device with graphs at least 8: each of "
+         "the 4 device batches' step graph captured)",
          "0..100000", "N"},
         {"--leak-steps", OPT_INT, &o.leak_steps, "20", "steps after warm-up for the leak check (0: skip)", "0..10000000",
          "N"},
         {"--pool", OPT_INT, &o.pool, "4096", "training samples of the data source (at least 4 batches)", "1..100000000",
          "N"},
         {"--threads", OPT_INT, &o.threads, "0", "cpu threads (0: the cores)", "0..4096", "N"},
+        {"--graph", OPT_CHOICE, &o.graph, "on",
+         "the trainer's --graph: the step's forward/backward captured and replayed on a device with graphs, or op by op",
+         "on|off", NULL},
         {"--lr", OPT_DOUBLE, &o.lr, "0.1", "SGD learning rate (the preset's momentum and weight decay)", NULL, NULL},
         {"--vs-pytorch", OPT_FLAG, &o.vs_pytorch, NULL, "also run the PyTorch reference on the same device", NULL, NULL},
         {"--torch-modes", OPT_STR, &o.torch_modes, "eager,compile", "PyTorch modes to run with --vs-pytorch", NULL,
@@ -475,6 +487,7 @@ int bench_resnet(int argc, char **argv)
     json_object_set_new(root, "determinism", json_string(det));
     json_object_set_new(root, "preset", json_string(o.preset));
     json_object_set_new(root, "steps", json_integer(o.steps));
+    json_object_set_new(root, "graph", json_string(o.graph));
     json_object_set_new(root, "method",
                         json_string("whole steps: --steps steps of the trainer's step (train/trainer.h, the one "
                                     "training loop: forward+backward with BatchNorm, the status all-reduce, gradient "

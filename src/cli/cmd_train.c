@@ -350,6 +350,7 @@ int cmd_train(int argc, char **argv)
         json_object_set_new(summary, "sparse_sgd", json_string(tr.sparse_sgd));
         json_object_set_new(summary, "fused_steps", json_integer(tr.fused_steps));
         json_object_set_new(summary, "graphed_steps", json_integer(tr.graphed_steps));
+        json_object_set_new(summary, "deferred_steps", json_integer(tr.deferred_steps));
         if (cfg.stop_at) {
             /* time to quality (--stop-at) */
             json_object_set_new(summary, "stop_at", json_string(cfg.stop_at));

@@ -192,6 +192,10 @@ struct dev {
     struct dev_info info;
     struct dev_alloc *alloc;
     void *impl;              /* backend private state */
+    /* bumped each time the backend moves a workspace its ops share (a
+     * captured graph holds the old address: train/trainer.c keys its step
+     * graphs by it, so a move means a new capture, not a stale replay) */
+    unsigned long ws_gen;
 };
 
 /* ---- opening devices ---- */

@@ -70,6 +70,7 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e)
             return gpu_check_(rc, "cudaMalloc(train workspace)", d->label, e);
         }
         s->bytes[slot] = nb;
+        d->ws_gen++;
     }
     *p = s->p[slot];
     pthread_mutex_unlock(&g_tws_lock);

@@ -145,6 +145,13 @@ struct model_loss {
     int64_t count;
 };
 
+/* What a deferred model leaves on the device (model_ops.defer). */
+struct model_deferred {
+    const double *loss;    /* device double [2]: {unscaled sum, count} x div */
+    const int64_t *rows_n; /* device int64: the sparse list's length; NULL: no sparse list */
+    double div;            /* >= 1 */
+};
+
 struct step_ctx {
     void *ctx;
     /* grad-ready hook, NULL: none (see above) */
@@ -203,14 +210,19 @@ struct model_ops {
      * watchdog ends the job. */
     int (*whole_batch)(const void *spec);
     /* Optional (NULL: none): the step that never waits for the host
-     * (train/trainer.c, "the queued step"). on = 1: the following
-     * forward_backward calls (loss must be NULL) queue their work and
-     * return without synchronising; the loss {unscaled sum, count} is left
-     * at *loss_dev (device double [2]) and the sparse list's length U at
-     * *rows_n (device int64, U <= sparse_per_sample * B), while
-     * sparse_grads reports n = 0 (the list is rows/grads [0, U)). on = 0:
-     * back to the contract above. The same bits either way. */
-    int (*defer)(struct model *m, int on, const double **loss_dev, const int64_t **rows_n, plumb_err *e);
+     * (train/trainer.c, "the queued step", and the deferred synchronous
+     * step that may be graphed). on = 1: the following forward_backward
+     * calls (loss must be NULL) queue their work and return without
+     * synchronising; the loss {unscaled sum, count}, each multiplied by
+     * out->div, is left at out->loss (device double [2]) and, for a model
+     * with a sparse list, the list's length U at out->rows_n (device int64,
+     * U <= sparse_per_sample * B), while sparse_grads reports n = 0 (the list
+     * is rows/grads [0, U)). A model without a sparse list sets rows_n NULL.
+     * on = 0: back to the contract above. out is filled either way. The
+     * same bits either way: loss[0] / div is the double the contract above
+     * gives as the sum (one IEEE division: div 1, or the per-sample
+     * positions a model averages over). */
+    int (*defer)(struct model *m, int on, struct model_deferred *out, plumb_err *e);
     /* Optional (NULL: not checked): the parameters a model of this spec
      * holds, [n_params] floats, known before create allocates them, so the
      * trainer can say a configuration does not fit before trying. */

@@ -6,6 +6,7 @@
 #include "core/hostinfo.h"
 #include "core/jsonx.h"
 #include "core/log.h"
+#include "core/envswitch.h"
 #include "core/timer.h"
 #include "dev/train_ops.h"
 #include "train/ckpt.h"
@@ -207,8 +208,12 @@ struct trainer {
     /* the queued step (see "the queued step" below) */
     int queue;                /* steps may be queued without a host wait */
     int deferred_on;          /* the model's defer mode is on */
-    const double *q_loss_dev; /* the model's device loss {sum, count} */
-    const int64_t *q_rows_n;  /* the model's device sparse row count */
+    const double *q_loss_dev; /* the model's device loss {sum, count} x q_div */
+    const int64_t *q_rows_n;  /* the model's device sparse row count (NULL: no sparse list) */
+    double q_div;             /* model_deferred.div */
+    /* the deferred synchronous step (see "the deferred synchronous step") */
+    int sync_defer;           /* forward/backward deferred, the loss read with the status block */
+    int graph_sync;           /* and replayed as a graph */
     struct step_out *h_out;   /* pinned [2]: what a queued step leaves for the host */
     int status_write;         /* the outcome goes to h_out by the device's status_to_host, not two
                                  copies (PLUMB_TRAIN_STATUS=copy: the copies) */
@@ -216,7 +221,8 @@ struct trainer {
     struct queued q[2];       /* queued steps, oldest first */
     int n_q;
     long q_seq;
-    /* graphs of the queued step: one per batch buffer and shape (key) */
+    /* graphs of the queued step, or of the deferred synchronous step's
+     * forward/backward: one per batch buffer and shape (key) */
     int graph_on;
     struct step_graph {
         uint64_t key[MODEL_MAX_FIELDS + 5];
@@ -226,6 +232,8 @@ struct trainer {
     } sg[GRAPHS];
     unsigned sg_clock;
     long graphed, captures;
+    long evicted;             /* captured graphs dropped for a new key (LRU) */
+    long deferred;            /* steps run by fast_local_deferred */
     long fused_total;         /* steps whose backward applied the sparse SGD */
 };
 
@@ -541,6 +549,8 @@ static int setup(struct trainer *t, plumb_err *e)
  * the host when it is settled; a rollback it triggers drops the step queued
  * behind it (the checkpoint overwrites what it did). PLUMB_TRAIN_QUEUE=0
  * turns it off (the tests compare both). */
+static int setup_sync_defer(struct trainer *t, const char *gwhy, plumb_err *e);
+
 static int setup_queue(struct trainer *t, plumb_err *e)
 {
     const struct train_config *cfg = t->cfg;
@@ -560,11 +570,11 @@ static int setup_queue(struct trainer *t, plumb_err *e)
     if (t->rank == 0 && !cfg->quiet)
         log_info("step: %s%s%s", t->queue ? "queued (outcomes read one step behind, the update gated on the device)"
                                           : "synchronous (", t->queue ? "" : why, t->queue ? "" : ")");
-    if (!t->queue) return PLUMB_OK;
     const char *gwhy = cfg->graph && !strcmp(cfg->graph, "off") ? "--graph off"
                        : !t->d->be->graph_begin                 ? "the device has no graphs"
                        : cfg->inject && *cfg->inject            ? "--inject (host-side faults inside the step)"
                                                                 : NULL;
+    if (!t->queue) return setup_sync_defer(t, gwhy, e);
     t->graph_on = gwhy == NULL;
     if (t->rank == 0 && !cfg->quiet)
         log_info("graph: %s%s%s", t->graph_on ? "the queued step captured once per batch buffer and shape, then replayed"
@@ -577,12 +587,65 @@ static int setup_queue(struct trainer *t, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* ---- the deferred synchronous step ----
+ * A step that is not queued (AdamW, momentum, clipping, a dynamic loss
+ * scale, a whole-batch model) still waits for the host once: the optimizer
+ * needs the found-inf flag, the norm and the loss. It need not wait more
+ * than that. Where the model can defer (model_ops.defer) and has no sparse
+ * list (whose length the host needs before the optimizer), on one rank with
+ * nothing exchanged and fast numerics, forward_backward leaves the loss on
+ * the device and returns without synchronising; the found-inf check and the
+ * norm follow on the stream, and one read brings the status block back,
+ * the loss pair with it (the model's own read-backs, up to two a step,
+ * are gone). The same bits as the model's synchronous contract.
+ * On a device with graphs (--graph on) this forward/backward + checks is
+ * captured once per batch buffer and shape and replayed, as the queued
+ * step is: the model's hundreds of launches (gpt2-124m, resnet152) become
+ * one. Its key holds what the launches bake in: the batch's buffers and
+ * shape, the gradient scale and the loss scale's inverse, and whether the
+ * norm is computed. The optimizer stays outside the graph: its lr, step
+ * count and clip coefficient change every step. PLUMB_TRAIN_DEFER=0 turns
+ * the deferred step off (the model reads its loss back as before). */
+static int setup_sync_defer(struct trainer *t, const char *gwhy, plumb_err *e)
+{
+    const struct train_config *cfg = t->cfg;
+    struct model_deferred md = {0};
+    int rc = t->mo->defer ? t->mo->defer(t->m, 0, &md, e) : PLUMB_OK;
+    if (rc) return rc;
+    int on = 1;
+    if ((rc = env_switch("PLUMB_TRAIN_DEFER", "the deferred forward/backward where it applies", &on, e))) return rc;
+    const char *why = cfg->numerics != NUMERICS_FAST ? "golden numerics"
+                      : t->exch || t->world > 1      ? "gradients exchanged across ranks"
+                      : !t->mo->defer || !md.loss    ? "the model keeps no outputs on the device"
+                      : md.rows_n                    ? "the model's sparse list length is needed on the host"
+                      : !on                          ? "PLUMB_TRAIN_DEFER=0"
+                                                     : NULL;
+    t->sync_defer = why == NULL;
+    t->graph_sync = t->sync_defer && gwhy == NULL;
+    if (t->rank == 0 && !cfg->quiet) {
+        if (!t->sync_defer)
+            log_info("deferred forward/backward: none (%s)", why);
+        else if (t->graph_sync)
+            log_info("deferred forward/backward: one read a step; captured once per batch buffer and shape, then "
+                     "replayed");
+        else
+            log_info("deferred forward/backward: one read a step; no graph (%s)", gwhy);
+    }
+    return PLUMB_OK;
+}
+
 /* The model's defer mode on (queued steps) or off (every other call). */
 static int model_defer(struct trainer *t, int on, plumb_err *e)
 {
     if (!t->mo->defer || t->deferred_on == on) return PLUMB_OK;
-    int rc = t->mo->defer(t->m, on, &t->q_loss_dev, &t->q_rows_n, e);
-    if (!rc) t->deferred_on = on;
+    struct model_deferred md = {0};
+    int rc = t->mo->defer(t->m, on, &md, e);
+    if (!rc && (!md.loss || !(md.div >= 1.0)))
+        rc = err_set(e, PLUMB_EINTERNAL, "model defer: no device loss or a divisor %g below 1", md.div);
+    if (!rc) {
+        t->deferred_on = on;
+        t->q_loss_dev = md.loss, t->q_rows_n = md.rows_n, t->q_div = md.div;
+    }
     if (!rc && on) {
         /* the model's loss pair and the status block, 8-byte aligned, written in one launch */
         const char *sv = getenv("PLUMB_TRAIN_STATUS");
@@ -1391,7 +1454,7 @@ static int settle_one(struct trainer *t, struct step_info *si, long *step, plumb
     memcpy(&sh.sumsq, o->scratch + SCR_SUMSQ, sizeof sh.sumsq);
     memcpy(&sh.found, o->scratch + SCR_FOUND, sizeof sh.found);
     /* 1 rank: the agreed loss is this rank's, in the same fixed point */
-    int64_t loss_fix = loss_fixed(o->loss[0], si->flags), count = (int64_t)o->loss[1];
+    int64_t loss_fix = loss_fixed(o->loss[0] / t->q_div, si->flags), count = (int64_t)(o->loss[1] / t->q_div);
     si->loss = mean_loss(loss_fix, count, si->flags);
     if (sh.found) si->flags[SF_NONFINITE] = 1;
     if (!si->flags[SF_NONFINITE]) {
@@ -1442,7 +1505,57 @@ static void graph_key(const struct trainer *t, const struct host_batch *b, const
     k[MODEL_MAX_FIELDS] = (uint64_t)t->db.B << 32 | (uint32_t)t->db.n_valid;
     k[MODEL_MAX_FIELDS + 1] = (uint64_t)lb << 32 | gb;
     k[MODEL_MAX_FIELDS + 2] = (uint64_t)want_norm(t) << 1 | (uint64_t)(t->fuse != 0);
-    k[MODEL_MAX_FIELDS + 3] = 1; /* a used slot */
+    k[MODEL_MAX_FIELDS + 3] = 1; /* a used slot, a queued step's */
+    k[MODEL_MAX_FIELDS + 4] = t->d->ws_gen;
+}
+
+/* The key of a deferred synchronous step's graph (forward/backward and the
+ * checks, no optimizer): the batch's buffers and shape, the gradient scale
+ * and the loss scale's inverse, the norm, the workspaces' generation. */
+static void graph_key_sync(const struct trainer *t, const struct host_batch *b, const struct step_info *si,
+                           uint64_t *k)
+{
+    memset(k, 0, sizeof(uint64_t) * (MODEL_MAX_FIELDS + 5));
+    for (int f = 0; f < t->fs.n_fields; f++) k[f] = (uint64_t)(uintptr_t)t->db.field[f];
+    float inv = (float)(1.0 / si->scale), gs = (float)(si->scale / (double)b->st.global_valid);
+    uint32_t ib, gb;
+    memcpy(&ib, &inv, 4);
+    memcpy(&gb, &gs, 4);
+    k[MODEL_MAX_FIELDS] = (uint64_t)t->db.B << 32 | (uint32_t)t->db.n_valid;
+    k[MODEL_MAX_FIELDS + 1] = (uint64_t)ib << 32 | gb;
+    k[MODEL_MAX_FIELDS + 2] = (uint64_t)want_norm(t);
+    k[MODEL_MAX_FIELDS + 3] = 2; /* a used slot, a deferred synchronous step's */
+    k[MODEL_MAX_FIELDS + 4] = t->d->ws_gen;
+}
+
+/* The slot of key: found (*seen = 1), or the least recently used one,
+ * emptied and taken for key (*seen = 0). More keys in turn than slots (more
+ * feed buffers x shapes than GRAPHS, say a large --prefetch) would capture
+ * a graph every step and never replay one: after GRAPHS evictions of a
+ * captured graph the run goes on without graphs (logged). */
+static struct step_graph *graph_slot(struct trainer *t, const uint64_t *key, int *seen)
+{
+    struct step_graph *g = NULL, *lru = &t->sg[0];
+    for (int i = 0; i < GRAPHS; i++) {
+        if (!memcmp(t->sg[i].key, key, sizeof t->sg[i].key)) g = &t->sg[i];
+        if (t->sg[i].used < lru->used) lru = &t->sg[i];
+    }
+    *seen = g != NULL;
+    if (!g) {
+        if (lru->g && ++t->evicted > GRAPHS && (t->graph_on || t->graph_sync)) {
+            if (t->rank == 0)
+                log_warn("graph: more batch buffers and shapes in turn than the %d graph slots (%ld captured graphs "
+                         "dropped); graphs off for this run",
+                         GRAPHS, t->evicted);
+            t->graph_on = t->graph_sync = 0;
+        }
+        if (lru->g) t->d->be->graph_destroy(t->d, lru->g);
+        memset(lru, 0, sizeof *lru);
+        memcpy(lru->key, key, sizeof lru->key);
+        g = lru;
+    }
+    g->used = ++t->sg_clock;
+    return g;
 }
 
 /* A queued step (fast_queue, then queue_apply) as a graph where it can be:
@@ -1457,20 +1570,9 @@ static int queue_local(struct trainer *t, struct host_batch *b, struct step_info
     struct dev *d = t->d;
     uint64_t key[MODEL_MAX_FIELDS + 5];
     graph_key(t, b, si, key);
-    struct step_graph *g = NULL, *lru = &t->sg[0];
-    for (int i = 0; i < GRAPHS; i++) {
-        if (!memcmp(t->sg[i].key, key, sizeof key)) g = &t->sg[i];
-        if (t->sg[i].used < lru->used) lru = &t->sg[i];
-    }
-    if (!g) {
-        /* seen once: op by op, remembered */
-        if (lru->g) d->be->graph_destroy(d, lru->g);
-        memset(lru, 0, sizeof *lru);
-        memcpy(lru->key, key, sizeof key);
-        lru->used = ++t->sg_clock;
-        return fast_queue(t, b, si, e);
-    }
-    g->used = ++t->sg_clock;
+    int seen;
+    struct step_graph *g = graph_slot(t, key, &seen);
+    if (!seen) return fast_queue(t, b, si, e); /* seen once: op by op, remembered */
     if (!g->g) {
         int rc = d->be->graph_begin(d, NULL, e);
         if (rc) return rc;
@@ -1611,6 +1713,105 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
     }
 }
 
+/* The deferred synchronous step's device work (see "the deferred
+ * synchronous step"): forward/backward with the loss left on the device,
+ * the found-inf check, the norm when wanted. *mrc: the model's own failure
+ * (OOM and the like, message in *me); the return: the engine's. */
+static int deferred_body(struct trainer *t, struct host_batch *b, float gscale, float inv, int norm, int *mrc,
+                         plumb_err *me, plumb_err *e)
+{
+    struct dev *d = t->d;
+    float *grads = t->mo->grads(t->m);
+    int rc = d->be->memset_async(d, NULL, t->d_scratch, 0, SCR_BYTES, e);
+    if (rc) return rc;
+    struct step_ctx sc = {.ctx = t, .comm = &t->mcomm};
+    *mrc = fwd_bwd(t, b, 1, 0, 0, gscale, &sc, NULL, me);
+    if (*mrc) return PLUMB_OK;
+    rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
+    if (!rc && norm) rc = t->to->sumsq(d, NULL, grads, t->n_dense, t->d_sumsq, e);
+    return rc;
+}
+
+/* deferred_body as a graph where it can be, as queue_local does for a
+ * queued step: op by op the first time a key is seen, captured the second,
+ * replayed after; a failed capture turns graphs off for the run (logged)
+ * and the step runs op by op. */
+static int deferred_graphed(struct trainer *t, struct host_batch *b, const struct step_info *si, float gscale,
+                            float inv, int norm, int *mrc, plumb_err *me, plumb_err *e)
+{
+    struct dev *d = t->d;
+    uint64_t key[MODEL_MAX_FIELDS + 5];
+    graph_key_sync(t, b, si, key);
+    int seen;
+    struct step_graph *g = graph_slot(t, key, &seen);
+    if (!seen) return deferred_body(t, b, gscale, inv, norm, mrc, me, e);
+    if (!g->g) {
+        int rc = d->be->graph_begin(d, NULL, e);
+        if (rc) return rc;
+        plumb_err ce = {0}, ge = {0};
+        int brc = deferred_body(t, b, gscale, inv, norm, mrc, me, &ce);
+        int grc = d->be->graph_end(d, NULL, &g->g, &ge);
+        if (brc || *mrc || grc) {
+            /* nothing of the captured work ran */
+            if (t->rank == 0)
+                log_warn("graph: capture of the forward/backward of step %ld failed (%s); graphs off for this run",
+                         b->st.step, brc ? ce.msg : *mrc ? me->msg : ge.msg);
+            if (g->g) d->be->graph_destroy(d, g->g);
+            g->g = NULL;
+            t->graph_sync = 0;
+            graphs_drop(t);
+            *mrc = 0;
+            memset(me, 0, sizeof *me);
+            return deferred_body(t, b, gscale, inv, norm, mrc, me, e);
+        }
+        t->captures++;
+    }
+    int rc = d->be->graph_launch(d, g->g, NULL, e);
+    if (!rc) t->graphed++;
+    return rc;
+}
+
+/* Phase 1, fast numerics, the deferred synchronous step: one read of the
+ * status block and the loss pair after the device work; the same outcome
+ * as fast_local's one pass over the local batch. */
+static int fast_local_deferred(struct trainer *t, struct host_batch *b, struct step_info *si, int64_t *loss_fix,
+                               int64_t *count, plumb_err *e)
+{
+    const float inv = (float)(1.0 / si->scale), gscale = (float)(si->scale / (double)b->st.global_valid);
+    const int norm = want_norm(t);
+    double t0 = timer_now();
+    t->launched = 0;
+    t->l_n = 0, t->h_n = 0, t->s_n = 0;
+    t->l_rows = NULL, t->l_grads = NULL, t->s_rows = NULL, t->s_grads = NULL;
+    t->have_ss = 0;
+    int mrc = 0;
+    plumb_err me = {0};
+    int rc = model_defer(t, 1, e);
+    if (!rc)
+        rc = t->graph_sync && t->use_feed ? deferred_graphed(t, b, si, gscale, inv, norm, &mrc, &me, e)
+                                          : deferred_body(t, b, gscale, inv, norm, &mrc, &me, e);
+    if (rc) return rc;
+    if (mrc == PLUMB_ENOMEM) {
+        si->flags[SF_OOM] = 1;
+    } else if (mrc) {
+        si->flags[SF_ERROR] = 1;
+        t->local_err = me;
+    } else {
+        struct scratch_host sh;
+        double lp[2];
+        if ((rc = read_scratch(t, &sh, e)) || (rc = to_host(t, lp, t->q_loss_dev, sizeof lp, e))) return rc;
+        /* the model's synchronous contract: {sum, count} = the pair / div */
+        *loss_fix += loss_fixed(lp[0] / t->q_div, si->flags);
+        *count += (int64_t)(lp[1] / t->q_div);
+        t->ss = sh.sumsq;
+        t->have_ss = norm;
+        if (sh.found) si->flags[SF_NONFINITE] = 1;
+        t->deferred++;
+    }
+    si->compute_s = timer_now() - t0; /* the gradient checks and the norm count as compute */
+    return PLUMB_OK;
+}
+
 /* Phase 1: this rank's forward/backward. Sets flags; never returns an error
  * for OOM or a model failure (they go to the status word so every rank
  * learns of them in phase 2), only for failures of the engine itself. */
@@ -1687,6 +1888,8 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
         si->compute_s = timer_now() - t0;
     } else if (t->queue && t->split <= 1 && !skip && b->n > 0) {
         rc = queue_local(t, b, si, e); /* the loss stays on the device: agreed as 0 (1 rank) */
+    } else if (t->sync_defer && t->split <= 1 && !skip && b->n > 0) {
+        rc = fast_local_deferred(t, b, si, loss_fix, count, e);
     } else {
         if (!(rc = model_defer(t, 0, e))) rc = fast_local(t, b, si, skip, loss_fix, count, e);
     }
@@ -2695,6 +2898,7 @@ int trainer_run(const struct train_config *cfg, struct comm *c, struct train_res
     res->fused_steps = t->fused_total;
     snprintf(res->sparse_sgd, sizeof res->sparse_sgd, "%s", t->D <= 0 ? "none" : t->fused_total ? "fused" : "list");
     res->graphed_steps = t->graphed;
+    res->deferred_steps = t->deferred;
     trainer_close(t);
     return rc;
 }

@@ -159,6 +159,7 @@ struct train_result {
     long fused_steps;          /* steps whose sparse SGD ran inside the backward (--fuse-sparse-sgd) */
     char sparse_sgd[8];        /* "fused" (some steps were), "list" (applied from the row list), "none" (no sparse rows) */
     long graphed_steps;        /* steps replayed as a device graph (--graph) */
+    long deferred_steps;       /* synchronous steps whose forward/backward was deferred (one read a step) */
 };
 
 /* Status word flags, all-reduced each step (step 2 above). */

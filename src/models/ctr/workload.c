@@ -130,10 +130,11 @@ static int m_fuse_sparse_sgd(struct model *w, float lr, int keep, float *prev, i
     return ctr_fuse_sparse_sgd(w->m, lr, keep, prev, found_inf, e);
 }
 
-static int m_defer(struct model *w, int on, const double **loss_dev, const int64_t **rows_n, plumb_err *e)
+static int m_defer(struct model *w, int on, struct model_deferred *out, plumb_err *e)
 {
     (void)e;
-    return ctr_defer(w->m, on, loss_dev, rows_n);
+    out->div = 1.0;
+    return ctr_defer(w->m, on, &out->loss, &out->rows_n);
 }
 
 static int m_forward(struct model *w, const struct batch *b, plumb_err *e)

@@ -241,6 +241,7 @@ const struct gpt_tensor *gpt_tensor_named(const struct gpt_model *m, const char 
 float *gpt_params(struct gpt_model *m) { return m->params; }
 float *gpt_grads(struct gpt_model *m) { return m->grads; }
 struct dev *gpt_dev(struct gpt_model *m) { return m->d; }
+const double *gpt_loss_dev(const struct gpt_model *m) { return m->sc; }
 int gpt_max_batch(const struct gpt_model *m) { return m->max_batch; }
 dtype_t gpt_precision(const struct gpt_model *m) { return m->prec; }
 const int64_t *gpt_decay_ranges(const struct gpt_model *m, int *n)
@@ -503,9 +504,11 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
         rc = d->be->memset_async(d, NULL, m->grads + m->t[1].offset + (size_t)T * C, 0,
                                  (size_t)(m->c.block_size - T) * C * sizeof(float), e);
     if (!rc) rc = gpt_grad_ready_block(m, L + 1, e);
+    /* no loss asked for (the trainer's deferred step): nothing read back, no wait */
+    if (!loss) return rc;
     double sc[2] = {0, 0};
     if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
-    if (!rc && loss) {
+    if (!rc) {
         loss->sum = sc[0];
         loss->count = (int64_t)sc[1];
     }

@@ -123,6 +123,8 @@ const struct gpt_tensor *gpt_tensor_named(const struct gpt_model *m, const char 
 float *gpt_params(struct gpt_model *m); /* device [n_params] */
 float *gpt_grads(struct gpt_model *m);  /* device [n_params] */
 struct dev *gpt_dev(struct gpt_model *m);
+/* device double [2]: the last forward_backward's {loss sum, scored positions} */
+const double *gpt_loss_dev(const struct gpt_model *m);
 int gpt_max_batch(const struct gpt_model *m);
 dtype_t gpt_precision(const struct gpt_model *m);
 /* The decaying tensors as ascending [start, end) float ranges of the
@@ -162,8 +164,9 @@ struct gpt_loss {
 };
 
 /* Forward + backward (the gradient contract above). gpt_grads() holds the
- * gradient on return, *loss (may be NULL) the unscaled loss of the batch.
- * Synchronous. */
+ * gradient on return, *loss the unscaled loss of the batch. loss NULL: the
+ * work is queued and nothing is read back (no synchronisation); the loss
+ * pair is then at gpt_loss_dev. */
 int gpt_forward_backward(struct gpt_model *m, const struct gpt_batch *b, float grad_scale, struct gpt_loss *loss,
                          plumb_err *e);
 int gpt_forward_backward_dev(struct gpt_model *m, const struct gpt_dev_batch *b, float grad_scale,

@@ -70,6 +70,7 @@ struct model {
     const char *init_from; /* the spec's, "" = none */
     struct model_layout layout;
     struct model_tensor *tensors;
+    int deferred; /* model_ops.defer: forward_backward leaves the loss on the device */
 };
 
 static int m_create(struct dev *d, const void *spec, int max_batch, dtype_t precision, struct model **out,
@@ -168,6 +169,7 @@ static int m_forward_backward(struct model *w, const struct batch *b, float grad
 {
     struct gpt_loss l;
     int rc;
+    if (w->deferred && loss) return err_set(e, PLUMB_EINTERNAL, "gpt forward_backward: deferred, yet a loss asked for");
     if (b->B < 1) {
         if (loss) loss->sum = 0, loss->count = 0;
         return PLUMB_OK;
@@ -177,10 +179,10 @@ static int m_forward_backward(struct model *w, const struct batch *b, float grad
     const float gs = grad_scale / (float)w->T;
     if (b->on_device) {
         struct gpt_dev_batch db = {b->B, b->n_valid, w->T, b->field[F_TOKENS], b->field[F_TARGETS]};
-        rc = gpt_forward_backward_dev(w->m, &db, gs, &l, e);
+        rc = gpt_forward_backward_dev(w->m, &db, gs, w->deferred ? NULL : &l, e);
     } else {
         struct gpt_batch hb = {b->B, b->n_valid, w->T, b->field[F_TOKENS], b->field[F_TARGETS]};
-        rc = gpt_forward_backward(w->m, &hb, gs, &l, e);
+        rc = gpt_forward_backward(w->m, &hb, gs, w->deferred ? NULL : &l, e);
     }
     if (sc && sc->grad_ready) gpt_set_grad_ready_hook(w->m, NULL, NULL);
     if (!rc && loss) {
@@ -188,6 +190,19 @@ static int m_forward_backward(struct model *w, const struct batch *b, float grad
         loss->count = b->n_valid;
     }
     return rc;
+}
+
+/* The deferred step: the classifier's device pair is {sum over the scored
+ * positions, their count}; the contract's per-sample loss is the mean over
+ * a sample's T positions, so div = T (what the synchronous path divides by) */
+static int m_defer(struct model *w, int on, struct model_deferred *out, plumb_err *e)
+{
+    (void)e;
+    w->deferred = on != 0;
+    out->loss = gpt_loss_dev(w->m);
+    out->rows_n = NULL;
+    out->div = (double)w->T;
+    return PLUMB_OK;
 }
 
 static void m_sparse_grads(struct model *w, int64_t **rows, float **grads, size_t *n)
@@ -236,6 +251,7 @@ static const struct model_ops gpt_model_ops = {
     .grad_buckets = m_grad_buckets,
     .predict = m_predict,
     .forward = m_forward,
+    .defer = m_defer,
 };
 
 /* ---------------------------------------------------------------- data */

@@ -433,6 +433,7 @@ const struct resnet_tensor *resnet_buffer_tensor(const struct resnet_model *m, i
 }
 int resnet_max_batch(const struct resnet_model *m) { return m->max_batch; }
 struct dev *resnet_dev(struct resnet_model *m) { return m->d; }
+const double *resnet_loss_dev(const struct resnet_model *m) { return m->sc; }
 
 int resnet_grad_buckets(const struct resnet_model *m, size_t *off, size_t *len, int max)
 {
@@ -984,7 +985,8 @@ static int backward(struct step *st, float grad_scale, struct resnet_loss *loss,
         rc = T->cls_xent(d, NULL, m->logits, m->labels, B, V, B, grad_scale, st->folding ? m->loss_ps : NULL, m->sc,
                          NULL, m->dlogits, e);
         if (!rc && m->prec != DT_F32) rc = T->round_fp32(d, NULL, m->dlogits, m->dlogits, (size_t)B * V, m->prec, e);
-        if (!rc) rc = dev_download(d, sc, m->sc, sizeof sc, e);
+        /* no loss asked for (the trainer's deferred step): no read back here */
+        if (!rc && loss) rc = dev_download(d, sc, m->sc, sizeof sc, e);
     }
     /* head: fc per shard (its dx rows per shard too), then the average pool */
     for (int j = 0; j < st->ns && !rc; j++) {
@@ -1076,7 +1078,7 @@ int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b
     rc = upload_batch(m, b, e);
     if (!rc) rc = forward(&st, e);
     if (!rc) rc = backward(&st, grad_scale, loss, e);
-    if (!rc) rc = dev_sync(m->d, e);
+    if (!rc && loss) rc = dev_sync(m->d, e);
     return rc;
 }
 

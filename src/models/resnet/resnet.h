@@ -182,8 +182,13 @@ extern long resnet16_forward_count;
  * statistics were made in one pass in this process (tests). */
 extern long resnet16_bn1p_count;
 
+/* loss NULL (fast numerics, no fold_shard): the work is queued and nothing
+ * is read back (no synchronisation); the loss pair {sum, count} is then at
+ * resnet_loss_dev. */
 int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b, const struct resnet_sync *sync,
                             float grad_scale, struct resnet_loss *loss, plumb_err *e);
+/* device double [2]: the last forward_backward's {loss sum, sample count} */
+const double *resnet_loss_dev(const struct resnet_model *m);
 
 /* Grad-ready hook (fast data parallel overlap): called as backward
  * completes the gradients of each block (then the stem), k = 0, 1, ... in

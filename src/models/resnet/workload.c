@@ -117,6 +117,7 @@ struct model {
     int n_raw, n_groups; /* the hook's buckets and the groups the trainer took (grad_buckets) */
     size_t g_off[MAX_RAW_BUCKETS], g_len[MAX_RAW_BUCKETS]; /* the groups' ranges, reported with them */
     const struct step_ctx *sc; /* during forward_backward */
+    int deferred;              /* model_ops.defer: forward_backward leaves the loss on the device */
 };
 
 static void m_free(struct model *w)
@@ -226,7 +227,9 @@ static int m_forward_backward(struct model *w, const struct batch *b, float grad
     }
     if (sc && sc->grad_ready) resnet_set_grad_ready_hook(w->r, w_ready, w);
     struct resnet_loss l = {0, 0};
-    int rc = resnet_forward_backward(w->r, &rb, &sy, grad_scale, &l, e);
+    if (w->deferred && (loss || sy.fold_shard))
+        return err_set(e, PLUMB_EINTERNAL, "resnet forward_backward: deferred, yet a loss or shard folding asked for");
+    int rc = resnet_forward_backward(w->r, &rb, &sy, grad_scale, w->deferred ? NULL : &l, e);
     resnet_set_grad_ready_hook(w->r, NULL, NULL);
     w->sc = NULL;
     if (!rc && loss) loss->sum = l.sum, loss->count = l.count;
@@ -266,6 +269,18 @@ static int m_forward(struct model *w, const struct batch *b, plumb_err *e)
     return resnet_forward_train(w->r, &rb, e);
 }
 
+/* The deferred step: the cross-entropy's device pair is {loss sum, sample
+ * count}, the contract's pair as it is (div 1) */
+static int m_defer(struct model *w, int on, struct model_deferred *out, plumb_err *e)
+{
+    (void)e;
+    w->deferred = on != 0;
+    out->loss = resnet_loss_dev(w->r);
+    out->rows_n = NULL;
+    out->div = 1.0;
+    return PLUMB_OK;
+}
+
 static const struct model_ops resnet_model_ops = {
     .create = m_create,
     .free = m_free,
@@ -279,6 +294,7 @@ static const struct model_ops resnet_model_ops = {
     .grad_buckets = m_grad_buckets,
     .predict = m_predict,
     .forward = m_forward,
+    .defer = m_defer,
     .whole_batch = whole_batch,
 };
 
