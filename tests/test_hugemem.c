@@ -64,36 +64,111 @@ TEST(hugemem_sizes_usable_and_aligned)
     huge_advise(small, sizeof small); /* no whole huge page inside: no effect */
 }
 
+/* The VmFlags of the mapping holding p contain "hg" (MADV_HUGEPAGE applied):
+ * 1, 0, or -1 when the mapping or the line is not found */
+static int advised_at(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[1024];
+    int in = 0, r = -1;
+    const uintptr_t a = (uintptr_t)p;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            if (in) break;
+            in = a >= lo && a < hi;
+        } else if (in && !strncmp(line, "VmFlags:", 8)) {
+            r = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    if (f) fclose(f);
+    return r;
+}
+
+/* Free blocks of 2 MiB or more in the kernel's Normal zones (/proc/buddyinfo,
+ * 4 KiB pages: order 9 and up), counted in 2 MiB units; -1 unknown */
+static long free_2m_blocks(void)
+{
+    FILE *f = fopen("/proc/buddyinfo", "r");
+    char line[512];
+    long n = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        char *z = strstr(line, "zone");
+        if (!z || !strstr(z, "Normal")) continue;
+        char *q = z + 4;
+        while (*q == ' ') q++;
+        while (*q && *q != ' ') q++; /* the zone's name */
+        long cnt[16];
+        int k = 0;
+        char *end;
+        for (; k < 16; k++, q = end) {
+            cnt[k] = strtol(q, &end, 10);
+            if (end == q) break;
+        }
+        if (n < 0) n = 0;
+        for (int o = 9; o < k; o++) n += cnt[o] << (o - 9);
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+/* The kernel backs an advised mapping with huge pages when it has free (or
+ * compactable) 2 MiB blocks; under memory pressure (a compiler beside the
+ * suite) it may back none. So: the advice itself is checked always (VmFlags
+ * "hg": the part plumb controls; tests/mutants.txt removes the madvise), the
+ * huge pages over up to three fresh tries, and a shortfall fails only when
+ * the kernel had the free blocks to do better. */
+static void check_huge(const char *what, long kb, long want_kb, const char *mode)
+{
+    if (kb >= want_kb) return;
+    const long free2m = free_2m_blocks();
+    if (free2m >= 0 && free2m * 2048 < 4 * want_kb) {
+        fprintf(stderr, "  note: %s: %ld kB on huge pages, the kernel has %ld free 2 MiB blocks: not checked\n", what,
+                kb, free2m);
+        return;
+    }
+    CHECK_MSG(kb >= want_kb, "%s, THP %s: %ld kB on huge pages (%ld free 2 MiB blocks)", what, mode, kb, free2m);
+}
+
 TEST(hugemem_pages_are_huge_where_thp_allows)
 {
     char mode[32];
     thp_mode(mode, sizeof mode);
     if (strcmp(mode, "madvise") && strcmp(mode, "always")) TEST_SKIP("transparent huge pages: '%s'", mode);
     const size_t n = 64 * MIB;
-    unsigned char *p = huge_alloc(n);
-    REQUIRE(p != NULL);
-    memset(p, 1, n);
-    long kb = huge_kb_at(p);
     /* the kernel may fall back to small pages when it cannot find free 2 MiB
-     * blocks; half of the block is a bar a fragmented host still clears */
-    CHECK_MSG(kb >= (long)(n / 2 / 1024), "huge_alloc(64 MiB), THP %s: %ld kB on huge pages", mode, kb);
-    free(p);
-    /* a malloc'd block grown by realloc, advised after each growth */
-    size_t cap = 4 * MIB;
-    unsigned char *v = malloc(cap);
-    REQUIRE(v != NULL);
-    huge_advise(v, cap);
-    memset(v, 2, cap);
-    for (int i = 0; i < 4; i++) {
-        unsigned char *nv = realloc(v, cap * 2);
-        REQUIRE(nv != NULL);
-        v = nv;
-        huge_advise(v, cap * 2);
-        memset(v + cap, 3, cap);
-        cap *= 2;
+     * blocks; half of the block is the bar, over up to three fresh blocks */
+    long kb = -1;
+    for (int t = 0; t < 3 && kb < (long)(n / 2 / 1024); t++) {
+        unsigned char *p = huge_alloc(n);
+        REQUIRE(p != NULL);
+        memset(p, 1, n);
+        CHECK_MSG(advised_at(p) == 1, "huge_alloc(64 MiB): the mapping is not advised MADV_HUGEPAGE");
+        kb = huge_kb_at(p);
+        free(p);
     }
-    kb = huge_kb_at(v + cap / 2);
-    CHECK_MSG(kb >= (long)(cap / 4 / 1024), "a realloc'd %zu MiB block, THP %s: %ld kB on huge pages", cap / MIB, mode, kb);
-    CHECK(v[0] == 2 && v[cap - 1] == 3);
-    free(v);
+    check_huge("huge_alloc(64 MiB)", kb, (long)(n / 2 / 1024), mode);
+    /* a malloc'd block grown by realloc, advised after each growth */
+    long kbv = -1;
+    for (int t = 0; t < 3 && kbv < (long)(64 * MIB / 4 / 1024); t++) {
+        size_t cap = 4 * MIB;
+        unsigned char *v = malloc(cap);
+        REQUIRE(v != NULL);
+        huge_advise(v, cap);
+        memset(v, 2, cap);
+        for (int i = 0; i < 4; i++) {
+            unsigned char *nv = realloc(v, cap * 2);
+            REQUIRE(nv != NULL);
+            v = nv;
+            huge_advise(v, cap * 2);
+            memset(v + cap, 3, cap);
+            cap *= 2;
+        }
+        CHECK_MSG(advised_at(v + cap / 2) == 1, "a realloc'd %zu MiB block: the mapping is not advised", cap / MIB);
+        kbv = huge_kb_at(v + cap / 2);
+        CHECK(v[0] == 2 && v[cap - 1] == 3);
+        free(v);
+    }
+    check_huge("a realloc'd 64 MiB block", kbv, (long)(64 * MIB / 4 / 1024), mode);
 }
