@@ -12,11 +12,30 @@
 . "$(dirname "$0")/lib.sh"
 src="$PLUMB_ROOT/tests/tools/gpu_emu.cc"
 command -v g++ >/dev/null || { skip "gpu kernel emulation" "g++ not installed"; finish; }
-for w in 32 64; do
-  if ! g++ -std=c++17 -O1 -Wall -Wno-unknown-pragmas -DPLUMB_WARP=$w -I"$PLUMB_ROOT/src" "$src" -o "$TMP/emu$w" -lpthread 2>"$TMP/err"; then
-    fail "emulation builds (warp $w)" "$(head -c 400 "$TMP/err")"; continue
+# the three emulations (warp 32, warp 64, tensor cores) build and run side by
+# side, one background job each (each is one compiler and one thread: on 2
+# cores the part took 276 s one after another); then their outputs are judged
+# in order. A job leaves TMP/build_X.rc (the compiler's) and TMP/rc_X (the run's).
+emu_job() { # emu_job NAME SRC FLAGS...
+  local name=$1 file=$2; shift 2
+  if ! g++ "$@" -I"$PLUMB_ROOT/src" "$file" -o "$TMP/emu$name" -lpthread 2>"$TMP/err$name"; then
+    echo 1 >"$TMP/build_$name.rc"; return
   fi
-  "$TMP/emu$w" >"$TMP/out$w" 2>&1; rc=$?
+  echo 0 >"$TMP/build_$name.rc"
+  "$TMP/emu$name" >"$TMP/out$name" 2>&1
+  echo $? >"$TMP/rc_$name"
+}
+for w in 32 64; do
+  emu_job $w "$src" -std=c++17 -O1 -Wall -Wno-unknown-pragmas -DPLUMB_WARP=$w &
+done
+emu_job tc "$PLUMB_ROOT/tests/tools/gpu_emu_tc.cc" -std=c++17 -O2 -Wall -Wno-unknown-pragmas -DPLUMB_CUDA \
+  -I"$PLUMB_ROOT/tests/tools/emu_tc" &
+wait
+for w in 32 64; do
+  if [ "$(cat "$TMP/build_$w.rc" 2>/dev/null)" != 0 ]; then
+    fail "emulation builds (warp $w)" "$(head -c 400 "$TMP/err$w")"; continue
+  fi
+  rc=$(cat "$TMP/rc_$w" 2>/dev/null || echo 99)
   n=$(grep -c '^ok' "$TMP/out$w")
   # the vision kernels over 16-bit storage (gpu/train_vision_kern.cuh, resnet's 16-bit activations):
   # 5 shapes x 10 checks, and max-pools x 3 checks: 2 shapes x 4 kernel choices, 1 shape x 2
@@ -45,11 +64,10 @@ for w in 32 64; do
 done
 # the tensor-core attention kernels (gpu/train_gpt_attn_tc.cuh) under the
 # WMMA stand-in of tests/tools/emu_tc/ (warp 32 only: they are CUDA-only)
-src="$PLUMB_ROOT/tests/tools/gpu_emu_tc.cc"
-if ! g++ -std=c++17 -O2 -Wall -Wno-unknown-pragmas -DPLUMB_CUDA -I"$PLUMB_ROOT/src" -I"$PLUMB_ROOT/tests/tools/emu_tc" "$src" -o "$TMP/emutc" -lpthread 2>"$TMP/err"; then
-  fail "tensor-core emulation builds" "$(head -c 400 "$TMP/err")"
+if [ "$(cat "$TMP/build_tc.rc" 2>/dev/null)" != 0 ]; then
+  fail "tensor-core emulation builds" "$(head -c 400 "$TMP/errtc")"
 else
-  "$TMP/emutc" >"$TMP/outtc" 2>&1; rc=$?
+  rc=$(cat "$TMP/rc_tc" 2>/dev/null || echo 99)
   n=$(grep -c '^ok' "$TMP/outtc")
   nm=$(grep -c '^ok   mma attention' "$TMP/outtc")
   # mma2: 12 shapes x (out, lse, dq, dk, dv, the mma kernels' bits) and the

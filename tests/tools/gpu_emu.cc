@@ -105,20 +105,19 @@ static inline uint16_t to16_rt(float x, int rt) { return rt == DT_F16 ? f32_to_f
 static inline float from16_rt(uint16_t h, int rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
 #include "gpu/train_vision_kern.cuh"
 
-// ---- launching: one block at a time, its threads as pthreads ----
+// ---- launching: one block at a time, its threads on the pool's pthreads ----
 
-template <typename F> struct job {
+#include "emu_pool.h"
+template <typename F> struct blk {
     F *f;
-    unsigned t;
     dim3 b;
 };
-template <typename F> static void *run_thread(void *p)
+template <typename F> static void run_thread(void *p, unsigned t)
 {
-    job<F> *j = (job<F> *)p;
-    threadIdx = dim3(j->t);
-    blockIdx = j->b;
-    (*j->f)();
-    return nullptr;
+    blk<F> *k = (blk<F> *)p;
+    threadIdx = dim3(t);
+    blockIdx = k->b;
+    (*k->f)();
 }
 template <typename F> static void launch(dim3 grid, dim3 block, F f)
 {
@@ -131,15 +130,10 @@ template <typename F> static void launch(dim3 grid, dim3 block, F f)
     gridDim = grid;
     pthread_barrier_init(&g_block_bar, nullptr, n);
     for (unsigned w = 0; w < n / PLUMB_WARP; w++) pthread_barrier_init(&g_warp_bar[w], nullptr, PLUMB_WARP);
-    std::vector<pthread_t> th(n);
-    std::vector<job<F>> jobs(n);
     for (unsigned by = 0; by < grid.y; by++)
         for (unsigned bx = 0; bx < grid.x; bx++) {
-            for (unsigned t = 0; t < n; t++) {
-                jobs[t] = job<F>{&f, t, dim3(bx, by)};
-                pthread_create(&th[t], nullptr, run_thread<F>, &jobs[t]);
-            }
-            for (unsigned t = 0; t < n; t++) pthread_join(th[t], nullptr);
+            blk<F> k{&f, dim3(bx, by)};
+            emu_pool_run(n, run_thread<F>, &k);
         }
     pthread_barrier_destroy(&g_block_bar);
     for (unsigned w = 0; w < n / PLUMB_WARP; w++) pthread_barrier_destroy(&g_warp_bar[w]);

@@ -219,19 +219,22 @@ inline void ldsm4t(uint32_t (&r)[4], const uint16_t *p) { emu_ldsm4<true>(r, p);
 #include "gpu/train_gpt_attn_mma2.cuh"
 #include "../attn_ref.h"
 
-template <typename F> struct job {
+#include "emu_pool.h"
+template <typename F> struct blk {
     F *f;
-    unsigned t;
     dim3 b;
 };
-template <typename F> static void *run_thread(void *p)
+template <typename F> static void run_thread(void *p, unsigned t)
 {
-    job<F> *j = (job<F> *)p;
-    threadIdx = dim3(j->t);
-    blockIdx = j->b;
-    (*j->f)();
+    blk<F> *k = (blk<F> *)p;
+    threadIdx = dim3(t);
+    blockIdx = k->b;
+    /* a pool thread's per-thread state starts each block as a new thread's did */
+    t_xn = 0;
+    tcattn::t_cp.clear();
+    tcattn::t_cp_groups = 0;
+    (*k->f)();
     if (!tcattn::t_cp.empty()) tcattn::emu_die("a cp.async never waited for", tcattn::t_cp[0].dst);
-    return nullptr;
 }
 // one block at a time; shared memory poisoned with NaN before each, so a
 // read of a tile not yet written shows up; n threads a block (at most 256)
@@ -246,16 +249,11 @@ template <typename F> static void launch(dim3 grid, size_t smem_bytes, F f, unsi
     gridDim = grid;
     pthread_barrier_init(&g_block_bar, nullptr, n);
     for (unsigned w = 0; w < n / 32; w++) pthread_barrier_init(&g_warp_bar[w], nullptr, 32);
-    std::vector<pthread_t> th(n);
-    std::vector<job<F>> jobs(n);
     for (unsigned by = 0; by < grid.y; by++)
         for (unsigned bx = 0; bx < grid.x; bx++) {
             memset(tcattn::smem, 0xff, sizeof tcattn::smem);
-            for (unsigned t = 0; t < n; t++) {
-                jobs[t] = job<F>{&f, t, dim3(bx, by)};
-                pthread_create(&th[t], nullptr, run_thread<F>, &jobs[t]);
-            }
-            for (unsigned t = 0; t < n; t++) pthread_join(th[t], nullptr);
+            blk<F> k{&f, dim3(bx, by)};
+            emu_pool_run(n, run_thread<F>, &k);
         }
     pthread_barrier_destroy(&g_block_bar);
     for (unsigned w = 0; w < n / 32; w++) pthread_barrier_destroy(&g_warp_bar[w]);
