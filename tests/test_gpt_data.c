@@ -209,6 +209,9 @@ TEST(gpt_data_token_offsets_past_4g)
         uint16_t v[3] = {11, 22, 33};
         if (s == 0) REQUIRE(pwrite(fd, v, 2, 1024 + 2 * (off_t)(n - 1)) == 2);
         if (s == 2) REQUIRE(pwrite(fd, v, 6, 1024 + 2 * 2) == 6);
+        /* one large id amid shard 1's holes: the id scan skips holes, not data */
+        const uint16_t big = 50000;
+        if (s == 1) REQUIRE(pwrite(fd, &big, 2, 1024 + 2 * (off_t)1000000007) == 2);
         close(fd);
     }
     char spec[700], vspec[700];
@@ -219,6 +222,7 @@ TEST(gpt_data_token_offsets_past_4g)
     plumb_err e = {0};
     REQUIRE(gpt_data_open(spec, vspec, &o, &d, &e) == 0);
     CHECK_EQ_INT(gpt_data_tokens(d, GPT_TRAIN), 2 * (uint64_t)n + 100);
+    CHECK_EQ_INT(gpt_data_vocab(d), 50001);
     int32_t got[4];
     gpt_data_read(d, GPT_TRAIN, (uint64_t)n - 1, 2, got, NULL);
     CHECK(got[0] == 11 && got[1] == 0);

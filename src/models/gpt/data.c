@@ -16,12 +16,17 @@
 
 #define HEADER_BYTES (256 * 4)
 
+#define MAX_HOLES 8
 struct shard {
     char *path;
     const uint8_t *map; /* the whole file, mmap'ed */
     size_t map_len;
     const uint16_t *tok; /* map + HEADER_BYTES */
     uint64_t n, start;   /* tokens, first global position */
+    /* a sparse file's holes (byte ranges that read as zeros), up to
+     * MAX_HOLES of them: the id scan skips them (a zero is token 0) */
+    uint64_t holes[MAX_HOLES][2];
+    int nholes;
 };
 
 enum kind { K_FILES, K_TEXT, K_SYNTH };
@@ -72,6 +77,15 @@ static int shard_copy(const struct shard *sh, uint64_t j0, uint64_t j1, int32_t 
 /* the largest of tokens [j0, j1) of sh into *mx */
 static int shard_max(const struct shard *sh, uint64_t j0, uint64_t j1, int *mx, plumb_err *e)
 {
+    /* tokens [j0, j1) inside one hole: zeros, without touching the pages
+     * (an 8 GiB sparse file took 44 s of page-cache zero fill on the build
+     * machine) */
+    const uint64_t b0 = HEADER_BYTES + 2 * j0, b1 = HEADER_BYTES + 2 * j1;
+    for (int h = 0; h < sh->nholes; h++)
+        if (b0 >= sh->holes[h][0] && b1 <= sh->holes[h][1]) {
+            *mx = 0;
+            return PLUMB_OK;
+        }
     struct mapguard g;
     mapguard_prepare(&g, sh->map, sh->map_len);
     if (sigsetjmp(g.jb, 0)) return mapguard_error(&g, sh->path, "token file", e);
@@ -111,6 +125,21 @@ static int shard_open(const char *path, struct shard *s, plumb_err *e)
         return rc;
     }
     void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    /* fewer blocks than bytes: a sparse file; its first holes */
+    for (off_t off = 0; m != MAP_FAILED && (uint64_t)st.st_blocks * 512 < size && off < (off_t)size &&
+                        s->nholes < MAX_HOLES;) {
+        errno = 0;
+        off_t data = lseek(fd, off, SEEK_DATA);
+        if (data < 0) {
+            if (errno != ENXIO) break; /* no SEEK_DATA here: nothing more recorded, everything read */
+            data = (off_t)size;        /* a hole to the end */
+        }
+        if (data > off) s->holes[s->nholes][0] = (uint64_t)off, s->holes[s->nholes++][1] = (uint64_t)data;
+        if (data >= (off_t)size) break;
+        const off_t hole = lseek(fd, data, SEEK_HOLE);
+        if (hole <= data) break;
+        off = hole;
+    }
     close(fd);
     if (m == MAP_FAILED) return err_set(e, PLUMB_EIO, "%s: mmap of %llu bytes failed: %s", path, (unsigned long long)size, strerror(errno));
     s->map = m;
