@@ -229,10 +229,11 @@ struct trainer {
         dev_graph *g;       /* NULL: seen once (the next step with this key captures) */
         unsigned used;      /* LRU clock */
         int fused;          /* captured with the sparse SGD inside the backward */
+        long replays;       /* launches of g */
     } sg[GRAPHS];
     unsigned sg_clock;
     long graphed, captures;
-    long evicted;             /* captured graphs dropped for a new key (LRU) */
+    long evicted;             /* captured graphs dropped for a new key (LRU) before a second replay */
     long deferred;            /* steps run by fast_local_deferred */
     long fused_total;         /* steps whose backward applied the sparse SGD */
 };
@@ -1532,7 +1533,9 @@ static void graph_key_sync(const struct trainer *t, const struct host_batch *b, 
  * emptied and taken for key (*seen = 0). More keys in turn than slots (more
  * feed buffers x shapes than GRAPHS, say a large --prefetch) would capture
  * a graph every step and never replay one: after GRAPHS evictions of a
- * captured graph the run goes on without graphs (logged). */
+ * graph replayed at most once the run goes on without graphs (logged). A
+ * graph that served its key and was left behind (the loss scale or the
+ * learning rate moved on) is ordinary turnover and does not count. */
 static struct step_graph *graph_slot(struct trainer *t, const uint64_t *key, int *seen)
 {
     struct step_graph *g = NULL, *lru = &t->sg[0];
@@ -1542,7 +1545,7 @@ static struct step_graph *graph_slot(struct trainer *t, const uint64_t *key, int
     }
     *seen = g != NULL;
     if (!g) {
-        if (lru->g && ++t->evicted > GRAPHS && (t->graph_on || t->graph_sync)) {
+        if (lru->g && lru->replays < 2 && ++t->evicted > GRAPHS && (t->graph_on || t->graph_sync)) {
             if (t->rank == 0)
                 log_warn("graph: more batch buffers and shapes in turn than the %d graph slots (%ld captured graphs "
                          "dropped); graphs off for this run",
@@ -1608,6 +1611,7 @@ static int queue_local(struct trainer *t, struct host_batch *b, struct step_info
     int rc = d->be->graph_launch(d, g->g, NULL, e);
     si->compute_s = timer_now() - t0;
     if (rc) return rc;
+    g->replays++;
     si->graphed = 1;
     t->graphed++;
     return PLUMB_OK;
@@ -1767,7 +1771,7 @@ static int deferred_graphed(struct trainer *t, struct host_batch *b, const struc
         t->captures++;
     }
     int rc = d->be->graph_launch(d, g->g, NULL, e);
-    if (!rc) t->graphed++;
+    if (!rc) t->graphed++, g->replays++;
     return rc;
 }
 
