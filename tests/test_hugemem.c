@@ -27,25 +27,45 @@ static void thp_mode(char *out, size_t n)
     if (f) fclose(f);
 }
 
-/* kB of huge pages in the mapping holding address p (-1: no such mapping) */
-static long huge_kb_at(const void *p)
+/* The line of /proc/self/smaps starting with key for the mapping holding
+ * address p, into out; 0 when the mapping or the line is not there */
+static int smaps_line(const void *p, const char *key, char *out, size_t n)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    int in = 0;
-    long kb = -1;
+    char line[1024];
+    int in = 0, found = 0;
     const uintptr_t a = (uintptr_t)p;
     while (f && fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
         if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
             if (in) break;
             in = a >= lo && a < hi;
-        } else if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) {
+        } else if (in && !strncmp(line, key, strlen(key))) {
+            snprintf(out, n, "%s", line);
+            found = 1;
             break;
         }
     }
     if (f) fclose(f);
+    return found;
+}
+
+/* kB of huge pages in the mapping holding address p (-1: no such mapping) */
+static long huge_kb_at(const void *p)
+{
+    char line[1024];
+    long kb = -1;
+    if (smaps_line(p, "AnonHugePages:", line, sizeof line)) (void)sscanf(line, "AnonHugePages: %ld kB", &kb);
     return kb;
+}
+
+/* The VmFlags of the mapping holding p contain "hg" (MADV_HUGEPAGE applied):
+ * 1, 0, or -1 when the mapping or the line is not found */
+static int advised_at(const void *p)
+{
+    char line[1024];
+    if (!smaps_line(p, "VmFlags:", line, sizeof line)) return -1;
+    return strstr(line, " hg") != NULL;
 }
 
 TEST(hugemem_sizes_usable_and_aligned)
@@ -65,28 +85,6 @@ TEST(hugemem_sizes_usable_and_aligned)
     huge_advise(NULL, 4 * MIB);
     char small[64];
     huge_advise(small, sizeof small); /* no whole huge page inside: no effect */
-}
-
-/* The VmFlags of the mapping holding p contain "hg" (MADV_HUGEPAGE applied):
- * 1, 0, or -1 when the mapping or the line is not found */
-static int advised_at(const void *p)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[1024];
-    int in = 0, r = -1;
-    const uintptr_t a = (uintptr_t)p;
-    while (f && fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            if (in) break;
-            in = a >= lo && a < hi;
-        } else if (in && !strncmp(line, "VmFlags:", 8)) {
-            r = strstr(line, " hg") != NULL;
-            break;
-        }
-    }
-    if (f) fclose(f);
-    return r;
 }
 
 /* Free blocks of 2 MiB or more in the kernel's Normal zones (/proc/buddyinfo,

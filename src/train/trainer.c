@@ -1250,6 +1250,19 @@ static int fused_undo(struct trainer *t, const int64_t *rows, const int64_t *row
     return rc ? err_wrap(e, "undo of the fused sparse SGD") : PLUMB_OK;
 }
 
+/* A model's own failure (mrc != 0) into the step's flags: an allocation
+ * failure for the OOM tiers, anything else an error for the status word
+ * (its message kept for the report). */
+static void flag_model_failure(struct trainer *t, struct step_info *si, int mrc, const plumb_err *me)
+{
+    if (mrc == PLUMB_ENOMEM) {
+        si->flags[SF_OOM] = 1;
+    } else {
+        si->flags[SF_ERROR] = 1;
+        t->local_err = *me;
+    }
+}
+
 /* Forward + backward of the step's local batch (whole), or of its samples
  * [off, off+cnt) (OOM split), from the device feed or the host batch. */
 static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off, long cnt, float gscale,
@@ -1292,12 +1305,8 @@ static int split_accumulate(struct trainer *t, struct host_batch *b, struct step
         struct model_loss l;
         plumb_err me = {0};
         int mrc = fwd_bwd(t, b, 0, off, cnt, (float)gscale, NULL, &l, &me);
-        if (mrc == PLUMB_ENOMEM) {
-            si->flags[SF_OOM] = 1;
-            return PLUMB_OK;
-        } else if (mrc) {
-            si->flags[SF_ERROR] = 1;
-            t->local_err = me;
+        if (mrc) {
+            flag_model_failure(t, si, mrc, &me);
             return PLUMB_OK;
         }
         *loss_fix += loss_fixed(l.sum, si->flags);
@@ -1372,12 +1381,8 @@ static int fast_queue(struct trainer *t, struct host_batch *b, struct step_info 
     int mrc = fwd_bwd_fused(t, b, si, (float)gscale, &sc, NULL, &me);
     si->compute_s = timer_now() - t0;
     const int fused = t->fused_step;
-    if (mrc == PLUMB_ENOMEM) {
-        si->flags[SF_OOM] = 1;
-        return PLUMB_OK;
-    } else if (mrc) {
-        si->flags[SF_ERROR] = 1;
-        t->local_err = me;
+    if (mrc) {
+        flag_model_failure(t, si, mrc, &me);
         return PLUMB_OK;
     }
     t->mo->sparse_grads(t->m, &t->l_rows, &t->l_grads, &t->l_n);
@@ -1641,11 +1646,8 @@ static int fast_local(struct trainer *t, struct host_batch *b, struct step_info 
         struct step_ctx sc = {.ctx = t, .grad_ready = t->exch ? grad_ready : NULL, .comm = &t->mcomm};
         /* the sparse rows' SGD inside the backward (--fuse-sparse-sgd) */
         int mrc = fwd_bwd_fused(t, b, si, (float)gscale, &sc, &l, &me);
-        if (mrc == PLUMB_ENOMEM) {
-            si->flags[SF_OOM] = 1;
-        } else if (mrc) {
-            si->flags[SF_ERROR] = 1;
-            t->local_err = me;
+        if (mrc) {
+            flag_model_failure(t, si, mrc, &me);
         } else {
             *loss_fix += loss_fixed(l.sum, si->flags);
             *count += l.count;
@@ -1795,11 +1797,8 @@ static int fast_local_deferred(struct trainer *t, struct host_batch *b, struct s
         rc = t->graph_sync && t->use_feed ? deferred_graphed(t, b, si, gscale, inv, norm, &mrc, &me, e)
                                           : deferred_body(t, b, gscale, inv, norm, &mrc, &me, e);
     if (rc) return rc;
-    if (mrc == PLUMB_ENOMEM) {
-        si->flags[SF_OOM] = 1;
-    } else if (mrc) {
-        si->flags[SF_ERROR] = 1;
-        t->local_err = me;
+    if (mrc) {
+        flag_model_failure(t, si, mrc, &me);
     } else {
         struct scratch_host sh;
         double lp[2];
