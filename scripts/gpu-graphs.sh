@@ -52,4 +52,19 @@ for way in graph nograph sync; do
   run r152 $way 90 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision bf16 --steps 20 --warmup 8 \
     --leak-steps 0
 done
+# the convolution picks kept across processes (src/gpu/conv_picks.h): two
+# processes training resnet50 (cuDNN plans) fast with one picks file must end
+# with the same parameters; the second reads every pick (no Find); the file's
+# lines are kept with the logs
+if [ -z "${GRAPHS_ONLY:-}" ] || [[ picks =~ $GRAPHS_ONLY ]]; then
+  rm -f "$D/picks.txt"
+  for k in 1 2; do
+    t1=$SECONDS
+    PLUMB_CONV_CACHE=$D/picks.txt timeout 120 $P train resnet --preset resnet50 --device cuda --numerics fast \
+      --precision bf16 --batch 32 --steps 6 --param-digest --out "$D/picks-run$k" >"$D/picks-$k.log" 2>&1
+    log "==== picks run $k: exit $? ($((SECONDS - t1)) s), $(grep -o 'param_digest [0-9a-f]*' "$D/picks-$k.log" | head -1), $(wc -l <"$D/picks.txt" 2>/dev/null || echo 0) lines in the file"
+  done
+  d1=$(grep -o 'param_digest [0-9a-f]*' "$D/picks-1.log" | head -1); d2=$(grep -o 'param_digest [0-9a-f]*' "$D/picks-2.log" | head -1)
+  if [ -n "$d1" ] && [ "$d1" = "$d2" ]; then log "picks: two processes, the same digest"; else log "picks: DIGESTS DIFFER ($d1 / $d2)"; fi
+fi
 log "gpu-graphs: $((SECONDS - T0)) s of $BUDGET"

@@ -19,8 +19,10 @@
  * and its Find time against the fastest result of any kind, so the time that
  * determinism costs each layer can be read off a run), PLUMB_CONV_RETIME=0
  * (pin Find's first usable algorithm instead of timing the candidates
- * again: see retime). */
+ * again: see retime), PLUMB_CONV_CACHE (cuDNN: the file that keeps the
+ * picks across processes, gpu/conv_picks.h; "0" or "off": none). */
 #include "gpu/train_gpu.h"
+#include "gpu/conv_picks.h"
 #include <dlfcn.h>
 #include <glob.h>
 #include <pthread.h>
@@ -74,18 +76,23 @@ static int key_eq(const struct plan_key *a, const struct plan_key *b)
  * retiming time candidates, and two candidates within noise of each other
  * can swap between timings (on an H100, 2026-12-05: PLUMB_RESNET_MASK_FROM_X
  * on and off, two runs of resnet-tiny in one process, differed in their
- * parameters' digest until this memo). Separate processes still choose
- * afresh (docs/RESNET.md). Under g_lib_lock. */
+ * parameters' digest until this memo). With cuDNN the picks are also kept
+ * in a file (gpu/conv_picks.h) read at a label's first plan, so separate
+ * processes on the same machine, device, driver and library pin the same
+ * algorithms; a pick from the file is checked with the library before use
+ * (from_file). MIOpen must run its Find before a convolution, so the HIP
+ * plugin keeps picks per process only. Under g_lib_lock. */
 struct pick {
     char label[32];
     struct plan_key key; /* key.d NULL */
     int usable, algo, math;
     size_t ws;
+    int from_file; /* read from the picks file, not yet checked in this process */
 };
 #define MAX_PICKS 4096
 static struct pick g_picks[MAX_PICKS];
 static int g_npicks;
-static const struct pick *pick_find(const struct dev *d, const struct plan_key *k)
+static struct pick *pick_at(const struct dev *d, const struct plan_key *k)
 {
     struct plan_key kk = *k;
     kk.d = NULL;
@@ -93,15 +100,96 @@ static const struct pick *pick_find(const struct dev *d, const struct plan_key *
         if (!strcmp(g_picks[i].label, d->label) && key_eq(&g_picks[i].key, &kk)) return &g_picks[i];
     return NULL;
 }
+
+#if !defined(PLUMB_HIP)
+static int picks_retime_on(void);
+/* the picks file's context for d (library, device, driver, workspace limit, retiming) */
+static void picks_ctx_of(const struct dev *d, char *ctx, size_t n)
+{
+    conv_picks_ctx(ctx, n, g_ver, d->info.name, d->info.driver, ws_limit(), picks_retime_on());
+}
+/* The file's lines for d's context into the memo (its label), once per label */
+static char g_picks_loaded[16][32];
+static int g_npicks_loaded;
+static void picks_load(const struct dev *d)
+{
+    for (int i = 0; i < g_npicks_loaded; i++)
+        if (!strcmp(g_picks_loaded[i], d->label)) return;
+    if (g_npicks_loaded < 16) snprintf(g_picks_loaded[g_npicks_loaded++], 32, "%s", d->label);
+    char path[1024], ctx[512], line[1024];
+    if (!conv_picks_path(path, sizeof path)) return;
+    picks_ctx_of(d, ctx, sizeof ctx);
+    FILE *f = fopen(path, "r");
+    if (!f) return; /* none yet */
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        struct conv_pick_rec r;
+        if (!conv_picks_parse(line, ctx, &r)) continue;
+        struct plan_key k;
+        memset(&k, 0, sizeof k);
+        k.dir = r.dir, k.rt = r.rt, k.tf32 = r.tf32, k.g = r.g;
+        struct pick *p = pick_at(d, &k); /* the last line of a plan wins */
+        if (!p) {
+            if (g_npicks == MAX_PICKS) break;
+            p = &g_picks[g_npicks++];
+            memset(p, 0, sizeof *p);
+            snprintf(p->label, sizeof p->label, "%s", d->label);
+            p->key = k;
+        }
+        p->usable = r.usable, p->algo = r.algo, p->math = r.math, p->ws = r.ws;
+        p->from_file = 1;
+    }
+    fclose(f);
+}
+/* One line for a pick made in this process; a file that cannot be written
+ * is said once (the picks then hold for this process only) */
+static void picks_append(const struct dev *d, const struct pick *p)
+{
+    static int warned;
+    char path[1024], ctx[512], line[1024];
+    if (!conv_picks_path(path, sizeof path)) return;
+    picks_ctx_of(d, ctx, sizeof ctx);
+    struct conv_pick_rec r;
+    memset(&r, 0, sizeof r);
+    r.dir = p->key.dir, r.rt = p->key.rt, r.tf32 = p->key.tf32, r.g = p->key.g;
+    r.usable = p->usable, r.algo = p->algo, r.math = p->math, r.ws = p->ws;
+    if (conv_picks_format(line, sizeof line, ctx, &r) < 0) return;
+    int rc = conv_picks_append(path, line);
+    if (rc && !warned) {
+        warned = 1;
+        fprintf(stderr, "plumb: %s: cannot write the convolution picks file %s (%s): picks kept for this process only "
+                        "(PLUMB_CONV_CACHE names another file, or off)\n",
+                d->label, path, strerror(rc));
+    }
+}
+#endif
+
+static const struct pick *pick_find(const struct dev *d, const struct plan_key *k)
+{
+#if !defined(PLUMB_HIP)
+    picks_load(d);
+#endif
+    return pick_at(d, k);
+}
+/* A pick made in this process (a file's pick that did not check out is
+ * replaced, in the file too) */
 static void pick_keep(const struct dev *d, const struct plan_key *k, int usable, int algo, int math, size_t ws)
 {
-    if (g_npicks == MAX_PICKS || pick_find(d, k)) return; /* full: later shapes choose per opening, as before */
-    struct pick *p = &g_picks[g_npicks++];
-    memset(p, 0, sizeof *p);
-    snprintf(p->label, sizeof p->label, "%s", d->label);
-    p->key = *k;
-    p->key.d = NULL;
+    struct pick *p = pick_at(d, k);
+    if (p && !p->from_file) return;
+    if (!p) {
+        if (g_npicks == MAX_PICKS) return; /* full: later shapes choose per opening, as before */
+        p = &g_picks[g_npicks++];
+        memset(p, 0, sizeof *p);
+        snprintf(p->label, sizeof p->label, "%s", d->label);
+        p->key = *k;
+        p->key.d = NULL;
+    }
     p->usable = usable, p->algo = algo, p->math = math, p->ws = ws;
+    p->from_file = 0;
+#if !defined(PLUMB_HIP)
+    picks_append(d, p);
+#endif
 }
 
 #if defined(PLUMB_HIP)
@@ -492,13 +580,17 @@ static int run_plan(struct dev *d, cdn_handle_t h, const struct plan *p, const v
  * stands. The runs write `out`, which the caller's own run overwrites. */
 #define RETIME_MAX 4
 #define RETIME_RUNS 3 /* the median below is of three */
+static int picks_retime_on(void)
+{
+    const char *env = getenv("PLUMB_CONV_RETIME");
+    return !(env && !strcmp(env, "0"));
+}
 static int retime(struct dev *d, cdn_handle_t h, struct dev_stream *st, struct plan *p, const cdn_perf_t *cand, int nc,
                   const void *a, const void *b, void *out, int *pick, float *ms, plumb_err *e)
 {
     *pick = 0;
     *ms = -1.0f;
-    const char *env = getenv("PLUMB_CONV_RETIME");
-    if (env && !strcmp(env, "0")) return PLUMB_OK; /* Find's first, as before */
+    if (!picks_retime_on()) return PLUMB_OK; /* Find's first, as before */
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(st->s, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
@@ -572,7 +664,31 @@ static int make_plan(struct dev *d, cdn_handle_t h, struct dev_stream *st, struc
         if (rc) return rc;
     }
     const struct pick *was = pick_find(d, &p->key);
-    if (was) { /* this process chose for this shape before: the same algorithm, so the same bits */
+    if (was && was->from_file && was->usable) {
+        /* a pick of an earlier process: still an algorithm the library runs for
+         * this plan within the workspace limit? Otherwise Find as if new */
+        size_t need = 0;
+        cdn_status_t s = Cd.SetConvolutionMathType(p->conv, (cdn_math_t)was->math);
+        if (s == CDN_STATUS_SUCCESS) {
+            if (p->key.dir == CONVLIB_FWD)
+                s = Cd.GetConvolutionForwardWorkspaceSize(h, p->ta, p->f, p->conv, p->tb, was->algo, &need);
+            else if (p->key.dir == CONVLIB_DATA)
+                s = Cd.GetConvolutionBackwardDataWorkspaceSize(h, p->f, p->ta, p->conv, p->tb, was->algo, &need);
+            else
+                s = Cd.GetConvolutionBackwardFilterWorkspaceSize(h, p->ta, p->tb, p->conv, p->f, was->algo, &need);
+        }
+        if (s == CDN_STATUS_SUCCESS && need <= wsb) {
+            struct pick *w = pick_at(d, &p->key);
+            w->ws = need;
+            w->from_file = 0; /* checked: this process's pick now */
+        } else {
+            CCHECK(Cd.SetConvolutionMathType(p->conv, rt != DT_F32 ? CDN_TENSOR_OP_MATH : fma_only ? CDN_FMA_MATH
+                                                                                                 : CDN_DEFAULT_MATH),
+                   "cudnnSetConvolutionMathType");
+            was = NULL;
+        }
+    }
+    if (was) { /* chosen for this shape before (this process, or a checked pick of the file): the same algorithm, so the same bits */
         p->usable = was->usable, p->algo = was->algo, p->ws = was->ws;
         if (was->usable) CCHECK(Cd.SetConvolutionMathType(p->conv, (cdn_math_t)was->math), "cudnnSetConvolutionMathType");
         return PLUMB_OK;
