@@ -11,6 +11,8 @@
 #   r152    plumb bench resnet, resnet152 at 224, fp32 and bf16, batch 64
 #           (the source documents' single-GPU table shape), with PLUMB_CONV_LOG
 #           (which algorithm each plan pinned, and its retimed time).
+# r50 and r152 run with PLUMB_CONV_CACHE=off: cuDNN's Find and the retiming in
+# every run, so the logged Find times exist (a picks file would skip them).
 # Figures for BENCHMARKS.md's gpt and resnet sections. At most
 # HEADLINE_BUDGET_S seconds (default 200), every step under `timeout`.
 # HEADLINE_ONLY=REGEX runs only the steps whose names match (bash =~), and
@@ -80,7 +82,7 @@ step r18 130 $P bench resnet --device cuda --preset resnet18 --batch 512 --preci
 # resnet18 with the mirror path (fp32 activations and 16-bit mirrors), against the default 16-bit activations
 step r18mir 40 env PLUMB_RESNET_ACT16=0 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 \
   --steps 30 --warmup 5 --leak-steps 0 --json "$D/r18mir.json"
-step r50 170 env PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 20 \
+step r50 170 env PLUMB_CONV_LOG=1 PLUMB_CONV_CACHE=off $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 20 \
   --warmup 3 --leak-steps 0 $(vs --torch-timeout 150) --json "$D/r50.json"
 # what determinism costs resnet50's convolutions: cuDNN's Find times of the
 # algorithm taken (deterministic) against the fastest of any kind, summed
@@ -98,6 +100,6 @@ for d, (n, a, b) in sorted(tot.items()):
     print("resnet50 cudnn %s: %d plans, deterministic algorithms %.3f ms, fastest of any kind %.3f ms (Find times, one call each)" % (d, n, a, b))
 if not tot: print("resnet50 cudnn: no PLUMB_CONV_LOG lines")
 PY
-step r152 90 env PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 30 --warmup 5 \
+step r152 90 env PLUMB_CONV_LOG=1 PLUMB_CONV_CACHE=off $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 30 --warmup 5 \
   --leak-steps 0 --json "$D/r152.json"
 log "gpu-headline: $((SECONDS - T0)) s of $BUDGET"

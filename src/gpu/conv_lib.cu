@@ -681,6 +681,15 @@ static int make_plan(struct dev *d, cdn_handle_t h, struct dev_stream *st, struc
             struct pick *w = pick_at(d, &p->key);
             w->ws = need;
             w->from_file = 0; /* checked: this process's pick now */
+            const char *lg = getenv("PLUMB_CONV_LOG");
+            if (lg && *lg) {
+                static const char *dirs[] = {"fwd", "dgrad", "wgrad"};
+                fprintf(stderr,
+                        "plumb: %s: cudnn %s N%d H%d W%d C%d -> K%d R%dxS%d stride %d pad %d %s: algo %d from the picks "
+                        "file (no Find)\n",
+                        d->label, dirs[p->key.dir], g->N, g->H, g->W, g->C, g->K, g->R, g->S, g->stride, g->pad,
+                        rt == DT_BF16 ? "bf16" : rt == DT_F16 ? "fp16" : "fp32", was->algo);
+            }
         } else {
             CCHECK(Cd.SetConvolutionMathType(p->conv, rt != DT_F32 ? CDN_TENSOR_OP_MATH : fma_only ? CDN_FMA_MATH
                                                                                                  : CDN_DEFAULT_MATH),
