@@ -615,6 +615,42 @@ static void small_ops(enum numerics mode)
     pair_close(&p);
 }
 
+/* sgd_momentum_masked on the GPU against the cpu's, bit for bit (fmaf chains
+ * alike), over 3 steps and 7 decay ranges of odd lengths, the first step
+ * initialising the buffer */
+static void momentum_masked_case(enum numerics mode)
+{
+    struct pair p;
+    OPEN_PAIR_OR_SKIP(p, mode);
+    const struct train_ops *C = p.c->ops->train, *G = p.g->ops->train;
+    if (!G->sgd_momentum_masked || !C->sgd_momentum_masked) return missing_op(&p, "sgd_momentum_masked");
+    plumb_err e = {0};
+    enum { N = 100003 };
+    const int64_t dec[14] = {0, 17, 100, 5000, 5001, 5002, 9000, 40000, 40001, 60000, 70000, 99999, 100000, 100003};
+    float *w = rnd_f(N, -1, 1), *buf = malloc(N * 4);
+    memset(buf, 0, N * 4);
+    float *gw = up(p.g, w, N * 4), *gb = up(p.g, buf, N * 4);
+    int64_t *gd = up(p.g, dec, sizeof dec);
+    for (int step = 0; step < 3; step++) {
+        float *g = rnd_f(N, -2, 2), *gg = up(p.g, g, N * 4);
+        REQUIRE(C->sgd_momentum_masked(p.c, NULL, w, g, buf, N, 0.05f, 1e-3f, 0.9f, step == 0, dec, 7, &e) == 0);
+        REQUIRE(G->sgd_momentum_masked(p.g, NULL, gw, gg, gb, N, 0.05f, 1e-3f, 0.9f, step == 0, gd, 7, &e) == 0);
+        dev_free(p.g, gg);
+        free(g);
+    }
+    float *h = down(p.g, gw, N * 4);
+    CHECK(h && cmp_f("sgd_momentum_masked w", w, h, N, 0));
+    free(h);
+    h = down(p.g, gb, N * 4);
+    CHECK(h && cmp_f("sgd_momentum_masked buf", buf, h, N, 0));
+    free(h);
+    dev_free(p.g, gw), dev_free(p.g, gb), dev_free(p.g, gd);
+    free(w), free(buf);
+    pair_close(&p);
+}
+TEST(gpu_train_sgd_momentum_masked_fast) { momentum_masked_case(NUMERICS_FAST); }
+TEST(gpu_train_sgd_momentum_masked_golden) { momentum_masked_case(NUMERICS_GOLDEN); }
+
 TEST(gpu_train_small_ops_golden) { small_ops(NUMERICS_GOLDEN); }
 TEST(gpu_train_small_ops_fast) { small_ops(NUMERICS_FAST); }
 

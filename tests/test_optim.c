@@ -145,3 +145,53 @@ TEST(optim_adamw_many_alternating_ranges)
     optim_free(&o);
     dev_close(d);
 }
+
+/* Momentum SGD over 100 alternating decay ranges: optim_step's one launch
+ * (train_ops.sgd_momentum_masked, where the device has it) against
+ * sgd_momentum called per tensor, bit for bit, over three steps (the first
+ * initialises the buffer) */
+TEST(optim_sgd_momentum_masked_equals_per_tensor)
+{
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    REQUIRE(dev_open("cpu", &d, &e) == 0);
+    if (!d->ops->train) TEST_SKIP("no training ops");
+    const struct train_ops *T = d->ops->train;
+    enum { NT = 150, PER = 7, N = NT * PER };
+    static struct model_tensor many[NT];
+    for (int i = 0; i < NT; i++) {
+        memset(&many[i], 0, sizeof many[i]);
+        snprintf(many[i].name, sizeof many[i].name, "t%d", i);
+        many[i].offset = (size_t)i * PER, many[i].numel = PER, many[i].rows = 1, many[i].cols = PER;
+        many[i].flags = (i % 3) ? TENSOR_DECAY : 0;
+    }
+    const struct model_layout LM = {.n_params = N, .n_dense = N, .n_tensors = NT, .tensors = many, .out_width = 1};
+    static float w[N], ref[N], g[N], buf[N];
+    fill(w, N, 1.0f);
+    memcpy(ref, w, sizeof w);
+    memset(buf, 0, sizeof buf);
+    struct optim o;
+    REQUIRE(optim_init(&o, d, &LM, "sgd", 5e-4, 0.9, 0.9, 0.999, 1e-8, &e) == 0);
+    CHECK_EQ_INT(o.n_ranges, 100);
+    for (int step = 1; step <= 3; step++) {
+        fill(g, N, 0.3f * (float)step);
+        REQUIRE(optim_step(&o, w, g, NULL, NULL, 0, 0.05f, step, &e) == 0);
+        for (int t = 0; t < NT; t++) {
+            const struct model_tensor *x = &many[t];
+            REQUIRE(T->sgd_momentum(d, NULL, ref + x->offset, g + x->offset, buf + x->offset, x->numel, 0.05f,
+                                    (x->flags & TENSOR_DECAY) ? 5e-4f : 0.0f, 0.9f, step == 1, &e) == 0);
+        }
+    }
+    CHECK(!memcmp(w, ref, sizeof w));
+    CHECK(!memcmp(o.buf, buf, sizeof buf));
+    /* the one-launch path ran (the cpu has the op): its 50 decaying ranges uploaded */
+    CHECK(T->sgd_momentum_masked != NULL);
+    CHECK_EQ_INT(o.dec_ready, 1);
+    CHECK_EQ_INT(o.n_dec, 50);
+    /* a range list out of order is refused, naming the op */
+    int64_t badr[4] = {10, 20, 5, 8};
+    CHECK(T->sgd_momentum_masked(d, NULL, w, g, buf, N, 0.05f, 5e-4f, 0.9f, 0, badr, 2, &e) == PLUMB_EUSAGE);
+    CHECK(strstr(e.msg, "sgd_momentum_masked") != NULL);
+    optim_free(&o);
+    dev_close(d);
+}

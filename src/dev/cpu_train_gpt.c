@@ -11,6 +11,7 @@
  * definition) and add the GELU pass; the GELU is gmath.h's in both modes
  * (inline + * fma: several times faster than libm's tanhf, and as exact). */
 #include "dev/cpu_train_gpt.h"
+#include "dev/cpu_train.h"
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
 #include <cblas.h>
@@ -684,43 +685,34 @@ KERNEL static void adamw_seg(float *restrict w, const float *restrict g, float *
     for (size_t i = 0; i < n; i++) gpt_adamw_one(w + i, g[i], m + i, v + i, lr, b1, b2, eps, wd, bc1, bc2, gscale);
 }
 
+struct adamw_args {
+    float *w, *m, *v;
+    const float *g;
+    float lr, b1, b2, eps, bc1, bc2, gscale;
+};
+static void adamw_seg_of(void *ctx, size_t i, size_t end, float wdi)
+{
+    const struct adamw_args *a = ctx;
+    adamw_seg(a->w + i, a->g + i, a->m + i, a->v + i, end - i, a->lr, a->b1, a->b2, a->eps, wdi, a->bc1, a->bc2,
+              a->gscale);
+}
+
 int cpu_adamw_masked(struct dev *d, dev_stream *s, float *w, const float *g, float *m, float *v, size_t n, float lr,
                      float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale, const int64_t *dec,
                      int nr, plumb_err *e)
 {
     (void)s;
     NEED((w && g && m && v) || n == 0, "adamw_masked: NULL w, g, m or v");
-    NEED(nr >= 0 && (dec || nr == 0), "adamw_masked: %d decay ranges without a range list", nr);
     NEED(bc1 > 0.0f && bc1 <= 1.0f && bc2 > 0.0f && bc2 <= 1.0f,
          "adamw_masked: bias corrections bc1=%g bc2=%g (expected in (0,1])", (double)bc1, (double)bc2);
-    for (int j = 0; j < nr; j++)
-        NEED(dec[2 * j] >= (j ? dec[2 * j - 1] : 0) && dec[2 * j] <= dec[2 * j + 1] && (size_t)dec[2 * j + 1] <= n,
-             "adamw_masked: decay range %d [%lld, %lld) is not ascending, disjoint and within [0, %zu)", j,
-             (long long)dec[2 * j], (long long)dec[2 * j + 1], n);
+    char why[256];
+    if (cpu_decay_ranges_bad(dec, nr, n, "adamw_masked", why, sizeof why)) return err_set(e, PLUMB_EUSAGE, "%s", why);
+    struct adamw_args a = {w, m, v, g, lr, b1, b2, eps, bc1, bc2, gscale};
     const int nt = nthreads(d);
 #pragma omp parallel num_threads(nt) if (n > PAR_MIN)
     {
         const int t = omp_get_thread_num(), Tn = omp_get_num_threads();
-        const size_t i0 = n * t / Tn, i1 = n * (t + 1) / Tn;
-        /* walk the segments (no decay, decay range j, no decay, ...) that meet [i0, i1) */
-        size_t i = i0;
-        int j = 0;
-        while (j < nr && (size_t)dec[2 * j + 1] <= i) j++;
-        while (i < i1) {
-            size_t end;
-            float wdi;
-            if (j < nr && (size_t)dec[2 * j] <= i) {
-                end = (size_t)dec[2 * j + 1];
-                wdi = wd;
-                j++;
-            } else {
-                end = j < nr ? (size_t)dec[2 * j] : i1;
-                wdi = 0.0f;
-            }
-            if (end > i1) end = i1;
-            adamw_seg(w + i, g + i, m + i, v + i, end - i, lr, b1, b2, eps, wdi, bc1, bc2, gscale);
-            i = end;
-        }
+        cpu_decay_segments(n * t / Tn, n * (t + 1) / Tn, dec, nr, wd, adamw_seg_of, &a);
     }
     return PLUMB_OK;
 }

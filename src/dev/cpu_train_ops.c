@@ -805,6 +805,37 @@ static int cpu_sgd_momentum(struct dev *d, dev_stream *s, float *w, const float 
     return PLUMB_OK;
 }
 
+struct momentum_args {
+    float *w, *buf;
+    const float *g;
+    float lr, mu;
+    int first;
+};
+static void momentum_seg_of(void *ctx, size_t i, size_t end, float wdi)
+{
+    const struct momentum_args *a = ctx;
+    sgd_momentum_kernel(a->w + i, a->g + i, a->buf + i, end - i, a->lr, wdi, a->mu, a->first);
+}
+
+/* sgd_momentum over the decay ranges' segments, each as sgd_momentum computes it */
+static int cpu_sgd_momentum_masked(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n,
+                                   float lr, float wd, float mu, int first, const int64_t *dec, int nr, plumb_err *e)
+{
+    (void)s;
+    NEED((w && g && buf) || n == 0, "sgd_momentum_masked: NULL w, g or buf");
+    char why[256];
+    if (cpu_decay_ranges_bad(dec, nr, n, "sgd_momentum_masked", why, sizeof why))
+        return err_set(e, PLUMB_EUSAGE, "%s", why);
+    struct momentum_args a = {w, buf, g, lr, mu, first};
+    const int nt = nthreads(d);
+#pragma omp parallel num_threads(nt) if (n > PAR_MIN)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        cpu_decay_segments(n * t / T, n * (t + 1) / T, dec, nr, wd, momentum_seg_of, &a);
+    }
+    return PLUMB_OK;
+}
+
 static int cpu_sgd_sparse(struct dev *d, dev_stream *s, float *table, const int64_t *rows,
                           const float *grads, size_t n, int D, float lr, plumb_err *e)
 {
@@ -1045,6 +1076,7 @@ const struct train_ops cpu_train_ops = {
     .sgd = cpu_sgd,
     .sgd_sparse = cpu_sgd_sparse,
     .sgd_momentum = cpu_sgd_momentum,
+    .sgd_momentum_masked = cpu_sgd_momentum_masked,
     .adamw = cpu_adamw,
     .adamw_sparse = cpu_adamw_sparse,
     .sumsq = cpu_sumsq,

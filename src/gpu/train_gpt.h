@@ -43,6 +43,8 @@ int tg_residual_fwd(struct dev *d, dev_stream *s, const float *a, const float *b
 int tg_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const float *wte, const int32_t *tgt, int R,
                           int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte,
                           dtype_t rt, plumb_err *e);
+int tg_sgd_momentum_masked(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
+                           float wd, float mu, int first, const int64_t *dec, int nr, plumb_err *e);
 int tg_adamw_masked(struct dev *d, dev_stream *s, float *w, const float *g, float *m, float *v, size_t n, float lr,
                     float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale, const int64_t *dec,
                     int nr, plumb_err *e);

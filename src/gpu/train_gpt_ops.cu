@@ -471,6 +471,31 @@ __global__ void k_adamw_masked(float *w, const float *g, float *m, float *v, siz
         gpt_adamw_one(w + i, g[i], m + i, v + i, lr, b1, b2, eps, decay_of(i, dec, nr, wd), bc1, bc2, gscale);
 }
 
+/* sgd_momentum's element (train_ops.cu's k_sgd_momentum) with its range's decay */
+__global__ void k_sgd_momentum_masked(float *w, const float *g, float *buf, size_t n, float lr, float wd, float mu,
+                                      int first, const int64_t *dec, int nr)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float wdi = decay_of(i, dec, nr, wd);
+        const float dd = wdi == 0.0f ? g[i] : fmaf(wdi, w[i], g[i]);
+        const float b = first ? dd : fmaf(mu, buf[i], dd);
+        buf[i] = b;
+        w[i] = fmaf(-lr, b, w[i]);
+    }
+}
+
+int tg_sgd_momentum_masked(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n, float lr,
+                           float wd, float mu, int first, const int64_t *dec, int nr, plumb_err *e)
+{
+    NEED((w && g && buf) || n == 0, "%s: sgd_momentum_masked: NULL w, g or buf", d->label);
+    NEED(nr >= 0 && (dec || nr == 0), "%s: sgd_momentum_masked: %d decay ranges without a range list", d->label, nr);
+    if (!n) return PLUMB_OK;
+    ENTER();
+    k_sgd_momentum_masked<<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(w, g, buf, n, lr, wd, mu, first, dec, nr);
+    GPU_CHECK_LAUNCH(d, "k_sgd_momentum_masked", e);
+    return PLUMB_OK;
+}
+
 int tg_adamw_masked(struct dev *d, dev_stream *s, float *w, const float *g, float *m, float *v, size_t n,
                           float lr, float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale,
                           const int64_t *dec, int nr, plumb_err *e)

@@ -983,5 +983,7 @@ const struct train_ops gpu_train_ops = {
     g_bn_bwd_data16o, g_add16o, g_maxpool_fwd16o, g_maxpool_bwd16o,
     /* the forward's BN statistics in one pass: train_vision.cu */
     g_bn_stats1p16o, g_bn_meanvar,
+    /* the momentum SGD in one launch: train_gpt_ops.cu */
+    tg_sgd_momentum_masked,
 };
 #endif

@@ -56,6 +56,7 @@ void optim_free(struct optim *o)
     if (o->dec_dev) dev_free(o->d, o->dec_dev);
     o->m = o->v = o->buf = NULL;
     o->dec_dev = NULL;
+    o->dec_ready = 0, o->n_dec = 0;
 }
 
 static int zalloc(struct dev *d, float **p, size_t n, plumb_err *e)
@@ -65,6 +66,22 @@ static int zalloc(struct dev *d, float **p, size_t n, plumb_err *e)
     return rc;
 }
 
+/* The decaying ranges as {lo, hi} pairs (ascending, disjoint) on the device,
+ * for the masked ops (adamw_masked, sgd_momentum_masked) */
+static int dec_upload(struct optim *o, plumb_err *e)
+{
+    int64_t pairs[2 * OPTIM_MAX_DENSE];
+    int nr = 0, rc = PLUMB_OK;
+    for (int r = 0; r < o->n_ranges; r++)
+        if (o->dec[r] && o->hi[r] > o->lo[r]) pairs[2 * nr] = (int64_t)o->lo[r], pairs[2 * nr + 1] = (int64_t)o->hi[r], nr++;
+    if (nr && ((rc = dev_alloc(o->d, 2 * (size_t)nr * sizeof(int64_t), (void **)&o->dec_dev, e)) ||
+               (rc = dev_upload(o->d, o->dec_dev, pairs, 2 * (size_t)nr * sizeof(int64_t), e))))
+        return err_wrap(e, "the optimizer's decay ranges");
+    o->n_dec = nr;
+    o->dec_ready = 1;
+    return PLUMB_OK;
+}
+
 int optim_state_alloc(struct optim *o, plumb_err *e)
 {
     int rc = PLUMB_OK;
@@ -72,22 +89,11 @@ int optim_state_alloc(struct optim *o, plumb_err *e)
         if ((rc = zalloc(o->d, &o->m, o->L->n_params, e)) || (rc = zalloc(o->d, &o->v, o->L->n_params, e)))
             return err_wrap(e, "AdamW state for %zu parameters", o->L->n_params);
         o->n_state = o->L->n_params;
-        if (o->T->adamw_masked) {
-            /* the decaying ranges as {lo, hi} pairs (ascending, disjoint) */
-            int64_t pairs[2 * OPTIM_MAX_DENSE];
-            int nr = 0;
-            for (int r = 0; r < o->n_ranges; r++)
-                if (o->dec[r] && o->hi[r] > o->lo[r]) pairs[2 * nr] = (int64_t)o->lo[r], pairs[2 * nr + 1] = (int64_t)o->hi[r], nr++;
-            if (nr) {
-                if ((rc = dev_alloc(o->d, 2 * (size_t)nr * sizeof(int64_t), (void **)&o->dec_dev, e)) ||
-                    (rc = dev_upload(o->d, o->dec_dev, pairs, 2 * (size_t)nr * sizeof(int64_t), e)))
-                    return err_wrap(e, "AdamW decay ranges");
-            }
-            o->n_dec = nr;
-        }
+        if (o->T->adamw_masked) rc = dec_upload(o, e);
     } else if (o->kind == OPTIM_SGD && o->momentum > 0 && !o->buf) {
         if ((rc = zalloc(o->d, &o->buf, o->L->n_dense, e))) return err_wrap(e, "SGD momentum for %zu parameters", o->L->n_dense);
         o->n_state = o->L->n_dense;
+        if (o->T->sgd_momentum_masked && o->n_ranges > 1) rc = dec_upload(o, e);
     }
     return rc;
 }
@@ -105,7 +111,12 @@ int optim_step(struct optim *o, float *params, const float *dense_grad, const in
     int rc = PLUMB_OK;
     if (o->kind == OPTIM_SGD) {
         if (o->momentum > 0 && (rc = optim_state_alloc(o, e))) return rc;
-        for (int r = 0; r < o->n_ranges && !rc; r++) {
+        /* several ranges and the device has the one-launch form: the same bits in one launch */
+        const int masked = o->momentum > 0 && T->sgd_momentum_masked && o->n_ranges > 1 && o->dec_ready;
+        if (masked)
+            rc = T->sgd_momentum_masked(d, NULL, params, dense_grad, o->buf, o->L->n_dense, lr, o->weight_decay,
+                                        o->momentum, !o->momentum_started, o->dec_dev, o->n_dec, e);
+        for (int r = 0; r < o->n_ranges && !rc && !masked; r++) {
             size_t lo = o->lo[r], len = o->hi[r] - o->lo[r];
             float wd = o->dec[r] ? o->weight_decay : 0.0f;
             if (!len) continue;
@@ -119,7 +130,7 @@ int optim_step(struct optim *o, float *params, const float *dense_grad, const in
     } else {
         if ((rc = optim_state_alloc(o, e))) return rc;
         double bc1 = 1.0 - pow((double)o->beta1, (double)step), bc2 = 1.0 - pow((double)o->beta2, (double)step);
-        const int masked = T->adamw_masked && o->n_ranges > 1; /* one launch; gscale 1: the gradient as it is */
+        const int masked = T->adamw_masked && o->n_ranges > 1 && o->dec_ready; /* one launch; gscale 1: the gradient as it is */
         if (masked)
             rc = T->adamw_masked(d, NULL, params, dense_grad, o->m, o->v, o->L->n_dense, lr, o->beta1, o->beta2,
                                  o->eps, o->weight_decay, (float)bc1, (float)bc2, 1.0f, o->dec_dev, o->n_dec, e);

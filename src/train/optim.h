@@ -46,8 +46,9 @@ struct optim {
     int n_ranges;
     size_t lo[OPTIM_MAX_DENSE], hi[OPTIM_MAX_DENSE];
     int dec[OPTIM_MAX_DENSE];
-    int64_t *dec_dev;          /* adamw_masked: device [2 n_dec] {lo, hi} of the decaying ranges */
+    int64_t *dec_dev;          /* the masked ops: device [2 n_dec] {lo, hi} of the decaying ranges */
     int n_dec;
+    int dec_ready;             /* dec_dev / n_dec uploaded (0: the masked ops are not used) */
 };
 
 /* kind "sgd" or "adamw". */
