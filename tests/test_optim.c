@@ -104,6 +104,20 @@ TEST(optim_adamw_decays_only_flagged_tensors)
 /* GPT-2 124M's layout alternates decaying matrices with biases and
  * LayerNorm weights (148 tensors, 97 ranges): 150 tensors alternating here,
  * updated in one pass (adamw_masked) with the bits of adamw per tensor. */
+/* nt dense tensors of per floats, every third not decaying: 100 ranges for
+ * 150 (no decay, decay (2 tensors), ...), as many as a deep model's */
+static struct model_layout many_alternating(struct model_tensor *many, int nt, int per)
+{
+    for (int i = 0; i < nt; i++) {
+        memset(&many[i], 0, sizeof many[i]);
+        snprintf(many[i].name, sizeof many[i].name, "t%d", i);
+        many[i].offset = (size_t)i * per, many[i].numel = (size_t)per, many[i].rows = 1, many[i].cols = per;
+        many[i].flags = (i % 3) ? TENSOR_DECAY : 0;
+    }
+    const size_t n = (size_t)nt * per;
+    return (struct model_layout){.n_params = n, .n_dense = n, .n_tensors = nt, .tensors = many, .out_width = 1};
+}
+
 TEST(optim_adamw_many_alternating_ranges)
 {
     struct dev *d = NULL;
@@ -113,13 +127,7 @@ TEST(optim_adamw_many_alternating_ranges)
     const struct train_ops *T = d->ops->train;
     enum { NT = 150, PER = 5, N = NT * PER };
     static struct model_tensor many[NT];
-    for (int i = 0; i < NT; i++) {
-        memset(&many[i], 0, sizeof many[i]);
-        snprintf(many[i].name, sizeof many[i].name, "t%d", i);
-        many[i].offset = (size_t)i * PER, many[i].numel = PER, many[i].rows = 1, many[i].cols = PER;
-        many[i].flags = (i % 3) ? TENSOR_DECAY : 0;
-    }
-    const struct model_layout LM = {.n_params = N, .n_dense = N, .n_tensors = NT, .tensors = many, .out_width = 1};
+    const struct model_layout LM = many_alternating(many, NT, PER);
     static float w[N], ref[N], g[N], m[N], v[N];
     fill(w, N, 1.0f);
     memcpy(ref, w, sizeof w);
@@ -159,13 +167,7 @@ TEST(optim_sgd_momentum_masked_equals_per_tensor)
     const struct train_ops *T = d->ops->train;
     enum { NT = 150, PER = 7, N = NT * PER };
     static struct model_tensor many[NT];
-    for (int i = 0; i < NT; i++) {
-        memset(&many[i], 0, sizeof many[i]);
-        snprintf(many[i].name, sizeof many[i].name, "t%d", i);
-        many[i].offset = (size_t)i * PER, many[i].numel = PER, many[i].rows = 1, many[i].cols = PER;
-        many[i].flags = (i % 3) ? TENSOR_DECAY : 0;
-    }
-    const struct model_layout LM = {.n_params = N, .n_dense = N, .n_tensors = NT, .tensors = many, .out_width = 1};
+    const struct model_layout LM = many_alternating(many, NT, PER);
     static float w[N], ref[N], g[N], buf[N];
     fill(w, N, 1.0f);
     memcpy(ref, w, sizeof w);
