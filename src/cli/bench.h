@@ -21,4 +21,13 @@ int bench_gpt(int argc, char **argv);
 #include <stdio.h>
 json_t *bench_env(FILE *print_to);
 
+/* The untimed steps of a benchmark cycling nb device batches: warmup, and on
+ * a device with graphs at least 2 nb, so each batch's step graph (captured at
+ * its second step: train/trainer.c) exists before the timed steps. */
+#include "dev/dev.h"
+static inline long bench_warm_steps(const struct dev *d, long warmup, int nb)
+{
+    return d->be->graph_begin && warmup < 2L * nb ? 2L * nb : warmup;
+}
+
 #endif

@@ -113,9 +113,7 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     struct trainer_step_stats ss;
 #define DB(i) (struct batch){.B = (int)o->batch, .n_valid = (int)o->batch, .on_device = 1, \
                              .field = {dt[(i) % NB_DEV][0], dt[(i) % NB_DEV][1]}}
-    /* on a device with graphs every batch's step graph is captured (at its
-     * second step: train/trainer.c) before the timed steps */
-    const long warm = d->be->graph_begin && o->warmup < 2 * NB_DEV ? 2 * NB_DEV : o->warmup;
+    const long warm = bench_warm_steps(d, o->warmup, NB_DEV);
     for (long i = 0; i < warm && !rc; i++, step++) {
         struct batch b = DB(step);
         rc = trainer_step_on(tr, &b, step, o->batch, &ss, e);

@@ -167,9 +167,7 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
     rc = make_batches(&cfg, d, batch, &db, e);
     long step = 0;
     struct trainer_step_stats ss;
-    /* on a device with graphs every batch's step graph is captured (at its
-     * second step: train/trainer.c) before the timed steps */
-    const long warm = d->be->graph_begin && o->warmup < 2 * NB_DEV ? 2 * NB_DEV : o->warmup;
+    const long warm = bench_warm_steps(d, o->warmup, NB_DEV);
     for (long i = 0; i < warm && !rc; i++, step++) {
         struct batch b = dbatch(&db, step, batch);
         rc = trainer_step_on(tr, &b, step, batch, &ss, e);

@@ -100,6 +100,18 @@ static struct pick *pick_at(const struct dev *d, const struct plan_key *k)
         if (!strcmp(g_picks[i].label, d->label) && key_eq(&g_picks[i].key, &kk)) return &g_picks[i];
     return NULL;
 }
+/* A new memo entry for (d's label, k); NULL when the memo is full (later
+ * shapes then choose per opening, as before the memo) */
+static struct pick *pick_new(const struct dev *d, const struct plan_key *k)
+{
+    if (g_npicks == MAX_PICKS) return NULL;
+    struct pick *p = &g_picks[g_npicks++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->label, sizeof p->label, "%s", d->label);
+    p->key = *k;
+    p->key.d = NULL;
+    return p;
+}
 
 #if !defined(PLUMB_HIP)
 static int picks_retime_on(void);
@@ -129,13 +141,7 @@ static void picks_load(const struct dev *d)
         memset(&k, 0, sizeof k);
         k.dir = r.dir, k.rt = r.rt, k.tf32 = r.tf32, k.g = r.g;
         struct pick *p = pick_at(d, &k); /* the last line of a plan wins */
-        if (!p) {
-            if (g_npicks == MAX_PICKS) break;
-            p = &g_picks[g_npicks++];
-            memset(p, 0, sizeof *p);
-            snprintf(p->label, sizeof p->label, "%s", d->label);
-            p->key = k;
-        }
+        if (!p && !(p = pick_new(d, &k))) break;
         p->usable = r.usable, p->algo = r.algo, p->math = r.math, p->ws = r.ws;
         p->from_file = 1;
     }
@@ -177,14 +183,7 @@ static void pick_keep(const struct dev *d, const struct plan_key *k, int usable,
 {
     struct pick *p = pick_at(d, k);
     if (p && !p->from_file) return;
-    if (!p) {
-        if (g_npicks == MAX_PICKS) return; /* full: later shapes choose per opening, as before */
-        p = &g_picks[g_npicks++];
-        memset(p, 0, sizeof *p);
-        snprintf(p->label, sizeof p->label, "%s", d->label);
-        p->key = *k;
-        p->key.d = NULL;
-    }
+    if (!p && !(p = pick_new(d, k))) return;
     p->usable = usable, p->algo = algo, p->math = math, p->ws = ws;
     p->from_file = 0;
 #if !defined(PLUMB_HIP)

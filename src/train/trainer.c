@@ -214,7 +214,7 @@ struct trainer {
     /* the deferred synchronous step (see "the deferred synchronous step") */
     int sync_defer;           /* forward/backward deferred, the loss read with the status block */
     int graph_sync;           /* and replayed as a graph */
-    struct step_out *h_out;   /* pinned [2]: what a queued step leaves for the host */
+    struct step_out *h_out;   /* pinned: [2] what a queued step leaves for the host, [1] the deferred step's one read */
     int status_write;         /* the outcome goes to h_out by the device's status_to_host, not two
                                  copies (PLUMB_TRAIN_STATUS=copy: the copies) */
     dev_event *q_ev[2];       /* recorded after each slot's copy */
@@ -623,6 +623,10 @@ static int setup_sync_defer(struct trainer *t, const char *gwhy, plumb_err *e)
                                                      : NULL;
     t->sync_defer = why == NULL;
     t->graph_sync = t->sync_defer && gwhy == NULL;
+    /* the pinned slot its one read lands in */
+    if (t->sync_defer && (rc = t->d->be->host_alloc(t->d, sizeof(struct step_out), (void **)&t->h_out, e)))
+        return err_wrap(e, "the deferred step's pinned slot");
+    if (t->sync_defer) memset(t->h_out, 0, sizeof(struct step_out));
     if (t->rank == 0 && !cfg->quiet) {
         if (!t->sync_defer)
             log_info("deferred forward/backward: none (%s)", why);
@@ -1203,15 +1207,20 @@ static int step_logged(const struct trainer *t, long step)
  * (step_info.queued == 2) for when it settles. */
 static int want_norm(const struct trainer *t) { return t->cfg->clip_grad_norm > 0 || t->logged; }
 
+/* The status block's bytes (the device's layout) into h */
+static void scratch_of(const char *buf, struct scratch_host *h)
+{
+    memcpy(&h->sumsq, buf + SCR_SUMSQ, sizeof h->sumsq);
+    memcpy(&h->found, buf + SCR_FOUND, sizeof h->found);
+    memcpy(&h->n, buf + SCR_N, sizeof h->n);
+}
+
 static int read_scratch(struct trainer *t, struct scratch_host *h, plumb_err *e)
 {
     char buf[SCR_BYTES];
     int rc = to_host(t, buf, t->d_scratch, SCR_BYTES, e);
-    if (rc) return rc;
-    memcpy(&h->sumsq, buf + SCR_SUMSQ, sizeof h->sumsq);
-    memcpy(&h->found, buf + SCR_FOUND, sizeof h->found);
-    memcpy(&h->n, buf + SCR_N, sizeof h->n);
-    return PLUMB_OK;
+    if (!rc) scratch_of(buf, h);
+    return rc;
 }
 
 /* Launches the dense all-reduce of buckets launched..j (in order: every rank
@@ -1415,21 +1424,26 @@ static int queue_apply(struct trainer *t, struct step_info *si, plumb_err *e)
     return PLUMB_OK;
 }
 
+/* The deferred model's loss pair and the status block into the pinned slot
+ * o, queued on the stream: one device-side write of both (the slot is
+ * contiguous: loss, then the block) where the device has it, else two
+ * copies; same bytes */
+static int outcome_to(struct trainer *t, struct step_out *o, plumb_err *e)
+{
+    struct dev *d = t->d;
+    if (t->status_write)
+        return t->to->status_to_host(d, NULL, o, t->q_loss_dev, sizeof o->loss, t->d_scratch, SCR_BYTES, e);
+    int rc = d->be->memcpy_async(d, NULL, o->loss, t->q_loss_dev, sizeof o->loss, MEMCPY_D2H, e);
+    if (!rc) rc = d->be->memcpy_async(d, NULL, o->scratch, t->d_scratch, SCR_BYTES, MEMCPY_D2H, e);
+    return rc;
+}
+
 /* The queued step's outcome into its pinned slot, behind an event. */
 static int queue_finish(struct trainer *t, const struct step_info *si, long step, plumb_err *e)
 {
     struct dev *d = t->d;
     int slot = (int)(t->q_seq & 1);
-    struct step_out *o = &t->h_out[slot];
-    int rc;
-    /* one device-side write of both (the slot is contiguous: loss, then the
-     * block) where the device has it, else two copies; same bytes */
-    if (t->status_write)
-        rc = t->to->status_to_host(d, NULL, o, t->q_loss_dev, sizeof o->loss, t->d_scratch, SCR_BYTES, e);
-    else {
-        rc = d->be->memcpy_async(d, NULL, o->loss, t->q_loss_dev, sizeof o->loss, MEMCPY_D2H, e);
-        if (!rc) rc = d->be->memcpy_async(d, NULL, o->scratch, t->d_scratch, SCR_BYTES, MEMCPY_D2H, e);
-    }
+    int rc = outcome_to(t, &t->h_out[slot], e);
     if (!rc) rc = d->be->event_record(d, t->q_ev[slot], NULL, e);
     if (rc) return rc;
     t->q[t->n_q].si = *si;
@@ -1457,8 +1471,7 @@ static int settle_one(struct trainer *t, struct step_info *si, long *step, plumb
     if (rc) return err_wrap(e, "step %ld", q.step);
     const struct step_out *o = &t->h_out[q.slot];
     struct scratch_host sh;
-    memcpy(&sh.sumsq, o->scratch + SCR_SUMSQ, sizeof sh.sumsq);
-    memcpy(&sh.found, o->scratch + SCR_FOUND, sizeof sh.found);
+    scratch_of(o->scratch, &sh);
     /* 1 rank: the agreed loss is this rank's, in the same fixed point */
     int64_t loss_fix = loss_fixed(o->loss[0] / t->q_div, si->flags), count = (int64_t)(o->loss[1] / t->q_div);
     si->loss = mean_loss(loss_fix, count, si->flags);
@@ -1498,40 +1511,44 @@ static void graphs_drop(struct trainer *t)
     }
 }
 
-/* What a step graph depends on: the batch's device buffers, its shape, the
- * scalars baked into the launches (lr, gradient scale) and the path taken. */
-static void graph_key(const struct trainer *t, const struct host_batch *b, const struct step_info *si, uint64_t *k)
+/* What every step graph depends on: the batch's device buffers and shape,
+ * which kind of graph (1 a queued step's, 2 a deferred synchronous step's)
+ * and the workspaces' generation; words +1 and +2 are the kind's own. */
+static void graph_key_base(const struct trainer *t, int kind, uint64_t *k)
 {
     memset(k, 0, sizeof(uint64_t) * (MODEL_MAX_FIELDS + 5));
     for (int f = 0; f < t->fs.n_fields; f++) k[f] = (uint64_t)(uintptr_t)t->db.field[f];
+    k[MODEL_MAX_FIELDS] = (uint64_t)t->db.B << 32 | (uint32_t)t->db.n_valid;
+    k[MODEL_MAX_FIELDS + 3] = (uint64_t)kind; /* also marks a used slot */
+    k[MODEL_MAX_FIELDS + 4] = t->d->ws_gen;
+}
+
+/* What a queued step's graph depends on besides: the scalars baked into the
+ * launches (lr, gradient scale) and the path taken. */
+static void graph_key(const struct trainer *t, const struct host_batch *b, const struct step_info *si, uint64_t *k)
+{
+    graph_key_base(t, 1, k);
     float lr = (float)si->lr, gs = (float)(si->scale / (double)b->st.global_valid);
     uint32_t lb, gb;
     memcpy(&lb, &lr, 4);
     memcpy(&gb, &gs, 4);
-    k[MODEL_MAX_FIELDS] = (uint64_t)t->db.B << 32 | (uint32_t)t->db.n_valid;
     k[MODEL_MAX_FIELDS + 1] = (uint64_t)lb << 32 | gb;
     k[MODEL_MAX_FIELDS + 2] = (uint64_t)want_norm(t) << 1 | (uint64_t)(t->fuse != 0);
-    k[MODEL_MAX_FIELDS + 3] = 1; /* a used slot, a queued step's */
-    k[MODEL_MAX_FIELDS + 4] = t->d->ws_gen;
 }
 
 /* The key of a deferred synchronous step's graph (forward/backward and the
- * checks, no optimizer): the batch's buffers and shape, the gradient scale
- * and the loss scale's inverse, the norm, the workspaces' generation. */
+ * checks, no optimizer): besides the base, the gradient scale and the loss
+ * scale's inverse, and the norm. */
 static void graph_key_sync(const struct trainer *t, const struct host_batch *b, const struct step_info *si,
                            uint64_t *k)
 {
-    memset(k, 0, sizeof(uint64_t) * (MODEL_MAX_FIELDS + 5));
-    for (int f = 0; f < t->fs.n_fields; f++) k[f] = (uint64_t)(uintptr_t)t->db.field[f];
+    graph_key_base(t, 2, k);
     float inv = (float)(1.0 / si->scale), gs = (float)(si->scale / (double)b->st.global_valid);
     uint32_t ib, gb;
     memcpy(&ib, &inv, 4);
     memcpy(&gb, &gs, 4);
-    k[MODEL_MAX_FIELDS] = (uint64_t)t->db.B << 32 | (uint32_t)t->db.n_valid;
     k[MODEL_MAX_FIELDS + 1] = (uint64_t)ib << 32 | gb;
     k[MODEL_MAX_FIELDS + 2] = (uint64_t)want_norm(t);
-    k[MODEL_MAX_FIELDS + 3] = 2; /* a used slot, a deferred synchronous step's */
-    k[MODEL_MAX_FIELDS + 4] = t->d->ws_gen;
 }
 
 /* The slot of key: found (*seen = 1), or the least recently used one,
@@ -1800,12 +1817,14 @@ static int fast_local_deferred(struct trainer *t, struct host_batch *b, struct s
     if (mrc) {
         flag_model_failure(t, si, mrc, &me);
     } else {
+        /* one read: the loss pair and the status block through the pinned slot */
+        const struct step_out *o = &t->h_out[0];
+        if ((rc = outcome_to(t, &t->h_out[0], e)) || (rc = dev_sync(t->d, e))) return rc;
         struct scratch_host sh;
-        double lp[2];
-        if ((rc = read_scratch(t, &sh, e)) || (rc = to_host(t, lp, t->q_loss_dev, sizeof lp, e))) return rc;
+        scratch_of(o->scratch, &sh);
         /* the model's synchronous contract: {sum, count} = the pair / div */
-        *loss_fix += loss_fixed(lp[0] / t->q_div, si->flags);
-        *count += (int64_t)(lp[1] / t->q_div);
+        *loss_fix += loss_fixed(o->loss[0] / t->q_div, si->flags);
+        *count += (int64_t)(o->loss[1] / t->q_div);
         t->ss = sh.sumsq;
         t->have_ss = norm;
         if (sh.found) si->flags[SF_NONFINITE] = 1;
