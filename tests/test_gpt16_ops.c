@@ -113,15 +113,64 @@ static void ops_case(dtype_t rt)
     plumb_err de = {0};
     dev_download(d, dwa, dw.d, C * sizeof(float), &de);
     dev_download(d, dba, db.d, C * sizeof(float), &de);
-    rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, dw2.d, db2.d, R, C, rt, &e);
-    CHECK_MSG(rc == 0, "layernorm_bwd16: %s", e.msg);
-    fetch(d, &dx, b, NULL, rt);
-    compare("layernorm_bwd16 dx", dxa, b, RC, 1, 0, rt);
-    dev_sync(d, &de);
-    dev_download(d, b, dw2.d, C * sizeof(float), &de);
-    compare("layernorm_bwd16 dw", dwa, b, C, 1, 0, rt);
-    dev_download(d, b, db2.d, C * sizeof(float), &de);
-    compare("layernorm_bwd16 db", dba, b, C, 1, 0, rt);
+    /* without dx16, then with it: dx the same, dx16 its cast to rt */
+    for (int with16 = 0; with16 < 2; with16++) {
+        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, with16 ? dx.d16 : NULL, dw2.d,
+                                db2.d, R, C, rt, &e);
+        CHECK_MSG(rc == 0, "layernorm_bwd16: %s", e.msg);
+        fetch(d, &dx, b, with16 ? a : NULL, rt);
+        compare(with16 ? "layernorm_bwd16 (dx16 too) dx" : "layernorm_bwd16 dx", dxa, b, RC, 1, 0, rt);
+        if (with16) {
+            for (size_t i = 0; i < RC; i++) b[i] = to_rt(dxa[i], rt);
+            compare("layernorm_bwd16 dx16 (the cast of dx)", b, a, RC, 1, 0, rt);
+        }
+        dev_sync(d, &de);
+        dev_download(d, b, dw2.d, C * sizeof(float), &de);
+        compare("layernorm_bwd16 dw", dwa, b, C, 1, 0, rt);
+        dev_download(d, b, db2.d, C * sizeof(float), &de);
+        compare("layernorm_bwd16 db", dba, b, C, 1, 0, rt);
+    }
+
+    /* residual_layernorm_fwd16 against residual_fwd16 then layernorm_fwd16:
+     * the sum, y16, mean and rstd the same bits; then with res onto a */
+    if (T->residual_layernorm_fwd16) {
+        struct t16 s1, s2;
+        REQUIRE(!alloc_t(d, &s1, RC, 0, 0, 0, rt) && !alloc_t(d, &s2, RC, 0, 0, 0, rt));
+        float *c = malloc(4 * RC * sizeof(float) + 4 * R * sizeof(float));
+        REQUIRE(c != NULL);
+        float *csum = c, *cy = c + RC, *fsum = c + 2 * RC, *fy = c + 3 * RC, *cm = c + 4 * RC, *cr = cm + R, *fm = cr + R,
+              *fr = fm + R;
+        rc = T->residual_fwd16(d, NULL, x.d, res.d16, s1.d, RC, rt, &e);
+        if (!rc) rc = T->layernorm_fwd16(d, NULL, s1.d, lw.d, lb.d, s1.d16, mean.d, rstd.d, R, C, 1e-5f, rt, &e);
+        CHECK_MSG(rc == 0, "residual_fwd16, layernorm_fwd16: %s", e.msg);
+        fetch(d, &s1, csum, cy, rt);
+        fetch(d, &mean, cm, NULL, rt);
+        fetch(d, &rstd, cr, NULL, rt);
+        for (int inplace = 0; inplace < 2; inplace++) {
+            const char *how = inplace ? "residual_layernorm_fwd16 (res onto a)" : "residual_layernorm_fwd16";
+            if (inplace) dev_upload(d, s2.d, x.h, RC * sizeof(float), &de);
+            rc = T->residual_layernorm_fwd16(d, NULL, inplace ? s2.d : x.d, res.d16, s2.d, lw.d, lb.d, s2.d16, mean.d,
+                                             rstd.d, R, C, 1e-5f, rt, &e);
+            CHECK_MSG(rc == 0, "%s: %s", how, e.msg);
+            fetch(d, &s2, fsum, fy, rt);
+            fetch(d, &mean, fm, NULL, rt);
+            fetch(d, &rstd, fr, NULL, rt);
+            char what[96];
+            snprintf(what, sizeof what, "%s sum", how);
+            compare(what, csum, fsum, RC, 1, 0, rt);
+            snprintf(what, sizeof what, "%s y16", how);
+            compare(what, cy, fy, RC, 1, 0, rt);
+            snprintf(what, sizeof what, "%s mean, rstd", how);
+            compare(what, cm, fm, R, 1, 0, rt);
+            compare(what, cr, fr, R, 1, 0, rt);
+        }
+        rc = T->residual_layernorm_fwd16(d, NULL, x.d, res.d16, s2.d, lw.d, lb.d, s2.d16, mean.d, rstd.d, R, 0, 1e-5f,
+                                         rt, &e);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "residual_layernorm_fwd16"),
+                  "residual_layernorm_fwd16 with C = 0: rc %d (%s)", rc, e.msg);
+        free(c);
+        free_t(d, &s1), free_t(d, &s2);
+    }
 
     /* matmul_fwd16, without and with the GELU */
     for (int gelu = 0; gelu < 2; gelu++) {

@@ -60,14 +60,16 @@ int cpu_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const floa
 }
 
 int cpu_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
-                           const float *rstd, const uint16_t *dy16, const float *dres, float *dx, float *dw, float *db,
-                           int R, int C, dtype_t rt, plumb_err *e)
+                           const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16,
+                           float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e)
 {
     NEED16("layernorm_bwd16");
     int bad = 0;
-    float *dy = widen(dy16, R > 0 && C > 0 ? (size_t)R * C : 0, rt, &bad);
+    const size_t n = R > 0 && C > 0 ? (size_t)R * C : 0;
+    float *dy = widen(dy16, n, rt, &bad);
     int rc = bad ? oom("layernorm_bwd16", e)
                  : cpu_layernorm_bwd(d, s, x, w, mean, rstd, dy, dres, dx, dw, db, R, C, DT_F32, e);
+    if (!rc) narrow(dx, dx16, n, rt);
     free(dy);
     return rc;
 }
@@ -144,4 +146,14 @@ int cpu_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint1
     int rc = bad ? oom("residual_fwd16", e) : cpu_residual_fwd(d, s, a, b, y, n, DT_F32, e);
     free(b);
     return rc;
+}
+
+int cpu_residual_layernorm_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *res,
+                                 const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R, int C,
+                                 float eps, dtype_t rt, plumb_err *e)
+{
+    if (R <= 0 || C <= 0)
+        return err_set(e, PLUMB_EUSAGE, "residual_layernorm_fwd16: bad shape R=%d C=%d (expected > 0)", R, C);
+    int rc = cpu_residual_fwd16(d, s, a, b16, res, (size_t)R * C, rt, e);
+    return rc ? rc : cpu_layernorm_fwd16(d, s, res, w, b, y16, mean, rstd, R, C, eps, rt, e);
 }

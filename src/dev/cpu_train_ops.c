@@ -1077,6 +1077,7 @@ const struct train_ops cpu_train_ops = {
     .sgd_sparse = cpu_sgd_sparse,
     .sgd_momentum = cpu_sgd_momentum,
     .sgd_momentum_masked = cpu_sgd_momentum_masked,
+    .residual_layernorm_fwd16 = cpu_residual_layernorm_fwd16,
     .adamw = cpu_adamw,
     .adamw_sparse = cpu_adamw_sparse,
     .sumsq = cpu_sumsq,

@@ -811,7 +811,9 @@ struct train_ops {
      * layernorm_fwd16: layernorm_fwd with y stored as y16 [R, C].
      * layernorm_bwd16: layernorm_bwd with dy given as dy16 [R, C] and dx
      *   fp32 as layernorm_bwd with rt DT_F32 gives it (the residual stream's
-     *   gradient); rt is dy16's type.
+     *   gradient); rt is dy16's type. dx16 (may be NULL): dx's values cast
+     *   to rt as well (round to nearest even, as cast; may alias dy16), the
+     *   16-bit copy the next GEMMs read, so the model needs no cast pass.
      * matmul_fwd16: matmul_fwd from x16 [B, K]; y16 [B, N]; gelu: pre16 too.
      * matmul_bwd16: matmul_bwd from x16, dy16 [B, N] and pre16_in [B, K]
      *   (may be NULL); dx16 [B, K] (may be NULL: not needed); dw, dbias fp32.
@@ -823,8 +825,8 @@ struct train_ops {
                            uint16_t *y16, float *mean, float *rstd, int R, int C, float eps, dtype_t rt,
                            plumb_err *e);
     int (*layernorm_bwd16)(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
-                           const float *rstd, const uint16_t *dy16, const float *dres, float *dx, float *dw,
-                           float *db, int R, int C, dtype_t rt, plumb_err *e);
+                           const float *rstd, const uint16_t *dy16, const float *dres, float *dx,
+                           uint16_t *dx16, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e);
     int (*matmul_fwd16)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16,
                         const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu,
                         dtype_t rt, plumb_err *e);
@@ -946,6 +948,16 @@ struct train_ops {
      * few microseconds of GPU and of host time). */
     int (*sgd_momentum_masked)(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n,
                                float lr, float wd, float mu, int first, const int64_t *dec, int nr, plumb_err *e);
+
+    /* ---------------- optional: gpt's residual add and LayerNorm in one pass ----------------
+     * residual_layernorm_fwd16 (the model falls back to the two ops where it
+     * is NULL): residual_fwd16 (res [R, C] = a + b16, fp32; res may alias a)
+     * then layernorm_fwd16 of res, in one pass over the rows, with the bits of
+     * the two calls. The transformer's every residual add is followed by a
+     * LayerNorm of its sum; fused, the sum is not read back from memory. */
+    int (*residual_layernorm_fwd16)(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *res,
+                                    const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R,
+                                    int C, float eps, dtype_t rt, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -69,7 +69,11 @@ __global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int
         const int n = j * V;
         float s[V];
         for (int k = 0; k < V; k++) s[k] = 0.0f;
-#pragma unroll 4
+        /* 16 rows unrolled: their loads issue before the chain's adds need
+         * them (the adds stay in row order). For N = 768 a chunk has only 96
+         * busy threads, so the bytes in flight come from the unroll; at 4 the
+         * part took 41 us a call (CUPTI, 2026-12-05), about 2.4x its bytes. */
+#pragma unroll 16
         for (int b = b0; b < b1; b++) {
             const size_t i = (size_t)b * N + n;
             float v[V];
@@ -108,16 +112,31 @@ static __global__ void k_colsum_chunks(const float *part, int nc, int N, float *
 /* ---------------- LayerNorm ---------------- */
 
 /* fast: one warp per row, two passes (mean, then the centred squares);
- * y16 (not NULL): the output stored as rt's 16-bit values instead of y */
+ * y16 (not NULL): the output stored as rt's 16-bit values instead of y.
+ * rb16 (not NULL): the row is first formed as ra + rb16 (rt's 16-bit values,
+ * residual_fwd16's sums), stored to rout (which may alias ra) and normalised
+ * from there; x is not read. Each lane reads back only what it stored. */
 static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float *b, float *y, uint16_t *y16,
-                                     float *mean, float *rstd, int R, int C, float eps, int rt)
+                                     float *mean, float *rstd, int R, int C, float eps, int rt,
+                                     const float *ra = nullptr, const uint16_t *rb16 = nullptr, float *rout = nullptr)
 {
     const int lane = threadIdx.x % PLUMB_WARP;
     const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
     if (r >= R) return; /* the whole warp */
-    const float *xr = x + (size_t)r * C;
+    const float *xr = (rb16 ? rout : x) + (size_t)r * C;
     float s = 0.0f;
-    for (int i = lane; i < C; i += PLUMB_WARP) s += xr[i];
+    if (rb16) {
+        const float *ar = ra + (size_t)r * C;
+        const uint16_t *br = rb16 + (size_t)r * C;
+        float *orow = rout + (size_t)r * C;
+        for (int i = lane; i < C; i += PLUMB_WARP) {
+            const float v = ar[i] + from16_of(br[i], rt);
+            orow[i] = v;
+            s += v;
+        }
+    } else {
+        for (int i = lane; i < C; i += PLUMB_WARP) s += xr[i];
+    }
     const float mu = plumb_warp_sum(s) / (float)C;
     float v = 0.0f;
     for (int i = lane; i < C; i += PLUMB_WARP) {
@@ -169,14 +188,16 @@ __device__ static inline void ln_quad_dy(const float *dy, const uint16_t *dy16, 
     }
 }
 static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
-                                     const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt)
+                                     const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt,
+                                     uint16_t *dx16 = nullptr)
 {
     const int lane = threadIdx.x % PLUMB_WARP;
     const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
     if (r >= R) return;
     const size_t o = (size_t)r * C;
     const bool vec = (C & 3) == 0 && !((uintptr_t)x % 16) && !((uintptr_t)w % 16) && !((uintptr_t)dx % 16) &&
-                     (!dres || !((uintptr_t)dres % 16)) && (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16));
+                     (!dres || !((uintptr_t)dres % 16)) && (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16)) &&
+                     !((uintptr_t)dx16 % 8);
     const int nq = (C + 3) / 4;
     const float mu = mean[r], rs = rstd[r];
     float a = 0.0f, c = 0.0f;
@@ -209,6 +230,13 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
         if (vec) *(float4 *)(dx + o + 4 * q) = make_float4(out[0], out[1], out[2], out[3]);
         else
             for (int k = 0; k < n; k++) dx[o + 4 * q + k] = out[k];
+        /* dx16: the same values as t16's 16-bit copy (the cast the next GEMMs read) */
+        if (dx16 && vec)
+            *(uint2 *)(dx16 + o + 4 * q) =
+                make_uint2((uint32_t)to16_of(out[0], t16) | (uint32_t)to16_of(out[1], t16) << 16,
+                           (uint32_t)to16_of(out[2], t16) | (uint32_t)to16_of(out[3], t16) << 16);
+        else if (dx16)
+            for (int k = 0; k < n; k++) dx16[o + 4 * q + k] = to16_of(out[k], t16);
     }
 }
 

@@ -198,7 +198,8 @@ __global__ void k_ln_dwdb_gold(const float *x, const float *mean, const float *r
  * warp per row; dy as fp32, or (dy16 not NULL) as t16's 16-bit values */
 static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, const float *x, const float *w,
                        const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
-                       const float *dres, float *dx, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e)
+                       const float *dres, float *dx, uint16_t *dx16, float *dw, float *db, int R, int C, dtype_t rt,
+                       plumb_err *e)
 {
     const int nc = (R + LN_ROWS - 1) / LN_ROWS;
     NEED(nc <= 65535, "%s: %s: %d rows exceed %d", d->label, op, R, 65535 * LN_ROWS);
@@ -212,7 +213,8 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
     const int rows = TPB / PLUMB_WARP;
-    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt);
+    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt,
+                                                                 dx16);
     GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
     return PLUMB_OK;
 }
@@ -236,7 +238,7 @@ int tg_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float *
         GPU_CHECK_LAUNCH(d, "k_ln_bwd_gold", e);
         return PLUMB_OK;
     }
-    return ln_bwd_fast(d, st, "layernorm_bwd", x, w, mean, rstd, dy, NULL, 0, dres, dx, dw, db, R, C, rt, e);
+    return ln_bwd_fast(d, st, "layernorm_bwd", x, w, mean, rstd, dy, NULL, 0, dres, dx, NULL, dw, db, R, C, rt, e);
 }
 
 /* ---------------- GEMM, classifier, attention (dispatch) ---------------- */
@@ -352,8 +354,8 @@ int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float
 }
 
 int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
-                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, float *dw, float *db, int R,
-                       int C, dtype_t rt, plumb_err *e)
+                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16, float *dw,
+                       float *db, int R, int C, dtype_t rt, plumb_err *e)
 {
     NEED(x && w && mean && rstd && dy16 && dx && dw && db, "%s: layernorm_bwd16: NULL argument", d->label);
     NEED(dx != x, "%s: layernorm_bwd16: dx must not alias x (it may alias dres)", d->label);
@@ -362,8 +364,25 @@ int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
     /* dx fp32 unrounded (the residual stream's gradient): rounding type fp32 */
-    return ln_bwd_fast(d, gpu_stream(d, s), "layernorm_bwd16", x, w, mean, rstd, NULL, dy16, (int)rt, dres, dx, dw, db,
-                       R, C, DT_F32, e);
+    return ln_bwd_fast(d, gpu_stream(d, s), "layernorm_bwd16", x, w, mean, rstd, NULL, dy16, (int)rt, dres, dx, dx16,
+                       dw, db, R, C, DT_F32, e);
+}
+
+int tg_residual_layernorm_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *res,
+                                const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R, int C,
+                                float eps, dtype_t rt, plumb_err *e)
+{
+    NEED(a && b16 && res && w && b && y16, "%s: residual_layernorm_fwd16: NULL argument", d->label);
+    NEED(R > 0 && C > 0, "%s: residual_layernorm_fwd16: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
+    NEED(eps > 0.0f, "%s: residual_layernorm_fwd16: eps %g (expected > 0)", d->label, (double)eps);
+    FAST16("residual_layernorm_fwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
+    const int rows = TPB / PLUMB_WARP;
+    k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, gpu_stream(d, s)->s>>>(NULL, w, b, NULL, y16, mean, rstd, R, C, eps,
+                                                                           (int)rt, a, b16, res);
+    GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast (residual)", e);
+    return PLUMB_OK;
 }
 
 int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,

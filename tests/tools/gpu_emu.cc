@@ -42,6 +42,7 @@ struct uint4 {
     uint32_t x, y, z, w;
 };
 static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return uint4{a, b, c, d}; }
+static inline uint2 make_uint2(uint32_t a, uint32_t b) { return uint2{a, b}; }
 struct ushort4 {
     uint16_t x, y, z, w;
 };
@@ -362,6 +363,42 @@ static void layernorm16(int R, int C, int rt)
     snprintf(what, sizeof what, "layernorm16 R%d C%d rt%d dw, db from dy16", R, C, rt);
     check(what, dw16p, dwp, C, 0);
     check(what, db16p, dbp, C, 0);
+
+    // dx's 16-bit copy stored on the way (dx16): dx unchanged, dx16 its cast
+    std::vector<float> dxc(n), dxcw(n), dxcast(n);
+    std::vector<uint16_t> dxh(n);
+    float *dxcp = dxc.data();
+    uint16_t *dxhp = dxh.data();
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256),
+           [&] { k_ln_bwd_fast(xp, wp, mp, rp, nullptr, dyhp, rt, nullptr, dxcp, R, C, 0, dxhp); });
+    for (size_t i = 0; i < n; i++) dxcw[i] = from16_of(dxh[i], rt), dxcast[i] = from16_of(to16_of(dx16[i], rt), rt);
+    snprintf(what, sizeof what, "layernorm16 R%d C%d rt%d dx with dx16 stored", R, C, rt);
+    check(what, dxcp, dx16p, n, 0);
+    snprintf(what, sizeof what, "layernorm16 R%d C%d rt%d dx16 (the cast of dx)", R, C, rt);
+    check(what, dxcw.data(), dxcast.data(), n, 0);
+
+    // the residual add fused in front (rb16): the sum as k_residual16 gives
+    // it, then the LayerNorm of that sum: the two kernels' bits
+    std::vector<float> ra(n), sum2(n), sum1(n), y2(n), m2(R), r2(R), m1(R), r1(R);
+    std::vector<uint16_t> rb(n), yh1(n), yh2(n);
+    for (size_t i = 0; i < n; i++) ra[i] = frand(-2, 2), rb[i] = to16_of(frand(-2, 2), rt);
+    const float *rap = ra.data();
+    const uint16_t *rbp = rb.data();
+    float *s1p = sum1.data(), *s2p = sum2.data(), *m1p = m1.data(), *r1p = r1.data(), *m2p = m2.data(), *r2p = r2.data();
+    uint16_t *yh1p = yh1.data(), *yh2p = yh2.data();
+    launch(dim3(2), dim3(64), [&] { k_residual16<1>(rap, rbp, s1p, n, rt); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256),
+           [&] { k_ln_fwd_fast(s1p, wp, bp, nullptr, yh1p, m1p, r1p, R, C, 1e-5f, rt); });
+    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256),
+           [&] { k_ln_fwd_fast(nullptr, wp, bp, nullptr, yh2p, m2p, r2p, R, C, 1e-5f, rt, rap, rbp, s2p); });
+    std::vector<float> yw1(n), yw2(n);
+    for (size_t i = 0; i < n; i++) yw1[i] = from16_of(yh1[i], rt), yw2[i] = from16_of(yh2[i], rt);
+    snprintf(what, sizeof what, "residual+layernorm16 R%d C%d rt%d sum", R, C, rt);
+    check(what, s2p, s1p, n, 0);
+    snprintf(what, sizeof what, "residual+layernorm16 R%d C%d rt%d y16, mean, rstd", R, C, rt);
+    check(what, yw2.data(), yw1.data(), n, 0);
+    check(what, m2p, m1p, R, 0);
+    check(what, r2p, r1p, R, 0);
 }
 
 // rt 0: fp32, the gradient in place; rt DT_BF16: logits rounded, the
@@ -968,6 +1005,7 @@ int main()
     layernorm(9, 37); // a row that is no whole number of quads: the scalar loads, a partial last quad
     layernorm16(37, 200, DT_BF16);
     layernorm16(130, 64, DT_F16);
+    layernorm16(9, 37, DT_BF16); // C % 4 != 0: dx16 stored one value at a time
     xent(7, 1000);
     xent(3, 50);
     xent(5, 1000, DT_BF16);

@@ -63,6 +63,19 @@ static int cast16(struct gpt_model *m, const float *x, uint16_t *y16, size_t n, 
 
 long gpt16_forward_count;
 
+/* res = a + b16 then y16 = LayerNorm(res): the fused op where the device has
+ * it, else the two (the same bits either way, train_ops.h) */
+static int res_ln16(struct gpt_model *m, const float *a, const uint16_t *b16, float *res, const float *lw,
+                    const float *lb, uint16_t *y16, float *mean, float *rstd, int R, int C, plumb_err *e)
+{
+    const struct train_ops *Op = m->T;
+    if (Op->residual_layernorm_fwd16)
+        return Op->residual_layernorm_fwd16(m->d, NULL, a, b16, res, lw, lb, y16, mean, rstd, R, C, GPT_LN_EPS, m->prec,
+                                            e);
+    int rc = Op->residual_fwd16(m->d, NULL, a, b16, res, (size_t)R * C, m->prec, e);
+    return rc ? rc : Op->layernorm_fwd16(m->d, NULL, res, lw, lb, y16, mean, rstd, R, C, GPT_LN_EPS, m->prec, e);
+}
+
 int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
 {
     gpt16_forward_count++;
@@ -77,22 +90,30 @@ int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
     if (!rc) rc = cast16(m, m->params, m->w16, m->n_params, e);
     if (!rc) rc = Op->encoder_fwd(d, NULL, m->params, m->params + m->t[1].offset, m->tok, m->enc, B, T, C, DT_F32, e);
     const float *x = m->enc;
-    for (int l = 0; l < m->c.n_layer && !rc; l++) {
+    const int L = m->c.n_layer;
+    /* layer 0's ln1 from the embeddings; every later ln1 with the residual
+     * add before it (res3 of the layer before), as ln2 with res2's */
+    if (!rc && L > 0)
+        rc = Op->layernorm_fwd16(d, NULL, x, P(m, 0, LN1W), P(m, 0, LN1B), h16(m->L[0].ln1), m->L[0].ln1_mean,
+                                 m->L[0].ln1_rstd, R, C, GPT_LN_EPS, rt, e);
+    for (int l = 0; l < L && !rc; l++) {
         struct gpt_layer_act *a = &m->L[l];
         uint16_t *ln1 = h16(a->ln1), *qkv = h16(a->qkv), *att = h16(a->att), *ln2 = h16(a->ln2);
         uint16_t *fc = h16(a->fc), *fcg = h16(a->fc_gelu);
-        rc = Op->layernorm_fwd16(d, NULL, x, P(m, l, LN1W), P(m, l, LN1B), ln1, a->ln1_mean, a->ln1_rstd, R, C,
-                                 GPT_LN_EPS, rt, e);
-        if (!rc) rc = Op->matmul_fwd16(d, NULL, ln1, W16(m, l, QKVW), W(m, l, QKVB), qkv, NULL, R, C, 3 * C, 0, rt, e);
+        rc = Op->matmul_fwd16(d, NULL, ln1, W16(m, l, QKVW), W(m, l, QKVB), qkv, NULL, R, C, 3 * C, 0, rt, e);
         if (!rc) rc = Op->attention_fwd16(d, NULL, qkv, att, a->lse, B, T, NH, HS, rt, e);
         if (!rc) rc = Op->matmul_fwd16(d, NULL, att, W16(m, l, APW), W(m, l, APB), tmp16, NULL, R, C, C, 0, rt, e);
-        if (!rc) rc = Op->residual_fwd16(d, NULL, x, tmp16, a->res2, RC, rt, e);
         if (!rc)
-            rc = Op->layernorm_fwd16(d, NULL, a->res2, P(m, l, LN2W), P(m, l, LN2B), ln2, a->ln2_mean, a->ln2_rstd, R,
-                                     C, GPT_LN_EPS, rt, e);
+            rc = res_ln16(m, x, tmp16, a->res2, P(m, l, LN2W), P(m, l, LN2B), ln2, a->ln2_mean, a->ln2_rstd, R, C, e);
         if (!rc) rc = Op->matmul_fwd16(d, NULL, ln2, W16(m, l, FCW), W(m, l, FCB), fcg, fc, R, C, 4 * C, 1, rt, e);
         if (!rc) rc = Op->matmul_fwd16(d, NULL, fcg, W16(m, l, FPW), W(m, l, FPB), tmp16, NULL, R, 4 * C, C, 0, rt, e);
-        if (!rc) rc = Op->residual_fwd16(d, NULL, a->res2, tmp16, a->res3, RC, rt, e);
+        if (!rc && l + 1 < L) {
+            struct gpt_layer_act *n = &m->L[l + 1];
+            rc = res_ln16(m, a->res2, tmp16, a->res3, P(m, l + 1, LN1W), P(m, l + 1, LN1B), h16(n->ln1), n->ln1_mean,
+                          n->ln1_rstd, R, C, e);
+        } else if (!rc) {
+            rc = Op->residual_fwd16(d, NULL, a->res2, tmp16, a->res3, RC, rt, e);
+        }
         x = a->res3;
     }
     const struct gpt_tensor *lw = &m->t[m->n_tensors - 2], *lb = &m->t[m->n_tensors - 1];
@@ -119,8 +140,10 @@ int gpt16_backward_blocks(struct gpt_model *m, int B, int T, plumb_err *e)
         const float *x = l ? m->L[l - 1].res3 : m->enc;
         const uint16_t *ln1 = h16(a->ln1), *qkv = h16(a->qkv), *att = h16(a->att), *ln2 = h16(a->ln2);
         const uint16_t *fc = h16(a->fc), *fcg = h16(a->fc_gelu);
-        /* MLP: res3 = res2 + proj(gelu(fc(ln2(res2)))); the GEMMs read dres as 16 bits */
-        rc = cast16(m, m->dres, dy16, RC, e);
+        /* MLP: res3 = res2 + proj(gelu(fc(ln2(res2)))); the GEMMs read dres
+         * as 16 bits: dy16, cast here for the last layer (dres from the
+         * classifier), else stored by the LayerNorm backward before (dx16) */
+        if (l == L - 1) rc = cast16(m, m->dres, dy16, RC, e);
         if (!rc)
             rc = Op->matmul_bwd16(d, NULL, fcg, W16(m, l, FPW), dy16, fc, dfc16, G(m, l, FPW), G(m, l, FPB), R, 4 * C,
                                   C, rt, e);
@@ -129,9 +152,8 @@ int gpt16_backward_blocks(struct gpt_model *m, int B, int T, plumb_err *e)
                                   4 * C, rt, e);
         if (!rc)
             rc = Op->layernorm_bwd16(d, NULL, a->res2, P(m, l, LN2W), a->ln2_mean, a->ln2_rstd, dln16, m->dres,
-                                     m->dres, G(m, l, LN2W), G(m, l, LN2B), R, C, rt, e);
+                                     m->dres, dy16, G(m, l, LN2W), G(m, l, LN2B), R, C, rt, e);
         /* attention: res2 = x + proj(attention(qkv(ln1(x)))) */
-        if (!rc) rc = cast16(m, m->dres, dy16, RC, e);
         if (!rc)
             rc = Op->matmul_bwd16(d, NULL, att, W16(m, l, APW), dy16, NULL, datt16, G(m, l, APW), G(m, l, APB), R, C,
                                   C, rt, e);
@@ -141,7 +163,7 @@ int gpt16_backward_blocks(struct gpt_model *m, int B, int T, plumb_err *e)
                                   C, 3 * C, rt, e);
         if (!rc)
             rc = Op->layernorm_bwd16(d, NULL, x, P(m, l, LN1W), a->ln1_mean, a->ln1_rstd, dln16, m->dres, m->dres,
-                                     G(m, l, LN1W), G(m, l, LN1B), R, C, rt, e);
+                                     l ? dy16 : NULL, G(m, l, LN1W), G(m, l, LN1B), R, C, rt, e);
         if (!rc) rc = gpt_grad_ready_block(m, L - l, e);
     }
     return rc;
