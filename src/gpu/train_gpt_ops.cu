@@ -337,20 +337,29 @@ int tg_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16
     return PLUMB_OK;
 }
 
-int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, uint16_t *y16,
-                       float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e)
+/* layernorm_fwd16 of x, or (b16 not NULL) of res = a + b16 formed on the way
+ * (residual_layernorm_fwd16): k_ln_fwd_fast either way */
+static int ln_fwd16(struct dev *d, dev_stream *s, const char *op, const float *x, const float *a, const uint16_t *b16,
+                    float *res, const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R, int C,
+                    float eps, dtype_t rt, plumb_err *e)
 {
-    NEED(x && w && b && y16, "%s: layernorm_fwd16: NULL x, w, b or y16", d->label);
-    NEED(R > 0 && C > 0, "%s: layernorm_fwd16: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
-    NEED(eps > 0.0f, "%s: layernorm_fwd16: eps %g (expected > 0)", d->label, (double)eps);
-    FAST16("layernorm_fwd16");
+    NEED((b16 ? a && res : x != NULL) && w && b && y16, "%s: %s: NULL argument", d->label, op);
+    NEED(R > 0 && C > 0, "%s: %s: bad shape R=%d C=%d (expected > 0)", d->label, op, R, C);
+    NEED(eps > 0.0f, "%s: %s: eps %g (expected > 0)", d->label, op, (double)eps);
+    FAST16(op);
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
     const int rows = TPB / PLUMB_WARP;
     k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, gpu_stream(d, s)->s>>>(x, w, b, NULL, y16, mean, rstd, R, C, eps,
-                                                                           (int)rt);
+                                                                           (int)rt, a, b16, res);
     GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast", e);
     return PLUMB_OK;
+}
+
+int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, uint16_t *y16,
+                       float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e)
+{
+    return ln_fwd16(d, s, "layernorm_fwd16", x, NULL, NULL, NULL, w, b, y16, mean, rstd, R, C, eps, rt, e);
 }
 
 int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
@@ -372,17 +381,8 @@ int tg_residual_layernorm_fwd16(struct dev *d, dev_stream *s, const float *a, co
                                 const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R, int C,
                                 float eps, dtype_t rt, plumb_err *e)
 {
-    NEED(a && b16 && res && w && b && y16, "%s: residual_layernorm_fwd16: NULL argument", d->label);
-    NEED(R > 0 && C > 0, "%s: residual_layernorm_fwd16: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
-    NEED(eps > 0.0f, "%s: residual_layernorm_fwd16: eps %g (expected > 0)", d->label, (double)eps);
-    FAST16("residual_layernorm_fwd16");
-    ENTER();
-    tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
-    const int rows = TPB / PLUMB_WARP;
-    k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, gpu_stream(d, s)->s>>>(NULL, w, b, NULL, y16, mean, rstd, R, C, eps,
-                                                                           (int)rt, a, b16, res);
-    GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast (residual)", e);
-    return PLUMB_OK;
+    NEED(b16 != NULL, "%s: residual_layernorm_fwd16: NULL b16", d->label);
+    return ln_fwd16(d, s, "residual_layernorm_fwd16", NULL, a, b16, res, w, b, y16, mean, rstd, R, C, eps, rt, e);
 }
 
 int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
