@@ -5,9 +5,7 @@
 # and resnet152 bf16/64, each three ways in the one call, no PyTorch:
 #   graph   the defaults: forward/backward deferred, captured and replayed;
 #   nograph --graph off: deferred, op by op;
-#   sync    PLUMB_TRAIN_DEFER=0: the models read their loss back as before;
-# and gpt a fourth way, noxsm (PLUMB_GPT_XENT_SMEM=0: the classifier's rows
-# read from memory twice, not kept in shared memory), graphed.
+#   sync    PLUMB_TRAIN_DEFER=0: the models read their loss back as before.
 # GRAPHS_ONLY=REGEX keeps the models whose name (gpt, r50, r152) matches;
 # GRAPHS_BUDGET_S (default 280) bounds the whole, every run under `timeout`.
 set -u
@@ -35,7 +33,6 @@ run() { # run NAME WAY TIMEOUT CMD...
   case $way in
     nograph) extra=(--graph off) ;;
     sync) env=(PLUMB_TRAIN_DEFER=0) ;;
-    noxsm) env=(PLUMB_GPT_XENT_SMEM=0) ;;
   esac
   log "==== $name $way: ${env[*]} $* ${extra[*]}"
   local t1=$SECONDS
@@ -44,7 +41,7 @@ run() { # run NAME WAY TIMEOUT CMD...
   grep -E "^(bf16|fp32|fp16) " "$D/$name-$way.log" | tee -a "$LOG"
   [ -f "$D/$name-$way.json" ] && jq -c '[(.rows // .results)[] | {graphed_steps}]' "$D/$name-$way.json" 2>/dev/null | tee -a "$LOG"
 }
-for way in graph nograph sync noxsm; do
+for way in graph nograph sync; do
   run gpt $way 90 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 20 --warmup 8
 done
 for way in graph nograph sync; do

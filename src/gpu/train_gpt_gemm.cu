@@ -679,39 +679,6 @@ __global__ void k_round_inplace(float *x, size_t n, int rt)
  * (for timing the two side by side). Anything else is an error naming it
  * (gpu_env_switch). */
 
-#if !defined(PLUMB_HIP)
-/* PLUMB_GPT_XENT_SMEM: 1 or unset: the 16-bit logit rows go through shared
- * memory (k_xent_rows_fast's SM: one read of the row from memory, not two)
- * where a row's LD / 4 quads fit the block's opt-in limit (227 KB on the
- * H100 and H200: GPT-2's 50264 columns take 100.5 KB, two blocks an SM);
- * 0: both passes read memory (for timing the two side by side). The bits
- * are the same. *on = 0 where the row does not fit. */
-static int xent_rows_smem(struct dev *d, int LD, int *on, plumb_err *e)
-{
-    int want = 0, rc = gpu_env_switch(d, "PLUMB_GPT_XENT_SMEM", "both passes from memory",
-                                      "the 16-bit rows through shared memory", &want, e);
-    *on = 0;
-    if (rc || !want) return rc;
-    const size_t bytes = (size_t)(LD / 4) * 8;
-    /* the bytes cudaFuncSetAttribute has allowed the kernel, per device of this process */
-    static size_t allowed[64];
-    int dev = 0, optin = 0;
-    GPU_CHECK(d, cudaGetDevice(&dev), e);
-    if (bytes <= 48 * 1024 || (dev >= 0 && dev < 64 && bytes <= allowed[dev])) {
-        *on = 1;
-        return PLUMB_OK;
-    }
-    GPU_CHECK(d, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), e);
-    if (bytes > (size_t)optin) return PLUMB_OK; /* the row does not fit: both passes from memory */
-    GPU_CHECK(d, cudaFuncSetAttribute(k_xent_rows_fast<uint16_t, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)bytes),
-              e);
-    if (dev >= 0 && dev < 64) allowed[dev] = bytes;
-    *on = 1;
-    return PLUMB_OK;
-}
-#endif
-
 int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
                   int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
                   plumb_err *e)
@@ -757,10 +724,6 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * and 3.2 ms a call, 26 ms of a 96 ms gpt2-124m step; BENCHMARKS.md
      * 2026-12-05). fp32 reads wte itself, which may have only V rows: V. */
     const int VG = ab16 ? LD : V;
-#if !defined(PLUMB_HIP)
-    int xsm = 0; /* the 16-bit rows through shared memory (xent_rows_smem) */
-    if (z16 && (rc = xent_rows_smem(d, LD, &xsm, e))) return rc;
-#endif
     if (grad) GPU_CHECK(d, cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), st->s), e);
     for (int r0 = 0, ch = 0; r0 < R; r0 += RC, ch++) {
         const int nr = R - r0 < RC ? R - r0 : RC;
@@ -801,12 +764,7 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
                 return rc;
             }
         }
-        if (z16 && xsm) {
-            k_xent_rows_fast<uint16_t, true><<<nr, TPB, (size_t)(LD / 4) * 8, st->s>>>(g16, g16, tgt + r0, V, LD,
-                                                                                      grad_scale, grad, lossv + r0,
-                                                                                      (int)rt);
-            GPU_CHECK_LAUNCH(d, "k_xent_rows_fast (shared rows)", e);
-        } else if (z16) {
+        if (z16) {
             k_xent_rows_fast<uint16_t><<<nr, TPB, 0, st->s>>>(g16, g16, tgt + r0, V, LD, grad_scale, grad,
                                                               lossv + r0, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);

@@ -304,40 +304,24 @@ __device__ static inline float4 xent_quad(const float *zr, int q, int rt)
     const float4 a = ((const float4 *)zr)[q];
     return make_float4(gg_round(a.x, rt), gg_round(a.y, rt), gg_round(a.z, rt), gg_round(a.w, rt));
 }
-/* the quad's four rt values from its raw 16-bit bits */
-__device__ static inline float4 xent_quad_bits(uint2 u, int rt)
+__device__ static inline float4 xent_quad(const uint16_t *zr, int q, int rt)
 {
+    const uint2 u = ((const uint2 *)zr)[q];
     return make_float4(from16_of((uint16_t)(u.x & 0xffffu), rt), from16_of((uint16_t)(u.x >> 16), rt),
                        from16_of((uint16_t)(u.y & 0xffffu), rt), from16_of((uint16_t)(u.y >> 16), rt));
 }
-__device__ static inline float4 xent_quad(const uint16_t *zr, int q, int rt)
-{
-    return xent_quad_bits(((const uint2 *)zr)[q], rt);
-}
 __device__ static inline float xent_one(const float *zr, int v, int rt) { return gg_round(zr[v], rt); }
 __device__ static inline float xent_one(const uint16_t *zr, int v, int rt) { return from16_of(zr[v], rt); }
-
-/* a kernel's dynamic shared memory (the cpu emulation, tests/tools/gpu_emu.cc, defines its own) */
-#ifndef PLUMB_DYN_SMEM
-#define PLUMB_DYN_SMEM(T, name) extern __shared__ __align__(16) T name[]
-#endif
 
 /* ZT float: z fp32 logits, the gradient in place (g16 NULL) or into g16;
  * ZT uint16_t: z the 16-bit logits, g16 == z (the gradient overwrites them:
  * a thread writes only the quads and values it has just read). Each thread
  * takes the same values in the same order either way, so the same rounded
- * logits give the same bits.
- * SM (ZT uint16_t, ld % 4 == 0): the row's quads kept in dynamic shared
- * memory (ld / 4 x 8 bytes: 100 KB for GPT-2's vocabulary) as the first pass
- * reads them, and the gradient pass reads them from there: the row leaves
- * memory once instead of twice (a chunk's rows are 400 MB, far past L2, so
- * the second pass went to memory again). Same values, same order, same bits. */
-template <typename ZT, bool SM = false>
+ * logits give the same bits. */
+template <typename ZT>
 static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
                                         float *loss, int rt)
 {
-    static_assert(!SM || sizeof(ZT) == 2, "the shared-memory rows hold 16-bit logits");
-    PLUMB_DYN_SMEM(uint2, xs);
     /* z [rows, ld] (the first V columns of each row are the logits; ld >= V,
      * a multiple of 8 in the classifier so every row starts 16-byte aligned
      * for the GEMMs and for these float4 loads); g16 the same layout */
@@ -349,14 +333,7 @@ static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt
     const int vec = (ld & 3) == 0, V4 = vec ? V >> 2 : 0; /* quads, then the tail 4 V4 .. V-1 one by one */
     float m = -INFINITY, s = 0.0f;
     for (int q = threadIdx.x; q < V4; q += blockDim.x) {
-        float4 a;
-        if (SM) {
-            const uint2 u = ((const uint2 *)zr)[q];
-            xs[q] = u;
-            a = xent_quad_bits(u, rt);
-        } else {
-            a = xent_quad(zr, q, rt);
-        }
+        const float4 a = xent_quad(zr, q, rt);
         xent_acc(a.x, m, s);
         xent_acc(a.y, m, s);
         xent_acc(a.z, m, s);
@@ -370,7 +347,7 @@ static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt
     __syncthreads(); /* zr[tg] read before it is overwritten */
     const float inv = 1.0f / l;
     for (int q = threadIdx.x; q < V4; q += blockDim.x) {
-        const float4 a = SM ? xent_quad_bits(xs[q], rt) : xent_quad(zr, q, rt);
+        const float4 a = xent_quad(zr, q, rt);
         const int v = 4 * q;
         const float g0 = xent_g(a.x, v, tg, mb, inv, gs, rt);
         const float g1 = xent_g(a.y, v + 1, tg, mb, inv, gs, rt);

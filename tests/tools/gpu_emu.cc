@@ -99,9 +99,6 @@ static inline float plumb_block_max(float v, float *scratch)
     return plumb_warp_max(v);
 }
 
-// dynamic shared memory: one buffer, since blocks run one after another
-alignas(16) static unsigned char g_dyn_smem[256 * 1024];
-#define PLUMB_DYN_SMEM(T, name) T *name = (T *)g_dyn_smem
 #include "gpu/train_gpt_kern.cuh"
 #include "gpu/train_sumsq.cuh"
 // gpu/train_gpu.h's 16-bit storage helpers, the same expressions
@@ -451,21 +448,6 @@ static void xent(int R, int V, int rt = 0)
         printf("%s warp %d: cross-entropy rows R%d V%d from 16-bit logits in place: the fp32 logits' bits\n",
                same ? "ok  " : "FAIL", PLUMB_WARP, R, V);
         same ? g_pass++ : g_fail++;
-        // the rows kept in shared memory for the gradient pass (SM): the
-        // same loss and gradient bits; the buffer starts as garbage
-        std::vector<uint16_t> s16((size_t)R * LD, 0xffff);
-        std::vector<float> ls(R, NAN);
-        for (int r = 0; r < R; r++)
-            for (int v = 0; v < V; v++) s16[(size_t)r * LD + v] = f32_to_bf16(gg_round(z[(size_t)r * V + v], rt));
-        memset(g_dyn_smem, 0x7f, sizeof g_dyn_smem);
-        uint16_t *s16p = s16.data();
-        float *lsp = ls.data();
-        launch(dim3((unsigned)R), dim3(256),
-               [&] { k_xent_rows_fast<uint16_t, true>(s16p, s16p, tp, V, LD, 0.125f, 1, lsp, rt); });
-        const bool same_sm = !memcmp(lsp, lp, R * sizeof(float)) && s16 == g16l;
-        printf("%s warp %d: cross-entropy rows R%d V%d from 16-bit logits through shared memory: the fp32 logits' bits\n",
-               same_sm ? "ok  " : "FAIL", PLUMB_WARP, R, V);
-        same_sm ? g_pass++ : g_fail++;
     }
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) {
