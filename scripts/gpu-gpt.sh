@@ -184,7 +184,7 @@ for r in j["rows"]:
     print("plumb bench gpt %s B=%d T=%d %s: %.0f tokens/s, %.2f ms/step, %.1f TFLOP/s, MFU %s; split ms %s; peak %.0f MiB" % (
         j["preset"], j["batch"], j["seq_len"], r["precision"], r["tokens_per_s"], r["step_ms"], r["model_tflops"],
         "%.1f%%" % (100 * r["mfu"]) if r.get("mfu") else "n/a",
-        {k: round(v, 2) for k, v in r["split_ms"].items()}, r["peak_allocated_bytes"] / 2**20))
+        {k: (round(v, 2) if v is not None else None) for k, v in r["split_ms"].items()}, r["peak_allocated_bytes"] / 2**20))
     for m, v in r.get("pytorch", {}).items():
         print("  pytorch %s: %s" % (m, "%.0f tokens/s, plumb / pytorch = %.3f" % (v["tokens_per_s"], v["ratio"]) if "ratio" in v else v.get("error")))
     if ltok and r["precision"] == "bf16":

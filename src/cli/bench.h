@@ -30,4 +30,40 @@ static inline long bench_warm_steps(const struct dev *d, long warmup, int nb)
     return d->be->graph_begin && warmup < 2L * nb ? 2L * nb : warmup;
 }
 
+/* The step split's forward and backward (bench gpt, bench resnet): the
+ * forward is timed alone, op by op, and the backward is the step's forward
+ * and backward less it. Where the timed steps were replayed as one graph
+ * (train/trainer.c: forward and backward deferred and captured together)
+ * that difference mixes a graph with op-by-op launches (resnet152 bf16/64 on
+ * an H100: a 27 ms forward alone against a 33 ms graphed whole), so the split
+ * gives only the whole: forward and backward NaN, printed "-", null in JSON. */
+#include <math.h>
+struct bench_split {
+    double fwd_ms, bwd_ms; /* NaN where graphed */
+    double fb_ms;          /* forward and backward together */
+    int graphed;
+};
+static inline void bench_split_set(struct bench_split *s, double fwd_s, double fb_s, double steps, int graphed)
+{
+    s->graphed = graphed;
+    s->fb_ms = 1e3 * fb_s / steps;
+    s->fwd_ms = graphed ? NAN : 1e3 * fwd_s / steps;
+    s->bwd_ms = graphed ? NAN : 1e3 * (fb_s - fwd_s) / steps;
+}
+/* a table cell of w characters: the milliseconds, or "-" */
+static inline const char *bench_ms_cell(char *buf, size_t n, int w, double ms)
+{
+    if (isfinite(ms)) snprintf(buf, n, "%*.2f", w, ms);
+    else snprintf(buf, n, "%*s", w, "-");
+    return buf;
+}
+static inline json_t *bench_ms_json(double ms) { return isfinite(ms) ? json_real(ms) : json_null(); }
+/* the note under a table whose rows include a graphed split */
+static inline void bench_split_note(int any_graphed)
+{
+    if (any_graphed)
+        printf("fwd and bwd \"-\": the step ran as one graph replay (forward and backward captured together), "
+               "%s\n", "so it has no split; the JSON's forward_backward_ms is the two together");
+}
+
 #endif

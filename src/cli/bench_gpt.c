@@ -46,7 +46,8 @@ struct opts {
 };
 
 struct timing {
-    double tokens_s, step_ms, fwd_ms, bwd_ms, opt_ms, comm_ms, data_ms;
+    double tokens_s, step_ms, opt_ms, comm_ms, data_ms;
+    struct bench_split split; /* forward, backward (bench.h) */
     size_t peak_alloc, peak_reserved;
     long graphed; /* trainer steps replayed as a graph (warm-up included) */
 };
@@ -129,6 +130,8 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     t->step_ms = 1e3 * whole / (double)o->steps;
     t->tokens_s = (double)n * (double)o->steps / whole;
     double tf = 0, tfb = 0, tc = 0, to = 0;
+    long g0 = 0, g1 = 0;
+    trainer_step_kinds(tr, NULL, &g0);
     for (long i = 0; i < o->steps && !rc; i++, step++) {
         struct batch b = DB(step);
         const double a = timer_now();
@@ -145,8 +148,8 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     }
 #undef DB
     const double ns = (double)o->steps;
-    t->fwd_ms = 1e3 * tf / ns;
-    t->bwd_ms = 1e3 * (tfb - tf) / ns;
+    trainer_step_kinds(tr, NULL, &g1);
+    bench_split_set(&t->split, tf, tfb, ns, g1 > g0);
     t->comm_ms = 1e3 * tc / ns;
     t->opt_ms = 1e3 * to / ns;
     if (!rc) {
@@ -308,7 +311,7 @@ int bench_gpt(int argc, char **argv)
     json_object_set_new(out, "seq_len", json_integer(o.seq));
     json_object_set_new(out, "flops_per_token", json_real(fpt));
     json_object_set_new(out, "flops_formula", json_string("6N + 12 L T C per token, N = non-embedding parameters"));
-    int status = 0;
+    int status = 0, any_graphed = 0;
     for (int p = 0; p < npr; p++) {
         struct timing t;
         const long f16 = gpt16_forward_count;
@@ -322,8 +325,11 @@ int bench_gpt(int argc, char **argv)
         const double tfl = t.tokens_s * fpt / 1e12, pk = peak_for(&o, &info, plist[p]);
         char mfu[16] = "n/a";
         if (pk > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * tfl / pk);
-        printf("%-6s %12.0f %9.2f %9.3f %7s %8.2f %8.2f %8.2f %8.2f %8.2f %10.1f  %s\n", plist[p], t.tokens_s, t.step_ms,
-               tfl, mfu, t.fwd_ms, t.bwd_ms, t.opt_ms, t.comm_ms, t.data_ms, (double)t.peak_alloc / 1048576.0,
+        char fc[24], bc[24];
+        any_graphed |= t.split.graphed;
+        printf("%-6s %12.0f %9.2f %9.3f %7s %s %s %8.2f %8.2f %8.2f %10.1f  %s\n", plist[p], t.tokens_s, t.step_ms,
+               tfl, mfu, bench_ms_cell(fc, sizeof fc, 8, t.split.fwd_ms), bench_ms_cell(bc, sizeof bc, 8, t.split.bwd_ms),
+               t.opt_ms, t.comm_ms, t.data_ms, (double)t.peak_alloc / 1048576.0,
                act16 ? "16-bit" : "fp32");
         json_t *r = json_object();
         json_object_set_new(r, "precision", json_string(plist[p]));
@@ -335,8 +341,10 @@ int bench_gpt(int argc, char **argv)
         json_object_set_new(r, "model_tflops", json_real(tfl));
         json_object_set_new(r, "peak_tflops", pk > 0 ? json_real(pk) : json_null());
         json_object_set_new(r, "mfu", pk > 0 ? json_real(tfl / pk) : json_null());
-        json_object_set_new(r, "split_ms", json_pack("{s:f, s:f, s:f, s:f, s:f}", "forward", t.fwd_ms, "backward",
-                                                     t.bwd_ms, "optimizer", t.opt_ms, "comm", t.comm_ms, "data",
+        json_object_set_new(r, "split_ms", json_pack("{s:o, s:o, s:f, s:f, s:f, s:f}", "forward",
+                                                     bench_ms_json(t.split.fwd_ms), "backward",
+                                                     bench_ms_json(t.split.bwd_ms), "forward_backward", t.split.fb_ms,
+                                                     "optimizer", t.opt_ms, "comm", t.comm_ms, "data",
                                                      t.data_ms));
         json_object_set_new(r, "peak_allocated_bytes", json_integer((json_int_t)t.peak_alloc));
         json_object_set_new(r, "peak_reserved_bytes", json_integer((json_int_t)t.peak_reserved));
@@ -358,6 +366,7 @@ int bench_gpt(int argc, char **argv)
         }
         json_array_append_new(rows, r);
     }
+    bench_split_note(any_graphed);
     json_object_set_new(out, "rows", rows);
     if (o.json && jsonx_write_file(o.json, out, &e)) {
         fprintf(stderr, "plumb bench gpt: %s\n", e.msg);

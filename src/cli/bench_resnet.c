@@ -55,7 +55,8 @@ struct opts {
 };
 
 struct timing {
-    double step_ms, loader_ms, fwd_ms, bwd_ms, opt_ms, comm_ms, data_ms, build_ms, enqueue_ms;
+    double step_ms, loader_ms, opt_ms, comm_ms, data_ms, build_ms, enqueue_ms;
+    struct bench_split split; /* forward, backward (bench.h) */
     double images_s, images_s_loader;
     size_t peak_alloc, peak_reserved, reserved_warm, reserved_end;
     long graphed;           /* trainer steps replayed as a graph (warm-up included) */
@@ -188,6 +189,8 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
     t->images_s = (double)batch * ns / whole;
     /* split: a training forward alone, then the step with its phases */
     double tf = 0, tfb = 0, tc = 0, to = 0;
+    long g0 = 0, g1 = 0;
+    trainer_step_kinds(tr, NULL, &g0);
     for (long i = 0; i < o->steps && !rc; i++, step++) {
         struct batch b = dbatch(&db, step, batch);
         double a = now();
@@ -202,8 +205,8 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
         tc += ss.comm_s;
         to += (e1 - b1) - ss.compute_s - ss.comm_s;
     }
-    t->fwd_ms = 1e3 * tf / ns;
-    t->bwd_ms = 1e3 * (tfb - tf) / ns;
+    trainer_step_kinds(tr, NULL, &g1);
+    bench_split_set(&t->split, tf, tfb, ns, g1 > g0);
     t->comm_ms = 1e3 * tc / ns;
     t->opt_ms = 1e3 * to / ns;
     /* the trainer's own data path */
@@ -340,8 +343,9 @@ static void put_row(json_t *res, const char *prec, long batch, const struct timi
     json_object_set_new(r, "host_enqueue_ms", json_real(t->enqueue_ms));
     json_object_set_new(r, "graphed_steps", json_integer(t->graphed));
     json_object_set_new(r, "data_wait_ms", json_real(t->data_ms));
-    json_object_set_new(r, "forward_ms", json_real(t->fwd_ms));
-    json_object_set_new(r, "backward_ms", json_real(t->bwd_ms));
+    json_object_set_new(r, "forward_ms", bench_ms_json(t->split.fwd_ms));
+    json_object_set_new(r, "backward_ms", bench_ms_json(t->split.bwd_ms));
+    json_object_set_new(r, "forward_backward_ms", json_real(t->split.fb_ms));
     json_object_set_new(r, "comm_ms", json_real(t->comm_ms));
     json_object_set_new(r, "optimizer_ms", json_real(t->opt_ms));
     json_object_set_new(r, "loader_images_per_s", json_real(t->images_s_loader));
@@ -506,6 +510,7 @@ int bench_resnet(int argc, char **argv)
         printf("\n%-5s %6s | %9s %9s | %7s %8s %8s %7s %7s | %9s %6s | %9s %9s %5s | %9s %9s %6s %6s  %s\n", "prec", "batch",
                "images/s", "step ms", "data", "fwd", "bwd", "comm", "opt", "loader/s", "ratio", "peak MiB", "rsv MiB",
                "leak", "torch eag", "torch cmp", "x eag", "x cmp", "activations");
+    int any_graphed = 0;
     for (int pi = 0; pi < np && !rc; pi++)
         for (int bi = 0; bi < nbt && !rc; bi++) {
             struct timing t;
@@ -531,9 +536,12 @@ int bench_resnet(int argc, char **argv)
                     snprintf(tx[k], sizeof tx[k], "-");
                 }
             }
-            printf("%-5s %6ld | %9.1f %9.2f | %7.2f %8.2f %8.2f %7.2f %7.2f | %9.1f %6.2f | %9.1f %9.1f %5s | %9s %9s "
+            char fc[24], bc[24];
+            any_graphed |= t.split.graphed;
+            printf("%-5s %6ld | %9.1f %9.2f | %7.2f %s %s %7.2f %7.2f | %9.1f %6.2f | %9.1f %9.1f %5s | %9s %9s "
                    "%6s %6s  %s\n",
-                   plist[pi], bs[bi], t.images_s, t.step_ms, t.data_ms, t.fwd_ms, t.bwd_ms, t.comm_ms, t.opt_ms,
+                   plist[pi], bs[bi], t.images_s, t.step_ms, t.data_ms, bench_ms_cell(fc, sizeof fc, 8, t.split.fwd_ms),
+                   bench_ms_cell(bc, sizeof bc, 8, t.split.bwd_ms), t.comm_ms, t.opt_ms,
                    t.images_s_loader, t.loader_ms / t.step_ms, t.peak_alloc / 1048576.0, t.peak_reserved / 1048576.0,
                    o.leak_steps ? (leak ? "LEAK" : "flat") : "-", te[0], te[1], tx[0], tx[1], act16 ? "16-bit" : "fp32");
             for (int k = 0; k < 2; k++)
@@ -543,6 +551,7 @@ int bench_resnet(int argc, char **argv)
             fail |= leak;
             put_row(res, plist[pi], bs[bi], &t, o.vs_pytorch, leak, act16);
         }
+    bench_split_note(any_graphed);
     json_object_set(root, "results", res);
     if (!rc && o.json) rc = jsonx_write_file(o.json, root, &e);
     json_decref(res);
