@@ -51,7 +51,8 @@ static struct dev *open_fast(void)
     if (dev_open(test_device(), &d, &e)) return NULL;
     const struct train_ops *T = d->ops->train;
     if (dev_set_numerics(d, NUMERICS_FAST, 0, &e) || !T || !T->matmul_fwd16 || !T->layernorm_fwd16 ||
-        !T->attention_fwd16 || !T->residual_fwd16 || !T->matmul_bwd16 || !T->layernorm_bwd16 || !T->attention_bwd16) {
+        !T->attention_fwd16 || !T->residual_fwd16 || !T->matmul_bwd16 || !T->layernorm_bwd16 || !T->attention_bwd16 ||
+        !T->residual_layernorm_fwd16) {
         dev_close(d);
         return NULL;
     }
@@ -133,7 +134,7 @@ static void ops_case(dtype_t rt)
 
     /* residual_layernorm_fwd16 against residual_fwd16 then layernorm_fwd16:
      * the sum, y16, mean and rstd the same bits; then with res onto a */
-    if (T->residual_layernorm_fwd16) {
+    {
         struct t16 s1, s2;
         REQUIRE(!alloc_t(d, &s1, RC, 0, 0, 0, rt) && !alloc_t(d, &s2, RC, 0, 0, 0, rt));
         float *c = malloc(4 * RC * sizeof(float) + 4 * R * sizeof(float));

@@ -63,7 +63,7 @@ static inline void bench_split_note(int any_graphed)
 {
     if (any_graphed)
         printf("fwd and bwd \"-\": the step ran as one graph replay (forward and backward captured together), "
-               "%s\n", "so it has no split; the JSON's forward_backward_ms is the two together");
+               "so it has no split; the JSON's forward_backward_ms is the two together\n");
 }
 
 #endif

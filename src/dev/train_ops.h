@@ -949,9 +949,10 @@ struct train_ops {
     int (*sgd_momentum_masked)(struct dev *d, dev_stream *s, float *w, const float *g, float *buf, size_t n,
                                float lr, float wd, float mu, int first, const int64_t *dec, int nr, plumb_err *e);
 
-    /* ---------------- optional: gpt's residual add and LayerNorm in one pass ----------------
-     * residual_layernorm_fwd16 (the model falls back to the two ops where it
-     * is NULL): residual_fwd16 (res [R, C] = a + b16, fp32; res may alias a)
+    /* ---------------- gpt's residual add and LayerNorm in one pass ----------------
+     * residual_layernorm_fwd16: one of the "gpt with 16-bit activations" set
+     * above (all or none; placed last only to keep the table's order):
+     * residual_fwd16 (res [R, C] = a + b16, fp32; res may alias a)
      * then layernorm_fwd16 of res, in one pass over the rows, with the bits of
      * the two calls. The transformer's every residual add is followed by a
      * LayerNorm of its sum; fused, the sum is not read back from memory. */

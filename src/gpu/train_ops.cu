@@ -985,7 +985,7 @@ const struct train_ops gpu_train_ops = {
     g_bn_stats1p16o, g_bn_meanvar,
     /* the momentum SGD in one launch: train_gpt_ops.cu */
     tg_sgd_momentum_masked,
-    /* gpt's residual add and LayerNorm in one pass (the 16-bit pipeline: not on HIP) */
+    /* gpt's residual add and LayerNorm in one pass (one of the 16-bit set: not on HIP) */
 #if defined(PLUMB_HIP)
     NULL,
 #else

@@ -624,9 +624,11 @@ static int setup_sync_defer(struct trainer *t, const char *gwhy, plumb_err *e)
     t->sync_defer = why == NULL;
     t->graph_sync = t->sync_defer && gwhy == NULL;
     /* the pinned slot its one read lands in */
-    if (t->sync_defer && (rc = t->d->be->host_alloc(t->d, sizeof(struct step_out), (void **)&t->h_out, e)))
-        return err_wrap(e, "the deferred step's pinned slot");
-    if (t->sync_defer) memset(t->h_out, 0, sizeof(struct step_out));
+    if (t->sync_defer) {
+        if ((rc = t->d->be->host_alloc(t->d, sizeof(struct step_out), (void **)&t->h_out, e)))
+            return err_wrap(e, "the deferred step's pinned slot");
+        memset(t->h_out, 0, sizeof(struct step_out));
+    }
     if (t->rank == 0 && !cfg->quiet) {
         if (!t->sync_defer)
             log_info("deferred forward/backward: none (%s)", why);
@@ -1818,8 +1820,8 @@ static int fast_local_deferred(struct trainer *t, struct host_batch *b, struct s
         flag_model_failure(t, si, mrc, &me);
     } else {
         /* one read: the loss pair and the status block through the pinned slot */
-        const struct step_out *o = &t->h_out[0];
-        if ((rc = outcome_to(t, &t->h_out[0], e)) || (rc = dev_sync(t->d, e))) return rc;
+        struct step_out *o = t->h_out;
+        if ((rc = outcome_to(t, o, e)) || (rc = dev_sync(t->d, e))) return rc;
         struct scratch_host sh;
         scratch_of(o->scratch, &sh);
         /* the model's synchronous contract: {sum, count} = the pair / div */

@@ -379,7 +379,7 @@ static void layernorm16(int R, int C, int rt)
 
     // the residual add fused in front (rb16): the sum as k_residual16 gives
     // it, then the LayerNorm of that sum: the two kernels' bits
-    std::vector<float> ra(n), sum2(n), sum1(n), y2(n), m2(R), r2(R), m1(R), r1(R);
+    std::vector<float> ra(n), sum2(n), sum1(n), m2(R), r2(R), m1(R), r1(R);
     std::vector<uint16_t> rb(n), yh1(n), yh2(n);
     for (size_t i = 0; i < n; i++) ra[i] = frand(-2, 2), rb[i] = to16_of(frand(-2, 2), rt);
     const float *rap = ra.data();

@@ -33,7 +33,7 @@
 static int has_ops16(const struct train_ops *T)
 {
     return T && T->layernorm_fwd16 && T->layernorm_bwd16 && T->matmul_fwd16 && T->matmul_bwd16 && T->attention_fwd16 &&
-           T->attention_bwd16 && T->residual_fwd16;
+           T->attention_bwd16 && T->residual_fwd16 && T->residual_layernorm_fwd16;
 }
 
 int gpt16_wanted(const struct gpt_model *m, int *want, plumb_err *e)
@@ -63,19 +63,6 @@ static int cast16(struct gpt_model *m, const float *x, uint16_t *y16, size_t n, 
 
 long gpt16_forward_count;
 
-/* res = a + b16 then y16 = LayerNorm(res): the fused op where the device has
- * it, else the two (the same bits either way, train_ops.h) */
-static int res_ln16(struct gpt_model *m, const float *a, const uint16_t *b16, float *res, const float *lw,
-                    const float *lb, uint16_t *y16, float *mean, float *rstd, int R, int C, plumb_err *e)
-{
-    const struct train_ops *Op = m->T;
-    if (Op->residual_layernorm_fwd16)
-        return Op->residual_layernorm_fwd16(m->d, NULL, a, b16, res, lw, lb, y16, mean, rstd, R, C, GPT_LN_EPS, m->prec,
-                                            e);
-    int rc = Op->residual_fwd16(m->d, NULL, a, b16, res, (size_t)R * C, m->prec, e);
-    return rc ? rc : Op->layernorm_fwd16(m->d, NULL, res, lw, lb, y16, mean, rstd, R, C, GPT_LN_EPS, m->prec, e);
-}
-
 int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
 {
     gpt16_forward_count++;
@@ -104,13 +91,14 @@ int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
         if (!rc) rc = Op->attention_fwd16(d, NULL, qkv, att, a->lse, B, T, NH, HS, rt, e);
         if (!rc) rc = Op->matmul_fwd16(d, NULL, att, W16(m, l, APW), W(m, l, APB), tmp16, NULL, R, C, C, 0, rt, e);
         if (!rc)
-            rc = res_ln16(m, x, tmp16, a->res2, P(m, l, LN2W), P(m, l, LN2B), ln2, a->ln2_mean, a->ln2_rstd, R, C, e);
+            rc = Op->residual_layernorm_fwd16(d, NULL, x, tmp16, a->res2, P(m, l, LN2W), P(m, l, LN2B), ln2, a->ln2_mean,
+                                             a->ln2_rstd, R, C, GPT_LN_EPS, rt, e);
         if (!rc) rc = Op->matmul_fwd16(d, NULL, ln2, W16(m, l, FCW), W(m, l, FCB), fcg, fc, R, C, 4 * C, 1, rt, e);
         if (!rc) rc = Op->matmul_fwd16(d, NULL, fcg, W16(m, l, FPW), W(m, l, FPB), tmp16, NULL, R, 4 * C, C, 0, rt, e);
         if (!rc && l + 1 < L) {
             struct gpt_layer_act *n = &m->L[l + 1];
-            rc = res_ln16(m, a->res2, tmp16, a->res3, P(m, l + 1, LN1W), P(m, l + 1, LN1B), h16(n->ln1), n->ln1_mean,
-                          n->ln1_rstd, R, C, e);
+            rc = Op->residual_layernorm_fwd16(d, NULL, a->res2, tmp16, a->res3, P(m, l + 1, LN1W), P(m, l + 1, LN1B),
+                                             h16(n->ln1), n->ln1_mean, n->ln1_rstd, R, C, GPT_LN_EPS, rt, e);
         } else if (!rc) {
             rc = Op->residual_fwd16(d, NULL, a->res2, tmp16, a->res3, RC, rt, e);
         }
