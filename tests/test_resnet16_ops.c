@@ -276,13 +276,23 @@ static void bn_case(struct dev *d, dtype_t rt)
     CHECK_MSG(rc == 0, "add: %s", e.msg);
     fetch(d, &y, a, NULL, rt);
     put16(d, &y, z.h, rt);
-    rc = T->add16o(d, NULL, y.d16, dy.d16, mask.d16, y.d16, n, rt, &e);
+    rc = T->add16o(d, NULL, y.d16, dy.d16, mask.d16, NULL, y.d16, n, rt, &e);
     CHECK_MSG(rc == 0, "add16o: %s", e.msg);
     fetch(d, &y, NULL, b, rt);
     cmp("add16o (in place, masked)", a, b, n, 1, NULL, 1, 0, rt);
+    /* the sum masked too (ymask16: x, of both signs): relu_bwd(x, the sum) */
+    size_t yoff = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(x.h[i] > 0.0f)) a[i] = 0.0f, yoff++;
+    put16(d, &y, z.h, rt);
+    rc = T->add16o(d, NULL, y.d16, dy.d16, mask.d16, x.d16, y.d16, n, rt, &e);
+    CHECK_MSG(rc == 0, "add16o (ymask16): %s", e.msg);
+    fetch(d, &y, NULL, b, rt);
+    CHECK_MSG(yoff > 0 && yoff < n, "ymask16 masks %zu of %zu: not a test of both sides", yoff, n);
+    cmp("add16o (in place, masked, the sum masked by ymask16)", a, b, n, 1, NULL, 1, 0, rt);
     rc = T->add(d, NULL, z.d, dy.d, y.d, n, 0, rt, &e);
     fetch(d, &y, a, NULL, rt);
-    rc = rc ? rc : T->add16o(d, NULL, z.d16, dy.d16, NULL, y.d16, n, rt, &e);
+    rc = rc ? rc : T->add16o(d, NULL, z.d16, dy.d16, NULL, NULL, y.d16, n, rt, &e);
     CHECK_MSG(rc == 0, "add16o (no mask): %s", e.msg);
     fetch(d, &y, NULL, b, rt);
     cmp("add16o", a, b, n, 1, NULL, 1, 0, rt);
@@ -315,7 +325,7 @@ static void bn_case(struct dev *d, dtype_t rt)
     /* a 16-bit type that is not one is refused, naming the op */
     rc = T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, NULL, y.d16, M, C, 1, DT_F32, &e);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "bn_apply16o"), "bn_apply16o with fp32: rc %d (%s)", rc, e.msg);
-    rc = T->add16o(d, NULL, x.d16, NULL, NULL, y.d16, n, rt, &e);
+    rc = T->add16o(d, NULL, x.d16, NULL, NULL, NULL, y.d16, n, rt, &e);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "add16o"), "add16o without b16: rc %d (%s)", rc, e.msg);
 
     free(a), free(b), free(pa), free(pst), free(sx), free(mh);

@@ -84,7 +84,7 @@ int cpu_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const 
 int cpu_bn_stats1p16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *shift,
                       void *part, dtype_t rt, plumb_err *e);
 int cpu_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
-               uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
+               const uint16_t *ymask16, uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
 int cpu_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,
                        int32_t *idx, dtype_t rt, plumb_err *e);
 int cpu_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,

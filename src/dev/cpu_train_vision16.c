@@ -261,13 +261,16 @@ int cpu_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const 
 }
 
 int cpu_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
-               uint16_t *y16, size_t n, dtype_t rt, plumb_err *e)
+               const uint16_t *ymask16, uint16_t *y16, size_t n, dtype_t rt, plumb_err *e)
 {
     RT16_OK("add16o");
     NEED((a16 && b16 && y16) || n == 0, "add16o: NULL a16, b16 or y16");
     int ok = 1;
     float *a = widen16(a16, NULL, n, rt, &ok), *b = widen16(b16, mask16, n, rt, &ok);
     int rc = !ok ? oom16("add16o", e) : cpu_add(d, s, a, b, a, n, 0, rt, e);
+    /* the rounded sum masked as relu_bwd would mask it (widen16's test) */
+    for (size_t i = 0; !rc && ymask16 && i < n; i++)
+        if (!((rt == DT_F16 ? f16_to_f32(ymask16[i]) : bf16_to_f32(ymask16[i])) > 0.0f)) a[i] = 0.0f;
     if (!rc && n) mirror16(a, y16, n, rt);
     free(a), free(b);
     return rc;

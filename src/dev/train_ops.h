@@ -874,7 +874,10 @@ struct train_ops {
      * bn_bwd_reduce16o: bn_bwd_reduce over x16 and dy16 (masked by mask16).
      * bn_bwd_data16o: bn_bwd_data over x16, dy16 (masked) into dx16 (may be
      *   dy16: in place).
-     * add16o: y16 = add(a16, b16 masked by mask16), no ReLU; in place allowed.
+     * add16o: y16 = add(a16, b16 masked by mask16), no ReLU, then masked by
+     *   ymask16 (may be NULL: relu_bwd's test on a ReLU output, applied to the
+     *   rounded sum, so a consumer that would mask y16 by it may read y16
+     *   unmasked); in place allowed.
      * maxpool_fwd16o / maxpool_bwd16o: maxpool_fwd / maxpool_bwd over x16 /
      *   dy16 into y16 / dx16. */
     int (*conv2d_fwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const float *x,
@@ -897,7 +900,7 @@ struct train_ops {
                           const float *gamma, const float *mdy, uint16_t *dx16, size_t M, int C, dtype_t rt,
                           plumb_err *e);
     int (*add16o)(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
-                  uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
+                  const uint16_t *ymask16, uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
     int (*maxpool_fwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16,
                           uint16_t *y16, int32_t *idx, dtype_t rt, plumb_err *e);
     int (*maxpool_bwd16o)(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,

@@ -226,7 +226,7 @@ int g_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const ui
                      const float *mbeta, const float *mean, const float *rstd, const float *gamma, const float *mdy,
                      uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e);
 int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
-             uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
+             const uint16_t *ymask16, uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
 int g_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,
                      int32_t *idx, dtype_t rt, plumb_err *e);
 int g_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *dy16,

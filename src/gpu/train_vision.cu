@@ -548,12 +548,12 @@ int g_add(struct dev *d, dev_stream *s, const float *a, const float *b, float *y
     if (!n) return PLUMB_OK;
     ENTER();
     if (n % 4 == 0 && al16(a) && al16(b) && al16(y)) {
-        k_add<float, 4><<<gpu_grid(n / 4, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, NULL, y, NULL, n / 4, relu,
+        k_add<float, 4><<<gpu_grid(n / 4, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, NULL, NULL, y, NULL, n / 4, relu,
                                                                                (int)rt);
         GPU_CHECK_LAUNCH(d, "k_add<4>", e);
         return PLUMB_OK;
     }
-    k_add<float, 1><<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, NULL, y, NULL, n, relu, (int)rt);
+    k_add<float, 1><<<gpu_grid(n, TPB), TPB, 0, gpu_stream(d, s)->s>>>(a, b, NULL, NULL, y, NULL, n, relu, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_add", e);
     return PLUMB_OK;
 }
@@ -731,19 +731,20 @@ int g_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const ui
 }
 
 int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
-             uint16_t *y16, size_t n, dtype_t rt, plumb_err *e)
+             const uint16_t *ymask16, uint16_t *y16, size_t n, dtype_t rt, plumb_err *e)
 {
     NEED((a16 && b16 && y16) || n == 0, "%s: add16o: NULL a16, b16 or y16", d->label);
     FAST16("add16o");
     if (!n) return PLUMB_OK;
     ENTER();
     cudaStream_t cs = gpu_stream(d, s)->s;
-    if (n % 8 == 0 && v8ok(a16) && v8ok(b16) && v8ok(mask16) && v8ok(y16)) {
-        k_add<uint16_t, 8><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(a16, b16, mask16, NULL, y16, n / 8, 0, (int)rt);
+    if (n % 8 == 0 && v8ok(a16) && v8ok(b16) && v8ok(mask16) && v8ok(ymask16) && v8ok(y16)) {
+        k_add<uint16_t, 8><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(a16, b16, mask16, ymask16, NULL, y16, n / 8, 0,
+                                                                 (int)rt);
         GPU_CHECK_LAUNCH(d, "k_add<16-bit, 8>", e);
         return PLUMB_OK;
     }
-    k_add<uint16_t, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(a16, b16, mask16, NULL, y16, n, 0, (int)rt);
+    k_add<uint16_t, 1><<<gpu_grid(n, TPB), TPB, 0, cs>>>(a16, b16, mask16, ymask16, NULL, y16, n, 0, (int)rt);
     GPU_CHECK_LAUNCH(d, "k_add<16-bit>", e);
     return PLUMB_OK;
 }

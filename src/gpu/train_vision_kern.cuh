@@ -337,11 +337,12 @@ __global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, con
 }
 
 /* y (fp32, may be NULL) and y16 (may be NULL) = a + b (b masked by mask, a
- * 16-bit ReLU output, when given), then the ReLU, rounded; V elements a
- * thread (n % V == 0, aligned) */
+ * 16-bit ReLU output, when given), then the ReLU, rounded, then masked by
+ * ymask (a 16-bit ReLU output, when given: train_ops.h add16o); V elements
+ * a thread (n % V == 0, aligned) */
 template <typename S, int V, int RT>
-__device__ static inline void add_vecs(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv,
-                                       int relu, int rt_)
+__device__ static inline void add_vecs(const S *a, const S *b, const uint16_t *mask, const uint16_t *ymask, float *y,
+                                       uint16_t *y16, size_t nv, int relu, int rt_)
 {
     const int rt = RT >= 0 ? RT : rt_;
     for (size_t iv = blockIdx.x * (size_t)blockDim.x + threadIdx.x; iv < nv; iv += (size_t)gridDim.x * blockDim.x) {
@@ -355,15 +356,16 @@ __device__ static inline void add_vecs(const S *a, const S *b, const uint16_t *m
             if (relu) o[v] = o[v] > 0.0f ? o[v] : 0.0f;
             o[v] = tv_round(o[v], rt);
         }
+        maskv<V>(ymask, i, o, rt);
         if (y) stv<V>(y, i, o);
         if (y16) st16v<V>(y16, i, o, rt);
     }
 }
 template <typename S, int V>
-__global__ void k_add(const S *a, const S *b, const uint16_t *mask, float *y, uint16_t *y16, size_t nv, int relu,
-                      int rt)
+__global__ void k_add(const S *a, const S *b, const uint16_t *mask, const uint16_t *ymask, float *y, uint16_t *y16,
+                      size_t nv, int relu, int rt)
 {
-#define ADD_CALL(RTV) add_vecs<S, V, RTV>(a, b, mask, y, y16, nv, relu, rt)
+#define ADD_CALL(RTV) add_vecs<S, V, RTV>(a, b, mask, ymask, y, y16, nv, relu, rt)
     RT_DISPATCH(rt, ADD_CALL);
 #undef ADD_CALL
 }

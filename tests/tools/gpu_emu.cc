@@ -849,12 +849,24 @@ static void vision16(size_t M, int C, int rt)
         std::vector<uint16_t> io = z16;
         uint16_t *iop = io.data();
         const uint16_t *b16p = dy16.data(), *m16p = mk16.data();
-        if (V32 == 4) launch(dim3(gr), dim3(256), [&] { k_add<float, 4>(ap, bp, nullptr, yp, nullptr, nv32, 0, rt); });
-        else launch(dim3(gr), dim3(256), [&] { k_add<float, 1>(ap, bp, nullptr, yp, nullptr, nv32, 0, rt); });
-        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 8>(iop, b16p, m16p, nullptr, iop, nv16, 0, rt); });
-        else launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 1>(iop, b16p, m16p, nullptr, iop, nv16, 0, rt); });
+        if (V32 == 4) launch(dim3(gr), dim3(256), [&] { k_add<float, 4>(ap, bp, nullptr, nullptr, yp, nullptr, nv32, 0, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_add<float, 1>(ap, bp, nullptr, nullptr, yp, nullptr, nv32, 0, rt); });
+        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 8>(iop, b16p, m16p, nullptr, nullptr, iop, nv16, 0, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 1>(iop, b16p, m16p, nullptr, nullptr, iop, nv16, 0, rt); });
         snprintf(what, sizeof what, "add16o masked, in place M%zu C%d rt%d", M, C, rt);
         check16(what, io, y, rt);
+        // the sum masked too (ymask: x16, of both signs), against the fp32 sum masked here
+        std::vector<uint16_t> io2 = z16;
+        uint16_t *io2p = io2.data();
+        const uint16_t *ym = x16.data();
+        std::vector<float> ymk(y);
+        size_t off = 0;
+        for (size_t i = 0; i < ymk.size(); i++)
+            if (!(from16_rt(x16[i], rt) > 0.0f)) ymk[i] = 0.0f, off++;
+        if (V16 == 8) launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 8>(io2p, b16p, m16p, ym, nullptr, io2p, nv16, 0, rt); });
+        else launch(dim3(gr), dim3(256), [&] { k_add<uint16_t, 1>(io2p, b16p, m16p, ym, nullptr, io2p, nv16, 0, rt); });
+        snprintf(what, sizeof what, "add16o masked, the sum masked by ymask (%zu of %zu) M%zu C%d rt%d", off, ymk.size(), M, C, rt);
+        check16(what, io2, ymk, rt);
     }
 }
 
