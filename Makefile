@@ -112,6 +112,8 @@ GPU_HDR  := $(wildcard src/gpu/*.h src/gpu/*.cuh src/core/*.h src/dev/*.h)
 # bit-identical to the CPU (fast kernels use explicit fmaf / library calls).
 NVCC_FLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] --fmad=false \
               -Xcompiler -fPIC,-Wall,-Wno-unused-function -Isrc -DPLUMB_CUDA
+# NVCC_EXTRA: flags added to NVCC_FLAGS (scripts/gpu-prep.sh's PREP_SWCVT build)
+NVCC_EXTRA ?=
 HIP_FLAGS  ?= -O3 -std=c++17 --offload-arch=gfx90a -ffp-contract=off -fPIC -Wall -Wno-unused-function -Isrc -DPLUMB_HIP
 
 cuda: $(BUILD)/libplumb-cuda.so
@@ -128,7 +130,7 @@ nvcc-present:
 
 $(BUILD)/cuda/%.o: src/gpu/%.cu $(GPU_HDR) | nvcc-present
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_EXTRA) -c $< -o $@
 
 $(BUILD)/libplumb-cuda.so: $(GPU_SRC:src/gpu/%.cu=$(BUILD)/cuda/%.o)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -ldl

@@ -44,7 +44,10 @@ step() { # step NAME TIMEOUT_S CMD...
   return $rc
 }
 . "$here/scripts/gpu-libs.sh"
-export PLUMB_BACKEND_PATH=$here/build
+# HEADLINE_BACKEND=DIR: the GPU plugin from DIR instead of build/ (an A/B of
+# two builds of libplumb-cuda.so in one call, such as gpu-prep.sh's build-sw)
+export PLUMB_BACKEND_PATH=${HEADLINE_BACKEND:-$here/build}
+log "plugin: $PLUMB_BACKEND_PATH"
 P=build/plumb
 # the PyTorch peer's flags for a step: none with HEADLINE_TORCH=0
 vs() { [ "${HEADLINE_TORCH:-1}" = 0 ] || echo "--vs-pytorch --torch-modes compile $*"; }

@@ -19,6 +19,13 @@ cp -L "$(dirname "$(command -v nvcc)")"/../lib/libcupti.so.13 "$DEST/fallback/" 
 # the test binary's fake vendor libraries (health, fake GPU plugin tests)
 mkdir -p "$DEST/build/tests" && cp build/tests/libfake_*.so "$DEST/build/tests/" 2>/dev/null || true
 cp -r scripts bench "$DEST/"
+# PREP_SWCVT=1: a second libplumb-cuda.so whose kernels convert to and from
+# bf16 / fp16 in software (-DPLUMB_NO_HW_CVT, core/dtype.h), in build-sw/, for
+# an A/B in one call (HEADLINE_BACKEND=build-sw scripts/gpu-headline.sh)
+if [ "${PREP_SWCVT:-0}" = 1 ]; then
+  make -j2 cuda BUILD=build-sw NVCC_EXTRA=-DPLUMB_NO_HW_CVT >/dev/null
+  mkdir -p "$DEST/build-sw" && cp build-sw/libplumb-cuda.so "$DEST/build-sw/"
+fi
 # llm.c's train_gpt2cu for scripts/gpu-gpt.sh, when built (scripts/llmc-build.sh; never committed)
 LLMC_DIR=${LLMC_DIR:-.llmc}
 if [ -x "$LLMC_DIR/train_gpt2cu" ]; then cp -r "$LLMC_DIR" "$DEST/llmc"; fi

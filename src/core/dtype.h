@@ -51,9 +51,30 @@ PLUMB_HD float bits_f32(uint32_t u)
 #endif
 }
 
+/* CUDA device code on sm_80 and later converts with the hardware's cvt
+ * instructions (PLUMB_HW_CVT): IEEE round to nearest even with subnormals,
+ * the same bits as the software below for every value but NaN, whose
+ * payload the software keeps and cvt does not, so NaN (and, widening,
+ * fp16 inf / NaN) takes the software path. One instruction where the
+ * software takes about six integer operations (bf16) or a branchy dozen
+ * (fp16): the 16-bit elementwise kernels were issue-bound on them
+ * (BENCHMARKS.md, 2026-12-05: BN apply 1.23x, backward data 1.31x a copy's
+ * time). HIP (gfx90a has no bf16 convert) and host code use the software. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(PLUMB_HIP) && !defined(PLUMB_NO_HW_CVT)
+#define PLUMB_HW_CVT 1
+#endif
+
 /* fp32 -> bf16, round to nearest even; NaN stays a quiet NaN. */
 PLUMB_HD uint16_t f32_to_bf16(float f)
 {
+#if defined(PLUMB_HW_CVT)
+    if (f == f) {
+        unsigned short r;
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+        return r;
+    }
+    return (uint16_t)((f32_bits(f) >> 16) | 0x40u);
+#endif
     uint32_t u = f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -64,6 +85,14 @@ PLUMB_HD float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 /* fp32 -> IEEE binary16, round to nearest even, with subnormals, overflow to inf. */
 PLUMB_HD uint16_t f32_to_f16(float f)
 {
+#if defined(PLUMB_HW_CVT)
+    if (f == f) {
+        unsigned short r;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+        return r;
+    }
+    return (uint16_t)(((f32_bits(f) >> 16) & 0x8000u) | 0x7e00u);
+#endif
     uint32_t u = f32_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
@@ -86,6 +115,13 @@ PLUMB_HD uint16_t f32_to_f16(float f)
 }
 PLUMB_HD float f16_to_f32(uint16_t h)
 {
+#if defined(PLUMB_HW_CVT)
+    if ((h & 0x7c00u) != 0x7c00u) {
+        float r;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"((unsigned short)h));
+        return r;
+    }
+#endif
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0) {
