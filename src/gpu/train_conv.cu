@@ -268,6 +268,57 @@ static int narrow16(struct dev *d, struct dev_stream *st, const float *y, size_t
     GPU_CHECK_LAUNCH(d, "k_tv_to16", e);
     return PLUMB_OK;
 }
+/* ---------------- channel padding (the library path, C < 8) ----------------
+ * cuDNN's NHWC tensor-core kernels want C a multiple of 8; an ImageNet
+ * stem's 3 input channels got legacy kernels (resnet50 bf16/256 on an H100:
+ * 1.83 ms forward and 1.18 ms weight gradient, about 16 TFLOP/s; BENCHMARKS.md
+ * 2026-12-05). So where C < 8 the forward and the weight gradient run on
+ * copies padded to 8 channels with zeros: x [rows, C] -> [rows, 8] (from fp32
+ * x or 16-bit x16), w [K R S, C] -> [K R S, 8]; the padded channels add
+ * exact zero products to every output, and the padded weight gradient's
+ * first C channels are the gradient. PLUMB_CONV_PAD_C=0 runs C as it is. */
+#define PADC 8
+__global__ void k_pad_c8(const float *x, const uint16_t *x16, size_t rows, int C, uint16_t *y, int rt)
+{
+    for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x) {
+        uint32_t w[PADC / 2] = {0, 0, 0, 0};
+        for (int c = 0; c < C; c++) {
+            const uint32_t v = x ? to16_rt(x[r * C + c], rt) : x16[r * C + c];
+            w[c / 2] |= v << (16 * (c % 2));
+        }
+        ((uint4 *)y)[r] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+/* dw [rows, C] fp32 = the first C channels of dw16 [rows, 8] */
+__global__ void k_unpad_c8(const uint16_t *dw16, size_t rows, int C, float *dw, int rt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < rows * C; i += (size_t)gridDim.x * blockDim.x)
+        dw[i] = from16_rt(dw16[(i / C) * PADC + i % C], rt);
+}
+/* 1: pad this geometry's channels; 0: not; PLUMB_EUSAGE for a bad
+ * PLUMB_CONV_PAD_C (unset, "" or "1": on; "0": off) */
+static int pad_wanted(struct dev *d, const struct train_conv *g, int *on, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_CONV_PAD_C");
+    *on = 0;
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_CONV_PAD_C=%s: expected 0 or 1", d->label, v);
+    *on = g->C < PADC && !(v && !strcmp(v, "0"));
+    return PLUMB_OK;
+}
+/* *xp: x (fp32) or x16 padded to 8 channels in slot; rows = N H W */
+static int pad_c8(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, size_t rows, int C,
+                  int slot, int rt, const uint16_t **xp, plumb_err *e)
+{
+    void *ws;
+    int rc = tvws_get(d, slot, rows * PADC * sizeof(uint16_t), &ws, e);
+    if (rc) return rc;
+    k_pad_c8<<<gpu_grid(rows, TPB), TPB, 0, st->s>>>(x, x16, rows, C, (uint16_t *)ws, rt);
+    GPU_CHECK_LAUNCH(d, "k_pad_c8", e);
+    *xp = (const uint16_t *)ws;
+    return PLUMB_OK;
+}
+
 /* *out = x16 when given (the caller's mirror), else a staging slot filled
  * from x (x NULL: an output slot, not filled) */
 static int to16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, size_t n, int slot,
@@ -502,6 +553,18 @@ int g_conv2d_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, co
                  nw = (size_t)g->K * g->R * g->S * g->C;
     if (lib_wanted() && convlib_ok(d, rt)) {
         const uint16_t *xs = x16;
+        int pad = 0;
+        if ((rc = pad_wanted(d, g, &pad, e))) return rc;
+        if (pad) { /* x and w padded to 8 channels */
+            struct train_conv gp = *g;
+            gp.C = PADC;
+            const uint16_t *wp;
+            rc = pad_c8(d, st, x16 ? NULL : x, x16, (size_t)g->N * g->H * g->W, g->C, TVWS_A16, (int)rt, &xs, e);
+            if (!rc) rc = pad_c8(d, st, NULL, w16, (size_t)g->K * g->R * g->S, g->C, TVWS_B16, (int)rt, &wp, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FWD, &gp, xs, wp, y16, rt, e);
+            if (rc != PLUMB_EUNSUPPORTED) return rc;
+            xs = x16, rc = PLUMB_OK; /* no algorithm for the padded shape: the shape as it is */
+        }
         if (!xs) rc = to16(d, st, x, NULL, nx, TVWS_A16, (int)rt, &xs, e); /* the network's input */
         if (!rc) rc = convlib_run(d, st, CONVLIB_FWD, g, xs, w16, y16, rt, e);
         if (rc != PLUMB_EUNSUPPORTED) return rc;
@@ -551,6 +614,22 @@ int g_conv2d_bwd_filter16o(struct dev *d, dev_stream *s, const struct train_conv
     if (lib_wanted() && convlib_ok(d, rt)) {
         /* as conv_filter_any: the library's dw is 16-bit, widened into dw */
         const uint16_t *xs = x16, *dw16;
+        int pad = 0;
+        if ((rc = pad_wanted(d, g, &pad, e))) return rc;
+        if (pad) { /* x padded to 8 channels; dw's first C of the padded dw's 8 */
+            struct train_conv gp = *g;
+            gp.C = PADC;
+            const size_t kr = (size_t)g->K * g->R * g->S;
+            rc = pad_c8(d, st, x16 ? NULL : x, x16, (size_t)g->N * g->H * g->W, g->C, TVWS_A16, (int)rt, &xs, e);
+            if (!rc) rc = to16(d, st, NULL, NULL, kr * PADC, TVWS_C16, (int)rt, &dw16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FILTER, &gp, xs, dy16, (void *)dw16, rt, e);
+            if (!rc) {
+                k_unpad_c8<<<gpu_grid(kr * g->C, TPB), TPB, 0, st->s>>>(dw16, kr, g->C, dw, (int)rt);
+                GPU_CHECK_LAUNCH(d, "k_unpad_c8", e);
+            }
+            if (rc != PLUMB_EUNSUPPORTED) return rc;
+            xs = x16, rc = PLUMB_OK;
+        }
         if (!xs) rc = to16(d, st, x, NULL, nx, TVWS_A16, (int)rt, &xs, e);
         if (!rc) rc = to16(d, st, NULL, NULL, nw, TVWS_C16, (int)rt, &dw16, e);
         if (!rc) rc = convlib_run(d, st, CONVLIB_FILTER, g, xs, dy16, (void *)dw16, rt, e);
