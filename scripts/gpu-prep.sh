@@ -14,6 +14,8 @@ DEST=${1:-/work/main/.gpuwork}
 make -j2 all cuda kprof >/dev/null
 rm -rf "$DEST"; mkdir -p "$DEST/build" "$DEST/fallback"
 cp build/plumb build/plumb-tests build/libplumb-cuda.so build/libplumb-kprof.so "$DEST/build/"
+# without their debug sections: the device tool carries at most 64 MiB
+strip --strip-debug "$DEST"/build/plumb "$DEST"/build/plumb-tests "$DEST"/build/*.so
 # CUPTI for kprof (the host's PyTorch has one too, but this one matches the build)
 cp -L "$(dirname "$(command -v nvcc)")"/../lib/libcupti.so.13 "$DEST/fallback/" 2>/dev/null || true
 # the test binary's fake vendor libraries (health, fake GPU plugin tests)
@@ -24,7 +26,7 @@ cp -r scripts bench "$DEST/"
 # an A/B in one call (HEADLINE_BACKEND=build-sw scripts/gpu-headline.sh)
 if [ "${PREP_SWCVT:-0}" = 1 ]; then
   make -j2 cuda BUILD=build-sw NVCC_EXTRA=-DPLUMB_NO_HW_CVT >/dev/null
-  mkdir -p "$DEST/build-sw" && cp build-sw/libplumb-cuda.so "$DEST/build-sw/"
+  mkdir -p "$DEST/build-sw" && cp build-sw/libplumb-cuda.so "$DEST/build-sw/" && strip --strip-debug "$DEST/build-sw/libplumb-cuda.so"
 fi
 # llm.c's train_gpt2cu for scripts/gpu-gpt.sh, when built (scripts/llmc-build.sh; never committed)
 LLMC_DIR=${LLMC_DIR:-.llmc}

@@ -344,6 +344,15 @@ static void ops_case(dtype_t rt)
     conv_case(d, &g2, 1, rt); /* the CIFAR stem's input: fp32 x, 3 channels, stride 2 */
     conv_case(d, &g3, 0, rt); /* a projection shortcut: 1x1 stride 2 */
     conv_case(d, &g4, 0, rt); /* 1x1 stride 1: one GEMM on the cpu */
+    /* C < 8 from 16-bit x (the forward and weight gradient of cuDNN's path
+     * pad the channels to 8: gpu/train_conv.cu), and both C < 8 cases with
+     * the padding off: the fp32 op's values within one rt step either way */
+    struct train_conv g5 = geom(2, 8, 3, 16, 3, 1, 1);
+    conv_case(d, &g5, 0, rt);
+    char *keep = env_push("PLUMB_CONV_PAD_C", "0");
+    conv_case(d, &g2, 1, rt);
+    conv_case(d, &g5, 0, rt);
+    env_restore("PLUMB_CONV_PAD_C", keep);
     bn_case(d, rt);
     dev_close(d);
 }
