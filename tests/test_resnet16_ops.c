@@ -189,6 +189,29 @@ static void bn_case(struct dev *d, dtype_t rt)
         cmp(v ? "bn_apply16o y" : "bn_apply16o y (z, relu)", a, b, n, 1, NULL, 1, 0, rt);
     }
 
+    /* a projection block's two BNs in one pass: the two bn_apply16o calls'
+     * bits (the shortcut's z from dy16 with its own parameters: gamma and
+     * beta swapped), on every device */
+    if (T->bn_apply2_16o) {
+        rc = T->bn_apply16o(d, NULL, dy.d16, mean.d, rstd.d, beta.d, gamma.d, NULL, dx.d16, M, C, 0, rt, &e);
+        rc = rc ? rc : T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, dx.d16, y.d16, M, C, 1, rt, &e);
+        CHECK_MSG(rc == 0, "bn_apply16o twice: %s", e.msg);
+        fetch(d, &y, NULL, a, rt);
+        put16(d, &y, z.h, rt);
+        rc = T->bn_apply2_16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, dy.d16, mean.d, rstd.d, beta.d, gamma.d,
+                              y.d16, M, C, 1, rt, &e);
+        CHECK_MSG(rc == 0, "bn_apply2_16o: %s", e.msg);
+        fetch(d, &y, NULL, b, rt);
+        size_t pos = 0;
+        for (size_t i = 0; i < n; i++) pos += a[i] > 0.0f;
+        CHECK_MSG(pos > 0 && pos < n, "bn_apply2_16o: %zu of %zu outputs above 0 (the ReLU untested)", pos, n);
+        cmp("bn_apply2_16o y (the two calls' bits)", a, b, n, 1, NULL, 1, 0, rt);
+        rc = T->bn_apply2_16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, NULL, mean.d, rstd.d, beta.d, gamma.d,
+                              y.d16, M, C, 1, rt, &e);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "bn_apply2_16o"), "bn_apply2_16o without zx16: rc %d (%s)", rc,
+                  e.msg);
+    }
+
     /* backward: the fp32 ops read relu_bwd(mask, dy) as stored */
     rc = T->relu_bwd(d, NULL, mask.d, dy.d, dym.d, n, &e);
     CHECK_MSG(rc == 0, "relu_bwd: %s", e.msg);
@@ -588,13 +611,17 @@ static void net_case(dtype_t rt)
                               .blocks = {2, 1}, .width = {4, 8}, .image = 32, .classes = 10};
     size_t np = 0;
     REQUIRE(resnet_config_count_params(&c, &np, &e) == 0 && np < NP_MAX);
-    const long f0 = resnet16_forward_count;
+    const long f0 = resnet16_forward_count, b0 = resnet16_bn2_count;
     char *keep = env_push(ENV1P, "0");
     int rc = net_run(d, "1", rt, g1, &l1, p1, &e);
     env_restore(ENV1P, keep);
     CHECK_MSG(rc == 0, "PLUMB_RESNET_ACT16=1: %s", e.msg);
     CHECK_MSG(resnet16_forward_count - f0 == 3, "%ld 16-bit forwards (expected 2 steps and 1 predict)",
               resnet16_forward_count - f0);
+    /* the two projection blocks' BNs in one pass in each training step (not in predict) */
+    if (d->ops->train->bn_apply2_16o)
+        CHECK_MSG(resnet16_bn2_count - b0 == 4, "%ld two-BN applies (expected 2 blocks x 2 steps)",
+                  resnet16_bn2_count - b0);
     rc = rc ? rc : net_run(d, "0", rt, g0, &l0, p0, &e);
     CHECK_MSG(rc == 0, "PLUMB_RESNET_ACT16=0: %s", e.msg);
     if (!rc && is_cpu(d)) {
@@ -708,6 +735,12 @@ TEST(resnet16_env_value_refused)
     int rc = resnet_create(d, &c, 2, DT_BF16, &m, &e);
     env_restore(ENV16, keep);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_RESNET_ACT16=yes"), "rc %d: %s", rc, e.msg);
+    resnet_free(m);
+    m = NULL;
+    keep = env_push("PLUMB_RESNET_BN_APPLY2", "2");
+    rc = resnet_create(d, &c, 2, DT_BF16, &m, &e);
+    env_restore("PLUMB_RESNET_BN_APPLY2", keep);
+    CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_RESNET_BN_APPLY2=2"), "rc %d: %s", rc, e.msg);
     resnet_free(m);
     dev_close(d);
 }

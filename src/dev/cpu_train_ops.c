@@ -1144,6 +1144,7 @@ const struct train_ops cpu_train_ops = {
     .bn_bwd_reduce16o = cpu_bn_bwd_reduce16o,
     .bn_bwd_data16o = cpu_bn_bwd_data16o,
     .add16o = cpu_add16o,
+    .bn_apply2_16o = cpu_bn_apply2_16o,
     .maxpool_fwd16o = cpu_maxpool_fwd16o,
     .maxpool_bwd16o = cpu_maxpool_bwd16o,
     /* the forward's BN statistics in one pass (cpu_train_conv.c, cpu_train_vision16.c) */

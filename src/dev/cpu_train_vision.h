@@ -83,6 +83,10 @@ int cpu_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const 
                        plumb_err *e);
 int cpu_bn_stats1p16o(struct dev *d, dev_stream *s, const uint16_t *x16, size_t M, int C, const float *shift,
                       void *part, dtype_t rt, plumb_err *e);
+int cpu_bn_apply2_16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, const uint16_t *zx16, const float *zmean,
+                      const float *zrstd, const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C,
+                      int relu, dtype_t rt, plumb_err *e);
 int cpu_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
                const uint16_t *ymask16, uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
 int cpu_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,

@@ -206,6 +206,23 @@ int cpu_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const flo
     return rc;
 }
 
+int cpu_bn_apply2_16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                      const float *gamma, const float *beta, const uint16_t *zx16, const float *zmean,
+                      const float *zrstd, const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C,
+                      int relu, dtype_t rt, plumb_err *e)
+{
+    RT16_OK("bn_apply2_16o");
+    NEED(x16 && zx16 && y16, "bn_apply2_16o: NULL x16, zx16 or y16");
+    const size_t n = M * (size_t)C;
+    uint16_t *z16 = malloc((n ? n : 1) * sizeof *z16);
+    if (!z16) return oom16("bn_apply2_16o", e);
+    /* the two calls it stands for: z as bn_apply16o stores it, then y */
+    int rc = cpu_bn_apply16o(d, s, zx16, zmean, zrstd, zgamma, zbeta, NULL, z16, M, C, 0, rt, e);
+    if (!rc) rc = cpu_bn_apply16o(d, s, x16, mean, rstd, gamma, beta, z16, y16, M, C, relu, rt, e);
+    free(z16);
+    return rc;
+}
+
 /* dy [n] zeroed where this BN's own ReLU output, bn_apply of x with the
  * ReLU (rounded to rt, as bn_apply16o stored it), is not > 0: the mask
  * recomputed from x (train_ops.h, mbeta) */

@@ -962,6 +962,17 @@ struct train_ops {
     int (*residual_layernorm_fwd16)(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *res,
                                     const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R,
                                     int C, float eps, dtype_t rt, plumb_err *e);
+
+    /* ---------------- resnet: a projection block's two BNs applied in one pass ----------------
+     * bn_apply2_16o (optional; NULL: the model applies them apart): y16 =
+     * bn_apply16o(x16, mean, rstd, gamma, beta, z16, relu) with z16 =
+     * bn_apply16o(zx16, zmean, zrstd, zgamma, zbeta, no z, no ReLU), z
+     * rounded to rt as that call stores it: the same bits, and z never
+     * written to memory or read back (resnet50 bf16/256: 1.5 GB a step). */
+    int (*bn_apply2_16o)(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                         const float *gamma, const float *beta, const uint16_t *zx16, const float *zmean,
+                         const float *zrstd, const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C,
+                         int relu, dtype_t rt, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -225,6 +225,10 @@ int g_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const 
 int g_bn_bwd_data16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16, const uint16_t *mask16,
                      const float *mbeta, const float *mean, const float *rstd, const float *gamma, const float *mdy,
                      uint16_t *dx16, size_t M, int C, dtype_t rt, plumb_err *e);
+int g_bn_apply2_16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                    const float *gamma, const float *beta, const uint16_t *zx16, const float *zmean,
+                    const float *zrstd, const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C,
+                    int relu, dtype_t rt, plumb_err *e);
 int g_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t *b16, const uint16_t *mask16,
              const uint16_t *ymask16, uint16_t *y16, size_t n, dtype_t rt, plumb_err *e);
 int g_maxpool_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, const uint16_t *x16, uint16_t *y16,

@@ -991,5 +991,7 @@ const struct train_ops gpu_train_ops = {
 #else
     tg_residual_layernorm_fwd16,
 #endif
+    /* a projection block's two BNs in one pass: train_vision.cu */
+    g_bn_apply2_16o,
 };
 #endif

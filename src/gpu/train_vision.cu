@@ -697,6 +697,32 @@ int g_bn_apply16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float
     return bn_apply_launch<uint16_t, 1>(d, cs, x16, mean, rstd, gamma, beta, z16, NULL, y16, M, C, relu, (int)rt, e);
 }
 
+int g_bn_apply2_16o(struct dev *d, dev_stream *s, const uint16_t *x16, const float *mean, const float *rstd,
+                    const float *gamma, const float *beta, const uint16_t *zx16, const float *zmean,
+                    const float *zrstd, const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C,
+                    int relu, dtype_t rt, plumb_err *e)
+{
+    NEED(x16 && mean && rstd && gamma && beta && zx16 && zmean && zrstd && zgamma && zbeta && y16,
+         "%s: bn_apply2_16o: NULL argument", d->label);
+    NEED(M > 0 && C > 0, "%s: bn_apply2_16o: bad shape M=%zu C=%d", d->label, M, C);
+    FAST16("bn_apply2_16o");
+    ENTER();
+    cudaStream_t cs = gpu_stream(d, s)->s;
+    if (C % 8 == 0 && v8ok(x16) && v8ok(zx16) && v8ok(y16)) {
+        static int per_sm;
+        const struct bn_ew g = bn_ew_of(M, C, 8, TPB, wave_blocks(d, k_bn_apply2<8>, &per_sm));
+        k_bn_apply2<8><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x16, mean, rstd, gamma, beta, zx16, zmean, zrstd, zgamma,
+                                                         zbeta, y16, M, C, g.QX, relu, (int)rt);
+    } else {
+        static int per_sm1;
+        const struct bn_ew g = bn_ew_of(M, C, 1, TPB, wave_blocks(d, k_bn_apply2<1>, &per_sm1));
+        k_bn_apply2<1><<<dim3(g.gx, g.gy), TPB, 0, cs>>>(x16, mean, rstd, gamma, beta, zx16, zmean, zrstd, zgamma,
+                                                         zbeta, y16, M, C, g.QX, relu, (int)rt);
+    }
+    GPU_CHECK_LAUNCH(d, "k_bn_apply2", e);
+    return PLUMB_OK;
+}
+
 int g_bn_bwd_reduce16o(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *dy16,
                        const uint16_t *mask16, const float *mgamma, const float *mbeta, const float *mean,
                        const float *rstd, size_t M, int C, void *part, float *dgamma, float *dbeta, dtype_t rt,

@@ -296,6 +296,49 @@ __global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, con
 #undef BN_APPLY_CALL
 }
 
+/* y16 = bn_apply of x16 with z = the rt-rounded bn_apply of zx16 (its own
+ * parameters zp: mean, rstd, gamma, beta; no z, no ReLU): a projection
+ * block's two BNs (train_ops.h bn_apply2_16o), the element math of the two
+ * k_bn_apply calls it stands for, so their bits; geometry of bn_ew_of */
+template <int V, int RT>
+__device__ static inline void bn_apply2_rows(const uint16_t *x, const float *mean, const float *rstd,
+                                             const float *gamma, const float *beta, const uint16_t *zx,
+                                             const float *zmean, const float *zrstd, const float *zgamma,
+                                             const float *zbeta, uint16_t *y16, size_t M, int C, int QX, int relu,
+                                             int rt_)
+{
+    const int rt = RT >= 0 ? RT : rt_;
+    const int RY = (int)blockDim.x / QX, c0 = ((int)blockIdx.x * QX + (int)threadIdx.x % QX) * V;
+    if (c0 >= C) return;
+    float mu[V], rs[V], ga[V], be[V], zmu[V], zrs[V], zga[V], zbe[V];
+    for (int v = 0; v < V; v++) {
+        mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], ga[v] = gamma[c0 + v], be[v] = beta[c0 + v];
+        zmu[v] = zmean[c0 + v], zrs[v] = zrstd[c0 + v], zga[v] = zgamma[c0 + v], zbe[v] = zbeta[c0 + v];
+    }
+    for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
+        const size_t i = m * (size_t)C + c0;
+        float xa[V], za[V], o[V];
+        ldv<V>(x, i, xa, rt);
+        ldv<V>(zx, i, za, rt);
+        for (int v = 0; v < V; v++) {
+            const float z = tv_round(tv_bn_apply(za[v], zmu[v], zrs[v], zga[v], zbe[v], NULL, 0), rt);
+            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], &z, relu), rt);
+        }
+        st16v<V>(y16, i, o, rt);
+    }
+}
+template <int V>
+__global__ void k_bn_apply2(const uint16_t *x, const float *mean, const float *rstd, const float *gamma,
+                            const float *beta, const uint16_t *zx, const float *zmean, const float *zrstd,
+                            const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C, int QX, int relu,
+                            int rt)
+{
+#define BN_APPLY2_CALL(RTV)                                                                                        \
+    bn_apply2_rows<V, RTV>(x, mean, rstd, gamma, beta, zx, zmean, zrstd, zgamma, zbeta, y16, M, C, QX, relu, rt)
+    RT_DISPATCH(rt, BN_APPLY2_CALL);
+#undef BN_APPLY2_CALL
+}
+
 /* dx (may be NULL) and dx16 (may be NULL) = bn_bwd_data of x and dy (dy
  * masked by mask, a 16-bit ReLU output, when given), in the geometry of
  * bn_ew_of; in place (dx16 == dy) each thread loads before it stores */

@@ -792,6 +792,28 @@ static void vision16(size_t M, int C, int rt)
         snprintf(what, sizeof what, "bn_apply16o%s M%zu C%d rt%d", zr ? " (z, relu)" : "", M, C, rt);
         check16(what, y16, y, rt);
     }
+    {   // a projection block's two BNs in one pass (k_bn_apply2: the shortcut's z from dy16, gamma and beta
+        // swapped) against the two k_bn_apply calls it stands for: the same bits
+        std::vector<uint16_t> zt(n), want(n), got(n, 0x7fff);
+        const uint16_t *x16p = x16.data(), *zx = dy16.data();
+        uint16_t *ztp = zt.data(), *wp = want.data(), *op = got.data();
+        const float *mp = mean.data(), *rp = rstd.data(), *gp = gam.data(), *bp = bet.data();
+        if (V16 == 8) {
+            launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 8>(zx, mp, rp, bp, gp, nullptr, nullptr, ztp, M, C, q16, 0, rt); });
+            launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 8>(x16p, mp, rp, gp, bp, ztp, nullptr, wp, M, C, q16, 1, rt); });
+            launch(g16, dim3(256), [&] { k_bn_apply2<8>(x16p, mp, rp, gp, bp, zx, mp, rp, bp, gp, op, M, C, q16, 1, rt); });
+        } else {
+            launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 1>(zx, mp, rp, bp, gp, nullptr, nullptr, ztp, M, C, q16, 0, rt); });
+            launch(g16, dim3(256), [&] { k_bn_apply<uint16_t, 1>(x16p, mp, rp, gp, bp, ztp, nullptr, wp, M, C, q16, 1, rt); });
+            launch(g16, dim3(256), [&] { k_bn_apply2<1>(x16p, mp, rp, gp, bp, zx, mp, rp, bp, gp, op, M, C, q16, 1, rt); });
+        }
+        size_t pos = 0;
+        for (size_t i = 0; i < n; i++) pos += from16_rt(want[i], rt) > 0.0f;
+        const int ok = got == want && pos > 0 && pos < n;
+        printf("%s bn_apply2_16o M%zu C%d rt%d (%zu of %zu above 0): %s\n", ok ? "ok  " : "FAIL", M, C, rt, pos, n,
+               ok ? "the two k_bn_apply calls' bits" : "differs (or the ReLU is all or nothing)");
+        ok ? g_pass++ : g_fail++;
+    }
     {   // backward data, masked, in place (dx16 is dy16)
         const float *xp = x.data(), *mp = mean.data(), *rp = rstd.data(), *gp = gam.data(), *md = mdy.data(), *dyp = dym.data();
         float *yp = y.data();

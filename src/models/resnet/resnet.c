@@ -327,6 +327,7 @@ int resnet_create(struct dev *d, const struct resnet_config *c, int max_batch, d
     if (!rc) rc = resnet16_wanted(d, precision, &m->act16, e);
     if (!rc) rc = resnet16_mask_self(&m->mask_self, e);
     if (!rc) rc = resnet16_bn_onepass(T, m->act16, &m->bn1p, e);
+    if (!rc) rc = resnet16_bn_apply2(T, m->act16, &m->bn2, e);
     if (m->act16) m->has16 = 0; /* no mirrors: the 16-bit tensors are the activations */
     /* ---- buffers ---- */
     const size_t fs = sizeof(float), MB = (size_t)max_batch;
@@ -626,7 +627,8 @@ int rn_bn_forward(struct step *st, struct rbn *bn, const float *x, const uint16_
         if (!rc)
             rc = T->bn_meanvar(d, NULL, m->part, bn->C, count, BN_EPS, BN_MOMENTUM, rm, bn->mean, bn->rstd,
                                st->keep_running ? NULL : rm, st->keep_running ? NULL : rv, e);
-        if (!rc && M) rc = bn_apply_to(st, x, x16, bn->mean, bn->rstd, gamma, beta, z, z16, y, y16, M, bn->C, relu, e);
+        if (!rc && M && (y || y16))
+            rc = bn_apply_to(st, x, x16, bn->mean, bn->rstd, gamma, beta, z, z16, y, y16, M, bn->C, relu, e);
         if (!rc) resnet16_bn1p_count++;
         return rc;
     }
@@ -638,7 +640,8 @@ int rn_bn_forward(struct step *st, struct rbn *bn, const float *x, const uint16_
     if (!rc)
         rc = T->bn_var(d, NULL, m->part, bn->C, count, BN_EPS, BN_MOMENTUM, bn->mean, bn->rstd,
                        st->keep_running ? NULL : rm, st->keep_running ? NULL : rv, e);
-    if (!rc && M) rc = bn_apply_to(st, x, x16, bn->mean, bn->rstd, gamma, beta, z, z16, y, y16, M, bn->C, relu, e);
+    if (!rc && M && (y || y16))
+        rc = bn_apply_to(st, x, x16, bn->mean, bn->rstd, gamma, beta, z, z16, y, y16, M, bn->C, relu, e);
     return rc;
 }
 

@@ -181,6 +181,12 @@ extern long resnet16_forward_count;
  * PLUMB_EUSAGE at resnet_create. resnet16_bn1p_count: BN layers whose
  * statistics were made in one pass in this process (tests). */
 extern long resnet16_bn1p_count;
+/* In training with the pipeline, a projection block's shortcut BN and last
+ * BN are applied in one pass (bn_apply2_16o) where the device has it;
+ * PLUMB_RESNET_BN_APPLY2=0 applies them apart, a value other than 0 or 1 is
+ * PLUMB_EUSAGE at resnet_create. resnet16_bn2_count: blocks applied so in
+ * this process (tests). */
+extern long resnet16_bn2_count;
 
 /* loss NULL (fast numerics, no fold_shard): the work is queued and nothing
  * is read back (no synchronisation); the loss pair {sum, count} is then at

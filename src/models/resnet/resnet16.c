@@ -57,6 +57,18 @@ int resnet16_bn_onepass(const struct train_ops *T, int act16, int *on, plumb_err
     return PLUMB_OK;
 }
 
+int resnet16_bn_apply2(const struct train_ops *T, int act16, int *on, plumb_err *e)
+{
+    int sw;
+    *on = 0;
+    int rc = env_switch("PLUMB_RESNET_BN_APPLY2", "a projection block's two BNs applied in one pass", &sw, e);
+    if (rc) return rc;
+    *on = sw && act16 && T && T->bn_apply2_16o;
+    return PLUMB_OK;
+}
+
+long resnet16_bn2_count;
+
 int resnet16_wanted(struct dev *d, dtype_t prec, int *want, plumb_err *e)
 {
     int on;
@@ -154,13 +166,28 @@ int resnet16_trunk_forward(struct step *st, const float **last, plumb_err *e)
         const struct train_conv *g = &k->conv[L].g;
         if (!rc) rc = conv_fwd(st, &k->conv[L], NULL, x16, k->cx16[L], e);
         const uint16_t *z16 = k->in16;
+        /* training with a projection: both BNs' statistics, then one pass
+         * applies them (the shortcut's output never stored) */
+        const int two = k->proj && st->train && m->bn2;
         if (!rc && k->proj) {
             rc = conv_fwd(st, &k->sc, NULL, k->in16, k->sx16, e);
             if (!rc)
-                rc = rn_bn_forward(st, &k->sbn, NULL, k->sx16, NULL, k->sa16, k->sc.g.P * k->sc.g.Q, NULL, NULL, 0, e);
+                rc = rn_bn_forward(st, &k->sbn, NULL, k->sx16, NULL, two ? NULL : k->sa16, k->sc.g.P * k->sc.g.Q, NULL,
+                                   NULL, 0, e);
             z16 = k->sa16;
         }
-        if (!rc) rc = rn_bn_forward(st, &k->bn[L], NULL, k->cx16[L], NULL, k->out16, g->P * g->Q, NULL, z16, 1, e);
+        if (!rc && two) {
+            const size_t M = (size_t)B * g->P * g->Q;
+            rc = rn_bn_forward(st, &k->bn[L], NULL, k->cx16[L], NULL, NULL, g->P * g->Q, NULL, NULL, 1, e);
+            if (!rc && M)
+                rc = m->T->bn_apply2_16o(m->d, NULL, k->cx16[L], k->bn[L].mean, k->bn[L].rstd, m->params + k->bn[L].gamma,
+                                         m->params + k->bn[L].beta, k->sx16, k->sbn.mean, k->sbn.rstd,
+                                         m->params + k->sbn.gamma, m->params + k->sbn.beta, k->out16, M, k->bn[L].C, 1,
+                                         m->prec, e);
+            if (!rc) resnet16_bn2_count++;
+        } else if (!rc) {
+            rc = rn_bn_forward(st, &k->bn[L], NULL, k->cx16[L], NULL, k->out16, g->P * g->Q, NULL, z16, 1, e);
+        }
         cur = k->out16;
     }
     /* the head's average pool reads fp32: the last output widened */

@@ -94,6 +94,9 @@ struct resnet_model {
      * bn_meanvar, shifted by the running mean; PLUMB_RESNET_BN_ONEPASS),
      * with the 16-bit pipeline only */
     int bn1p;
+    /* a projection block's two BNs applied in one pass in training
+     * (bn_apply2_16o; PLUMB_RESNET_BN_APPLY2), with the 16-bit pipeline only */
+    int bn2;
     uint16_t *stem_c16, *pool16;     /* stem conv output, max-pool output */
     uint16_t *slot16[N_SLOTS];       /* activation-gradient buffers [max_act] */
     int slot16_used[N_SLOTS];
@@ -125,7 +128,9 @@ int rn_zero_part(struct step *st, int K, plumb_err *e);
 int rn_grad_ready(struct step *st, int k, size_t off, size_t len, plumb_err *e);
 /* BN forward of x [B, HW, C] (or x16 with the 16-bit pipeline) into y (y16),
  * with the residual z (z16) and the ReLU; training: statistics of the
- * global batch (or local); eval: running statistics */
+ * global batch (or local), and with y and y16 both NULL the statistics
+ * only (bn->mean, bn->rstd: a fused apply follows); eval: running
+ * statistics */
 int rn_bn_forward(struct step *st, struct rbn *bn, const float *x, const uint16_t *x16, float *y, uint16_t *y16,
                   int HW, const float *z, const uint16_t *z16, int relu, plumb_err *e);
 /* BN backward: dy [B, HW, C] -> dx (may be dy); the 16-bit pipeline reads
@@ -143,6 +148,11 @@ int resnet16_mask_self(int *on, plumb_err *e);
  * statistics where the 16-bit pipeline runs and the device has the two ops;
  * "0": the two passes; anything else PLUMB_EUSAGE) and act16, T */
 int resnet16_bn_onepass(const struct train_ops *T, int act16, int *on, plumb_err *e);
+/* *on from PLUMB_RESNET_BN_APPLY2 (unset, "" or "1": a projection block's
+ * shortcut BN and last BN applied in one pass, in training, where the 16-bit
+ * pipeline runs and the device has bn_apply2_16o; "0": apart; anything else
+ * PLUMB_EUSAGE) and act16, T */
+int resnet16_bn_apply2(const struct train_ops *T, int act16, int *on, plumb_err *e);
 
 /* resnet16.c: the 16-bit pipeline */
 int resnet16_ops(const struct train_ops *T);
