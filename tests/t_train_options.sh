@@ -74,7 +74,10 @@ PY
 [ $? -eq 0 ] && ok "--schedule cosine and step: the lr of every step ($(cat "$TMP/lr"))" || fail "lr schedules" "$(tail -3 "$TMP/lr")"
 # --steps 0 evaluates the initial parameters: said as such, not "loss nan -> nan"
 "$PLUMB" train ctr --steps 0 --train-samples 500 --eval-samples 100 --quiet --health-interval 0 --out "$TMP/s0" >"$TMP/s0.out" 2>&1; rc=$?
-[ $rc -eq 0 ] && grep -q "^trained ctr ctr-tiny: 0 steps (evaluation only)" "$TMP/s0.out" && ! grep -qi "nan" "$TMP/s0.out" \
+# (the run folder's line names a mktemp path, whose random letters may spell
+# "nan": a fresh-debian run failed so, 2026-12-06; only whole words count)
+[ $rc -eq 0 ] && grep -q "^trained ctr ctr-tiny: 0 steps (evaluation only)" "$TMP/s0.out" \
+  && ! grep -v "^run folder: " "$TMP/s0.out" | grep -qiw "nan" \
   && ok "--steps 0: evaluation only, no nan loss" || fail "--steps 0" "rc $rc: $(head -3 "$TMP/s0.out")"
 # seeds are unsigned 64-bit: the top of the range trains (strtoll called it "not an integer"),
 # one past it and a negative one are refused; a trailing comma in --skip-batches is refused
