@@ -190,15 +190,21 @@ static void bn_case(struct dev *d, dtype_t rt)
     }
 
     /* a projection block's two BNs in one pass: the two bn_apply16o calls'
-     * bits (the shortcut's z from dy16 with its own parameters: gamma and
-     * beta swapped), on every device */
+     * bits, on every device. The shortcut's z from dy16 with (gamma, beta),
+     * of both signs (a ReLU on it would show); the block's BN of x16 with
+     * the two swapped (each BN's parameters its own) */
     if (T->bn_apply2_16o) {
-        rc = T->bn_apply16o(d, NULL, dy.d16, mean.d, rstd.d, beta.d, gamma.d, NULL, dx.d16, M, C, 0, rt, &e);
-        rc = rc ? rc : T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, dx.d16, y.d16, M, C, 1, rt, &e);
-        CHECK_MSG(rc == 0, "bn_apply16o twice: %s", e.msg);
+        rc = T->bn_apply16o(d, NULL, dy.d16, mean.d, rstd.d, gamma.d, beta.d, NULL, dx.d16, M, C, 0, rt, &e);
+        CHECK_MSG(rc == 0, "bn_apply16o (z): %s", e.msg);
+        fetch(d, &dx, NULL, a, rt);
+        size_t neg = 0;
+        for (size_t i = 0; i < n; i++) neg += a[i] < 0.0f;
+        CHECK_MSG(neg > 0 && neg < n, "bn_apply2_16o: %zu of %zu shortcut values below 0 (its sign untested)", neg, n);
+        rc = T->bn_apply16o(d, NULL, x.d16, mean.d, rstd.d, beta.d, gamma.d, dx.d16, y.d16, M, C, 1, rt, &e);
+        CHECK_MSG(rc == 0, "bn_apply16o (y): %s", e.msg);
         fetch(d, &y, NULL, a, rt);
         put16(d, &y, z.h, rt);
-        rc = T->bn_apply2_16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, dy.d16, mean.d, rstd.d, beta.d, gamma.d,
+        rc = T->bn_apply2_16o(d, NULL, x.d16, mean.d, rstd.d, beta.d, gamma.d, dy.d16, mean.d, rstd.d, gamma.d, beta.d,
                               y.d16, M, C, 1, rt, &e);
         CHECK_MSG(rc == 0, "bn_apply2_16o: %s", e.msg);
         fetch(d, &y, NULL, b, rt);
@@ -206,7 +212,7 @@ static void bn_case(struct dev *d, dtype_t rt)
         for (size_t i = 0; i < n; i++) pos += a[i] > 0.0f;
         CHECK_MSG(pos > 0 && pos < n, "bn_apply2_16o: %zu of %zu outputs above 0 (the ReLU untested)", pos, n);
         cmp("bn_apply2_16o y (the two calls' bits)", a, b, n, 1, NULL, 1, 0, rt);
-        rc = T->bn_apply2_16o(d, NULL, x.d16, mean.d, rstd.d, gamma.d, beta.d, NULL, mean.d, rstd.d, beta.d, gamma.d,
+        rc = T->bn_apply2_16o(d, NULL, x.d16, mean.d, rstd.d, beta.d, gamma.d, NULL, mean.d, rstd.d, gamma.d, beta.d,
                               y.d16, M, C, 1, rt, &e);
         CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "bn_apply2_16o"), "bn_apply2_16o without zx16: rc %d (%s)", rc,
                   e.msg);
