@@ -319,6 +319,45 @@ static int pad_c8(struct dev *d, struct dev_stream *st, const float *x, const ui
     return PLUMB_OK;
 }
 
+/* ---------------- space-to-depth (the library path, stride 2, C <= 4) ----------------
+ * A stride-2 R x S convolution over C channels is a stride-1 R' x S'
+ * convolution (R' = ceil(R / 2), S' = ceil(S / 2), no padding) over the
+ * input's 2 x 2 pixel blocks as 4 C channels (padded with zeros to Cs = 8 or
+ * 16): x'[n, i, j, (2 a + b) C + c] = x[n, 2 i + a - pad, 2 j + b - pad, c]
+ * (0 outside), w'[k, u, v, (2 a + b) C + c] = w[k, 2 u + a, 2 v + b, c] (0
+ * past R, S), so y[n, p, q, k] sums the same products plus exact zeros. The
+ * ImageNet stem (7 x 7 / 2, C 3) becomes 4 x 4 / 1 over 16 channels, which
+ * cuDNN's tensor-core kernels take; padded to 8 channels as it is it ran at
+ * about 17 TFLOP/s on an H100 (BENCHMARKS.md, 2026-12-06). The weight
+ * gradient is w' 's gradient gathered back. PLUMB_CONV_S2D=1 turns it on
+ * (default off until it is timed on a GPU). The geometry and the three
+ * kernels: gpu/conv_s2d.cuh. */
+#include "gpu/conv_s2d.cuh"
+/* 1: this geometry runs space-to-depth; PLUMB_EUSAGE for a bad PLUMB_CONV_S2D
+ * (unset, "" or "0": off; "1": on where it applies) */
+static int s2d_wanted(struct dev *d, const struct train_conv *g, int *on, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_CONV_S2D");
+    *on = 0;
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_CONV_S2D=%s: expected 0 or 1", d->label, v);
+    *on = v && !strcmp(v, "1") && g->stride == 2 && g->C <= 4 && g->R >= 3 && g->S >= 3;
+    return PLUMB_OK;
+}
+static int s2d_x(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const struct train_conv *g,
+                 const struct train_conv *gs, int rt, const uint16_t **out, plumb_err *e)
+{
+    const size_t npix = (size_t)gs->N * gs->H * gs->W;
+    void *ws;
+    int rc = tvws_get(d, TVWS_A16, npix * gs->C * sizeof(uint16_t), &ws, e);
+    if (rc) return rc;
+    k_s2d_x<<<gpu_grid(npix, TPB), TPB, 0, st->s>>>(x, x16, g->H, g->W, g->C, g->pad, npix, gs->H, gs->W, gs->C,
+                                                   (uint16_t *)ws, rt);
+    GPU_CHECK_LAUNCH(d, "k_s2d_x", e);
+    *out = (const uint16_t *)ws;
+    return PLUMB_OK;
+}
+
 /* *out = x16 when given (the caller's mirror), else a staging slot filled
  * from x (x NULL: an output slot, not filled) */
 static int to16(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, size_t n, int slot,
@@ -553,7 +592,24 @@ int g_conv2d_fwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, co
                  nw = (size_t)g->K * g->R * g->S * g->C;
     if (lib_wanted() && convlib_ok(d, rt)) {
         const uint16_t *xs = x16;
-        int pad = 0;
+        int s2d = 0, pad = 0;
+        if ((rc = s2d_wanted(d, g, &s2d, e))) return rc;
+        if (s2d) { /* x and w space-to-depth: a stride-1 convolution */
+            struct train_conv gs;
+            s2d_geom(g, &gs);
+            const size_t nws = (size_t)gs.K * gs.R * gs.S * gs.C;
+            void *wsp;
+            rc = s2d_x(d, st, x16 ? NULL : x, x16, g, &gs, (int)rt, &xs, e);
+            if (!rc) rc = tvws_get(d, TVWS_B16, nws * sizeof(uint16_t), &wsp, e);
+            if (!rc) {
+                k_s2d_w<<<gpu_grid(nws, TPB), TPB, 0, st->s>>>(w16, g->R, g->S, g->C, nws, gs.R, gs.S, gs.C,
+                                                               (uint16_t *)wsp);
+                GPU_CHECK_LAUNCH(d, "k_s2d_w", e);
+            }
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FWD, &gs, xs, wsp, y16, rt, e);
+            if (rc != PLUMB_EUNSUPPORTED) return rc;
+            xs = x16, rc = PLUMB_OK; /* no algorithm for the stride-1 shape: on as below */
+        }
         if ((rc = pad_wanted(d, g, &pad, e))) return rc;
         if (pad) { /* x and w padded to 8 channels */
             struct train_conv gp = *g;
@@ -614,7 +670,22 @@ int g_conv2d_bwd_filter16o(struct dev *d, dev_stream *s, const struct train_conv
     if (lib_wanted() && convlib_ok(d, rt)) {
         /* as conv_filter_any: the library's dw is 16-bit, widened into dw */
         const uint16_t *xs = x16, *dw16;
-        int pad = 0;
+        int s2d = 0, pad = 0;
+        if ((rc = s2d_wanted(d, g, &s2d, e))) return rc;
+        if (s2d) { /* x space-to-depth; dw gathered from the stride-1 convolution's */
+            struct train_conv gs;
+            s2d_geom(g, &gs);
+            const size_t nws = (size_t)gs.K * gs.R * gs.S * gs.C;
+            rc = s2d_x(d, st, x16 ? NULL : x, x16, g, &gs, (int)rt, &xs, e);
+            if (!rc) rc = to16(d, st, NULL, NULL, nws, TVWS_C16, (int)rt, &dw16, e);
+            if (!rc) rc = convlib_run(d, st, CONVLIB_FILTER, &gs, xs, dy16, (void *)dw16, rt, e);
+            if (!rc) {
+                k_s2d_dw<<<gpu_grid(nw, TPB), TPB, 0, st->s>>>(dw16, g->R, g->S, g->C, nw, gs.R, gs.S, gs.C, dw, (int)rt);
+                GPU_CHECK_LAUNCH(d, "k_s2d_dw", e);
+            }
+            if (rc != PLUMB_EUNSUPPORTED) return rc;
+            xs = x16, rc = PLUMB_OK;
+        }
         if ((rc = pad_wanted(d, g, &pad, e))) return rc;
         if (pad) { /* x padded to 8 channels; dw's first C of the padded dw's 8 */
             struct train_conv gp = *g;
