@@ -5,6 +5,7 @@
 #           (bench/gpt_pytorch.py) in the same run;
 #   r18     plumb bench resnet, resnet18 CIFAR bf16/512, with torch.compile;
 #   r18mir  the same with PLUMB_RESNET_ACT16=0 (the mirror path), no PyTorch;
+#   r50s2d  resnet50 with PLUMB_CONV_S2D=1 (the stem as space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
 #           and (PLUMB_CONV_LOG) each cuDNN plan's deterministic algorithm
 #           against the fastest of any kind, summed per direction;
@@ -116,6 +117,12 @@ for d, (n, a, b) in sorted(tot.items()):
     print("resnet50 cudnn %s: %d plans, deterministic algorithms %.3f ms, fastest of any kind %.3f ms (Find times, one call each)" % (d, n, a, b))
 if not tot: print("resnet50 cudnn: no PLUMB_CONV_LOG lines")
 PY
+# resnet50 with the stem as a stride-1 convolution over 2 x 2 pixel blocks
+# (PLUMB_CONV_S2D=1, off by default until timed: docs/RESNET.md), plumb alone,
+# the picks file on: its step against r50's
+step r50s2d 45 env PLUMB_CONV_S2D=1 PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet50 --batch 256 \
+  --precision bf16 --steps 20 --warmup 3 --leak-steps 0 --json "$D/r50s2d.json"
+[ -f "$D/r50s2d.log" ] && grep -E "cudnn (fwd|wgrad) .*C1?[0-9] -> K64 R4xS4" "$D/r50s2d.log" | tee -a "$LOG"
 step r152 90 env PLUMB_CONV_LOG=1 PLUMB_CONV_CACHE=off $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 30 --warmup 5 \
   --leak-steps 0 --json "$D/r152.json"
 log "gpu-headline: $((SECONDS - T0)) s of $BUDGET"
