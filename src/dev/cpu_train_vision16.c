@@ -86,6 +86,11 @@ int cpu_bn_bwd_reduce(struct dev *d, dev_stream *s, const float *x, const float 
 
 #include <stdlib.h>
 
+/* the value of rt's 16-bit bits h */
+static float from16(uint16_t h, dtype_t rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
+/* relu_bwd's test: the gradient passes where the ReLU output (mask) is > 0 */
+static int relu_passes(uint16_t mask, dtype_t rt) { return from16(mask, rt) > 0.0f; }
+
 /* n fp32 values of x16 (masked: 0 where mask16 is not > 0), or NULL on a
  * failed allocation; x16 NULL gives NULL with *ok untouched */
 static float *widen16(const uint16_t *x16, const uint16_t *mask16, size_t n, dtype_t rt, int *ok)
@@ -96,14 +101,7 @@ static float *widen16(const uint16_t *x16, const uint16_t *mask16, size_t n, dty
         *ok = 0;
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
-        float v = rt == DT_F16 ? f16_to_f32(x16[i]) : bf16_to_f32(x16[i]);
-        if (mask16) {
-            float mk = rt == DT_F16 ? f16_to_f32(mask16[i]) : bf16_to_f32(mask16[i]);
-            v = mk > 0.0f ? v : 0.0f; /* relu_bwd's test */
-        }
-        y[i] = v;
-    }
+    for (size_t i = 0; i < n; i++) y[i] = !mask16 || relu_passes(mask16[i], rt) ? from16(x16[i], rt) : 0.0f;
     return y;
 }
 static float *scratch32(size_t n, int *ok)
@@ -285,9 +283,9 @@ int cpu_add16o(struct dev *d, dev_stream *s, const uint16_t *a16, const uint16_t
     int ok = 1;
     float *a = widen16(a16, NULL, n, rt, &ok), *b = widen16(b16, mask16, n, rt, &ok);
     int rc = !ok ? oom16("add16o", e) : cpu_add(d, s, a, b, a, n, 0, rt, e);
-    /* the rounded sum masked as relu_bwd would mask it (widen16's test) */
+    /* the rounded sum masked as relu_bwd would mask it */
     for (size_t i = 0; !rc && ymask16 && i < n; i++)
-        if (!((rt == DT_F16 ? f16_to_f32(ymask16[i]) : bf16_to_f32(ymask16[i])) > 0.0f)) a[i] = 0.0f;
+        if (!relu_passes(ymask16[i], rt)) a[i] = 0.0f;
     if (!rc && n) mirror16(a, y16, n, rt);
     free(a), free(b);
     return rc;

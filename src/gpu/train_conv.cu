@@ -299,12 +299,9 @@ __global__ void k_unpad_c8(const uint16_t *dw16, size_t rows, int C, float *dw, 
  * PLUMB_CONV_PAD_C (unset, "" or "1": on; "0": off) */
 static int pad_wanted(struct dev *d, const struct train_conv *g, int *on, plumb_err *e)
 {
-    const char *v = getenv("PLUMB_CONV_PAD_C");
-    *on = 0;
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_CONV_PAD_C=%s: expected 0 or 1", d->label, v);
-    *on = g->C < PADC && !(v && !strcmp(v, "0"));
-    return PLUMB_OK;
+    int rc = gpu_env_switch(d, "PLUMB_CONV_PAD_C", "C as it is", "C < 8 padded to 8 channels", on, e);
+    *on = !rc && *on && g->C < PADC;
+    return rc;
 }
 /* *xp: x (fp32) or x16 padded to 8 channels in slot; rows = N H W */
 static int pad_c8(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, size_t rows, int C,
@@ -337,12 +334,9 @@ static int pad_c8(struct dev *d, struct dev_stream *st, const float *x, const ui
  * (unset, "" or "0": off; "1": on where it applies) */
 static int s2d_wanted(struct dev *d, const struct train_conv *g, int *on, plumb_err *e)
 {
-    const char *v = getenv("PLUMB_CONV_S2D");
-    *on = 0;
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_CONV_S2D=%s: expected 0 or 1", d->label, v);
-    *on = v && !strcmp(v, "1") && g->stride == 2 && g->C <= 4 && g->R >= 3 && g->S >= 3;
-    return PLUMB_OK;
+    int rc = gpu_env_switch(d, "PLUMB_CONV_S2D", "as it is", "stride 2 over C <= 4 as space-to-depth", on, e, 0);
+    *on = !rc && *on && g->stride == 2 && g->C <= 4 && g->R >= 3 && g->S >= 3;
+    return rc;
 }
 static int s2d_x(struct dev *d, struct dev_stream *st, const float *x, const uint16_t *x16, const struct train_conv *g,
                  const struct train_conv *gs, int rt, const uint16_t **out, plumb_err *e)

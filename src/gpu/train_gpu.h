@@ -55,11 +55,12 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 
 /* A path's on/off environment switch in the plugin, on by default (the
  * plugin's counterpart of core/envswitch.h, which it does not link):
- * *on = 0 where name is "0", else 1 (unset, "" or "1"); any other value is
- * PLUMB_EUSAGE naming the device, the variable, its value and what 0 and 1
- * mean (PLUMB_GPT_ATTN_DIRECT, PLUMB_GPT_XENT16) */
+ * *on = 0 where name is "0", 1 where it is "1", else (unset or "") dflt;
+ * any other value is PLUMB_EUSAGE naming the device, the variable, its value
+ * and what 0 and 1 mean (PLUMB_GPT_ATTN_DIRECT, PLUMB_GPT_XENT16,
+ * PLUMB_CONV_PAD_C; PLUMB_CONV_S2D is off by default) */
 int gpu_env_switch(struct dev *d, const char *name, const char *zero_means, const char *one_means, int *on,
-                   plumb_err *e);
+                   plumb_err *e, int dflt = 1);
 /* slots 0..TWS_TRAIN_SLOTS-1 are the train ops' above; tvws_get's (vision,
  * below) follow them in the same table */
 #define TWS_TRAIN_SLOTS 6

@@ -29,13 +29,13 @@ static struct tws_slot g_tws[TWS_DEVS];
 static pthread_mutex_t g_tws_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int gpu_env_switch(struct dev *d, const char *name, const char *zero_means, const char *one_means, int *on,
-                   plumb_err *e)
+                   plumb_err *e, int dflt)
 {
     const char *v = getenv(name);
     if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: %s=%s: expected 0 (%s) or 1 (%s; the default)", d->label, name, v,
-                       zero_means, one_means);
-    *on = !(v && !strcmp(v, "0"));
+        return gpu_err(e, PLUMB_EUSAGE, "%s: %s=%s: expected 0 (%s%s) or 1 (%s%s)", d->label, name, v, zero_means,
+                       dflt ? "" : "; the default", one_means, dflt ? "; the default" : "");
+    *on = v && *v ? v[0] == '1' : dflt;
     return PLUMB_OK;
 }
 
