@@ -5,7 +5,10 @@
 #           (bench/gpt_pytorch.py) in the same run;
 #   r18     plumb bench resnet, resnet18 CIFAR bf16/512, with torch.compile;
 #   r18mir  the same with PLUMB_RESNET_ACT16=0 (the mirror path), no PyTorch;
-#   r50s2d  resnet50 with PLUMB_CONV_S2D=1 (the stem as space-to-depth), no PyTorch;
+#   gptnoepi  gpt with PLUMB_GPT_DGELU_EPI=0 PLUMB_GPT_BGRAD_EPI=0 (gelu' and
+#           dbias as passes, not cuBLASLt epilogues), no PyTorch;
+#   r50s2d  resnet50 with PLUMB_CONV_S2D=0 (the stem padded to 8 channels, not
+#           space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
 #           and (PLUMB_CONV_LOG) each cuDNN plan's deterministic algorithm
 #           against the fastest of any kind, summed per direction;
@@ -93,6 +96,10 @@ fi
 log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (mma2)} PLUMB_GPT_ACT16=${PLUMB_GPT_ACT16:-unset (1)}"
 step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
   $(vs gpt 100) --json "$D/gpt.json"
+# gpt with the dx GEMM's gelu' and the dw GEMM's dbias as passes of their own
+# (train_gpt_gemm.cu), plumb alone: its step against gpt's
+step gptnoepi 45 env PLUMB_GPT_DGELU_EPI=0 PLUMB_GPT_BGRAD_EPI=0 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnoepi.json"
 # resnet18's torch.compile took over 80 s to compile on an H100 host (BENCHMARKS.md 2026-12-05 18:08)
 step r18 130 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
   --leak-steps 0 $(vs r18 120 --torch-timeout 110) --json "$D/r18.json"
@@ -117,12 +124,12 @@ for d, (n, a, b) in sorted(tot.items()):
     print("resnet50 cudnn %s: %d plans, deterministic algorithms %.3f ms, fastest of any kind %.3f ms (Find times, one call each)" % (d, n, a, b))
 if not tot: print("resnet50 cudnn: no PLUMB_CONV_LOG lines")
 PY
-# resnet50 with the stem as a stride-1 convolution over 2 x 2 pixel blocks
-# (PLUMB_CONV_S2D=1, off by default until timed: docs/RESNET.md), plumb alone,
-# the picks file on: its step against r50's
-step r50s2d 45 env PLUMB_CONV_S2D=1 PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet50 --batch 256 \
+# resnet50 with the stem padded to 8 channels instead of space-to-depth
+# (PLUMB_CONV_S2D=0; docs/RESNET.md), plumb alone, the picks file on: its
+# step against r50's
+step r50s2d 45 env PLUMB_CONV_S2D=0 PLUMB_CONV_LOG=1 $P bench resnet --device cuda --preset resnet50 --batch 256 \
   --precision bf16 --steps 20 --warmup 3 --leak-steps 0 --json "$D/r50s2d.json"
-[ -f "$D/r50s2d.log" ] && grep -E "cudnn (fwd|wgrad) .*C1?[0-9] -> K64 R4xS4" "$D/r50s2d.log" | tee -a "$LOG"
+[ -f "$D/r50s2d.log" ] && grep -E "cudnn (fwd|wgrad) .*C8 -> K64 R7xS7" "$D/r50s2d.log" | tee -a "$LOG"
 step r152 90 env PLUMB_CONV_LOG=1 PLUMB_CONV_CACHE=off $P bench resnet --device cuda --preset resnet152 --batch 64 --precision fp32,bf16 --steps 30 --warmup 5 \
   --leak-steps 0 --json "$D/r152.json"
 log "gpu-headline: $((SECONDS - T0)) s of $BUDGET"

@@ -253,6 +253,75 @@ static void ops_case(dtype_t rt)
 TEST(gpt16_ops_bf16) { ops_case(DT_BF16); }
 TEST(gpt16_ops_fp16) { ops_case(DT_F16); }
 
+/* matmul_bwd16's cuBLASLt epilogues (CUDA: train_gpt_gemm.cu): dx with the
+ * GELU below through the DGELU epilogue, dbias through the dw GEMM's BGRADB
+ * epilogue (one partial vector a dw row slice), against the passes they
+ * replace (PLUMB_GPT_DGELU_EPI=0, PLUMB_GPT_BGRAD_EPI=0): dx within one rt
+ * rounding step elementwise (one rounding of the same fp32 product times
+ * gelu'), dw and dbias within 1e-5 norm-wise (fp32 sums reassociated: the
+ * epilogue may pick another GEMM algorithm), the default run to run the same
+ * bits. Shapes: 4096 rows (dw in 8 slices), 37 (one GEMM), K = 60 (aux rows
+ * not a multiple of 8: the DGELU epilogue refuses it, the pass runs). A value
+ * other than 0 or 1 is refused, naming the variable (CUDA reads them). */
+static double norm_rel(const float *a, const float *b, size_t n)
+{
+    double d2 = 0, a2 = 0;
+    for (size_t i = 0; i < n; i++) d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), a2 += (double)a[i] * a[i];
+    return a2 > 0 ? sqrt(d2 / a2) : sqrt(d2);
+}
+static void mm16_epi_case(dtype_t rt, int R, int K, int N)
+{
+    struct dev *d = open_fast();
+    if (!d) TEST_SKIP("device %s has no 16-bit gpt ops", test_device());
+    const struct train_ops *T = d->ops->train;
+    plumb_err e = {0};
+    const size_t RK = (size_t)R * K, NK = (size_t)N * K;
+    struct t16 x, w, dy, pre, dx, dw, db;
+    int ok = !alloc_t(d, &x, RK, 1, -2, 2, rt) && !alloc_t(d, &w, NK, 1, -0.3f, 0.3f, rt) &&
+             !alloc_t(d, &dy, (size_t)R * N, 1, -1, 1, rt) && !alloc_t(d, &pre, RK, 1, -4, 3, rt) &&
+             !alloc_t(d, &dx, RK, 0, 0, 0, rt) && !alloc_t(d, &dw, NK, 0, 0, 0, rt) && !alloc_t(d, &db, N, 0, 0, 0, rt);
+    REQUIRE(ok);
+    /* [run][dx RK | dw NK | db N]: 0 the passes, 1 and 2 the defaults */
+    const size_t per = RK + NK + (size_t)N;
+    float *o = malloc(3 * per * sizeof(float));
+    REQUIRE(o != NULL);
+    const char *epi[3] = {"0", NULL, NULL};
+    for (int r = 0; r < 3; r++) {
+        char *k1 = env_push("PLUMB_GPT_DGELU_EPI", epi[r]), *k2 = env_push("PLUMB_GPT_BGRAD_EPI", epi[r]);
+        int rc = T->matmul_bwd16(d, NULL, x.d16, w.d16, dy.d16, pre.d16, dx.d16, dw.d, db.d, R, K, N, rt, &e);
+        env_restore("PLUMB_GPT_BGRAD_EPI", k2);
+        env_restore("PLUMB_GPT_DGELU_EPI", k1);
+        CHECK_MSG(rc == 0, "matmul_bwd16 R %d K %d N %d (epilogues %s): %s", R, K, N, epi[r] ? "off" : "default", e.msg);
+        float *at = o + (size_t)r * per;
+        fetch(d, &dx, NULL, at, rt);
+        fetch(d, &dw, at + RK, NULL, rt);
+        fetch(d, &db, at + RK + NK, NULL, rt);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "matmul_bwd16 %dx%dx%d epilogues: dx", R, K, N);
+    compare(what, o, o + per, RK, 0, 0, rt);
+    const double rw = norm_rel(o + RK, o + per + RK, NK), rb = norm_rel(o + RK + NK, o + per + RK + NK, N);
+    CHECK_MSG(rw <= 1e-5 && rb <= 1e-5, "matmul_bwd16 %dx%dx%d %s: epilogues against passes: dw %.3g, dbias %.3g "
+              "norm-wise (bound 1e-5)", R, K, N, dtype_name(rt), rw, rb);
+    CHECK_MSG(!memcmp(o + per, o + 2 * per, per * sizeof(float)), "matmul_bwd16 %dx%dx%d %s: not the same bits run to run",
+              R, K, N, dtype_name(rt));
+    if (!strncmp(test_device(), "cuda", 4)) {
+        char *k = env_push("PLUMB_GPT_BGRAD_EPI", "yes");
+        const int rc = T->matmul_bwd16(d, NULL, x.d16, w.d16, dy.d16, pre.d16, dx.d16, dw.d, db.d, R, K, N, rt, &e);
+        env_restore("PLUMB_GPT_BGRAD_EPI", k);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_BGRAD_EPI=yes"), "PLUMB_GPT_BGRAD_EPI=yes: rc %d (%s)",
+                  rc, e.msg);
+    }
+    free(o);
+    struct t16 *all[] = {&x, &w, &dy, &pre, &dx, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
+    dev_close(d);
+}
+TEST(gpt16_matmul_bwd_epilogues_bf16) { mm16_epi_case(DT_BF16, 4096, 64, 192); }
+TEST(gpt16_matmul_bwd_epilogues_fp16) { mm16_epi_case(DT_F16, 4096, 64, 192); }
+TEST(gpt16_matmul_bwd_epilogues_one_gemm) { mm16_epi_case(DT_BF16, 37, 48, 72); }
+TEST(gpt16_matmul_bwd_epilogues_k60) { mm16_epi_case(DT_F16, 300, 60, 72); }
+
 /* attention_fwd16 / attention_bwd16 at shapes where CUDA's pipelined mma.sync
  * kernels read the 16-bit qkv and dout in place (T a multiple of 128, head
  * width 64: gpu/train_gpt_attn.cu's mma2_fits), several images and

@@ -383,9 +383,9 @@ static void ops_case(dtype_t rt)
     conv_case(d, &g5, 0, rt);
     env_restore("PLUMB_CONV_PAD_C", keep);
     /* stride 2 with C <= 4 as a stride-1 convolution over 2 x 2 blocks
-     * (PLUMB_CONV_S2D=1, cuDNN's path: gpu/train_conv.cu): the ImageNet
-     * stem's 7 x 7 / 2 pad 3 over an odd and an even size, 3 x 3 / 2, and
-     * C 1 (8 channels) and 4 (16) */
+     * (PLUMB_CONV_S2D, on by default on cuDNN's path: gpu/train_conv.cu):
+     * the ImageNet stem's 7 x 7 / 2 pad 3 over an odd and an even size,
+     * 3 x 3 / 2, and C 1 (8 channels) and 4 (16); then the stem with it off */
     struct train_conv g6 = geom(2, 16, 3, 8, 7, 2, 3), g7 = geom(2, 11, 3, 8, 7, 2, 3), g8 = geom(2, 10, 1, 8, 3, 2, 1),
                       g9 = geom(2, 9, 4, 16, 5, 2, 2);
     keep = env_push("PLUMB_CONV_S2D", "1");
@@ -395,6 +395,10 @@ static void ops_case(dtype_t rt)
     conv_case(d, &g2, 1, rt);
     conv_case(d, &g8, 0, rt);
     conv_case(d, &g9, 0, rt);
+    env_restore("PLUMB_CONV_S2D", keep);
+    keep = env_push("PLUMB_CONV_S2D", "0");
+    conv_case(d, &g6, 1, rt);
+    conv_case(d, &g7, 0, rt);
     env_restore("PLUMB_CONV_S2D", keep);
     bn_case(d, rt);
     dev_close(d);

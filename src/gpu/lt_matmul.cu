@@ -23,6 +23,7 @@
 struct lt_key {
     int ta, tb, m, n, k, lda, ldb, ldc, compute, abtype, ctype, epi, align, batch;
     long long sa, sb, sc; /* strided-batch offsets (elements) when batch > 1 */
+    long long aux_ld, bias_stride; /* DGELU's aux, BGRADB's per-product vectors */
 };
 struct lt_plan {
     struct lt_key key;
@@ -111,12 +112,28 @@ static cublasLtEpilogue_t epilogue_of(int epi)
     return epi == LT_EPI_BIAS        ? CUBLASLT_EPILOGUE_BIAS
            : epi == LT_EPI_RELU_BIAS ? CUBLASLT_EPILOGUE_RELU_BIAS
            : epi == LT_EPI_RELU      ? CUBLASLT_EPILOGUE_RELU
+           : epi == LT_EPI_BGRADB    ? CUBLASLT_EPILOGUE_BGRADB
+           : epi == LT_EPI_DGELU     ? CUBLASLT_EPILOGUE_DGELU
                                      : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+/* the epilogue's pointers, set on the descriptor at plan time (the
+ * heuristic reads their alignment) and before every call */
+static int set_epi_pointers(struct lt_plan *p, const struct lt_mm *g)
+{
+    const int epi = g->epi;
+    if ((epi == LT_EPI_BIAS || epi == LT_EPI_RELU_BIAS || epi == LT_EPI_BGRADB) &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias))
+        return -1;
+    if (epi == LT_EPI_DGELU &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux))
+        return -1;
+    return 0;
+}
+
 /* Makes a plan; p->ok = 0 when the library has no algorithm for it (the
- * caller then falls back to blas_gemm). */
-static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan *p)
+ * caller then falls back to blas_gemm or its own epilogue kernels). */
+static void plan_make(struct lt_state *s, const struct lt_key *k, const struct lt_mm *g, struct lt_plan *p)
 {
     memset(p, 0, sizeof *p);
     p->key = *k;
@@ -128,12 +145,21 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, struct lt_plan
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob) ||
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi))
         return;
-    if ((k->epi == LT_EPI_BIAS || k->epi == LT_EPI_RELU_BIAS) && k->ctype == CUDA_R_32F) {
+    if ((k->epi == LT_EPI_BIAS || k->epi == LT_EPI_RELU_BIAS || k->epi == LT_EPI_BGRADB) && k->ctype == CUDA_R_32F) {
         /* fp32 bias for an fp32 D; a 16-bit D takes a bias of its own type
          * (the default: cuBLASLt 13 has no fp32 bias with a 16-bit D) */
         const cudaDataType_t bt = CUDA_R_32F;
         if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)) return;
     }
+    if (k->epi == LT_EPI_BGRADB && k->batch > 1) {
+        const int64_t bs = k->bias_stride;
+        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bs, sizeof bs)) return;
+    }
+    if (k->epi == LT_EPI_DGELU) {
+        const int64_t ld = k->aux_ld;
+        if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld)) return;
+    }
+    if (set_epi_pointers(p, g)) return;
     /* column-major: A is (ta ? k x m : m x k), B is (tb ? n x k : k x n) */
     const cudaDataType_t at = (cudaDataType_t)k->abtype;
     if (cublasLtMatrixLayoutCreate(&p->la, at, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda) ||
@@ -206,10 +232,24 @@ int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb
     }
     key.ctype = g->c16 ? t16 : CUDA_R_32F;
     key.batch = g->batch > 1 ? g->batch : 1;
+    /* BGRADB writes fp32 vectors (a 16-bit D would make them 16-bit); DGELU
+     * reads its aux in D's 16-bit type, one product at a time */
+    if ((g->epi == LT_EPI_BGRADB && (g->c16 || !g->bias)) ||
+        (g->epi == LT_EPI_DGELU && (!g->c16 || !g->aux || g->aux_ld < g->m)))
+        return gpu_err(e, PLUMB_EINTERNAL, "%s: lt_matmul: epilogue %d with c16 %d, aux_ld %lld", d->label, g->epi,
+                       g->c16, g->aux_ld);
+    if (g->epi == LT_EPI_DGELU && (key.batch > 1 || g->aux_ld % 8)) return PLUMB_EUNSUPPORTED;
+    key.aux_ld = g->epi == LT_EPI_DGELU ? g->aux_ld : 0;
+    key.bias_stride = g->epi == LT_EPI_BGRADB && key.batch > 1 ? g->bias_stride : 0;
     int al = align_of((uintptr_t)g->a);
     const int others[2] = {align_of((uintptr_t)g->b), align_of((uintptr_t)g->c)};
     for (int i = 0; i < 2; i++)
         if (others[i] < al) al = others[i];
+    /* the epilogue's vectors and aux matrix: cuBLASLt's kernels load them as
+     * wide as they are aligned too */
+    if (g->epi != LT_EPI_NONE && g->epi != LT_EPI_RELU && g->bias && align_of((uintptr_t)g->bias) < al)
+        al = align_of((uintptr_t)g->bias);
+    if (g->epi == LT_EPI_DGELU && align_of((uintptr_t)g->aux) < al) al = align_of((uintptr_t)g->aux);
     if (key.batch > 1) { /* every product of the batch starts as aligned as the first */
         key.sa = g->sa;
         key.sb = g->sb;
@@ -238,19 +278,16 @@ int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb
             s->next = (s->next + 1) % LT_PLANS;
             plan_clear(p);
         }
-        plan_make(s, &key, p);
+        plan_make(s, &key, g, p);
     }
     if (!p->ok) {
         pthread_mutex_unlock(&g_lt_lock);
         return PLUMB_EUNSUPPORTED;
     }
-    if (g->epi == LT_EPI_BIAS || g->epi == LT_EPI_RELU_BIAS) {
-        const cublasStatus_t bs =
-            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias);
-        if (bs != CUBLAS_STATUS_SUCCESS) {
-            pthread_mutex_unlock(&g_lt_lock);
-            return gpu_err(e, PLUMB_EDEVICE, "%s: cuBLASLt bias pointer: %s", d->label, cublasLtGetStatusString(bs));
-        }
+    if (set_epi_pointers(p, g)) {
+        pthread_mutex_unlock(&g_lt_lock);
+        return gpu_err(e, PLUMB_EDEVICE, "%s: cuBLASLt: cannot set the epilogue's pointers (epilogue %d)", d->label,
+                       g->epi);
     }
     const float alpha = 1.0f, beta = g->beta;
     const cublasStatus_t rs = cublasLtMatmul(s->h, p->op, &alpha, g->a, p->la, g->b, p->lb, &beta, g->c, p->lc, g->c,

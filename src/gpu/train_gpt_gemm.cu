@@ -498,46 +498,94 @@ int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
     {
         const size_t bk = (size_t)B * K;
         int rc;
-        int ok = 1;
+        int ok = 1, dgelu_epi = 0, bgrad_epi = 0;
+        if ((rc = gpu_env_switch(d, "PLUMB_GPT_DGELU_EPI", "gelu' in a pass after the dx GEMM",
+                                 "in the GEMM's DGELU epilogue", &dgelu_epi, e, 1)) ||
+            (rc = gpu_env_switch(d, "PLUMB_GPT_BGRAD_EPI", "dbias as a column-sum pass",
+                                 "in the dw GEMM's BGRADB epilogue", &bgrad_epi, e, 1)))
+            return rc;
         if (dx16) {
             /* dx^T [K x B] = (w viewed K x N)(dy viewed N x B): stored in 16
-             * bits by the GEMM; with the GELU below, the unrounded product in
-             * fp32 (slot 4) and gelu' in k_dgelu16, as matmul_bwd computes it */
-            float *dxf = NULL;
-            if (pre16_in) {
-                void *ws;
-                if ((rc = tws_get(d, 4, bk * sizeof(float), &ws, e))) return rc;
-                dxf = (float *)ws;
+             * bits by the GEMM. With the GELU below, dx = round(product x
+             * gelu'(pre_in)) as matmul_bwd computes it: in cuBLASLt's DGELU
+             * epilogue (aux = pre16_in [B, K], the 16-bit pre-activation the
+             * forward stored; the product never leaves the registers), or
+             * where it has none, the product in fp32 (slot 4) and gelu' in
+             * k_dgelu16 */
+            rc = PLUMB_EUNSUPPORTED;
+            if (pre16_in && dgelu_epi) {
+                struct lt_mm g = {0, 0, K, B, N, w16, K, dy16, N, dx16, K, 0.0f, (int)rt, 1, 1, LT_EPI_DGELU, NULL,
+                                  1, 0, 0, 0};
+                g.aux = pre16_in;
+                g.aux_ld = K;
+                rc = lt_matmul(d, st, &g, e);
+                if (rc != PLUMB_OK && rc != PLUMB_EUNSUPPORTED) return rc;
             }
-            const struct lt_mm g = {0, 0, K, B, N, w16, K, dy16, N, pre16_in ? (void *)dxf : (void *)dx16, K, 0.0f,
-                                    (int)rt, 1, pre16_in ? 0 : 1, LT_EPI_NONE, NULL, 1, 0, 0, 0};
-            rc = lt_matmul(d, st, &g, e);
-            if (rc == PLUMB_OK && pre16_in) {
-                launch_dgelu16(st->s, dxf, pre16_in, dx16, bk, (int)rt);
-                GPU_CHECK_LAUNCH(d, "k_dgelu16", e);
+            if (rc == PLUMB_EUNSUPPORTED) {
+                float *dxf = NULL;
+                if (pre16_in) {
+                    void *ws;
+                    if ((rc = tws_get(d, 4, bk * sizeof(float), &ws, e))) return rc;
+                    dxf = (float *)ws;
+                }
+                const struct lt_mm g = {0, 0, K, B, N, w16, K, dy16, N, pre16_in ? (void *)dxf : (void *)dx16, K, 0.0f,
+                                        (int)rt, 1, pre16_in ? 0 : 1, LT_EPI_NONE, NULL, 1, 0, 0, 0};
+                rc = lt_matmul(d, st, &g, e);
+                if (rc == PLUMB_OK && pre16_in) {
+                    launch_dgelu16(st->s, dxf, pre16_in, dx16, bk, (int)rt);
+                    GPU_CHECK_LAUNCH(d, "k_dgelu16", e);
+                }
             }
             if (rc == PLUMB_EUNSUPPORTED) ok = 0;
             else if (rc) return rc;
         }
         if (ok) {
-            /* dw^T [K x N] = (x viewed K x B)(dy viewed N x B)^T, in the row slices of dw_slices */
+            /* dw^T [K x N] = (x viewed K x B)(dy viewed N x B)^T, in the row
+             * slices of dw_slices; dbias [N] = dy summed over the B rows, in
+             * the same GEMM's BGRADB epilogue (op(B) = dy viewed B x N, summed
+             * over k = the rows: one partial vector a slice, added in slice
+             * order as the dw slices are), else colsum16's pass */
             int S = 1;
             if ((rc = dw_slices(d, B, K, N, &S, e))) return rc;
+            const int bg = dbias && bgrad_epi;
+            int db_done = 0;
             rc = PLUMB_EUNSUPPORTED;
             if (S > 1) {
                 void *wp;
                 const size_t kn = (size_t)K * N;
                 const int Bc = B / S;
-                if ((rc = tws_get(d, 2, (size_t)S * kn * sizeof(float), &wp, e))) return rc;
-                rc = gl_gemm_batched(d, st, 0, 1, K, N, Bc, x16, K, dy16, N, (float *)wp, K, 0.0f, (int)rt, 1,
-                                     LT_EPI_NONE, NULL, S, (long long)Bc * K, (long long)Bc * N, (long long)kn, e);
-                if (rc == PLUMB_OK) rc = tr_sum_slices(d, st, (const float *)wp, S, kn, dw, e);
-                else if (rc != PLUMB_EUNSUPPORTED) return rc;
+                if ((rc = tws_get(d, 2, (size_t)S * (kn + (size_t)N) * sizeof(float), &wp, e))) return rc;
+                float *parts = (float *)wp, *bparts = parts + (size_t)S * kn;
+                struct lt_mm g = {0, 1, K, N, Bc, x16, K, dy16, N, parts, K, 0.0f, (int)rt, 1, 0,
+                                  bg ? LT_EPI_BGRADB : LT_EPI_NONE, bg ? bparts : NULL, S, (long long)Bc * K,
+                                  (long long)Bc * N, (long long)kn};
+                g.bias_stride = N;
+                rc = lt_matmul(d, st, &g, e);
+                if (rc == PLUMB_EUNSUPPORTED && bg) { /* no BGRADB algorithm: without it */
+                    g.epi = LT_EPI_NONE;
+                    g.bias = NULL;
+                    rc = lt_matmul(d, st, &g, e);
+                } else if (rc == PLUMB_OK && bg) {
+                    db_done = 1;
+                }
+                if (rc == PLUMB_OK) rc = tr_sum_slices(d, st, parts, S, kn, dw, e);
+                if (rc == PLUMB_OK && db_done) rc = tr_sum_slices(d, st, bparts, S, (size_t)N, dbias, e);
+                else if (rc != PLUMB_OK && rc != PLUMB_EUNSUPPORTED) return rc;
             }
-            if (rc == PLUMB_EUNSUPPORTED)
-                rc = gl_gemm(d, st, 0, 1, K, N, B, x16, K, dy16, N, dw, K, 0.0f, (int)rt, 1, LT_EPI_NONE, NULL, e);
+            if (rc == PLUMB_EUNSUPPORTED) {
+                struct lt_mm g = {0, 1, K, N, B, x16, K, dy16, N, dw, K, 0.0f, (int)rt, 1, 0,
+                                  bg ? LT_EPI_BGRADB : LT_EPI_NONE, bg ? dbias : NULL, 1, 0, 0, 0};
+                rc = lt_matmul(d, st, &g, e);
+                if (rc == PLUMB_EUNSUPPORTED && bg) {
+                    g.epi = LT_EPI_NONE;
+                    g.bias = NULL;
+                    rc = lt_matmul(d, st, &g, e);
+                } else if (rc == PLUMB_OK && bg) {
+                    db_done = 1;
+                }
+            }
             /* the column sum over the 16-bit dy, in colsum16's chunks and order */
-            if (rc == PLUMB_OK && dbias) return colsum16(d, st, NULL, dy16, B, N, dbias, NULL, (int)rt, e);
+            if (rc == PLUMB_OK && dbias && !db_done) return colsum16(d, st, NULL, dy16, B, N, dbias, NULL, (int)rt, e);
             if (rc != PLUMB_EUNSUPPORTED) return rc;
         }
     }

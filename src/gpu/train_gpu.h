@@ -58,7 +58,7 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
  * *on = 0 where name is "0", 1 where it is "1", else (unset or "") dflt;
  * any other value is PLUMB_EUSAGE naming the device, the variable, its value
  * and what 0 and 1 mean (PLUMB_GPT_ATTN_DIRECT, PLUMB_GPT_XENT16,
- * PLUMB_CONV_PAD_C; PLUMB_CONV_S2D is off by default) */
+ * PLUMB_CONV_PAD_C, PLUMB_CONV_S2D, PLUMB_GPT_DGELU_EPI, PLUMB_GPT_BGRAD_EPI) */
 int gpu_env_switch(struct dev *d, const char *name, const char *zero_means, const char *one_means, int *on,
                    plumb_err *e, int dflt = 1);
 /* slots 0..TWS_TRAIN_SLOTS-1 are the train ops' above; tvws_get's (vision,
@@ -92,11 +92,18 @@ struct tprof_scope {
 /* lt_matmul.cu (CUDA): column-major C[m,n] (ldc) = op(A) op(B) + beta C, then
  * the epilogue, through the device's one cuBLASLt plan cache. A [lda], B
  * [ldb]: fp32, or rt's 16-bit type when ab16; C/D fp32, or rt's 16-bit type
- * when c16; bias [m] (epilogues BIAS and RELU_BIAS) fp32 with an fp32 D, else
- * D's type; batch > 1: that many products, sa, sb, sc elements apart.
+ * when c16; batch > 1: that many products, sa, sb, sc elements apart.
+ * Epilogues:
+ *   BIAS, RELU_BIAS  bias [m] added: fp32 with an fp32 D, else D's type;
+ *   BGRADB           bias [n] (fp32, D fp32) = the sum of op(B) over k, the
+ *                    bias gradient of a weight-gradient GEMM; with batch > 1
+ *                    one vector a product, bias_stride elements apart;
+ *   DGELU            D = the product times gelu'(aux) (tanh form), aux
+ *                    [m, n] (ld aux_ld) in D's 16-bit type: the
+ *                    pre-activation the forward stored.
  * PLUMB_EUNSUPPORTED (no message) when cuBLASLt has no algorithm: the caller
- * falls back to blas_gemm. */
-enum { LT_EPI_NONE = 0, LT_EPI_BIAS, LT_EPI_RELU_BIAS, LT_EPI_RELU };
+ * falls back (blas_gemm, or its own epilogue kernels). */
+enum { LT_EPI_NONE = 0, LT_EPI_BIAS, LT_EPI_RELU_BIAS, LT_EPI_RELU, LT_EPI_BGRADB, LT_EPI_DGELU };
 struct lt_mm {
     int ta, tb, m, n, k;
     const void *a;
@@ -111,6 +118,9 @@ struct lt_mm {
     const void *bias;
     int batch;
     long long sa, sb, sc;
+    const void *aux;      /* DGELU's input */
+    long long aux_ld;     /* its leading dimension (a multiple of 8) */
+    long long bias_stride; /* BGRADB with batch > 1 */
 };
 int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb_err *e);
 
