@@ -196,7 +196,11 @@ static void ops_case(dtype_t rt)
         dev_sync(d, &de);
         dev_download(d, a + RC, dw.d, (size_t)N * C * sizeof(float), &de);
         dev_download(d, a + RC + (size_t)N * C, db.d, N * sizeof(float), &de);
+        /* gelu' as matmul_bwd evaluates it (the DGELU epilogue's own gelu'
+         * is held to its bound in mm16_epi_case below) */
+        char *kd = env_push("PLUMB_GPT_DGELU_EPI", "0");
         rc = T->matmul_bwd16(d, NULL, x.d16, w.d16, dy.d16, pg ? res.d16 : NULL, dx.d16, dw2.d, db2.d, R, C, N, rt, &e);
+        env_restore("PLUMB_GPT_DGELU_EPI", kd);
         CHECK_MSG(rc == 0, "matmul_bwd16: %s", e.msg);
         fetch(d, &dx, NULL, b, rt);
         dev_sync(d, &de);
@@ -256,11 +260,14 @@ TEST(gpt16_ops_fp16) { ops_case(DT_F16); }
 /* matmul_bwd16's cuBLASLt epilogues (CUDA: train_gpt_gemm.cu): dx with the
  * GELU below through the DGELU epilogue, dbias through the dw GEMM's BGRADB
  * epilogue (one partial vector a dw row slice), against the passes they
- * replace (PLUMB_GPT_DGELU_EPI=0, PLUMB_GPT_BGRAD_EPI=0): dx within one rt
- * rounding step elementwise (one rounding of the same fp32 product times
- * gelu'), dw and dbias within 1e-5 norm-wise (fp32 sums reassociated: the
- * epilogue may pick another GEMM algorithm), the default run to run the same
- * bits. Shapes: 4096 rows (dw in 8 slices), 37 (one GEMM), K = 60 (aux rows
+ * replace (PLUMB_GPT_DGELU_EPI=0, PLUMB_GPT_BGRAD_EPI=0). dx = round(p
+ * gelu'(pre)), p the fp32 product: cuBLASLt evaluates gelu' its own way
+ * (on an H100 up to 6% apart where gelu' cancels to near 0, as a hardware
+ * tanh approximation of relative error 2^-11 gives), so each element is held
+ * to two rt steps plus 2^-9 |p| (gelu' within 2^-9 absolute; p in float64
+ * from the same 16-bit operands). dw and dbias within 1e-5 norm-wise (fp32
+ * sums reassociated: the epilogue may pick another GEMM algorithm), the
+ * default run to run the same bits. Shapes: 4096 rows (dw in 8 slices), 37 (one GEMM), K = 60 (aux rows
  * not a multiple of 8: the DGELU epilogue refuses it, the pass runs). A value
  * other than 0 or 1 is refused, naming the variable (CUDA reads them). */
 static double norm_rel(const float *a, const float *b, size_t n)
@@ -268,6 +275,25 @@ static double norm_rel(const float *a, const float *b, size_t n)
     double d2 = 0, a2 = 0;
     for (size_t i = 0; i < n; i++) d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), a2 += (double)a[i] * a[i];
     return a2 > 0 ? sqrt(d2 / a2) : sqrt(d2);
+}
+static void compare_dgelu(const char *what, const float *a, const float *b, const struct t16 *dy,
+                          const struct t16 *w, int R, int K, int N, dtype_t rt)
+{
+    const double u = rt == DT_F16 ? 0x1p-10 : 0x1p-7;
+    size_t bad = 0, first = 0;
+    double worst = 0;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < K; k++) {
+            const size_t i = (size_t)r * K + k;
+            double p = 0;
+            for (int n = 0; n < N; n++) p += (double)dy->h[(size_t)r * N + n] * w->h[(size_t)n * K + k];
+            const double dd = fabs((double)a[i] - b[i]), bound = 2 * u * fabs((double)a[i]) + 0x1p-9 * fabs(p) + 1e-30;
+            worst = fmax(worst, dd / bound);
+            if (dd > bound && !bad++) first = i;
+        }
+    CHECK_MSG(bad == 0, "%s %s: %zu of %zu past two rt steps + 2^-9 |p| (first [%zu]: %.9g against %.9g; worst %.3g of "
+              "the bound)", what, dtype_name(rt), bad, (size_t)R * K, first, bad ? a[first] : 0.0, bad ? b[first] : 0.0,
+              worst);
 }
 static void mm16_epi_case(dtype_t rt, int R, int K, int N)
 {
@@ -299,7 +325,7 @@ static void mm16_epi_case(dtype_t rt, int R, int K, int N)
     }
     char what[96];
     snprintf(what, sizeof what, "matmul_bwd16 %dx%dx%d epilogues: dx", R, K, N);
-    compare(what, o, o + per, RK, 0, 0, rt);
+    compare_dgelu(what, o, o + per, &dy, &w, R, K, N, rt);
     const double rw = norm_rel(o + RK, o + per + RK, NK), rb = norm_rel(o + RK + NK, o + per + RK + NK, N);
     CHECK_MSG(rw <= 1e-5 && rb <= 1e-5, "matmul_bwd16 %dx%dx%d %s: epilogues against passes: dw %.3g, dbias %.3g "
               "norm-wise (bound 1e-5)", R, K, N, dtype_name(rt), rw, rb);
