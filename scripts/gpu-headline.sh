@@ -7,7 +7,8 @@
 #   r18mir  the same with PLUMB_RESNET_ACT16=0 (the mirror path), no PyTorch;
 #   gptnoepi  gpt with PLUMB_GPT_DGELU_EPI=0 PLUMB_GPT_BGRAD_EPI=0 (gelu' and
 #           dbias as passes, not cuBLASLt epilogues), no PyTorch; gptnodgelu
-#           the same with PLUMB_GPT_DGELU_EPI=0 alone;
+#           the same with PLUMB_GPT_DGELU_EPI=0 alone; gptnopad with
+#           PLUMB_GPT_DWTE_PAD=0;
 #   r50s2d  resnet50 with PLUMB_CONV_S2D=0 (the stem padded to 8 channels, not
 #           space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
@@ -104,6 +105,9 @@ step gptnoepi 45 env PLUMB_GPT_DGELU_EPI=0 PLUMB_GPT_BGRAD_EPI=0 $P bench gpt --
 # the same with only the gelu' pass (the dbias epilogue kept)
 step gptnodgelu 45 env PLUMB_GPT_DGELU_EPI=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnodgelu.json"
+# the same with dwte's GEMM over V rows (not padded to 8)
+step gptnopad 45 env PLUMB_GPT_DWTE_PAD=0 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnopad.json"
 # resnet18's torch.compile took over 80 s to compile on an H100 host (BENCHMARKS.md 2026-12-05 18:08)
 step r18 130 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
   --leak-steps 0 $(vs r18 120 --torch-timeout 110) --json "$D/r18.json"

@@ -8,6 +8,7 @@
  * a multiple of the tile, and the classifier's row chunks. Without a GPU
  * every test skips and says why. */
 #include "test.h"
+#include "train_env.h"
 #include "core/philox.h"
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
@@ -316,6 +317,24 @@ static void cls_xent16_case(dtype_t rt)
     compare_norm(&f32, &z16, 0x1p-7, what);
     compare(&z16, &z16b, 0, "16-bit logits run to run");
     compare(&z16, &dflt, 0, "16-bit logits: PLUMB_GPT_XENT16 unset is 1");
+    /* dwte over the rows padded to 8 (PLUMB_GPT_DWTE_PAD, on by default:
+     * V = 1001 pads to 1008) against the product over V rows: losses and
+     * dx the same bits, dwte within 1e-5 norm-wise (another GEMM algorithm
+     * may sum in another order) */
+    {
+        struct outs np = {0};
+        char *kp = env_push("PLUMB_GPT_DWTE_PAD", "0");
+        REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &np, NULL) == 0);
+        env_restore("PLUMB_GPT_DWTE_PAD", kp);
+        struct outs a = {.k = 2}, b = {.k = 2}, wa = {.k = 1}, wb = {.k = 1};
+        for (int i = 0; i < 2; i++) a.v[i] = z16.v[i], a.n[i] = z16.n[i], a.name[i] = z16.name[i];
+        for (int i = 0; i < 2; i++) b.v[i] = np.v[i], b.n[i] = np.n[i], b.name[i] = np.name[i];
+        compare(&a, &b, 0, "classifier: PLUMB_GPT_DWTE_PAD=0 against the default");
+        wa.v[0] = z16.v[2], wa.n[0] = z16.n[2], wa.name[0] = "dwte";
+        wb.v[0] = np.v[2], wb.n[0] = np.n[2], wb.name[0] = "dwte";
+        compare_norm(&wa, &wb, 1e-5, "classifier: dwte with PLUMB_GPT_DWTE_PAD=0");
+        outs_free(&np);
+    }
     if (!strncmp(test_device(), "cuda", 4)) {
         struct outs bad = {0};
         plumb_err e = {0};

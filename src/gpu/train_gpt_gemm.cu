@@ -773,6 +773,23 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * 2026-12-05). fp32 reads wte itself, which may have only V rows: V. */
     const int VG = ab16 ? LD : V;
     if (grad) GPU_CHECK(d, cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), st->s), e);
+    /* dwte over VG rows too (PLUMB_GPT_DWTE_PAD, on by default with 16-bit
+     * compute where VG > V): the product's N = V = 50257 odd, cuBLASLt's
+     * first answer was an sm80 cutlass kernel, 673 us a 4096-row chunk
+     * against 381-455 us for the chunk's other two GEMMs of the same FLOPs
+     * (CUPTI on an H100, BENCHMARKS.md 2026-12-06); so the chunks accumulate
+     * into dwp [VG, C] (slot 3; rows V.. are the zero columns' sums, zero)
+     * and its first V rows are copied to dwte at the end */
+    float *dwp = NULL;
+    if (grad && ab16 && VG > V && R > 0) {
+        int pad = 0;
+        if ((rc = gpu_env_switch(d, "PLUMB_GPT_DWTE_PAD", "the product over V rows",
+                                 "over the rows padded to a multiple of 8", &pad, e)))
+            return rc;
+        void *w3;
+        if (pad && (rc = tws_get(d, 3, (size_t)VG * C * sizeof(float), &w3, e))) return rc;
+        if (pad) dwp = (float *)w3;
+    }
     for (int r0 = 0, ch = 0; r0 < R; r0 += RC, ch++) {
         const int nr = R - r0 < RC ? R - r0 : RC;
         const float *xc = x + (size_t)r0 * C;
@@ -832,8 +849,10 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
             k_round_inplace<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(dx + (size_t)r0 * C, nx, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_round_inplace", e);
         }
-        if ((rc = cls_gemm(d, st, V, C, nr, 1, 0, ga, LD, xa, C, dwte, C, ch > 0, ab, e))) return rc;
+        if ((rc = cls_gemm(d, st, dwp ? VG : V, C, nr, 1, 0, ga, LD, xa, C, dwp ? dwp : dwte, C, ch > 0, ab, e)))
+            return rc;
     }
+    if (dwp) GPU_CHECK(d, cudaMemcpyAsync(dwte, dwp, (size_t)V * C * sizeof(float), cudaMemcpyDeviceToDevice, st->s), e);
     if (sum_count) {
         k_xent_sum<<<1, XSUM_TPB, 0, st->s>>>(lossv, tgt, R, sum_count);
         GPU_CHECK_LAUNCH(d, "k_xent_sum", e);
