@@ -179,7 +179,11 @@ static void ops_case(dtype_t rt)
         CHECK_MSG(rc == 0, "matmul_fwd: %s", e.msg);
         fetch(d, &y, a, NULL, rt);
         if (gelu) fetch(d, &pre, a + RN, NULL, rt);
+        /* the GELU as matmul_fwd evaluates it (the GELU_AUX_BIAS epilogue's
+         * is held to its bound in mm16_epi_case below) */
+        char *kg = env_push("PLUMB_GPT_GELU_EPI", "0");
         rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, bias.d, y.d16, gelu ? pre.d16 : NULL, R, C, N, gelu, rt, &e);
+        env_restore("PLUMB_GPT_GELU_EPI", kg);
         CHECK_MSG(rc == 0, "matmul_fwd16: %s", e.msg);
         fetch(d, &y, NULL, b, rt);
         compare(gelu ? "matmul_fwd16 (gelu) y" : "matmul_fwd16 y", a, b, RN, exact, 0, rt);
@@ -337,6 +341,39 @@ static void mm16_epi_case(dtype_t rt, int R, int K, int N)
         env_restore("PLUMB_GPT_BGRAD_EPI", k);
         CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_BGRAD_EPI=yes"), "PLUMB_GPT_BGRAD_EPI=yes: rc %d (%s)",
                   rc, e.msg);
+    }
+    /* the forward: y = gelu(x w^T + bias) with pre (N = K here, so the
+     * backward's tensors serve: x [R, K] -> pre, y [R, K] from w [K, K]'s
+     * first K rows) through GELU_AUX_BIAS against k_gelu16 after the GEMM:
+     * pre within one rt step (the GEMM may take another algorithm); y within
+     * two rt steps plus two of pre (cuBLASLt's GELU is of the unrounded sum,
+     * |gelu'| <= 1.13), run to run the same bits */
+    if (N >= K) {
+        const size_t n = RK;
+        float *f = malloc(6 * n * sizeof(float));
+        REQUIRE(f != NULL);
+        const char *ge[3] = {"0", NULL, NULL};
+        for (int r = 0; r < 3; r++) {
+            char *kg = env_push("PLUMB_GPT_GELU_EPI", ge[r]);
+            int rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, db.d, dx.d16, pre.d16, R, K, K, 1, rt, &e);
+            env_restore("PLUMB_GPT_GELU_EPI", kg);
+            CHECK_MSG(rc == 0, "matmul_fwd16 (gelu) R %d K %d: %s", R, K, e.msg);
+            fetch(d, &dx, NULL, f + (size_t)(2 * r) * n, rt);
+            fetch(d, &pre, NULL, f + (size_t)(2 * r + 1) * n, rt);
+        }
+        const double u = rt == DT_F16 ? 0x1p-10 : 0x1p-7;
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < n; i++) {
+            const double y0 = f[i], p0 = f[n + i], y1 = f[2 * n + i], p1 = f[3 * n + i];
+            const int ok = fabs(p0 - p1) <= u * fabs(p0) && fabs(y0 - y1) <= 2 * u * fabs(y0) + 2 * u * fabs(p0) + 1e-30;
+            if (!ok && !bad++) first = i;
+        }
+        CHECK_MSG(bad == 0, "matmul_fwd16 %dx%d %s GELU_AUX_BIAS: %zu of %zu past the bound (first [%zu]: y %.9g against "
+                  "%.9g, pre %.9g against %.9g)", R, K, dtype_name(rt), bad, n, first, bad ? f[first] : 0.0,
+                  bad ? f[2 * n + first] : 0.0, bad ? f[n + first] : 0.0, bad ? f[3 * n + first] : 0.0);
+        CHECK_MSG(!memcmp(f + 2 * n, f + 4 * n, 2 * n * sizeof(float)), "matmul_fwd16 %dx%d %s GELU_AUX_BIAS: not the "
+                  "same bits run to run", R, K, dtype_name(rt));
+        free(f);
     }
     free(o);
     struct t16 *all[] = {&x, &w, &dy, &pre, &dx, &dw, &db};

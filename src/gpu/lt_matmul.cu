@@ -114,6 +114,7 @@ static cublasLtEpilogue_t epilogue_of(int epi)
            : epi == LT_EPI_RELU      ? CUBLASLT_EPILOGUE_RELU
            : epi == LT_EPI_BGRADB    ? CUBLASLT_EPILOGUE_BGRADB
            : epi == LT_EPI_DGELU     ? CUBLASLT_EPILOGUE_DGELU
+           : epi == LT_EPI_GELU_AUX_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                      : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
@@ -122,10 +123,10 @@ static cublasLtEpilogue_t epilogue_of(int epi)
 static int set_epi_pointers(struct lt_plan *p, const struct lt_mm *g)
 {
     const int epi = g->epi;
-    if ((epi == LT_EPI_BIAS || epi == LT_EPI_RELU_BIAS || epi == LT_EPI_BGRADB) &&
+    if ((epi == LT_EPI_BIAS || epi == LT_EPI_RELU_BIAS || epi == LT_EPI_BGRADB || epi == LT_EPI_GELU_AUX_BIAS) &&
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias))
         return -1;
-    if (epi == LT_EPI_DGELU &&
+    if ((epi == LT_EPI_DGELU || epi == LT_EPI_GELU_AUX_BIAS) &&
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux))
         return -1;
     return 0;
@@ -155,7 +156,7 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, const struct l
         const int64_t bs = k->bias_stride;
         if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bs, sizeof bs)) return;
     }
-    if (k->epi == LT_EPI_DGELU) {
+    if (k->epi == LT_EPI_DGELU || k->epi == LT_EPI_GELU_AUX_BIAS) {
         const int64_t ld = k->aux_ld;
         if (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld)) return;
     }
@@ -235,11 +236,13 @@ int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb
     /* BGRADB writes fp32 vectors (a 16-bit D would make them 16-bit); DGELU
      * reads its aux in D's 16-bit type, one product at a time */
     if ((g->epi == LT_EPI_BGRADB && (g->c16 || !g->bias)) ||
-        (g->epi == LT_EPI_DGELU && (!g->c16 || !g->aux || g->aux_ld < g->m)))
+        ((g->epi == LT_EPI_DGELU || g->epi == LT_EPI_GELU_AUX_BIAS) && (!g->c16 || !g->aux || g->aux_ld < g->m)) ||
+        (g->epi == LT_EPI_GELU_AUX_BIAS && !g->bias))
         return gpu_err(e, PLUMB_EINTERNAL, "%s: lt_matmul: epilogue %d with c16 %d, aux_ld %lld", d->label, g->epi,
                        g->c16, g->aux_ld);
-    if (g->epi == LT_EPI_DGELU && (key.batch > 1 || g->aux_ld % 8)) return PLUMB_EUNSUPPORTED;
-    key.aux_ld = g->epi == LT_EPI_DGELU ? g->aux_ld : 0;
+    const int has_aux = g->epi == LT_EPI_DGELU || g->epi == LT_EPI_GELU_AUX_BIAS;
+    if (has_aux && (key.batch > 1 || g->aux_ld % 8)) return PLUMB_EUNSUPPORTED;
+    key.aux_ld = has_aux ? g->aux_ld : 0;
     key.bias_stride = g->epi == LT_EPI_BGRADB && key.batch > 1 ? g->bias_stride : 0;
     int al = align_of((uintptr_t)g->a);
     const int others[2] = {align_of((uintptr_t)g->b), align_of((uintptr_t)g->c)};
@@ -249,7 +252,7 @@ int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb
      * wide as they are aligned too */
     if (g->epi != LT_EPI_NONE && g->epi != LT_EPI_RELU && g->bias && align_of((uintptr_t)g->bias) < al)
         al = align_of((uintptr_t)g->bias);
-    if (g->epi == LT_EPI_DGELU && align_of((uintptr_t)g->aux) < al) al = align_of((uintptr_t)g->aux);
+    if (has_aux && align_of((uintptr_t)g->aux) < al) al = align_of((uintptr_t)g->aux);
     if (key.batch > 1) { /* every product of the batch starts as aligned as the first */
         key.sa = g->sa;
         key.sb = g->sb;

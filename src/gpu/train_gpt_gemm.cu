@@ -450,7 +450,28 @@ int tg_matmul_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
             if ((rc = tws_get(d, 5, (size_t)N * 2, &wb, e))) return rc;
             if ((rc = to16(d, st, bias, (size_t)N, b16 = (uint16_t *)wb, (int)rt, e))) return rc;
         }
-        /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B), stored in 16 bits */
+        /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B), stored in 16
+         * bits. With the GELU (PLUMB_GPT_GELU_EPI, on by default) in
+         * cuBLASLt's GELU_AUX_BIAS epilogue: pre16 = round(product + bias)
+         * stored as its aux output and y16 = round(gelu(product + bias)),
+         * cuBLASLt's GELU of the unrounded fp32 value (matmul_fwd's is of
+         * the rounded pre-activation: y within two rt steps plus two of pre
+         * times gelu', tests/test_gpt16_ops.c); else pre16 from the GEMM and
+         * k_gelu16 after it. */
+        int gelu_epi = 0;
+        if (gelu && bias && pre16 && (rc = gpu_env_switch(d, "PLUMB_GPT_GELU_EPI", "k_gelu16 after the GEMM",
+                                                 "the GEMM's GELU_AUX_BIAS epilogue", &gelu_epi, e)))
+            return rc;
+        rc = PLUMB_EUNSUPPORTED;
+        if (gelu_epi) {
+            struct lt_mm g = {1, 0, N, B, K, w16, K, x16, K, y16, N, 0.0f, (int)rt, 1, 1, LT_EPI_GELU_AUX_BIAS, b16,
+                              1, 0, 0, 0};
+            g.aux = pre16;
+            g.aux_ld = N;
+            rc = lt_matmul(d, st, &g, e);
+            if (rc == PLUMB_OK) return PLUMB_OK;
+            if (rc != PLUMB_EUNSUPPORTED) return rc;
+        }
         uint16_t *out = gelu ? pre16 : y16;
         const struct lt_mm g = {1, 0, N, B, K, w16, K, x16, K, out, N, 0.0f, (int)rt, 1, 1,
                                 bias ? LT_EPI_BIAS : LT_EPI_NONE, b16, 1, 0, 0, 0};
@@ -734,10 +755,16 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     const int gold = golden(d), grad = dx != NULL;
     const int ab16 = !gold && rt != DT_F32;
     int z16 = 0; /* the logits as 16-bit rt values in g16 (CUDA, 16-bit compute) */
+    int xr_nq = 0; /* k_xent_rows_reg's quads a thread (PLUMB_GPT_XENT_REG), 0: k_xent_rows_fast */
 #if !defined(PLUMB_HIP)
     if (ab16) {
         int rc0 = gpu_env_switch(d, "PLUMB_GPT_XENT16", "fp32 logits", "16-bit logits from the GEMM", &z16, e);
         if (rc0) return rc0;
+        int reg = 0;
+        rc0 = gpu_env_switch(d, "PLUMB_GPT_XENT_REG", "the rows read twice (k_xent_rows_fast)",
+                             "each row held in registers (k_xent_rows_reg)", &reg, e);
+        if (rc0) return rc0;
+        if (reg) xr_nq = xent_reg_nq(V);
     }
 #endif
     /* fast: the logits and 16-bit gradient rows have a leading dimension LD
@@ -829,7 +856,10 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
                 return rc;
             }
         }
-        if (z16) {
+        if (z16 && xr_nq) {
+            launch_xent_rows_reg(xr_nq, nr, st->s, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0, (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_xent_rows_reg", e);
+        } else if (z16) {
             k_xent_rows_fast<uint16_t><<<nr, TPB, 0, st->s>>>(g16, g16, tgt + r0, V, LD, grad_scale, grad,
                                                               lossv + r0, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);

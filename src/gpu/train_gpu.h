@@ -98,12 +98,14 @@ struct tprof_scope {
  *   BGRADB           bias [n] (fp32, D fp32) = the sum of op(B) over k, the
  *                    bias gradient of a weight-gradient GEMM; with batch > 1
  *                    one vector a product, bias_stride elements apart;
- *   DGELU            D = the product times gelu'(aux) (tanh form), aux
- *                    [m, n] (ld aux_ld) in D's 16-bit type: the
- *                    pre-activation the forward stored.
+ *   DGELU            D = the product times gelu'(aux) (cuBLASLt's own
+ *                    tanh-form evaluation), aux [m, n] (ld aux_ld) in D's
+ *                    16-bit type: the pre-activation the forward stored;
+ *   GELU_AUX_BIAS    aux = product + bias [m] (D's 16-bit type, stored to
+ *                    aux, ld aux_ld), D = gelu of it (cuBLASLt's GELU).
  * PLUMB_EUNSUPPORTED (no message) when cuBLASLt has no algorithm: the caller
  * falls back (blas_gemm, or its own epilogue kernels). */
-enum { LT_EPI_NONE = 0, LT_EPI_BIAS, LT_EPI_RELU_BIAS, LT_EPI_RELU, LT_EPI_BGRADB, LT_EPI_DGELU };
+enum { LT_EPI_NONE = 0, LT_EPI_BIAS, LT_EPI_RELU_BIAS, LT_EPI_RELU, LT_EPI_BGRADB, LT_EPI_DGELU, LT_EPI_GELU_AUX_BIAS };
 struct lt_mm {
     int ta, tb, m, n, k;
     const void *a;
@@ -118,7 +120,7 @@ struct lt_mm {
     const void *bias;
     int batch;
     long long sa, sb, sc;
-    const void *aux;      /* DGELU's input */
+    const void *aux;      /* DGELU's input, GELU_AUX_BIAS's second output */
     long long aux_ld;     /* its leading dimension (a multiple of 8) */
     long long bias_stride; /* BGRADB with batch > 1 */
 };
