@@ -8,8 +8,7 @@
 #   gptnoepi  gpt with PLUMB_GPT_DGELU_EPI=0 PLUMB_GPT_BGRAD_EPI=0 (gelu' and
 #           dbias as passes, not cuBLASLt epilogues), no PyTorch; gptnodgelu
 #           the same with PLUMB_GPT_DGELU_EPI=0 alone; gptnopad with
-#           PLUMB_GPT_DWTE_PAD=0; gptnoreg PLUMB_GPT_XENT_REG=0; gptnogelu
-#           PLUMB_GPT_GELU_EPI=0;
+#           PLUMB_GPT_DWTE_PAD=0; gptnogelu PLUMB_GPT_GELU_EPI=0;
 #   r50s2d  resnet50 with PLUMB_CONV_S2D=0 (the stem padded to 8 channels, not
 #           space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
@@ -109,10 +108,7 @@ step gptnodgelu 45 env PLUMB_GPT_DGELU_EPI=0 $P bench gpt --preset gpt2-124m --b
 # the same with dwte's GEMM over V rows (not padded to 8)
 step gptnopad 45 env PLUMB_GPT_DWTE_PAD=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnopad.json"
-# the classifier's rows read twice (not held in registers), and the MLP's
-# GELU after its GEMM (not in the GELU_AUX_BIAS epilogue)
-step gptnoreg 45 env PLUMB_GPT_XENT_REG=0 $P bench gpt --preset gpt2-124m --batch 16 \
-  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnoreg.json"
+# the MLP's GELU after its GEMM (not in the GELU_AUX_BIAS epilogue)
 step gptnogelu 45 env PLUMB_GPT_GELU_EPI=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnogelu.json"
 # resnet18's torch.compile took over 80 s to compile on an H100 host (BENCHMARKS.md 2026-12-05 18:08)

@@ -352,56 +352,6 @@ static void cls_xent16_case(dtype_t rt)
 TEST(gpu_gpt_classifier_xent16_bf16) { cls_xent16_case(DT_BF16); }
 TEST(gpu_gpt_classifier_xent16_fp16) { cls_xent16_case(DT_F16); }
 
-/* The 16-bit logits' rows held in registers (k_xent_rows_reg,
- * PLUMB_GPT_XENT_REG unset or 1) against the kernel that reads each row
- * twice (=0), fast, 16-bit logits, over V = 1001 (one quad a thread and the
- * tail of one), 9003 (four quads a thread, three tail values) and 50257
- * (gpt2's, thirteen), a padded target among the rows: the losses within
- * 1e-5 relative (the row's fp32 sum in another order), dx and dwte within
- * 2^-8 norm-wise (a gradient a rounding step apart where exp(z - max) / sum
- * moved in its last bit), the default run to run the same bits. */
-static void xent_reg_case(dtype_t rt, int R, int C, int V)
-{
-    SKIP_UNLESS_GPU();
-    struct dev *g = open_on(test_device(), NUMERICS_FAST);
-    REQUIRE(g);
-    char what[80];
-    snprintf(what, sizeof what, "classifier rows in registers, %s V %d", dtype_name(rt), V);
-    struct outs twice = {0}, reg = {0}, reg2 = {0};
-    char *k = env_push("PLUMB_GPT_XENT_REG", "0");
-    REQUIRE(cls_run_x(g, R, C, V, rt, NULL, "1", &twice, NULL) == 0);
-    env_restore("PLUMB_GPT_XENT_REG", k);
-    REQUIRE(cls_run_x(g, R, C, V, rt, NULL, "1", &reg, NULL) == 0);
-    REQUIRE(cls_run_x(g, R, C, V, rt, NULL, "1", &reg2, NULL) == 0);
-    struct outs la = {.k = 1}, lb = {.k = 1}, ga = {.k = 2}, gb = {.k = 2};
-    la.v[0] = twice.v[0], la.n[0] = twice.n[0], la.name[0] = "losses";
-    lb.v[0] = reg.v[0], lb.n[0] = reg.n[0], lb.name[0] = "losses";
-    for (int i = 0; i < 2; i++) {
-        ga.v[i] = twice.v[i + 1], ga.n[i] = twice.n[i + 1], ga.name[i] = twice.name[i + 1];
-        gb.v[i] = reg.v[i + 1], gb.n[i] = reg.n[i + 1], gb.name[i] = reg.name[i + 1];
-    }
-    compare(&la, &lb, 1e-5, what);
-    compare_norm(&ga, &gb, 0x1p-8, what);
-    compare(&reg, &reg2, 0, "classifier rows in registers, run to run");
-    if (!strncmp(test_device(), "cuda", 4)) {
-        struct outs bad = {0};
-        plumb_err e = {0};
-        k = env_push("PLUMB_GPT_XENT_REG", "2");
-        const int rc = cls_run_x(g, R, C, V, rt, NULL, "1", &bad, &e);
-        env_restore("PLUMB_GPT_XENT_REG", k);
-        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_XENT_REG=2"), "PLUMB_GPT_XENT_REG=2: rc %d (%s)", rc,
-                  e.msg);
-        outs_free(&bad);
-    }
-    outs_free(&twice);
-    outs_free(&reg);
-    outs_free(&reg2);
-    dev_close(g);
-}
-TEST(gpu_gpt_classifier_rows_reg_bf16) { xent_reg_case(DT_BF16, 300, 64, 1001); }
-TEST(gpu_gpt_classifier_rows_reg_fp16_v9003) { xent_reg_case(DT_F16, 70, 32, 9003); }
-TEST(gpu_gpt_classifier_rows_reg_bf16_gpt2) { xent_reg_case(DT_BF16, 64, 64, 50257); }
-
 /* matmul_bwd's dw in row slices (train_gpt_gemm.cu dw_slices: R = 4096 rows
  * of K = 64, N = 192 make 8 slices by the rule) against one GEMM
  * (PLUMB_GPT_DW_SLICES=1) on the GPU: dx and dbias the same bits (only dw is

@@ -755,16 +755,10 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     const int gold = golden(d), grad = dx != NULL;
     const int ab16 = !gold && rt != DT_F32;
     int z16 = 0; /* the logits as 16-bit rt values in g16 (CUDA, 16-bit compute) */
-    int xr_nq = 0; /* k_xent_rows_reg's quads a thread (PLUMB_GPT_XENT_REG), 0: k_xent_rows_fast */
 #if !defined(PLUMB_HIP)
     if (ab16) {
         int rc0 = gpu_env_switch(d, "PLUMB_GPT_XENT16", "fp32 logits", "16-bit logits from the GEMM", &z16, e);
         if (rc0) return rc0;
-        int reg = 0;
-        rc0 = gpu_env_switch(d, "PLUMB_GPT_XENT_REG", "the rows read twice (k_xent_rows_fast)",
-                             "each row held in registers (k_xent_rows_reg)", &reg, e);
-        if (rc0) return rc0;
-        if (reg) xr_nq = xent_reg_nq(V);
     }
 #endif
     /* fast: the logits and 16-bit gradient rows have a leading dimension LD
@@ -856,10 +850,7 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
                 return rc;
             }
         }
-        if (z16 && xr_nq) {
-            launch_xent_rows_reg(xr_nq, nr, st->s, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0, (int)rt);
-            GPU_CHECK_LAUNCH(d, "k_xent_rows_reg", e);
-        } else if (z16) {
+        if (z16) {
             k_xent_rows_fast<uint16_t><<<nr, TPB, 0, st->s>>>(g16, g16, tgt + r0, V, LD, grad_scale, grad,
                                                               lossv + r0, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);

@@ -283,7 +283,11 @@ static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *
  * 16-bit logits in place 2 + 2 + 2. (Octets a thread with four octets'
  * loads issued before use measured slower on an H100, 706.6 against 656.9
  * us a 4096-row chunk of gpt2's 16-bit logits, BENCHMARKS.md 2026-12-05
- * 19:35: the rows are not waiting on loads alone.) */
+ * 19:35: the rows are not waiting on loads alone. A row held in registers,
+ * 1024 threads a row so that it is read once, was slower again: 43.40
+ * against 41.96 ms a gpt2-124m step on an H100, 2026-12-06 06:51; with one
+ * 100 KB row a SM at a time, its load and its two block reductions do not
+ * overlap another row's.) */
 __device__ static inline void xent_acc(float zv, float &m, float &s)
 {
     if (zv > m) {
@@ -376,106 +380,6 @@ static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt
     for (int v = V + threadIdx.x; v < ld; v += blockDim.x) {
         if (gr) gr[v] = 0;
         else zr[v] = 0.0f;
-    }
-}
-/* The 16-bit logits' rows with the row held in registers (PLUMB_GPT_XENT_REG,
- * on by default): k_xent_rows_fast reads a row twice (its online max and
- * sum, then the gradient) and a 4096-row chunk of gpt2's rows (412 MB) is
- * far past L2, so the second read came from memory again: 638 us a chunk
- * on an H100 against about 280 us for its bytes read once and written once
- * (CUPTI, BENCHMARKS.md 2026-12-06). Here XR_TPB threads take a row, each
- * holding NQ quads of it (quad j of thread t is quad t + j XR_TPB, as packed
- * 16-bit pairs: 2 registers a quad); the row's max, then its sum of
- * exp(z - max) and the loss, then the gradient written from the registers
- * over the same values in place. The value of each logit, its gradient and
- * the loss are the function k_xent_rows_fast computes; only the order of
- * the row's fp32 sum differs (a thread's own quads in order, then the block
- * sum), so a loss may differ in its last bits and a gradient by a rounding
- * step. V - 4 (V / 4) tail values are read by threads 0..2 one by one. A
- * NaN logit makes the loss NaN (fmaxf passes over it, the sum does not). */
-#define XR_TPB 1024
-template <int NQ>
-static __global__ void __launch_bounds__(XR_TPB) k_xent_rows_reg(uint16_t *z, const int32_t *tgt, int V, int ld, float gs,
-                                                                int grad, float *loss, int rt)
-{
-    __shared__ float red[PLUMB_WARP];
-    const int r = blockIdx.x;
-    uint16_t *zr = z + (size_t)r * ld; /* ld a multiple of 4: rows start 8-byte aligned */
-    const int tg = tgt[r];
-    const int V4 = V >> 2, vt = 4 * V4 + threadIdx.x;
-    uint2 q[NQ];
-    float m = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < NQ; j++) {
-        const int qi = threadIdx.x + j * XR_TPB;
-        if (qi < V4) {
-            q[j] = ((const uint2 *)zr)[qi];
-            const float4 a = xent_unpack(q[j], rt);
-            m = fmaxf(m, fmaxf(fmaxf(a.x, a.y), fmaxf(a.z, a.w)));
-        }
-    }
-    float tail = 0.0f;
-    if (vt < V) {
-        tail = from16_of(zr[vt], rt);
-        m = fmaxf(m, tail);
-    }
-    const float mb = plumb_block_max(m, red);
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < NQ; j++) {
-        const int qi = threadIdx.x + j * XR_TPB;
-        if (qi < V4) {
-            const float4 a = xent_unpack(q[j], rt);
-            s += expf(a.x - mb);
-            s += expf(a.y - mb);
-            s += expf(a.z - mb);
-            s += expf(a.w - mb);
-        }
-    }
-    if (vt < V) s += expf(tail - mb);
-    const float l = plumb_block_sum(s, red);
-    if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (mb + logf(l)) - xent_one(zr, tg, rt);
-    if (!grad) return;
-    __syncthreads(); /* zr[tg] read before it is overwritten */
-    const float inv = 1.0f / l;
-#pragma unroll
-    for (int j = 0; j < NQ; j++) {
-        const int qi = threadIdx.x + j * XR_TPB;
-        if (qi < V4) {
-            const float4 a = xent_unpack(q[j], rt);
-            const int v = 4 * qi;
-            const float g0 = xent_g(a.x, v, tg, mb, inv, gs, rt);
-            const float g1 = xent_g(a.y, v + 1, tg, mb, inv, gs, rt);
-            const float g2 = xent_g(a.z, v + 2, tg, mb, inv, gs, rt);
-            const float g3 = xent_g(a.w, v + 3, tg, mb, inv, gs, rt);
-            uint2 w;
-            w.x = (uint32_t)to16_of(g0, rt) | (uint32_t)to16_of(g1, rt) << 16;
-            w.y = (uint32_t)to16_of(g2, rt) | (uint32_t)to16_of(g3, rt) << 16;
-            ((uint2 *)zr)[qi] = w;
-        }
-    }
-    if (vt < V) zr[vt] = to16_of(xent_g(tail, vt, tg, mb, inv, gs, rt), rt);
-    for (int v = V + threadIdx.x; v < ld; v += XR_TPB) zr[v] = 0; /* the padding columns' gradient */
-}
-/* quads a thread for V logits (0 where the row does not fit XR_TPB x 16 quads) */
-static inline int xent_reg_nq(int V)
-{
-    const int need = (V / 4 + XR_TPB - 1) / XR_TPB;
-    static const int nqs[] = {1, 2, 4, 8, 13, 16};
-    for (int i = 0; i < 6; i++)
-        if (need <= nqs[i]) return nqs[i];
-    return 0;
-}
-static inline void launch_xent_rows_reg(int nq, int rows, cudaStream_t s, uint16_t *z, const int32_t *tgt, int V,
-                                        int ld, float gs, int grad, float *loss, int rt)
-{
-    switch (nq) {
-    case 1: k_xent_rows_reg<1><<<rows, XR_TPB, 0, s>>>(z, tgt, V, ld, gs, grad, loss, rt); break;
-    case 2: k_xent_rows_reg<2><<<rows, XR_TPB, 0, s>>>(z, tgt, V, ld, gs, grad, loss, rt); break;
-    case 4: k_xent_rows_reg<4><<<rows, XR_TPB, 0, s>>>(z, tgt, V, ld, gs, grad, loss, rt); break;
-    case 8: k_xent_rows_reg<8><<<rows, XR_TPB, 0, s>>>(z, tgt, V, ld, gs, grad, loss, rt); break;
-    case 13: k_xent_rows_reg<13><<<rows, XR_TPB, 0, s>>>(z, tgt, V, ld, gs, grad, loss, rt); break;
-    default: k_xent_rows_reg<16><<<rows, XR_TPB, 0, s>>>(z, tgt, V, ld, gs, grad, loss, rt); break;
     }
 }
 /* ---------------- flash attention ---------------- */
