@@ -58,7 +58,8 @@ int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
  * *on = 0 where name is "0", 1 where it is "1", else (unset or "") dflt;
  * any other value is PLUMB_EUSAGE naming the device, the variable, its value
  * and what 0 and 1 mean (PLUMB_GPT_ATTN_DIRECT, PLUMB_GPT_XENT16,
- * PLUMB_CONV_PAD_C, PLUMB_CONV_S2D, PLUMB_GPT_DGELU_EPI, PLUMB_GPT_BGRAD_EPI) */
+ * PLUMB_CONV_PAD_C, PLUMB_CONV_S2D, PLUMB_GPT_GELU_EPI, PLUMB_GPT_DGELU_EPI,
+ * PLUMB_GPT_BGRAD_EPI, PLUMB_GPT_DWTE_PAD) */
 int gpu_env_switch(struct dev *d, const char *name, const char *zero_means, const char *one_means, int *on,
                    plumb_err *e, int dflt = 1);
 /* slots 0..TWS_TRAIN_SLOTS-1 are the train ops' above; tvws_get's (vision,
