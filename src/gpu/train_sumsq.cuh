@@ -41,9 +41,23 @@ __device__ static void sumsq_group(const float *x, size_t n, size_t bl0, size_t 
             const size_t i0 = (bl0 + j0 + r) * SUMSQ_BLK + c;
             const size_t len = i0 >= n ? 0 : n - i0 < SQ_CHUNK ? n - i0 : SQ_CHUNK;
             const float *row = tile[r];
-            for (size_t k = 0; k < len; k++) {
-                const double v = (double)row[k];
-                acc += v * v;
+            if (len == SQ_CHUNK) {
+                /* a whole chunk: a fixed trip count, unrolled, so the
+                 * shared-memory loads issue ahead of the add chain that
+                 * needs them (the chain's order, and so its bits, is the
+                 * same). With the dynamic count each add waited on its load:
+                 * ctr's 13.6 M sparse-row values took 55 us on an H100,
+                 * about 3x their bytes' time (BENCHMARKS.md 2026-12-05). */
+#pragma unroll 16
+                for (int k = 0; k < SQ_CHUNK; k++) {
+                    const double v = (double)row[k];
+                    acc += v * v;
+                }
+            } else {
+                for (size_t k = 0; k < len; k++) {
+                    const double v = (double)row[k];
+                    acc += v * v;
+                }
             }
         }
         __syncthreads();
