@@ -805,7 +805,11 @@ struct train_ops {
      * parameter gradients stay fp32. Each op gives the bits of the fp32 op it
      * is named after on the same device (the cpu composes it from that op and
      * casts; tests/test_gpt16_ops.c checks it on the test device), except that
-     * a GPU's fast GEMM may pick another algorithm for 16-bit outputs.
+     * a GPU's fast GEMM may pick another algorithm for 16-bit outputs, and
+     * that on CUDA matmul_fwd16 / matmul_bwd16 may evaluate the GELU and gelu'
+     * in cuBLASLt's epilogues (the GELU of the unrounded sum, cuBLASLt's own
+     * gelu'; within the bounds of tests/test_gpt16_ops.c's mm16_epi_case;
+     * docs/GPT.md, PLUMB_GPT_GELU_EPI and PLUMB_GPT_DGELU_EPI).
      * w16: the weight's 16-bit values [N, K] (the rounded working copy cast).
      *
      * layernorm_fwd16: layernorm_fwd with y stored as y16 [R, C].
