@@ -145,6 +145,14 @@ static int run_block(struct dev *d, int B, int T, int NH, int HS, int V, dtype_t
     return rc;
 }
 
+/* outputs [i0, i0 + k) of o, not copied (o keeps them) */
+static struct outs outs_view(const struct outs *o, int i0, int k)
+{
+    struct outs v = {.k = k};
+    for (int i = 0; i < k; i++) v.v[i] = o->v[i0 + i], v.n[i] = o->n[i0 + i], v.name[i] = o->name[i0 + i];
+    return v;
+}
+
 static void outs_free(struct outs *o)
 {
     for (int i = 0; i < o->k; i++) free(o->v[i]);
@@ -326,12 +334,9 @@ static void cls_xent16_case(dtype_t rt)
         char *kp = env_push("PLUMB_GPT_DWTE_PAD", "0");
         REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &np, NULL) == 0);
         env_restore("PLUMB_GPT_DWTE_PAD", kp);
-        struct outs a = {.k = 2}, b = {.k = 2}, wa = {.k = 1}, wb = {.k = 1};
-        for (int i = 0; i < 2; i++) a.v[i] = z16.v[i], a.n[i] = z16.n[i], a.name[i] = z16.name[i];
-        for (int i = 0; i < 2; i++) b.v[i] = np.v[i], b.n[i] = np.n[i], b.name[i] = np.name[i];
+        const struct outs a = outs_view(&z16, 0, 2), b = outs_view(&np, 0, 2);
         compare(&a, &b, 0, "classifier: PLUMB_GPT_DWTE_PAD=0 against the default");
-        wa.v[0] = z16.v[2], wa.n[0] = z16.n[2], wa.name[0] = "dwte";
-        wb.v[0] = np.v[2], wb.n[0] = np.n[2], wb.name[0] = "dwte";
+        const struct outs wa = outs_view(&z16, 2, 1), wb = outs_view(&np, 2, 1);
         compare_norm(&wa, &wb, 1e-5, "classifier: dwte with PLUMB_GPT_DWTE_PAD=0");
         outs_free(&np);
     }
@@ -399,9 +404,7 @@ static void dw_slices_case(dtype_t rt)
     if (one.k == 3 && sl.k == 3 && sl2.k == 3 && oc.k == 3) {
         CHECK_MSG(!memcmp(one.v[0], sl.v[0], one.n[0] * 4) && !memcmp(one.v[2], sl.v[2], one.n[2] * 4),
                   "%s: dx or dbias changed with the dw slices", what);
-        struct outs a = {.k = 1}, b = {.k = 1};
-        a.v[0] = one.v[1], a.n[0] = one.n[1], a.name[0] = "dw";
-        b.v[0] = sl.v[1], b.n[0] = sl.n[1], b.name[0] = "dw";
+        const struct outs a = outs_view(&one, 1, 1), b = outs_view(&sl, 1, 1);
         compare_norm(&a, &b, 1e-5, what);
         compare(&sl, &sl2, 0, "GPU sliced run to run");
         if (rt != DT_F32) compare_norm(&oc, &sl, 20 * 0x1p-9, what);

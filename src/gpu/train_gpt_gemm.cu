@@ -511,6 +511,23 @@ static int mm_bwd16_staged(struct dev *d, struct dev_stream *st, const uint16_t 
     return dx16 ? tg_narrow16(d, st, dx, dx16, bk, (int)rt, e) : PLUMB_OK;
 }
 
+#if !defined(PLUMB_HIP)
+/* lt_matmul of a dw GEMM g whose epilogue is BGRADB or NONE; where cuBLASLt
+ * has no BGRADB algorithm for it, the same GEMM without the epilogue.
+ * *db_done = 1 when the bias gradient was written. */
+static int lt_matmul_bgrad(struct dev *d, struct dev_stream *st, struct lt_mm *g, int *db_done, plumb_err *e)
+{
+    int rc = lt_matmul(d, st, g, e);
+    if (rc == PLUMB_EUNSUPPORTED && g->epi == LT_EPI_BGRADB) {
+        g->epi = LT_EPI_NONE;
+        g->bias = NULL;
+        return lt_matmul(d, st, g, e);
+    }
+    if (rc == PLUMB_OK && g->epi == LT_EPI_BGRADB) *db_done = 1;
+    return rc;
+}
+#endif
+
 int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
                          const uint16_t *dy16, const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B,
                          int K, int N, dtype_t rt, plumb_err *e)
@@ -581,14 +598,7 @@ int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
                                   bg ? LT_EPI_BGRADB : LT_EPI_NONE, bg ? bparts : NULL, S, (long long)Bc * K,
                                   (long long)Bc * N, (long long)kn};
                 g.bias_stride = N;
-                rc = lt_matmul(d, st, &g, e);
-                if (rc == PLUMB_EUNSUPPORTED && bg) { /* no BGRADB algorithm: without it */
-                    g.epi = LT_EPI_NONE;
-                    g.bias = NULL;
-                    rc = lt_matmul(d, st, &g, e);
-                } else if (rc == PLUMB_OK && bg) {
-                    db_done = 1;
-                }
+                rc = lt_matmul_bgrad(d, st, &g, &db_done, e);
                 if (rc == PLUMB_OK) rc = tr_sum_slices(d, st, parts, S, kn, dw, e);
                 if (rc == PLUMB_OK && db_done) rc = tr_sum_slices(d, st, bparts, S, (size_t)N, dbias, e);
                 else if (rc != PLUMB_OK && rc != PLUMB_EUNSUPPORTED) return rc;
@@ -596,14 +606,7 @@ int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
             if (rc == PLUMB_EUNSUPPORTED) {
                 struct lt_mm g = {0, 1, K, N, B, x16, K, dy16, N, dw, K, 0.0f, (int)rt, 1, 0,
                                   bg ? LT_EPI_BGRADB : LT_EPI_NONE, bg ? dbias : NULL, 1, 0, 0, 0};
-                rc = lt_matmul(d, st, &g, e);
-                if (rc == PLUMB_EUNSUPPORTED && bg) {
-                    g.epi = LT_EPI_NONE;
-                    g.bias = NULL;
-                    rc = lt_matmul(d, st, &g, e);
-                } else if (rc == PLUMB_OK && bg) {
-                    db_done = 1;
-                }
+                rc = lt_matmul_bgrad(d, st, &g, &db_done, e);
             }
             /* the column sum over the 16-bit dy, in colsum16's chunks and order */
             if (rc == PLUMB_OK && dbias && !db_done) return colsum16(d, st, NULL, dy16, B, N, dbias, NULL, (int)rt, e);
@@ -793,7 +796,6 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * and 3.2 ms a call, 26 ms of a 96 ms gpt2-124m step; BENCHMARKS.md
      * 2026-12-05). fp32 reads wte itself, which may have only V rows: V. */
     const int VG = ab16 ? LD : V;
-    if (grad) GPU_CHECK(d, cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), st->s), e);
     /* dwte over VG rows too (PLUMB_GPT_DWTE_PAD, on by default with 16-bit
      * compute where VG > V): the product's N = V = 50257 odd, cuBLASLt's
      * first answer was an sm80 cutlass kernel, 673 us a 4096-row chunk
@@ -811,6 +813,9 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
         if (pad && (rc = tws_get(d, 3, (size_t)VG * C * sizeof(float), &w3, e))) return rc;
         if (pad) dwp = (float *)w3;
     }
+    /* dwte starts at 0 (the golden chunks and the first GEMM add into it);
+     * the padded product's copy at the end writes all of it instead */
+    if (grad && !dwp) GPU_CHECK(d, cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), st->s), e);
     for (int r0 = 0, ch = 0; r0 < R; r0 += RC, ch++) {
         const int nr = R - r0 < RC ? R - r0 : RC;
         const float *xc = x + (size_t)r0 * C;

@@ -308,14 +308,11 @@ __device__ static inline float4 xent_quad(const float *zr, int q, int rt)
     const float4 a = ((const float4 *)zr)[q];
     return make_float4(gg_round(a.x, rt), gg_round(a.y, rt), gg_round(a.z, rt), gg_round(a.w, rt));
 }
-__device__ static inline float4 xent_unpack(uint2 u, int rt)
-{
-    return make_float4(from16_of((uint16_t)(u.x & 0xffffu), rt), from16_of((uint16_t)(u.x >> 16), rt),
-                       from16_of((uint16_t)(u.y & 0xffffu), rt), from16_of((uint16_t)(u.y >> 16), rt));
-}
 __device__ static inline float4 xent_quad(const uint16_t *zr, int q, int rt)
 {
-    return xent_unpack(((const uint2 *)zr)[q], rt);
+    const uint2 u = ((const uint2 *)zr)[q];
+    return make_float4(from16_of((uint16_t)(u.x & 0xffffu), rt), from16_of((uint16_t)(u.x >> 16), rt),
+                       from16_of((uint16_t)(u.y & 0xffffu), rt), from16_of((uint16_t)(u.y >> 16), rt));
 }
 __device__ static inline float xent_one(const float *zr, int v, int rt) { return gg_round(zr[v], rt); }
 __device__ static inline float xent_one(const uint16_t *zr, int v, int rt) { return from16_of(zr[v], rt); }

@@ -24,6 +24,16 @@
 #define SQ_GROUP 32
 #define SQ_CHUNK 256
 #define SQ_TPB 256 /* threads of a CUDA block; any multiple of SQ_GROUP works */
+/* acc + row[0]^2 + row[1]^2 + ... + row[len-1]^2 in double, in that order */
+__device__ static inline double sumsq_chain(const float *row, size_t len, double acc)
+{
+#pragma unroll 16
+    for (size_t k = 0; k < len; k++) {
+        const double v = (double)row[k];
+        acc += v * v;
+    }
+    return acc;
+}
 __device__ static void sumsq_group(const float *x, size_t n, size_t bl0, size_t nbl, double *part)
 {
     __shared__ float tile[SQ_GROUP][SQ_CHUNK + 1];
@@ -40,25 +50,13 @@ __device__ static void sumsq_group(const float *x, size_t n, size_t bl0, size_t 
         if (r < SQ_GROUP && j0 + r < nbl) {
             const size_t i0 = (bl0 + j0 + r) * SUMSQ_BLK + c;
             const size_t len = i0 >= n ? 0 : n - i0 < SQ_CHUNK ? n - i0 : SQ_CHUNK;
-            const float *row = tile[r];
-            if (len == SQ_CHUNK) {
-                /* a whole chunk: a fixed trip count, unrolled, so the
-                 * shared-memory loads issue ahead of the add chain that
-                 * needs them (the chain's order, and so its bits, is the
-                 * same). With the dynamic count each add waited on its load:
-                 * ctr's 13.6 M sparse-row values took 55 us on an H100,
-                 * about 3x their bytes' time (BENCHMARKS.md 2026-12-05). */
-#pragma unroll 16
-                for (int k = 0; k < SQ_CHUNK; k++) {
-                    const double v = (double)row[k];
-                    acc += v * v;
-                }
-            } else {
-                for (size_t k = 0; k < len; k++) {
-                    const double v = (double)row[k];
-                    acc += v * v;
-                }
-            }
+            /* a whole chunk with the constant trip count, so the inlined,
+             * unrolled chain's shared-memory loads issue ahead of the adds
+             * that need them (the same order, so the same bits). With the
+             * dynamic count each add waited on its load: ctr's 13.6 M
+             * sparse-row values took 55 us on an H100, about 3x their
+             * bytes' time (BENCHMARKS.md 2026-12-05). */
+            acc = len == SQ_CHUNK ? sumsq_chain(tile[r], SQ_CHUNK, acc) : sumsq_chain(tile[r], len, acc);
         }
         __syncthreads();
     }
