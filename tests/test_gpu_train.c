@@ -589,6 +589,32 @@ static void small_ops(enum numerics mode)
     hfi = down(p.g, gfi, 4);
     CHECK_MSG(hfi && *hfi == 1, "scale_check did not see an inf");
     free(hfi);
+    /* mul 1 reads only: a NaN is seen in the float4 steps, in the last
+     * n % 4 values and from a pointer that is not 16-byte aligned (offset,
+     * n; the NaN at the last value), and finite values stay their bits */
+    {
+        const size_t cs[3][2] = {{0, 4996}, {0, 4998}, {1, 4996}};
+        const float nan = NAN;
+        REQUIRE(dev_upload(p.g, gx + 4999, &x[4999], 4, &e) == 0);
+        for (int k = 0; k < 3; k++) {
+            const size_t last = cs[k][0] + cs[k][1] - 1;
+            REQUIRE(dev_upload(p.g, gfi, &fi0, 4, &e) == 0);
+            REQUIRE(dev_upload(p.g, gx + last, &nan, 4, &e) == 0);
+            REQUIRE(G->scale_check(p.g, NULL, gx + cs[k][0], cs[k][1], 1.0f, gfi, &e) == 0);
+            hfi = down(p.g, gfi, 4);
+            CHECK_MSG(hfi && *hfi == 1, "scale_check (mul 1, offset %zu, n %zu) did not see a NaN at %zu", cs[k][0],
+                      cs[k][1], last);
+            free(hfi);
+            REQUIRE(dev_upload(p.g, gx + last, &x[last], 4, &e) == 0);
+        }
+        REQUIRE(dev_upload(p.g, gfi, &fi0, 4, &e) == 0);
+        REQUIRE(G->scale_check(p.g, NULL, gx, N, 1.0f, gfi, &e) == 0);
+        hfi = down(p.g, gfi, 4);
+        CHECK_MSG(hfi && *hfi == 0, "scale_check (mul 1) saw a non-finite value in finite data");
+        free(hfi);
+        CHECK((h = down(p.g, gx, N * 4)) && cmp_f("scale_check mul 1", x, h, N, 0));
+        free(h);
+    }
     /* the ops with the count on the device (the queued step): U = 5 of the 9 rows, the gate */
     if (G->sumsq_dn && G->scale_check_dn && G->sgd_sparse_dn && G->sgd_gated) {
         int64_t un = 5;

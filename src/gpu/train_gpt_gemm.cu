@@ -751,6 +751,24 @@ __global__ void k_round_inplace(float *x, size_t n, int rt)
  * (for timing the two side by side). Anything else is an error naming it
  * (gpu_env_switch). */
 
+/* threads a block of k_xent_rows_fast (a block a row): 512 unless
+ * PLUMB_GPT_XENT_TPB says 128, 256, 512 or 1024 (anything else an error
+ * naming it). The block size also sets how many rows a SM holds at once
+ * (2048 threads: 16, 8, 4 or 2), so how many of a 4096-row chunk's 100 KB
+ * rows (gpt2: 50264 16-bit logits) are in flight between the pass that
+ * reads a row and the one that reads it again: 4 a SM keep them within
+ * the L2 (132 x 4 x 100 KB = 53 MB on an H100 or H200); 8 do not. */
+static int xent_tpb(struct dev *d, int *tpb, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_GPT_XENT_TPB");
+    *tpb = 512;
+    if (!v || !*v) return PLUMB_OK;
+    if (strcmp(v, "128") && strcmp(v, "256") && strcmp(v, "512") && strcmp(v, "1024"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_XENT_TPB=%s: expected 128, 256, 512 or 1024", d->label, v);
+    *tpb = atoi(v);
+    return PLUMB_OK;
+}
+
 int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
                   int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
                   plumb_err *e)
@@ -770,7 +788,8 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * its align1 sm75 kernels (~32 ms of a gpt2-124m step on the H200). */
     const int LD = gold ? V : (V + 7) & ~7;
     const int RC = xent_chunk_rows(R, LD);
-    int rc;
+    int rc, xtpb = TPB;
+    if (!gold && (rc = xent_tpb(d, &xtpb, e))) return rc;
     void *w0, *w1, *w2 = NULL;
     /* slot 0: per-row losses when the caller keeps none; slot 1: the logits chunk [RC, LD];
      * slot 2 (16-bit compute): g16 [RC, LD], w16 [LD, C] (rows V..LD-1 zero), x16 [RC, C] */
@@ -856,14 +875,14 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
             }
         }
         if (z16) {
-            k_xent_rows_fast<uint16_t><<<nr, TPB, 0, st->s>>>(g16, g16, tgt + r0, V, LD, grad_scale, grad,
+            k_xent_rows_fast<uint16_t><<<nr, xtpb, 0, st->s>>>(g16, g16, tgt + r0, V, LD, grad_scale, grad,
                                                               lossv + r0, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
         } else
 #endif
         {
             if ((rc = cls_gemm(d, st, nr, VG, C, 0, 1, xa, C, wa, C, Z, LD, 0, ab, e))) return rc;
-            k_xent_rows_fast<float><<<nr, TPB, 0, st->s>>>(Z, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0,
+            k_xent_rows_fast<float><<<nr, xtpb, 0, st->s>>>(Z, g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0,
                                                            (int)rt);
             GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);
         }

@@ -157,6 +157,79 @@ static __global__ void k_ln_fwd_fast(const float *x, const float *w, const float
     }
 }
 
+/* fast, the row in registers: for C = 4 NQ PLUMB_WARP (gpt2: 768 = 4 x 6 x
+ * 32), 16-byte aligned rows, w and b. Lane l holds the float4 quads l, l +
+ * warp, .. of its row (NQ of them), read from memory once: the mean's chain
+ * runs over the lane's quads in order (x, y, z, w each), then the warp sum;
+ * the centred squares the same way from the registers; the output from the
+ * registers again. Same arguments and meaning as k_ln_fwd_fast (y or y16;
+ * rb16: the row formed as ra + rb16 and stored to rout first, as
+ * k_residual16 forms it). (k_ln_fwd_fast reads the row three times, one value
+ * a lane at a time: 72 us a call for gpt2-124m's 16384 x 768 with the
+ * residual fused, on an H100, 2026-12-06 08:24, for about 150 MB.) */
+__device__ static inline float4 ln_ld4(const float *p, int q) { return ((const float4 *)p)[q]; }
+template <int NQ>
+static __global__ void k_ln_fwd_vec(const float *x, const float *w, const float *b, float *y, uint16_t *y16, float *mean,
+                                    float *rstd, int R, int C, float eps, int rt, const float *ra = nullptr,
+                                    const uint16_t *rb16 = nullptr, float *rout = nullptr)
+{
+    const int lane = threadIdx.x % PLUMB_WARP;
+    const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
+    if (r >= R) return; /* the whole warp */
+    const size_t o = (size_t)r * C;
+    float4 v[NQ];
+#pragma unroll
+    for (int k = 0; k < NQ; k++) {
+        const int q = lane + k * PLUMB_WARP;
+        if (rb16) {
+            const float4 a = ln_ld4(ra + o, q);
+            const uint2 u = ((const uint2 *)(rb16 + o))[q];
+            v[k] = make_float4(a.x + from16_of((uint16_t)(u.x & 0xffffu), rt), a.y + from16_of((uint16_t)(u.x >> 16), rt),
+                               a.z + from16_of((uint16_t)(u.y & 0xffffu), rt), a.w + from16_of((uint16_t)(u.y >> 16), rt));
+            ((float4 *)(rout + o))[q] = v[k];
+        } else {
+            v[k] = ln_ld4(x + o, q);
+        }
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NQ; k++) s = (((s + v[k].x) + v[k].y) + v[k].z) + v[k].w;
+    const float mu = plumb_warp_sum(s) / (float)C;
+    float var = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NQ; k++) {
+        const float d0 = v[k].x - mu, d1 = v[k].y - mu, d2 = v[k].z - mu, d3 = v[k].w - mu;
+        var = fmaf(d3, d3, fmaf(d2, d2, fmaf(d1, d1, fmaf(d0, d0, var))));
+    }
+    const float rs = 1.0f / sqrtf(plumb_warp_sum(var) / (float)C + eps);
+#pragma unroll
+    for (int k = 0; k < NQ; k++) {
+        const int q = lane + k * PLUMB_WARP;
+        const float4 wv = ln_ld4(w, q), bv = ln_ld4(b, q);
+        const float o0 = fmaf((v[k].x - mu) * rs, wv.x, bv.x), o1 = fmaf((v[k].y - mu) * rs, wv.y, bv.y);
+        const float o2 = fmaf((v[k].z - mu) * rs, wv.z, bv.z), o3 = fmaf((v[k].w - mu) * rs, wv.w, bv.w);
+        if (y16)
+            ((uint2 *)(y16 + o))[q] = make_uint2((uint32_t)to16_of(o0, rt) | (uint32_t)to16_of(o1, rt) << 16,
+                                                 (uint32_t)to16_of(o2, rt) | (uint32_t)to16_of(o3, rt) << 16);
+        else
+            ((float4 *)(y + o))[q] = make_float4(gg_round(o0, rt), gg_round(o1, rt), gg_round(o2, rt), gg_round(o3, rt));
+    }
+    if (lane == 0) {
+        if (mean) mean[r] = mu;
+        if (rstd) rstd[r] = rs;
+    }
+}
+/* quads a lane for k_ln_fwd_vec, or 0 where it does not apply (C not 4 NQ
+ * warp for NQ 1..8, or a pointer not 16-byte aligned; y16 and rb16 8-byte) */
+__host__ __device__ static inline int ln_vec_nq(int C, const void *x, const void *w, const void *b, const void *y,
+                                                const void *y16, const void *ra, const void *rb16, const void *rout)
+{
+    if (C % (4 * PLUMB_WARP) || C / (4 * PLUMB_WARP) > 8) return 0;
+    if (((uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y | (uintptr_t)ra | (uintptr_t)rout) % 16) return 0;
+    if (((uintptr_t)y16 | (uintptr_t)rb16) % 8) return 0;
+    return C / (4 * PLUMB_WARP);
+}
+
 /* fast dx: one warp per row; dy16 (not NULL): dy given as t16's 16-bit
  * values. A lane takes the row's quads lane, lane + warp, .. (values 4q ..
  * 4q + 3 in order, fewer in a last partial quad): a = sum of g = dy w and c
@@ -272,112 +345,139 @@ static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *
 /* ---------------- the classifier's rows ---------------- */
 
 /* fast rows: one block per row of z [V] (fp32 logits, read as rounded to rt;
- * z itself is only written when the gradient goes in place). Two passes over
- * the row: an online max and sum of exp (each thread keeps its own (m, s)
- * and rescales s when m grows; the threads' pairs are then merged against
- * the block max), then the gradient stored in place (g16 NULL) or as its
- * 16-bit copy g16. When V % 4 == 0 (z and g16 rows then 16- and 8-byte
- * aligned from the 256-byte aligned chunk) both passes read float4 and the
- * copy is stored 4 values (8 bytes) at a time; otherwise one value at a time.
- * Bytes per logit: 4 read (pass 1) + 4 read + 2 (or 4, in place) written;
- * 16-bit logits in place 2 + 2 + 2. (Octets a thread with four octets'
- * loads issued before use measured slower on an H100, 706.6 against 656.9
- * us a 4096-row chunk of gpt2's 16-bit logits, BENCHMARKS.md 2026-12-05
- * 19:35: the rows are not waiting on loads alone. A row held in registers,
- * 1024 threads a row so that it is read once, was slower again: 43.40
- * against 41.96 ms a gpt2-124m step on an H100, 2026-12-06 06:51; with one
- * 100 KB row a SM at a time, its load and its two block reductions do not
- * overlap another row's.) */
-__device__ static inline void xent_acc(float zv, float &m, float &s)
+ * or rt's 16-bit logits, the GEMM's rounded output). Two passes over the
+ * row, eight logits (one 16-byte load of 16-bit logits, two float4 of fp32)
+ * a step where ld % 8 == 0 (the classifier's rows: 16-byte aligned from the
+ * 256-byte aligned chunk), the rest one by one:
+ *   1. each thread keeps (m, s), m the largest z log2(e) it has seen and s
+ *      the sum of 2^(z log2(e) - m); per step it takes the eight values'
+ *      max first, so s is rescaled at most once a step (not once a value),
+ *      then the threads' pairs meet against the block max;
+ *   2. the gradient g = 2^(z log2(e) - mb) (gs / l), minus gs at the target
+ *      (rounded once to rt: the 16-bit store rounds), stored in place (g16
+ *      NULL) or as the 16-bit copy g16.
+ * Loss = mb ln 2 + ln l - z[target]. Bytes per logit: 16-bit logits in place
+ * 2 read + 2 read + 2 written; fp32 logits 4 + 4 read + 2 or 4 written.
+ * (One value a step, with a rescale test per value and the natural-log
+ * expf, took 638 us a 4096-row chunk of gpt2's 16-bit logits on an H100,
+ * 2026-12-06 08:24, against about 370 for its bytes: the instructions, not
+ * the loads, set its pace. A row held in registers, 1024 threads a row so
+ * that it is read once, was slower: 43.40 against 41.96 ms a gpt2-124m step
+ * on an H100, 2026-12-06 06:51; with one 100 KB row a SM at a time, its load
+ * and its two block reductions do not overlap another row's.) Each thread
+ * takes the same values in the same order whatever the storage, so fp32
+ * logits rounded to rt and the same logits as 16-bit values give the same
+ * bits. RT is rt (DT_F32, DT_BF16, DT_F16) as a constant. */
+#define XENT_LOG2E 1.4426950408889634f
+#define XENT_LN2 0.6931471805599453f
+template <int RT> __device__ static inline void xent_ld8(const float *zr, int o, float *v)
 {
-    if (zv > m) {
-        s = s * expf(m - zv) + 1.0f; /* m = -inf at the start: s = 0 * 0 + 1 */
-        m = zv;
-    } else {
-        s += expf(zv - m);
+    const float4 a = ((const float4 *)zr)[2 * o], b = ((const float4 *)zr)[2 * o + 1];
+    v[0] = gg_round(a.x, RT), v[1] = gg_round(a.y, RT), v[2] = gg_round(a.z, RT), v[3] = gg_round(a.w, RT);
+    v[4] = gg_round(b.x, RT), v[5] = gg_round(b.y, RT), v[6] = gg_round(b.z, RT), v[7] = gg_round(b.w, RT);
+}
+template <int RT> __device__ static inline void xent_ld8(const uint16_t *zr, int o, float *v)
+{
+    from16x8_of(((const uint4 *)zr)[o], v, RT);
+}
+template <int RT> __device__ static inline float xent_one(const float *zr, int v) { return gg_round(zr[v], RT); }
+template <int RT> __device__ static inline float xent_one(const uint16_t *zr, int v) { return from16_of(zr[v], RT); }
+/* this thread's (m, s) after value x (log2 units) */
+__device__ static inline void xent_acc1(float x, float &m, float &s)
+{
+    if (x > m) {
+        s *= exp2f(m - x); /* m = -inf at the start: s = 0 * 0 */
+        m = x;
     }
+    s += exp2f(x - m);
 }
-__device__ static inline float xent_g(float zv, int v, int tg, float m, float inv, float gs, int rt)
+/* the eight gradient values of step o (target tg, live = tg >= 0) into g */
+__device__ static inline void xent_g8(const float *v, int o, int tg, float mb, float c, float gs, float *g)
 {
-    return tg < 0 ? 0.0f : gg_round((expf(zv - m) * inv - (v == tg ? 1.0f : 0.0f)) * gs, rt);
+#pragma unroll
+    for (int k = 0; k < 8; k++) g[k] = exp2f(fmaf(v[k], XENT_LOG2E, -mb)) * c;
+    if ((unsigned)(tg - 8 * o) < 8u) /* the target's step: one thread, once */
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (8 * o + k == tg) g[k] -= gs;
 }
-/* the four logits of quad q of a row as rounded rt values: fp32 logits
- * rounded here; 16-bit logits (the GEMM's rt output) are rt values already */
-__device__ static inline float4 xent_quad(const float *zr, int q, int rt)
+template <typename ZT, int RT>
+__device__ static inline void xent_row(ZT *zr, uint16_t *gr, int tg, int V, int ld, float gs, int grad, float *loss,
+                                       float *red)
 {
-    const float4 a = ((const float4 *)zr)[q];
-    return make_float4(gg_round(a.x, rt), gg_round(a.y, rt), gg_round(a.z, rt), gg_round(a.w, rt));
-}
-__device__ static inline float4 xent_quad(const uint16_t *zr, int q, int rt)
-{
-    const uint2 u = ((const uint2 *)zr)[q];
-    return make_float4(from16_of((uint16_t)(u.x & 0xffffu), rt), from16_of((uint16_t)(u.x >> 16), rt),
-                       from16_of((uint16_t)(u.y & 0xffffu), rt), from16_of((uint16_t)(u.y >> 16), rt));
-}
-__device__ static inline float xent_one(const float *zr, int v, int rt) { return gg_round(zr[v], rt); }
-__device__ static inline float xent_one(const uint16_t *zr, int v, int rt) { return from16_of(zr[v], rt); }
-
-/* ZT float: z fp32 logits, the gradient in place (g16 NULL) or into g16;
- * ZT uint16_t: z the 16-bit logits, g16 == z (the gradient overwrites them:
- * a thread writes only the quads and values it has just read). Each thread
- * takes the same values in the same order either way, so the same rounded
- * logits give the same bits. */
-template <typename ZT>
-static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
-                                        float *loss, int rt)
-{
-    /* z [rows, ld] (the first V columns of each row are the logits; ld >= V,
-     * a multiple of 8 in the classifier so every row starts 16-byte aligned
-     * for the GEMMs and for these float4 loads); g16 the same layout */
-    __shared__ float red[PLUMB_WARP];
-    const int r = blockIdx.x;
-    ZT *zr = z + (size_t)r * ld;
-    uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
-    const int tg = tgt[r];
-    const int vec = (ld & 3) == 0, V4 = vec ? V >> 2 : 0; /* quads, then the tail 4 V4 .. V-1 one by one */
+    const int V8 = (ld & 7) == 0 ? V >> 3 : 0; /* whole steps of eight, then V8 8 .. V - 1 one by one */
     float m = -INFINITY, s = 0.0f;
-    for (int q = threadIdx.x; q < V4; q += blockDim.x) {
-        const float4 a = xent_quad(zr, q, rt);
-        xent_acc(a.x, m, s);
-        xent_acc(a.y, m, s);
-        xent_acc(a.z, m, s);
-        xent_acc(a.w, m, s);
+    for (int o = threadIdx.x; o < V8; o += blockDim.x) {
+        float v[8];
+        xent_ld8<RT>(zr, o, v);
+        const float mx =
+            fmaxf(fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])), fmaxf(fmaxf(v[4], v[5]), fmaxf(v[6], v[7]))) * XENT_LOG2E;
+        if (mx > m) {
+            s *= exp2f(m - mx);
+            m = mx;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) s += exp2f(fmaf(v[k], XENT_LOG2E, -m));
     }
-    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) xent_acc(xent_one(zr, v, rt), m, s);
+    for (int v = 8 * V8 + threadIdx.x; v < V; v += blockDim.x) xent_acc1(xent_one<RT>(zr, v) * XENT_LOG2E, m, s);
     const float mb = plumb_block_max(m, red);
-    const float l = plumb_block_sum(m == -INFINITY ? 0.0f : s * expf(m - mb), red);
-    if (threadIdx.x == 0) loss[r] = tg < 0 ? 0.0f : (mb + logf(l)) - xent_one(zr, tg, rt);
+    const float l = plumb_block_sum(m == -INFINITY ? 0.0f : s * exp2f(m - mb), red);
+    if (threadIdx.x == 0) *loss = tg < 0 ? 0.0f : fmaf(mb, XENT_LN2, logf(l)) - xent_one<RT>(zr, tg);
     if (!grad) return;
     __syncthreads(); /* zr[tg] read before it is overwritten */
-    const float inv = 1.0f / l;
-    for (int q = threadIdx.x; q < V4; q += blockDim.x) {
-        const float4 a = xent_quad(zr, q, rt);
-        const int v = 4 * q;
-        const float g0 = xent_g(a.x, v, tg, mb, inv, gs, rt);
-        const float g1 = xent_g(a.y, v + 1, tg, mb, inv, gs, rt);
-        const float g2 = xent_g(a.z, v + 2, tg, mb, inv, gs, rt);
-        const float g3 = xent_g(a.w, v + 3, tg, mb, inv, gs, rt);
+    const float c = tg < 0 ? 0.0f : gs / l, gt = tg < 0 ? 0.0f : gs;
+    for (int o = threadIdx.x; o < V8; o += blockDim.x) {
+        float v[8], g[8];
+        xent_ld8<RT>(zr, o, v);
+        xent_g8(v, o, tg, mb, c, gt, g);
+        if (tg < 0)
+#pragma unroll
+            for (int k = 0; k < 8; k++) g[k] = 0.0f; /* no target: 0, whatever the logits (NaN included) */
         if (gr) {
-            uint2 w;
-            w.x = (uint32_t)to16_of(g0, rt) | (uint32_t)to16_of(g1, rt) << 16;
-            w.y = (uint32_t)to16_of(g2, rt) | (uint32_t)to16_of(g3, rt) << 16;
-            ((uint2 *)gr)[q] = w;
+            uint4 w;
+            w.x = (uint32_t)to16_of(g[0], RT) | (uint32_t)to16_of(g[1], RT) << 16;
+            w.y = (uint32_t)to16_of(g[2], RT) | (uint32_t)to16_of(g[3], RT) << 16;
+            w.z = (uint32_t)to16_of(g[4], RT) | (uint32_t)to16_of(g[5], RT) << 16;
+            w.w = (uint32_t)to16_of(g[6], RT) | (uint32_t)to16_of(g[7], RT) << 16;
+            ((uint4 *)gr)[o] = w;
         } else {
-            ((float4 *)zr)[q] = make_float4(g0, g1, g2, g3);
+            float4 *f = (float4 *)zr;
+            f[2 * o] = make_float4(gg_round(g[0], RT), gg_round(g[1], RT), gg_round(g[2], RT), gg_round(g[3], RT));
+            f[2 * o + 1] = make_float4(gg_round(g[4], RT), gg_round(g[5], RT), gg_round(g[6], RT), gg_round(g[7], RT));
         }
     }
-    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x) {
-        const float gv = xent_g(xent_one(zr, v, rt), v, tg, mb, inv, gs, rt);
-        if (gr) gr[v] = to16_of(gv, rt);
-        else ((float *)zr)[v] = gv;
+    for (int v = 8 * V8 + threadIdx.x; v < V; v += blockDim.x) {
+        float gv = exp2f(fmaf(xent_one<RT>(zr, v), XENT_LOG2E, -mb)) * c;
+        if (v == tg) gv -= gt;
+        if (tg < 0) gv = 0.0f;
+        if (gr) gr[v] = to16_of(gv, RT);
+        else ((float *)zr)[v] = gg_round(gv, RT);
     }
     /* the padding columns V..ld-1 of the gradient are 0: the dx GEMM that
      * follows contracts over all ld columns (train_gpt_gemm.cu: a multiple
      * of 8, so cuBLASLt can take its aligned kernels) */
     for (int v = V + threadIdx.x; v < ld; v += blockDim.x) {
         if (gr) gr[v] = 0;
-        else zr[v] = 0.0f;
+        else ((float *)zr)[v] = 0.0f;
     }
+}
+/* ZT float: z fp32 logits, the gradient in place (g16 NULL) or into g16;
+ * ZT uint16_t: z the 16-bit logits, g16 == z (the gradient overwrites them:
+ * a thread writes only the steps and values it has just read). Any block
+ * size that is a multiple of the warp, up to 1024. */
+template <typename ZT>
+static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt, int V, int ld, float gs, int grad,
+                                        float *loss, int rt)
+{
+    /* z [rows, ld] (the first V columns of each row are the logits; ld >= V);
+     * g16 the same layout */
+    __shared__ float red[PLUMB_WARP];
+    const int r = blockIdx.x;
+    ZT *zr = z + (size_t)r * ld;
+    uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
+    if (rt == DT_BF16) xent_row<ZT, DT_BF16>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
+    else if (rt == DT_F16) xent_row<ZT, DT_F16>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
+    else xent_row<ZT, DT_F32>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
 }
 /* ---------------- flash attention ---------------- */
 

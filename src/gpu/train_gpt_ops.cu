@@ -146,6 +146,33 @@ __global__ void k_ln_fwd_gold(const float *x, const float *w, const float *b, fl
     if (rstd) rstd[r] = rs;
 }
 
+/* the fast LayerNorm forward: k_ln_fwd_vec where its shape and alignment
+ * hold (ln_vec_nq), else k_ln_fwd_fast; a warp a row, TPB / warp rows a block */
+static void ln_fwd_launch(cudaStream_t cs, const float *x, const float *w, const float *b, float *y, uint16_t *y16,
+                          float *mean, float *rstd, int R, int C, float eps, int rt, const float *ra = nullptr,
+                          const uint16_t *rb16 = nullptr, float *rout = nullptr)
+{
+    const int rows = TPB / PLUMB_WARP;
+    const unsigned grid = (unsigned)((R + rows - 1) / rows);
+#define LN_VEC_CASE(NQ)                                                                                             \
+    case NQ:                                                                                                        \
+        k_ln_fwd_vec<NQ><<<grid, TPB, 0, cs>>>(x, w, b, y, y16, mean, rstd, R, C, eps, rt, ra, rb16, rout);      \
+        return
+    switch (ln_vec_nq(C, x, w, b, y, y16, ra, rb16, rout)) {
+        LN_VEC_CASE(1);
+        LN_VEC_CASE(2);
+        LN_VEC_CASE(3);
+        LN_VEC_CASE(4);
+        LN_VEC_CASE(5);
+        LN_VEC_CASE(6);
+        LN_VEC_CASE(7);
+        LN_VEC_CASE(8);
+    default:
+        k_ln_fwd_fast<<<grid, TPB, 0, cs>>>(x, w, b, y, y16, mean, rstd, R, C, eps, rt, ra, rb16, rout);
+    }
+#undef LN_VEC_CASE
+}
+
 int tg_layernorm_fwd(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, float *y,
                            float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e)
 {
@@ -161,9 +188,8 @@ int tg_layernorm_fwd(struct dev *d, dev_stream *s, const float *x, const float *
         k_ln_fwd_gold<<<(R + 127) / 128, 128, 0, st->s>>>(x, w, b, y, mean, rstd, R, C, eps, (int)rt);
         GPU_CHECK_LAUNCH(d, "k_ln_fwd_gold", e);
     } else {
-        const int rows = TPB / PLUMB_WARP;
-        k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, b, y, NULL, mean, rstd, R, C, eps, (int)rt);
-        GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast", e);
+        ln_fwd_launch(st->s, x, w, b, y, NULL, mean, rstd, R, C, eps, (int)rt);
+        GPU_CHECK_LAUNCH(d, "k_ln_fwd", e);
     }
     return PLUMB_OK;
 }
@@ -338,7 +364,7 @@ int tg_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16
 }
 
 /* layernorm_fwd16 of x, or (b16 not NULL) of res = a + b16 formed on the way
- * (residual_layernorm_fwd16): k_ln_fwd_fast either way */
+ * (residual_layernorm_fwd16): ln_fwd_launch either way */
 static int ln_fwd16(struct dev *d, dev_stream *s, const char *op, const float *x, const float *a, const uint16_t *b16,
                     float *res, const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R, int C,
                     float eps, dtype_t rt, plumb_err *e)
@@ -349,10 +375,8 @@ static int ln_fwd16(struct dev *d, dev_stream *s, const char *op, const float *x
     FAST16(op);
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
-    const int rows = TPB / PLUMB_WARP;
-    k_ln_fwd_fast<<<(R + rows - 1) / rows, TPB, 0, gpu_stream(d, s)->s>>>(x, w, b, NULL, y16, mean, rstd, R, C, eps,
-                                                                           (int)rt, a, b16, res);
-    GPU_CHECK_LAUNCH(d, "k_ln_fwd_fast", e);
+    ln_fwd_launch(gpu_stream(d, s)->s, x, w, b, NULL, y16, mean, rstd, R, C, eps, (int)rt, a, b16, res);
+    GPU_CHECK_LAUNCH(d, "k_ln_fwd", e);
     return PLUMB_OK;
 }
 

@@ -401,9 +401,70 @@ static void layernorm16(int R, int C, int rt)
     check(what, r2p, r1p, R, 0);
 }
 
-// rt 0: fp32, the gradient in place; rt DT_BF16: logits rounded, the
-// gradient as its bf16 copy g16 (the 16-bit classifier path)
-static void xent(int R, int V, int rt = 0)
+// k_ln_fwd_vec<NQ> (the row in registers; C = 4 NQ warp): y against the
+// golden LayerNorm, y16 against y rounded (the same bits), the residual
+// fused in front against k_residual16 then the kernel (the same bits), and
+// ln_vec_nq's choice (NQ where C and the pointers fit, else 0)
+template <int NQ> static void layernorm_vec(int R, int rt)
+{
+    const int C = 4 * NQ * PLUMB_WARP;
+    const size_t n = (size_t)R * C;
+    std::vector<float> x(n), w(C), b(C), y(n), y16f(n), mean(R), rstd(R), gy(n), gm(R), gr(R);
+    std::vector<uint16_t> y16(n);
+    for (auto &v : x) v = frand(-2, 2);
+    for (auto &v : w) v = frand(0.5f, 1.5f);
+    for (auto &v : b) v = frand(-0.5f, 0.5f);
+    for (int r = 0; r < R; r++) {
+        glayernorm_row(x.data() + (size_t)r * C, w.data(), b.data(), gy.data() + (size_t)r * C, C, 1e-5f, &gm[r], &gr[r]);
+        for (int i = 0; i < C; i++) gy[(size_t)r * C + i] = gg_round(gy[(size_t)r * C + i], rt);
+    }
+    const float *xp = x.data(), *wp = w.data(), *bp = b.data();
+    float *yp = y.data(), *mp = mean.data(), *rp = rstd.data();
+    uint16_t *y16p = y16.data();
+    const int rows = 256 / PLUMB_WARP;
+    const dim3 grid((unsigned)((R + rows - 1) / rows));
+    int pick = ln_vec_nq(C, xp, wp, bp, yp, nullptr, nullptr, nullptr, nullptr);
+    int pick_odd = ln_vec_nq(C, xp + 1, wp, bp, yp, nullptr, nullptr, nullptr, nullptr) +
+                   ln_vec_nq(C + PLUMB_WARP, xp, wp, bp, yp, nullptr, nullptr, nullptr, nullptr);
+    printf("%s warp %d: layernorm vec C%d: ln_vec_nq %d (want %d), misaligned or another C %d (want 0)\n",
+           pick == NQ && !pick_odd ? "ok  " : "FAIL", PLUMB_WARP, C, pick, NQ, pick_odd);
+    pick == NQ && !pick_odd ? g_pass++ : g_fail++;
+    launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(xp, wp, bp, yp, nullptr, mp, rp, R, C, 1e-5f, rt); });
+    char what[96];
+    snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d y", R, C, rt);
+    check(what, yp, gy.data(), n, rt ? 1e-2 : 1e-5);
+    snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d mean, rstd", R, C, rt);
+    check(what, mp, gm.data(), R, 1e-5);
+    check(what, rp, gr.data(), R, 1e-5);
+    if (!rt) return;
+    launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(xp, wp, bp, nullptr, y16p, mp, rp, R, C, 1e-5f, rt); });
+    for (size_t i = 0; i < n; i++) y16f[i] = from16_of(y16[i], rt);
+    snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d y16 (y's bits)", R, C, rt);
+    check(what, y16f.data(), yp, n, 0);
+    std::vector<float> ra(n), sum1(n), sum2(n), m1(R), r1(R), m2(R), r2(R);
+    std::vector<uint16_t> rb(n), yh1(n), yh2(n);
+    for (size_t i = 0; i < n; i++) ra[i] = frand(-2, 2), rb[i] = to16_of(frand(-2, 2), rt);
+    const float *rap = ra.data();
+    const uint16_t *rbp = rb.data();
+    float *s1p = sum1.data(), *s2p = sum2.data(), *m1p = m1.data(), *r1p = r1.data(), *m2p = m2.data(), *r2p = r2.data();
+    uint16_t *yh1p = yh1.data(), *yh2p = yh2.data();
+    launch(dim3(2), dim3(64), [&] { k_residual16<1>(rap, rbp, s1p, n, rt); });
+    launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(s1p, wp, bp, nullptr, yh1p, m1p, r1p, R, C, 1e-5f, rt); });
+    launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(nullptr, wp, bp, nullptr, yh2p, m2p, r2p, R, C, 1e-5f, rt, rap, rbp, s2p); });
+    std::vector<float> yw1(n), yw2(n);
+    for (size_t i = 0; i < n; i++) yw1[i] = from16_of(yh1[i], rt), yw2[i] = from16_of(yh2[i], rt);
+    snprintf(what, sizeof what, "residual+layernorm vec R%d C%d rt%d sum", R, C, rt);
+    check(what, s2p, s1p, n, 0);
+    snprintf(what, sizeof what, "residual+layernorm vec R%d C%d rt%d y16, mean, rstd", R, C, rt);
+    check(what, yw2.data(), yw1.data(), n, 0);
+    check(what, m2p, m1p, R, 0);
+    check(what, r2p, r1p, R, 0);
+}
+
+// rt 0: fp32, the gradient in place; rt DT_BF16 or DT_F16: logits
+// rounded, the gradient as its 16-bit copy g16 (the 16-bit classifier
+// path); tpb threads a block (the kernel takes any multiple of the warp)
+static void xent(int R, int V, int rt = 0, int tpb = 256)
 {
     std::vector<float> z((size_t)R * V), gz, loss(R), gloss(R), g16f((size_t)R * V);
     std::vector<uint16_t> g16((size_t)R * V);
@@ -432,7 +493,7 @@ static void xent(int R, int V, int rt = 0)
     float *zp = zl.data(), *lp = loss.data();
     uint16_t *gp = rt ? g16l.data() : nullptr;
     const int32_t *tp = tgt.data();
-    launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(zp, gp, tp, V, LD, 0.125f, 1, lp, rt); });
+    launch(dim3((unsigned)R), dim3((unsigned)tpb), [&] { k_xent_rows_fast(zp, gp, tp, V, LD, 0.125f, 1, lp, rt); });
     if (rt) {
         // the 16-bit logits (the GEMM's rt output, PLUMB_GPT_XENT16): the same
         // rounded logits as bf16 values, the gradient over them in place;
@@ -440,13 +501,13 @@ static void xent(int R, int V, int rt = 0)
         std::vector<uint16_t> z16((size_t)R * LD, 0xffff);
         std::vector<float> l16(R, NAN);
         for (int r = 0; r < R; r++)
-            for (int v = 0; v < V; v++) z16[(size_t)r * LD + v] = f32_to_bf16(gg_round(z[(size_t)r * V + v], rt));
+            for (int v = 0; v < V; v++) z16[(size_t)r * LD + v] = to16_of(gg_round(z[(size_t)r * V + v], rt), rt);
         uint16_t *z16p = z16.data();
         float *l16p = l16.data();
-        launch(dim3((unsigned)R), dim3(256), [&] { k_xent_rows_fast(z16p, z16p, tp, V, LD, 0.125f, 1, l16p, rt); });
+        launch(dim3((unsigned)R), dim3((unsigned)tpb), [&] { k_xent_rows_fast(z16p, z16p, tp, V, LD, 0.125f, 1, l16p, rt); });
         const bool same = !memcmp(l16p, lp, R * sizeof(float)) && z16 == g16l;
-        printf("%s warp %d: cross-entropy rows R%d V%d from 16-bit logits in place: the fp32 logits' bits\n",
-               same ? "ok  " : "FAIL", PLUMB_WARP, R, V);
+        printf("%s warp %d: cross-entropy rows R%d V%d rt%d tpb %d from 16-bit logits in place: the fp32 logits' bits\n",
+               same ? "ok  " : "FAIL", PLUMB_WARP, R, V, rt, tpb);
         same ? g_pass++ : g_fail++;
     }
     for (int r = 0; r < R; r++)
@@ -456,13 +517,14 @@ static void xent(int R, int V, int rt = 0)
         }
     const float *got = z.data();
     if (rt) {
-        for (size_t i = 0; i < g16.size(); i++) g16f[i] = bf16_to_f32(g16[i]);
+        for (size_t i = 0; i < g16.size(); i++) g16f[i] = from16_of(g16[i], rt);
         got = g16f.data();
     }
     char what[96];
-    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s loss", R, V, rt ? "bf16" : "fp32");
+    const char *tn = rt == DT_F16 ? "fp16" : rt ? "bf16" : "fp32";
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s tpb %d loss", R, V, tn, tpb);
     check(what, lp, gloss.data(), R, 1e-5);
-    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s gradient", R, V, rt ? "bf16" : "fp32");
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s tpb %d gradient", R, V, tn, tpb);
     // bf16: a gradient one rounding step from the golden one where the
     // fast exp differs in the last place
     check(what, got, gz.data(), (size_t)R * V, rt ? 1e-2 : 1e-5);
@@ -1040,12 +1102,19 @@ int main()
     layernorm16(37, 200, DT_BF16);
     layernorm16(130, 64, DT_F16);
     layernorm16(9, 37, DT_BF16); // C % 4 != 0: dx16 stored one value at a time
+    layernorm_vec<6>(19, 0);       // gpt2's C = 768 at warp 32
+    layernorm_vec<6>(11, DT_BF16);
+    layernorm_vec<1>(13, DT_F16);  // the smallest row the kernel takes
+    layernorm_vec<8>(5, DT_BF16);  // the largest
     xent(7, 1000);
     xent(3, 50);
     xent(5, 1000, DT_BF16);
     xent(4, 257, DT_BF16);
     xent(2, 9001);          // more octets than 4 a thread: every unrolled load, a second trip, a tail
     xent(3, 9001, DT_BF16);
+    xent(3, 9001, DT_F16);  // fp16 logits: the same steps, the other 16-bit type
+    xent(4, 5003, DT_BF16, 128); // the other block sizes the host may pick (PLUMB_GPT_XENT_TPB)
+    xent(3, 20011, 0, 512);
     gelu();
     gelu16(10003, DT_BF16);
     gelu16(4101, DT_F16);
