@@ -9,7 +9,7 @@
 #           dbias as passes, not cuBLASLt epilogues), no PyTorch; gptnodgelu
 #           the same with PLUMB_GPT_DGELU_EPI=0 alone; gptnopad with
 #           PLUMB_GPT_DWTE_PAD=0; gptnogelu PLUMB_GPT_GELU_EPI=0; gptx256
-#           and gptx1024 with PLUMB_GPT_XENT_TPB=256 and 1024;
+#           and gptx512 with PLUMB_GPT_XENT_TPB=256 and 512;
 #   r50s2d  resnet50 with PLUMB_CONV_S2D=0 (the stem padded to 8 channels, not
 #           space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
@@ -112,12 +112,12 @@ step gptnopad 45 env PLUMB_GPT_DWTE_PAD=0 $P bench gpt --preset gpt2-124m --batc
 # the MLP's GELU after its GEMM (not in the GELU_AUX_BIAS epilogue)
 step gptnogelu 45 env PLUMB_GPT_GELU_EPI=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnogelu.json"
-# the classifier rows' block size (PLUMB_GPT_XENT_TPB; the default 512): 256
-# (8 rows a SM in flight) and 1024 (2 a SM), plumb alone
+# the classifier rows' block size (PLUMB_GPT_XENT_TPB; the default 1024): 256
+# (8 rows a SM in flight) and 512 (4 a SM), plumb alone
 step gptx256 45 env PLUMB_GPT_XENT_TPB=256 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx256.json"
-step gptx1024 45 env PLUMB_GPT_XENT_TPB=1024 $P bench gpt --preset gpt2-124m --batch 16 \
-  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx1024.json"
+step gptx512 45 env PLUMB_GPT_XENT_TPB=512 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx512.json"
 # resnet18's torch.compile took over 80 s to compile on an H100 host (BENCHMARKS.md 2026-12-05 18:08)
 step r18 130 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
   --leak-steps 0 $(vs r18 120 --torch-timeout 110) --json "$D/r18.json"

@@ -340,6 +340,25 @@ static void cls_xent16_case(dtype_t rt)
         compare_norm(&wa, &wb, 1e-5, "classifier: dwte with PLUMB_GPT_DWTE_PAD=0");
         outs_free(&np);
     }
+    /* the row kernel's block size (PLUMB_GPT_XENT_TPB, 1024 by default):
+     * 128 threads a row split the row's sums otherwise, so within 2^-7
+     * norm-wise, as the logits paths are; a value outside 128..1024 refused,
+     * named */
+    {
+        struct outs t128 = {0}, bad = {0};
+        char *kp = env_push("PLUMB_GPT_XENT_TPB", "128");
+        REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &t128, NULL) == 0);
+        env_restore("PLUMB_GPT_XENT_TPB", kp);
+        compare_norm(&z16, &t128, 0x1p-7, "classifier: PLUMB_GPT_XENT_TPB=128 against the default");
+        kp = env_push("PLUMB_GPT_XENT_TPB", "2048");
+        plumb_err e = {0};
+        const int rc = cls_run_x(g, R, C, V, rt, chunk, "1", &bad, &e);
+        env_restore("PLUMB_GPT_XENT_TPB", kp);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_XENT_TPB=2048"), "PLUMB_GPT_XENT_TPB=2048: rc %d (%s)",
+                  rc, e.msg);
+        outs_free(&t128);
+        outs_free(&bad);
+    }
     if (!strncmp(test_device(), "cuda", 4)) {
         struct outs bad = {0};
         plumb_err e = {0};

@@ -239,9 +239,25 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     k_ln_dwdb_final<<<gpu_grid(2 * (size_t)C, 128), 128, 0, st->s>>>(part, nc, C, dw, db);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
     const int rows = TPB / PLUMB_WARP;
-    k_ln_bwd_fast<<<(R + rows - 1) / rows, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt,
-                                                                 dx16);
-    GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
+    const unsigned grid = (unsigned)((R + rows - 1) / rows);
+#define LN_BWD_CASE(NQ)                                                                                             \
+    case NQ:                                                                                                        \
+        k_ln_bwd_vec<NQ><<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16); \
+        break
+    switch (ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16)) {
+        LN_BWD_CASE(1);
+        LN_BWD_CASE(2);
+        LN_BWD_CASE(3);
+        LN_BWD_CASE(4);
+        LN_BWD_CASE(5);
+        LN_BWD_CASE(6);
+        LN_BWD_CASE(7);
+        LN_BWD_CASE(8);
+    default:
+        k_ln_bwd_fast<<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16);
+    }
+#undef LN_BWD_CASE
+    GPU_CHECK_LAUNCH(d, "k_ln_bwd", e);
     return PLUMB_OK;
 }
 

@@ -436,6 +436,36 @@ template <int NQ> static void layernorm_vec(int R, int rt)
     snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d mean, rstd", R, C, rt);
     check(what, mp, gm.data(), R, 1e-5);
     check(what, rp, gr.data(), R, 1e-5);
+    // the backward with the row in registers: k_ln_bwd_fast's bits, from
+    // fp32 dy onto dres, and (16-bit) from dy16 with the dx16 copy stored
+    {
+        std::vector<float> dy(n), dres(n), dxa(n), dxb(n);
+        std::vector<uint16_t> dyh(n), dxha(n), dxhb(n);
+        for (size_t i = 0; i < n; i++) {
+            dy[i] = gg_round(frand(-1, 1), rt ? rt : DT_BF16);
+            dyh[i] = to16_of(dy[i], rt ? rt : DT_BF16);
+            dres[i] = frand(-1, 1);
+        }
+        const float *dyp = dy.data(), *drp = dres.data();
+        const uint16_t *dyhp = dyh.data();
+        float *ap = dxa.data(), *bq = dxb.data();
+        uint16_t *hap = dxha.data(), *hbp = dxhb.data();
+        const int t16 = rt ? rt : DT_BF16;
+        int nq = ln_bwd_vec_nq(C, xp, wp, dyp, nullptr, drp, ap, nullptr);
+        printf("%s warp %d: layernorm vec C%d: ln_bwd_vec_nq %d (want %d)\n", nq == NQ ? "ok  " : "FAIL", PLUMB_WARP, C,
+               nq, NQ);
+        nq == NQ ? g_pass++ : g_fail++;
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, drp, ap, R, C, rt); });
+        launch(grid, dim3(256), [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, dyp, nullptr, 0, drp, bq, R, C, rt); });
+        snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dx onto dres (k_ln_bwd_fast's bits)", R, C, rt);
+        check(what, bq, ap, n, 0);
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, ap, R, C, 0, hap); });
+        launch(grid, dim3(256), [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, bq, R, C, 0, hbp); });
+        const bool same = !memcmp(ap, bq, n * sizeof(float)) && dxha == dxhb;
+        printf("%s warp %d: layernorm vec R%d C%d t16 %d dx and dx16 from dy16 (k_ln_bwd_fast's bits)\n",
+               same ? "ok  " : "FAIL", PLUMB_WARP, R, C, t16);
+        same ? g_pass++ : g_fail++;
+    }
     if (!rt) return;
     launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(xp, wp, bp, nullptr, y16p, mp, rp, R, C, 1e-5f, rt); });
     for (size_t i = 0; i < n; i++) y16f[i] = from16_of(y16[i], rt);
