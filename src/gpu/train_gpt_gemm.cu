@@ -696,7 +696,10 @@ __global__ void k_xent_dw_gold(const float *g, const float *x, float *dw, int nr
 /* sum_count = {double adds of the valid rows' losses in ascending r, count} (both modes) */
 /* Thread 0 adds in that order; the block's threads stage the next tile of
  * losses and targets in shared memory meanwhile (one thread reading global
- * memory for each add measured 1 ms for 16384 rows on the H200). One block. */
+ * memory for each add measured 1 ms for 16384 rows on the H200). One block.
+ * (The chain without the branch, adding +0.0 for a row without a target,
+ * unrolled by 8, has the same bits but was slower: 262.7 against 223.3 us a
+ * call on an H100, 2026-12-06 08:48.) */
 #define XSUM_TILE 2048
 #define XSUM_TPB 256
 __global__ void k_xent_sum(const float *loss, const int32_t *tgt, int R, double *sc)
@@ -721,18 +724,11 @@ __global__ void k_xent_sum(const float *loss, const int32_t *tgt, int R, double 
         }
         if (threadIdx.x == 0) {
             const int o = t * XSUM_TILE, len = R - o < XSUM_TILE ? R - o : XSUM_TILE, b = t & 1;
-            /* a row without a target adds +0.0, which leaves s as it was
-             * (s is never -0.0: it starts at +0.0, and +0.0 + -0.0 is
-             * +0.0), so the chain has no branch and, unrolled, its
-             * shared-memory loads issue ahead of the adds that need them:
-             * the bits of the branch, without a wait on each load (the
-             * branch took 223 us for 16384 rows on an H100, 2026-12-06) */
-#pragma unroll 8
-            for (int i = 0; i < len; i++) {
-                const int k = ok[b][i];
-                s += k ? (double)lb[b][i] : 0.0;
-                n += k;
-            }
+            for (int i = 0; i < len; i++)
+                if (ok[b][i]) {
+                    s += (double)lb[b][i];
+                    n++;
+                }
         }
         __syncthreads();
     }
