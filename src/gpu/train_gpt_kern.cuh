@@ -260,6 +260,41 @@ __device__ static inline void ln_quad_dy(const float *dy, const uint16_t *dy16, 
         for (int k = 0; k < 4; k++) v[k] = k < n ? from16_of(dy16[o + k], t16) : 0.0f;
     }
 }
+/* the backward's per-quad arithmetic, shared by k_ln_bwd_fast and
+ * k_ln_bwd_vec so that they are the same expressions (the same bits): the
+ * first pass's chains a = sum g, c = sum g xhat over the quad's n values;
+ * the second pass's outputs of a whole quad, and their stores (float4 and
+ * 8-byte 16-bit where vec, else the first n one by one) */
+__device__ static inline void ln_bwd_acc(const float *gy, const float *wv, const float *xv, int n, float mu, float rs,
+                                         float &a, float &c)
+{
+    for (int k = 0; k < n; k++) {
+        const float g = gy[k] * wv[k];
+        a += g;
+        c = fmaf(g, (xv[k] - mu) * rs, c);
+    }
+}
+__device__ static inline void ln_bwd_out(const float *gy, const float *wv, const float *xv, const float *rv, bool res,
+                                         float mu, float rs, float a, float c, int rt, float *out)
+{
+    for (int k = 0; k < 4; k++) {
+        const float g = gy[k] * wv[k], h = (xv[k] - mu) * rs;
+        const float v = ((g - a) - h * c) * rs;
+        out[k] = gg_round(res ? rv[k] + v : v, rt);
+    }
+}
+__device__ static inline void ln_bwd_store(float *dx, uint16_t *dx16, size_t o, int n, bool vec, const float *out, int t16)
+{
+    if (vec) *(float4 *)(dx + o) = make_float4(out[0], out[1], out[2], out[3]);
+    else
+        for (int k = 0; k < n; k++) dx[o + k] = out[k];
+    /* dx16: the same values as t16's 16-bit copy (the cast the next GEMMs read) */
+    if (dx16 && vec)
+        *(uint2 *)(dx16 + o) = make_uint2((uint32_t)to16_of(out[0], t16) | (uint32_t)to16_of(out[1], t16) << 16,
+                                          (uint32_t)to16_of(out[2], t16) | (uint32_t)to16_of(out[3], t16) << 16);
+    else if (dx16)
+        for (int k = 0; k < n; k++) dx16[o + k] = to16_of(out[k], t16);
+}
 static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
                                      const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt,
                                      uint16_t *dx16 = nullptr)
@@ -280,11 +315,7 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
         ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
         ln_quad(w, 4 * q, n, vec, wv);
         ln_quad(x, o + 4 * q, n, vec, xv);
-        for (int k = 0; k < n; k++) {
-            const float g = gy[k] * wv[k];
-            a += g;
-            c = fmaf(g, (xv[k] - mu) * rs, c);
-        }
+        ln_bwd_acc(gy, wv, xv, n, mu, rs, a, c);
     }
     a = plumb_warp_sum(a) / (float)C;
     c = plumb_warp_sum(c) / (float)C;
@@ -295,21 +326,8 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
         ln_quad(w, 4 * q, n, vec, wv);
         ln_quad(x, o + 4 * q, n, vec, xv);
         if (dres) ln_quad(dres, o + 4 * q, n, vec, rv);
-        for (int k = 0; k < 4; k++) {
-            const float g = gy[k] * wv[k], h = (xv[k] - mu) * rs;
-            const float v = ((g - a) - h * c) * rs;
-            out[k] = gg_round(dres ? rv[k] + v : v, rt);
-        }
-        if (vec) *(float4 *)(dx + o + 4 * q) = make_float4(out[0], out[1], out[2], out[3]);
-        else
-            for (int k = 0; k < n; k++) dx[o + 4 * q + k] = out[k];
-        /* dx16: the same values as t16's 16-bit copy (the cast the next GEMMs read) */
-        if (dx16 && vec)
-            *(uint2 *)(dx16 + o + 4 * q) =
-                make_uint2((uint32_t)to16_of(out[0], t16) | (uint32_t)to16_of(out[1], t16) << 16,
-                           (uint32_t)to16_of(out[2], t16) | (uint32_t)to16_of(out[3], t16) << 16);
-        else if (dx16)
-            for (int k = 0; k < n; k++) dx16[o + 4 * q + k] = to16_of(out[k], t16);
+        ln_bwd_out(gy, wv, xv, rv, dres != nullptr, mu, rs, a, c, rt, out);
+        ln_bwd_store(dx, dx16, o + 4 * q, n, vec, out, t16);
     }
 }
 
@@ -340,12 +358,7 @@ static __global__ void k_ln_bwd_vec(const float *x, const float *w, const float 
     for (int k = 0; k < NQ; k++) {
         float wv[4];
         ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float g = gy[k][j] * wv[j];
-            a += g;
-            c = fmaf(g, (xv[k][j] - mu) * rs, c);
-        }
+        ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
     }
     a = plumb_warp_sum(a) / (float)C;
     c = plumb_warp_sum(c) / (float)C;
@@ -355,17 +368,8 @@ static __global__ void k_ln_bwd_vec(const float *x, const float *w, const float 
         float wv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
         ln_quad(w, 4 * q, 4, true, wv);
         if (dres) ln_quad(dres, o + 4 * q, 4, true, rv);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float g = gy[k][j] * wv[j], h = (xv[k][j] - mu) * rs;
-            const float v = ((g - a) - h * c) * rs;
-            out[j] = gg_round(dres ? rv[j] + v : v, rt);
-        }
-        *(float4 *)(dx + o + 4 * q) = make_float4(out[0], out[1], out[2], out[3]);
-        if (dx16)
-            *(uint2 *)(dx16 + o + 4 * q) =
-                make_uint2((uint32_t)to16_of(out[0], t16) | (uint32_t)to16_of(out[1], t16) << 16,
-                           (uint32_t)to16_of(out[2], t16) | (uint32_t)to16_of(out[3], t16) << 16);
+        ln_bwd_out(gy[k], wv, xv[k], rv, dres != nullptr, mu, rs, a, c, rt, out);
+        ln_bwd_store(dx, dx16, o + 4 * q, 4, true, out, t16);
     }
 }
 /* quads a lane for k_ln_bwd_vec, or 0 (C not 4 NQ warp for NQ 1..8, or

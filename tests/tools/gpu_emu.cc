@@ -321,6 +321,33 @@ static void layernorm(int R, int C)
     check(what, dbp, gdb.data(), C, 1e-5);
 }
 
+// The residual add fused in front of a LayerNorm forward (rb16): the sum
+// as k_residual16 gives it, then the LayerNorm of that sum, against the same
+// forward given the sum: the same bits. ln(x, y16, mean, rstd, ra, rb16,
+// rout) launches the forward under test over R rows of C.
+template <typename LN> static void residual_ln_check(const char *name, int R, int C, int rt, LN ln)
+{
+    const size_t n = (size_t)R * C;
+    std::vector<float> ra(n), sum2(n), sum1(n), m2(R), r2(R), m1(R), r1(R);
+    std::vector<uint16_t> rb(n), yh1(n), yh2(n);
+    for (size_t i = 0; i < n; i++) ra[i] = frand(-2, 2), rb[i] = to16_of(frand(-2, 2), rt);
+    const float *rap = ra.data();
+    const uint16_t *rbp = rb.data();
+    float *s1p = sum1.data(), *s2p = sum2.data();
+    launch(dim3(2), dim3(64), [&] { k_residual16<1>(rap, rbp, s1p, n, rt); });
+    ln(s1p, yh1.data(), m1.data(), r1.data(), nullptr, nullptr, nullptr);
+    ln(nullptr, yh2.data(), m2.data(), r2.data(), rap, rbp, s2p);
+    std::vector<float> yw1(n), yw2(n);
+    for (size_t i = 0; i < n; i++) yw1[i] = from16_of(yh1[i], rt), yw2[i] = from16_of(yh2[i], rt);
+    char what[96];
+    snprintf(what, sizeof what, "%s R%d C%d rt%d sum", name, R, C, rt);
+    check(what, s2p, s1p, n, 0);
+    snprintf(what, sizeof what, "%s R%d C%d rt%d y16, mean, rstd", name, R, C, rt);
+    check(what, yw2.data(), yw1.data(), n, 0);
+    check(what, m2.data(), m1.data(), R, 0);
+    check(what, r2.data(), r1.data(), R, 0);
+}
+
 // The 16-bit storage of the LayerNorm kernels (the gpt 16-bit pipeline):
 // y16 against the fp32 y rounded to rt, dx and dw/db from dy16 against the
 // same kernels fed dy rounded to rt in fp32: the same bits (tolerance 0).
@@ -377,28 +404,12 @@ static void layernorm16(int R, int C, int rt)
     snprintf(what, sizeof what, "layernorm16 R%d C%d rt%d dx16 (the cast of dx)", R, C, rt);
     check(what, dxcw.data(), dxcast.data(), n, 0);
 
-    // the residual add fused in front (rb16): the sum as k_residual16 gives
-    // it, then the LayerNorm of that sum: the two kernels' bits
-    std::vector<float> ra(n), sum2(n), sum1(n), m2(R), r2(R), m1(R), r1(R);
-    std::vector<uint16_t> rb(n), yh1(n), yh2(n);
-    for (size_t i = 0; i < n; i++) ra[i] = frand(-2, 2), rb[i] = to16_of(frand(-2, 2), rt);
-    const float *rap = ra.data();
-    const uint16_t *rbp = rb.data();
-    float *s1p = sum1.data(), *s2p = sum2.data(), *m1p = m1.data(), *r1p = r1.data(), *m2p = m2.data(), *r2p = r2.data();
-    uint16_t *yh1p = yh1.data(), *yh2p = yh2.data();
-    launch(dim3(2), dim3(64), [&] { k_residual16<1>(rap, rbp, s1p, n, rt); });
-    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256),
-           [&] { k_ln_fwd_fast(s1p, wp, bp, nullptr, yh1p, m1p, r1p, R, C, 1e-5f, rt); });
-    launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256),
-           [&] { k_ln_fwd_fast(nullptr, wp, bp, nullptr, yh2p, m2p, r2p, R, C, 1e-5f, rt, rap, rbp, s2p); });
-    std::vector<float> yw1(n), yw2(n);
-    for (size_t i = 0; i < n; i++) yw1[i] = from16_of(yh1[i], rt), yw2[i] = from16_of(yh2[i], rt);
-    snprintf(what, sizeof what, "residual+layernorm16 R%d C%d rt%d sum", R, C, rt);
-    check(what, s2p, s1p, n, 0);
-    snprintf(what, sizeof what, "residual+layernorm16 R%d C%d rt%d y16, mean, rstd", R, C, rt);
-    check(what, yw2.data(), yw1.data(), n, 0);
-    check(what, m2p, m1p, R, 0);
-    check(what, r2p, r1p, R, 0);
+    // the residual add fused in front (rb16)
+    const unsigned g = (unsigned)((R + rows - 1) / rows);
+    residual_ln_check("residual+layernorm16", R, C, rt,
+                      [&](const float *x, uint16_t *y, float *m, float *r, const float *ra, const uint16_t *rb, float *ro) {
+                          launch(dim3(g), dim3(256), [&] { k_ln_fwd_fast(x, wp, bp, nullptr, y, m, r, R, C, 1e-5f, rt, ra, rb, ro); });
+                      });
 }
 
 // k_ln_fwd_vec<NQ> (the row in registers; C = 4 NQ warp): y against the
@@ -471,24 +482,10 @@ template <int NQ> static void layernorm_vec(int R, int rt)
     for (size_t i = 0; i < n; i++) y16f[i] = from16_of(y16[i], rt);
     snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d y16 (y's bits)", R, C, rt);
     check(what, y16f.data(), yp, n, 0);
-    std::vector<float> ra(n), sum1(n), sum2(n), m1(R), r1(R), m2(R), r2(R);
-    std::vector<uint16_t> rb(n), yh1(n), yh2(n);
-    for (size_t i = 0; i < n; i++) ra[i] = frand(-2, 2), rb[i] = to16_of(frand(-2, 2), rt);
-    const float *rap = ra.data();
-    const uint16_t *rbp = rb.data();
-    float *s1p = sum1.data(), *s2p = sum2.data(), *m1p = m1.data(), *r1p = r1.data(), *m2p = m2.data(), *r2p = r2.data();
-    uint16_t *yh1p = yh1.data(), *yh2p = yh2.data();
-    launch(dim3(2), dim3(64), [&] { k_residual16<1>(rap, rbp, s1p, n, rt); });
-    launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(s1p, wp, bp, nullptr, yh1p, m1p, r1p, R, C, 1e-5f, rt); });
-    launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(nullptr, wp, bp, nullptr, yh2p, m2p, r2p, R, C, 1e-5f, rt, rap, rbp, s2p); });
-    std::vector<float> yw1(n), yw2(n);
-    for (size_t i = 0; i < n; i++) yw1[i] = from16_of(yh1[i], rt), yw2[i] = from16_of(yh2[i], rt);
-    snprintf(what, sizeof what, "residual+layernorm vec R%d C%d rt%d sum", R, C, rt);
-    check(what, s2p, s1p, n, 0);
-    snprintf(what, sizeof what, "residual+layernorm vec R%d C%d rt%d y16, mean, rstd", R, C, rt);
-    check(what, yw2.data(), yw1.data(), n, 0);
-    check(what, m2p, m1p, R, 0);
-    check(what, r2p, r1p, R, 0);
+    residual_ln_check("residual+layernorm vec", R, C, rt,
+                      [&](const float *x, uint16_t *y, float *m, float *r, const float *ra, const uint16_t *rb, float *ro) {
+                          launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(x, wp, bp, nullptr, y, m, r, R, C, 1e-5f, rt, ra, rb, ro); });
+                      });
 }
 
 // rt 0: fp32, the gradient in place; rt DT_BF16 or DT_F16: logits
