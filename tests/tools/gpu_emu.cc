@@ -490,8 +490,10 @@ template <int NQ> static void layernorm_vec(int R, int rt)
 
 // rt 0: fp32, the gradient in place; rt DT_BF16 or DT_F16: logits
 // rounded, the gradient as its 16-bit copy g16 (the 16-bit classifier
-// path); tpb threads a block (the kernel takes any multiple of the warp)
-static void xent(int R, int V, int rt = 0, int tpb = 256)
+// path); tpb threads a block (the kernel takes any multiple of the warp);
+// pad8: rows padded to a multiple of 8 (the classifier's layout, steps of
+// eight), else ld = V (one value at a time where V % 8 != 0)
+static void xent(int R, int V, int rt = 0, int tpb = 256, bool pad8 = true)
 {
     std::vector<float> z((size_t)R * V), gz, loss(R), gloss(R), g16f((size_t)R * V);
     std::vector<uint16_t> g16((size_t)R * V);
@@ -512,7 +514,7 @@ static void xent(int R, int V, int rt = 0, int tpb = 256)
     }
     // rows padded to LD = V rounded up to 8 (the classifier's layout); the
     // padding holds NaN, which the kernel must never read
-    const int LD = (V + 7) & ~7;
+    const int LD = pad8 ? (V + 7) & ~7 : V;
     std::vector<float> zl((size_t)R * LD, NAN);
     std::vector<uint16_t> g16l((size_t)R * LD, 0xffff);
     for (int r = 0; r < R; r++)
@@ -549,9 +551,9 @@ static void xent(int R, int V, int rt = 0, int tpb = 256)
     }
     char what[96];
     const char *tn = rt == DT_F16 ? "fp16" : rt ? "bf16" : "fp32";
-    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s tpb %d loss", R, V, tn, tpb);
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d ld %d %s tpb %d loss", R, V, LD, tn, tpb);
     check(what, lp, gloss.data(), R, 1e-5);
-    snprintf(what, sizeof what, "cross-entropy rows R%d V%d %s tpb %d gradient", R, V, tn, tpb);
+    snprintf(what, sizeof what, "cross-entropy rows R%d V%d ld %d %s tpb %d gradient", R, V, LD, tn, tpb);
     // bf16: a gradient one rounding step from the golden one where the
     // fast exp differs in the last place
     check(what, got, gz.data(), (size_t)R * V, rt ? 1e-2 : 1e-5);
@@ -1142,6 +1144,7 @@ int main()
     xent(3, 9001, DT_F16);  // fp16 logits: the same steps, the other 16-bit type
     xent(4, 5003, DT_BF16, 128); // the other block sizes the host may pick (PLUMB_GPT_XENT_TPB)
     xent(3, 20011, 0, 512);
+    xent(3, 1001, DT_BF16, 256, false); // ld = V, odd: no step of eight, every value one by one
     gelu();
     gelu16(10003, DT_BF16);
     gelu16(4101, DT_F16);
