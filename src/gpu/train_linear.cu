@@ -24,6 +24,7 @@
  * Fast (HIP), and the fallback when cuBLASLt offers no algorithm: the plugin's
  * blas_gemm (rocBLAS / cuBLASLt) plus our own epilogue kernel. */
 #include "gpu/train_gpu.h"
+#include "gpu/sum_slices.cuh"
 #include <stdlib.h>
 #include <string.h>
 
@@ -356,22 +357,16 @@ template <typename I> __global__ void k_pad_cols16(const float *x, I R, I K, I K
     }
 }
 
-/* out[j] = part[0][j] + part[1][j] + ... in slice order (fixed), [S, n] -> [n] */
-__global__ void k_sum_slices(const float *part, int S, size_t n, float *out)
-{
-    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
-        float s = part[j];
-        for (int i = 1; i < S; i++) s = s + part[(size_t)i * n + j];
-        out[j] = s;
-    }
-}
-
-/* out[j] = part[0][j] + ... + part[S-1][j] in slice order: the deterministic
- * second half of a GEMM whose contraction was cut into S slices (here for
- * dw below, and in train_gpt_gemm.cu for the transformer's dw) */
+/* out[j] = part[0][j] + ... + part[S-1][j] in slice order (gpu/sum_slices.cuh):
+ * the deterministic second half of a GEMM whose contraction was cut into S
+ * slices (here for dw below, and in train_gpt_gemm.cu for the transformer's
+ * dw); four elements a thread where n and the pointers allow, the same bits */
 int tr_sum_slices(struct dev *d, struct dev_stream *st, const float *part, int S, size_t n, float *out, plumb_err *e)
 {
-    k_sum_slices<<<gpu_grid(n, 256), 256, 0, st->s>>>(part, S, n, out);
+    if (n % 4 == 0 && !((uintptr_t)part % 16) && !((uintptr_t)out % 16))
+        k_sum_slices4<<<gpu_grid(n / 4, 256), 256, 0, st->s>>>((const float4 *)part, S, n / 4, (float4 *)out);
+    else
+        k_sum_slices<<<gpu_grid(n, 256), 256, 0, st->s>>>(part, S, n, out);
     GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
     return PLUMB_OK;
 }
@@ -919,8 +914,8 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
                      (long long)Bc * N, (long long)kn, e);
         if (rc == PLUMB_OK) {
             if (pad) k_sum_slices_unpad<<<gpu_grid((size_t)N * K, 256), 256, 0, st->s>>>(part, S, N, K, Ka, dw);
-            else k_sum_slices<<<gpu_grid(kn, 256), 256, 0, st->s>>>(part, S, kn, dw);
-            GPU_CHECK_LAUNCH(d, "k_sum_slices", e);
+            else return tr_sum_slices(d, st, part, S, kn, dw, e);
+            GPU_CHECK_LAUNCH(d, "k_sum_slices_unpad", e);
             return PLUMB_OK;
         }
         if (rc != PLUMB_EUNSUPPORTED) return rc;

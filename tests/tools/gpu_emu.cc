@@ -101,6 +101,7 @@ static inline float plumb_block_max(float v, float *scratch)
 
 #include "gpu/train_gpt_kern.cuh"
 #include "gpu/train_sumsq.cuh"
+#include "gpu/sum_slices.cuh"
 // gpu/train_gpu.h's 16-bit storage helpers, the same expressions
 static inline uint16_t to16_rt(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
 static inline float from16_rt(uint16_t h, int rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
@@ -718,6 +719,34 @@ static void sumsq(size_t n, size_t bl0, size_t nbl)
 // sums of mixed magnitudes so that the orders round differently (checked):
 // a k with a partial last group, one group, fewer than a group, and more
 // groups than one tile of the fast kernel's shared memory.
+// gpu/sum_slices.cuh: the slice sum four elements a thread (k_sum_slices4,
+// its loads in groups of eight slices) and one a thread (k_sum_slices)
+// against the host's slice-order loop: the same bits, for S on both sides of
+// a group's boundary. The parts mix magnitudes 1e-3 and 1e3 so that another
+// order gives other bits, and the check shows it can tell (the reverse order
+// differs somewhere).
+static void sum_slices(int S, size_t n)
+{
+    std::vector<float> part((size_t)S * n), a(n), b(n), h(n), rev(n);
+    for (auto &v : part) v = frand(-1, 1) * (frand(0, 1) < 0.5f ? 1e-3f : 1e3f);
+    for (size_t j = 0; j < n; j++) {
+        float s = part[j], r = part[(size_t)(S - 1) * n + j];
+        for (int i = 1; i < S; i++) s = s + part[(size_t)i * n + j];
+        for (int i = S - 2; i >= 0; i--) r = r + part[(size_t)i * n + j];
+        h[j] = s;
+        rev[j] = r;
+    }
+    const float *pp = part.data();
+    float *ap = a.data(), *bp = b.data();
+    launch(dim3(3), dim3(64), [&] { k_sum_slices(pp, S, n, ap); });
+    launch(dim3(2), dim3(64), [&] { k_sum_slices4((const float4 *)pp, S, n / 4, (float4 *)bp); });
+    const bool same = !memcmp(ap, h.data(), n * sizeof(float)) && !memcmp(bp, h.data(), n * sizeof(float));
+    const bool tells = S < 3 || memcmp(rev.data(), h.data(), n * sizeof(float));
+    printf("%s warp %d: slice sums S %d n %zu: one and four a thread, the slice order's bits%s\n",
+           same && tells ? "ok  " : "FAIL", PLUMB_WARP, S, n, tells ? "" : " (the reverse order gives the same bits)");
+    same && tells ? g_pass++ : g_fail++;
+}
+
 static void sumsq_orders(size_t k)
 {
     std::vector<double> part(k);
@@ -1106,6 +1135,11 @@ int main()
     sumsq(33 * 1024, 0, 33);
     sumsq(3000, 0, 4); // a block past the end of x sums nothing
     sumsq_orders(13313);
+    sum_slices(2, 4096);
+    sum_slices(8, 1000);
+    sum_slices(9, 1000);  // one whole group of eight after slice 0
+    sum_slices(16, 2052);
+    sum_slices(32, 400);  // ctr's widest cut
     sumsq_orders(TRAIN_SUMSQ_GROUP);
     sumsq_orders(5);
     sumsq_orders((size_t)GRPSUM_TILE * TRAIN_SUMSQ_GROUP + 3 * TRAIN_SUMSQ_GROUP + 1);
