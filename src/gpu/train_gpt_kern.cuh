@@ -260,9 +260,9 @@ __device__ static inline void ln_quad_dy(const float *dy, const uint16_t *dy16, 
         for (int k = 0; k < 4; k++) v[k] = k < n ? from16_of(dy16[o + k], t16) : 0.0f;
     }
 }
-/* the backward's per-quad arithmetic, shared by k_ln_bwd_fast and
- * k_ln_bwd_vec so that they are the same expressions (the same bits): the
- * first pass's chains a = sum g, c = sum g xhat over the quad's n values;
+/* the backward's per-quad arithmetic, shared by k_ln_bwd_fast<0> and
+ * k_ln_bwd_fast<NQ> so that they are the same expressions (the same bits):
+ * the first pass's chains a = sum g, c = sum g xhat over the quad's n values;
  * the second pass's outputs of a whole quad, and their stores (float4 and
  * 8-byte 16-bit where vec, else the first n one by one) */
 __device__ static inline void ln_bwd_acc(const float *gy, const float *wv, const float *xv, int n, float mu, float rs,
@@ -295,6 +295,13 @@ __device__ static inline void ln_bwd_store(float *dx, uint16_t *dx16, size_t o, 
     else if (dx16)
         for (int k = 0; k < n; k++) dx16[o + k] = to16_of(out[k], t16);
 }
+/* fast dx, a warp a row. NQ 0: any C and alignment, the row's quads read
+ * from memory in each pass (float4 where vec). NQ > 0: C = 4 NQ PLUMB_WARP
+ * with vec's alignment (ln_bwd_vec_nq), the row held in registers, so dy (or
+ * dy16) and x are read once, not once a pass (NQ 0 took 81 us a call for
+ * gpt2-124m's 16384 x 768 on an H100, 2026-12-06 08:35). Both take the same
+ * quads a lane through the same helpers in the same order: the same bits. */
+template <int NQ = 0>
 static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
                                      const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt,
                                      uint16_t *dx16 = nullptr)
@@ -303,77 +310,62 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
     const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
     if (r >= R) return;
     const size_t o = (size_t)r * C;
-    const bool vec = (C & 3) == 0 && !((uintptr_t)x % 16) && !((uintptr_t)w % 16) && !((uintptr_t)dx % 16) &&
-                     (!dres || !((uintptr_t)dres % 16)) && (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16)) &&
-                     !((uintptr_t)dx16 % 8);
-    const int nq = (C + 3) / 4;
     const float mu = mean[r], rs = rstd[r];
     float a = 0.0f, c = 0.0f;
-    for (int q = lane; q < nq; q += PLUMB_WARP) {
-        const int n = C - 4 * q < 4 ? C - 4 * q : 4;
-        float gy[4], wv[4], xv[4];
-        ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
-        ln_quad(w, 4 * q, n, vec, wv);
-        ln_quad(x, o + 4 * q, n, vec, xv);
-        ln_bwd_acc(gy, wv, xv, n, mu, rs, a, c);
-    }
-    a = plumb_warp_sum(a) / (float)C;
-    c = plumb_warp_sum(c) / (float)C;
-    for (int q = lane; q < nq; q += PLUMB_WARP) {
-        const int n = C - 4 * q < 4 ? C - 4 * q : 4;
-        float gy[4], wv[4], xv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
-        ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
-        ln_quad(w, 4 * q, n, vec, wv);
-        ln_quad(x, o + 4 * q, n, vec, xv);
-        if (dres) ln_quad(dres, o + 4 * q, n, vec, rv);
-        ln_bwd_out(gy, wv, xv, rv, dres != nullptr, mu, rs, a, c, rt, out);
-        ln_bwd_store(dx, dx16, o + 4 * q, n, vec, out, t16);
+    if constexpr (NQ == 0) {
+        const bool vec = (C & 3) == 0 && !((uintptr_t)x % 16) && !((uintptr_t)w % 16) && !((uintptr_t)dx % 16) &&
+                         (!dres || !((uintptr_t)dres % 16)) &&
+                         (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16)) && !((uintptr_t)dx16 % 8);
+        const int nq = (C + 3) / 4;
+        for (int q = lane; q < nq; q += PLUMB_WARP) {
+            const int n = C - 4 * q < 4 ? C - 4 * q : 4;
+            float gy[4], wv[4], xv[4];
+            ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
+            ln_quad(w, 4 * q, n, vec, wv);
+            ln_quad(x, o + 4 * q, n, vec, xv);
+            ln_bwd_acc(gy, wv, xv, n, mu, rs, a, c);
+        }
+        a = plumb_warp_sum(a) / (float)C;
+        c = plumb_warp_sum(c) / (float)C;
+        for (int q = lane; q < nq; q += PLUMB_WARP) {
+            const int n = C - 4 * q < 4 ? C - 4 * q : 4;
+            float gy[4], wv[4], xv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
+            ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
+            ln_quad(w, 4 * q, n, vec, wv);
+            ln_quad(x, o + 4 * q, n, vec, xv);
+            if (dres) ln_quad(dres, o + 4 * q, n, vec, rv);
+            ln_bwd_out(gy, wv, xv, rv, dres != nullptr, mu, rs, a, c, rt, out);
+            ln_bwd_store(dx, dx16, o + 4 * q, n, vec, out, t16);
+        }
+    } else {
+        float gy[NQ > 0 ? NQ : 1][4], xv[NQ > 0 ? NQ : 1][4];
+#pragma unroll
+        for (int k = 0; k < NQ; k++) {
+            const int q = lane + k * PLUMB_WARP;
+            ln_quad_dy(dy, dy16, t16, o + 4 * q, 4, true, gy[k]);
+            ln_quad(x, o + 4 * q, 4, true, xv[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < NQ; k++) {
+            float wv[4];
+            ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
+            ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
+        }
+        a = plumb_warp_sum(a) / (float)C;
+        c = plumb_warp_sum(c) / (float)C;
+#pragma unroll
+        for (int k = 0; k < NQ; k++) {
+            const int q = lane + k * PLUMB_WARP;
+            float wv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
+            ln_quad(w, 4 * q, 4, true, wv);
+            if (dres) ln_quad(dres, o + 4 * q, 4, true, rv);
+            ln_bwd_out(gy[k], wv, xv[k], rv, dres != nullptr, mu, rs, a, c, rt, out);
+            ln_bwd_store(dx, dx16, o + 4 * q, 4, true, out, t16);
+        }
     }
 }
-
-/* k_ln_bwd_fast with the row in registers, for C = 4 NQ PLUMB_WARP and the
- * alignment k_ln_bwd_fast's vec asks: the same quads a lane, the same chains
- * in the same order, so the same bits; dy (or dy16) and x are read from
- * memory once, not once a pass (k_ln_bwd_fast: 81 us a call for gpt2-124m's
- * 16384 x 768 on an H100, 2026-12-06 08:35). */
-template <int NQ>
-static __global__ void k_ln_bwd_vec(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
-                                    const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt,
-                                    uint16_t *dx16 = nullptr)
-{
-    const int lane = threadIdx.x % PLUMB_WARP;
-    const int r = blockIdx.x * (blockDim.x / PLUMB_WARP) + threadIdx.x / PLUMB_WARP;
-    if (r >= R) return;
-    const size_t o = (size_t)r * C;
-    const float mu = mean[r], rs = rstd[r];
-    float gy[NQ][4], xv[NQ][4];
-#pragma unroll
-    for (int k = 0; k < NQ; k++) {
-        const int q = lane + k * PLUMB_WARP;
-        ln_quad_dy(dy, dy16, t16, o + 4 * q, 4, true, gy[k]);
-        ln_quad(x, o + 4 * q, 4, true, xv[k]);
-    }
-    float a = 0.0f, c = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NQ; k++) {
-        float wv[4];
-        ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
-        ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
-    }
-    a = plumb_warp_sum(a) / (float)C;
-    c = plumb_warp_sum(c) / (float)C;
-#pragma unroll
-    for (int k = 0; k < NQ; k++) {
-        const int q = lane + k * PLUMB_WARP;
-        float wv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
-        ln_quad(w, 4 * q, 4, true, wv);
-        if (dres) ln_quad(dres, o + 4 * q, 4, true, rv);
-        ln_bwd_out(gy[k], wv, xv[k], rv, dres != nullptr, mu, rs, a, c, rt, out);
-        ln_bwd_store(dx, dx16, o + 4 * q, 4, true, out, t16);
-    }
-}
-/* quads a lane for k_ln_bwd_vec, or 0 (C not 4 NQ warp for NQ 1..8, or
- * the alignment k_ln_bwd_fast's vector path needs not there) */
+/* quads a lane for k_ln_bwd_fast<NQ>, or 0 (C not 4 NQ warp for NQ 1..8,
+ * or the alignment of the float4 path not there) */
 __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const float *w, const float *dy,
                                                     const uint16_t *dy16, const float *dres, const float *dx,
                                                     const uint16_t *dx16)

@@ -242,7 +242,7 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     const unsigned grid = (unsigned)((R + rows - 1) / rows);
 #define LN_BWD_CASE(NQ)                                                                                             \
     case NQ:                                                                                                        \
-        k_ln_bwd_vec<NQ><<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16); \
+        k_ln_bwd_fast<NQ><<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16); \
         break
     switch (ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16)) {
         LN_BWD_CASE(1);
@@ -254,7 +254,7 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
         LN_BWD_CASE(7);
         LN_BWD_CASE(8);
     default:
-        k_ln_bwd_fast<<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16);
+        k_ln_bwd_fast<0><<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16);
     }
 #undef LN_BWD_CASE
     GPU_CHECK_LAUNCH(d, "k_ln_bwd", e);

