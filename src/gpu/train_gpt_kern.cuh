@@ -221,13 +221,18 @@ static __global__ void k_ln_fwd_vec(const float *x, const float *w, const float 
 }
 /* quads a lane for k_ln_fwd_vec, or 0 where it does not apply (C not 4 NQ
  * warp for NQ 1..8, or a pointer not 16-byte aligned; y16 and rb16 8-byte) */
+/* the quads of a row each lane holds in the register LayerNorm kernels:
+ * C / (4 warp) where C is a multiple of 4 warp, up to 8 of them; else 0 */
+__host__ __device__ static inline int ln_row_nq(int C)
+{
+    return C % (4 * PLUMB_WARP) || C / (4 * PLUMB_WARP) > 8 ? 0 : C / (4 * PLUMB_WARP);
+}
 __host__ __device__ static inline int ln_vec_nq(int C, const void *x, const void *w, const void *b, const void *y,
                                                 const void *y16, const void *ra, const void *rb16, const void *rout)
 {
-    if (C % (4 * PLUMB_WARP) || C / (4 * PLUMB_WARP) > 8) return 0;
     if (((uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y | (uintptr_t)ra | (uintptr_t)rout) % 16) return 0;
     if (((uintptr_t)y16 | (uintptr_t)rb16) % 8) return 0;
-    return C / (4 * PLUMB_WARP);
+    return ln_row_nq(C);
 }
 
 /* fast dx: one warp per row; dy16 (not NULL): dy given as t16's 16-bit
@@ -295,6 +300,14 @@ __device__ static inline void ln_bwd_store(float *dx, uint16_t *dx16, size_t o, 
     else if (dx16)
         for (int k = 0; k < n; k++) dx16[o + k] = to16_of(out[k], t16);
 }
+/* whether the backward's pointers allow its float4 quads (8-byte ones for
+ * the 16-bit dy16 and dx16; a NULL pointer is aligned) */
+__host__ __device__ static inline bool ln_bwd_aligned(const float *x, const float *w, const float *dy, const uint16_t *dy16,
+                                                      const float *dres, const float *dx, const uint16_t *dx16)
+{
+    return !(((uintptr_t)x | (uintptr_t)w | (uintptr_t)dx | (uintptr_t)dres) % 16) &&
+           (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16)) && !((uintptr_t)dx16 % 8);
+}
 /* fast dx, a warp a row. NQ 0: any C and alignment, the row's quads read
  * from memory in each pass (float4 where vec). NQ > 0: C = 4 NQ PLUMB_WARP
  * with vec's alignment (ln_bwd_vec_nq), the row held in registers, so dy (or
@@ -313,9 +326,7 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
     const float mu = mean[r], rs = rstd[r];
     float a = 0.0f, c = 0.0f;
     if constexpr (NQ == 0) {
-        const bool vec = (C & 3) == 0 && !((uintptr_t)x % 16) && !((uintptr_t)w % 16) && !((uintptr_t)dx % 16) &&
-                         (!dres || !((uintptr_t)dres % 16)) &&
-                         (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16)) && !((uintptr_t)dx16 % 8);
+        const bool vec = (C & 3) == 0 && ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16);
         const int nq = (C + 3) / 4;
         for (int q = lane; q < nq; q += PLUMB_WARP) {
             const int n = C - 4 * q < 4 ? C - 4 * q : 4;
@@ -370,11 +381,7 @@ __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const
                                                     const uint16_t *dy16, const float *dres, const float *dx,
                                                     const uint16_t *dx16)
 {
-    if (C % (4 * PLUMB_WARP) || C / (4 * PLUMB_WARP) > 8) return 0;
-    if (((uintptr_t)x | (uintptr_t)w | (uintptr_t)dx | (uintptr_t)dres) % 16) return 0;
-    if (dy16 ? (uintptr_t)dy16 % 8 : (uintptr_t)dy % 16) return 0;
-    if ((uintptr_t)dx16 % 8) return 0;
-    return C / (4 * PLUMB_WARP);
+    return ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16) ? ln_row_nq(C) : 0;
 }
 
 #define LN_ROWS 64
@@ -446,13 +453,19 @@ template <int RT> __device__ static inline void xent_ld8(const uint16_t *zr, int
 }
 template <int RT> __device__ static inline float xent_one(const float *zr, int v) { return gg_round(zr[v], RT); }
 template <int RT> __device__ static inline float xent_one(const uint16_t *zr, int v) { return from16_of(zr[v], RT); }
+/* this thread's running max m (log2 units) raised to mx where mx is larger,
+ * its sum s rescaled to match (m = -inf at the start: s = 0 * 0) */
+__device__ static inline void xent_rescale(float mx, float &m, float &s)
+{
+    if (mx > m) {
+        s *= exp2f(m - mx);
+        m = mx;
+    }
+}
 /* this thread's (m, s) after value x (log2 units) */
 __device__ static inline void xent_acc1(float x, float &m, float &s)
 {
-    if (x > m) {
-        s *= exp2f(m - x); /* m = -inf at the start: s = 0 * 0 */
-        m = x;
-    }
+    xent_rescale(x, m, s);
     s += exp2f(x - m);
 }
 /* the eight gradient values of step o (target tg, live = tg >= 0) into g */
@@ -476,10 +489,7 @@ __device__ static inline void xent_row(ZT *zr, uint16_t *gr, int tg, int V, int 
         xent_ld8<RT>(zr, o, v);
         const float mx =
             fmaxf(fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])), fmaxf(fmaxf(v[4], v[5]), fmaxf(v[6], v[7]))) * XENT_LOG2E;
-        if (mx > m) {
-            s *= exp2f(m - mx);
-            m = mx;
-        }
+        xent_rescale(mx, m, s);
 #pragma unroll
         for (int k = 0; k < 8; k++) s += exp2f(fmaf(v[k], XENT_LOG2E, -m));
     }

@@ -440,6 +440,26 @@ __global__ void k_sum_slices_unpad(const float *part, int S, int N, int K, int K
     }
 }
 
+/* dw [N, K] from the S slices' parts [S, N, Kp] (Kp >= K): tr_sum_slices
+ * where they are not padded, else k_sum_slices_unpad (the same order) */
+static int sum_slices_dw(struct dev *d, struct dev_stream *st, const float *part, int S, int N, int K, int Kp, float *dw,
+                         plumb_err *e)
+{
+    if (Kp == K) return tr_sum_slices(d, st, part, S, (size_t)N * K, dw, e);
+    k_sum_slices_unpad<<<gpu_grid((size_t)N * K, 256), 256, 0, st->s>>>(part, S, N, K, Kp, dw);
+    GPU_CHECK_LAUNCH(d, "k_sum_slices_unpad", e);
+    return PLUMB_OK;
+}
+
+/* the batch slices of a linear layer's dw GEMM: the largest S of 32, 16, ..,
+ * 2 that divides B into slices of at least 512 rows, else 1 */
+static int dw_slice_count(int B)
+{
+    for (int c = 32; c > 1; c >>= 1)
+        if (B % c == 0 && B / c >= 512) return c;
+    return 1;
+}
+
 static int pad_cols(struct dev *d, struct dev_stream *st, const float *x, size_t R, int K, float *xp, plumb_err *e)
 {
     size_t tot = R * (size_t)pad8(K);
@@ -659,9 +679,7 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
      * the S partial dw's, and k_sum_slices adds them in slice order. */
     {
         tprof_scope pdw(st, TP_LBWD_DW);
-        int S = 1;
-        for (int c = 32; c > 1 && S == 1; c >>= 1)
-            if (B % c == 0 && B / c >= 512) S = c;
+        const int S = dw_slice_count(B);
         if (S > 1 || padk) {
             /* K % 4 != 0: x padded to [B, Kp] and the parts [S, N, Kp], the
              * padding dropped by the slice sum */
@@ -691,12 +709,7 @@ int tr_linear_bwd(struct dev *d, struct dev_stream *st, const float *x, const fl
             rc = lt_gemm(d, st, 0, 1, Ka, N, Bc, xa, Ka, dya, N, part, Ka, (int)rt, c16, EPI_NONE, NULL, S,
                          (long long)Bc * Ka, (long long)Bc * N, (long long)kn, e);
             if (rc == PLUMB_OK) {
-                if (padk) {
-                    k_sum_slices_unpad<<<gpu_grid((size_t)N * K, 256), 256, 0, st->s>>>(part, S, N, K, Kp, dw);
-                    GPU_CHECK_LAUNCH(d, "k_sum_slices_unpad", e);
-                } else if ((rc = tr_sum_slices(d, st, part, S, kn, dw, e))) {
-                    return rc;
-                }
+                if ((rc = sum_slices_dw(d, st, part, S, N, K, Ka, dw, e))) return rc;
                 dw_done = 1;
             } else if (rc != PLUMB_EUNSUPPORTED) {
                 return rc;
@@ -902,9 +915,7 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
     if (ok) {
         /* dw^T [Ka x N] = (x16 viewed Ka x B)(dy16 viewed N x B)^T in batch slices + an ordered sum */
         tprof_scope pdw(st, TP_LBWD_DW);
-        int S = 1;
-        for (int c2 = 32; c2 > 1 && S == 1; c2 >>= 1)
-            if (B % c2 == 0 && B / c2 >= 512) S = c2;
+        const int S = dw_slice_count(B);
         size_t kn = (size_t)Ka * N;
         void *wp;
         if ((rc = tws_get(d, 1, (size_t)S * kn * sizeof(float), &wp, e))) return rc;
@@ -912,12 +923,7 @@ int tr_linear_bwd16(struct dev *d, struct dev_stream *st, const float *x, const 
         int Bc = B / S;
         rc = lt_gemm(d, st, 0, 1, Ka, N, Bc, xa, Ka, dya, N, part, Ka, (int)rt, 1, EPI_NONE, NULL, S, (long long)Bc * Ka,
                      (long long)Bc * N, (long long)kn, e);
-        if (rc == PLUMB_OK) {
-            if (pad) k_sum_slices_unpad<<<gpu_grid((size_t)N * K, 256), 256, 0, st->s>>>(part, S, N, K, Ka, dw);
-            else return tr_sum_slices(d, st, part, S, kn, dw, e);
-            GPU_CHECK_LAUNCH(d, "k_sum_slices_unpad", e);
-            return PLUMB_OK;
-        }
+        if (rc == PLUMB_OK) return sum_slices_dw(d, st, part, S, N, K, Ka, dw, e);
         if (rc != PLUMB_EUNSUPPORTED) return rc;
     }
     }
