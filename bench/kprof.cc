@@ -10,7 +10,11 @@
  *   [KPROF_TOP=40] [KPROF_AFTER_S=seconds] plumb bench ctr ...
  *
  * KPROF_AFTER_S drops activity that starts less than that many seconds
- * after the first recorded one (warm-up, plan searches). The table goes to
+ * after the first recorded one (warm-up, plan searches). KPROF_SEQ=N also
+ * prints the last N kept records in start order, each with its grid and
+ * block and its own time: one step's timeline, where the per-name table
+ * cannot tell a layer's call from another's (a model's calls come in a
+ * fixed order, so position in the step names the layer). The table goes to
  * KPROF_OUT (default stderr; %p in it becomes the process id). Needs libcupti.so.13 on the library path.
  * Built by `make kprof` (bench tool, not part of plumb). */
 #include <cupti.h>
@@ -39,6 +43,15 @@ uint64_t g_t0 = 0;                 /* first record seen at all */
 double g_after_ns = 0;
 int g_reported = 0;
 
+/* the KPROF_SEQ timeline: a ring of the last g_seq_n kept records */
+struct rec {
+    uint64_t start, end;
+    unsigned grid[3], block[3];
+    std::string name;
+};
+std::vector<rec> *g_seq;
+size_t g_seq_n = 0, g_seq_at = 0;
+
 #define CUPTI_OK(call)                                                                     \
     do {                                                                                   \
         CUptiResult r_ = (call);                                                           \
@@ -64,10 +77,17 @@ std::string short_name(const char *mangled)
     return s;
 }
 
-void keep(const std::string &name, uint64_t start, uint64_t end)
+void keep(const std::string &name, uint64_t start, uint64_t end, const unsigned *grid = nullptr,
+          const unsigned *block = nullptr)
 {
     if (!g_t0 || start < g_t0) g_t0 = start;
     if ((double)(start - g_t0) < g_after_ns) return;
+    if (g_seq_n) {
+        rec r{start, end, {0, 0, 0}, {0, 0, 0}, name};
+        for (int i = 0; i < 3; i++) r.grid[i] = grid ? grid[i] : 0, r.block[i] = block ? block[i] : 0;
+        if (g_seq->size() < g_seq_n) g_seq->push_back(r);
+        else (*g_seq)[g_seq_at++ % g_seq_n] = r;
+    }
     agg &a = (*g_by_name)[name];
     a.calls++;
     a.ns += (double)(end - start);
@@ -91,7 +111,9 @@ void CUPTIAPI buf_completed(CUcontext, uint32_t, uint8_t *buf, size_t, size_t va
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
             auto *k = (CUpti_ActivityKernel10 *)rec;
-            keep(short_name(k->name), k->start, k->end);
+            const unsigned grid[3] = {(unsigned)k->gridX, (unsigned)k->gridY, (unsigned)k->gridZ};
+            const unsigned block[3] = {(unsigned)k->blockX, (unsigned)k->blockY, (unsigned)k->blockZ};
+            keep(short_name(k->name), k->start, k->end, grid, block);
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -141,6 +163,21 @@ void report(void)
         fprintf(f, "%10ld %12.3f %10.2f %5.1f%%  %s\n", v[i].second.calls, v[i].second.ns / 1e6,
                 v[i].second.ns / 1e3 / (double)v[i].second.calls, 100.0 * v[i].second.ns / total,
                 v[i].first.c_str());
+    if (g_seq_n && !g_seq->empty()) {
+        /* records arrive per buffer, not strictly in start order */
+        std::vector<rec> q(*g_seq);
+        std::sort(q.begin(), q.end(), [](const rec &a, const rec &b) { return a.start < b.start; });
+        fprintf(f, "\nkprof: the last %zu records in start order (gap: idle us before it)\n", q.size());
+        fprintf(f, "%6s %10s %8s %18s %14s  %s\n", "#", "us", "gap", "grid", "block", "name");
+        for (size_t i = 0; i < q.size(); i++) {
+            const double gap = i ? ((double)q[i].start - (double)q[i - 1].end) / 1e3 : 0.0;
+            char gr[48], bl[48];
+            snprintf(gr, sizeof gr, "%u,%u,%u", q[i].grid[0], q[i].grid[1], q[i].grid[2]);
+            snprintf(bl, sizeof bl, "%u,%u,%u", q[i].block[0], q[i].block[1], q[i].block[2]);
+            fprintf(f, "%6zu %10.2f %8.2f %18s %14s  %s\n", i, (double)(q[i].end - q[i].start) / 1e3, gap, gr, bl,
+                    q[i].name.c_str());
+        }
+    }
     if (f != stderr) fclose(f);
     pthread_mutex_unlock(&g_lock);
 }
@@ -152,6 +189,9 @@ extern "C" int InitializeInjection(void)
     g_by_name = new std::map<std::string, agg>();
     const char *a = getenv("KPROF_AFTER_S");
     g_after_ns = a ? atof(a) * 1e9 : 0;
+    const char *sq = getenv("KPROF_SEQ");
+    g_seq_n = sq ? (size_t)atol(sq) : 0;
+    g_seq = new std::vector<rec>();
     CUPTI_OK(cuptiActivityRegisterCallbacks(buf_requested, buf_completed));
     CUPTI_OK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     CUPTI_OK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));

@@ -26,7 +26,7 @@ step() { # step NAME TIMEOUT_S AFTER_S CMD...: CMD under kprof (AFTER_S: KPROF_A
   log "==== $name: $*"
   local t1=$SECONDS
   timeout "$t" env CUDA_INJECTION64_PATH="$here/build/libplumb-kprof.so" KPROF_TOP=40 KPROF_AFTER_S="$ka" \
-    KPROF_OUT="$D/$name.kprof.txt" "$@" >"$D/$name.log" 2>&1
+    KPROF_SEQ="${KPROF_SEQ:-0}" KPROF_OUT="$D/$name.kprof.txt" "$@" >"$D/$name.log" 2>&1
   local rc=$?
   log "==== $name: exit $rc ($((SECONDS - t1)) s)"
   [ -f "$D/$name.kprof.txt" ] && head -n 32 "$D/$name.kprof.txt" | tee -a "$LOG"
@@ -61,10 +61,13 @@ torch && step r18_torch 40 3 python3 bench/resnet_torch.py --model resnet18 --ba
   --steps 150 --warmup 3
 fi
 if part r50; then
+# the last 700 kernels: about two training steps' timeline, each BN call's time by its place in the step
+export KPROF_SEQ=${R50_SEQ:-700}
 step r50_plumb 30 3 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 40 \
   --warmup 2 --leak-steps 0
 torch && step r50_torch 50 3 python3 bench/resnet_torch.py --model resnet50 --batch 256 --precision bf16 --modes eager \
   --steps 40 --warmup 3
+export KPROF_SEQ=0
 fi
 if part r152; then
 # resnet152 at 224, bf16/64 (issue 19's table shape), with each cuDNN plan's algorithm logged
