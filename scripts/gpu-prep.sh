@@ -28,6 +28,20 @@ if [ "${PREP_SWCVT:-0}" = 1 ]; then
   make -j2 cuda BUILD=build-sw NVCC_EXTRA=-DPLUMB_NO_HW_CVT >/dev/null
   mkdir -p "$DEST/build-sw" && cp build-sw/libplumb-cuda.so "$DEST/build-sw/" && strip --strip-debug "$DEST/build-sw/libplumb-cuda.so"
 fi
+# PREP_VARIANT="NAME:FLAGS": a second libplumb-cuda.so in build-NAME/ whose
+# objects named in PREP_VARIANT_OBJS (default train_vision) are built with the
+# extra nvcc FLAGS, the rest copied from build/cuda (so it takes one object's
+# compile, not the plugin's): an A/B of compile-time choices in one call
+# (HEADLINE_BACKEND=build-NAME, or PLUMB_BACKEND_PATH for a profile)
+if [ -n "${PREP_VARIANT:-}" ]; then
+  vname=${PREP_VARIANT%%:*} vflags=${PREP_VARIANT#*:}
+  rm -rf "build-$vname" && mkdir -p "build-$vname/cuda" && cp build/cuda/*.o "build-$vname/cuda/"
+  for o in ${PREP_VARIANT_OBJS:-train_vision}; do rm -f "build-$vname/cuda/$o.o"; done
+  make -j2 cuda BUILD="build-$vname" NVCC_EXTRA="$vflags" >/dev/null
+  mkdir -p "$DEST/build-$vname" && cp "build-$vname/libplumb-cuda.so" "$DEST/build-$vname/"
+  strip --strip-debug "$DEST/build-$vname/libplumb-cuda.so"
+  echo "$vflags" >"$DEST/build-$vname/FLAGS"
+fi
 # llm.c's train_gpt2cu for scripts/gpu-gpt.sh, when built (scripts/llmc-build.sh; never committed)
 LLMC_DIR=${LLMC_DIR:-.llmc}
 if [ -x "$LLMC_DIR/train_gpt2cu" ]; then cp -r "$LLMC_DIR" "$DEST/llmc"; fi

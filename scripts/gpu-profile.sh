@@ -19,7 +19,7 @@ BUDGET=${PROFILE_BUDGET_S:-150}
 T0=$SECONDS
 log() { echo "$*" | tee -a "$LOG"; }
 step() { # step NAME TIMEOUT_S AFTER_S CMD...: CMD under kprof (AFTER_S: KPROF_AFTER_S, drops warm-up activity)
-  local name=$1 t=$2 ka=$3; shift 3
+  local name=$1${PROFILE_TAG:-} t=$2 ka=$3; shift 3
   local l=$((BUDGET - (SECONDS - T0)))
   if [ "$l" -lt 10 ]; then log "==== $name: SKIPPED ($l s left)"; return 99; fi
   [ "$t" -gt "$l" ] && t=$l
@@ -33,7 +33,11 @@ step() { # step NAME TIMEOUT_S AFTER_S CMD...: CMD under kprof (AFTER_S: KPROF_A
   return $rc
 }
 . "$here/scripts/gpu-libs.sh"
-export PLUMB_BACKEND_PATH=$here/build
+# PROFILE_BACKEND=DIR: the GPU plugin from DIR (gpu-prep.sh's build-NAME
+# variants); PROFILE_TAG: a suffix for the step names, so a variant's tables
+# sit beside the default build's
+export PLUMB_BACKEND_PATH=${PROFILE_BACKEND:-$here/build}
+log "plugin: $PLUMB_BACKEND_PATH"
 P=build/plumb
 # PROFILE_PARTS: which of gpt r18 r50 r152 ctr to run (default: gpt r18 r50)
 PARTS=" ${PROFILE_PARTS:-gpt r18 r50} "
@@ -61,8 +65,8 @@ torch && step r18_torch 40 3 python3 bench/resnet_torch.py --model resnet18 --ba
   --steps 150 --warmup 3
 fi
 if part r50; then
-# the last 700 kernels: about two training steps' timeline, each BN call's time by its place in the step
-export KPROF_SEQ=${R50_SEQ:-700}
+# the last 1500 kernels: the last training steps' timeline, each BN call's time by its place in the step
+export KPROF_SEQ=${R50_SEQ:-1500}
 step r50_plumb 30 3 $P bench resnet --device cuda --preset resnet50 --batch 256 --precision bf16 --steps 40 \
   --warmup 2 --leak-steps 0
 torch && step r50_torch 50 3 python3 bench/resnet_torch.py --model resnet50 --batch 256 --precision bf16 --modes eager \

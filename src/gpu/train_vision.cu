@@ -123,18 +123,8 @@ static int bn_sums_fast_t(struct dev *d, struct dev_stream *st, int kind, int NS
     if (rc) return rc;
     dim3 grid(g.ncb, g.nby);
     float *part = (float *)ws;
-    if (NS == 1 && V == VW)
-        k_bn_red_part<S, VW, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
-                                                          g.RY, part, rt);
-    else if (NS == 1)
-        k_bn_red_part<S, 1, 1><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
-                                                          g.RY, part, rt);
-    else if (V == VW)
-        k_bn_red_part<S, VW, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
-                                                          g.RY, part, rt);
-    else
-        k_bn_red_part<S, 1, 2><<<grid, 256, 0, st->s>>>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX,
-                                                          g.RY, part, rt);
+    const bn_red_part_fn<S> f = V == VW ? bn_red_part_of<S, VW>(NS, kind) : bn_red_part_of<S, 1>(NS, kind);
+    f<<<grid, 256, 0, st->s>>>(x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, part, rt);
     GPU_CHECK_LAUNCH(d, "k_bn_red_part", e);
     const int K = NS * C;
     k_bn_red_final<<<(K + 31) / 32, dim3(32, 8), 0, st->s>>>(part, (int)g.nby, K, C, out, copy0, copy1);
@@ -560,43 +550,64 @@ int g_add(struct dev *d, dev_stream *s, const float *a, const float *b, float *y
 
 /* ---------------- softmax cross-entropy ---------------- */
 
-/* fast row: vendor expf / logf, plain sums (the cpu's fast definition) */
-__device__ static float xent_row_fast(const float *z, int V, int y, float gs, float *dz, int32_t *pred)
-{
-    float m = z[0];
-    int32_t am = 0;
-    for (int i = 1; i < V; i++)
-        if (z[i] > m) {
-            m = z[i];
-            am = i;
-        }
-    *pred = am;
-    if (y < 0) return 0.0f;
-    float S = 0.0f;
-    for (int i = 0; i < V; i++) S += expf(z[i] - m);
-    if (dz)
-        for (int i = 0; i < V; i++) {
-            float p = expf(z[i] - m) / S;
-            dz[i] = (i == y ? p - 1.0f : p) * gs;
-        }
-    return logf(S) - (z[y] - m);
-}
-
-/* one thread per row: loss into lb[b] (0 when masked) */
+/* golden, one thread per row (tv_xent_row's order): loss into lb[b] (0 when
+ * masked) */
 __global__ void k_cls_xent(const float *z, const int32_t *labels, int B, int V, int n_valid, float gs, float *loss_ps,
-                           int32_t *pred, float *dz, float *lb, int golden)
+                           int32_t *pred, float *dz, float *lb)
 {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     int y = b < n_valid && labels ? labels[b] : -1;
     int32_t pr;
     float *dzr = dz ? dz + (size_t)b * V : NULL;
-    float l = golden ? tv_xent_row(z + (size_t)b * V, V, y, gs, dzr, &pr)
-                     : xent_row_fast(z + (size_t)b * V, V, y, gs, dzr, &pr);
+    float l = tv_xent_row(z + (size_t)b * V, V, y, gs, dzr, &pr);
     if (y < 0 && dzr)
         for (int i = 0; i < V; i++) dzr[i] = 0.0f;
     lb[b] = l;
     if (pred) pred[b] = pr;
+    if (loss_ps) loss_ps[b] = l;
+}
+/* fast rows, a warp a row: each lane scans the logits i = lane, lane + W, ...
+ * (W = PLUMB_WARP) for its first maximum, then a butterfly keeps the largest,
+ * the lowest index among equals: the first maximum of the row, the serial
+ * scan's pred. The exponentials' sum is the lanes' sums added by the
+ * butterfly (fixed: every run the same bits). One thread a row took 251 us of
+ * a resnet50 step for 256 rows of 1000 (BENCHMARKS.md, 2026-12-06). */
+__global__ void k_cls_xent_warp(const float *z, const int32_t *labels, int B, int V, int n_valid, float gs,
+                                float *loss_ps, int32_t *pred, float *dz, float *lb)
+{
+    const int b = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / PLUMB_WARP), lane = threadIdx.x % PLUMB_WARP;
+    if (b >= B) return;
+    const float *zr = z + (size_t)b * V;
+    float *dzr = dz ? dz + (size_t)b * V : NULL;
+    float m = lane < V ? zr[lane] : -INFINITY;
+    int am = lane < V ? lane : V;
+    for (int i = lane + PLUMB_WARP; i < V; i += PLUMB_WARP)
+        if (zr[i] > m) m = zr[i], am = i;
+#pragma unroll
+    for (int off = PLUMB_WARP / 2; off > 0; off >>= 1) {
+        const float om = plumb_shfl_xor(m, off);
+        const int oa = plumb_shfl_xor(am, off);
+        if (om > m || (om == m && oa < am)) m = om, am = oa;
+    }
+    const int y = b < n_valid && labels ? labels[b] : -1;
+    float l = 0.0f;
+    if (y >= 0) {
+        float S = 0.0f;
+        for (int i = lane; i < V; i += PLUMB_WARP) S += expf(zr[i] - m);
+        S = plumb_warp_sum(S);
+        if (dzr)
+            for (int i = lane; i < V; i += PLUMB_WARP) {
+                const float p = expf(zr[i] - m) / S;
+                dzr[i] = (i == y ? p - 1.0f : p) * gs;
+            }
+        l = logf(S) - (zr[y] - m);
+    } else if (dzr) {
+        for (int i = lane; i < V; i += PLUMB_WARP) dzr[i] = 0.0f;
+    }
+    if (lane) return;
+    lb[b] = l;
+    if (pred) pred[b] = am;
     if (loss_ps) loss_ps[b] = l;
 }
 /* the contract's sum: double adds in ascending b from 0 (both modes here:
@@ -621,9 +632,16 @@ int g_cls_xent(struct dev *d, dev_stream *s, const float *z, const int32_t *labe
     void *ws;
     int rc = tvws_get(d, TVWS_RED, (size_t)B * sizeof(float), &ws, e);
     if (rc) return rc;
-    k_cls_xent<<<(B + 127) / 128, 128, 0, st->s>>>(z, labels, B, V, n_valid, grad_scale, loss_ps, pred, dz,
-                                                   (float *)ws, is_golden(d));
-    GPU_CHECK_LAUNCH(d, "k_cls_xent", e);
+    if (is_golden(d)) {
+        k_cls_xent<<<(B + 127) / 128, 128, 0, st->s>>>(z, labels, B, V, n_valid, grad_scale, loss_ps, pred, dz,
+                                                       (float *)ws);
+        GPU_CHECK_LAUNCH(d, "k_cls_xent", e);
+    } else {
+        const unsigned rows = 256 / PLUMB_WARP;
+        k_cls_xent_warp<<<(unsigned)((B + rows - 1) / rows), 256, 0, st->s>>>(z, labels, B, V, n_valid, grad_scale,
+                                                                             loss_ps, pred, dz, (float *)ws);
+        GPU_CHECK_LAUNCH(d, "k_cls_xent_warp", e);
+    }
     if (sum_count) {
         k_xent_sum<<<1, 1, 0, st->s>>>((const float *)ws, n_valid, sum_count);
         GPU_CHECK_LAUNCH(d, "k_xent_sum", e);
@@ -819,6 +837,23 @@ int g_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, c
     ENTER();
     const cudaStream_t cs = gpu_stream(d, s)->s;
     const size_t n = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->C;
+    if (maxpool_bwd_s2(g)) {
+        /* a 2x2 block of input pixels an item */
+        const size_t nb = (size_t)g->N * ((g->H + 1) / 2) * ((g->W + 1) / 2) * g->C;
+        if (pool_vec8(g->C, dy16, dx16, idx)) {
+            if (pool_i32(n, ny))
+                k_maxpool_bwd16_s2<8, uint32_t><<<gpu_grid(nb / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16,
+                                                                                      (uint32_t)(nb / 8), (int)rt);
+            else
+                k_maxpool_bwd16_s2<8, size_t><<<gpu_grid(nb / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, nb / 8, (int)rt);
+        } else if (pool_i32(n, ny)) {
+            k_maxpool_bwd16_s2<1, uint32_t><<<gpu_grid(nb, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)nb, (int)rt);
+        } else {
+            k_maxpool_bwd16_s2<1, size_t><<<gpu_grid(nb, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, nb, (int)rt);
+        }
+        GPU_CHECK_LAUNCH(d, "k_maxpool_bwd16_s2", e);
+        return PLUMB_OK;
+    }
     if (pool_vec8(g->C, dy16, dx16, idx)) {
         if (pool_i32(n, ny))
             k_maxpool_bwd16<8, uint32_t><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)(n / 8), (int)rt);

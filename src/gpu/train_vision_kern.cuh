@@ -26,18 +26,49 @@ template <int V> __device__ static inline void ldv(const float *p, size_t i, flo
         for (int v = 0; v < V; v++) o[v] = p[i + v];
     }
 }
+/* eight 16-bit values of one 16-byte word, widened */
+__device__ static inline void unpack8(uint4 t, float *o, int rt)
+{
+    const uint32_t w[4] = {t.x, t.y, t.z, t.w};
+    for (int k = 0; k < 4; k++) {
+        o[2 * k] = from16_rt((uint16_t)(w[k] & 0xffffu), rt);
+        o[2 * k + 1] = from16_rt((uint16_t)(w[k] >> 16), rt);
+    }
+}
 template <int V> __device__ static inline void ldv(const uint16_t *p, size_t i, float *o, int rt)
 {
     if (V == 8) {
-        uint4 t = *(const uint4 *)(p + i);
-        const uint32_t w[4] = {t.x, t.y, t.z, t.w};
-        for (int k = 0; k < 4; k++) {
-            o[2 * k] = from16_rt((uint16_t)(w[k] & 0xffffu), rt);
-            o[2 * k + 1] = from16_rt((uint16_t)(w[k] >> 16), rt);
-        }
+        unpack8(*(const uint4 *)(p + i), o, rt);
     } else {
         for (int v = 0; v < V; v++) o[v] = from16_rt(p[i + v], rt);
     }
+}
+/* A row's V values as loaded, widened only when used: the kernels below load
+ * U rows before they use the first, so a thread has U loads in flight, not
+ * one (resnet50's BN passes ran at 1.1 to 2.6 TB/s of the H100's 3.35 with
+ * one row in flight: BENCHMARKS.md, 2026-12-06). The 16-bit word stays four
+ * registers instead of eight floats. */
+template <typename S, int V> struct vraw {
+    float f[V];
+};
+template <> struct vraw<uint16_t, 8> {
+    uint4 w;
+};
+template <typename S, int V> __device__ static inline void ldraw(const S *p, size_t i, vraw<S, V> &r, int rt)
+{
+    ldv<V>(p, i, r.f, rt);
+}
+template <> __device__ inline void ldraw<uint16_t, 8>(const uint16_t *p, size_t i, vraw<uint16_t, 8> &r, int)
+{
+    r.w = *(const uint4 *)(p + i);
+}
+template <typename S, int V> __device__ static inline void unraw(const vraw<S, V> &r, float *o, int)
+{
+    for (int v = 0; v < V; v++) o[v] = r.f[v];
+}
+template <> __device__ inline void unraw<uint16_t, 8>(const vraw<uint16_t, 8> &r, float *o, int rt)
+{
+    unpack8(r.w, o, rt);
 }
 template <int V> __device__ static inline void stv(float *p, size_t i, const float *o)
 {
@@ -69,6 +100,13 @@ template <int V> __device__ static inline void maskv(const uint16_t *mask, size_
     ldv<V>(mask, i, mk, rt);
     for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
 }
+/* the same from a mask row loaded ahead (ldraw) */
+template <int V> __device__ static inline void maskrv(const vraw<uint16_t, V> &mr, float *g, int rt)
+{
+    float mk[V];
+    unraw<uint16_t, V>(mr, mk, rt);
+    for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
+}
 
 /* the same mask recomputed from x (train_ops.h, mbeta): g[v] = 0 where this
  * BN's own ReLU output, the value k_bn_apply stored, is not > 0; mu, rs,
@@ -82,6 +120,19 @@ __device__ static inline void maskxv(const float *xv, const float *mu, const flo
 }
 
 enum { BV_X = 0, BV_SQ = 1, BV_DY = 2, BV_DYXH = 3, BV_SH = 4 };
+
+/* rows a thread loads before it adds the first (k_bn_red_part), and before it
+ * computes and stores the first (the elementwise BN kernels); the results do
+ * not depend on them */
+#ifndef BN_RED_U
+#define BN_RED_U 3 /* the backward's sums: two tensors and a mask a row */
+#endif
+#ifndef BN_RED_U1
+#define BN_RED_U1 8 /* the statistics: one tensor a row */
+#endif
+#ifndef BN_EW_U
+#define BN_EW_U 2
+#endif
 
 /* fast: NS sums per channel in one pass (bn_stats: NS = 1, kind BV_X or
  * BV_SQ; the backward: NS = 2, BV_DY then BV_DYXH from one read of x and
@@ -122,7 +173,7 @@ static inline struct bn_geom bn_geom_of(size_t M, int C, int V)
     return g;
 }
 
-template <typename S, int V, int NS, int RT, int KIND>
+template <typename S, int V, int NS, int RT, int KIND, int U>
 __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_t *mask, const float *mgamma,
                                           const float *mbeta, const float *mean, const float *rstd, size_t M, int C,
                                           size_t rpb, int QX, int RY, float *part, float (*sh)[256 * V], int rt_)
@@ -143,16 +194,28 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
             mg[v] = mbeta && KIND == BV_DY ? mgamma[c0 + v] : 0.0f;
             mb[v] = mbeta && KIND == BV_DY ? mbeta[c0 + v] : 0.0f;
         }
-        /* unrolled for loads in flight; the adds stay in row order */
-#pragma unroll 4
-        for (size_t m = m0 + ty; m < m1; m += RY) {
+        /* U rows loaded, then added in row order: the sums of U = 1 */
+        const int own = mbeta && NS == 2, rdmask = KIND == BV_DY && !own && mask;
+        for (size_t mr0 = m0 + ty; mr0 < m1; mr0 += (size_t)U * RY) {
+            vraw<S, V> xr[U], gr[U];
+            vraw<uint16_t, V> kr[U] = {};
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const size_t m = mr0 + (size_t)u * RY, i = m * (size_t)C + c0;
+                if (m >= m1) break;
+                if (KIND != BV_DY || NS == 2) ldraw<S, V>(x, i, xr[u], rt);
+                if (KIND == BV_DY) ldraw<S, V>(dy, i, gr[u], rt);
+                if (rdmask) ldraw<uint16_t, V>(mask, i, kr[u], rt);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+            if (mr0 + (size_t)u * RY >= m1) break;
             float xv[V], gv[V];
-            const size_t i = m * (size_t)C + c0;
-            if (KIND != BV_DY || NS == 2) ldv<V>(x, i, xv, rt);
+            if (KIND != BV_DY || NS == 2) unraw<S, V>(xr[u], xv, rt);
             if (KIND == BV_DY) {
-                ldv<V>(dy, i, gv, rt);
-                if (mbeta && NS == 2) maskxv<V>(xv, mu, rs, mg, mb, gv, rt);
-                else maskv<V>(mask, i, gv, rt);
+                unraw<S, V>(gr[u], gv, rt);
+                if (own) maskxv<V>(xv, mu, rs, mg, mb, gv, rt);
+                else if (rdmask) maskrv<V>(kr[u], gv, rt);
             }
             for (int v = 0; v < V; v++) {
                 if (KIND == BV_X) {
@@ -169,6 +232,7 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
                     if (NS == 2) a[NS - 1][v] += gv[v] * tv_bn_xhat(xv[v], mu[v], rs[v]);
                 }
             }
+            }
         }
     }
     for (int s = 0; s < NS; s++)
@@ -182,24 +246,34 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
             for (int v = 0; v < V && c0 + v < C; v++) part[((size_t)blockIdx.y * NS + s) * C + c0 + v] = a[s][v];
     }
 }
-/* the shared block sums declared here, once, for whichever rt copy runs */
-template <typename S, int V, int NS>
-__global__ void __launch_bounds__(256) k_bn_red_part(int kind, const S *x, const S *dy, const uint16_t *mask,
+/* the shared block sums declared here, once, for whichever rt copy runs.
+ * KIND is a constant of the kernel, not an argument: one kernel for all four
+ * kinds held the registers of the backward's two tensors and masks for the
+ * forward's one-tensor pass too, and ran it at 1.1 to 1.8 TB/s
+ * (BENCHMARKS.md, 2026-12-06). BV_DY or BV_SH with NS = 2, BV_X or BV_SQ
+ * with NS = 1. */
+template <typename S, int V, int NS, int KIND, int U>
+__global__ void __launch_bounds__(256, 2) k_bn_red_part(const S *x, const S *dy, const uint16_t *mask,
                                                      const float *mgamma, const float *mbeta, const float *mean,
                                                      const float *rstd, size_t M, int C, size_t rpb, int QX, int RY,
                                                      float *part, int rt)
 {
     __shared__ float sh[NS][256 * V];
-    /* kind as a constant too: BV_DY or BV_SH with NS = 2, BV_X or BV_SQ with NS = 1 */
-#define BN_RED_ARGS x, dy, mask, mgamma, mbeta, mean, rstd, M, C, rpb, QX, RY, part, sh, rt
-#define BN_RED_CALL(RTV)                                                                   \
-    (NS == 2 && kind == BV_SH ? bn_red_rows<S, V, NS, RTV, BV_SH>(BN_RED_ARGS)             \
-     : NS == 2                ? bn_red_rows<S, V, NS, RTV, BV_DY>(BN_RED_ARGS)             \
-     : kind == BV_X           ? bn_red_rows<S, V, NS, RTV, BV_X>(BN_RED_ARGS)              \
-                              : bn_red_rows<S, V, NS, RTV, BV_SQ>(BN_RED_ARGS))
+#define BN_RED_CALL(RTV) \
+    bn_red_rows<S, V, NS, RTV, KIND, U>(x, dy, mask, mgamma, mbeta, mean, rstd, M, C, rpb, QX, RY, part, sh, rt)
     RT_DISPATCH(rt, BN_RED_CALL);
 #undef BN_RED_CALL
-#undef BN_RED_ARGS
+}
+template <typename S>
+using bn_red_part_fn = void (*)(const S *, const S *, const uint16_t *, const float *, const float *, const float *,
+                                const float *, size_t, int, size_t, int, int, float *, int);
+/* k_bn_red_part for (NS, kind), launched through the pointer; U rows
+ * loaded ahead, 0: BN_RED_U for the backward's sums, BN_RED_U1 otherwise */
+template <typename S, int V, int U = 0> static inline bn_red_part_fn<S> bn_red_part_of(int NS, int kind)
+{
+    constexpr int UD = U ? U : BN_RED_U, U1 = U ? U : BN_RED_U1;
+    if (NS == 2) return kind == BV_SH ? k_bn_red_part<S, V, 2, BV_SH, U1> : k_bn_red_part<S, V, 2, BV_DY, UD>;
+    return kind == BV_X ? k_bn_red_part<S, V, 1, BV_X, U1> : k_bn_red_part<S, V, 1, BV_SQ, U1>;
 }
 /* out[j] (j < K = NS C) = the nb block partials part[b, j] added in block
  * order (8 lanes take every 8th block, then the lanes in lane order);
@@ -209,8 +283,18 @@ __global__ void k_bn_red_final(const float *part, int nb, int K, int C, float *o
     __shared__ float sh[8][32];
     const int j = blockIdx.x * 32 + threadIdx.x;
     float a = 0.0f;
+    /* eight blocks' partials loaded, then added in block order: the lane's
+     * adds wait on the L2 once every eight, not each time (4 to 8 us a call
+     * for resnet50's 512 row blocks one by one: BENCHMARKS.md, 2026-12-06) */
     if (j < K)
-        for (int b = threadIdx.y; b < nb; b += 8) a += part[(size_t)b * K + j];
+        for (int b0 = threadIdx.y; b0 < nb; b0 += 64) {
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = b0 + 8 * k < nb ? part[(size_t)(b0 + 8 * k) * K + j] : 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (b0 + 8 * k < nb) a += v[k];
+        }
     sh[threadIdx.y][threadIdx.x] = a;
     __syncthreads();
     if (threadIdx.y || j >= K) return;
@@ -266,7 +350,7 @@ static inline struct bn_ew bn_ew_of(size_t M, int C, int V, int threads, size_t 
 
 /* y (may be NULL) and y16 (may be NULL) = bn_apply of x (+ z), in the
  * geometry of bn_ew_of; storage S of x and z: fp32 or 16-bit */
-template <typename S, int V, int RT>
+template <typename S, int V, int RT, int U>
 __device__ static inline void bn_apply_rows(const S *x, const float *mean, const float *rstd, const float *gamma,
                                             const float *beta, const S *z, float *y, uint16_t *y16, size_t M, int C,
                                             int QX, int relu, int rt_)
@@ -276,22 +360,35 @@ __device__ static inline void bn_apply_rows(const S *x, const float *mean, const
     if (c0 >= C) return;
     float mu[V], rs[V], ga[V], be[V];
     for (int v = 0; v < V; v++) mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], ga[v] = gamma[c0 + v], be[v] = beta[c0 + v];
-    for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
-        const size_t i = m * (size_t)C + c0;
-        float xa[V], za[V], o[V];
-        ldv<V>(x, i, xa, rt);
-        if (z) ldv<V>(z, i, za, rt);
-        for (int v = 0; v < V; v++)
-            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), rt);
-        if (y) stv<V>(y, i, o);
-        if (y16) st16v<V>(y16, i, o, rt);
+    const size_t step = (size_t)gridDim.y * RY;
+    for (size_t mr0 = (size_t)blockIdx.y * RY + threadIdx.x / QX; mr0 < M; mr0 += U * step) {
+        vraw<S, V> xr[U], zr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
+            if (m >= M) break;
+            ldraw<S, V>(x, i, xr[u], rt);
+            if (z) ldraw<S, V>(z, i, zr[u], rt);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
+            if (m >= M) break;
+            float xa[V], za[V], o[V];
+            unraw<S, V>(xr[u], xa, rt);
+            if (z) unraw<S, V>(zr[u], za, rt);
+            for (int v = 0; v < V; v++)
+                o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), rt);
+            if (y) stv<V>(y, i, o);
+            if (y16) st16v<V>(y16, i, o, rt);
+        }
     }
 }
-template <typename S, int V>
-__global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
+template <typename S, int V, int U = BN_EW_U>
+__global__ void __launch_bounds__(256, 2) k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
                            const S *z, float *y, uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
 {
-#define BN_APPLY_CALL(RTV) bn_apply_rows<S, V, RTV>(x, mean, rstd, gamma, beta, z, y, y16, M, C, QX, relu, rt)
+#define BN_APPLY_CALL(RTV) bn_apply_rows<S, V, RTV, U>(x, mean, rstd, gamma, beta, z, y, y16, M, C, QX, relu, rt)
     RT_DISPATCH(rt, BN_APPLY_CALL);
 #undef BN_APPLY_CALL
 }
@@ -300,7 +397,7 @@ __global__ void k_bn_apply(const S *x, const float *mean, const float *rstd, con
  * parameters zp: mean, rstd, gamma, beta; no z, no ReLU): a projection
  * block's two BNs (train_ops.h bn_apply2_16o), the element math of the two
  * k_bn_apply calls it stands for, so their bits; geometry of bn_ew_of */
-template <int V, int RT>
+template <int V, int RT, int U>
 __device__ static inline void bn_apply2_rows(const uint16_t *x, const float *mean, const float *rstd,
                                              const float *gamma, const float *beta, const uint16_t *zx,
                                              const float *zmean, const float *zrstd, const float *zgamma,
@@ -315,26 +412,39 @@ __device__ static inline void bn_apply2_rows(const uint16_t *x, const float *mea
         mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], ga[v] = gamma[c0 + v], be[v] = beta[c0 + v];
         zmu[v] = zmean[c0 + v], zrs[v] = zrstd[c0 + v], zga[v] = zgamma[c0 + v], zbe[v] = zbeta[c0 + v];
     }
-    for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
-        const size_t i = m * (size_t)C + c0;
-        float xa[V], za[V], o[V];
-        ldv<V>(x, i, xa, rt);
-        ldv<V>(zx, i, za, rt);
-        for (int v = 0; v < V; v++) {
-            const float z = tv_round(tv_bn_apply(za[v], zmu[v], zrs[v], zga[v], zbe[v], NULL, 0), rt);
-            o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], &z, relu), rt);
+    const size_t step = (size_t)gridDim.y * RY;
+    for (size_t mr0 = (size_t)blockIdx.y * RY + threadIdx.x / QX; mr0 < M; mr0 += U * step) {
+        vraw<uint16_t, V> xr[U], zr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
+            if (m >= M) break;
+            ldraw<uint16_t, V>(x, i, xr[u], rt);
+            ldraw<uint16_t, V>(zx, i, zr[u], rt);
         }
-        st16v<V>(y16, i, o, rt);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
+            if (m >= M) break;
+            float xa[V], za[V], o[V];
+            unraw<uint16_t, V>(xr[u], xa, rt);
+            unraw<uint16_t, V>(zr[u], za, rt);
+            for (int v = 0; v < V; v++) {
+                const float z = tv_round(tv_bn_apply(za[v], zmu[v], zrs[v], zga[v], zbe[v], NULL, 0), rt);
+                o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], &z, relu), rt);
+            }
+            st16v<V>(y16, i, o, rt);
+        }
     }
 }
-template <int V>
-__global__ void k_bn_apply2(const uint16_t *x, const float *mean, const float *rstd, const float *gamma,
+template <int V, int U = BN_EW_U>
+__global__ void __launch_bounds__(256, 2) k_bn_apply2(const uint16_t *x, const float *mean, const float *rstd, const float *gamma,
                             const float *beta, const uint16_t *zx, const float *zmean, const float *zrstd,
                             const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C, int QX, int relu,
                             int rt)
 {
 #define BN_APPLY2_CALL(RTV)                                                                                        \
-    bn_apply2_rows<V, RTV>(x, mean, rstd, gamma, beta, zx, zmean, zrstd, zgamma, zbeta, y16, M, C, QX, relu, rt)
+    bn_apply2_rows<V, RTV, U>(x, mean, rstd, gamma, beta, zx, zmean, zrstd, zgamma, zbeta, y16, M, C, QX, relu, rt)
     RT_DISPATCH(rt, BN_APPLY2_CALL);
 #undef BN_APPLY2_CALL
 }
@@ -342,7 +452,7 @@ __global__ void k_bn_apply2(const uint16_t *x, const float *mean, const float *r
 /* dx (may be NULL) and dx16 (may be NULL) = bn_bwd_data of x and dy (dy
  * masked by mask, a 16-bit ReLU output, when given), in the geometry of
  * bn_ew_of; in place (dx16 == dy) each thread loads before it stores */
-template <typename S, int V, int RT>
+template <typename S, int V, int RT, int U>
 __device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const uint16_t *mask, const float *mbeta,
                                                const float *mean, const float *rstd, const float *gamma,
                                                const float *mdy, float *dx, uint16_t *dx16, size_t M, int C, int QX,
@@ -356,25 +466,42 @@ __device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const ui
         mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], gm[v] = gamma[c0 + v], m0[v] = mdy[c0 + v], m1[v] = mdy[C + c0 + v];
         mb[v] = mbeta ? mbeta[c0 + v] : 0.0f;
     }
-    for (size_t m = (size_t)blockIdx.y * RY + threadIdx.x / QX; m < M; m += (size_t)gridDim.y * RY) {
-        const size_t i = m * (size_t)C + c0;
-        float xa[V], dya[V], o[V];
-        ldv<V>(x, i, xa, rt);
-        ldv<V>(dy, i, dya, rt);
-        if (mbeta) maskxv<V>(xa, mu, rs, gm, mb, dya, rt);
-        else maskv<V>(mask, i, dya, rt);
-        for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), rt);
-        if (dx) stv<V>(dx, i, o);
-        if (dx16) st16v<V>(dx16, i, o, rt);
+    const size_t step = (size_t)gridDim.y * RY;
+    const int rdmask = !mbeta && mask;
+    for (size_t mr0 = (size_t)blockIdx.y * RY + threadIdx.x / QX; mr0 < M; mr0 += U * step) {
+        vraw<S, V> xr[U], gr[U];
+        vraw<uint16_t, V> kr[U] = {};
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
+            if (m >= M) break;
+            ldraw<S, V>(x, i, xr[u], rt);
+            ldraw<S, V>(dy, i, gr[u], rt);
+            if (rdmask) ldraw<uint16_t, V>(mask, i, kr[u], rt);
+        }
+        /* in place (dx16 == dy): these U rows were all loaded above */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
+            if (m >= M) break;
+            float xa[V], dya[V], o[V];
+            unraw<S, V>(xr[u], xa, rt);
+            unraw<S, V>(gr[u], dya, rt);
+            if (mbeta) maskxv<V>(xa, mu, rs, gm, mb, dya, rt);
+            else if (rdmask) maskrv<V>(kr[u], dya, rt);
+            for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), rt);
+            if (dx) stv<V>(dx, i, o);
+            if (dx16) st16v<V>(dx16, i, o, rt);
+        }
     }
 }
-template <typename S, int V>
-__global__ void k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mbeta, const float *mean,
+template <typename S, int V, int U = BN_EW_U>
+__global__ void __launch_bounds__(256, 2) k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mbeta, const float *mean,
                               const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16,
                               size_t M, int C, int QX, int rt)
 {
 #define BN_BWD_CALL(RTV) \
-    bn_bwd_data_rows<S, V, RTV>(x, dy, mask, mbeta, mean, rstd, gamma, mdy, dx, dx16, M, C, QX, rt)
+    bn_bwd_data_rows<S, V, RTV, U>(x, dy, mask, mbeta, mean, rstd, gamma, mdy, dx, dx16, M, C, QX, rt)
     RT_DISPATCH(rt, BN_BWD_CALL);
 #undef BN_BWD_CALL
 }
@@ -516,6 +643,65 @@ __global__ void k_maxpool_bwd16(struct train_conv g, const uint16_t *dy, const i
         for (int v = 0; v < V; v++) acc[v] = tv_round(acc[v], rt);
         st16v<V>(dx, (size_t)(pix * (I)g.C + (I)c0), acc, rt);
     }
+}
+
+/* the backward of the 3x3, stride-2, pad-1 pool (resnet's stem): an item is
+ * a 2x2 block of input pixels (rows 2a, 2a + 1; columns 2b, 2b + 1) and V
+ * channels. Its pixels' windows are (a, b), (a, b + 1), (a + 1, b) and
+ * (a + 1, b + 1), each window's idx and dy loaded once for the four pixels:
+ * k_maxpool_bwd16 reads each window once for each pixel it covers, nine
+ * times through the cache, and took 731 us of a resnet50 step (256 x 112 x
+ * 112 x 64; BENCHMARKS.md, 2026-12-06). For a pixel, the windows in (p, q)
+ * ascending order are k_maxpool_bwd16's r, s descending order: the same adds
+ * in the same order, so its bits. n_items = N ceil(H/2) ceil(W/2) C / V. */
+template <int V, typename I>
+__global__ void k_maxpool_bwd16_s2(struct train_conv g, const uint16_t *dy, const int32_t *idx, uint16_t *dx,
+                                   I n_items, int rt)
+{
+    const int H2 = (g.H + 1) / 2, W2 = (g.W + 1) / 2;
+    for (I j = (I)(blockIdx.x * blockDim.x + threadIdx.x); j < n_items; j += (I)(gridDim.x * blockDim.x)) {
+        int b, a, c0;
+        I blk, nn;
+        pool_item<V>(j, g.C, W2, H2, &blk, &c0, &b, &a, &nn);
+        float acc[2][2][V];
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 2; k++)
+                for (int v = 0; v < V; v++) acc[i][k][v] = 0.0f;
+        for (int dp = 0; dp < 2; dp++) {
+            const int p = a + dp;
+            if (p >= g.P) continue;
+            for (int dq = 0; dq < 2; dq++) {
+                const int q = b + dq;
+                if (q >= g.Q) continue;
+                const size_t o = (size_t)(((nn * (I)g.P + (I)p) * (I)g.Q + (I)q) * (I)g.C + (I)c0);
+                int32_t id[V];
+                float d8[V];
+                ldidx<V>(idx, o, id);
+                ldv<V>(dy, o, d8, rt);
+                /* pixel (2a + i, 2b + k) is this window's element r = i + 1 - 2 dp, s = k + 1 - 2 dq */
+                for (int i = 0; i < 2; i++)
+                    for (int k = 0; k < 2; k++) {
+                        const int r = i + 1 - 2 * dp, s = k + 1 - 2 * dq;
+                        if (r < 0 || s < 0) continue;
+                        const int32_t win = r * 3 + s;
+                        for (int v = 0; v < V; v++)
+                            if (id[v] == win) acc[i][k][v] = acc[i][k][v] + d8[v];
+                    }
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 2; k++) {
+                const int h = 2 * a + i, w = 2 * b + k;
+                if (h >= g.H || w >= g.W) continue;
+                for (int v = 0; v < V; v++) acc[i][k][v] = tv_round(acc[i][k][v], rt);
+                st16v<V>(dx, (size_t)(((nn * (I)g.H + (I)h) * (I)g.W + (I)w) * (I)g.C + (I)c0), acc[i][k], rt);
+            }
+    }
+}
+/* k_maxpool_bwd16_s2's geometry */
+static inline int maxpool_bwd_s2(const struct train_conv *g)
+{
+    return g->R == 3 && g->S == 3 && g->stride == 2 && g->pad == 1;
 }
 
 #endif

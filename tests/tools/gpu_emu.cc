@@ -55,7 +55,7 @@ static float g_xch[1024];
 #define __device__
 #define __host__
 #define __shared__ static
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 
 static inline void __syncthreads() { pthread_barrier_wait(&g_block_bar); }
 template <typename T> static inline T plumb_shfl_xor(T v, int lane_mask)
@@ -811,14 +811,18 @@ static void bn_sums(int kind, int NS, const S *x, const S *dy, const uint16_t *m
     std::vector<float> part((size_t)g.nby * NS * C);
     float *pp = part.data();
     const dim3 grid(g.ncb, g.nby);
-    if (NS == 1 && V == VW)
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 1>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
-    else if (NS == 1)
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 1>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
-    else if (V == VW)
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, VW, 2>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
-    else
-        launch(grid, dim3(256), [&] { k_bn_red_part<S, 1, 2>(kind, x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+    const bn_red_part_fn<S> f = V == VW ? bn_red_part_of<S, VW>(NS, kind) : bn_red_part_of<S, 1>(NS, kind);
+    launch(grid, dim3(256), [&] { f(x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, pp, rt); });
+    {   // the rows loaded ahead change nothing: one row at a time gives the same partial sums' bits
+        std::vector<float> p1(part.size(), NAN);
+        float *q = p1.data();
+        const bn_red_part_fn<S> f1 = V == VW ? bn_red_part_of<S, VW, 1>(NS, kind) : bn_red_part_of<S, 1, 1>(NS, kind);
+        launch(grid, dim3(256), [&] { f1(x, dy, mask, mgamma, mbeta, mean, rstd, M, C, g.rpb, g.QX, g.RY, q, rt); });
+        const int same = memcmp(p1.data(), part.data(), part.size() * sizeof(float)) == 0;
+        printf("%s warp %d: bn partial sums kind %d NS %d M%zu C%d V%d: loaded %d rows ahead = one at a time\n",
+               same ? "ok  " : "FAIL", PLUMB_WARP, kind, NS, M, C, V, kind == BV_DY ? BN_RED_U : BN_RED_U1);
+        same ? g_pass++ : g_fail++;
+    }
     const int K = NS * C;
     launch(dim3((unsigned)((K + 31) / 32)), dim3(256), [&] {
         // k_bn_red_final runs as 32 x 8 threads: the emulator's blocks are 1-D
@@ -1123,6 +1127,16 @@ static void maxpool16(int N, int H, int C, int rt)
         printf("%s warp %d: %s: the winners' indices %s\n", same ? "ok  " : "FAIL", PLUMB_WARP, what, same ? "equal" : "differ");
         same ? g_pass++ : g_fail++;
         snprintf(what, sizeof what, "maxpool_bwd16o N%d H%d C%d rt%d (V %d, %d-bit indices)", N, H, C, rt, V, i32 ? 32 : 64);
+        check16(what, dx16, dx, rt);
+        // the 3x3 / stride-2 / pad-1 backward a 2x2 pixel block an item, from the same indices
+        if (!maxpool_bwd_s2(&g)) continue;
+        std::fill(dx16.begin(), dx16.end(), 0x7fff);
+        const size_t ib = (size_t)N * ((H + 1) / 2) * ((H + 1) / 2) * C / V;
+        if (V == 8 && i32) launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16_s2<8, uint32_t>(g, dyp, ip, dxp, (uint32_t)ib, rt); });
+        else if (V == 8) launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16_s2<8, size_t>(g, dyp, ip, dxp, ib, rt); });
+        else if (i32) launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16_s2<1, uint32_t>(g, dyp, ip, dxp, (uint32_t)ib, rt); });
+        else launch(dim3(2), dim3(256), [&] { k_maxpool_bwd16_s2<1, size_t>(g, dyp, ip, dxp, ib, rt); });
+        snprintf(what, sizeof what, "maxpool_bwd16o 2x2 blocks N%d H%d C%d rt%d (V %d, %d-bit indices)", N, H, C, rt, V, i32 ? 32 : 64);
         check16(what, dx16, dx, rt);
     }
 }
