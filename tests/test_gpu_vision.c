@@ -284,6 +284,10 @@ static void small_ops(enum numerics mode)
     float *lz = rnd((size_t)XB * XV, -6, 6, DT_F32), *ldz = malloc((size_t)XB * XV * 4), lps[XB];
     int32_t lab[XB], pred[XB];
     for (int b = 0; b < XB; b++) lab[b] = (b * 37) % XV;
+    /* tied maxima: pred is the first (the fast GPU rows combine lanes' maxima,
+     * lowest index among equals); a row of equal values predicts 0 */
+    for (int b = 0; b < XB; b += 5) lz[(size_t)b * XV + 3 + b] = lz[(size_t)b * XV + 700 - b] = 9.0f;
+    for (int i = 0; i < XV; i++) lz[(size_t)1 * XV + i] = 0.5f;
     double sc[2];
     REQUIRE(Cc->cls_xent(p.c, NULL, lz, lab, XB, XV, XB - 3, 0.25f, lps, sc, pred, ldz, &e) == 0);
     float *glz = up(p.g, lz, (size_t)XB * XV * 4), *gldz = up(p.g, NULL, (size_t)XB * XV * 4), *glps = up(p.g, NULL, XB * 4);

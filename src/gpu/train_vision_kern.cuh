@@ -93,19 +93,23 @@ template <int V> __device__ static inline void st16v(uint16_t *p, size_t i, cons
 }
 /* relu_bwd's mask on the fly: g[v] = 0 where the ReLU output mask (16-bit)
  * is not > 0 */
+template <int V> __device__ static inline void maskf(const float *mk, float *g)
+{
+    for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
+}
 template <int V> __device__ static inline void maskv(const uint16_t *mask, size_t i, float *g, int rt)
 {
     if (!mask) return;
     float mk[V];
     ldv<V>(mask, i, mk, rt);
-    for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
+    maskf<V>(mk, g);
 }
 /* the same from a mask row loaded ahead (ldraw) */
 template <int V> __device__ static inline void maskrv(const vraw<uint16_t, V> &mr, float *g, int rt)
 {
     float mk[V];
     unraw<uint16_t, V>(mr, mk, rt);
-    for (int v = 0; v < V; v++) g[v] = mk[v] > 0.0f ? g[v] : 0.0f;
+    maskf<V>(mk, g);
 }
 
 /* the same mask recomputed from x (train_ops.h, mbeta): g[v] = 0 where this
