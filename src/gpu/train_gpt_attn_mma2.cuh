@@ -104,8 +104,18 @@
 namespace tcattn {
 
 constexpr int M2T = 64;   /* keys per K/V tile; queries per Q/dO tile (dK/dV); keys per dK/dV block */
-constexpr int M2FW = 8;   /* forward: warps a block, 16 query rows each (128-query tiles) */
-constexpr int M2QW = 8;   /* dQ: warps a block, 16 query rows each (128-query tiles) */
+/* the forward's and dQ's warps a block, settable at build time for an A/B
+ * (scripts/gpu-prep.sh PREP_VARIANT; 4 or 8: the launch bounds keep 16 warps
+ * a SM); a query row's arithmetic does not depend on them */
+#ifndef PLUMB_M2FW
+#define PLUMB_M2FW 8
+#endif
+#ifndef PLUMB_M2QW
+#define PLUMB_M2QW 8
+#endif
+constexpr int M2FW = PLUMB_M2FW; /* forward: warps a block, 16 query rows each (128-query tiles) */
+constexpr int M2QW = PLUMB_M2QW; /* dQ: warps a block, 16 query rows each (128-query tiles) */
+static_assert((M2FW == 4 || M2FW == 8) && (M2QW == 4 || M2QW == 8), "mma2 attention: 4 or 8 warps a block");
 constexpr int M2KW = 4;   /* dK/dV: warps a block, 16 keys each */
 constexpr int M2TP = 128; /* the 16-bit copies' rows padded to a multiple of the largest tile */
 template <int HSM> struct m2dims {
