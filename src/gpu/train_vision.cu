@@ -837,33 +837,27 @@ int g_maxpool_bwd16o(struct dev *d, dev_stream *s, const struct train_conv *g, c
     ENTER();
     const cudaStream_t cs = gpu_stream(d, s)->s;
     const size_t n = (size_t)g->N * g->H * g->W * g->C, ny = (size_t)g->N * g->P * g->Q * g->C;
-    if (maxpool_bwd_s2(g)) {
-        /* a 2x2 block of input pixels an item */
-        const size_t nb = (size_t)g->N * ((g->H + 1) / 2) * ((g->W + 1) / 2) * g->C;
-        if (pool_vec8(g->C, dy16, dx16, idx)) {
-            if (pool_i32(n, ny))
-                k_maxpool_bwd16_s2<8, uint32_t><<<gpu_grid(nb / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16,
-                                                                                      (uint32_t)(nb / 8), (int)rt);
-            else
-                k_maxpool_bwd16_s2<8, size_t><<<gpu_grid(nb / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, nb / 8, (int)rt);
-        } else if (pool_i32(n, ny)) {
-            k_maxpool_bwd16_s2<1, uint32_t><<<gpu_grid(nb, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)nb, (int)rt);
-        } else {
-            k_maxpool_bwd16_s2<1, size_t><<<gpu_grid(nb, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, nb, (int)rt);
-        }
-        GPU_CHECK_LAUNCH(d, "k_maxpool_bwd16_s2", e);
-        return PLUMB_OK;
-    }
-    if (pool_vec8(g->C, dy16, dx16, idx)) {
-        if (pool_i32(n, ny))
-            k_maxpool_bwd16<8, uint32_t><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)(n / 8), (int)rt);
-        else
-            k_maxpool_bwd16<8, size_t><<<gpu_grid(n / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, n / 8, (int)rt);
-    } else if (pool_i32(n, ny)) {
-        k_maxpool_bwd16<1, uint32_t><<<gpu_grid(n, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)n, (int)rt);
-    } else {
-        k_maxpool_bwd16<1, size_t><<<gpu_grid(n, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, n, (int)rt);
-    }
-    GPU_CHECK_LAUNCH(d, "k_maxpool_bwd16", e);
+    /* kernel K over `items` items of V channels: eight where the channels and
+     * pointers allow, 32-bit index arithmetic where every offset fits */
+#define POOL_BWD16_LAUNCH(K, items)                                                                                \
+    do {                                                                                                           \
+        if (pool_vec8(g->C, dy16, dx16, idx)) {                                                                    \
+            if (pool_i32(n, ny))                                                                                   \
+                K<8, uint32_t><<<gpu_grid((items) / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16,                    \
+                                                                        (uint32_t)((items) / 8), (int)rt);        \
+            else                                                                                                   \
+                K<8, size_t><<<gpu_grid((items) / 8, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (items) / 8, (int)rt); \
+        } else if (pool_i32(n, ny)) {                                                                              \
+            K<1, uint32_t><<<gpu_grid(items, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, (uint32_t)(items), (int)rt);   \
+        } else {                                                                                                   \
+            K<1, size_t><<<gpu_grid(items, TPB), TPB, 0, cs>>>(*g, dy16, idx, dx16, items, (int)rt);                 \
+        }                                                                                                          \
+        GPU_CHECK_LAUNCH(d, #K, e);                                                                                \
+    } while (0)
+    if (maxpool_bwd_s2(g)) /* a 2x2 block of input pixels an item */
+        POOL_BWD16_LAUNCH(k_maxpool_bwd16_s2, (size_t)g->N * ((g->H + 1) / 2) * ((g->W + 1) / 2) * g->C);
+    else
+        POOL_BWD16_LAUNCH(k_maxpool_bwd16, n);
+#undef POOL_BWD16_LAUNCH
     return PLUMB_OK;
 }

@@ -112,6 +112,29 @@ template <int V> __device__ static inline void maskrv(const vraw<uint16_t, V> &m
     maskf<V>(mk, g);
 }
 
+/* The rows a thread walks, U at a time: rows first, first + step, ... below
+ * end; load(u, i) for each of U rows (i: the row's element of the thread's
+ * first channel), then use(u, i) for each in row order. The BN kernels' row
+ * loops, so a thread has U rows' loads in flight. */
+template <int U, typename L, typename F>
+__device__ static inline void rows_ahead(size_t first, size_t step, size_t end, int C, int c0, L &&load, F &&use)
+{
+    for (size_t mr0 = first; mr0 < end; mr0 += (size_t)U * step) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + (size_t)u * step;
+            if (m >= end) break;
+            load(u, m * (size_t)C + c0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t m = mr0 + (size_t)u * step;
+            if (m >= end) break;
+            use(u, m * (size_t)C + c0);
+        }
+    }
+}
+
 /* the same mask recomputed from x (train_ops.h, mbeta): g[v] = 0 where this
  * BN's own ReLU output, the value k_bn_apply stored, is not > 0; mu, rs,
  * ga, be: the V channels' mean, rstd, gamma and beta */
@@ -200,44 +223,39 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
         }
         /* U rows loaded, then added in row order: the sums of U = 1 */
         const int own = mbeta && NS == 2, rdmask = KIND == BV_DY && !own && mask;
-        for (size_t mr0 = m0 + ty; mr0 < m1; mr0 += (size_t)U * RY) {
-            vraw<S, V> xr[U], gr[U];
-            vraw<uint16_t, V> kr[U] = {};
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const size_t m = mr0 + (size_t)u * RY, i = m * (size_t)C + c0;
-                if (m >= m1) break;
+        vraw<S, V> xr[U], gr[U];
+        vraw<uint16_t, V> kr[U] = {};
+        rows_ahead<U>(
+            m0 + ty, (size_t)RY, m1, C, c0,
+            [&](int u, size_t i) {
                 if (KIND != BV_DY || NS == 2) ldraw<S, V>(x, i, xr[u], rt);
                 if (KIND == BV_DY) ldraw<S, V>(dy, i, gr[u], rt);
                 if (rdmask) ldraw<uint16_t, V>(mask, i, kr[u], rt);
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-            if (mr0 + (size_t)u * RY >= m1) break;
-            float xv[V], gv[V];
-            if (KIND != BV_DY || NS == 2) unraw<S, V>(xr[u], xv, rt);
-            if (KIND == BV_DY) {
-                unraw<S, V>(gr[u], gv, rt);
-                if (own) maskxv<V>(xv, mu, rs, mg, mb, gv, rt);
-                else if (rdmask) maskrv<V>(kr[u], gv, rt);
-            }
-            for (int v = 0; v < V; v++) {
-                if (KIND == BV_X) {
-                    a[0][v] += xv[v];
-                } else if (KIND == BV_SQ) {
-                    float dd = xv[v] - mu[v];
-                    a[0][v] += dd * dd;
-                } else if (KIND == BV_SH) {
-                    float dd = xv[v] - mu[v];
-                    a[0][v] += dd;
-                    a[NS - 1][v] += dd * dd;
-                } else {
-                    a[0][v] += gv[v];
-                    if (NS == 2) a[NS - 1][v] += gv[v] * tv_bn_xhat(xv[v], mu[v], rs[v]);
+            },
+            [&](int u, size_t) {
+                float xv[V], gv[V];
+                if (KIND != BV_DY || NS == 2) unraw<S, V>(xr[u], xv, rt);
+                if (KIND == BV_DY) {
+                    unraw<S, V>(gr[u], gv, rt);
+                    if (own) maskxv<V>(xv, mu, rs, mg, mb, gv, rt);
+                    else if (rdmask) maskrv<V>(kr[u], gv, rt);
                 }
-            }
-            }
-        }
+                for (int v = 0; v < V; v++) {
+                    if (KIND == BV_X) {
+                        a[0][v] += xv[v];
+                    } else if (KIND == BV_SQ) {
+                        float dd = xv[v] - mu[v];
+                        a[0][v] += dd * dd;
+                    } else if (KIND == BV_SH) {
+                        float dd = xv[v] - mu[v];
+                        a[0][v] += dd;
+                        a[NS - 1][v] += dd * dd;
+                    } else {
+                        a[0][v] += gv[v];
+                        if (NS == 2) a[NS - 1][v] += gv[v] * tv_bn_xhat(xv[v], mu[v], rs[v]);
+                    }
+                }
+            });
     }
     for (int s = 0; s < NS; s++)
         for (int v = 0; v < V; v++) sh[s][(ty * QX + tx) * V + v] = a[s][v];
@@ -364,20 +382,14 @@ __device__ static inline void bn_apply_rows(const S *x, const float *mean, const
     if (c0 >= C) return;
     float mu[V], rs[V], ga[V], be[V];
     for (int v = 0; v < V; v++) mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], ga[v] = gamma[c0 + v], be[v] = beta[c0 + v];
-    const size_t step = (size_t)gridDim.y * RY;
-    for (size_t mr0 = (size_t)blockIdx.y * RY + threadIdx.x / QX; mr0 < M; mr0 += U * step) {
-        vraw<S, V> xr[U], zr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
-            if (m >= M) break;
+    vraw<S, V> xr[U], zr[U];
+    rows_ahead<U>(
+        (size_t)blockIdx.y * RY + threadIdx.x / QX, (size_t)gridDim.y * RY, M, C, c0,
+        [&](int u, size_t i) {
             ldraw<S, V>(x, i, xr[u], rt);
             if (z) ldraw<S, V>(z, i, zr[u], rt);
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
-            if (m >= M) break;
+        },
+        [&](int u, size_t i) {
             float xa[V], za[V], o[V];
             unraw<S, V>(xr[u], xa, rt);
             if (z) unraw<S, V>(zr[u], za, rt);
@@ -385,8 +397,7 @@ __device__ static inline void bn_apply_rows(const S *x, const float *mean, const
                 o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], z ? &za[v] : NULL, relu), rt);
             if (y) stv<V>(y, i, o);
             if (y16) st16v<V>(y16, i, o, rt);
-        }
-    }
+        });
 }
 template <typename S, int V, int U = BN_EW_U>
 __global__ void __launch_bounds__(256, 2) k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
@@ -416,20 +427,14 @@ __device__ static inline void bn_apply2_rows(const uint16_t *x, const float *mea
         mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], ga[v] = gamma[c0 + v], be[v] = beta[c0 + v];
         zmu[v] = zmean[c0 + v], zrs[v] = zrstd[c0 + v], zga[v] = zgamma[c0 + v], zbe[v] = zbeta[c0 + v];
     }
-    const size_t step = (size_t)gridDim.y * RY;
-    for (size_t mr0 = (size_t)blockIdx.y * RY + threadIdx.x / QX; mr0 < M; mr0 += U * step) {
-        vraw<uint16_t, V> xr[U], zr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
-            if (m >= M) break;
+    vraw<uint16_t, V> xr[U], zr[U];
+    rows_ahead<U>(
+        (size_t)blockIdx.y * RY + threadIdx.x / QX, (size_t)gridDim.y * RY, M, C, c0,
+        [&](int u, size_t i) {
             ldraw<uint16_t, V>(x, i, xr[u], rt);
             ldraw<uint16_t, V>(zx, i, zr[u], rt);
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
-            if (m >= M) break;
+        },
+        [&](int u, size_t i) {
             float xa[V], za[V], o[V];
             unraw<uint16_t, V>(xr[u], xa, rt);
             unraw<uint16_t, V>(zr[u], za, rt);
@@ -438,8 +443,7 @@ __device__ static inline void bn_apply2_rows(const uint16_t *x, const float *mea
                 o[v] = tv_round(tv_bn_apply(xa[v], mu[v], rs[v], ga[v], be[v], &z, relu), rt);
             }
             st16v<V>(y16, i, o, rt);
-        }
-    }
+        });
 }
 template <int V, int U = BN_EW_U>
 __global__ void __launch_bounds__(256, 2) k_bn_apply2(const uint16_t *x, const float *mean, const float *rstd, const float *gamma,
@@ -470,24 +474,18 @@ __device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const ui
         mu[v] = mean[c0 + v], rs[v] = rstd[c0 + v], gm[v] = gamma[c0 + v], m0[v] = mdy[c0 + v], m1[v] = mdy[C + c0 + v];
         mb[v] = mbeta ? mbeta[c0 + v] : 0.0f;
     }
-    const size_t step = (size_t)gridDim.y * RY;
     const int rdmask = !mbeta && mask;
-    for (size_t mr0 = (size_t)blockIdx.y * RY + threadIdx.x / QX; mr0 < M; mr0 += U * step) {
-        vraw<S, V> xr[U], gr[U];
-        vraw<uint16_t, V> kr[U] = {};
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
-            if (m >= M) break;
+    vraw<S, V> xr[U], gr[U];
+    vraw<uint16_t, V> kr[U] = {};
+    /* in place (dx16 == dy): a row's use comes after its own and the batch's loads */
+    rows_ahead<U>(
+        (size_t)blockIdx.y * RY + threadIdx.x / QX, (size_t)gridDim.y * RY, M, C, c0,
+        [&](int u, size_t i) {
             ldraw<S, V>(x, i, xr[u], rt);
             ldraw<S, V>(dy, i, gr[u], rt);
             if (rdmask) ldraw<uint16_t, V>(mask, i, kr[u], rt);
-        }
-        /* in place (dx16 == dy): these U rows were all loaded above */
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const size_t m = mr0 + u * step, i = m * (size_t)C + c0;
-            if (m >= M) break;
+        },
+        [&](int u, size_t i) {
             float xa[V], dya[V], o[V];
             unraw<S, V>(xr[u], xa, rt);
             unraw<S, V>(gr[u], dya, rt);
@@ -496,8 +494,7 @@ __device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const ui
             for (int v = 0; v < V; v++) o[v] = tv_round(tv_bn_dx(xa[v], dya[v], mu[v], rs[v], gm[v], m0[v], m1[v]), rt);
             if (dx) stv<V>(dx, i, o);
             if (dx16) st16v<V>(dx16, i, o, rt);
-        }
-    }
+        });
 }
 template <typename S, int V, int U = BN_EW_U>
 __global__ void __launch_bounds__(256, 2) k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mbeta, const float *mean,
