@@ -4,7 +4,12 @@
 # carried in fallback/ (gpu-prep.sh copies there what the host lacks, e.g.
 # libmicrohttpd.so.12), then, as a last resort, the CUDA libraries of the
 # image's pip packages (PyTorch brings cuBLAS 13).
-# Needs: $here (the work folder) and log() from the sourcing script.
+# Uses $here (the work folder) and log() from the sourcing script where they
+# are set; else the folder above this script and a log() that echoes (a
+# command line on the host that sources it alone: two device calls lost
+# their figures to a plumb that found no libgsl, 2026-12-06).
+[ -n "${here:-}" ] || here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+declare -F log >/dev/null || log() { echo "$*"; }
 mkdir -p "$here/libs-active"
 LDP=$here/libs-active
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && LDP=$LDP:$d; done
