@@ -352,21 +352,12 @@ PLUMB_HD float gpw_result(const struct gpairwise *p)
     for (int j = p->top - 2; j >= 0; j--) acc = p->stack[j] + acc;
     return acc;
 }
-/* Golden sum of x[0], x[stride], ..., x[(n-1)*stride]. Eight loads are
- * issued before their pushes (the same pushes in the same order): a GPU
- * thread then has eight in flight, not one (the average pool's threads each
- * walk 49 rows of resnet50's last block). */
+/* Golden sum of x[0], x[stride], ..., x[(n-1)*stride]. */
 PLUMB_HD float gsum_strided(const float *x, size_t n, size_t stride)
 {
     struct gpairwise p;
     gpw_init(&p);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float v[8];
-        for (int k = 0; k < 8; k++) v[k] = x[(i + (size_t)k) * stride];
-        for (int k = 0; k < 8; k++) gpw_push(&p, v[k]);
-    }
-    for (; i < n; i++) gpw_push(&p, x[i * stride]);
+    for (size_t i = 0; i < n; i++) gpw_push(&p, x[i * stride]);
     return gpw_result(&p);
 }
 PLUMB_HD float gsum(const float *x, size_t n) { return gsum_strided(x, n, 1); }

@@ -275,10 +275,10 @@ __device__ static inline void bn_red_rows(const S *x, const S *dy, const uint16_
  * (BENCHMARKS.md, 2026-12-06). BV_DY or BV_SH with NS = 2, BV_X or BV_SQ
  * with NS = 1. */
 template <typename S, int V, int NS, int KIND, int U>
-__global__ void __launch_bounds__(256, 2) k_bn_red_part(const S *x, const S *dy, const uint16_t *mask,
-                                                     const float *mgamma, const float *mbeta, const float *mean,
-                                                     const float *rstd, size_t M, int C, size_t rpb, int QX, int RY,
-                                                     float *part, int rt)
+__global__ void __launch_bounds__(256, 2)
+    k_bn_red_part(const S *x, const S *dy, const uint16_t *mask, const float *mgamma, const float *mbeta,
+                  const float *mean, const float *rstd, size_t M, int C, size_t rpb, int QX, int RY, float *part,
+                  int rt)
 {
     __shared__ float sh[NS][256 * V];
 #define BN_RED_CALL(RTV) \
@@ -400,8 +400,9 @@ __device__ static inline void bn_apply_rows(const S *x, const float *mean, const
         });
 }
 template <typename S, int V, int U = BN_EW_U>
-__global__ void __launch_bounds__(256, 2) k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
-                           const S *z, float *y, uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
+__global__ void __launch_bounds__(256, 2)
+    k_bn_apply(const S *x, const float *mean, const float *rstd, const float *gamma, const float *beta, const S *z,
+               float *y, uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
 {
 #define BN_APPLY_CALL(RTV) bn_apply_rows<S, V, RTV, U>(x, mean, rstd, gamma, beta, z, y, y16, M, C, QX, relu, rt)
     RT_DISPATCH(rt, BN_APPLY_CALL);
@@ -446,10 +447,10 @@ __device__ static inline void bn_apply2_rows(const uint16_t *x, const float *mea
         });
 }
 template <int V, int U = BN_EW_U>
-__global__ void __launch_bounds__(256, 2) k_bn_apply2(const uint16_t *x, const float *mean, const float *rstd, const float *gamma,
-                            const float *beta, const uint16_t *zx, const float *zmean, const float *zrstd,
-                            const float *zgamma, const float *zbeta, uint16_t *y16, size_t M, int C, int QX, int relu,
-                            int rt)
+__global__ void __launch_bounds__(256, 2)
+    k_bn_apply2(const uint16_t *x, const float *mean, const float *rstd, const float *gamma, const float *beta,
+                const uint16_t *zx, const float *zmean, const float *zrstd, const float *zgamma, const float *zbeta,
+                uint16_t *y16, size_t M, int C, int QX, int relu, int rt)
 {
 #define BN_APPLY2_CALL(RTV)                                                                                        \
     bn_apply2_rows<V, RTV, U>(x, mean, rstd, gamma, beta, zx, zmean, zrstd, zgamma, zbeta, y16, M, C, QX, relu, rt)
@@ -497,9 +498,10 @@ __device__ static inline void bn_bwd_data_rows(const S *x, const S *dy, const ui
         });
 }
 template <typename S, int V, int U = BN_EW_U>
-__global__ void __launch_bounds__(256, 2) k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mbeta, const float *mean,
-                              const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16,
-                              size_t M, int C, int QX, int rt)
+__global__ void __launch_bounds__(256, 2)
+    k_bn_bwd_data(const S *x, const S *dy, const uint16_t *mask, const float *mbeta, const float *mean,
+                  const float *rstd, const float *gamma, const float *mdy, float *dx, uint16_t *dx16, size_t M, int C,
+                  int QX, int rt)
 {
 #define BN_BWD_CALL(RTV) \
     bn_bwd_data_rows<S, V, RTV, U>(x, dy, mask, mbeta, mean, rstd, gamma, mdy, dx, dx16, M, C, QX, rt)
