@@ -24,6 +24,7 @@
  * to 1e-4 (1 + |ref|). */
 #include "test.h"
 #include "attn_ref.h"
+#include "core/dtype.h"
 #include "core/philox.h"
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
@@ -281,6 +282,116 @@ TEST(gpu_gpt_attn_fast_fp16_t77_hs128) { attn_case(1, 77, 1, 128, DT_F16); }
 /* mma2's 128-query forward and dQ tiles with a tile of one row (T = 129); head
  * width 36: k_mma2_to16's float4 loads with a chunk half past the head */
 TEST(gpu_gpt_attn_fast_fp16_t129_hs36) { attn_case(2, 129, 2, 36, DT_F16); }
+
+/* ---- cuDNN's fused attention (PLUMB_GPT_ATTN=cudnn / cudnn-nd, the 16-bit
+ * ops; gpu/attn_cudnn.cu) against the same float64 reference and bounds:
+ * cuDNN also rounds P and dS to rt before their products. cudnn (the
+ * deterministic backward) must repeat bit for bit; cudnn-nd (dQ summed with
+ * atomics) need not. Where the device's plugin cannot load cuDNN the test
+ * skips and says why; a head width that is not a multiple of 8 may be
+ * refused (cuDNN's engines take multiples of 8), nothing else may. */
+
+/* forward then backward through the 16-bit ops; results widened into io */
+static int run_gpu16(struct dev *d, const float *qkv, const float *dout, int B, int T, int NH, int HS, dtype_t rt,
+                     struct attn_io *io, plumb_err *e)
+{
+    const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    const struct train_ops *Op = d->ops->train;
+    uint16_t *h3 = malloc(n3 * 2 + 2), *h1 = malloc(n1 * 2 + 2);
+    void *g_qkv = NULL, *g_dout = NULL, *g_out = NULL, *g_lse = NULL, *g_dqkv = NULL;
+    int rc = h3 && h1 ? 0 : PLUMB_ENOMEM;
+    for (size_t i = 0; !rc && i < n3; i++) h3[i] = rt == DT_F16 ? f32_to_f16(qkv[i]) : f32_to_bf16(qkv[i]);
+    for (size_t i = 0; !rc && i < n1; i++) h1[i] = rt == DT_F16 ? f32_to_f16(dout[i]) : f32_to_bf16(dout[i]);
+    if (!rc) rc = dev_alloc(d, n3 * 2, &g_qkv, e);
+    if (!rc) rc = dev_alloc(d, n1 * 2, &g_dout, e);
+    if (!rc) rc = dev_alloc(d, n1 * 2, &g_out, e);
+    if (!rc) rc = dev_alloc(d, nl * 4, &g_lse, e);
+    if (!rc) rc = dev_alloc(d, n3 * 2, &g_dqkv, e);
+    if (!rc) rc = dev_upload(d, g_qkv, h3, n3 * 2, e);
+    if (!rc) rc = dev_upload(d, g_dout, h1, n1 * 2, e);
+    if (!rc) rc = Op->attention_fwd16(d, NULL, g_qkv, g_out, g_lse, B, T, NH, HS, rt, e);
+    if (!rc) rc = Op->attention_bwd16(d, NULL, g_qkv, g_out, g_lse, g_dout, g_dqkv, B, T, NH, HS, rt, e);
+    if (!rc) rc = dev_sync(d, e);
+    if (!rc) rc = dev_download(d, h1, g_out, n1 * 2, e);
+    if (!rc) rc = dev_download(d, io->lse, g_lse, nl * 4, e);
+    if (!rc) rc = dev_download(d, h3, g_dqkv, n3 * 2, e);
+    for (size_t i = 0; !rc && i < n1; i++) io->out[i] = rt == DT_F16 ? f16_to_f32(h1[i]) : bf16_to_f32(h1[i]);
+    for (size_t i = 0; !rc && i < n3; i++) io->dqkv[i] = rt == DT_F16 ? f16_to_f32(h3[i]) : bf16_to_f32(h3[i]);
+    void *all[] = {g_qkv, g_dout, g_out, g_lse, g_dqkv};
+    for (int i = 0; i < 5; i++)
+        if (all[i]) dev_free(d, all[i]);
+    free(h3);
+    free(h1);
+    return rc;
+}
+
+static void cudnn_case(const char *how, int B, int T, int NH, int HS, dtype_t rt)
+{
+    if (strncmp(test_device(), "cuda", 4))
+        TEST_SKIP("PLUMB_TEST_DEVICE=%s: cuDNN's attention runs with PLUMB_TEST_DEVICE=cuda", test_device());
+    struct dev *d = NULL;
+    plumb_err e = {0};
+    REQUIRE(dev_open(test_device(), &d, &e) == 0);
+    REQUIRE(dev_set_numerics(d, NUMERICS_FAST, 0, &e) == 0 && d->ops->train && d->ops->train->attention_fwd16);
+    char what[112];
+    snprintf(what, sizeof what, "%s B%d T%d NH%d HS%d %s PLUMB_GPT_ATTN=%s", test_device(), B, T, NH, HS,
+             dtype_name(rt), how);
+    const double u = rt == DT_F16 ? 0x1p-11 : 0x1p-8;
+    const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = malloc(n3 * 4), *dout = malloc(n1 * 4);
+    for (size_t i = 0; i < n3; i++) {
+        const float a = (int)(i % (3 * C) / C) < 2 ? 3.0f : 2.0f;
+        qkv[i] = gg_round((philox_uniform_at(29, RNG_DATA, 1, (uint32_t)T, i) - 0.5f) * a, (int)rt);
+    }
+    for (size_t i = 0; i < n1; i++) dout[i] = gg_round(philox_uniform_at(29, RNG_DATA, 2, (uint32_t)T, i) * 2 - 1, (int)rt);
+    struct attn_io a, a2;
+    io_alloc(&a, n1, nl, n3);
+    io_alloc(&a2, n1, nl, n3);
+    char *saved = env_save();
+    setenv("PLUMB_GPT_ATTN", how, 1);
+    int rc = run_gpu16(d, qkv, dout, B, T, NH, HS, rt, &a, &e);
+    if (!rc) rc = run_gpu16(d, qkv, dout, B, T, NH, HS, rt, &a2, &e);
+    env_restore(saved);
+    int skipped = 0;
+    if (rc && strstr(e.msg, "not loadable")) {
+        skipped = 1; /* no cuDNN for the plugin: said below, after the frees */
+    } else if (rc && HS % 8 && strstr(e.msg, "cuDNN")) {
+        /* refused, with cuDNN's reason, for a head width it does not take */
+    } else {
+        CHECK_MSG(rc == 0, "%s: %s", what, e.msg);
+    }
+    if (!rc) {
+        double *rout = malloc(n1 * sizeof(double)), *rlse = malloc(nl * sizeof(double)),
+               *rd = malloc(n3 * sizeof(double));
+        attn_ref64(qkv, dout, B, T, NH, HS, rout, rlse, rd, NULL, NULL);
+        double mq = 0, mg = 0;
+        for (size_t i = 0; i < n3; i++) mq = fmax(mq, fabs(qkv[i]));
+        for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
+        const double acc_floor = (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
+        check_io(what, &a, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
+        if (!strcmp(how, "cudnn"))
+            CHECK_MSG(io_same(&a, &a2, n1, nl, n3), "%s: two runs differ (the deterministic backward is not)", what);
+        else
+            check_io(what, &a2, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
+        free(rout);
+        free(rlse);
+        free(rd);
+    }
+    io_free(&a);
+    io_free(&a2);
+    free(qkv);
+    free(dout);
+    dev_close(d);
+    if (skipped) TEST_SKIP("%s", e.msg);
+}
+TEST(gpu_gpt_attn_cudnn_bf16_t256_hs64) { cudnn_case("cudnn", 2, 256, 3, 64, DT_BF16); }
+TEST(gpu_gpt_attn_cudnn_bf16_t1024_hs64) { cudnn_case("cudnn", 1, 1024, 2, 64, DT_BF16); }
+TEST(gpu_gpt_attn_cudnn_fp16_t100_hs64) { cudnn_case("cudnn", 2, 100, 2, 64, DT_F16); }
+TEST(gpu_gpt_attn_cudnn_bf16_t37_hs32) { cudnn_case("cudnn", 1, 37, 2, 32, DT_BF16); }
+TEST(gpu_gpt_attn_cudnn_fp16_t77_hs128) { cudnn_case("cudnn", 1, 77, 1, 128, DT_F16); }
+TEST(gpu_gpt_attn_cudnn_bf16_t1) { cudnn_case("cudnn", 2, 1, 2, 64, DT_BF16); }
+TEST(gpu_gpt_attn_cudnn_fp16_t129_hs36) { cudnn_case("cudnn", 2, 129, 2, 36, DT_F16); }
+TEST(gpu_gpt_attn_cudnn_nd_bf16_t256_hs64) { cudnn_case("cudnn-nd", 2, 256, 3, 64, DT_BF16); }
 
 /* a PLUMB_GPT_ATTN value that is none of tc, mma, mma2, scalar is refused, named */
 TEST(gpu_gpt_attn_env_bad_value)

@@ -431,6 +431,75 @@ static_assert(CDN_FMA_MATH == CUDNN_FMA_MATH && CDN_TENSOR_OP_MATH == CUDNN_TENS
                   CDN_DEFAULT_MATH == CUDNN_DEFAULT_MATH,
               "math types");
 static_assert(CDN_DETERMINISTIC == CUDNN_DETERMINISTIC && CDN_STATUS_SUCCESS == CUDNN_STATUS_SUCCESS, "enums");
+/* the backend API's values (gpu/attn_cudnn.cu) */
+static_assert(CDN_BK_POINTWISE == CUDNN_BACKEND_POINTWISE_DESCRIPTOR && CDN_BK_ENGINE == CUDNN_BACKEND_ENGINE_DESCRIPTOR &&
+                  CDN_BK_ENGINECFG == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR &&
+                  CDN_BK_ENGINEHEUR == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR &&
+                  CDN_BK_EXECUTION_PLAN == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+                  CDN_BK_OP_POINTWISE == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR &&
+                  CDN_BK_OPERATIONGRAPH == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR &&
+                  CDN_BK_VARIANT_PACK == CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR &&
+                  CDN_BK_TENSOR == CUDNN_BACKEND_TENSOR_DESCRIPTOR && CDN_BK_MATMUL == CUDNN_BACKEND_MATMUL_DESCRIPTOR &&
+                  CDN_BK_OP_MATMUL == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR &&
+                  CDN_BK_REDUCTION == CUDNN_BACKEND_REDUCTION_DESCRIPTOR &&
+                  CDN_BK_OP_REDUCTION == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR &&
+                  CDN_BK_OP_RESHAPE == CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+              "backend descriptor types");
+static_assert(CDN_TYPE_HANDLE == CUDNN_TYPE_HANDLE && CDN_TYPE_DATA_TYPE == CUDNN_TYPE_DATA_TYPE &&
+                  CDN_TYPE_BOOLEAN == CUDNN_TYPE_BOOLEAN && CDN_TYPE_INT64 == CUDNN_TYPE_INT64 &&
+                  CDN_TYPE_VOID_PTR == CUDNN_TYPE_VOID_PTR && CDN_TYPE_HEUR_MODE == CUDNN_TYPE_HEUR_MODE &&
+                  CDN_TYPE_NUMERICAL_NOTE == CUDNN_TYPE_NUMERICAL_NOTE &&
+                  CDN_TYPE_POINTWISE_MODE == CUDNN_TYPE_POINTWISE_MODE &&
+                  CDN_TYPE_BACKEND_DESCRIPTOR == CUDNN_TYPE_BACKEND_DESCRIPTOR &&
+                  CDN_TYPE_REDUCTION_OPERATOR_TYPE == CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
+              "backend attribute types");
+static_assert(CDN_A_POINTWISE_MODE == CUDNN_ATTR_POINTWISE_MODE && CDN_A_POINTWISE_MATH_PREC == CUDNN_ATTR_POINTWISE_MATH_PREC &&
+                  CDN_A_POINTWISE_AXIS == CUDNN_ATTR_POINTWISE_AXIS && CDN_A_ENGINEHEUR_MODE == CUDNN_ATTR_ENGINEHEUR_MODE &&
+                  CDN_A_ENGINEHEUR_OPERATION_GRAPH == CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH &&
+                  CDN_A_ENGINEHEUR_RESULTS == CUDNN_ATTR_ENGINEHEUR_RESULTS &&
+                  CDN_A_ENGINECFG_ENGINE == CUDNN_ATTR_ENGINECFG_ENGINE &&
+                  CDN_A_EXECUTION_PLAN_ENGINE_CONFIG == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG &&
+                  CDN_A_EXECUTION_PLAN_WORKSPACE_SIZE == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE &&
+                  CDN_A_OP_POINTWISE_PW_DESCRIPTOR == CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR &&
+                  CDN_A_OP_POINTWISE_XDESC == CUDNN_ATTR_OPERATION_POINTWISE_XDESC &&
+                  CDN_A_OP_POINTWISE_BDESC == CUDNN_ATTR_OPERATION_POINTWISE_BDESC &&
+                  CDN_A_OP_POINTWISE_YDESC == CUDNN_ATTR_OPERATION_POINTWISE_YDESC &&
+                  CDN_A_OP_POINTWISE_TDESC == CUDNN_ATTR_OPERATION_POINTWISE_TDESC &&
+                  CDN_A_OPERATIONGRAPH_OPS == CUDNN_ATTR_OPERATIONGRAPH_OPS &&
+                  CDN_A_TENSOR_BYTE_ALIGNMENT == CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT &&
+                  CDN_A_TENSOR_DATA_TYPE == CUDNN_ATTR_TENSOR_DATA_TYPE &&
+                  CDN_A_TENSOR_DIMENSIONS == CUDNN_ATTR_TENSOR_DIMENSIONS &&
+                  CDN_A_TENSOR_STRIDES == CUDNN_ATTR_TENSOR_STRIDES &&
+                  CDN_A_TENSOR_UNIQUE_ID == CUDNN_ATTR_TENSOR_UNIQUE_ID &&
+                  CDN_A_TENSOR_IS_VIRTUAL == CUDNN_ATTR_TENSOR_IS_VIRTUAL &&
+                  CDN_A_TENSOR_IS_BY_VALUE == CUDNN_ATTR_TENSOR_IS_BY_VALUE &&
+                  CDN_A_VARIANT_PACK_UNIQUE_IDS == CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS &&
+                  CDN_A_VARIANT_PACK_DATA_POINTERS == CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS &&
+                  CDN_A_VARIANT_PACK_WORKSPACE == CUDNN_ATTR_VARIANT_PACK_WORKSPACE &&
+                  CDN_A_ENGINE_GLOBAL_INDEX == CUDNN_ATTR_ENGINE_GLOBAL_INDEX &&
+                  CDN_A_ENGINE_NUMERICAL_NOTE == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE &&
+                  CDN_A_MATMUL_COMP_TYPE == CUDNN_ATTR_MATMUL_COMP_TYPE &&
+                  CDN_A_OP_MATMUL_ADESC == CUDNN_ATTR_OPERATION_MATMUL_ADESC &&
+                  CDN_A_OP_MATMUL_BDESC == CUDNN_ATTR_OPERATION_MATMUL_BDESC &&
+                  CDN_A_OP_MATMUL_CDESC == CUDNN_ATTR_OPERATION_MATMUL_CDESC &&
+                  CDN_A_OP_MATMUL_DESC == CUDNN_ATTR_OPERATION_MATMUL_DESC &&
+                  CDN_A_REDUCTION_OPERATOR == CUDNN_ATTR_REDUCTION_OPERATOR &&
+                  CDN_A_REDUCTION_COMP_TYPE == CUDNN_ATTR_REDUCTION_COMP_TYPE &&
+                  CDN_A_OP_REDUCTION_XDESC == CUDNN_ATTR_OPERATION_REDUCTION_XDESC &&
+                  CDN_A_OP_REDUCTION_YDESC == CUDNN_ATTR_OPERATION_REDUCTION_YDESC &&
+                  CDN_A_OP_REDUCTION_DESC == CUDNN_ATTR_OPERATION_REDUCTION_DESC &&
+                  CDN_A_OP_RESHAPE_XDESC == CUDNN_ATTR_OPERATION_RESHAPE_XDESC &&
+                  CDN_A_OP_RESHAPE_YDESC == CUDNN_ATTR_OPERATION_RESHAPE_YDESC,
+              "backend attribute names");
+static_assert(CDN_DATA_INT32 == CUDNN_DATA_INT32 && CDN_DATA_BOOLEAN == CUDNN_DATA_BOOLEAN && CDN_PW_ADD == CUDNN_POINTWISE_ADD &&
+                  CDN_PW_MUL == CUDNN_POINTWISE_MUL && CDN_PW_DIV == CUDNN_POINTWISE_DIV &&
+                  CDN_PW_SUB == CUDNN_POINTWISE_SUB && CDN_PW_EXP == CUDNN_POINTWISE_EXP &&
+                  CDN_PW_LOG == CUDNN_POINTWISE_LOG && CDN_PW_IDENTITY == CUDNN_POINTWISE_IDENTITY &&
+                  CDN_PW_CMP_GE == CUDNN_POINTWISE_CMP_GE && CDN_PW_GEN_INDEX == CUDNN_POINTWISE_GEN_INDEX &&
+                  CDN_PW_BINARY_SELECT == CUDNN_POINTWISE_BINARY_SELECT && CDN_REDUCE_ADD == CUDNN_REDUCE_TENSOR_ADD &&
+                  CDN_REDUCE_MAX == CUDNN_REDUCE_TENSOR_MAX && CDN_HEUR_MODE_INSTANT == CUDNN_HEUR_MODE_INSTANT &&
+                  CDN_HEUR_MODE_A == CUDNN_HEUR_MODE_A && CDN_NOTE_NONDETERMINISTIC == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC,
+              "backend values");
 #endif
 #endif
 
@@ -505,6 +574,14 @@ static int load_locked(void)
     SYM(ConvolutionBackwardData, "cudnnConvolutionBackwardData");
     SYM(ConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
 #undef SYM
+    /* the backend API (gpu/attn_cudnn.cu): optional, the convolutions do without it */
+    *(void **)&Cd.BackendCreateDescriptor = dlsym(h, "cudnnBackendCreateDescriptor");
+    *(void **)&Cd.BackendDestroyDescriptor = dlsym(h, "cudnnBackendDestroyDescriptor");
+    *(void **)&Cd.BackendFinalize = dlsym(h, "cudnnBackendFinalize");
+    *(void **)&Cd.BackendSetAttribute = dlsym(h, "cudnnBackendSetAttribute");
+    *(void **)&Cd.BackendGetAttribute = dlsym(h, "cudnnBackendGetAttribute");
+    *(void **)&Cd.BackendExecute = dlsym(h, "cudnnBackendExecute");
+    *(void **)&Cd.GetLastErrorString = dlsym(h, "cudnnGetLastErrorString");
     size_t v = Cd.GetVersion();
     if (v < 8000) {
         snprintf(g_why, sizeof g_why, "%s is cuDNN version %zu; plumb needs 8.0 or newer (NHWC, FMA math type)", g_lib,
@@ -825,6 +902,9 @@ void convlib_release(struct dev *d)
                 g_plans[k++] = g_plans[i];
             }
         g_nplans = k;
+#if !defined(PLUMB_HIP)
+        attn_cudnn_release(d, &Cd);
+#endif
         for (int i = 0; i < 64; i++)
             if (g_handles[i].d == d) {
                 handle_destroy(g_handles[i].h);
@@ -844,6 +924,30 @@ void convlib_describe(char *buf, size_t n)
         snprintf(buf, n, "own implicit-GEMM kernels: %s not loadable (%s; set %s)", LIB_NAME, g_why, LIB_ENV);
     pthread_mutex_unlock(&g_lib_lock);
 }
+
+#if !defined(PLUMB_HIP)
+/* gpu/attn_cudnn.cu's way to the library: loaded (or *why says why not), the
+ * device's handle bound to st's stream; the lock is held from a PLUMB_OK
+ * return until cudnn_graph_leave, as convlib_run holds it round a plan */
+int cudnn_graph_enter(struct dev *d, struct dev_stream *st, const struct cudnn_fns **fns, cdn_handle_t *h,
+                      plumb_err *e)
+{
+    pthread_mutex_lock(&g_lib_lock);
+    if (!g_state) g_state = load_locked() == 0 ? 1 : -1;
+    int rc = PLUMB_OK;
+    if (g_state != 1)
+        rc = gpu_err(e, PLUMB_EUNSUPPORTED, "%s: %s not loadable (%s; set %s)", d->label, LIB_NAME, g_why, LIB_ENV);
+    else if (!Cd.BackendCreateDescriptor || !Cd.BackendDestroyDescriptor || !Cd.BackendFinalize ||
+             !Cd.BackendSetAttribute || !Cd.BackendGetAttribute || !Cd.BackendExecute)
+        rc = gpu_err(e, PLUMB_EUNSUPPORTED, "%s: %s (%s) has no backend graph API", d->label, g_lib, g_ver);
+    if (!rc) rc = get_handle(d, h, e);
+    if (!rc) rc = set_stream(d, *h, st, e);
+    if (rc) pthread_mutex_unlock(&g_lib_lock);
+    else *fns = &Cd;
+    return rc;
+}
+void cudnn_graph_leave(void) { pthread_mutex_unlock(&g_lib_lock); }
+#endif
 
 int convlib_run(struct dev *d, struct dev_stream *st, int dir, const struct train_conv *g, const void *a,
                 const void *b, void *out, dtype_t rt, plumb_err *e)

@@ -106,13 +106,19 @@ enum { ATTN_SCALAR = 0, ATTN_TC, ATTN_MMA, ATTN_MMA2 };
  * "mma": the mma.sync kernels of gpu/train_gpt_attn_mma.cuh where they apply
  * (the same), else as tc; "tc": the WMMA kernels
  * where they apply (16-bit, head width <= 128); "scalar": the scalar flash
- * kernels always; anything else an error naming the value. *kind: ATTN_* */
+ * kernels always; "cudnn" / "cudnn-nd": the 16-bit ops go through cuDNN's
+ * fused attention (gpu/attn_cudnn.cu; -nd its faster backward that is not
+ * reproducible run to run), the fp32 ops as unset; anything else an error
+ * naming the value. *kind: ATTN_* */
 static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
     *kind = ATTN_SCALAR;
-    if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar") && strcmp(v, "mma") && strcmp(v, "mma2"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc, mma, mma2 or scalar", d->label, v);
+    if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar") && strcmp(v, "mma") && strcmp(v, "mma2") &&
+        strcmp(v, "cudnn") && strcmp(v, "cudnn-nd"))
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc, mma, mma2, cudnn, cudnn-nd or scalar",
+                       d->label, v);
+    if (v && !strncmp(v, "cudnn", 5)) v = NULL; /* the fp32 ops' kind: as unset */
 #if defined(PLUMB_ATTN_TC)
     const int sixteen = rt == DT_BF16 || rt == DT_F16;
     if (sixteen && HS <= 128 && !(v && !strcmp(v, "scalar"))) *kind = ATTN_TC;
@@ -430,9 +436,27 @@ static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, int *
 }
 #endif
 
+/* PLUMB_GPT_ATTN=cudnn (1) or cudnn-nd (2), else 0; in fast numerics, 16-bit */
+static int cudnn_asked(struct dev *d, dtype_t rt)
+{
+    const char *v = getenv("PLUMB_GPT_ATTN");
+    if (golden(d) || !(rt == DT_BF16 || rt == DT_F16) || !v) return 0;
+    return !strcmp(v, "cudnn") ? 1 : !strcmp(v, "cudnn-nd") ? 2 : 0;
+}
+/* an explicit PLUMB_GPT_ATTN=cudnn that cuDNN cannot serve is an error that
+ * says why, not a quiet fall-back to our kernels */
+static int cudnn_refused(struct dev *d, int rc, plumb_err *e)
+{
+    if (rc != PLUMB_EUNSUPPORTED) return rc;
+    char why[sizeof e->msg];
+    snprintf(why, sizeof why, "%s", e->msg);
+    return gpu_err(e, PLUMB_EDEVICE, "PLUMB_GPT_ATTN=%s: %s", getenv("PLUMB_GPT_ATTN"), why);
+}
+
 int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse,
                             int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
 {
+    if (cudnn_asked(d, rt)) return cudnn_refused(d, attn_cudnn_fwd(d, st, qkv16, out16, lse, B, T, NH, HS, rt, e), e);
 #if defined(PLUMB_ATTN_MMA)
     int kind;
     int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);
@@ -452,6 +476,10 @@ int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
                             const float *lse, const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS,
                             dtype_t rt, plumb_err *e)
 {
+    const int cu = cudnn_asked(d, rt);
+    if (cu)
+        return cudnn_refused(
+            d, attn_cudnn_bwd(d, st, qkv16, out16, lse, dout16, dqkv16, B, T, NH, HS, rt, cu == 1, e), e);
 #if defined(PLUMB_ATTN_MMA)
     int kind;
     int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);

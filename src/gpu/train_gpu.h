@@ -207,6 +207,26 @@ void convlib_describe(char *buf, size_t n);
  * handle and workspace, and conv_lib.cu's
  * plans and handle. Each is keyed by the struct dev, so without it every
  * open leaked them, and a process's 17th device failed. */
+/* attn_cudnn.cu: causal attention of 16-bit qkv through cuDNN's fused
+ * flash-attention engines (PLUMB_EUNSUPPORTED, with the reason, where the
+ * library or an engine for the shape is missing; always on HIP). det: the
+ * backward's deterministic graph (dQ without atomics). */
+int attn_cudnn_fwd(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse, int B,
+                   int T, int NH, int HS, dtype_t rt, plumb_err *e);
+int attn_cudnn_bwd(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, const uint16_t *out16,
+                   const float *lse, const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS,
+                   dtype_t rt, int det, plumb_err *e);
+#if !defined(PLUMB_HIP)
+#include "gpu/cudnn_min.h"
+/* conv_lib.cu: the cuDNN loaded (or PLUMB_EUNSUPPORTED saying why), the
+ * device's handle on st's stream, the library's lock held until
+ * cudnn_graph_leave */
+int cudnn_graph_enter(struct dev *d, struct dev_stream *st, const struct cudnn_fns **fns, cdn_handle_t *h,
+                      plumb_err *e);
+void cudnn_graph_leave(void);
+/* attn_cudnn.cu: the device's attention plans, from convlib_release */
+void attn_cudnn_release(struct dev *d, const struct cudnn_fns *F);
+#endif
 void tws_release(struct dev *d);
 void lt_release(struct dev *d);
 void convlib_release(struct dev *d);
