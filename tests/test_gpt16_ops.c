@@ -476,3 +476,59 @@ TEST(gpt16_env_value_refused)
     int rc = tiny_run("bf16", "yes", &tr, &e);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_ACT16=yes"), "rc %d: %s", rc, e.msg);
 }
+
+/* weights16 (optional; the GPU's): each value read once, y16 = its 16-bit
+ * value inside the ranges (the cast's bits), y = round_fp32's value outside,
+ * and nothing else written (sentinels stay): ranges with odd ends, two
+ * adjacent, one reaching n, an n that is not a multiple of four, and the
+ * same with every pointer one element off (the one-at-a-time path) */
+static void weights16_case(dtype_t rt, size_t off)
+{
+    struct dev *d = open_fast();
+    if (!d) TEST_SKIP("device %s has no 16-bit gpt ops", test_device());
+    const struct train_ops *T = d->ops->train;
+    if (!T->weights16) {
+        dev_close(d);
+        TEST_SKIP("device %s has no fused weights16 (gpt16.c rounds and casts apart)", test_device());
+    }
+    plumb_err e = {0};
+    const size_t n = 1000003;
+    const int64_t r[] = {3, 1001, 1001, 5000, 7777, 500001, 999990, (int64_t)n};
+    const int nr = 4;
+    float *x = malloc((n + off) * sizeof(float)), *y = malloc((n + off) * sizeof(float));
+    uint16_t *y16 = malloc((n + off) * sizeof(uint16_t));
+    REQUIRE(x && y && y16);
+    for (size_t i = 0; i < n + off; i++) {
+        x[i] = (urand16() - 0.5f) * (i % 7 == 0 ? 3e4f : 2.0f);
+        y[i] = 12345.0f;
+        y16[i] = 0xABCD;
+    }
+    void *dx = NULL, *dy = NULL, *dy16 = NULL, *dr = NULL;
+    int rc = dev_alloc(d, (n + off) * 4, &dx, &e) || dev_alloc(d, (n + off) * 4, &dy, &e) ||
+             dev_alloc(d, (n + off) * 2, &dy16, &e) || dev_alloc(d, sizeof r, &dr, &e) ||
+             dev_upload(d, dx, x, (n + off) * 4, &e) || dev_upload(d, dy, y, (n + off) * 4, &e) ||
+             dev_upload(d, dy16, y16, (n + off) * 2, &e) || dev_upload(d, dr, r, sizeof r, &e);
+    REQUIRE(rc == 0);
+    rc = T->weights16(d, NULL, (const float *)dx + off, (float *)dy + off, (uint16_t *)dy16 + off, n, dr, nr, rt, &e);
+    CHECK_MSG(rc == 0, "weights16: %s", e.msg);
+    rc = dev_sync(d, &e) || dev_download(d, y, dy, (n + off) * 4, &e) || dev_download(d, y16, dy16, (n + off) * 2, &e);
+    REQUIRE(rc == 0);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        int in = 0;
+        for (int j = 0; j < nr; j++) in |= (int64_t)i >= r[2 * j] && (int64_t)i < r[2 * j + 1];
+        const float *xi = x + off + i;
+        const int ok = in ? y16[off + i] == bits16(*xi, rt) && y[off + i] == 12345.0f
+                          : y[off + i] == to_rt(*xi, rt) && y16[off + i] == 0xABCD;
+        if (!ok && !bad++) first = i;
+    }
+    for (size_t i = 0; i < off; i++) bad += y[i] != 12345.0f || y16[i] != 0xABCD;
+    CHECK_MSG(bad == 0, "weights16 %s (offset %zu): %zu of %zu wrong, first [%zu]: x %.9g y %.9g y16 0x%04x", dtype_name(rt),
+              off, bad, n, first, x[off + first], y[off + first], y16[off + first]);
+    dev_free(d, dx), dev_free(d, dy), dev_free(d, dy16), dev_free(d, dr);
+    free(x), free(y), free(y16);
+    dev_close(d);
+}
+TEST(gpt16_weights16_bf16) { weights16_case(DT_BF16, 0); }
+TEST(gpt16_weights16_fp16) { weights16_case(DT_F16, 0); }
+TEST(gpt16_weights16_unaligned) { weights16_case(DT_BF16, 1); }

@@ -787,6 +787,66 @@ static int g_round_fp32(struct dev *d, dev_stream *s, const float *x, float *y, 
     return PLUMB_OK;
 }
 
+/* weights16 (dev/train_ops.h): four values a thread where the four lie on
+ * one side of every range boundary and x is 16-byte aligned (a float4 load,
+ * then a float4 or an 8-byte store), one at a time otherwise; the range of
+ * a value by binary search over the nr starts */
+__device__ static inline int in_ranges(size_t i, const int64_t *r, int nr, size_t *next)
+{
+    int lo = 0, hi = nr - 1, j = -1;
+    while (lo <= hi) {
+        const int mid = (lo + hi) / 2;
+        if ((size_t)r[2 * mid] <= i) j = mid, lo = mid + 1;
+        else hi = mid - 1;
+    }
+    const int in = j >= 0 && i < (size_t)r[2 * j + 1];
+    /* the first index past i where membership may change */
+    *next = in ? (size_t)r[2 * j + 1] : j + 1 < nr ? (size_t)r[2 * (j + 1)] : (size_t)-1;
+    return in;
+}
+__device__ static inline uint16_t to16(float v, int rt) { return rt == DT_BF16 ? f32_to_bf16(v) : f32_to_f16(v); }
+__global__ void k_weights16(const float *__restrict__ x, float *__restrict__ y, uint16_t *__restrict__ y16, size_t n,
+                            const int64_t *__restrict__ r, int nr, int rt, int vec)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q * 4 < n; q += stride) {
+        const size_t i0 = q * 4, i1 = i0 + 4 < n ? i0 + 4 : n;
+        size_t next;
+        const int in = in_ranges(i0, r, nr, &next);
+        if (vec && i1 == i0 + 4 && next >= i1) {
+            const float4 v = ((const float4 *)x)[q];
+            if (in) {
+                ((uint2 *)y16)[q] = make_uint2((uint32_t)to16(v.x, rt) | (uint32_t)to16(v.y, rt) << 16,
+                                               (uint32_t)to16(v.z, rt) | (uint32_t)to16(v.w, rt) << 16);
+            } else {
+                ((float4 *)y)[q] = make_float4(tr_round(v.x, rt), tr_round(v.y, rt), tr_round(v.z, rt),
+                                               tr_round(v.w, rt));
+            }
+            continue;
+        }
+        for (size_t i = i0; i < i1; i++) {
+            if (in_ranges(i, r, nr, &next)) y16[i] = to16(x[i], rt);
+            else y[i] = tr_round(x[i], rt);
+        }
+    }
+}
+
+static int g_weights16(struct dev *d, dev_stream *s, const float *x, float *y, uint16_t *y16, size_t n,
+                       const int64_t *r, int nr, dtype_t rt, plumb_err *e)
+{
+    NEED((x && y && y16) || n == 0, "%s: weights16: NULL x, y or y16", d->label);
+    NEED(nr >= 0 && (r || nr == 0), "%s: weights16: %d ranges without a range list", d->label, nr);
+    NEED(rt == DT_BF16 || rt == DT_F16, "%s: weights16: %s (expected bf16 or fp16)", d->label, dtype_name(rt));
+    if (!n) return PLUMB_OK;
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_ROUND);
+    struct dev_stream *st = gpu_stream(d, s);
+    const int vec = !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)y16 & 7);
+    k_weights16<<<gpu_grid((n + 3) / 4, TPB), TPB, 0, st->s>>>(x, y, y16, n, r, nr, (int)rt, vec);
+    GPU_CHECK_LAUNCH(d, "k_weights16", e);
+    return PLUMB_OK;
+}
+
 /* ---------------- counts and decisions on the device ---------------- */
 
 /* U = *rows_n clamped to [0, n_max] (the launch is sized for n_max) */
@@ -1021,5 +1081,7 @@ const struct train_ops gpu_train_ops = {
 #endif
     /* a projection block's two BNs in one pass: train_vision.cu */
     g_bn_apply2_16o,
+    /* gpt's 16-bit weights in one pass */
+    g_weights16,
 };
 #endif

@@ -111,7 +111,7 @@ static int zalloc(struct gpt_model *m, void **p, size_t bytes, plumb_err *e)
 void gpt_free(struct gpt_model *m)
 {
     if (!m) return;
-    void *ps[] = {m->params, m->grads, m->wwork, m->w16, m->tok, m->tgt, m->act, m->sc, m->logits};
+    void *ps[] = {m->params, m->grads, m->wwork, m->w16, m->r16, m->tok, m->tgt, m->act, m->sc, m->logits};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i]) dev_free(m->d, ps[i]);
     free(m);
@@ -174,6 +174,28 @@ int gpt_create(struct dev *d, const struct gpt_config *c, int max_batch, dtype_t
     int want16 = 0;
     if (!rc) rc = gpt16_wanted(m, &want16, e);
     if (!rc && want16) rc = zalloc(m, (void **)&m->w16, m->n_params * sizeof(uint16_t), e);
+    if (!rc && want16) {
+        /* the blocks' four matrices a layer, adjacent ones merged: gpt16.c
+         * casts only these to 16 bits (weights16) */
+        int64_t r[2 * 4 * GPT_MAX_LAYERS];
+        int nr = 0;
+        for (int l = 0; l < L; l++) {
+            const int ks[4] = {QKVW, APW, FCW, FPW};
+            for (int k = 0; k < 4; k++) {
+                const struct gpt_tensor *t = &m->t[2 + T_PER_LAYER * l + ks[k]];
+                if (nr && r[2 * nr - 1] == (int64_t)t->offset) {
+                    r[2 * nr - 1] = (int64_t)(t->offset + t->numel);
+                } else {
+                    r[2 * nr] = (int64_t)t->offset;
+                    r[2 * nr + 1] = (int64_t)(t->offset + t->numel);
+                    nr++;
+                }
+            }
+        }
+        m->n_r16 = nr;
+        rc = zalloc(m, (void **)&m->r16, sizeof r, e);
+        if (!rc) rc = dev_upload(d, m->r16, r, (size_t)nr * 2 * sizeof(int64_t), e);
+    }
     if (!rc) rc = zalloc(m, (void **)&m->tok, R * sizeof(int32_t), e);
     if (!rc) rc = zalloc(m, (void **)&m->tgt, R * sizeof(int32_t), e);
     if (!rc) rc = zalloc(m, (void **)&m->sc, 2 * sizeof(double), e);

@@ -72,9 +72,15 @@ int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
     const dtype_t rt = m->prec;
     const size_t RC = (size_t)R * C;
     uint16_t *tmp16 = h16(m->tmp);
-    /* wwork: the classifier's (fp32-stored) weights; w16 the blocks' */
-    int rc = Op->round_fp32(d, NULL, m->params, m->wwork, m->n_params, rt, e);
-    if (!rc) rc = cast16(m, m->params, m->w16, m->n_params, e);
+    /* wwork: the classifier's (fp32-stored) weights and the biases; w16 the
+     * blocks' matrices (one pass where the device fuses the two) */
+    int rc;
+    if (Op->weights16) {
+        rc = Op->weights16(d, NULL, m->params, m->wwork, m->w16, m->n_params, m->r16, m->n_r16, rt, e);
+    } else {
+        rc = Op->round_fp32(d, NULL, m->params, m->wwork, m->n_params, rt, e);
+        if (!rc) rc = cast16(m, m->params, m->w16, m->n_params, e);
+    }
     if (!rc) rc = Op->encoder_fwd(d, NULL, m->params, m->params + m->t[1].offset, m->tok, m->enc, B, T, C, DT_F32, e);
     const float *x = m->enc;
     const int L = m->c.n_layer;
