@@ -73,15 +73,15 @@ vs() { # vs STEP NEED [FLAGS...]
 }
 # gpt's configuration: PLUMB_GPT_ATTN / PLUMB_GPT_ACT16 as the caller set them,
 # else the fastest whole configuration timed earlier in this call: the 16-bit
-# activation pipeline with the default (mma2) attention (scripts/gpu-act16.sh's
-# on.json), or fp32-stored activations with tc, mma or mma2 (scripts/gpu-attn.sh,
-# which runs with PLUMB_GPT_ACT16=0)
+# activation pipeline with the default attention (scripts/gpu-act16.sh's
+# on.json), or with mma2 or cudnn named (scripts/gpu-attn.sh; its cudnn-nd,
+# not reproducible run to run, is never picked)
 if [ -z "${PLUMB_GPT_ATTN:-}" ] && [ -z "${PLUMB_GPT_ACT16:-}" ]; then
   pick=$(python3 - "$OUT" <<'PY' 2>/dev/null
 import json, os, sys
 out = sys.argv[1]
-cands = [("act16/on.json", "PLUMB_GPT_ACT16=1"), ("attn/tc.json", "PLUMB_GPT_ACT16=0 PLUMB_GPT_ATTN=tc"),
-         ("attn/mma.json", "PLUMB_GPT_ACT16=0 PLUMB_GPT_ATTN=mma"), ("attn/mma2.json", "PLUMB_GPT_ACT16=0 PLUMB_GPT_ATTN=mma2")]
+cands = [("act16/on.json", "PLUMB_GPT_ACT16=1"), ("attn/mma2.json", "PLUMB_GPT_ATTN=mma2"),
+         ("attn/cudnn.json", "PLUMB_GPT_ATTN=cudnn")]
 best = None
 for f, env in cands:
     try:
