@@ -21,7 +21,9 @@
 set -u
 . "$(dirname "$0")/gpu-topic.sh" attn "${ATTN_BUDGET_S:-150}"
 
-step tests 40 env PLUMB_TEST_DEVICE=cuda PLUMB_TEST_VERBOSE=1 PLUMB_ATTN_LOG=1 build/plumb-tests gpu_gpt_attn
+# cuDNN's warnings (why an engine refused a graph) into cudnn-warn.log
+step tests 40 env PLUMB_TEST_DEVICE=cuda PLUMB_TEST_VERBOSE=1 PLUMB_ATTN_LOG=1 CUDNN_LOGLEVEL_DBG=2 \
+  CUDNN_LOGDEST_DBG="$D/cudnn-warn.log" build/plumb-tests gpu_gpt_attn
 tests_rc=$?
 grep -E "CHECK|passed|failed|skip|cuDNN|plumb:" "$D/tests.log" | tail -n 60 | tee -a "$LOG"
 

@@ -68,6 +68,7 @@ struct aplan {
     int nd;
     cdn_bdesc_t plan;
     int64_t ws, engine;
+    int variant; /* graph_bwd's */
     float scale, neginf; /* the by-value scalars' host values (the variant pack points at them) */
 };
 
@@ -268,7 +269,10 @@ static void graph_fwd(struct gb *g, const struct shapes *h, int io)
     pw(g, CDN_PW_MUL, F, s, scale, NULL, ss);
     cdn_bdesc_t sm = causal(g, h, ss, neginf);
     cdn_bdesc_t mx = vt(g, &h->stat, F), z = vt(g, &h->s, F), ex = vt(g, &h->s, F), sum = vt(g, &h->stat, F);
-    cdn_bdesc_t lg = vt(g, &h->stat, F), p = vt(g, &h->s, F);
+    /* P in the 16-bit type: the engines multiply P V with both operands of
+     * one type (cuDNN 9.14 on an H100: "A and B need to have the same
+     * datatype in the matmul" for an fp32 P) */
+    cdn_bdesc_t lg = vt(g, &h->stat, F), p = vt(g, &h->s, io);
     red(g, CDN_REDUCE_MAX, sm, mx);
     pw(g, CDN_PW_SUB, F, sm, mx, NULL, z);
     pw(g, CDN_PW_EXP, F, z, NULL, NULL, ex);
@@ -279,7 +283,9 @@ static void graph_fwd(struct gb *g, const struct shapes *h, int io)
     mm(g, p, v, o);
 }
 
-static void graph_bwd(struct gb *g, const struct shapes *h, int io, int det)
+/* variant 0: dS and K fp32 in dQ = dS K (as cuDNN's own frontend builds it);
+ * 1: both in the 16-bit type (tried when no engine takes variant 0) */
+static void graph_bwd(struct gb *g, const struct shapes *h, int io, int det, int variant)
 {
     const int F = CDN_DATA_FLOAT;
     cdn_bdesc_t q = tensor(g, U_Q, io, h->q.dims, h->q.strides, false, false);
@@ -311,7 +317,8 @@ static void graph_bwd(struct gb *g, const struct shapes *h, int io, int det)
     reshape(g, p, pt);
     mm(g, pt, dO, dv);
     /* dS = P (dO V^T - Dsum) scale */
-    cdn_bdesc_t dp = vt(g, &h->s, F), dpz = vt(g, &h->s, F), ds0 = vt(g, &h->s, F), ds = vt(g, &h->s, F);
+    const int dqt = variant ? io : F;
+    cdn_bdesc_t dp = vt(g, &h->s, F), dpz = vt(g, &h->s, F), ds0 = vt(g, &h->s, F), ds = vt(g, &h->s, dqt);
     mm(g, dO, vt_, dp);
     pw(g, CDN_PW_SUB, F, dp, dsum, NULL, dpz);
     pw(g, CDN_PW_MUL, F, dpz, p, NULL, ds0);
@@ -321,7 +328,7 @@ static void graph_bwd(struct gb *g, const struct shapes *h, int io, int det)
     reshape(g, ds, dst);
     mm(g, dst, q, dk);
     /* dQ = dS K */
-    cdn_bdesc_t k = vt(g, &h->k, F);
+    cdn_bdesc_t k = vt(g, &h->k, dqt);
     reshape(g, kt, k);
     if (det) {
         mm(g, ds, k, dq);
@@ -340,6 +347,9 @@ static void aplan_destroy(const struct cudnn_fns *F, struct aplan *p)
     for (int i = p->nd - 1; i >= 0; i--)
         if (p->descs[i]) (void)F->BackendDestroyDescriptor(p->descs[i]);
     p->nd = 0;
+    p->plan = NULL;
+    p->ws = 0;
+    p->engine = -1;
 }
 
 /* the graph, then the first engine the heuristics offer that finalizes (and,
@@ -355,7 +365,7 @@ static int aplan_make(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, 
     shapes_of(&sh, p->B, p->T, p->NH, p->HS);
     const int io = p->rt == DT_F16 ? CDN_DATA_HALF : CDN_DATA_BFLOAT16;
     if (p->dir == 0) graph_fwd(&g, &sh, io);
-    else graph_bwd(&g, &sh, io, p->det);
+    else graph_bwd(&g, &sh, io, p->det, p->variant);
     cdn_bdesc_t og = mk(&g, CDN_BK_OPERATIONGRAPH);
     set(&g, og, CDN_A_OPERATIONGRAPH_HANDLE, CDN_TYPE_HANDLE, 1, &h, "operation graph handle");
     set(&g, og, CDN_A_OPERATIONGRAPH_OPS, CDN_TYPE_BACKEND_DESCRIPTOR, g.nops, g.ops, "operation graph ops");
@@ -427,10 +437,10 @@ static int aplan_make(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, 
                        p->dir && p->det ? " and calls itself deterministic" : "");
     if (getenv("PLUMB_ATTN_LOG"))
         fprintf(stderr, "plumb: cuDNN attention %s B%d T%d NH%d HS%d %s%s: engine %lld, workspace %lld bytes "
-                        "(offered: %s)\n",
+                        "(offered: %s)%s\n",
                 p->dir ? "backward" : "forward", p->B, p->T, p->NH, p->HS, p->rt == DT_F16 ? "fp16" : "bf16",
                 p->dir ? (p->det ? " deterministic" : " nondeterministic") : "", (long long)p->engine,
-                (long long)p->ws, tried);
+                (long long)p->ws, tried, p->variant ? ", dQ from 16-bit dS and K" : "");
     return PLUMB_OK;
 }
 
@@ -456,7 +466,14 @@ static int aplan_get(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, i
     p->scale = 1.0f / sqrtf((float)HS);
     /* cuDNN before 9.1 wants the lowest finite value as the mask's fill */
     p->neginf = F->GetVersion() >= 90100 ? -INFINITY : -FLT_MAX;
-    const int rc = aplan_make(d, F, h, p, e);
+    int rc = aplan_make(d, F, h, p, e);
+    if (rc == PLUMB_EUNSUPPORTED && dir == 1) {
+        /* the backward's other form; the first one's reason is kept if both fail */
+        plumb_err e2 = {};
+        aplan_destroy(F, p);
+        p->variant = 1;
+        if (!(rc = aplan_make(d, F, h, p, &e2))) memset(e, 0, sizeof *e);
+    }
     if (rc) {
         aplan_destroy(F, p);
         free(p);
