@@ -390,7 +390,8 @@ TEST(gpt16_matmul_bwd_epilogues_k60) { mm16_epi_case(DT_F16, 300, 60, 72); }
  * width 64: gpu/train_gpt_attn.cu's mma2_fits), several images and
  * heads: the fp32 ops' bits, and the same bits with PLUMB_GPT_ATTN_DIRECT=0
  * (the head-major copies first); any other value of it is refused, named,
- * on CUDA (the only backend that reads it) */
+ * on CUDA (the only backend that reads it). PLUMB_GPT_ATTN=mma2 throughout:
+ * our kernels, whose bits these are */
 static void attn16_case(dtype_t rt, int B, int TT, int NH, int HS)
 {
     struct dev *d = open_fast();
@@ -414,6 +415,8 @@ static void attn16_case(dtype_t rt, int B, int TT, int NH, int HS)
     rc = T->attention_bwd(d, NULL, qkv.d, out.d, lse.d, dout.d, dqkv.d, B, TT, NH, HS, rt, &e);
     CHECK_MSG(rc == 0, "attention_bwd: %s", e.msg);
     fetch(d, &dqkv, c, NULL, rt);
+    /* our kernels (unset takes cuDNN's attention where the plugin has it: other bits) */
+    char *kept_attn = env_push("PLUMB_GPT_ATTN", "mma2");
     const char *how[] = {NULL, "0", "1"};
     for (int k = 0; k < 3; k++) {
         char *keep = env_push("PLUMB_GPT_ATTN_DIRECT", how[k]);
@@ -436,6 +439,7 @@ static void attn16_case(dtype_t rt, int B, int TT, int NH, int HS)
         CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_ATTN_DIRECT=yes"), "PLUMB_GPT_ATTN_DIRECT=yes: rc %d (%s)",
                   rc, e.msg);
     }
+    env_restore("PLUMB_GPT_ATTN", kept_attn);
     free(a), free(b), free(c), free(la), free(lb);
     struct t16 *all[] = {&qkv, &out, &lse, &dout, &dqkv};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);

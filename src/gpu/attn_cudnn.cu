@@ -69,6 +69,8 @@ struct aplan {
     cdn_bdesc_t plan;
     int64_t ws, engine;
     int variant; /* graph_bwd's */
+    int failed;  /* no plan: why[] says why, and the key is not tried again */
+    char why[400];
     float scale, neginf; /* the by-value scalars' host values (the variant pack points at them) */
 };
 
@@ -453,6 +455,7 @@ static int aplan_get(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, i
         struct aplan *p = g_aplans[i];
         if (p->d == d && p->dir == dir && p->B == B && p->T == T && p->NH == NH && p->HS == HS && p->rt == (int)rt &&
             p->det == det) {
+            if (p->failed) return gpu_err(e, PLUMB_EUNSUPPORTED, "%s", p->why);
             *out = p;
             return PLUMB_OK;
         }
@@ -476,10 +479,17 @@ static int aplan_get(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, i
     }
     if (rc) {
         aplan_destroy(F, p);
-        free(p);
-        return rc;
+        if (rc != PLUMB_EUNSUPPORTED) {
+            free(p);
+            return rc;
+        }
+        /* kept, marked: the default path (PLUMB_GPT_ATTN unset) asks once a
+         * call and must not run the heuristics again each time */
+        p->failed = 1;
+        snprintf(p->why, sizeof p->why, "%s", e->msg);
     }
     g_aplans[g_naplans++] = p;
+    if (p->failed) return PLUMB_EUNSUPPORTED;
     *out = p;
     return PLUMB_OK;
 }

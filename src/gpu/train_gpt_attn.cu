@@ -436,15 +436,25 @@ static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, int *
 }
 #endif
 
-/* PLUMB_GPT_ATTN=cudnn (1) or cudnn-nd (2), else 0; in fast numerics, 16-bit */
+/* In fast numerics with 16-bit activations: PLUMB_GPT_ATTN=cudnn 1,
+ * cudnn-nd 2, unset or empty 3 (cuDNN where it serves the shape, else our
+ * kernels: CUDA only), anything else 0 (our kernels) */
 static int cudnn_asked(struct dev *d, dtype_t rt)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
-    if (golden(d) || !(rt == DT_BF16 || rt == DT_F16) || !v) return 0;
+    if (golden(d) || !(rt == DT_BF16 || rt == DT_F16)) return 0;
+    if (!v || !*v) {
+#if defined(PLUMB_HIP)
+        return 0;
+#else
+        return 3;
+#endif
+    }
     return !strcmp(v, "cudnn") ? 1 : !strcmp(v, "cudnn-nd") ? 2 : 0;
 }
 /* an explicit PLUMB_GPT_ATTN=cudnn that cuDNN cannot serve is an error that
- * says why, not a quiet fall-back to our kernels */
+ * says why, not a quiet fall-back to our kernels; unset, PLUMB_EUNSUPPORTED
+ * sends the call on to them */
 static int cudnn_refused(struct dev *d, int rc, plumb_err *e)
 {
     if (rc != PLUMB_EUNSUPPORTED) return rc;
@@ -456,7 +466,13 @@ static int cudnn_refused(struct dev *d, int rc, plumb_err *e)
 int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse,
                             int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
 {
-    if (cudnn_asked(d, rt)) return cudnn_refused(d, attn_cudnn_fwd(d, st, qkv16, out16, lse, B, T, NH, HS, rt, e), e);
+    const int cu = cudnn_asked(d, rt);
+    if (cu) {
+        const int r = attn_cudnn_fwd(d, st, qkv16, out16, lse, B, T, NH, HS, rt, e);
+        if (cu != 3) return cudnn_refused(d, r, e);
+        if (r != PLUMB_EUNSUPPORTED) return r;
+        memset(e, 0, sizeof *e); /* unset: our kernels serve it */
+    }
 #if defined(PLUMB_ATTN_MMA)
     int kind;
     int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);
@@ -477,9 +493,12 @@ int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
                             dtype_t rt, plumb_err *e)
 {
     const int cu = cudnn_asked(d, rt);
-    if (cu)
-        return cudnn_refused(
-            d, attn_cudnn_bwd(d, st, qkv16, out16, lse, dout16, dqkv16, B, T, NH, HS, rt, cu == 1, e), e);
+    if (cu) {
+        const int r = attn_cudnn_bwd(d, st, qkv16, out16, lse, dout16, dqkv16, B, T, NH, HS, rt, cu != 2, e);
+        if (cu != 3) return cudnn_refused(d, r, e);
+        if (r != PLUMB_EUNSUPPORTED) return r;
+        memset(e, 0, sizeof *e);
+    }
 #if defined(PLUMB_ATTN_MMA)
     int kind;
     int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);
