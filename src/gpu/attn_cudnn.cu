@@ -70,7 +70,7 @@ struct aplan {
     int64_t ws, engine;
     int variant; /* graph_bwd's */
     int failed;  /* no plan: why[] says why, and the key is not tried again */
-    char why[400];
+    char why[1024];
     float scale, neginf; /* the by-value scalars' host values (the variant pack points at them) */
 };
 
