@@ -38,32 +38,61 @@ struct attn_io {
 };
 
 
-/* forward then backward on the GPU; results into io (host) */
+/* forward then backward on the device; results into io (host). sixteen:
+ * through the 16-bit ops (qkv and dout given as rt's 16-bit values, the
+ * outputs widened back), else the fp32 ops */
+static int run_ops(struct dev *d, const float *qkv, const float *dout, int B, int T, int NH, int HS, dtype_t rt,
+                   int sixteen, struct attn_io *io, plumb_err *e)
+{
+    const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    const size_t es = sixteen ? 2 : 4; /* bytes a stored value */
+    const struct train_ops *Op = d->ops->train;
+    void *h3 = malloc(n3 * es + 4), *h1 = malloc(n1 * es + 4);
+    void *g_qkv = NULL, *g_dout = NULL, *g_out = NULL, *g_lse = NULL, *g_dqkv = NULL;
+    int rc = h3 && h1 ? 0 : PLUMB_ENOMEM;
+    for (size_t i = 0; !rc && i < n3; i++)
+        if (sixteen) ((uint16_t *)h3)[i] = rt == DT_F16 ? f32_to_f16(qkv[i]) : f32_to_bf16(qkv[i]);
+        else ((float *)h3)[i] = qkv[i];
+    for (size_t i = 0; !rc && i < n1; i++)
+        if (sixteen) ((uint16_t *)h1)[i] = rt == DT_F16 ? f32_to_f16(dout[i]) : f32_to_bf16(dout[i]);
+        else ((float *)h1)[i] = dout[i];
+    if (!rc) rc = dev_alloc(d, n3 * es, &g_qkv, e);
+    if (!rc) rc = dev_alloc(d, n1 * es, &g_dout, e);
+    if (!rc) rc = dev_alloc(d, n1 * es, &g_out, e);
+    if (!rc) rc = dev_alloc(d, nl * 4, &g_lse, e);
+    if (!rc) rc = dev_alloc(d, n3 * es, &g_dqkv, e);
+    if (!rc) rc = dev_upload(d, g_qkv, h3, n3 * es, e);
+    if (!rc) rc = dev_upload(d, g_dout, h1, n1 * es, e);
+    if (!rc && sixteen) rc = Op->attention_fwd16(d, NULL, g_qkv, g_out, g_lse, B, T, NH, HS, rt, e);
+    if (!rc && !sixteen) rc = Op->attention_fwd(d, NULL, g_qkv, g_out, g_lse, B, T, NH, HS, rt, e);
+    if (!rc && sixteen) rc = Op->attention_bwd16(d, NULL, g_qkv, g_out, g_lse, g_dout, g_dqkv, B, T, NH, HS, rt, e);
+    if (!rc && !sixteen) rc = Op->attention_bwd(d, NULL, g_qkv, g_out, g_lse, g_dout, g_dqkv, B, T, NH, HS, rt, e);
+    if (!rc) rc = dev_sync(d, e);
+    if (!rc) rc = dev_download(d, h1, g_out, n1 * es, e);
+    if (!rc) rc = dev_download(d, io->lse, g_lse, nl * 4, e);
+    if (!rc) rc = dev_download(d, h3, g_dqkv, n3 * es, e);
+    for (size_t i = 0; !rc && i < n1; i++)
+        io->out[i] = !sixteen ? ((float *)h1)[i] : rt == DT_F16 ? f16_to_f32(((uint16_t *)h1)[i])
+                                                                : bf16_to_f32(((uint16_t *)h1)[i]);
+    for (size_t i = 0; !rc && i < n3; i++)
+        io->dqkv[i] = !sixteen ? ((float *)h3)[i] : rt == DT_F16 ? f16_to_f32(((uint16_t *)h3)[i])
+                                                                 : bf16_to_f32(((uint16_t *)h3)[i]);
+    void *all[] = {g_qkv, g_dout, g_out, g_lse, g_dqkv};
+    for (int i = 0; i < 5; i++)
+        if (all[i]) dev_free(d, all[i]);
+    free(h3);
+    free(h1);
+    return rc;
+}
 static int run_gpu(struct dev *d, const float *qkv, const float *dout, int B, int T, int NH, int HS, dtype_t rt,
                    struct attn_io *io, plumb_err *e)
 {
-    const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    const struct train_ops *Op = d->ops->train;
-    void *g_qkv = NULL, *g_dout = NULL, *g_out = NULL, *g_lse = NULL, *g_dqkv = NULL;
-    int rc = dev_alloc(d, n3 * 4, &g_qkv, e);
-    if (!rc) rc = dev_alloc(d, n1 * 4, &g_dout, e);
-    if (!rc) rc = dev_alloc(d, n1 * 4, &g_out, e);
-    if (!rc) rc = dev_alloc(d, nl * 4, &g_lse, e);
-    if (!rc) rc = dev_alloc(d, n3 * 4, &g_dqkv, e);
-    if (!rc) rc = dev_upload(d, g_qkv, qkv, n3 * 4, e);
-    if (!rc) rc = dev_upload(d, g_dout, dout, n1 * 4, e);
-    if (!rc) rc = Op->attention_fwd(d, NULL, g_qkv, g_out, g_lse, B, T, NH, HS, rt, e);
-    if (!rc) rc = Op->attention_bwd(d, NULL, g_qkv, g_out, g_lse, g_dout, g_dqkv, B, T, NH, HS, rt, e);
-    if (!rc) rc = dev_sync(d, e);
-    if (!rc) rc = dev_download(d, io->out, g_out, n1 * 4, e);
-    if (!rc) rc = dev_download(d, io->lse, g_lse, nl * 4, e);
-    if (!rc) rc = dev_download(d, io->dqkv, g_dqkv, n3 * 4, e);
-    dev_free(d, g_qkv);
-    dev_free(d, g_dout);
-    dev_free(d, g_out);
-    dev_free(d, g_lse);
-    dev_free(d, g_dqkv);
-    return rc;
+    return run_ops(d, qkv, dout, B, T, NH, HS, rt, 0, io, e);
+}
+static int run_gpu16(struct dev *d, const float *qkv, const float *dout, int B, int T, int NH, int HS, dtype_t rt,
+                     struct attn_io *io, plumb_err *e)
+{
+    return run_ops(d, qkv, dout, B, T, NH, HS, rt, 1, io, e);
 }
 
 /* x: n values with a stride (the q, k or v part of dqkv: part offset, 3C
@@ -290,40 +319,6 @@ TEST(gpu_gpt_attn_fast_fp16_t129_hs36) { attn_case(2, 129, 2, 36, DT_F16); }
  * atomics) need not. Where the device's plugin cannot load cuDNN the test
  * skips and says why; a head width that is not a multiple of 8 may be
  * refused (cuDNN's engines take multiples of 8), nothing else may. */
-
-/* forward then backward through the 16-bit ops; results widened into io */
-static int run_gpu16(struct dev *d, const float *qkv, const float *dout, int B, int T, int NH, int HS, dtype_t rt,
-                     struct attn_io *io, plumb_err *e)
-{
-    const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    const struct train_ops *Op = d->ops->train;
-    uint16_t *h3 = malloc(n3 * 2 + 2), *h1 = malloc(n1 * 2 + 2);
-    void *g_qkv = NULL, *g_dout = NULL, *g_out = NULL, *g_lse = NULL, *g_dqkv = NULL;
-    int rc = h3 && h1 ? 0 : PLUMB_ENOMEM;
-    for (size_t i = 0; !rc && i < n3; i++) h3[i] = rt == DT_F16 ? f32_to_f16(qkv[i]) : f32_to_bf16(qkv[i]);
-    for (size_t i = 0; !rc && i < n1; i++) h1[i] = rt == DT_F16 ? f32_to_f16(dout[i]) : f32_to_bf16(dout[i]);
-    if (!rc) rc = dev_alloc(d, n3 * 2, &g_qkv, e);
-    if (!rc) rc = dev_alloc(d, n1 * 2, &g_dout, e);
-    if (!rc) rc = dev_alloc(d, n1 * 2, &g_out, e);
-    if (!rc) rc = dev_alloc(d, nl * 4, &g_lse, e);
-    if (!rc) rc = dev_alloc(d, n3 * 2, &g_dqkv, e);
-    if (!rc) rc = dev_upload(d, g_qkv, h3, n3 * 2, e);
-    if (!rc) rc = dev_upload(d, g_dout, h1, n1 * 2, e);
-    if (!rc) rc = Op->attention_fwd16(d, NULL, g_qkv, g_out, g_lse, B, T, NH, HS, rt, e);
-    if (!rc) rc = Op->attention_bwd16(d, NULL, g_qkv, g_out, g_lse, g_dout, g_dqkv, B, T, NH, HS, rt, e);
-    if (!rc) rc = dev_sync(d, e);
-    if (!rc) rc = dev_download(d, h1, g_out, n1 * 2, e);
-    if (!rc) rc = dev_download(d, io->lse, g_lse, nl * 4, e);
-    if (!rc) rc = dev_download(d, h3, g_dqkv, n3 * 2, e);
-    for (size_t i = 0; !rc && i < n1; i++) io->out[i] = rt == DT_F16 ? f16_to_f32(h1[i]) : bf16_to_f32(h1[i]);
-    for (size_t i = 0; !rc && i < n3; i++) io->dqkv[i] = rt == DT_F16 ? f16_to_f32(h3[i]) : bf16_to_f32(h3[i]);
-    void *all[] = {g_qkv, g_dout, g_out, g_lse, g_dqkv};
-    for (int i = 0; i < 5; i++)
-        if (all[i]) dev_free(d, all[i]);
-    free(h3);
-    free(h1);
-    return rc;
-}
 
 static void cudnn_case(const char *how, int B, int T, int NH, int HS, dtype_t rt)
 {
