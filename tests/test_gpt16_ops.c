@@ -415,7 +415,7 @@ static void attn16_case(dtype_t rt, int B, int TT, int NH, int HS)
     rc = T->attention_bwd(d, NULL, qkv.d, out.d, lse.d, dout.d, dqkv.d, B, TT, NH, HS, rt, &e);
     CHECK_MSG(rc == 0, "attention_bwd: %s", e.msg);
     fetch(d, &dqkv, c, NULL, rt);
-    /* our kernels (unset takes cuDNN's attention where the plugin has it: other bits) */
+    /* our kernels, whatever the caller's environment names (cuDNN's attention has other bits) */
     char *kept_attn = env_push("PLUMB_GPT_ATTN", "mma2");
     const char *how[] = {NULL, "0", "1"};
     for (int k = 0; k < 3; k++) {

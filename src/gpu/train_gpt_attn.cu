@@ -437,19 +437,21 @@ static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, int *
 #endif
 
 /* In fast numerics with 16-bit activations: PLUMB_GPT_ATTN=cudnn 1,
- * cudnn-nd 2, unset or empty 3 (cuDNN where it serves the shape, else our
- * kernels: CUDA only), anything else 0 (our kernels) */
+ * cudnn-nd 2, anything else 0 (our kernels). A 3 (cuDNN where it serves the
+ * shape, else our kernels, the callers' "auto") is what unset should give
+ * once a GPU run has shown cuDNN's graphs green and faster: the first run
+ * (BENCHMARKS.md, 2026-12-06 13:37) had cuDNN refuse the forward graph, and
+ * the fix has not met a GPU yet, so unset stays with our kernels. */
+#define CUDNN_AUTO_DEFAULT 0
 static int cudnn_asked(struct dev *d, dtype_t rt)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
     if (golden(d) || !(rt == DT_BF16 || rt == DT_F16)) return 0;
-    if (!v || !*v) {
 #if defined(PLUMB_HIP)
-        return 0;
+    if (!v || !*v) return 0;
 #else
-        return 3;
+    if (!v || !*v) return CUDNN_AUTO_DEFAULT ? 3 : 0;
 #endif
-    }
     return !strcmp(v, "cudnn") ? 1 : !strcmp(v, "cudnn-nd") ? 2 : 0;
 }
 /* an explicit PLUMB_GPT_ATTN=cudnn that cuDNN cannot serve is an error that
