@@ -108,17 +108,18 @@ enum { ATTN_SCALAR = 0, ATTN_TC, ATTN_MMA, ATTN_MMA2 };
  * where they apply (16-bit, head width <= 128); "scalar": the scalar flash
  * kernels always; "cudnn" / "cudnn-nd": the 16-bit ops go through cuDNN's
  * fused attention (gpu/attn_cudnn.cu; -nd its faster backward that is not
- * reproducible run to run), the fp32 ops as unset; anything else an error
- * naming the value. *kind: ATTN_* */
+ * reproducible run to run), "auto" through it where it serves the shape,
+ * the fp32 ops as unset; anything else an error naming the value.
+ * *kind: ATTN_* */
 static int attn_kind(struct dev *d, int HS, dtype_t rt, int *kind, plumb_err *e)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
     *kind = ATTN_SCALAR;
     if (v && *v && strcmp(v, "tc") && strcmp(v, "scalar") && strcmp(v, "mma") && strcmp(v, "mma2") &&
-        strcmp(v, "cudnn") && strcmp(v, "cudnn-nd"))
-        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_ATTN=%s: expected tc, mma, mma2, cudnn, cudnn-nd or scalar",
-                       d->label, v);
-    if (v && !strncmp(v, "cudnn", 5)) v = NULL; /* the fp32 ops' kind: as unset */
+        strcmp(v, "cudnn") && strcmp(v, "cudnn-nd") && strcmp(v, "auto"))
+        return gpu_err(e, PLUMB_EUSAGE,
+                       "%s: PLUMB_GPT_ATTN=%s: expected tc, mma, mma2, cudnn, cudnn-nd, auto or scalar", d->label, v);
+    if (v && (!strncmp(v, "cudnn", 5) || !strcmp(v, "auto"))) v = NULL; /* the fp32 ops' kind: as unset */
 #if defined(PLUMB_ATTN_TC)
     const int sixteen = rt == DT_BF16 || rt == DT_F16;
     if (sixteen && HS <= 128 && !(v && !strcmp(v, "scalar"))) *kind = ATTN_TC;
@@ -437,20 +438,19 @@ static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, int *
 #endif
 
 /* In fast numerics with 16-bit activations: PLUMB_GPT_ATTN=cudnn 1,
- * cudnn-nd 2, anything else 0 (our kernels). A 3 (cuDNN where it serves the
- * shape, else our kernels, the callers' "auto") is what unset should give
- * once a GPU run has shown cuDNN's graphs green and faster: the first run
- * (BENCHMARKS.md, 2026-12-06 13:37) had cuDNN refuse the forward graph, and
- * the fix has not met a GPU yet, so unset stays with our kernels. */
-#define CUDNN_AUTO_DEFAULT 0
+ * cudnn-nd 2, auto 3 (cuDNN where it serves the shape, else our kernels; on
+ * HIP always ours), anything else (unset among them) 0: our kernels. auto is
+ * what unset should become once a GPU run shows cuDNN's graphs green and
+ * faster: the first run (BENCHMARKS.md, 2026-12-06 13:37) had cuDNN refuse
+ * the forward graph, and the fix has not met a GPU yet. */
 static int cudnn_asked(struct dev *d, dtype_t rt)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
-    if (golden(d) || !(rt == DT_BF16 || rt == DT_F16)) return 0;
+    if (golden(d) || !(rt == DT_BF16 || rt == DT_F16) || !v) return 0;
 #if defined(PLUMB_HIP)
-    if (!v || !*v) return 0;
+    if (!strcmp(v, "auto")) return 0;
 #else
-    if (!v || !*v) return CUDNN_AUTO_DEFAULT ? 3 : 0;
+    if (!strcmp(v, "auto")) return 3;
 #endif
     return !strcmp(v, "cudnn") ? 1 : !strcmp(v, "cudnn-nd") ? 2 : 0;
 }
