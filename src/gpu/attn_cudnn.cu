@@ -524,9 +524,23 @@ static int run(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, struct 
     return PLUMB_OK;
 }
 
+/* every tensor is declared 16-byte aligned (the tensor-core engines need
+ * it): the thirds of qkv start C values apart, so C must be a multiple of 8
+ * and each base 16-byte aligned */
+static int aligned(struct dev *d, int NH, int HS, const void *const *p, int n, plumb_err *e)
+{
+    int ok = (NH * HS) % 8 == 0 && HS % 8 == 0;
+    for (int i = 0; i < n && ok; i++) ok = !((uintptr_t)p[i] % 16);
+    return ok ? PLUMB_OK
+              : gpu_err(e, PLUMB_EUNSUPPORTED, "%s: cuDNN fused attention needs 16-byte aligned rows and heads "
+                                               "(NH %d x HS %d, HS a multiple of 8)", d->label, NH, HS);
+}
+
 int attn_cudnn_fwd(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse, int B,
                    int T, int NH, int HS, dtype_t rt, plumb_err *e)
 {
+    const void *ps[] = {qkv16, out16, lse};
+    if (aligned(d, NH, HS, ps, 3, e)) return PLUMB_EUNSUPPORTED;
     const struct cudnn_fns *F;
     cdn_handle_t h;
     int rc = cudnn_graph_enter(d, st, &F, &h, e);
@@ -549,6 +563,8 @@ int attn_cudnn_bwd(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, 
                    const float *lse, const uint16_t *dout16, uint16_t *dqkv16, int B, int T, int NH, int HS,
                    dtype_t rt, int det, plumb_err *e)
 {
+    const void *ps[] = {qkv16, out16, lse, dout16, dqkv16};
+    if (aligned(d, NH, HS, ps, 5, e)) return PLUMB_EUNSUPPORTED;
     const struct cudnn_fns *F;
     cdn_handle_t h;
     int rc = cudnn_graph_enter(d, st, &F, &h, e);
