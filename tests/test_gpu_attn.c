@@ -118,12 +118,32 @@ static void check_part(const char *what, const char *name, const float *x, const
     if (getenv("PLUMB_TEST_VERBOSE")) fprintf(stderr, "  %s: %s: norm-wise %.3g u\n", what, name, rel / u);
 }
 
+/* the inputs: q, k in [-1.5, 1.5) (scores spread over a few units: peaked
+ * and flat rows), v and dout in [-1, 1); rounded to rt as stored activations
+ * are. qkv [n3] of rows 3C wide, dout [n1]; seed picks the draw. */
+static void attn_inputs(uint32_t seed, float *qkv, float *dout, size_t n3, size_t n1, size_t C, int T, dtype_t rt)
+{
+    for (size_t i = 0; i < n3; i++) {
+        const float a = (int)(i % (3 * C) / C) < 2 ? 3.0f : 2.0f;
+        qkv[i] = gg_round((philox_uniform_at(seed, RNG_DATA, 1, (uint32_t)T, i) - 0.5f) * a, (int)rt);
+    }
+    for (size_t i = 0; i < n1; i++)
+        dout[i] = gg_round(philox_uniform_at(seed, RNG_DATA, 2, (uint32_t)T, i) * 2 - 1, (int)rt);
+}
+
 /* acc_floor: what fp32 accumulation alone may leave where the exact result
  * cancels to 0 (at T = 1 every dS = P (dP - D) is exactly 0, but dP = dout . v
  * and D = dout . out are two fp32 sums of HS products in different orders):
  * |err dS_tj| <= P_tj 2 gamma_HS HS max|dout| max|qkv|, so for dq and dk
  * |err| <= scale 2 HS^2 2^-24 max|dout| max|qkv|^2 (sum_j P_tj = 1). It is far
  * below 16u max|ref| wherever the result does not cancel. */
+static double acc_floor_of(const float *qkv, size_t n3, const float *dout, size_t n1, int HS)
+{
+    double mq = 0, mg = 0;
+    for (size_t i = 0; i < n3; i++) mq = fmax(mq, fabs(qkv[i]));
+    for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
+    return (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
+}
 static void check_io(const char *what, const struct attn_io *io, const double *out, const double *lse,
                      const double *dqkv, int B, int T, int NH, int HS, double u, double acc_floor)
 {
@@ -184,20 +204,10 @@ static void attn_on(const char *spec, int gpu, int B, int T, int NH, int HS, dty
     const double u = rt == DT_F16 ? 0x1p-11 : 0x1p-8;
     const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = malloc(n3 * 4), *dout = malloc(n1 * 4);
-    /* q, k in [-1.5, 1.5) (scores spread over a few units: peaked and flat
-     * rows), v and dout in [-1, 1); rounded to rt as stored activations are */
-    for (size_t i = 0; i < n3; i++) {
-        const int part = (int)(i % (3 * C) / C);
-        const float a = part < 2 ? 3.0f : 2.0f;
-        qkv[i] = gg_round((philox_uniform_at(23, RNG_DATA, 1, (uint32_t)T, i) - 0.5f) * a, (int)rt);
-    }
-    for (size_t i = 0; i < n1; i++) dout[i] = gg_round(philox_uniform_at(23, RNG_DATA, 2, (uint32_t)T, i) * 2 - 1, (int)rt);
+    attn_inputs(23, qkv, dout, n3, n1, C, T, rt);
     double *rout = malloc(n1 * sizeof(double)), *rlse = malloc(nl * sizeof(double)), *rd = malloc(n3 * sizeof(double));
     attn_ref64(qkv, dout, B, T, NH, HS, rout, rlse, rd, NULL, NULL);
-    double mq = 0, mg = 0;
-    for (size_t i = 0; i < n3; i++) mq = fmax(mq, fabs(qkv[i]));
-    for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
-    const double acc_floor = (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
+    const double acc_floor = acc_floor_of(qkv, n3, dout, n1, HS);
 
     struct attn_io a, a2, s, m, m2, p, p2, df;
     io_alloc(&a, n1, nl, n3);
@@ -336,11 +346,7 @@ static void cudnn_case(const char *how, int B, int T, int NH, int HS, dtype_t rt
     const double u = rt == DT_F16 ? 0x1p-11 : 0x1p-8;
     const size_t C = (size_t)NH * HS, n3 = (size_t)B * T * 3 * C, n1 = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = malloc(n3 * 4), *dout = malloc(n1 * 4);
-    for (size_t i = 0; i < n3; i++) {
-        const float a = (int)(i % (3 * C) / C) < 2 ? 3.0f : 2.0f;
-        qkv[i] = gg_round((philox_uniform_at(29, RNG_DATA, 1, (uint32_t)T, i) - 0.5f) * a, (int)rt);
-    }
-    for (size_t i = 0; i < n1; i++) dout[i] = gg_round(philox_uniform_at(29, RNG_DATA, 2, (uint32_t)T, i) * 2 - 1, (int)rt);
+    attn_inputs(29, qkv, dout, n3, n1, C, T, rt);
     struct attn_io a, a2;
     io_alloc(&a, n1, nl, n3);
     io_alloc(&a2, n1, nl, n3);
@@ -373,10 +379,7 @@ static void cudnn_case(const char *how, int B, int T, int NH, int HS, dtype_t rt
         double *rout = malloc(n1 * sizeof(double)), *rlse = malloc(nl * sizeof(double)),
                *rd = malloc(n3 * sizeof(double));
         attn_ref64(qkv, dout, B, T, NH, HS, rout, rlse, rd, NULL, NULL);
-        double mq = 0, mg = 0;
-        for (size_t i = 0; i < n3; i++) mq = fmax(mq, fabs(qkv[i]));
-        for (size_t i = 0; i < n1; i++) mg = fmax(mg, fabs(dout[i]));
-        const double acc_floor = (1.0 / sqrt((double)HS)) * 2.0 * HS * HS * 0x1p-24 * mg * mq * mq;
+        const double acc_floor = acc_floor_of(qkv, n3, dout, n1, HS);
         if (!rc) {
             check_io(what, &a, rout, rlse, rd, B, T, NH, HS, u, acc_floor);
             if (!strcmp(how, "cudnn"))

@@ -59,7 +59,6 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_DSUM, U_DQACC,
 #define MAX_DESCS 128
 #define MAX_OPS 48
 #define MAX_CFGS 32
-#define MAX_IO 16
 
 struct aplan {
     struct dev *d;
@@ -217,7 +216,7 @@ static void reshape(struct gb *g, cdn_bdesc_t x, cdn_bdesc_t y)
 
 /* the shapes of one problem */
 struct shapes {
-    struct shape q, kt, v, vt, o, s, st, stat, k, dot;
+    struct shape q, kt, v, vt, o, s, st, stat, k, dot, dqacc;
 };
 static void shapes_of(struct shapes *h, int64_t B, int64_t T, int64_t NH, int64_t HS)
 {
@@ -239,6 +238,8 @@ static void shapes_of(struct shapes *h, int64_t B, int64_t T, int64_t NH, int64_
     h->stat = (struct shape){{B, NH, T, 1}, {NH * T, T, 1, 1}};
     /* dO * O, as cuDNN's own graphs lay it out */
     h->dot = (struct shape){{B, NH, T, HS}, {NH * T * HS, T * HS, NH * HS, 1}};
+    /* cudnn-nd's fp32 dQ accumulator: [B, NH, T, HS] contiguous */
+    h->dqacc = (struct shape){{B, NH, T, HS}, {NH * T * HS, T * HS, HS, 1}};
 }
 
 static const struct shape one = {{1, 1, 1, 1}, {1, 1, 1, 1}};
@@ -335,10 +336,7 @@ static void graph_bwd(struct gb *g, const struct shapes *h, int io, int det, int
     if (det) {
         mm(g, ds, k, dq);
     } else {
-        const struct shape acc = {{h->q.dims[0], h->q.dims[1], h->q.dims[2], h->q.dims[3]},
-                                  {h->q.dims[1] * h->q.dims[2] * h->q.dims[3], h->q.dims[2] * h->q.dims[3],
-                                   h->q.dims[3], 1}};
-        cdn_bdesc_t dqa = tensor(g, U_DQACC, F, acc.dims, acc.strides, false, false);
+        cdn_bdesc_t dqa = tensor(g, U_DQACC, F, h->dqacc.dims, h->dqacc.strides, false, false);
         mm(g, ds, k, dqa);
         pw(g, CDN_PW_IDENTITY, F, dqa, NULL, NULL, dq);
     }
@@ -447,7 +445,9 @@ static int aplan_make(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, 
 }
 
 /* the plan of the key, made on first use; *out NULL with the error when it
- * cannot be made (the failure is not kept: a later call tries again) */
+ * cannot be made. A plan cuDNN refuses (PLUMB_EUNSUPPORTED) is kept as
+ * refused, with its reason, so auto asks the heuristics once per shape; any
+ * other failure is not kept, and a later call tries again. */
 static int aplan_get(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, int dir, int B, int T, int NH, int HS,
                      dtype_t rt, int det, struct aplan **out, plumb_err *e)
 {
@@ -483,8 +483,8 @@ static int aplan_get(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, i
             free(p);
             return rc;
         }
-        /* kept, marked: the default path (PLUMB_GPT_ATTN unset) asks once a
-         * call and must not run the heuristics again each time */
+        /* kept, marked: PLUMB_GPT_ATTN=auto asks once a call and must not
+         * run the heuristics again each time */
         p->failed = 1;
         snprintf(p->why, sizeof p->why, "%s", e->msg);
     }

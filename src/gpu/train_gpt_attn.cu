@@ -455,7 +455,7 @@ static int cudnn_asked(struct dev *d, dtype_t rt)
     return !strcmp(v, "cudnn") ? 1 : !strcmp(v, "cudnn-nd") ? 2 : 0;
 }
 /* an explicit PLUMB_GPT_ATTN=cudnn that cuDNN cannot serve is an error that
- * says why, not a quiet fall-back to our kernels; unset, PLUMB_EUNSUPPORTED
+ * says why, not a quiet fall-back to our kernels; under auto, PLUMB_EUNSUPPORTED
  * sends the call on to them */
 static int cudnn_refused(struct dev *d, int rc, plumb_err *e)
 {
@@ -473,7 +473,7 @@ int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
         const int r = attn_cudnn_fwd(d, st, qkv16, out16, lse, B, T, NH, HS, rt, e);
         if (cu != 3) return cudnn_refused(d, r, e);
         if (r != PLUMB_EUNSUPPORTED) return r;
-        memset(e, 0, sizeof *e); /* unset: our kernels serve it */
+        memset(e, 0, sizeof *e); /* auto: our kernels serve it */
     }
 #if defined(PLUMB_ATTN_MMA)
     int kind;

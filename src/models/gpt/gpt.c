@@ -101,6 +101,19 @@ int gpt_layout(const struct gpt_config *c, struct gpt_tensor *ts, int max, int *
     return PLUMB_OK;
 }
 
+/* append [off, off + n) to the ranges r [2 *nr] (ascending), merged into
+ * the last range where it starts where that one ends */
+static void range_add(int64_t *r, int *nr, size_t off, size_t n)
+{
+    if (*nr && r[2 * *nr - 1] == (int64_t)off) {
+        r[2 * *nr - 1] = (int64_t)(off + n);
+    } else {
+        r[2 * *nr] = (int64_t)off;
+        r[2 * *nr + 1] = (int64_t)(off + n);
+        (*nr)++;
+    }
+}
+
 static int zalloc(struct gpt_model *m, void **p, size_t bytes, plumb_err *e)
 {
     int rc = dev_alloc(m->d, bytes ? bytes : 8, p, e);
@@ -153,14 +166,7 @@ int gpt_create(struct dev *d, const struct gpt_config *c, int max_batch, dtype_t
     for (int i = 0; i < m->n_tensors; i++) {
         const struct gpt_tensor *t = &m->t[i];
         if (i >= 2) m->n_nonemb += t->numel;
-        if (!t->decay) continue;
-        if (m->n_dec && m->dec[2 * m->n_dec - 1] == (int64_t)t->offset) {
-            m->dec[2 * m->n_dec - 1] = (int64_t)(t->offset + t->numel); /* adjacent: one range */
-        } else {
-            m->dec[2 * m->n_dec] = (int64_t)t->offset;
-            m->dec[2 * m->n_dec + 1] = (int64_t)(t->offset + t->numel);
-            m->n_dec++;
-        }
+        if (t->decay) range_add(m->dec, &m->n_dec, t->offset, t->numel);
     }
     /* activations: rows R = max_batch * block_size */
     const size_t R = (size_t)max_batch * c->block_size, RC = R * C, lse_n = R * c->n_head;
@@ -179,19 +185,12 @@ int gpt_create(struct dev *d, const struct gpt_config *c, int max_batch, dtype_t
          * casts only these to 16 bits (weights16) */
         int64_t r[2 * 4 * GPT_MAX_LAYERS];
         int nr = 0;
-        for (int l = 0; l < L; l++) {
-            const int ks[4] = {QKVW, APW, FCW, FPW};
+        const int ks[4] = {QKVW, APW, FCW, FPW};
+        for (int l = 0; l < L; l++)
             for (int k = 0; k < 4; k++) {
                 const struct gpt_tensor *t = &m->t[2 + T_PER_LAYER * l + ks[k]];
-                if (nr && r[2 * nr - 1] == (int64_t)t->offset) {
-                    r[2 * nr - 1] = (int64_t)(t->offset + t->numel);
-                } else {
-                    r[2 * nr] = (int64_t)t->offset;
-                    r[2 * nr + 1] = (int64_t)(t->offset + t->numel);
-                    nr++;
-                }
+                range_add(r, &nr, t->offset, t->numel);
             }
-        }
         m->n_r16 = nr;
         rc = zalloc(m, (void **)&m->r16, sizeof r, e);
         if (!rc) rc = dev_upload(d, m->r16, r, (size_t)nr * 2 * sizeof(int64_t), e);
