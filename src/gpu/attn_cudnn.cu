@@ -55,7 +55,7 @@ int attn_cudnn_bwd(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, 
 #else
 
 /* the tensors the caller supplies, by unique id */
-enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_DSUM, U_DQACC, U_SCALE, U_NEGINF, U_VIRTUAL = 100 };
+enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_DSUM, U_DQACC, U_SCALE, U_NEGINF, U_ONE, U_VIRTUAL = 100 };
 #define MAX_DESCS 128
 #define MAX_OPS 48
 #define MAX_CFGS 32
@@ -70,7 +70,7 @@ struct aplan {
     int variant; /* graph_bwd's */
     int failed;  /* no plan: why[] says why, and the key is not tried again */
     char why[1024];
-    float scale, neginf; /* the by-value scalars' host values (the variant pack points at them) */
+    float scale, neginf, one; /* the by-value scalars' host values (the variant pack points at them) */
 };
 
 #define MAX_APLANS 64
@@ -303,10 +303,13 @@ static void graph_bwd(struct gb *g, const struct shapes *h, int io, int det, int
     cdn_bdesc_t dv = tensor(g, U_DV, io, h->v.dims, h->v.strides, false, false);
     cdn_bdesc_t scale = tensor(g, U_SCALE, F, one.dims, one.strides, false, true);
     cdn_bdesc_t neginf = tensor(g, U_NEGINF, F, one.dims, one.strides, false, true);
-    /* Dsum = sum_d dO O */
-    cdn_bdesc_t prod = vt(g, &h->dot, F);
+    /* Dsum = (sum_d dO O) * 1: the engines know the chain with its scale
+     * (the dropout scale's place; 1 without dropout) and the sum virtual */
+    cdn_bdesc_t one_ = tensor(g, U_ONE, F, one.dims, one.strides, false, true);
+    cdn_bdesc_t prod = vt(g, &h->dot, F), rsum = vt(g, &h->stat, F);
     pw(g, CDN_PW_MUL, F, dO, o, NULL, prod);
-    red(g, CDN_REDUCE_ADD, prod, dsum);
+    red(g, CDN_REDUCE_ADD, prod, rsum);
+    pw(g, CDN_PW_MUL, F, rsum, one_, NULL, dsum);
     /* P = exp(mask(Q K^T scale - stats)) */
     cdn_bdesc_t s = vt(g, &h->s, F), ss = vt(g, &h->s, F), sz = vt(g, &h->s, F);
     mm(g, q, kt, s);
@@ -467,8 +470,9 @@ static int aplan_get(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, i
     if (!p) return gpu_err(e, PLUMB_ENOMEM, "%s: out of host memory for a cuDNN attention plan", d->label);
     p->d = d, p->dir = dir, p->B = B, p->T = T, p->NH = NH, p->HS = HS, p->rt = (int)rt, p->det = det;
     p->scale = 1.0f / sqrtf((float)HS);
-    /* cuDNN before 9.1 wants the lowest finite value as the mask's fill */
-    p->neginf = F->GetVersion() >= 90100 ? -INFINITY : -FLT_MAX;
+    /* cuDNN before 9.10 wants the lowest finite value as the mask's fill */
+    p->neginf = F->GetVersion() >= 91000 ? -INFINITY : -FLT_MAX;
+    p->one = 1.0f;
     int rc = aplan_make(d, F, h, p, e);
     if (rc == PLUMB_EUNSUPPORTED && dir == 1) {
         /* the backward's other form; the first one's reason is kept if both fail */
@@ -582,11 +586,12 @@ int attn_cudnn_bwd(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, 
                         d->label, e);
     if (!rc) {
         const size_t C = (size_t)NH * HS;
-        int64_t uids[] = {U_Q, U_K, U_V, U_O, U_DO, U_STATS, U_DSUM, U_DQ, U_DK, U_DV, U_SCALE, U_NEGINF, U_DQACC};
+        int64_t uids[] = {U_Q,  U_K,  U_V,     U_O,      U_DO,  U_STATS, U_DSUM,
+                          U_DQ, U_DK, U_DV,    U_SCALE,  U_NEGINF, U_ONE, U_DQACC};
         void *ptrs[] = {(void *)qkv16, (void *)(qkv16 + C), (void *)(qkv16 + 2 * C), (void *)out16, (void *)dout16,
-                        (void *)lse, w0, dqkv16, dqkv16 + C, dqkv16 + 2 * C, &p->scale, &p->neginf,
+                        (void *)lse, w0, dqkv16, dqkv16 + C, dqkv16 + 2 * C, &p->scale, &p->neginf, &p->one,
                         (float *)w0 + rows};
-        rc = run(d, F, h, p, det ? 12 : 13, uids, ptrs, ws, e);
+        rc = run(d, F, h, p, det ? 13 : 14, uids, ptrs, ws, e);
     }
     cudnn_graph_leave();
     return rc;
