@@ -308,13 +308,17 @@ __host__ __device__ static inline bool ln_bwd_aligned(const float *x, const floa
     return !(((uintptr_t)x | (uintptr_t)w | (uintptr_t)dx | (uintptr_t)dres) % 16) &&
            (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16)) && !((uintptr_t)dx16 % 8);
 }
-/* fast dx, a warp a row. NQ 0: any C and alignment, the row's quads read
- * from memory in each pass (float4 where vec). NQ > 0: C = 4 NQ PLUMB_WARP
- * with vec's alignment (ln_bwd_vec_nq), the row held in registers, so dy (or
- * dy16) and x are read once, not once a pass (NQ 0 took 81 us a call for
- * gpt2-124m's 16384 x 768 on an H100, 2026-12-06 08:35). Both take the same
- * quads a lane through the same helpers in the same order: the same bits. */
-template <int NQ = 0>
+/* the fast backward's dw/db partial sums come from chunks of LN_ROWS rows:
+ * LN_WARPS runs of LN_WROWS consecutive rows, each summed in ascending row
+ * order (fmaf(dy, xhat, .) and + dy), the runs then added in run order. The
+ * register kernel below (k_ln_bwd_vec: a warp a run) and k_ln_dwdb_part (any
+ * C) both group them so: the same bits either way. */
+#define LN_WARPS 4
+#define LN_WROWS 8
+#define LN_ROWS (LN_WARPS * LN_WROWS)
+
+/* fast dx, a warp a row, any C and alignment: the row's quads read from
+ * memory in each pass (float4 where vec); dw/db come from k_ln_dwdb_part */
 static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
                                      const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt,
                                      uint16_t *dx16 = nullptr)
@@ -325,31 +329,59 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
     const size_t o = (size_t)r * C;
     const float mu = mean[r], rs = rstd[r];
     float a = 0.0f, c = 0.0f;
-    if constexpr (NQ == 0) {
-        const bool vec = (C & 3) == 0 && ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16);
-        const int nq = (C + 3) / 4;
-        for (int q = lane; q < nq; q += PLUMB_WARP) {
-            const int n = C - 4 * q < 4 ? C - 4 * q : 4;
-            float gy[4], wv[4], xv[4];
-            ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
-            ln_quad(w, 4 * q, n, vec, wv);
-            ln_quad(x, o + 4 * q, n, vec, xv);
-            ln_bwd_acc(gy, wv, xv, n, mu, rs, a, c);
-        }
-        a = plumb_warp_sum(a) / (float)C;
-        c = plumb_warp_sum(c) / (float)C;
-        for (int q = lane; q < nq; q += PLUMB_WARP) {
-            const int n = C - 4 * q < 4 ? C - 4 * q : 4;
-            float gy[4], wv[4], xv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
-            ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
-            ln_quad(w, 4 * q, n, vec, wv);
-            ln_quad(x, o + 4 * q, n, vec, xv);
-            if (dres) ln_quad(dres, o + 4 * q, n, vec, rv);
-            ln_bwd_out(gy, wv, xv, rv, dres != nullptr, mu, rs, a, c, rt, out);
-            ln_bwd_store(dx, dx16, o + 4 * q, n, vec, out, t16);
-        }
-    } else {
-        float gy[NQ > 0 ? NQ : 1][4], xv[NQ > 0 ? NQ : 1][4];
+    const bool vec = (C & 3) == 0 && ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16);
+    const int nq = (C + 3) / 4;
+    for (int q = lane; q < nq; q += PLUMB_WARP) {
+        const int n = C - 4 * q < 4 ? C - 4 * q : 4;
+        float gy[4], wv[4], xv[4];
+        ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
+        ln_quad(w, 4 * q, n, vec, wv);
+        ln_quad(x, o + 4 * q, n, vec, xv);
+        ln_bwd_acc(gy, wv, xv, n, mu, rs, a, c);
+    }
+    a = plumb_warp_sum(a) / (float)C;
+    c = plumb_warp_sum(c) / (float)C;
+    for (int q = lane; q < nq; q += PLUMB_WARP) {
+        const int n = C - 4 * q < 4 ? C - 4 * q : 4;
+        float gy[4], wv[4], xv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
+        ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
+        ln_quad(w, 4 * q, n, vec, wv);
+        ln_quad(x, o + 4 * q, n, vec, xv);
+        if (dres) ln_quad(dres, o + 4 * q, n, vec, rv);
+        ln_bwd_out(gy, wv, xv, rv, dres != nullptr, mu, rs, a, c, rt, out);
+        ln_bwd_store(dx, dx16, o + 4 * q, n, vec, out, t16);
+    }
+}
+
+/* the fast backward with the row in registers, C = 4 NQ warp with vec's
+ * alignment (ln_bwd_vec_nq): dx and the chunk's dw/db partial in one pass,
+ * so dy (or dy16) and x are read once, not once for dx and again for dw/db
+ * (k_ln_dwdb_part took 34 us of the pair's 110 a call for gpt2-124m's 16384
+ * x 768 on an H100, kprof 2026-12-06 14:37). A block of LN_WARPS warps takes
+ * chunk blockIdx.x; warp j its run j, a row at a time. dx: the same quads a
+ * lane through the same helpers in the same order as k_ln_bwd_fast (the same
+ * bits); dw/db: each lane's columns summed over its run in registers, the
+ * runs added in warp order through shared memory into part [nc, 2C] (w-part,
+ * then b-part), which k_ln_dwdb_final adds up. */
+template <int NQ>
+static __global__ void __launch_bounds__(LN_WARPS *PLUMB_WARP)
+    k_ln_bwd_vec(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
+                 const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt, uint16_t *dx16,
+                 float *part)
+{
+    /* runs 1 .. LN_WARPS-1's sums: [run][w-part C | b-part C], C = 4 NQ warp */
+    __shared__ float sums[LN_WARPS - 1][2 * 4 * NQ * PLUMB_WARP];
+    const int lane = threadIdx.x % PLUMB_WARP, run = threadIdx.x / PLUMB_WARP;
+    const int r0 = blockIdx.x * LN_ROWS + run * LN_WROWS;
+    float pw[NQ][4], pb[NQ][4];
+#pragma unroll
+    for (int k = 0; k < NQ; k++)
+        for (int j = 0; j < 4; j++) pw[k][j] = 0.0f, pb[k][j] = 0.0f;
+    for (int i = 0; i < LN_WROWS && r0 + i < R; i++) {
+        const int r = r0 + i;
+        const size_t o = (size_t)r * C;
+        const float mu = mean[r], rs = rstd[r];
+        float a = 0.0f, c = 0.0f, gy[NQ][4], xv[NQ][4];
 #pragma unroll
         for (int k = 0; k < NQ; k++) {
             const int q = lane + k * PLUMB_WARP;
@@ -361,6 +393,10 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
             float wv[4];
             ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
             ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
+            for (int j = 0; j < 4; j++) {
+                pw[k][j] = fmaf(gy[k][j], (xv[k][j] - mu) * rs, pw[k][j]);
+                pb[k][j] = pb[k][j] + gy[k][j];
+            }
         }
         a = plumb_warp_sum(a) / (float)C;
         c = plumb_warp_sum(c) / (float)C;
@@ -374,8 +410,30 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
             ln_bwd_store(dx, dx16, o + 4 * q, 4, true, out, t16);
         }
     }
+    if (run > 0) {
+#pragma unroll
+        for (int k = 0; k < NQ; k++)
+            for (int j = 0; j < 4; j++) {
+                const int col = 4 * (lane + k * PLUMB_WARP) + j;
+                sums[run - 1][col] = pw[k][j];
+                sums[run - 1][C + col] = pb[k][j];
+            }
+    }
+    __syncthreads();
+    if (run == 0) {
+        float *pk = part + (size_t)blockIdx.x * 2 * C;
+#pragma unroll
+        for (int k = 0; k < NQ; k++)
+            for (int j = 0; j < 4; j++) {
+                const int col = 4 * (lane + k * PLUMB_WARP) + j;
+                float sw = pw[k][j], sb = pb[k][j];
+                for (int u = 0; u < LN_WARPS - 1; u++) sw = sw + sums[u][col], sb = sb + sums[u][C + col];
+                pk[col] = sw;
+                pk[C + col] = sb;
+            }
+    }
 }
-/* quads a lane for k_ln_bwd_fast<NQ>, or 0 (C not 4 NQ warp for NQ 1..8,
+/* quads a lane for k_ln_bwd_vec<NQ>, or 0 (C not 4 NQ warp for NQ 1..8,
  * or the alignment of the float4 path not there) */
 __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const float *w, const float *dy,
                                                     const uint16_t *dy16, const float *dres, const float *dx,
@@ -384,33 +442,53 @@ __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const
     return ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16) ? ln_row_nq(C) : 0;
 }
 
-#define LN_ROWS 64
-/* fast dw/db partial sums: part[k][i] over rows [64k, 64k+64) ascending
- * (parts: [nc, 2C], w-part then b-part) */
+/* fast dw/db partial sums for any C: part[k][i] over chunk k's rows, grouped
+ * as k_ln_bwd_vec groups them (LN_ROWS above) */
 static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
                                       const uint16_t *dy16, int t16, float *part, int R, int C)
 {
-    const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
+    const int k = blockIdx.y;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
         float aw = 0.0f, ab = 0.0f;
-        for (int r = r0; r < r1; r++) {
-            const float g = ld_any(dy, dy16, (size_t)r * C + i, t16);
-            aw = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], aw);
-            ab = ab + g;
+        for (int u = 0; u < LN_WARPS; u++) {
+            const int r0 = k * LN_ROWS + u * LN_WROWS, r1 = r0 + LN_WROWS < R ? r0 + LN_WROWS : R;
+            float sw = 0.0f, sb = 0.0f;
+            for (int r = r0; r < r1; r++) {
+                const float g = ld_any(dy, dy16, (size_t)r * C + i, t16);
+                sw = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], sw);
+                sb = sb + g;
+            }
+            if (u == 0) aw = sw, ab = sb;
+            else aw = aw + sw, ab = ab + sb;
         }
         part[(size_t)k * 2 * C + i] = aw;
         part[(size_t)k * 2 * C + C + i] = ab;
     }
 }
-/* the chunks in ascending order */
-static __global__ void k_ln_dwdb_final(const float *part, int nc, int C, float *dw, float *db)
+/* the chunks' partials [nc, 2C] added into dw, db: LN_FRUNS interleaved runs
+ * (chunk k in run k % LN_FRUNS, ascending), then the runs in order. Blocks
+ * of 32 columns x LN_FRUNS runs (ln_dwdb_final_grid): one thread a column
+ * summing all nc chunks took 6.5 us a call at nc 256. */
+#define LN_FRUNS 8
+#define LN_FCOLS 32
+static inline unsigned ln_dwdb_final_grid(int C)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < 2 * C; i += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int k = 0; k < nc; k++) s = s + part[(size_t)k * 2 * C + i];
-        if (i < C) dw[i] = s;
-        else db[i - C] = s;
-    }
+    return (unsigned)((2 * C + LN_FCOLS - 1) / LN_FCOLS);
+}
+static __global__ void __launch_bounds__(LN_FCOLS *LN_FRUNS) k_ln_dwdb_final(const float *part, int nc, int C, float *dw,
+                                                                           float *db)
+{
+    __shared__ float runs[LN_FRUNS][LN_FCOLS];
+    const int t = threadIdx.x % LN_FCOLS, run = threadIdx.x / LN_FCOLS, i = blockIdx.x * LN_FCOLS + t;
+    float s = 0.0f;
+    if (i < 2 * C)
+        for (int k = run; k < nc; k += LN_FRUNS) s = s + part[(size_t)k * 2 * C + i];
+    runs[run][t] = s;
+    __syncthreads();
+    if (run || i >= 2 * C) return;
+    for (int u = 1; u < LN_FRUNS; u++) s = s + runs[u][t];
+    if (i < C) dw[i] = s;
+    else db[i - C] = s;
 }
 
 /* ---------------- the classifier's rows ---------------- */

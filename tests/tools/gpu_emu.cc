@@ -308,7 +308,7 @@ static void layernorm(int R, int C)
     std::vector<float> part((size_t)nc * 2 * C);
     float *pp = part.data();
     launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, nullptr, 0, pp, R, C); });
-    launch(dim3(2), dim3(128), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
+    launch(dim3(ln_dwdb_final_grid(C)), dim3(LN_FCOLS * LN_FRUNS), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
     launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, dxp, dxp, R, C, 0); });
     char what[96];
     snprintf(what, sizeof what, "layernorm R%d C%d y", R, C);
@@ -379,8 +379,8 @@ static void layernorm16(int R, int C, int rt)
     float *dwp = dw.data(), *dbp = db.data(), *dw16p = dw16.data(), *db16p = db16.data();
     launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, nullptr, 0, pp, R, C); });
     launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, nullptr, dyhp, rt, pp16, R, C); });
-    launch(dim3(2), dim3(128), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
-    launch(dim3(2), dim3(128), [&] { k_ln_dwdb_final(pp16, nc, C, dw16p, db16p); });
+    launch(dim3(ln_dwdb_final_grid(C)), dim3(LN_FCOLS * LN_FRUNS), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
+    launch(dim3(ln_dwdb_final_grid(C)), dim3(LN_FCOLS * LN_FRUNS), [&] { k_ln_dwdb_final(pp16, nc, C, dw16p, db16p); });
     launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, nullptr, dxp, R, C, 0); });
     launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, nullptr, dyhp, rt, nullptr, dx16p, R, C, 0); });
     char what[96];
@@ -448,10 +448,12 @@ template <int NQ> static void layernorm_vec(int R, int rt)
     snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d mean, rstd", R, C, rt);
     check(what, mp, gm.data(), R, 1e-5);
     check(what, rp, gr.data(), R, 1e-5);
-    // the backward with the row in registers: k_ln_bwd_fast's bits, from
-    // fp32 dy onto dres, and (16-bit) from dy16 with the dx16 copy stored
+    // the backward with the row in registers (k_ln_bwd_vec: dx and the
+    // chunks' dw/db partials in one pass) against k_ln_bwd_fast then
+    // k_ln_dwdb_part, both through k_ln_dwdb_final: the same bits, from fp32
+    // dy onto dres, and (16-bit) from dy16 with the dx16 copy stored
     {
-        std::vector<float> dy(n), dres(n), dxa(n), dxb(n);
+        std::vector<float> dy(n), dres(n), dxa(n), dxb(n), dwa(C), dba(C), dwb(C), dbb(C);
         std::vector<uint16_t> dyh(n), dxha(n), dxhb(n);
         for (size_t i = 0; i < n; i++) {
             dy[i] = gg_round(frand(-1, 1), rt ? rt : DT_BF16);
@@ -467,16 +469,38 @@ template <int NQ> static void layernorm_vec(int R, int rt)
         printf("%s warp %d: layernorm vec C%d: ln_bwd_vec_nq %d (want %d)\n", nq == NQ ? "ok  " : "FAIL", PLUMB_WARP, C,
                nq, NQ);
         nq == NQ ? g_pass++ : g_fail++;
-        launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, drp, ap, R, C, rt); });
-        launch(grid, dim3(256), [&] { k_ln_bwd_fast<NQ>(xp, wp, mp, rp, dyp, nullptr, 0, drp, bq, R, C, rt); });
-        snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dx onto dres (k_ln_bwd_fast's bits)", R, C, rt);
-        check(what, bq, ap, n, 0);
-        launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, ap, R, C, 0, hap); });
-        launch(grid, dim3(256), [&] { k_ln_bwd_fast<NQ>(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, bq, R, C, 0, hbp); });
-        const bool same = !memcmp(ap, bq, n * sizeof(float)) && dxha == dxhb;
-        printf("%s warp %d: layernorm vec R%d C%d t16 %d dx and dx16 from dy16 (k_ln_bwd_fast's bits)\n",
-               same ? "ok  " : "FAIL", PLUMB_WARP, R, C, t16);
-        same ? g_pass++ : g_fail++;
+        const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+        std::vector<float> pa((size_t)nc * 2 * C), pbv((size_t)nc * 2 * C);
+        float *pap = pa.data(), *pbp = pbv.data();
+        const dim3 fg(ln_dwdb_final_grid(C)), fb(LN_FCOLS * LN_FRUNS), vb(LN_WARPS * PLUMB_WARP);
+        for (int from16 = 0; from16 < 2; from16++) {
+            const float *dyf = from16 ? nullptr : dyp, *dr = from16 ? nullptr : drp;
+            const uint16_t *dyb = from16 ? dyhp : nullptr;
+            uint16_t *ha = from16 ? hap : nullptr, *hb = from16 ? hbp : nullptr;
+            const int ts = from16 ? t16 : 0, rr = from16 ? 0 : rt;
+            launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128),
+                   [&] { k_ln_dwdb_part(xp, mp, rp, dyf, dyb, ts, pap, R, C); });
+            launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyf, dyb, ts, dr, ap, R, C, rr, ha); });
+            launch(fg, fb, [&] { k_ln_dwdb_final(pap, nc, C, dwa.data(), dba.data()); });
+            launch(dim3((unsigned)nc), vb, [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, dyf, dyb, ts, dr, bq, R, C, rr, hb, pbp); });
+            launch(fg, fb, [&] { k_ln_dwdb_final(pbp, nc, C, dwb.data(), dbb.data()); });
+            const bool same = !memcmp(ap, bq, n * sizeof(float)) && (!from16 || dxha == dxhb) && dwa == dwb && dba == dbb;
+            printf("%s warp %d: layernorm vec R%d C%d rt%d %s: dx%s, dw, db (k_ln_bwd_fast and k_ln_dwdb_part's bits)\n",
+                   same ? "ok  " : "FAIL", PLUMB_WARP, R, C, rt, from16 ? "from dy16" : "from fp32 dy onto dres",
+                   from16 ? ", dx16" : "");
+            same ? g_pass++ : g_fail++;
+        }
+        // and dw, db against the golden sums (float64-free: the rows in order)
+        std::vector<float> gdw(C, 0.0f), gdb(C, 0.0f);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < C; i++) {
+                const float g = from16_of(dyh[(size_t)r * C + i], t16);
+                gdw[i] = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], gdw[i]);
+                gdb[i] = gdb[i] + g;
+            }
+        snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dw, db from dy16 against the rows in order", R, C, rt);
+        check(what, dwb.data(), gdw.data(), C, 1e-5);
+        check(what, dbb.data(), gdb.data(), C, 1e-5);
     }
     if (!rt) return;
     launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(xp, wp, bp, nullptr, y16p, mp, rp, R, C, 1e-5f, rt); });
@@ -1183,6 +1207,8 @@ int main()
     layernorm_vec<6>(11, DT_BF16);
     layernorm_vec<1>(13, DT_F16);  // the smallest row the kernel takes
     layernorm_vec<8>(5, DT_BF16);  // the largest
+    layernorm_vec<6>(75, DT_BF16); // chunks of LN_ROWS: whole ones and a partial last, a run with no rows
+    layernorm_vec<2>(41, 0);
     xent(7, 1000);
     xent(3, 50);
     xent(5, 1000, DT_BF16);
