@@ -116,8 +116,8 @@ static void ops_case(dtype_t rt)
     dev_download(d, dba, db.d, C * sizeof(float), &de);
     /* without dx16, then with it: dx the same, dx16 its cast to rt */
     for (int with16 = 0; with16 < 2; with16++) {
-        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, with16 ? dx.d16 : NULL, dw2.d,
-                                db2.d, R, C, rt, &e);
+        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, with16 ? dx.d16 : NULL, NULL,
+                                dw2.d, db2.d, R, C, rt, &e);
         CHECK_MSG(rc == 0, "layernorm_bwd16: %s", e.msg);
         fetch(d, &dx, b, with16 ? a : NULL, rt);
         compare(with16 ? "layernorm_bwd16 (dx16 too) dx" : "layernorm_bwd16 dx", dxa, b, RC, 1, 0, rt);
@@ -130,6 +130,47 @@ static void ops_case(dtype_t rt)
         compare("layernorm_bwd16 dw", dwa, b, C, 1, 0, rt);
         dev_download(d, b, db2.d, C * sizeof(float), &de);
         compare("layernorm_bwd16 db", dba, b, C, 1, 0, rt);
+    }
+    /* dsum: dx16's values summed over the rows (the dbias of the GEMM that
+     * reads dx16). dx, dx16, dw and db unchanged by asking for it; the cpu's
+     * the rows added in order in fp32 (its matmul_bwd16's dbias: the same
+     * bits), a GPU's within 1e-5 of the column's sum of magnitudes. dsum
+     * without dx16 is an error naming it. */
+    {
+        struct t16 ds;
+        REQUIRE(!alloc_t(d, &ds, (size_t)C, 0, 0, 0, rt));
+        float *got = malloc(C * sizeof(float)), *v16 = malloc(RC * sizeof(float));
+        REQUIRE(got && v16);
+        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, dx.d16, ds.d, dw2.d, db2.d,
+                                R, C, rt, &e);
+        CHECK_MSG(rc == 0, "layernorm_bwd16 with dsum: %s", e.msg);
+        fetch(d, &dx, b, v16, rt);
+        compare("layernorm_bwd16 (dsum too) dx", dxa, b, RC, 1, 0, rt);
+        for (size_t i = 0; i < RC; i++) b[i] = to_rt(dxa[i], rt);
+        compare("layernorm_bwd16 (dsum too) dx16", b, v16, RC, 1, 0, rt);
+        dev_sync(d, &de);
+        dev_download(d, b, dw2.d, C * sizeof(float), &de);
+        compare("layernorm_bwd16 (dsum too) dw", dwa, b, C, 1, 0, rt);
+        dev_download(d, b, db2.d, C * sizeof(float), &de);
+        compare("layernorm_bwd16 (dsum too) db", dba, b, C, 1, 0, rt);
+        dev_download(d, got, ds.d, C * sizeof(float), &de);
+        int bad = 0, first = -1;
+        for (int c = 0; c < C; c++) {
+            float inorder = 0.0f;
+            double mag = 0.0;
+            for (int r = 0; r < R; r++) inorder = inorder + v16[(size_t)r * C + c], mag += fabs(v16[(size_t)r * C + c]);
+            const int ok = exact ? !memcmp(&inorder, &got[c], sizeof(float))
+                                 : fabs((double)got[c] - inorder) <= 1e-5 * mag + 1e-30;
+            if (!ok && !bad++) first = c;
+        }
+        CHECK_MSG(bad == 0, "layernorm_bwd16 dsum %s: %d of %d columns off (first [%d]: %.9g, the rows in order %s)",
+                  dtype_name(rt), bad, C, first, bad ? got[first] : 0.0, exact ? "exactly" : "within 1e-5");
+        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, NULL, ds.d, dw2.d, db2.d, R,
+                                C, rt, &e);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "dsum"), "layernorm_bwd16 dsum without dx16: rc %d (%s)", rc,
+                  e.msg);
+        free(got), free(v16);
+        free_t(d, &ds);
     }
 
     /* residual_layernorm_fwd16 against residual_fwd16 then layernorm_fwd16:

@@ -428,12 +428,31 @@ static void dw_slices_case(dtype_t rt)
         compare(&sl, &sl2, 0, "GPU sliced run to run");
         if (rt != DT_F32) compare_norm(&oc, &sl, 20 * 0x1p-9, what);
         else compare(&oc, &sl, 2e-4, what);
+        /* tiles:64: the rule with 64 tiles for 512 (4 slices, not 8 here):
+         * dx and dbias the same bits again, dw within the same bound */
+        struct outs t64 = {0};
+        CHECK_MSG(mm_run(g, R, K, N, rt, "tiles:64", &t64, &e) == 0, "%s (tiles:64): %s", what, e.msg);
+        if (t64.k == 3) {
+            CHECK_MSG(!memcmp(one.v[0], t64.v[0], one.n[0] * 4) && !memcmp(one.v[2], t64.v[2], one.n[2] * 4),
+                      "%s: dx or dbias changed with tiles:64", what);
+            const struct outs c64 = outs_view(&t64, 1, 1);
+            compare_norm(&a, &c64, 1e-5, what);
+        }
+        outs_free(&t64);
     }
     struct outs bad = {0};
     if (!strncmp(test_device(), "cuda", 4)) { /* the slices are the CUDA path's (cuBLASLt) */
         const int rb = mm_run(g, R, K, N, rt, "3", &bad, &e);
         CHECK_MSG(rb == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_DW_SLICES=3"), "PLUMB_GPT_DW_SLICES=3: rc %d (%s)", rb,
                   e.msg);
+        const char *badn[] = {"tiles:", "tiles:32", "tiles:9000", "tiles:2x", ""};
+        for (int i = 0; badn[i][0]; i++) {
+            struct outs b2 = {0};
+            const int r2 = mm_run(g, R, K, N, rt, badn[i], &b2, &e);
+            CHECK_MSG(r2 == PLUMB_EUSAGE && strstr(e.msg, badn[i]), "PLUMB_GPT_DW_SLICES=%s: rc %d (%s)", badn[i], r2,
+                      e.msg);
+            outs_free(&b2);
+        }
     }
     outs_free(&oc);
     outs_free(&one);

@@ -38,7 +38,9 @@ int cpu_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const floa
                         float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e);
 int cpu_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
                         const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16,
-                        float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e);
+                        float *dsum, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e);
+/* cpu_train_ops.c: db [N] = dy [B, N] summed over the rows in order (linear_bwd's dbias) */
+void cpu_col_sums(struct dev *d, const float *dy, float *db, int B, int N);
 int cpu_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
                      uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e);
 int cpu_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16,

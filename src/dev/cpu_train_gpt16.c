@@ -61,9 +61,10 @@ int cpu_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const floa
 
 int cpu_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
                            const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16,
-                           float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e)
+                           float *dsum, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e)
 {
     NEED16("layernorm_bwd16");
+    if (dsum && !dx16) return err_set(e, PLUMB_EUSAGE, "layernorm_bwd16: dsum (the column sums of dx16) needs dx16");
     int bad = 0;
     const size_t n = R > 0 && C > 0 ? (size_t)R * C : 0;
     float *dy = widen(dy16, n, rt, &bad);
@@ -71,6 +72,14 @@ int cpu_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const floa
                  : cpu_layernorm_bwd(d, s, x, w, mean, rstd, dy, dres, dx, dw, db, R, C, DT_F32, e);
     if (!rc) narrow(dx, dx16, n, rt);
     free(dy);
+    if (!rc && dsum && n) {
+        /* what cpu_matmul_bwd16 would sum as its dbias: dx16 widened, the
+         * rows in order */
+        float *v = widen(dx16, n, rt, &bad);
+        if (bad) return oom("layernorm_bwd16", e);
+        cpu_col_sums(d, v, dsum, R, C);
+        free(v);
+    }
     return rc;
 }
 

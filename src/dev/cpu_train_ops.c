@@ -201,6 +201,20 @@ KERNEL static void col_sum(const float *restrict dy, float *restrict db, int n0,
     }
 }
 
+/* db [N] = dy [B, N] summed over the rows in order (col_sum), the columns
+ * split over the threads: linear_bwd's dbias, and cpu_layernorm_bwd16's
+ * dsum (the same bits, as gpt's 16-bit pipeline needs) */
+void cpu_col_sums(struct dev *d, const float *dy, float *db, int B, int N)
+{
+    const size_t BN = (size_t)B * N;
+#pragma omp parallel num_threads(nthreads(d)) if (BN > PAR_MIN)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+        col_sum(dy, db, n0, n1, B, N);
+    }
+}
+
 /* y[b,n] = round(relu(y[b,n] + bias[n])) over [B, N] */
 KERNEL static void epilogue(float *restrict y, const float *restrict bias, int B, int N, int relu,
                             dtype_t rt)
@@ -276,14 +290,7 @@ static int cpu_linear_bwd(struct dev *d, dev_stream *s, const float *x, const fl
 #pragma omp parallel for num_threads(nt) schedule(static) if (BN > PAR_MIN)
         for (size_t i = 0; i < BN; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
     }
-    if (dbias) {
-#pragma omp parallel num_threads(nt) if (BN > PAR_MIN)
-        {
-            int t = omp_get_thread_num(), T = omp_get_num_threads();
-            int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
-            col_sum(dy, dbias, n0, n1, B, N);
-        }
-    }
+    if (dbias) cpu_col_sums(d, dy, dbias, B, N);
     if (!golden(d)) {
         int prev = blas_single();
         int nch = (B + LIN_CHUNK - 1) / LIN_CHUNK;

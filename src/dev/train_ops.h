@@ -818,6 +818,11 @@ struct train_ops {
      *   gradient); rt is dy16's type. dx16 (may be NULL): dx's values cast
      *   to rt as well (round to nearest even, as cast; may alias dy16), the
      *   16-bit copy the next GEMMs read, so the model needs no cast pass.
+     *   dsum [C] (may be NULL; needs dx16): dx16's values summed over the R
+     *   rows, the dbias of the GEMM that takes dx16 as its dy16 (the model
+     *   then passes that matmul_bwd16 no dbias: one pass over the rows, not
+     *   two). The cpu sums them as its matmul_bwd16 sums dbias (rows in
+     *   order: the same bits); a GPU in its own fixed order.
      * matmul_fwd16: matmul_fwd from x16 [B, K]; y16 [B, N]; gelu: pre16 too.
      * matmul_bwd16: matmul_bwd from x16, dy16 [B, N] and pre16_in [B, K]
      *   (may be NULL); dx16 [B, K] (may be NULL: not needed); dw, dbias fp32.
@@ -830,7 +835,8 @@ struct train_ops {
                            plumb_err *e);
     int (*layernorm_bwd16)(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
                            const float *rstd, const uint16_t *dy16, const float *dres, float *dx,
-                           uint16_t *dx16, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e);
+                           uint16_t *dx16, float *dsum, float *dw, float *db, int R, int C, dtype_t rt,
+                           plumb_err *e);
     int (*matmul_fwd16)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16,
                         const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu,
                         dtype_t rt, plumb_err *e);

@@ -69,8 +69,8 @@ int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int 
 int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *b, uint16_t *y16,
                        float *mean, float *rstd, int R, int C, float eps, dtype_t rt, plumb_err *e);
 int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
-                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16, float *dw,
-                       float *db, int R, int C, dtype_t rt, plumb_err *e);
+                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16,
+                       float *dsum, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e);
 int tg_residual_layernorm_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *res,
                                 const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R, int C,
                                 float eps, dtype_t rt, plumb_err *e);

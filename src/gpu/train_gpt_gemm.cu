@@ -209,22 +209,33 @@ static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
  * S times as many: S is the smallest power of two giving at least 512 tiles
  * of 128 x 128, at most 16, each slice at least 512 rows (768 x 768: 16,
  * c_attn: 8, MLP: 4 at B T = 16384). PLUMB_GPT_DW_SLICES=N (1, 2, 4, 8 or
- * 16; must divide B) fixes S, 1 being the single GEMM; "auto" or unset the
- * rule above; anything else an error naming it. */
+ * 16; must divide B) fixes S, 1 being the single GEMM; tiles:N the rule
+ * above with N (64 to 8192) tiles for 512 (fewer slices: less partial
+ * traffic, fewer waves); "auto" or unset the rule above; anything else an
+ * error naming it. */
 static int dw_slices(struct dev *d, int B, int K, int N, int *S, plumb_err *e)
 {
     const char *v = getenv("PLUMB_GPT_DW_SLICES");
+    long want = 512;
     if (v && *v && strcmp(v, "auto")) {
         char *end = NULL;
-        const long n = strtol(v, &end, 10);
-        if (*end || (n != 1 && n != 2 && n != 4 && n != 8 && n != 16))
-            return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_DW_SLICES=%s: expected auto, 1, 2, 4, 8 or 16", d->label, v);
-        *S = B % n == 0 ? (int)n : 1;
-        return PLUMB_OK;
+        if (!strncmp(v, "tiles:", 6)) {
+            want = strtol(v + 6, &end, 10);
+            if (end == v + 6 || *end || want < 64 || want > 8192)
+                return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_GPT_DW_SLICES=%s: expected tiles:N with N from 64 to 8192",
+                               d->label, v);
+        } else {
+            const long n = strtol(v, &end, 10);
+            if (end == v || *end || (n != 1 && n != 2 && n != 4 && n != 8 && n != 16))
+                return gpu_err(e, PLUMB_EUSAGE,
+                               "%s: PLUMB_GPT_DW_SLICES=%s: expected auto, 1, 2, 4, 8, 16 or tiles:N", d->label, v);
+            *S = B % n == 0 ? (int)n : 1;
+            return PLUMB_OK;
+        }
     }
     const long tiles = (long)((K + 127) / 128) * ((N + 127) / 128);
     int s = 1;
-    while (s < 16 && tiles * s < 512 && B % (2 * s) == 0 && B / (2 * s) >= 512) s *= 2;
+    while (s < 16 && tiles * s < want && B % (2 * s) == 0 && B / (2 * s) >= 512) s *= 2;
     *S = s;
     return PLUMB_OK;
 }

@@ -362,21 +362,23 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
  * lane through the same helpers in the same order as k_ln_bwd_fast (the same
  * bits); dw/db: each lane's columns summed over its run in registers, the
  * runs added in warp order through shared memory into part [nc, 2C] (w-part,
- * then b-part), which k_ln_dwdb_final adds up. */
+ * then b-part), which k_ln_dwdb_final adds up. dsum (not 0): a third part,
+ * the column sums of dx's t16-rounded values (what dx16 holds: the dbias of
+ * the GEMM that reads dx16 as its dy), part [nc, 3C]. */
 template <int NQ>
 static __global__ void __launch_bounds__(LN_WARPS *PLUMB_WARP)
     k_ln_bwd_vec(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
                  const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt, uint16_t *dx16,
-                 float *part)
+                 float *part, int dsum)
 {
-    /* runs 1 .. LN_WARPS-1's sums: [run][w-part C | b-part C], C = 4 NQ warp */
-    __shared__ float sums[LN_WARPS - 1][2 * 4 * NQ * PLUMB_WARP];
+    /* runs 1 .. LN_WARPS-1's sums of one part: [run][C], C = 4 NQ warp */
+    __shared__ float sums[LN_WARPS - 1][4 * NQ * PLUMB_WARP];
     const int lane = threadIdx.x % PLUMB_WARP, run = threadIdx.x / PLUMB_WARP;
     const int r0 = blockIdx.x * LN_ROWS + run * LN_WROWS;
-    float pw[NQ][4], pb[NQ][4];
+    float pw[NQ][4], pb[NQ][4], ps[NQ][4];
 #pragma unroll
     for (int k = 0; k < NQ; k++)
-        for (int j = 0; j < 4; j++) pw[k][j] = 0.0f, pb[k][j] = 0.0f;
+        for (int j = 0; j < 4; j++) pw[k][j] = 0.0f, pb[k][j] = 0.0f, ps[k][j] = 0.0f;
     for (int i = 0; i < LN_WROWS && r0 + i < R; i++) {
         const int r = r0 + i;
         const size_t o = (size_t)r * C;
@@ -408,29 +410,33 @@ static __global__ void __launch_bounds__(LN_WARPS *PLUMB_WARP)
             if (dres) ln_quad(dres, o + 4 * q, 4, true, rv);
             ln_bwd_out(gy[k], wv, xv[k], rv, dres != nullptr, mu, rs, a, c, rt, out);
             ln_bwd_store(dx, dx16, o + 4 * q, 4, true, out, t16);
+            if (dsum)
+                for (int j = 0; j < 4; j++) ps[k][j] = ps[k][j] + from16_of(to16_of(out[j], t16), t16);
         }
     }
-    if (run > 0) {
+    /* the runs' sums added in run order, one part at a time (w, b, then s
+     * where dsum) through shared memory: runs 1.. store, run 0 adds */
+    const int np = dsum ? 3 : 2;
+    float *pk = part + (size_t)blockIdx.x * np * C;
+    for (int p = 0; p < np; p++) {
+        if (run > 0) {
 #pragma unroll
-        for (int k = 0; k < NQ; k++)
-            for (int j = 0; j < 4; j++) {
-                const int col = 4 * (lane + k * PLUMB_WARP) + j;
-                sums[run - 1][col] = pw[k][j];
-                sums[run - 1][C + col] = pb[k][j];
-            }
-    }
-    __syncthreads();
-    if (run == 0) {
-        float *pk = part + (size_t)blockIdx.x * 2 * C;
+            for (int k = 0; k < NQ; k++)
+                for (int j = 0; j < 4; j++)
+                    sums[run - 1][4 * (lane + k * PLUMB_WARP) + j] = p == 0 ? pw[k][j] : p == 1 ? pb[k][j] : ps[k][j];
+        }
+        __syncthreads();
+        if (run == 0) {
 #pragma unroll
-        for (int k = 0; k < NQ; k++)
-            for (int j = 0; j < 4; j++) {
-                const int col = 4 * (lane + k * PLUMB_WARP) + j;
-                float sw = pw[k][j], sb = pb[k][j];
-                for (int u = 0; u < LN_WARPS - 1; u++) sw = sw + sums[u][col], sb = sb + sums[u][C + col];
-                pk[col] = sw;
-                pk[C + col] = sb;
-            }
+            for (int k = 0; k < NQ; k++)
+                for (int j = 0; j < 4; j++) {
+                    const int col = 4 * (lane + k * PLUMB_WARP) + j;
+                    float v = p == 0 ? pw[k][j] : p == 1 ? pb[k][j] : ps[k][j];
+                    for (int u = 0; u < LN_WARPS - 1; u++) v = v + sums[u][col];
+                    pk[(size_t)p * C + col] = v;
+                }
+        }
+        __syncthreads();
     }
 }
 /* quads a lane for k_ln_bwd_vec<NQ>, or 0 (C not 4 NQ warp for NQ 1..8,
@@ -445,7 +451,7 @@ __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const
 /* fast dw/db partial sums for any C: part[k][i] over chunk k's rows, grouped
  * as k_ln_bwd_vec groups them (LN_ROWS above) */
 static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
-                                      const uint16_t *dy16, int t16, float *part, int R, int C)
+                                      const uint16_t *dy16, int t16, float *part, int R, int C, int np = 2)
 {
     const int k = blockIdx.y;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
@@ -461,34 +467,54 @@ static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const f
             if (u == 0) aw = sw, ab = sb;
             else aw = aw + sw, ab = ab + sb;
         }
-        part[(size_t)k * 2 * C + i] = aw;
-        part[(size_t)k * 2 * C + C + i] = ab;
+        part[(size_t)k * np * C + i] = aw;
+        part[(size_t)k * np * C + C + i] = ab;
     }
 }
-/* the chunks' partials [nc, 2C] added into dw, db: LN_FRUNS interleaved runs
- * (chunk k in run k % LN_FRUNS, ascending), then the runs in order. Blocks
- * of 32 columns x LN_FRUNS runs (ln_dwdb_final_grid): one thread a column
- * summing all nc chunks took 6.5 us a call at nc 256. */
+/* dsum's partial sums for any C (the third part of [nc, 3C]): the column
+ * sums of dx16's values, grouped as k_ln_bwd_vec groups them (the same bits) */
+static __global__ void k_ln_dsum_part(const uint16_t *dx16, int t16, float *part, int R, int C)
+{
+    const int k = blockIdx.y;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
+        float as = 0.0f;
+        for (int u = 0; u < LN_WARPS; u++) {
+            const int r0 = k * LN_ROWS + u * LN_WROWS, r1 = r0 + LN_WROWS < R ? r0 + LN_WROWS : R;
+            float ss = 0.0f;
+            for (int r = r0; r < r1; r++) ss = ss + from16_of(dx16[(size_t)r * C + i], t16);
+            if (u == 0) as = ss;
+            else as = as + ss;
+        }
+        part[(size_t)k * 3 * C + 2 * C + i] = as;
+    }
+}
+/* the chunks' partials [nc, np C] (np 2: dw, db; 3: and dsum) added up:
+ * LN_FRUNS interleaved runs (chunk k in run k % LN_FRUNS, ascending), then
+ * the runs in order. Blocks of 32 columns x LN_FRUNS runs
+ * (ln_dwdb_final_grid): one thread a column summing all nc chunks took 6.5
+ * us a call at nc 256. */
 #define LN_FRUNS 8
 #define LN_FCOLS 32
-static inline unsigned ln_dwdb_final_grid(int C)
+static inline unsigned ln_dwdb_final_grid(int C, int np = 2)
 {
-    return (unsigned)((2 * C + LN_FCOLS - 1) / LN_FCOLS);
+    return (unsigned)((np * C + LN_FCOLS - 1) / LN_FCOLS);
 }
-static __global__ void __launch_bounds__(LN_FCOLS *LN_FRUNS) k_ln_dwdb_final(const float *part, int nc, int C, float *dw,
-                                                                           float *db)
+static __global__ void __launch_bounds__(LN_FCOLS *LN_FRUNS)
+    k_ln_dwdb_final(const float *part, int nc, int C, float *dw, float *db, float *dsum = nullptr)
 {
     __shared__ float runs[LN_FRUNS][LN_FCOLS];
+    const int np = dsum ? 3 : 2;
     const int t = threadIdx.x % LN_FCOLS, run = threadIdx.x / LN_FCOLS, i = blockIdx.x * LN_FCOLS + t;
     float s = 0.0f;
-    if (i < 2 * C)
-        for (int k = run; k < nc; k += LN_FRUNS) s = s + part[(size_t)k * 2 * C + i];
+    if (i < np * C)
+        for (int k = run; k < nc; k += LN_FRUNS) s = s + part[(size_t)k * np * C + i];
     runs[run][t] = s;
     __syncthreads();
-    if (run || i >= 2 * C) return;
+    if (run || i >= np * C) return;
     for (int u = 1; u < LN_FRUNS; u++) s = s + runs[u][t];
     if (i < C) dw[i] = s;
-    else db[i - C] = s;
+    else if (i < 2 * C) db[i - C] = s;
+    else dsum[i - 2 * C] = s;
 }
 
 /* ---------------- the classifier's rows ---------------- */

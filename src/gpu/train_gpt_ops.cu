@@ -227,18 +227,19 @@ __global__ void k_ln_dwdb_gold(const float *x, const float *mean, const float *r
  * t16's 16-bit values. */
 static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, const float *x, const float *w,
                        const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
-                       const float *dres, float *dx, uint16_t *dx16, float *dw, float *db, int R, int C, dtype_t rt,
-                       plumb_err *e)
+                       const float *dres, float *dx, uint16_t *dx16, float *dsum, float *dw, float *db, int R, int C,
+                       dtype_t rt, plumb_err *e)
 {
-    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS, np = dsum ? 3 : 2;
     void *ws;
-    int rc = tws_get(d, 0, (size_t)nc * 2 * C * sizeof(float), &ws, e);
+    int rc = tws_get(d, 0, (size_t)nc * np * C * sizeof(float), &ws, e);
     if (rc) return rc;
     float *part = (float *)ws;
 #define LN_BWD_CASE(NQ)                                                                                            \
     case NQ:                                                                                                       \
         k_ln_bwd_vec<NQ><<<(unsigned)nc, LN_WARPS * PLUMB_WARP, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, \
-                                                                            dx, R, C, (int)rt, dx16, part);        \
+                                                                            dx, R, C, (int)rt, dx16, part,         \
+                                                                            dsum != NULL);                         \
         GPU_CHECK_LAUNCH(d, "k_ln_bwd_vec", e);                                                                    \
         break
     switch (ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16)) {
@@ -253,17 +254,22 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     default: {
         NEED(nc <= 65535, "%s: %s: %d rows exceed %d", d->label, op, R, 65535 * LN_ROWS);
         /* dw/db first: they read dy and x, which dx never overwrites */
-        k_ln_dwdb_part<<<dim3((unsigned)((C + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(x, mean, rstd, dy, dy16,
-                                                                                            t16, part, R, C);
+        const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc);
+        k_ln_dwdb_part<<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
         GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
         const int rows = TPB / PLUMB_WARP;
         k_ln_bwd_fast<<<(unsigned)((R + rows - 1) / rows), TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx,
                                                                              R, C, (int)rt, dx16);
         GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
+        /* dsum from the dx16 just stored (it may have overwritten dy16) */
+        if (dsum) {
+            k_ln_dsum_part<<<pg, 128, 0, st->s>>>(dx16, t16, part, R, C);
+            GPU_CHECK_LAUNCH(d, "k_ln_dsum_part", e);
+        }
     }
     }
 #undef LN_BWD_CASE
-    k_ln_dwdb_final<<<ln_dwdb_final_grid(C), LN_FCOLS * LN_FRUNS, 0, st->s>>>(part, nc, C, dw, db);
+    k_ln_dwdb_final<<<ln_dwdb_final_grid(C, np), LN_FCOLS * LN_FRUNS, 0, st->s>>>(part, nc, C, dw, db, dsum);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
     return PLUMB_OK;
 }
@@ -287,7 +293,8 @@ int tg_layernorm_bwd(struct dev *d, dev_stream *s, const float *x, const float *
         GPU_CHECK_LAUNCH(d, "k_ln_bwd_gold", e);
         return PLUMB_OK;
     }
-    return ln_bwd_fast(d, st, "layernorm_bwd", x, w, mean, rstd, dy, NULL, 0, dres, dx, NULL, dw, db, R, C, rt, e);
+    return ln_bwd_fast(d, st, "layernorm_bwd", x, w, mean, rstd, dy, NULL, 0, dres, dx, NULL, NULL, dw, db, R, C, rt,
+                       e);
 }
 
 /* ---------------- GEMM, classifier, attention (dispatch) ---------------- */
@@ -410,10 +417,11 @@ int tg_layernorm_fwd16(struct dev *d, dev_stream *s, const float *x, const float
 }
 
 int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float *w, const float *mean,
-                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16, float *dw,
-                       float *db, int R, int C, dtype_t rt, plumb_err *e)
+                       const float *rstd, const uint16_t *dy16, const float *dres, float *dx, uint16_t *dx16,
+                       float *dsum, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e)
 {
     NEED(x && w && mean && rstd && dy16 && dx && dw && db, "%s: layernorm_bwd16: NULL argument", d->label);
+    NEED(!dsum || dx16, "%s: layernorm_bwd16: dsum (the column sums of dx16) needs dx16", d->label);
     NEED(dx != x, "%s: layernorm_bwd16: dx must not alias x (it may alias dres)", d->label);
     NEED(R > 0 && C > 0, "%s: layernorm_bwd16: bad shape R=%d C=%d (expected > 0)", d->label, R, C);
     FAST16("layernorm_bwd16");
@@ -421,7 +429,7 @@ int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_LAYERNORM);
     /* dx fp32 unrounded (the residual stream's gradient): rounding type fp32 */
     return ln_bwd_fast(d, gpu_stream(d, s), "layernorm_bwd16", x, w, mean, rstd, NULL, dy16, (int)rt, dres, dx, dx16,
-                       dw, db, R, C, DT_F32, e);
+                       dsum, dw, db, R, C, DT_F32, e);
 }
 
 int tg_residual_layernorm_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *res,

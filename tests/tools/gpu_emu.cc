@@ -470,25 +470,40 @@ template <int NQ> static void layernorm_vec(int R, int rt)
                nq, NQ);
         nq == NQ ? g_pass++ : g_fail++;
         const int nc = (R + LN_ROWS - 1) / LN_ROWS;
-        std::vector<float> pa((size_t)nc * 2 * C), pbv((size_t)nc * 2 * C);
+        std::vector<float> pa((size_t)nc * 3 * C), pbv((size_t)nc * 3 * C), dsa(C, -1.0f), dsb(C, -2.0f);
         float *pap = pa.data(), *pbp = pbv.data();
-        const dim3 fg(ln_dwdb_final_grid(C)), fb(LN_FCOLS * LN_FRUNS), vb(LN_WARPS * PLUMB_WARP);
-        for (int from16 = 0; from16 < 2; from16++) {
+        const dim3 fb(LN_FCOLS * LN_FRUNS), vb(LN_WARPS * PLUMB_WARP);
+        // fp32 dy onto dres; dy16 with dx16 stored; and that with dsum (dx16's
+        // column sums) as well
+        for (int mode = 0; mode < 3; mode++) {
+            const int from16 = mode > 0, ds = mode == 2, np = ds ? 3 : 2;
             const float *dyf = from16 ? nullptr : dyp, *dr = from16 ? nullptr : drp;
             const uint16_t *dyb = from16 ? dyhp : nullptr;
             uint16_t *ha = from16 ? hap : nullptr, *hb = from16 ? hbp : nullptr;
             const int ts = from16 ? t16 : 0, rr = from16 ? 0 : rt;
-            launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128),
-                   [&] { k_ln_dwdb_part(xp, mp, rp, dyf, dyb, ts, pap, R, C); });
+            const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc), fg(ln_dwdb_final_grid(C, np));
+            launch(pg, dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyf, dyb, ts, pap, R, C, np); });
             launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyf, dyb, ts, dr, ap, R, C, rr, ha); });
-            launch(fg, fb, [&] { k_ln_dwdb_final(pap, nc, C, dwa.data(), dba.data()); });
-            launch(dim3((unsigned)nc), vb, [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, dyf, dyb, ts, dr, bq, R, C, rr, hb, pbp); });
-            launch(fg, fb, [&] { k_ln_dwdb_final(pbp, nc, C, dwb.data(), dbb.data()); });
-            const bool same = !memcmp(ap, bq, n * sizeof(float)) && (!from16 || dxha == dxhb) && dwa == dwb && dba == dbb;
-            printf("%s warp %d: layernorm vec R%d C%d rt%d %s: dx%s, dw, db (k_ln_bwd_fast and k_ln_dwdb_part's bits)\n",
+            if (ds) launch(pg, dim3(128), [&] { k_ln_dsum_part(hap, ts, pap, R, C); });
+            launch(fg, fb, [&] { k_ln_dwdb_final(pap, nc, C, dwa.data(), dba.data(), ds ? dsa.data() : nullptr); });
+            launch(dim3((unsigned)nc), vb,
+                   [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, dyf, dyb, ts, dr, bq, R, C, rr, hb, pbp, ds); });
+            launch(fg, fb, [&] { k_ln_dwdb_final(pbp, nc, C, dwb.data(), dbb.data(), ds ? dsb.data() : nullptr); });
+            const bool same = !memcmp(ap, bq, n * sizeof(float)) && (!from16 || dxha == dxhb) && dwa == dwb &&
+                              dba == dbb && (!ds || dsa == dsb);
+            printf("%s warp %d: layernorm vec R%d C%d rt%d %s: dx%s, dw, db%s (k_ln_bwd_fast, k_ln_dwdb_part and "
+                   "k_ln_dsum_part's bits)\n",
                    same ? "ok  " : "FAIL", PLUMB_WARP, R, C, rt, from16 ? "from dy16" : "from fp32 dy onto dres",
-                   from16 ? ", dx16" : "");
+                   from16 ? ", dx16" : "", ds ? ", dsum" : "");
             same ? g_pass++ : g_fail++;
+        }
+        // dsum against dx16's values summed over the rows in order
+        {
+            std::vector<float> gs(C, 0.0f);
+            for (int r = 0; r < R; r++)
+                for (int i = 0; i < C; i++) gs[i] = gs[i] + from16_of(dxhb[(size_t)r * C + i], t16);
+            snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dsum against dx16's rows in order", R, C, rt);
+            check(what, dsb.data(), gs.data(), C, 1e-5);
         }
         // and dw, db against the golden sums (float64-free: the rows in order)
         std::vector<float> gdw(C, 0.0f), gdb(C, 0.0f);

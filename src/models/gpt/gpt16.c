@@ -136,28 +136,31 @@ int gpt16_backward_blocks(struct gpt_model *m, int B, int T, plumb_err *e)
         const uint16_t *fc = h16(a->fc), *fcg = h16(a->fc_gelu);
         /* MLP: res3 = res2 + proj(gelu(fc(ln2(res2)))); the GEMMs read dres
          * as 16 bits: dy16, cast here for the last layer (dres from the
-         * classifier), else stored by the LayerNorm backward before (dx16) */
+         * classifier), else stored by the LayerNorm backward before (dx16),
+         * which also summed it into this projection's dbias (dsum) */
         if (l == L - 1) rc = cast16(m, m->dres, dy16, RC, e);
         if (!rc)
-            rc = Op->matmul_bwd16(d, NULL, fcg, W16(m, l, FPW), dy16, fc, dfc16, G(m, l, FPW), G(m, l, FPB), R, 4 * C,
-                                  C, rt, e);
+            rc = Op->matmul_bwd16(d, NULL, fcg, W16(m, l, FPW), dy16, fc, dfc16, G(m, l, FPW),
+                                  l == L - 1 ? G(m, l, FPB) : NULL, R, 4 * C, C, rt, e);
         if (!rc)
             rc = Op->matmul_bwd16(d, NULL, ln2, W16(m, l, FCW), dfc16, NULL, dln16, G(m, l, FCW), G(m, l, FCB), R, C,
                                   4 * C, rt, e);
         if (!rc)
             rc = Op->layernorm_bwd16(d, NULL, a->res2, P(m, l, LN2W), a->ln2_mean, a->ln2_rstd, dln16, m->dres,
-                                     m->dres, dy16, G(m, l, LN2W), G(m, l, LN2B), R, C, rt, e);
-        /* attention: res2 = x + proj(attention(qkv(ln1(x)))) */
+                                     m->dres, dy16, G(m, l, APB), G(m, l, LN2W), G(m, l, LN2B), R, C, rt, e);
+        /* attention: res2 = x + proj(attention(qkv(ln1(x)))); its dbias
+         * came with dy16 (dsum above) */
         if (!rc)
-            rc = Op->matmul_bwd16(d, NULL, att, W16(m, l, APW), dy16, NULL, datt16, G(m, l, APW), G(m, l, APB), R, C,
-                                  C, rt, e);
+            rc = Op->matmul_bwd16(d, NULL, att, W16(m, l, APW), dy16, NULL, datt16, G(m, l, APW), NULL, R, C, C, rt,
+                                  e);
         if (!rc) rc = Op->attention_bwd16(d, NULL, qkv, att, a->lse, datt16, dqkv16, B, T, NH, HS, rt, e);
         if (!rc)
             rc = Op->matmul_bwd16(d, NULL, ln1, W16(m, l, QKVW), dqkv16, NULL, dln16, G(m, l, QKVW), G(m, l, QKVB), R,
                                   C, 3 * C, rt, e);
         if (!rc)
             rc = Op->layernorm_bwd16(d, NULL, x, P(m, l, LN1W), a->ln1_mean, a->ln1_rstd, dln16, m->dres, m->dres,
-                                     l ? dy16 : NULL, G(m, l, LN1W), G(m, l, LN1B), R, C, rt, e);
+                                     l ? dy16 : NULL, l ? G(m, l - 1, FPB) : NULL, G(m, l, LN1W), G(m, l, LN1B), R, C,
+                                     rt, e);
         if (!rc) rc = gpt_grad_ready_block(m, L - l, e);
     }
     return rc;
