@@ -114,16 +114,26 @@ static void ops_case(dtype_t rt)
     plumb_err de = {0};
     dev_download(d, dwa, dw.d, C * sizeof(float), &de);
     dev_download(d, dba, db.d, C * sizeof(float), &de);
-    /* without dx16, then with it: dx the same, dx16 its cast to rt */
-    for (int with16 = 0; with16 < 2; with16++) {
-        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, with16 ? dx.d16 : NULL, NULL,
-                                dw2.d, db2.d, R, C, rt, &e);
-        CHECK_MSG(rc == 0, "layernorm_bwd16: %s", e.msg);
-        fetch(d, &dx, b, with16 ? a : NULL, rt);
-        compare(with16 ? "layernorm_bwd16 (dx16 too) dx" : "layernorm_bwd16 dx", dxa, b, RC, 1, 0, rt);
-        if (with16) {
+    /* without dx16, then with it, then with dsum too (dx16's values summed
+     * over the rows: the dbias of the GEMM that reads dx16): dx the same,
+     * dx16 its cast to rt, dw and db the same. dsum: the cpu's the rows
+     * added in order in fp32 (its matmul_bwd16's dbias: the same bits), a
+     * GPU's within 1e-5 of the column's sum of magnitudes; dsum without dx16
+     * is an error naming it. */
+    struct t16 ds;
+    REQUIRE(!alloc_t(d, &ds, (size_t)C, 0, 0, 0, rt));
+    float *got = malloc(C * sizeof(float)), *v16 = malloc(RC * sizeof(float));
+    REQUIRE(got && v16);
+    for (int mode = 0; mode < 3; mode++) {
+        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, mode ? dx.d16 : NULL,
+                                mode == 2 ? ds.d : NULL, dw2.d, db2.d, R, C, rt, &e);
+        CHECK_MSG(rc == 0, "layernorm_bwd16 (%s): %s", mode == 2 ? "dsum too" : mode ? "dx16 too" : "dx", e.msg);
+        fetch(d, &dx, b, mode ? v16 : NULL, rt);
+        compare(mode == 2 ? "layernorm_bwd16 (dsum too) dx" : mode ? "layernorm_bwd16 (dx16 too) dx" : "layernorm_bwd16 dx",
+                dxa, b, RC, 1, 0, rt);
+        if (mode) {
             for (size_t i = 0; i < RC; i++) b[i] = to_rt(dxa[i], rt);
-            compare("layernorm_bwd16 dx16 (the cast of dx)", b, a, RC, 1, 0, rt);
+            compare("layernorm_bwd16 dx16 (the cast of dx)", b, v16, RC, 1, 0, rt);
         }
         dev_sync(d, &de);
         dev_download(d, b, dw2.d, C * sizeof(float), &de);
@@ -131,28 +141,7 @@ static void ops_case(dtype_t rt)
         dev_download(d, b, db2.d, C * sizeof(float), &de);
         compare("layernorm_bwd16 db", dba, b, C, 1, 0, rt);
     }
-    /* dsum: dx16's values summed over the rows (the dbias of the GEMM that
-     * reads dx16). dx, dx16, dw and db unchanged by asking for it; the cpu's
-     * the rows added in order in fp32 (its matmul_bwd16's dbias: the same
-     * bits), a GPU's within 1e-5 of the column's sum of magnitudes. dsum
-     * without dx16 is an error naming it. */
     {
-        struct t16 ds;
-        REQUIRE(!alloc_t(d, &ds, (size_t)C, 0, 0, 0, rt));
-        float *got = malloc(C * sizeof(float)), *v16 = malloc(RC * sizeof(float));
-        REQUIRE(got && v16);
-        rc = T->layernorm_bwd16(d, NULL, x.d, lw.d, mean.d, rstd.d, res.d16, x.d, dx.d, dx.d16, ds.d, dw2.d, db2.d,
-                                R, C, rt, &e);
-        CHECK_MSG(rc == 0, "layernorm_bwd16 with dsum: %s", e.msg);
-        fetch(d, &dx, b, v16, rt);
-        compare("layernorm_bwd16 (dsum too) dx", dxa, b, RC, 1, 0, rt);
-        for (size_t i = 0; i < RC; i++) b[i] = to_rt(dxa[i], rt);
-        compare("layernorm_bwd16 (dsum too) dx16", b, v16, RC, 1, 0, rt);
-        dev_sync(d, &de);
-        dev_download(d, b, dw2.d, C * sizeof(float), &de);
-        compare("layernorm_bwd16 (dsum too) dw", dwa, b, C, 1, 0, rt);
-        dev_download(d, b, db2.d, C * sizeof(float), &de);
-        compare("layernorm_bwd16 (dsum too) db", dba, b, C, 1, 0, rt);
         dev_download(d, got, ds.d, C * sizeof(float), &de);
         int bad = 0, first = -1;
         for (int c = 0; c < C; c++) {
