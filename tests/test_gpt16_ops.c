@@ -248,7 +248,10 @@ static void ops_case(dtype_t rt)
     rc = T->matmul_bwd16(d, NULL, x.d16, w.d16, dy.d16, NULL, NULL, dw2.d, db2.d, R, C, N, rt, &e);
     CHECK_MSG(rc == 0, "matmul_bwd16 without dx: %s", e.msg);
 
-    /* attention_fwd16 / attention_bwd16 */
+    /* attention_fwd16 / attention_bwd16, our kernels named (PLUMB_GPT_ATTN
+     * unset would take cuDNN on CUDA, whose sums are not our kernels': its
+     * own tests are tests/test_gpu_attn.c's gpu_gpt_attn_cudnn_*) */
+    char *kept_attn = env_push("PLUMB_GPT_ATTN", "mma2");
     rc = T->attention_fwd(d, NULL, qkv.d, out.d, lse.d, B, TT, NH, HS, rt, &e);
     CHECK_MSG(rc == 0, "attention_fwd: %s", e.msg);
     fetch(d, &out, a, NULL, rt);
@@ -267,6 +270,7 @@ static void ops_case(dtype_t rt)
     CHECK_MSG(rc == 0, "attention_bwd16: %s", e.msg);
     fetch(d, &dqkv, NULL, b, rt);
     compare("attention_bwd16 dqkv", a, b, 3 * NA, 1, 0, rt);
+    env_restore("PLUMB_GPT_ATTN", kept_attn);
 
     /* residual_fwd16: fp32 a + 16-bit b, unrounded, also in place */
     rc = T->residual_fwd(d, NULL, x.d, res.d, dx.d, RC, DT_F32, &e);

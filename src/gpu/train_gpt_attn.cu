@@ -438,19 +438,20 @@ static int mma16_applies(struct dev *d, int B, int NH, int HS, dtype_t rt, int *
 #endif
 
 /* In fast numerics with 16-bit activations: PLUMB_GPT_ATTN=cudnn 1,
- * cudnn-nd 2, auto 3 (cuDNN where it serves the shape, else our kernels; on
- * HIP always ours), anything else (unset among them) 0: our kernels. auto is
- * what unset should become once a GPU run shows cuDNN's graphs green and
- * faster: the first run (BENCHMARKS.md, 2026-12-06 13:37) had cuDNN refuse
- * the forward graph, and the fix has not met a GPU yet. */
+ * cudnn-nd 2, auto or unset 3 (cuDNN where it serves the shape, else our
+ * kernels; on HIP always ours), anything else (mma2, mma, tc, scalar) 0: our
+ * kernels. */
 static int cudnn_asked(struct dev *d, dtype_t rt)
 {
     const char *v = getenv("PLUMB_GPT_ATTN");
-    if (golden(d) || !(rt == DT_BF16 || rt == DT_F16) || !v) return 0;
+    if (golden(d) || !(rt == DT_BF16 || rt == DT_F16)) return 0;
+    /* unset is auto: cuDNN where it serves (an H100 measured gpt2-124m B=16
+     * T=1024 bf16 at 446.2 k tokens/s with it against 412.4 k with mma2,
+     * BENCHMARKS.md 2026-12-06 17:22 UTC) */
 #if defined(PLUMB_HIP)
-    if (!strcmp(v, "auto")) return 0;
+    if (!v || !*v || !strcmp(v, "auto")) return 0;
 #else
-    if (!strcmp(v, "auto")) return 3;
+    if (!v || !*v || !strcmp(v, "auto")) return 3;
 #endif
     return !strcmp(v, "cudnn") ? 1 : !strcmp(v, "cudnn-nd") ? 2 : 0;
 }

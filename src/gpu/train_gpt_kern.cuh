@@ -308,17 +308,13 @@ __host__ __device__ static inline bool ln_bwd_aligned(const float *x, const floa
     return !(((uintptr_t)x | (uintptr_t)w | (uintptr_t)dx | (uintptr_t)dres) % 16) &&
            (dy16 ? !((uintptr_t)dy16 % 8) : !((uintptr_t)dy % 16)) && !((uintptr_t)dx16 % 8);
 }
-/* the fast backward's dw/db partial sums come from chunks of LN_ROWS rows:
- * LN_WARPS runs of LN_WROWS consecutive rows, each summed in ascending row
- * order (fmaf(dy, xhat, .) and + dy), the runs then added in run order. The
- * register kernel below (k_ln_bwd_vec: a warp a run) and k_ln_dwdb_part (any
- * C) both group them so: the same bits either way. */
-#define LN_WARPS 4
-#define LN_WROWS 8
-#define LN_ROWS (LN_WARPS * LN_WROWS)
-
-/* fast dx, a warp a row, any C and alignment: the row's quads read from
- * memory in each pass (float4 where vec); dw/db come from k_ln_dwdb_part */
+/* fast dx, a warp a row. NQ 0: any C and alignment, the row's quads read
+ * from memory in each pass (float4 where vec). NQ > 0: C = 4 NQ PLUMB_WARP
+ * with vec's alignment (ln_bwd_vec_nq), the row held in registers, so dy (or
+ * dy16) and x are read once, not once a pass (NQ 0 took 81 us a call for
+ * gpt2-124m's 16384 x 768 on an H100, 2026-12-06 08:35). Both take the same
+ * quads a lane through the same helpers in the same order: the same bits. */
+template <int NQ = 0>
 static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
                                      const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt,
                                      uint16_t *dx16 = nullptr)
@@ -329,61 +325,31 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
     const size_t o = (size_t)r * C;
     const float mu = mean[r], rs = rstd[r];
     float a = 0.0f, c = 0.0f;
-    const bool vec = (C & 3) == 0 && ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16);
-    const int nq = (C + 3) / 4;
-    for (int q = lane; q < nq; q += PLUMB_WARP) {
-        const int n = C - 4 * q < 4 ? C - 4 * q : 4;
-        float gy[4], wv[4], xv[4];
-        ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
-        ln_quad(w, 4 * q, n, vec, wv);
-        ln_quad(x, o + 4 * q, n, vec, xv);
-        ln_bwd_acc(gy, wv, xv, n, mu, rs, a, c);
-    }
-    a = plumb_warp_sum(a) / (float)C;
-    c = plumb_warp_sum(c) / (float)C;
-    for (int q = lane; q < nq; q += PLUMB_WARP) {
-        const int n = C - 4 * q < 4 ? C - 4 * q : 4;
-        float gy[4], wv[4], xv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
-        ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
-        ln_quad(w, 4 * q, n, vec, wv);
-        ln_quad(x, o + 4 * q, n, vec, xv);
-        if (dres) ln_quad(dres, o + 4 * q, n, vec, rv);
-        ln_bwd_out(gy, wv, xv, rv, dres != nullptr, mu, rs, a, c, rt, out);
-        ln_bwd_store(dx, dx16, o + 4 * q, n, vec, out, t16);
-    }
-}
-
-/* the fast backward with the row in registers, C = 4 NQ warp with vec's
- * alignment (ln_bwd_vec_nq): dx and the chunk's dw/db partial in one pass,
- * so dy (or dy16) and x are read once, not once for dx and again for dw/db
- * (k_ln_dwdb_part took 34 us of the pair's 110 a call for gpt2-124m's 16384
- * x 768 on an H100, kprof 2026-12-06 14:37). A block of LN_WARPS warps takes
- * chunk blockIdx.x; warp j its run j, a row at a time. dx: the same quads a
- * lane through the same helpers in the same order as k_ln_bwd_fast (the same
- * bits); dw/db: each lane's columns summed over its run in registers, the
- * runs added in warp order through shared memory into part [nc, 2C] (w-part,
- * then b-part), which k_ln_dwdb_final adds up. dsum (not 0): a third part,
- * the column sums of dx's t16-rounded values (what dx16 holds: the dbias of
- * the GEMM that reads dx16 as its dy), part [nc, 3C]. */
-template <int NQ>
-static __global__ void __launch_bounds__(LN_WARPS *PLUMB_WARP)
-    k_ln_bwd_vec(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
-                 const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt, uint16_t *dx16,
-                 float *part, int dsum)
-{
-    /* runs 1 .. LN_WARPS-1's sums of one part: [run][C], C = 4 NQ warp */
-    __shared__ float sums[LN_WARPS - 1][4 * NQ * PLUMB_WARP];
-    const int lane = threadIdx.x % PLUMB_WARP, run = threadIdx.x / PLUMB_WARP;
-    const int r0 = blockIdx.x * LN_ROWS + run * LN_WROWS;
-    float pw[NQ][4], pb[NQ][4], ps[NQ][4];
-#pragma unroll
-    for (int k = 0; k < NQ; k++)
-        for (int j = 0; j < 4; j++) pw[k][j] = 0.0f, pb[k][j] = 0.0f, ps[k][j] = 0.0f;
-    for (int i = 0; i < LN_WROWS && r0 + i < R; i++) {
-        const int r = r0 + i;
-        const size_t o = (size_t)r * C;
-        const float mu = mean[r], rs = rstd[r];
-        float a = 0.0f, c = 0.0f, gy[NQ][4], xv[NQ][4];
+    if constexpr (NQ == 0) {
+        const bool vec = (C & 3) == 0 && ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16);
+        const int nq = (C + 3) / 4;
+        for (int q = lane; q < nq; q += PLUMB_WARP) {
+            const int n = C - 4 * q < 4 ? C - 4 * q : 4;
+            float gy[4], wv[4], xv[4];
+            ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
+            ln_quad(w, 4 * q, n, vec, wv);
+            ln_quad(x, o + 4 * q, n, vec, xv);
+            ln_bwd_acc(gy, wv, xv, n, mu, rs, a, c);
+        }
+        a = plumb_warp_sum(a) / (float)C;
+        c = plumb_warp_sum(c) / (float)C;
+        for (int q = lane; q < nq; q += PLUMB_WARP) {
+            const int n = C - 4 * q < 4 ? C - 4 * q : 4;
+            float gy[4], wv[4], xv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
+            ln_quad_dy(dy, dy16, t16, o + 4 * q, n, vec, gy);
+            ln_quad(w, 4 * q, n, vec, wv);
+            ln_quad(x, o + 4 * q, n, vec, xv);
+            if (dres) ln_quad(dres, o + 4 * q, n, vec, rv);
+            ln_bwd_out(gy, wv, xv, rv, dres != nullptr, mu, rs, a, c, rt, out);
+            ln_bwd_store(dx, dx16, o + 4 * q, n, vec, out, t16);
+        }
+    } else {
+        float gy[NQ > 0 ? NQ : 1][4], xv[NQ > 0 ? NQ : 1][4];
 #pragma unroll
         for (int k = 0; k < NQ; k++) {
             const int q = lane + k * PLUMB_WARP;
@@ -395,10 +361,6 @@ static __global__ void __launch_bounds__(LN_WARPS *PLUMB_WARP)
             float wv[4];
             ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
             ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
-            for (int j = 0; j < 4; j++) {
-                pw[k][j] = fmaf(gy[k][j], (xv[k][j] - mu) * rs, pw[k][j]);
-                pb[k][j] = pb[k][j] + gy[k][j];
-            }
         }
         a = plumb_warp_sum(a) / (float)C;
         c = plumb_warp_sum(c) / (float)C;
@@ -410,36 +372,10 @@ static __global__ void __launch_bounds__(LN_WARPS *PLUMB_WARP)
             if (dres) ln_quad(dres, o + 4 * q, 4, true, rv);
             ln_bwd_out(gy[k], wv, xv[k], rv, dres != nullptr, mu, rs, a, c, rt, out);
             ln_bwd_store(dx, dx16, o + 4 * q, 4, true, out, t16);
-            if (dsum)
-                for (int j = 0; j < 4; j++) ps[k][j] = ps[k][j] + from16_of(to16_of(out[j], t16), t16);
         }
-    }
-    /* the runs' sums added in run order, one part at a time (w, b, then s
-     * where dsum) through shared memory: runs 1.. store, run 0 adds */
-    const int np = dsum ? 3 : 2;
-    float *pk = part + (size_t)blockIdx.x * np * C;
-    for (int p = 0; p < np; p++) {
-        if (run > 0) {
-#pragma unroll
-            for (int k = 0; k < NQ; k++)
-                for (int j = 0; j < 4; j++)
-                    sums[run - 1][4 * (lane + k * PLUMB_WARP) + j] = p == 0 ? pw[k][j] : p == 1 ? pb[k][j] : ps[k][j];
-        }
-        __syncthreads();
-        if (run == 0) {
-#pragma unroll
-            for (int k = 0; k < NQ; k++)
-                for (int j = 0; j < 4; j++) {
-                    const int col = 4 * (lane + k * PLUMB_WARP) + j;
-                    float v = p == 0 ? pw[k][j] : p == 1 ? pb[k][j] : ps[k][j];
-                    for (int u = 0; u < LN_WARPS - 1; u++) v = v + sums[u][col];
-                    pk[(size_t)p * C + col] = v;
-                }
-        }
-        __syncthreads();
     }
 }
-/* quads a lane for k_ln_bwd_vec<NQ>, or 0 (C not 4 NQ warp for NQ 1..8,
+/* quads a lane for k_ln_bwd_fast<NQ>, or 0 (C not 4 NQ warp for NQ 1..8,
  * or the alignment of the float4 path not there) */
 __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const float *w, const float *dy,
                                                     const uint16_t *dy16, const float *dres, const float *dx,
@@ -448,43 +384,39 @@ __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const
     return ln_bwd_aligned(x, w, dy, dy16, dres, dx, dx16) ? ln_row_nq(C) : 0;
 }
 
-/* fast dw/db partial sums for any C: part[k][i] over chunk k's rows, grouped
- * as k_ln_bwd_vec groups them (LN_ROWS above) */
+#define LN_ROWS 64
+/* fast dw/db partial sums: part[k][i] over rows [64k, 64k+64) ascending
+ * (parts: [nc, np C], w-part then b-part, then dsum's where np is 3) */
 static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
                                       const uint16_t *dy16, int t16, float *part, int R, int C, int np = 2)
 {
-    const int k = blockIdx.y;
+    const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
         float aw = 0.0f, ab = 0.0f;
-        for (int u = 0; u < LN_WARPS; u++) {
-            const int r0 = k * LN_ROWS + u * LN_WROWS, r1 = r0 + LN_WROWS < R ? r0 + LN_WROWS : R;
-            float sw = 0.0f, sb = 0.0f;
-            for (int r = r0; r < r1; r++) {
-                const float g = ld_any(dy, dy16, (size_t)r * C + i, t16);
-                sw = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], sw);
-                sb = sb + g;
-            }
-            if (u == 0) aw = sw, ab = sb;
-            else aw = aw + sw, ab = ab + sb;
+        for (int r = r0; r < r1; r++) {
+            const float g = ld_any(dy, dy16, (size_t)r * C + i, t16);
+            aw = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], aw);
+            ab = ab + g;
         }
         part[(size_t)k * np * C + i] = aw;
         part[(size_t)k * np * C + C + i] = ab;
     }
 }
-/* dsum's partial sums for any C (the third part of [nc, 3C]): the column
- * sums of dx16's values, grouped as k_ln_bwd_vec groups them (the same bits) */
+/* dsum's partial sums (the third part of [nc, 3C]): dx16's values over the
+ * chunk's rows ascending. A pass of its own after dx: dx16 may alias dy16,
+ * which k_ln_dwdb_part reads before. (Summing them in the dx kernel's pass,
+ * with dw and db, a warp taking 8 rows of a 32-row chunk so that the sums
+ * stay in registers, took 157 us a call for gpt2-124m's 16384 x 768 on an
+ * H100 against 76 + 34 for k_ln_bwd_fast<6> and k_ln_dwdb_part: with 8 rows
+ * a warp in turn and 8 warps an SM, the loads did not overlap. kprof,
+ * 2026-12-06 17:22.) */
 static __global__ void k_ln_dsum_part(const uint16_t *dx16, int t16, float *part, int R, int C)
 {
-    const int k = blockIdx.y;
+    const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
         float as = 0.0f;
-        for (int u = 0; u < LN_WARPS; u++) {
-            const int r0 = k * LN_ROWS + u * LN_WROWS, r1 = r0 + LN_WROWS < R ? r0 + LN_WROWS : R;
-            float ss = 0.0f;
-            for (int r = r0; r < r1; r++) ss = ss + from16_of(dx16[(size_t)r * C + i], t16);
-            if (u == 0) as = ss;
-            else as = as + ss;
-        }
+#pragma unroll 16
+        for (int r = r0; r < r1; r++) as = as + from16_of(dx16[(size_t)r * C + i], t16);
         part[(size_t)k * 3 * C + 2 * C + i] = as;
     }
 }

@@ -220,27 +220,29 @@ __global__ void k_ln_dwdb_gold(const float *x, const float *mean, const float *r
     db[i] = ab;
 }
 
-/* the fast backward: dx, and dw/db from chunks of LN_ROWS rows added in a
- * fixed order (gpu/train_gpt_kern.cuh). Where the row fits in registers,
- * one pass gives dx and the chunks' partials (k_ln_bwd_vec); else
- * k_ln_dwdb_part, then dx a warp per row. dy as fp32, or (dy16 not NULL) as
- * t16's 16-bit values. */
+/* the fast backward: dw/db (and dsum) from fixed 64-row chunks added in a
+ * fixed order (gpu/train_gpt_kern.cuh), then dx a warp per row; dy as fp32,
+ * or (dy16 not NULL) as t16's 16-bit values */
 static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, const float *x, const float *w,
                        const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
                        const float *dres, float *dx, uint16_t *dx16, float *dsum, float *dw, float *db, int R, int C,
                        dtype_t rt, plumb_err *e)
 {
     const int nc = (R + LN_ROWS - 1) / LN_ROWS, np = dsum ? 3 : 2;
+    NEED(nc <= 65535, "%s: %s: %d rows exceed %d", d->label, op, R, 65535 * LN_ROWS);
     void *ws;
     int rc = tws_get(d, 0, (size_t)nc * np * C * sizeof(float), &ws, e);
     if (rc) return rc;
     float *part = (float *)ws;
-#define LN_BWD_CASE(NQ)                                                                                            \
-    case NQ:                                                                                                       \
-        k_ln_bwd_vec<NQ><<<(unsigned)nc, LN_WARPS * PLUMB_WARP, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, \
-                                                                            dx, R, C, (int)rt, dx16, part,         \
-                                                                            dsum != NULL);                         \
-        GPU_CHECK_LAUNCH(d, "k_ln_bwd_vec", e);                                                                    \
+    const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc);
+    /* dw/db first: they read dy and x, which dx never overwrites (dx16 may) */
+    k_ln_dwdb_part<<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+    GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
+    const int rows = TPB / PLUMB_WARP;
+    const unsigned grid = (unsigned)((R + rows - 1) / rows);
+#define LN_BWD_CASE(NQ)                                                                                             \
+    case NQ:                                                                                                        \
+        k_ln_bwd_fast<NQ><<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16); \
         break
     switch (ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16)) {
         LN_BWD_CASE(1);
@@ -251,24 +253,15 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
         LN_BWD_CASE(6);
         LN_BWD_CASE(7);
         LN_BWD_CASE(8);
-    default: {
-        NEED(nc <= 65535, "%s: %s: %d rows exceed %d", d->label, op, R, 65535 * LN_ROWS);
-        /* dw/db first: they read dy and x, which dx never overwrites */
-        const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc);
-        k_ln_dwdb_part<<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
-        GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
-        const int rows = TPB / PLUMB_WARP;
-        k_ln_bwd_fast<<<(unsigned)((R + rows - 1) / rows), TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx,
-                                                                             R, C, (int)rt, dx16);
-        GPU_CHECK_LAUNCH(d, "k_ln_bwd_fast", e);
-        /* dsum from the dx16 just stored (it may have overwritten dy16) */
-        if (dsum) {
-            k_ln_dsum_part<<<pg, 128, 0, st->s>>>(dx16, t16, part, R, C);
-            GPU_CHECK_LAUNCH(d, "k_ln_dsum_part", e);
-        }
-    }
+    default:
+        k_ln_bwd_fast<0><<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16);
     }
 #undef LN_BWD_CASE
+    GPU_CHECK_LAUNCH(d, "k_ln_bwd", e);
+    if (dsum) {
+        k_ln_dsum_part<<<pg, 128, 0, st->s>>>(dx16, t16, part, R, C);
+        GPU_CHECK_LAUNCH(d, "k_ln_dsum_part", e);
+    }
     k_ln_dwdb_final<<<ln_dwdb_final_grid(C, np), LN_FCOLS * LN_FRUNS, 0, st->s>>>(part, nc, C, dw, db, dsum);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
     return PLUMB_OK;

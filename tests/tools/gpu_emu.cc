@@ -448,12 +448,12 @@ template <int NQ> static void layernorm_vec(int R, int rt)
     snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d mean, rstd", R, C, rt);
     check(what, mp, gm.data(), R, 1e-5);
     check(what, rp, gr.data(), R, 1e-5);
-    // the backward with the row in registers (k_ln_bwd_vec: dx and the
-    // chunks' dw/db partials in one pass) against k_ln_bwd_fast then
-    // k_ln_dwdb_part, both through k_ln_dwdb_final: the same bits, from fp32
-    // dy onto dres, and (16-bit) from dy16 with the dx16 copy stored
+    // the backward with the row in registers: k_ln_bwd_fast's bits, from
+    // fp32 dy onto dres, and (16-bit) from dy16 with the dx16 copy stored;
+    // then dsum (k_ln_dsum_part over that dx16, k_ln_dwdb_final's third
+    // part) against dx16's rows added in order, dw and db unchanged by it
     {
-        std::vector<float> dy(n), dres(n), dxa(n), dxb(n), dwa(C), dba(C), dwb(C), dbb(C);
+        std::vector<float> dy(n), dres(n), dxa(n), dxb(n);
         std::vector<uint16_t> dyh(n), dxha(n), dxhb(n);
         for (size_t i = 0; i < n; i++) {
             dy[i] = gg_round(frand(-1, 1), rt ? rt : DT_BF16);
@@ -469,53 +469,34 @@ template <int NQ> static void layernorm_vec(int R, int rt)
         printf("%s warp %d: layernorm vec C%d: ln_bwd_vec_nq %d (want %d)\n", nq == NQ ? "ok  " : "FAIL", PLUMB_WARP, C,
                nq, NQ);
         nq == NQ ? g_pass++ : g_fail++;
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, drp, ap, R, C, rt); });
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast<NQ>(xp, wp, mp, rp, dyp, nullptr, 0, drp, bq, R, C, rt); });
+        snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dx onto dres (k_ln_bwd_fast's bits)", R, C, rt);
+        check(what, bq, ap, n, 0);
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, ap, R, C, 0, hap); });
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast<NQ>(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, bq, R, C, 0, hbp); });
+        const bool same = !memcmp(ap, bq, n * sizeof(float)) && dxha == dxhb;
+        printf("%s warp %d: layernorm vec R%d C%d t16 %d dx and dx16 from dy16 (k_ln_bwd_fast's bits)\n",
+               same ? "ok  " : "FAIL", PLUMB_WARP, R, C, t16);
+        same ? g_pass++ : g_fail++;
         const int nc = (R + LN_ROWS - 1) / LN_ROWS;
-        std::vector<float> pa((size_t)nc * 3 * C), pbv((size_t)nc * 3 * C), dsa(C, -1.0f), dsb(C, -2.0f);
-        float *pap = pa.data(), *pbp = pbv.data();
-        const dim3 fb(LN_FCOLS * LN_FRUNS), vb(LN_WARPS * PLUMB_WARP);
-        // fp32 dy onto dres; dy16 with dx16 stored; and that with dsum (dx16's
-        // column sums) as well
-        for (int mode = 0; mode < 3; mode++) {
-            const int from16 = mode > 0, ds = mode == 2, np = ds ? 3 : 2;
-            const float *dyf = from16 ? nullptr : dyp, *dr = from16 ? nullptr : drp;
-            const uint16_t *dyb = from16 ? dyhp : nullptr;
-            uint16_t *ha = from16 ? hap : nullptr, *hb = from16 ? hbp : nullptr;
-            const int ts = from16 ? t16 : 0, rr = from16 ? 0 : rt;
-            const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc), fg(ln_dwdb_final_grid(C, np));
-            launch(pg, dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyf, dyb, ts, pap, R, C, np); });
-            launch(grid, dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyf, dyb, ts, dr, ap, R, C, rr, ha); });
-            if (ds) launch(pg, dim3(128), [&] { k_ln_dsum_part(hap, ts, pap, R, C); });
-            launch(fg, fb, [&] { k_ln_dwdb_final(pap, nc, C, dwa.data(), dba.data(), ds ? dsa.data() : nullptr); });
-            launch(dim3((unsigned)nc), vb,
-                   [&] { k_ln_bwd_vec<NQ>(xp, wp, mp, rp, dyf, dyb, ts, dr, bq, R, C, rr, hb, pbp, ds); });
-            launch(fg, fb, [&] { k_ln_dwdb_final(pbp, nc, C, dwb.data(), dbb.data(), ds ? dsb.data() : nullptr); });
-            const bool same = !memcmp(ap, bq, n * sizeof(float)) && (!from16 || dxha == dxhb) && dwa == dwb &&
-                              dba == dbb && (!ds || dsa == dsb);
-            printf("%s warp %d: layernorm vec R%d C%d rt%d %s: dx%s, dw, db%s (k_ln_bwd_fast, k_ln_dwdb_part and "
-                   "k_ln_dsum_part's bits)\n",
-                   same ? "ok  " : "FAIL", PLUMB_WARP, R, C, rt, from16 ? "from dy16" : "from fp32 dy onto dres",
-                   from16 ? ", dx16" : "", ds ? ", dsum" : "");
-            same ? g_pass++ : g_fail++;
-        }
-        // dsum against dx16's values summed over the rows in order
-        {
-            std::vector<float> gs(C, 0.0f);
-            for (int r = 0; r < R; r++)
-                for (int i = 0; i < C; i++) gs[i] = gs[i] + from16_of(dxhb[(size_t)r * C + i], t16);
-            snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dsum against dx16's rows in order", R, C, rt);
-            check(what, dsb.data(), gs.data(), C, 1e-5);
-        }
-        // and dw, db against the golden sums (float64-free: the rows in order)
-        std::vector<float> gdw(C, 0.0f), gdb(C, 0.0f);
+        std::vector<float> p2((size_t)nc * 2 * C), p3((size_t)nc * 3 * C), dw2(C), db2(C), dw3(C), db3(C), ds(C);
+        const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc), fb(LN_FCOLS * LN_FRUNS);
+        launch(pg, dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, nullptr, dyhp, t16, p2.data(), R, C); });
+        launch(dim3(ln_dwdb_final_grid(C)), fb, [&] { k_ln_dwdb_final(p2.data(), nc, C, dw2.data(), db2.data()); });
+        launch(pg, dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, nullptr, dyhp, t16, p3.data(), R, C, 3); });
+        launch(pg, dim3(128), [&] { k_ln_dsum_part(hbp, t16, p3.data(), R, C); });
+        launch(dim3(ln_dwdb_final_grid(C, 3)), fb,
+               [&] { k_ln_dwdb_final(p3.data(), nc, C, dw3.data(), db3.data(), ds.data()); });
+        const bool same_wb = dw2 == dw3 && db2 == db3;
+        printf("%s warp %d: layernorm vec R%d C%d t16 %d dw, db the same bits with dsum's part beside them\n",
+               same_wb ? "ok  " : "FAIL", PLUMB_WARP, R, C, t16);
+        same_wb ? g_pass++ : g_fail++;
+        std::vector<float> gs(C, 0.0f);
         for (int r = 0; r < R; r++)
-            for (int i = 0; i < C; i++) {
-                const float g = from16_of(dyh[(size_t)r * C + i], t16);
-                gdw[i] = fmaf(g, (x[(size_t)r * C + i] - mean[r]) * rstd[r], gdw[i]);
-                gdb[i] = gdb[i] + g;
-            }
-        snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dw, db from dy16 against the rows in order", R, C, rt);
-        check(what, dwb.data(), gdw.data(), C, 1e-5);
-        check(what, dbb.data(), gdb.data(), C, 1e-5);
+            for (int i = 0; i < C; i++) gs[i] = gs[i] + from16_of(dxhb[(size_t)r * C + i], t16);
+        snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dsum against dx16's rows in order", R, C, rt);
+        check(what, ds.data(), gs.data(), C, R <= LN_ROWS ? 0 : 1e-5);
     }
     if (!rt) return;
     launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(xp, wp, bp, nullptr, y16p, mp, rp, R, C, 1e-5f, rt); });
@@ -1222,7 +1203,7 @@ int main()
     layernorm_vec<6>(11, DT_BF16);
     layernorm_vec<1>(13, DT_F16);  // the smallest row the kernel takes
     layernorm_vec<8>(5, DT_BF16);  // the largest
-    layernorm_vec<6>(75, DT_BF16); // chunks of LN_ROWS: whole ones and a partial last, a run with no rows
+    layernorm_vec<6>(75, DT_BF16); // two chunks of LN_ROWS, the last partial (dsum's chunk sums)
     layernorm_vec<2>(41, 0);
     xent(7, 1000);
     xent(3, 50);
