@@ -9,9 +9,9 @@
 #           dbias as passes, not cuBLASLt epilogues), no PyTorch; gptnodgelu
 #           the same with PLUMB_GPT_DGELU_EPI=0 alone; gptnopad with
 #           PLUMB_GPT_DWTE_PAD=0; gptnogelu PLUMB_GPT_GELU_EPI=0; gptx256
-#           and gptx512 with PLUMB_GPT_XENT_TPB=256 and 512; gptdw128 and
-#           gptdw512 with PLUMB_GPT_DW_SLICES=tiles:128 and tiles:512 (the
-#           dw slice rule's tile target; 256 is the default);
+#           and gptx512 with PLUMB_GPT_XENT_TPB=256 and 512; gptdw64,
+#           gptdw256 and gptdw512 with PLUMB_GPT_DW_SLICES=tiles:64, 256 and
+#           512 (the dw slice rule's tile target; 128 is the default);
 #   r50s2d  resnet50 with PLUMB_CONV_S2D=0 (the stem padded to 8 channels, not
 #           space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
@@ -98,7 +98,7 @@ PY
   for kv in $pick; do export "$kv"; done
   log "gpt configuration: ${pick:-the defaults (nothing timed earlier in this call)}"
 fi
-log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (mma2)} PLUMB_GPT_ACT16=${PLUMB_GPT_ACT16:-unset (1)}"
+log "PLUMB_GPT_ATTN=${PLUMB_GPT_ATTN:-unset (auto: cuDNN where it serves, else mma2)} PLUMB_GPT_ACT16=${PLUMB_GPT_ACT16:-unset (1)}"
 step gpt 110 $P bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 10 \
   $(vs gpt 100) --json "$D/gpt.json"
 # gpt with the dx GEMM's gelu' and the dw GEMM's dbias as passes of their own
@@ -116,8 +116,10 @@ step gptnogelu 45 env PLUMB_GPT_GELU_EPI=0 $P bench gpt --preset gpt2-124m --bat
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnogelu.json"
 # the classifier rows' block size (PLUMB_GPT_XENT_TPB; the default 1024): 256
 # (8 rows a SM in flight) and 512 (4 a SM), plumb alone
-step gptdw128 45 env PLUMB_GPT_DW_SLICES=tiles:128 $P bench gpt --preset gpt2-124m --batch 16 \
-  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptdw128.json"
+step gptdw64 45 env PLUMB_GPT_DW_SLICES=tiles:64 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptdw64.json"
+step gptdw256 45 env PLUMB_GPT_DW_SLICES=tiles:256 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptdw256.json"
 step gptdw512 45 env PLUMB_GPT_DW_SLICES=tiles:512 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptdw512.json"
 step gptx256 45 env PLUMB_GPT_XENT_TPB=256 $P bench gpt --preset gpt2-124m --batch 16 \

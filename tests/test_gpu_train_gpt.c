@@ -428,7 +428,7 @@ static void dw_slices_case(dtype_t rt)
         compare(&sl, &sl2, 0, "GPU sliced run to run");
         if (rt != DT_F32) compare_norm(&oc, &sl, 20 * 0x1p-9, what);
         else compare(&oc, &sl, 2e-4, what);
-        /* tiles:512: the rule with 512 tiles for 256 (8 slices, not 4 here):
+        /* tiles:512: the rule with 512 tiles for 128 (8 slices, not 4 here):
          * dx and dbias the same bits again, dw within the same bound */
         struct outs t64 = {0};
         CHECK_MSG(mm_run(g, R, K, N, rt, "tiles:512", &t64, &e) == 0, "%s (tiles:512): %s", what, e.msg);

@@ -206,19 +206,19 @@ static int gl_gemm(struct dev *d, struct dev_stream *st, int ta, int tb, int m, 
  * c_attn, 144 for the MLP, on the H200's 132. Cut into S slices (one
  * strided-batched GEMM writes S partial dw's, tr_sum_slices adds them in
  * slice order: deterministic, S a function of the shape alone), it has
- * S times as many: S is the smallest power of two giving at least 256 tiles
- * of 128 x 128, at most 16, each slice at least 512 rows (768 x 768: 8,
- * c_attn: 4, MLP: 2 at B T = 16384). 512 tiles (16, 8, 4) was the rule
- * until an H100 measured gpt2-124m B=16 T=1024 bf16 at 35.55 ms a step with
- * 256 against 36.30 with 512 (BENCHMARKS.md, 2026-12-06 17:22 UTC): half the
- * partial dw's to write and add. PLUMB_GPT_DW_SLICES=N (1, 2, 4, 8 or 16;
- * must divide B) fixes S, 1 being the single GEMM; tiles:N the rule with N
- * (64 to 8192) tiles for 256; "auto" or unset the rule; anything else an
- * error naming it. */
+ * S times as many: S is the smallest power of two giving at least 128 tiles
+ * of 128 x 128 (about one wave of the 132 SMs), at most 16, each slice at
+ * least 512 rows (768 x 768: 4, c_attn: 2, MLP: 1 at B T = 16384). An H100
+ * measured gpt2-124m B=16 T=1024 bf16 at 34.74 ms a step with 128 tiles,
+ * 35.07 with 256 and 35.70 with 512 (the rule until then; BENCHMARKS.md,
+ * 2026-12-06 17:43 UTC): fewer partial dw's to write and add.
+ * PLUMB_GPT_DW_SLICES=N (1, 2, 4, 8 or 16; must divide B) fixes S, 1 being
+ * the single GEMM; tiles:N the rule with N (64 to 8192) tiles for 128;
+ * "auto" or unset the rule; anything else an error naming it. */
 static int dw_slices(struct dev *d, int B, int K, int N, int *S, plumb_err *e)
 {
     const char *v = getenv("PLUMB_GPT_DW_SLICES");
-    long want = 256;
+    long want = 128;
     if (v && *v && strcmp(v, "auto")) {
         char *end = NULL;
         if (!strncmp(v, "tiles:", 6)) {
