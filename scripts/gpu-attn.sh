@@ -11,7 +11,10 @@
 #   cudnn    the same with PLUMB_GPT_ATTN=cudnn (gpu/attn_cudnn.cu: cuDNN's
 #            fused flash attention, the deterministic backward);
 #   cudnnnd  the same with PLUMB_GPT_ATTN=cudnn-nd (its backward with dQ
-#            summed by atomics: not reproducible bit for bit).
+#            summed by atomics: not reproducible bit for bit);
+#   cudnnvp  cudnn with PLUMB_ATTN_VP_CACHE=1 (each plan's variant packs
+#            kept by their pointers, not made a call: its GPU-busy share in
+#            the kprof table against cudnn's).
 # Each bench runs under bench/kprof.cc's CUPTI kernel table when
 # build/libplumb-kprof.so exists ($OUT/attn/KIND.kprof.txt). At most
 # ATTN_BUDGET_S seconds (default 150) in all; every step under `timeout` with
@@ -33,18 +36,21 @@ for k in mma2 cudnn cudnn-nd; do
   # shellcheck disable=SC2086
   step "$n" 40 "${KP[@]}" KPROF_OUT="$D/$n.kprof.txt" env PLUMB_GPT_ATTN=$k PLUMB_ATTN_LOG=1 $P $B --json "$D/$n.json"
 done
+# shellcheck disable=SC2086
+step cudnnvp 40 "${KP[@]}" KPROF_OUT="$D/cudnnvp.kprof.txt" env PLUMB_GPT_ATTN=cudnn PLUMB_ATTN_VP_CACHE=1 \
+  PLUMB_ATTN_LOG=1 $P $B --json "$D/cudnnvp.json"
 
 tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step" % (r["tokens_per_s"], r["step_ms"]))' "$1" 2>/dev/null || echo "no result"; }
 {
   echo "gpu-attn summary ($((SECONDS - T0)) s of $BUDGET)"
   echo "tests (gpu_gpt_attn): exit $tests_rc, $(grep -E '^[0-9]+ passed' "$D/tests.log" | tail -n 1)"
-  for k in mma2 cudnn cudnnnd; do
+  for k in mma2 cudnn cudnnnd cudnnvp; do
     echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=$k: $(tok "$D/$k.json")"
     grep -h "cuDNN attention" "$D/$k.log" 2>/dev/null | sort -u | head -n 4
   done
-  for k in mma2 cudnn cudnnnd; do
+  for k in mma2 cudnn cudnnnd cudnnvp; do
     [ -f "$D/$k.kprof.txt" ] || continue
-    echo "-- $k: attention kernels (kprof)"
+    echo "-- $k: attention kernels (kprof; $(grep -o 'GPU busy.*' "$D/$k.kprof.txt" | head -n 1))"
     grep -i -E "k_mma2_|k_flash_|cudnn|fmha|sdpa|flash|attn" "$D/$k.kprof.txt" | head -n 8
   done
 } | tee "$D/summary.txt" | tee -a "$LOG"

@@ -329,8 +329,9 @@ TEST(gpu_gpt_attn_fast_fp16_t129_hs36) { attn_case(2, 129, 2, 36, DT_F16); }
  * atomics) need not. Where the device's plugin cannot load cuDNN the test
  * skips and says why; a head width that is not a multiple of 8 may be
  * refused (cuDNN's engines take multiples of 8), nothing else may.
- * PLUMB_GPT_ATTN=auto must give cuDNN's bits where cuDNN serves the shape
- * and our kernels' results (the same bounds) where it refuses it. */
+ * PLUMB_GPT_ATTN=auto, and unset, must give cuDNN's bits where cuDNN serves
+ * the shape and our kernels' results (the same bounds) where it refuses it;
+ * PLUMB_ATTN_VP_CACHE=1 (variant packs kept) cuDNN's bits. */
 
 static void cudnn_case(const char *how, int B, int T, int NH, int HS, dtype_t rt)
 {
@@ -365,6 +366,27 @@ static void cudnn_case(const char *how, int B, int T, int NH, int HS, dtype_t rt
         rau = run_gpu16(d, qkv, dout, B, T, NH, HS, rt, &au, &e2);
         CHECK_MSG(rau == 0, "%s (auto): %s", what, e2.msg);
         if (!rau && !rc) CHECK_MSG(io_same(&a, &au, n1, nl, n3), "%s: auto is not cuDNN's bits", what);
+        /* unset is auto on CUDA: the same bits; and with the variant packs
+         * kept (PLUMB_ATTN_VP_CACHE=1, twice: made, then found) cuDNN's bits */
+        struct attn_io un;
+        io_alloc(&un, n1, nl, n3);
+        unsetenv("PLUMB_GPT_ATTN");
+        int ru = run_gpu16(d, qkv, dout, B, T, NH, HS, rt, &un, &e2);
+        CHECK_MSG(ru == 0, "%s (unset): %s", what, e2.msg);
+        if (!ru && !rau) CHECK_MSG(io_same(&au, &un, n1, nl, n3), "%s: PLUMB_GPT_ATTN unset is not auto's bits", what);
+        if (!rc) {
+            setenv("PLUMB_GPT_ATTN", "cudnn", 1);
+            setenv("PLUMB_ATTN_VP_CACHE", "1", 1);
+            for (int k = 0; k < 2 && !ru; k++) {
+                ru = run_gpu16(d, qkv, dout, B, T, NH, HS, rt, &un, &e2);
+                CHECK_MSG(ru == 0, "%s (PLUMB_ATTN_VP_CACHE=1, run %d): %s", what, k + 1, e2.msg);
+                if (!ru)
+                    CHECK_MSG(io_same(&a, &un, n1, nl, n3), "%s: PLUMB_ATTN_VP_CACHE=1 run %d is not cuDNN's bits",
+                              what, k + 1);
+            }
+            unsetenv("PLUMB_ATTN_VP_CACHE");
+        }
+        io_free(&un);
     }
     env_restore(saved);
     int skipped = 0;

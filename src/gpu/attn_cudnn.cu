@@ -59,7 +59,15 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_DSUM, U_DQACC,
 #define MAX_DESCS 128
 #define MAX_OPS 48
 #define MAX_CFGS 32
+#define MAX_VPS 32
+#define MAX_VP_PTRS 16
 
+/* a finalized variant pack and the pointers it holds */
+struct vpack {
+    cdn_bdesc_t vp;
+    int n;
+    void *ptrs[MAX_VP_PTRS], *ws;
+};
 struct aplan {
     struct dev *d;
     int dir, B, T, NH, HS, rt, det; /* the key: dir 0 forward, 1 backward */
@@ -71,6 +79,10 @@ struct aplan {
     int failed;  /* no plan: why[] says why, and the key is not tried again */
     char why[1024];
     float scale, neginf, one; /* the by-value scalars' host values (the variant pack points at them) */
+    /* PLUMB_ATTN_VP_CACHE=1: finalized variant packs kept by their pointers
+     * (a model's layers call with a fixed set each), slots reused in turn */
+    struct vpack vps[MAX_VPS];
+    int nvp, vp_next;
 };
 
 #define MAX_APLANS 64
@@ -347,6 +359,11 @@ static void graph_bwd(struct gb *g, const struct shapes *h, int io, int det, int
 
 static void aplan_destroy(const struct cudnn_fns *F, struct aplan *p)
 {
+    for (int i = 0; i < p->nvp; i++) {
+        if (p->vps[i].vp) (void)F->BackendDestroyDescriptor(p->vps[i].vp);
+        p->vps[i].vp = NULL;
+    }
+    p->nvp = p->vp_next = 0;
     for (int i = p->nd - 1; i >= 0; i--)
         if (p->descs[i]) (void)F->BackendDestroyDescriptor(p->descs[i]);
     p->nd = 0;
@@ -498,25 +515,66 @@ static int aplan_get(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, i
     return PLUMB_OK;
 }
 
+/* a finalized variant pack of (uids, ptrs, ws), or NULL with *s set */
+static cdn_bdesc_t vpack_make(const struct cudnn_fns *F, int n, const int64_t *uids, void **ptrs, void *ws,
+                              cdn_status_t *s, const char **what)
+{
+    cdn_bdesc_t vp = NULL;
+    *what = "cudnnBackendCreateDescriptor(variant pack)";
+    *s = F->BackendCreateDescriptor(CDN_BK_VARIANT_PACK, &vp);
+    if (*s != CDN_STATUS_SUCCESS) return NULL;
+    *what = "variant pack";
+    *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_UNIQUE_IDS, CDN_TYPE_INT64, n, uids);
+    if (*s == CDN_STATUS_SUCCESS) *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_DATA_POINTERS, CDN_TYPE_VOID_PTR, n, ptrs);
+    if (*s == CDN_STATUS_SUCCESS) *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_WORKSPACE, CDN_TYPE_VOID_PTR, 1, &ws);
+    if (*s == CDN_STATUS_SUCCESS) *s = F->BackendFinalize(vp);
+    if (*s == CDN_STATUS_SUCCESS) return vp;
+    (void)F->BackendDestroyDescriptor(vp);
+    return NULL;
+}
+
+/* PLUMB_ATTN_VP_CACHE=1 keeps each plan's variant packs by their pointers
+ * (unset or 0: one made and destroyed a call, as before). Opt-in until a GPU
+ * run times it: with cuDNN's attention an H100 kept the GPU busy 86.9% of a
+ * gpt2-124m bench against 93.1% with our kernels (kprof, BENCHMARKS.md
+ * 2026-12-06 17:43 UTC), and the per-call pack is one host cost to rule out. */
+static int vp_cache_on(void)
+{
+    const char *v = getenv("PLUMB_ATTN_VP_CACHE");
+    return v && !strcmp(v, "1");
+}
+
 static int run(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, struct aplan *p, int n, const int64_t *uids,
                void **ptrs, void *ws, plumb_err *e)
 {
+    cdn_status_t s = CDN_STATUS_SUCCESS;
+    const char *what = "variant pack";
     cdn_bdesc_t vp = NULL;
-    cdn_status_t s = F->BackendCreateDescriptor(CDN_BK_VARIANT_PACK, &vp);
-    const char *what = "cudnnBackendCreateDescriptor(variant pack)";
-    if (s == CDN_STATUS_SUCCESS) {
-        what = "variant pack";
-        s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_UNIQUE_IDS, CDN_TYPE_INT64, n, uids);
-        if (s == CDN_STATUS_SUCCESS)
-            s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_DATA_POINTERS, CDN_TYPE_VOID_PTR, n, ptrs);
-        if (s == CDN_STATUS_SUCCESS)
-            s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_WORKSPACE, CDN_TYPE_VOID_PTR, 1, &ws);
-        if (s == CDN_STATUS_SUCCESS) s = F->BackendFinalize(vp);
-        if (s == CDN_STATUS_SUCCESS) {
+    int keep = vp_cache_on() && n <= MAX_VP_PTRS;
+    for (int i = 0; keep && i < p->nvp && !vp; i++) {
+        const struct vpack *c = &p->vps[i];
+        if (c->n == n && c->ws == ws && !memcmp(c->ptrs, ptrs, (size_t)n * sizeof *ptrs)) vp = c->vp;
+    }
+    if (vp) {
+        what = "cudnnBackendExecute";
+        s = F->BackendExecute(h, p->plan, vp);
+    } else {
+        vp = vpack_make(F, n, uids, ptrs, ws, &s, &what);
+        if (vp) {
             what = "cudnnBackendExecute";
             s = F->BackendExecute(h, p->plan, vp);
+            if (keep && s == CDN_STATUS_SUCCESS) {
+                int slot = p->nvp;
+                if (p->nvp < MAX_VPS) p->nvp++;
+                else slot = p->vp_next, p->vp_next = (p->vp_next + 1) % MAX_VPS;
+                struct vpack *c = &p->vps[slot];
+                if (c->vp) (void)F->BackendDestroyDescriptor(c->vp); /* the evicted one */
+                c->vp = vp, c->n = n, c->ws = ws;
+                memcpy(c->ptrs, ptrs, (size_t)n * sizeof *ptrs);
+            } else {
+                (void)F->BackendDestroyDescriptor(vp);
+            }
         }
-        (void)F->BackendDestroyDescriptor(vp);
     }
     if (s != CDN_STATUS_SUCCESS) {
         char last[160] = "";
