@@ -114,14 +114,16 @@ step gptnopad 45 env PLUMB_GPT_DWTE_PAD=0 $P bench gpt --preset gpt2-124m --batc
 # the MLP's GELU after its GEMM (not in the GELU_AUX_BIAS epilogue)
 step gptnogelu 45 env PLUMB_GPT_GELU_EPI=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnogelu.json"
-# the classifier rows' block size (PLUMB_GPT_XENT_TPB; the default 1024): 256
-# (8 rows a SM in flight) and 512 (4 a SM), plumb alone
+# the dw slice rule's tile target (PLUMB_GPT_DW_SLICES=tiles:N; the default
+# 128), plumb alone
 step gptdw64 45 env PLUMB_GPT_DW_SLICES=tiles:64 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptdw64.json"
 step gptdw256 45 env PLUMB_GPT_DW_SLICES=tiles:256 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptdw256.json"
 step gptdw512 45 env PLUMB_GPT_DW_SLICES=tiles:512 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptdw512.json"
+# the classifier rows' block size (PLUMB_GPT_XENT_TPB; the default 1024): 256
+# (8 rows a SM in flight) and 512 (4 a SM), plumb alone
 step gptx256 45 env PLUMB_GPT_XENT_TPB=256 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx256.json"
 step gptx512 45 env PLUMB_GPT_XENT_TPB=512 $P bench gpt --preset gpt2-124m --batch 16 \

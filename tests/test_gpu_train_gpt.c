@@ -430,15 +430,15 @@ static void dw_slices_case(dtype_t rt)
         else compare(&oc, &sl, 2e-4, what);
         /* tiles:512: the rule with 512 tiles for 128 (8 slices, not 4 here):
          * dx and dbias the same bits again, dw within the same bound */
-        struct outs t64 = {0};
-        CHECK_MSG(mm_run(g, R, K, N, rt, "tiles:512", &t64, &e) == 0, "%s (tiles:512): %s", what, e.msg);
-        if (t64.k == 3) {
-            CHECK_MSG(!memcmp(one.v[0], t64.v[0], one.n[0] * 4) && !memcmp(one.v[2], t64.v[2], one.n[2] * 4),
+        struct outs t512 = {0};
+        CHECK_MSG(mm_run(g, R, K, N, rt, "tiles:512", &t512, &e) == 0, "%s (tiles:512): %s", what, e.msg);
+        if (t512.k == 3) {
+            CHECK_MSG(!memcmp(one.v[0], t512.v[0], one.n[0] * 4) && !memcmp(one.v[2], t512.v[2], one.n[2] * 4),
                       "%s: dx or dbias changed with tiles:512", what);
-            const struct outs c64 = outs_view(&t64, 1, 1);
-            compare_norm(&a, &c64, 1e-5, what);
+            const struct outs c512 = outs_view(&t512, 1, 1);
+            compare_norm(&a, &c512, 1e-5, what);
         }
-        outs_free(&t64);
+        outs_free(&t512);
     }
     struct outs bad = {0};
     if (!strncmp(test_device(), "cuda", 4)) { /* the slices are the CUDA path's (cuBLASLt) */

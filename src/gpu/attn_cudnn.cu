@@ -525,8 +525,10 @@ static cdn_bdesc_t vpack_make(const struct cudnn_fns *F, int n, const int64_t *u
     if (*s != CDN_STATUS_SUCCESS) return NULL;
     *what = "variant pack";
     *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_UNIQUE_IDS, CDN_TYPE_INT64, n, uids);
-    if (*s == CDN_STATUS_SUCCESS) *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_DATA_POINTERS, CDN_TYPE_VOID_PTR, n, ptrs);
-    if (*s == CDN_STATUS_SUCCESS) *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_WORKSPACE, CDN_TYPE_VOID_PTR, 1, &ws);
+    if (*s == CDN_STATUS_SUCCESS)
+        *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_DATA_POINTERS, CDN_TYPE_VOID_PTR, n, ptrs);
+    if (*s == CDN_STATUS_SUCCESS)
+        *s = F->BackendSetAttribute(vp, CDN_A_VARIANT_PACK_WORKSPACE, CDN_TYPE_VOID_PTR, 1, &ws);
     if (*s == CDN_STATUS_SUCCESS) *s = F->BackendFinalize(vp);
     if (*s == CDN_STATUS_SUCCESS) return vp;
     (void)F->BackendDestroyDescriptor(vp);
@@ -550,31 +552,27 @@ static int run(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, struct 
     cdn_status_t s = CDN_STATUS_SUCCESS;
     const char *what = "variant pack";
     cdn_bdesc_t vp = NULL;
-    int keep = vp_cache_on() && n <= MAX_VP_PTRS;
+    const int keep = vp_cache_on() && n <= MAX_VP_PTRS;
     for (int i = 0; keep && i < p->nvp && !vp; i++) {
         const struct vpack *c = &p->vps[i];
         if (c->n == n && c->ws == ws && !memcmp(c->ptrs, ptrs, (size_t)n * sizeof *ptrs)) vp = c->vp;
     }
+    const int made = !vp;
+    if (made) vp = vpack_make(F, n, uids, ptrs, ws, &s, &what);
     if (vp) {
         what = "cudnnBackendExecute";
         s = F->BackendExecute(h, p->plan, vp);
-    } else {
-        vp = vpack_make(F, n, uids, ptrs, ws, &s, &what);
-        if (vp) {
-            what = "cudnnBackendExecute";
-            s = F->BackendExecute(h, p->plan, vp);
-            if (keep && s == CDN_STATUS_SUCCESS) {
-                int slot = p->nvp;
-                if (p->nvp < MAX_VPS) p->nvp++;
-                else slot = p->vp_next, p->vp_next = (p->vp_next + 1) % MAX_VPS;
-                struct vpack *c = &p->vps[slot];
-                if (c->vp) (void)F->BackendDestroyDescriptor(c->vp); /* the evicted one */
-                c->vp = vp, c->n = n, c->ws = ws;
-                memcpy(c->ptrs, ptrs, (size_t)n * sizeof *ptrs);
-            } else {
-                (void)F->BackendDestroyDescriptor(vp);
-            }
-        }
+    }
+    if (vp && made && keep && s == CDN_STATUS_SUCCESS) {
+        int slot = p->nvp;
+        if (p->nvp < MAX_VPS) p->nvp++;
+        else slot = p->vp_next, p->vp_next = (p->vp_next + 1) % MAX_VPS;
+        struct vpack *c = &p->vps[slot];
+        if (c->vp) (void)F->BackendDestroyDescriptor(c->vp); /* the evicted one */
+        c->vp = vp, c->n = n, c->ws = ws;
+        memcpy(c->ptrs, ptrs, (size_t)n * sizeof *ptrs);
+    } else if (vp && made) {
+        (void)F->BackendDestroyDescriptor(vp);
     }
     if (s != CDN_STATUS_SUCCESS) {
         char last[160] = "";

@@ -62,6 +62,11 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
 /* dbias[n] = sum over b of dy[b, n] (golden: one chain ascending b; fast:
  * 64-row chunks, then the chunks in order) */
 int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e);
+/* train_gpt_gemm.cu: gpu/train_gpt_kern.cuh's k_colsum_part, the column sums
+ * of dy [B, N] (or src16) in 64-row chunks into part [nc, ldp] (ldp 0: N),
+ * launched; the caller checks the launch */
+void colsum_part_launch(cudaStream_t s, const float *dy, const uint16_t *src16, int B, int N, int nc, float *part,
+                        uint16_t *dy16, int rt, size_t ldp);
 
 /* the 16-bit activation ops (train_ops.h "gpt with 16-bit activations"):
  * train_gpt_ops.cu the table entries, train_gpt_gemm.cu the GEMMs; y [n] =

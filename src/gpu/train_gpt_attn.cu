@@ -466,16 +466,25 @@ static int cudnn_refused(struct dev *d, int rc, plumb_err *e)
     return gpu_err(e, PLUMB_EDEVICE, "PLUMB_GPT_ATTN=%s: %s", getenv("PLUMB_GPT_ATTN"), why);
 }
 
+/* the outcome of a cuDNN call r under cudnn_asked's cu: 1 and *rc the
+ * op's result, or 0 where auto hands the call on to our kernels (cuDNN
+ * refused the shape; the refusal's message cleared) */
+static int cudnn_served(struct dev *d, int cu, int r, int *rc, plumb_err *e)
+{
+    if (cu != 3 || r != PLUMB_EUNSUPPORTED) {
+        *rc = cu != 3 ? cudnn_refused(d, r, e) : r;
+        return 1;
+    }
+    memset(e, 0, sizeof *e);
+    return 0;
+}
+
 int tg_attention_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *qkv16, uint16_t *out16, float *lse,
                             int B, int T, int NH, int HS, dtype_t rt, plumb_err *e)
 {
     const int cu = cudnn_asked(d, rt);
-    if (cu) {
-        const int r = attn_cudnn_fwd(d, st, qkv16, out16, lse, B, T, NH, HS, rt, e);
-        if (cu != 3) return cudnn_refused(d, r, e);
-        if (r != PLUMB_EUNSUPPORTED) return r;
-        memset(e, 0, sizeof *e); /* auto: our kernels serve it */
-    }
+    int r;
+    if (cu && cudnn_served(d, cu, attn_cudnn_fwd(d, st, qkv16, out16, lse, B, T, NH, HS, rt, e), &r, e)) return r;
 #if defined(PLUMB_ATTN_MMA)
     int kind;
     int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);
@@ -496,12 +505,11 @@ int tg_attention_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t
                             dtype_t rt, plumb_err *e)
 {
     const int cu = cudnn_asked(d, rt);
-    if (cu) {
-        const int r = attn_cudnn_bwd(d, st, qkv16, out16, lse, dout16, dqkv16, B, T, NH, HS, rt, cu != 2, e);
-        if (cu != 3) return cudnn_refused(d, r, e);
-        if (r != PLUMB_EUNSUPPORTED) return r;
-        memset(e, 0, sizeof *e);
-    }
+    int r;
+    if (cu && cudnn_served(d, cu,
+                           attn_cudnn_bwd(d, st, qkv16, out16, lse, dout16, dqkv16, B, T, NH, HS, rt, cu != 2, e), &r,
+                           e))
+        return r;
 #if defined(PLUMB_ATTN_MMA)
     int kind;
     int rc = mma16_applies(d, B, NH, HS, rt, &kind, e);

@@ -131,6 +131,19 @@ int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int 
     return PLUMB_OK;
 }
 
+/* k_colsum_part over nc chunks (gpu/train_gpt.h): eight columns a thread
+ * where the rows are 16-byte aligned, else one */
+void colsum_part_launch(cudaStream_t s, const float *dy, const uint16_t *src16, int B, int N, int nc, float *part,
+                        uint16_t *dy16, int rt, size_t ldp)
+{
+    if (N % 8 == 0 && !(((uintptr_t)dy | (uintptr_t)src16 | (uintptr_t)dy16) & 15))
+        k_colsum_part<8><<<dim3((unsigned)((N / 8 + 127) / 128), (unsigned)nc), 128, 0, s>>>(dy, src16, B, N, part,
+                                                                                             dy16, rt, ldp);
+    else
+        k_colsum_part<1><<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, s>>>(dy, src16, B, N, part, dy16,
+                                                                                         rt, ldp);
+}
+
 static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, const uint16_t *src16, int B, int N,
                     float *dbias, uint16_t *dy16, int rt, plumb_err *e)
 {
@@ -139,13 +152,7 @@ static int colsum16(struct dev *d, struct dev_stream *st, const float *dy, const
     void *ws;
     int rc = tws_get(d, 0, (size_t)nc * N * sizeof(float), &ws, e);
     if (rc) return rc;
-    /* eight columns a thread where the rows are 16-byte aligned */
-    if (N % 8 == 0 && !(((uintptr_t)dy | (uintptr_t)src16 | (uintptr_t)dy16) & 15))
-        k_colsum_part<8><<<dim3((unsigned)((N / 8 + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, src16, B, N,
-                                                                                                 (float *)ws, dy16, rt);
-    else
-        k_colsum_part<1><<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, st->s>>>(dy, src16, B, N,
-                                                                                             (float *)ws, dy16, rt);
+    colsum_part_launch(st->s, dy, src16, B, N, nc, (float *)ws, dy16, rt, 0);
     GPU_CHECK_LAUNCH(d, "k_colsum_part", e);
     k_colsum_chunks<<<gpu_grid((size_t)N, 128), 128, 0, st->s>>>((const float *)ws, nc, N, dbias);
     GPU_CHECK_LAUNCH(d, "k_colsum_chunks", e);

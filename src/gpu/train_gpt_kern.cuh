@@ -60,10 +60,13 @@ __device__ static inline float ld_any(const float *x, const uint16_t *x16, size_
  * src16, or two float4 of dy, a row; N % 8 == 0 and 16-byte aligned
  * pointers), each column's chain unchanged, so the bits of V = 1. One column
  * a thread, 2-byte loads, took 3.0 ms of gpt2-124m's step on an H100
- * (BENCHMARKS.md, 2026-12-05), several times its bytes' time. */
+ * (BENCHMARKS.md, 2026-12-05), several times its bytes' time. ldp: part's
+ * row stride (0: N; the LayerNorm backward's dsum writes one part of three). */
 template <int V>
-__global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt)
+__global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt,
+                              size_t ldp = 0)
 {
+    if (!ldp) ldp = (size_t)N;
     const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N / V; j += gridDim.x * blockDim.x) {
         const int n = j * V;
@@ -95,10 +98,9 @@ __global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int
                 for (int k = 0; k < V; k++) dy16[i + k] = to16_of(v[k], rt);
             }
         }
-        for (int k = 0; k < V; k++) part[(size_t)c * N + n + k] = s[k];
+        for (int k = 0; k < V; k++) part[(size_t)c * ldp + n + k] = s[k];
     }
 }
-
 /* db[n] = the chunks' sums part[c][n] added in chunk order */
 static __global__ void k_colsum_chunks(const float *part, int nc, int N, float *db)
 {
@@ -385,6 +387,7 @@ __host__ __device__ static inline int ln_bwd_vec_nq(int C, const float *x, const
 }
 
 #define LN_ROWS 64
+static_assert(LN_ROWS == CS_ROWS, "dsum's chunks are k_colsum_part's");
 /* fast dw/db partial sums: part[k][i] over rows [64k, 64k+64) ascending
  * (parts: [nc, np C], w-part then b-part, then dsum's where np is 3) */
 static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
@@ -400,24 +403,6 @@ static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const f
         }
         part[(size_t)k * np * C + i] = aw;
         part[(size_t)k * np * C + C + i] = ab;
-    }
-}
-/* dsum's partial sums (the third part of [nc, 3C]): dx16's values over the
- * chunk's rows ascending. A pass of its own after dx: dx16 may alias dy16,
- * which k_ln_dwdb_part reads before. (Summing them in the dx kernel's pass,
- * with dw and db, a warp taking 8 rows of a 32-row chunk so that the sums
- * stay in registers, took 157 us a call for gpt2-124m's 16384 x 768 on an
- * H100 against 76 + 34 for k_ln_bwd_fast<6> and k_ln_dwdb_part: with 8 rows
- * a warp in turn and 8 warps an SM, the loads did not overlap. kprof,
- * 2026-12-06 17:22.) */
-static __global__ void k_ln_dsum_part(const uint16_t *dx16, int t16, float *part, int R, int C)
-{
-    const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < C; i += gridDim.x * blockDim.x) {
-        float as = 0.0f;
-#pragma unroll 16
-        for (int r = r0; r < r1; r++) as = as + from16_of(dx16[(size_t)r * C + i], t16);
-        part[(size_t)k * 3 * C + 2 * C + i] = as;
     }
 }
 /* the chunks' partials [nc, np C] (np 2: dw, db; 3: and dsum) added up:

@@ -258,9 +258,17 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     }
 #undef LN_BWD_CASE
     GPU_CHECK_LAUNCH(d, "k_ln_bwd", e);
+    /* dsum: dx16's column sums in the same 64-row chunks (k_colsum_part, the
+     * third part of [nc, 3C]), a pass of its own after dx: dx16 may alias
+     * dy16, which k_ln_dwdb_part read before. (Summing dx, dw, db and dsum
+     * in one pass, a warp taking 8 rows of a 32-row chunk so that the sums
+     * stay in registers, took 157 us a call for gpt2-124m's 16384 x 768 on
+     * an H100 against 76 + 34 for k_ln_bwd_fast<6> and k_ln_dwdb_part: with
+     * a warp's rows in turn and 8 warps an SM, the loads did not overlap;
+     * kprof, 2026-12-06 17:22.) */
     if (dsum) {
-        k_ln_dsum_part<<<pg, 128, 0, st->s>>>(dx16, t16, part, R, C);
-        GPU_CHECK_LAUNCH(d, "k_ln_dsum_part", e);
+        colsum_part_launch(st->s, NULL, dx16, R, C, nc, part + 2 * (size_t)C, NULL, t16, 3 * (size_t)C);
+        GPU_CHECK_LAUNCH(d, "k_colsum_part", e);
     }
     k_ln_dwdb_final<<<ln_dwdb_final_grid(C, np), LN_FCOLS * LN_FRUNS, 0, st->s>>>(part, nc, C, dw, db, dsum);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);

@@ -450,8 +450,8 @@ template <int NQ> static void layernorm_vec(int R, int rt)
     check(what, rp, gr.data(), R, 1e-5);
     // the backward with the row in registers: k_ln_bwd_fast's bits, from
     // fp32 dy onto dres, and (16-bit) from dy16 with the dx16 copy stored;
-    // then dsum (k_ln_dsum_part over that dx16, k_ln_dwdb_final's third
-    // part) against dx16's rows added in order, dw and db unchanged by it
+    // then dsum (k_colsum_part over that dx16 into the third part,
+    // k_ln_dwdb_final) against dx16's rows added in order, dw and db unchanged by it
     {
         std::vector<float> dy(n), dres(n), dxa(n), dxb(n);
         std::vector<uint16_t> dyh(n), dxha(n), dxhb(n);
@@ -485,7 +485,8 @@ template <int NQ> static void layernorm_vec(int R, int rt)
         launch(pg, dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, nullptr, dyhp, t16, p2.data(), R, C); });
         launch(dim3(ln_dwdb_final_grid(C)), fb, [&] { k_ln_dwdb_final(p2.data(), nc, C, dw2.data(), db2.data()); });
         launch(pg, dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, nullptr, dyhp, t16, p3.data(), R, C, 3); });
-        launch(pg, dim3(128), [&] { k_ln_dsum_part(hbp, t16, p3.data(), R, C); });
+        launch(dim3((unsigned)((C / 8 + 127) / 128), (unsigned)nc), dim3(128),
+               [&] { k_colsum_part<8>(nullptr, hbp, R, C, p3.data() + 2 * C, nullptr, t16, 3 * (size_t)C); });
         launch(dim3(ln_dwdb_final_grid(C, 3)), fb,
                [&] { k_ln_dwdb_final(p3.data(), nc, C, dw3.data(), db3.data(), ds.data()); });
         const bool same_wb = dw2 == dw3 && db2 == db3;
