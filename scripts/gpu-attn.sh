@@ -40,13 +40,13 @@ done
 step cudnnvp 40 "${KP[@]}" KPROF_OUT="$D/cudnnvp.kprof.txt" env PLUMB_GPT_ATTN=cudnn PLUMB_ATTN_VP_CACHE=1 \
   PLUMB_ATTN_LOG=1 $P $B --json "$D/cudnnvp.json"
 
-tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step" % (r["tokens_per_s"], r["step_ms"]))' "$1" 2>/dev/null || echo "no result"; }
+tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step, %s graphed steps" % (r["tokens_per_s"], r["step_ms"], r.get("graphed_steps", "?")))' "$1" 2>/dev/null || echo "no result"; }
 {
   echo "gpu-attn summary ($((SECONDS - T0)) s of $BUDGET)"
   echo "tests (gpu_gpt_attn): exit $tests_rc, $(grep -E '^[0-9]+ passed' "$D/tests.log" | tail -n 1)"
   for k in mma2 cudnn cudnnnd cudnnvp; do
     echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=$k: $(tok "$D/$k.json")"
-    grep -h "cuDNN attention" "$D/$k.log" 2>/dev/null | sort -u | head -n 4
+    grep -h -E "cuDNN attention|graph" "$D/$k.log" 2>/dev/null | sort -u | head -n 6
   done
   for k in mma2 cudnn cudnnnd cudnnvp; do
     [ -f "$D/$k.kprof.txt" ] || continue

@@ -713,50 +713,6 @@ __global__ void k_xent_dw_gold(const float *g, const float *x, float *dw, int nr
         dw[i] = acc;
     }
 }
-/* sum_count = {double adds of the valid rows' losses in ascending r, count} (both modes) */
-/* Thread 0 adds in that order; the block's threads stage the next tile of
- * losses and targets in shared memory meanwhile (one thread reading global
- * memory for each add measured 1 ms for 16384 rows on the H200). One block.
- * (The chain without the branch, adding +0.0 for a row without a target,
- * unrolled by 8, has the same bits but was slower: 262.7 against 223.3 us a
- * call on an H100, 2026-12-06 08:48.) */
-#define XSUM_TILE 2048
-#define XSUM_TPB 256
-__global__ void k_xent_sum(const float *loss, const int32_t *tgt, int R, double *sc)
-{
-    __shared__ float lb[2][XSUM_TILE];
-    __shared__ int ok[2][XSUM_TILE];
-    double s = 0.0;
-    long n = 0;
-    const int nt = (R + XSUM_TILE - 1) / XSUM_TILE;
-    for (int i = threadIdx.x; i < XSUM_TILE && i < R; i += blockDim.x) {
-        lb[0][i] = loss[i];
-        ok[0][i] = tgt[i] >= 0;
-    }
-    __syncthreads();
-    for (int t = 0; t < nt; t++) {
-        if (t + 1 < nt) { /* the other buffer, last read in round t - 1 */
-            const int o = (t + 1) * XSUM_TILE, len = R - o < XSUM_TILE ? R - o : XSUM_TILE, b = (t + 1) & 1;
-            for (int i = threadIdx.x; i < len; i += blockDim.x) {
-                lb[b][i] = loss[o + i];
-                ok[b][i] = tgt[o + i] >= 0;
-            }
-        }
-        if (threadIdx.x == 0) {
-            const int o = t * XSUM_TILE, len = R - o < XSUM_TILE ? R - o : XSUM_TILE, b = t & 1;
-            for (int i = 0; i < len; i++)
-                if (ok[b][i]) {
-                    s += (double)lb[b][i];
-                    n++;
-                }
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        sc[0] = s;
-        sc[1] = (double)n;
-    }
-}
 __global__ void k_round_inplace(float *x, size_t n, int rt)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)

@@ -574,6 +574,106 @@ static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt
     else if (rt == DT_F16) xent_row<ZT, DT_F16>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
     else xent_row<ZT, DT_F32>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
 }
+/* ---------------- the loss sum ---------------- */
+
+/* sum_count = {the valid rows' losses added in double in ascending r from
+ * +0.0, their count} (both modes; cpu: the same chain). The chain is serial,
+ * but where no add of it rounds, every order of adds gives its bits: each
+ * nonzero loss is an integer multiple of 2^lsb (lsb: the exponent of its
+ * lowest set bit), so every partial sum of any subset is a multiple of 2^lsb
+ * no larger than A = sum |loss|; when A < 2^(53 + lsb) each such sum is a
+ * double, every add exact, and the threads' partial sums, combined in any
+ * order, give the chain's bits. A is summed in double too (a lower bound
+ * within n 2^-53 of it: the margin 2^-20 covers n up to 2^33). For gpt's
+ * losses (about 2..11, full mantissas: lsb about -22) that holds up to
+ * 2^31 / 11 rows; a loss far smaller than the rest (1e-6 beside 16384 losses
+ * near 3), a NaN or an infinity takes the chain itself, thread 0 adding the
+ * tiles the block stages in shared memory. One block of XSUM_TPB threads. */
+#define XSUM_TILE 2048
+#define XSUM_TPB 256
+#define XSUM_NO_LSB 100000 /* no nonzero loss yet */
+/* the exponent of v's lowest set bit (v finite, nonzero) */
+__device__ static inline int xsum_lsb(float v)
+{
+    const uint32_t b = f32_bits(v), ex = (b >> 23) & 0xffu;
+    uint32_t m = b & 0x7fffffu;
+    if (ex) m |= 0x800000u;
+    int z = 0;
+    while (!(m & 1u)) m >>= 1, z++;
+    return (ex ? (int)ex - 150 : -149) + z;
+}
+static __global__ void k_xent_sum(const float *loss, const int32_t *tgt, int R, double *sc)
+{
+    __shared__ float lb[2][XSUM_TILE];
+    __shared__ int ok[2][XSUM_TILE];
+    __shared__ double ps[XSUM_TPB], pa[XSUM_TPB];
+    __shared__ long long pn[XSUM_TPB];
+    __shared__ int pl[XSUM_TPB], pbad[XSUM_TPB], chain;
+    const int t = threadIdx.x;
+    double s = 0.0, a = 0.0;
+    long long n = 0;
+    int lsb = XSUM_NO_LSB, bad = 0;
+    for (int i = t; i < R; i += blockDim.x) {
+        if (tgt[i] < 0) continue;
+        const float v = loss[i];
+        n++;
+        if (!(fabsf(v) <= 3.4028234663852886e38f)) { /* NaN or infinity */
+            bad = 1;
+            continue;
+        }
+        if (v == 0.0f) continue;
+        s += (double)v;
+        a += (double)fabsf(v);
+        const int l = xsum_lsb(v);
+        if (l < lsb) lsb = l;
+    }
+    ps[t] = s, pa[t] = a, pn[t] = n, pl[t] = lsb, pbad[t] = bad;
+    __syncthreads();
+    if (t == 0) {
+        for (int j = 1; j < (int)blockDim.x; j++) {
+            s += ps[j], a += pa[j], n += pn[j], bad |= pbad[j];
+            if (pl[j] < lsb) lsb = pl[j];
+        }
+        chain = bad || (lsb != XSUM_NO_LSB && !(a * (1.0 + 9.5367431640625e-07) < ldexp(1.0, 53 + lsb)));
+        if (!chain) {
+            sc[0] = s;
+            sc[1] = (double)n;
+        }
+    }
+    __syncthreads();
+    if (!chain) return;
+    /* the chain: thread 0 adds in order while the block stages the next tile */
+    s = 0.0;
+    n = 0;
+    const int nt = (R + XSUM_TILE - 1) / XSUM_TILE;
+    for (int i = t; i < XSUM_TILE && i < R; i += blockDim.x) {
+        lb[0][i] = loss[i];
+        ok[0][i] = tgt[i] >= 0;
+    }
+    __syncthreads();
+    for (int k = 0; k < nt; k++) {
+        if (k + 1 < nt) { /* the other buffer, last read in round k - 1 */
+            const int o = (k + 1) * XSUM_TILE, len = R - o < XSUM_TILE ? R - o : XSUM_TILE, b = (k + 1) & 1;
+            for (int i = t; i < len; i += blockDim.x) {
+                lb[b][i] = loss[o + i];
+                ok[b][i] = tgt[o + i] >= 0;
+            }
+        }
+        if (t == 0) {
+            const int o = k * XSUM_TILE, len = R - o < XSUM_TILE ? R - o : XSUM_TILE, b = k & 1;
+            for (int i = 0; i < len; i++)
+                if (ok[b][i]) {
+                    s += (double)lb[b][i];
+                    n++;
+                }
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        sc[0] = s;
+        sc[1] = (double)n;
+    }
+}
 /* ---------------- flash attention ---------------- */
 
 /* max / sum over the TPR lanes of a row group (consecutive, aligned lanes of one warp) */

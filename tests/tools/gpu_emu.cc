@@ -581,6 +581,57 @@ static void xent(int R, int V, int rt = 0, int tpb = 256, bool pad8 = true)
     check(what, got, gz.data(), (size_t)R * V, rt ? 1e-2 : 1e-5);
 }
 
+// the loss sum (k_xent_sum) against the chain it must equal bit for bit:
+// double adds of the valid rows' losses in ascending r from +0.0, and the count
+static void xsum(const char *what, std::vector<float> loss, std::vector<int32_t> tgt)
+{
+    const int R = (int)loss.size();
+    double s = 0.0, n = 0.0;
+    for (int r = 0; r < R; r++)
+        if (tgt[r] >= 0) s += (double)loss[r], n += 1.0;
+    double sc[2] = {-1.0, -1.0};
+    const float *lp = loss.data();
+    const int32_t *tp = tgt.data();
+    double *scp = sc;
+    launch(dim3(1), dim3(XSUM_TPB), [&] { k_xent_sum(lp, tp, R, scp); });
+    const bool same = !memcmp(&sc[0], &s, sizeof s) && sc[1] == n;
+    printf("%s warp %d: loss sum R%d (%s): %.17g n %.0f, the chain %.17g n %.0f\n", same ? "ok  " : "FAIL", PLUMB_WARP,
+           R, what, sc[0], sc[1], s, n);
+    same ? g_pass++ : g_fail++;
+}
+static void xsums()
+{
+    for (int R : {0, 1, 7, 5000, 16384}) {
+        std::vector<float> l(R);
+        std::vector<int32_t> t(R);
+        for (int r = 0; r < R; r++) l[r] = frand(0.5f, 11.0f), t[r] = r % 7 == 3 ? -1 : r;
+        xsum("losses 0.5..11, a row in 7 without a target", l, t);
+        if (R < 5000) continue;
+        std::vector<float> m = l;
+        m[R / 2] = 1e-6f; // far below the rest: the adds round, the chain's order decides
+        xsum("one loss of 1e-6", m, t);
+        m = l;
+        for (int r = 0; r < R; r++) m[r] = frand(-1e-3f, 1e-3f) + (r % 3 ? 0.0f : 2.5f);
+        xsum("signs mixed, small and large", m, t);
+        m = l;
+        m[18] = NAN; // rows with a target (r % 7 != 3)
+        xsum("a NaN", m, t);
+        m = l;
+        m[R - 2] = INFINITY;
+        xsum("an infinity", m, t);
+        m = l;
+        m[5] = 1e-40f; // subnormal
+        xsum("a subnormal", m, t);
+        std::vector<int32_t> none(R, -1);
+        xsum("no row with a target", l, none);
+        for (int r = 0; r < R; r++) m[r] = r % 2 ? -0.0f : 0.0f;
+        xsum("zeros of both signs", m, t);
+        for (int r = 0; r < R; r++) m[r] = (float)(r % 13) * 0.25f;
+        xsum("quarters (every add exact)", m, t);
+        for (int r = 0; r < R; r++) m[r] = r % 2 ? 3e30f : -3e30f + frand(0, 1);
+        xsum("+-3e30 (the adds round)", m, t);
+    }
+}
 static void gelu()
 {
     std::vector<float> x(4001), y(4001), g(4001), gy(4001), gg(4001);
@@ -1216,6 +1267,7 @@ int main()
     xent(4, 5003, DT_BF16, 128); // the other block sizes the host may pick (PLUMB_GPT_XENT_TPB)
     xent(3, 20011, 0, 512);
     xent(3, 1001, DT_BF16, 256, false); // ld = V, odd: no step of eight, every value one by one
+    xsums();
     gelu();
     gelu16(10003, DT_BF16);
     gelu16(4101, DT_F16);
