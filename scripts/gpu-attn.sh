@@ -10,11 +10,11 @@
 #            (gpu/train_gpt_attn_mma2.cuh, our kernels);
 #   cudnn    the same with PLUMB_GPT_ATTN=cudnn (gpu/attn_cudnn.cu: cuDNN's
 #            fused flash attention, the deterministic backward);
-#   cudnnnd  the same with PLUMB_GPT_ATTN=cudnn-nd (its backward with dQ
-#            summed by atomics: not reproducible bit for bit);
 #   cudnnvp  cudnn with PLUMB_ATTN_VP_CACHE=1 (each plan's variant packs
 #            kept by their pointers, not made a call: its GPU-busy share in
-#            the kprof table against cudnn's).
+#            the kprof table against cudnn's);
+#   cudnntorch cudnn with the cuDNN of the host's PyTorch wheel
+#            (PLUMB_CUDNN_LIB), against the one the loader finds first.
 # Each bench runs under bench/kprof.cc's CUPTI kernel table when
 # build/libplumb-kprof.so exists ($OUT/attn/KIND.kprof.txt). At most
 # ATTN_BUDGET_S seconds (default 150) in all; every step under `timeout` with
@@ -31,7 +31,7 @@ tests_rc=$?
 grep -E "CHECK|passed|failed|skip|cuDNN|plumb:" "$D/tests.log" | tail -n 60 | tee -a "$LOG"
 
 B="bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 5"
-for k in mma2 cudnn cudnn-nd; do
+for k in mma2 cudnn; do
   n=${k//-/}
   # shellcheck disable=SC2086
   step "$n" 40 "${KP[@]}" KPROF_OUT="$D/$n.kprof.txt" env PLUMB_GPT_ATTN=$k PLUMB_ATTN_LOG=1 $P $B --json "$D/$n.json"
@@ -40,15 +40,26 @@ done
 step cudnnvp 40 "${KP[@]}" KPROF_OUT="$D/cudnnvp.kprof.txt" env PLUMB_GPT_ATTN=cudnn PLUMB_ATTN_VP_CACHE=1 \
   PLUMB_ATTN_LOG=1 $P $B --json "$D/cudnnvp.json"
 
+# cudnntorch: cudnn with the cuDNN of the host's PyTorch wheel (PLUMB_CUDNN_LIB),
+# where the loader's own search may find an older one first
+TCUDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
+if [ -n "$TCUDNN" ] && [ -e "$TCUDNN" ]; then
+  log "PyTorch's cuDNN: $TCUDNN"
+  # shellcheck disable=SC2086
+  step cudnntorch 40 "${KP[@]}" KPROF_OUT="$D/cudnntorch.kprof.txt" env PLUMB_GPT_ATTN=cudnn PLUMB_CUDNN_LIB="$TCUDNN" \
+    PLUMB_ATTN_LOG=1 $P $B --json "$D/cudnntorch.json"
+else
+  log "cudnntorch: no PyTorch cuDNN found; skipped"
+fi
 tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step, %s graphed steps" % (r["tokens_per_s"], r["step_ms"], r.get("graphed_steps", "?")))' "$1" 2>/dev/null || echo "no result"; }
 {
   echo "gpu-attn summary ($((SECONDS - T0)) s of $BUDGET)"
   echo "tests (gpu_gpt_attn): exit $tests_rc, $(grep -E '^[0-9]+ passed' "$D/tests.log" | tail -n 1)"
-  for k in mma2 cudnn cudnnnd cudnnvp; do
+  for k in mma2 cudnn cudnnvp cudnntorch; do
     echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=$k: $(tok "$D/$k.json")"
     grep -h -E "cuDNN attention|graph" "$D/$k.log" 2>/dev/null | sort -u | head -n 6
   done
-  for k in mma2 cudnn cudnnnd cudnnvp; do
+  for k in mma2 cudnn cudnnvp cudnntorch; do
     [ -f "$D/$k.kprof.txt" ] || continue
     echo "-- $k: attention kernels (kprof; $(grep -o 'GPU busy.*' "$D/$k.kprof.txt" | head -n 1))"
     grep -i -E "k_mma2_|k_flash_|cudnn|fmha|sdpa|flash|attn" "$D/$k.kprof.txt" | head -n 8

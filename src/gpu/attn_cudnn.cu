@@ -457,10 +457,10 @@ static int aplan_make(struct dev *d, const struct cudnn_fns *F, cdn_handle_t h, 
                        p->dir && p->det ? " and calls itself deterministic" : "");
     if (getenv("PLUMB_ATTN_LOG"))
         fprintf(stderr, "plumb: cuDNN attention %s B%d T%d NH%d HS%d %s%s: engine %lld, workspace %lld bytes "
-                        "(offered: %s)%s\n",
+                        "(offered: %s)%s, cuDNN v%zu\n",
                 p->dir ? "backward" : "forward", p->B, p->T, p->NH, p->HS, p->rt == DT_F16 ? "fp16" : "bf16",
                 p->dir ? (p->det ? " deterministic" : " nondeterministic") : "", (long long)p->engine,
-                (long long)p->ws, tried, p->variant ? ", dQ from 16-bit dS and K" : "");
+                (long long)p->ws, tried, p->variant ? ", dQ from 16-bit dS and K" : "", (size_t)F->GetVersion());
     return PLUMB_OK;
 }
 
