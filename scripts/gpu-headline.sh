@@ -12,6 +12,8 @@
 #           and gptx512 with PLUMB_GPT_XENT_TPB=256 and 512; gptdw64,
 #           gptdw256 and gptdw512 with PLUMB_GPT_DW_SLICES=tiles:64, 256 and
 #           512 (the dw slice rule's tile target; 128 is the default);
+#           gptch2 and gptch1 with the classifier in 2 and 1 row chunks
+#           (PLUMB_GPT_XENT_CHUNK_BYTES; 4 by default);
 #   r50s2d  resnet50 with PLUMB_CONV_S2D=0 (the stem padded to 8 channels, not
 #           space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
@@ -128,6 +130,13 @@ step gptx256 45 env PLUMB_GPT_XENT_TPB=256 $P bench gpt --preset gpt2-124m --bat
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx256.json"
 step gptx512 45 env PLUMB_GPT_XENT_TPB=512 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx512.json"
+# the classifier's row chunk (PLUMB_GPT_XENT_CHUNK_BYTES caps a chunk's fp32
+# logits; the default 1 GiB gives 4 chunks of 4096 rows): 2 GiB gives 2 of
+# 8192, 4 GiB one of 16384 (larger GEMMs, fewer launches), plumb alone
+step gptch2 45 env PLUMB_GPT_XENT_CHUNK_BYTES=2147483648 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptch2.json"
+step gptch1 45 env PLUMB_GPT_XENT_CHUNK_BYTES=4294967296 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptch1.json"
 # resnet18's torch.compile took over 80 s to compile on an H100 host (BENCHMARKS.md 2026-12-05 18:08)
 step r18 130 $P bench resnet --device cuda --preset resnet18 --batch 512 --precision bf16 --steps 30 --warmup 5 \
   --leak-steps 0 $(vs r18 120 --torch-timeout 110) --json "$D/r18.json"
