@@ -5,6 +5,7 @@
 #   tests    PLUMB_TEST_DEVICE=cuda build/plumb-tests gpu_gpt_attn: every kind
 #            against the float64 reference, bit-repeatable where it must be
 #            (PLUMB_ATTN_LOG=1: each cuDNN plan's engine and workspace);
+#   (ATTN_KINDS: which of mma2 and cudnn run; both by default)
 #   mma2     plumb bench gpt, gpt2-124m B=16 T=1024 bf16 with 16-bit
 #            activations (the headline's configuration), PLUMB_GPT_ATTN=mma2
 #            (gpu/train_gpt_attn_mma2.cuh, our kernels);
@@ -31,7 +32,7 @@ tests_rc=$?
 grep -E "CHECK|passed|failed|skip|cuDNN|plumb:" "$D/tests.log" | tail -n 60 | tee -a "$LOG"
 
 B="bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16 --steps 30 --warmup 5"
-for k in mma2 cudnn; do
+for k in ${ATTN_KINDS:-mma2 cudnn}; do
   n=${k//-/}
   # shellcheck disable=SC2086
   step "$n" 40 "${KP[@]}" KPROF_OUT="$D/$n.kprof.txt" env PLUMB_GPT_ATTN=$k PLUMB_ATTN_LOG=1 $P $B --json "$D/$n.json"
