@@ -477,7 +477,8 @@ static void check_classifier(enum numerics mode)
         tot += loss[r];
     }
     CHECK_EQ_INT((long)sc[1], valid);
-    CHECK_NEAR(sc[0], tot, 1e-9 * fmax(1, tot));
+    /* the op's contract: the double chain of the valid losses in ascending r, bit for bit */
+    CHECK_MSG(sc[0] == tot, "loss sum %.17g, the chain %.17g", sc[0], tot);
     c.gs = gs;
     double wx = fd_worst(c.x, R * C, dx, xe_ref, &c), ww = fd_worst(c.w, V * C, dw, xe_ref, &c);
     CHECK_MSG(wx < 1e-4 && ww < 1e-4, "classifier gradients: dx %g dwte %g", wx, ww);
@@ -493,6 +494,47 @@ static void check_classifier(enum numerics mode)
     done(d);
 }
 TEST(gpt_ops_classifier_fd_fast) { check_classifier(NUMERICS_FAST); }
+/* the loss sum over many rows (a GPU sums them in threads where no add of the
+ * chain rounds): the chain's bits and count, in both modes; then a row's
+ * loss far below the rest (the chain's rounding decides) */
+static void check_loss_sum(enum numerics mode)
+{
+    OPEN(d, mode, 0);
+    enum { R = 5003, C = 8, V = 16 };
+    float *x = frand(R * C, -2, 2), *w = frand(V * C, -2, 2);
+    int32_t *tgt = keep(malloc(sizeof(int32_t) * R));
+    for (int r = 0; r < R; r++) tgt[r] = r % 9 == 4 ? -1 : (int32_t)(urand() * V);
+    float *px = put(d, x, sizeof(float) * R * C), *pw = put(d, w, sizeof(float) * V * C);
+    int32_t *pt = put(d, tgt, sizeof(int32_t) * R);
+    float *pl = put(d, NULL, sizeof(float) * R);
+    double *psc = put(d, NULL, 2 * sizeof(double));
+    plumb_err e = {0};
+    const struct train_ops *Tp = d->ops->train;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            /* row 0 nearly certain of its target (logits 8 against -8): a loss near 2e-6
+             * beside thousands near 2 */
+            for (int k = 0; k < C; k++) x[k] = 0.0f;
+            x[0] = 1.0f;
+            for (int v = 0; v < V; v++) w[v * C] = v == tgt[0] ? 8.0f : -8.0f;
+            dev_upload(d, px, x, sizeof(float) * R * C, &e);
+            dev_upload(d, pw, w, sizeof(float) * V * C, &e);
+        }
+        REQUIRE(Tp->classifier_fwd_bwd(d, NULL, px, pw, pt, R, C, V, 1.0f / R, pl, psc, NULL, NULL, DT_F32, &e) == 0);
+        float *loss = get(d, pl, R);
+        double sc[2], tot = 0.0;
+        long valid = 0;
+        dev_download(d, sc, psc, sizeof sc, &e);
+        for (int r = 0; r < R; r++)
+            if (tgt[r] >= 0) tot += (double)loss[r], valid++;
+        CHECK_EQ_INT((long)sc[1], valid);
+        CHECK_MSG(sc[0] == tot, "pass %d: loss sum %.17g, the chain %.17g (row 0's loss %g)", pass, sc[0], tot,
+                  (double)loss[0]);
+    }
+    done(d);
+}
+TEST(gpt_ops_loss_sum_chain_fast) { check_loss_sum(NUMERICS_FAST); }
+TEST(gpt_ops_loss_sum_chain_golden) { check_loss_sum(NUMERICS_GOLDEN); }
 /* many row chunks (a 3-row logits scratch): golden the same bits as one
  * chunk (the dwte chains continue across chunks), fast within 1e-5 (the chunk sums reassociate) */
 TEST(gpt_ops_classifier_chunks)
