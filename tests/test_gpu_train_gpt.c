@@ -359,6 +359,25 @@ static void cls_xent16_case(dtype_t rt)
         outs_free(&t128);
         outs_free(&bad);
     }
+    /* the rows staged whole in shared memory (PLUMB_GPT_XENT_STAGE, on by
+     * default on CUDA) against the kernel that reads each row twice: the
+     * same threads, values and order, so the same bits; a value other than
+     * 0 or 1 refused, named */
+    if (!strncmp(test_device(), "cuda", 4)) {
+        struct outs two = {0}, bad = {0};
+        char *kp = env_push("PLUMB_GPT_XENT_STAGE", "0");
+        REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &two, NULL) == 0);
+        env_restore("PLUMB_GPT_XENT_STAGE", kp);
+        compare(&z16, &two, 0, "classifier: rows staged in shared memory against PLUMB_GPT_XENT_STAGE=0");
+        kp = env_push("PLUMB_GPT_XENT_STAGE", "yes");
+        plumb_err e = {0};
+        const int rc = cls_run_x(g, R, C, V, rt, chunk, "1", &bad, &e);
+        env_restore("PLUMB_GPT_XENT_STAGE", kp);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_XENT_STAGE=yes"), "PLUMB_GPT_XENT_STAGE=yes: rc %d (%s)",
+                  rc, e.msg);
+        outs_free(&two);
+        outs_free(&bad);
+    }
     if (!strncmp(test_device(), "cuda", 4)) {
         struct outs bad = {0};
         plumb_err e = {0};

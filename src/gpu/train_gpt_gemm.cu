@@ -749,6 +749,31 @@ static int xent_tpb(struct dev *d, int *tpb, plumb_err *e)
     return PLUMB_OK;
 }
 
+#if !defined(PLUMB_HIP)
+/* PLUMB_GPT_XENT_STAGE: 1 or unset: the 16-bit logits' rows staged whole
+ * in shared memory (k_xent_rows_staged: each row read from memory once,
+ * the same bits as k_xent_rows_fast), where a row of LD 16-bit values fits
+ * the device's opt-in shared memory a block (gpt2: 100,528 bytes of the
+ * H100's 227 KB, so two row blocks a SM); 0: k_xent_rows_fast (two reads
+ * a row). Anything else is an error naming it (gpu_env_switch). */
+static int xent_stage_on(struct dev *d, int LD, int *on, plumb_err *e)
+{
+    int rc = gpu_env_switch(d, "PLUMB_GPT_XENT_STAGE", "k_xent_rows_fast (each row read twice)",
+                            "each row staged once in shared memory", on, e);
+    if (rc || !*on) return rc;
+    int dev = 0, optin = 0;
+    GPU_CHECK(d, cudaGetDevice(&dev), e);
+    GPU_CHECK(d, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), e);
+    const size_t bytes = (size_t)LD * 2, stat = 2 * PLUMB_WARP * sizeof(float) + 64; /* red, the barrier, slack */
+    if (bytes + stat > (size_t)optin) { /* a vocabulary too wide: the two-read rows */
+        *on = 0;
+        return PLUMB_OK;
+    }
+    GPU_CHECK(d, cudaFuncSetAttribute(k_xent_rows_staged, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes), e);
+    return PLUMB_OK;
+}
+#endif
+
 int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
                   int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
                   plumb_err *e)
@@ -768,8 +793,13 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * its align1 sm75 kernels (~32 ms of a gpt2-124m step on the H200). */
     const int LD = gold ? V : (V + 7) & ~7;
     const int RC = xent_chunk_rows(R, LD);
-    int rc, xtpb = TPB;
+    int rc, xtpb = TPB, stage = 0;
     if (!gold && (rc = xent_tpb(d, &xtpb, e))) return rc;
+#if !defined(PLUMB_HIP)
+    if (z16 && (rc = xent_stage_on(d, LD, &stage, e))) return rc;
+#else
+    (void)stage;
+#endif
     void *w0, *w1, *w2 = NULL;
     /* slot 0: per-row losses when the caller keeps none; slot 1: the logits chunk [RC, LD];
      * slot 2 (16-bit compute): g16 [RC, LD], w16 [LD, C] (rows V..LD-1 zero), x16 [RC, C] */
@@ -854,7 +884,11 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
                 return rc;
             }
         }
-        if (z16) {
+        if (z16 && stage) {
+            k_xent_rows_staged<<<nr, xtpb, (size_t)LD * 2, st->s>>>(g16, tgt + r0, V, LD, grad_scale, grad, lossv + r0,
+                                                                   (int)rt);
+            GPU_CHECK_LAUNCH(d, "k_xent_rows_staged", e);
+        } else if (z16) {
             k_xent_rows_fast<uint16_t><<<nr, xtpb, 0, st->s>>>(g16, g16, tgt + r0, V, LD, grad_scale, grad,
                                                               lossv + r0, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_xent_rows_fast", e);

@@ -499,31 +499,34 @@ __device__ static inline void xent_g8(const float *v, int o, int tg, float mb, f
         for (int k = 0; k < 8; k++)
             if (8 * o + k == tg) g[k] -= gs;
 }
+/* zs: where the row's logits are read (zr itself, or its copy staged in
+ * shared memory by k_xent_rows_staged); zr: where an in-place fp32
+ * gradient goes (gr NULL) */
 template <typename ZT, int RT>
-__device__ static inline void xent_row(ZT *zr, uint16_t *gr, int tg, int V, int ld, float gs, int grad, float *loss,
-                                       float *red)
+__device__ static inline void xent_row(const ZT *zs, ZT *zr, uint16_t *gr, int tg, int V, int ld, float gs, int grad,
+                                       float *loss, float *red)
 {
     const int V8 = (ld & 7) == 0 ? V >> 3 : 0; /* whole steps of eight, then V8 8 .. V - 1 one by one */
     float m = -INFINITY, s = 0.0f;
     for (int o = threadIdx.x; o < V8; o += blockDim.x) {
         float v[8];
-        xent_ld8<RT>(zr, o, v);
+        xent_ld8<RT>(zs, o, v);
         const float mx =
             fmaxf(fmaxf(fmaxf(v[0], v[1]), fmaxf(v[2], v[3])), fmaxf(fmaxf(v[4], v[5]), fmaxf(v[6], v[7]))) * XENT_LOG2E;
         xent_rescale(mx, m, s);
 #pragma unroll
         for (int k = 0; k < 8; k++) s += exp2f(fmaf(v[k], XENT_LOG2E, -m));
     }
-    for (int v = 8 * V8 + threadIdx.x; v < V; v += blockDim.x) xent_acc1(xent_one<RT>(zr, v) * XENT_LOG2E, m, s);
+    for (int v = 8 * V8 + threadIdx.x; v < V; v += blockDim.x) xent_acc1(xent_one<RT>(zs, v) * XENT_LOG2E, m, s);
     const float mb = plumb_block_max(m, red);
     const float l = plumb_block_sum(m == -INFINITY ? 0.0f : s * exp2f(m - mb), red);
-    if (threadIdx.x == 0) *loss = tg < 0 ? 0.0f : fmaf(mb, XENT_LN2, logf(l)) - xent_one<RT>(zr, tg);
+    if (threadIdx.x == 0) *loss = tg < 0 ? 0.0f : fmaf(mb, XENT_LN2, logf(l)) - xent_one<RT>(zs, tg);
     if (!grad) return;
-    __syncthreads(); /* zr[tg] read before it is overwritten */
+    __syncthreads(); /* zs[tg] read before zr (zs itself unstaged) is overwritten */
     const float c = tg < 0 ? 0.0f : gs / l, gt = tg < 0 ? 0.0f : gs;
     for (int o = threadIdx.x; o < V8; o += blockDim.x) {
         float v[8], g[8];
-        xent_ld8<RT>(zr, o, v);
+        xent_ld8<RT>(zs, o, v);
         xent_g8(v, o, tg, mb, c, gt, g);
         if (tg < 0)
 #pragma unroll
@@ -542,7 +545,7 @@ __device__ static inline void xent_row(ZT *zr, uint16_t *gr, int tg, int V, int 
         }
     }
     for (int v = 8 * V8 + threadIdx.x; v < V; v += blockDim.x) {
-        float gv = exp2f(fmaf(xent_one<RT>(zr, v), XENT_LOG2E, -mb)) * c;
+        float gv = exp2f(fmaf(xent_one<RT>(zs, v), XENT_LOG2E, -mb)) * c;
         if (v == tg) gv -= gt;
         if (tg < 0) gv = 0.0f;
         if (gr) gr[v] = to16_of(gv, RT);
@@ -570,10 +573,70 @@ static __global__ void k_xent_rows_fast(ZT *z, uint16_t *g16, const int32_t *tgt
     const int r = blockIdx.x;
     ZT *zr = z + (size_t)r * ld;
     uint16_t *gr = g16 ? g16 + (size_t)r * ld : NULL;
-    if (rt == DT_BF16) xent_row<ZT, DT_BF16>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
-    else if (rt == DT_F16) xent_row<ZT, DT_F16>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
-    else xent_row<ZT, DT_F32>(zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
+    if (rt == DT_BF16) xent_row<ZT, DT_BF16>(zr, zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
+    else if (rt == DT_F16) xent_row<ZT, DT_F16>(zr, zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
+    else xent_row<ZT, DT_F32>(zr, zr, gr, tgt[r], V, ld, gs, grad, loss + r, red);
 }
+/* A row of 16-bit logits [ld] copied whole into shared memory `st` (ld a
+ * multiple of 8, zr 16-byte aligned), every thread past the copy when it
+ * returns. On sm_90 one thread hands the copy to the bulk copy engine
+ * (cp.async.bulk, completion counted in bytes on the mbarrier *bar), so a
+ * SM's other row block keeps computing while this one's 100 KB arrive;
+ * elsewhere (and in tests/tools/gpu_emu.cc) the threads copy 16 bytes each. */
+__device__ static inline void xent_stage16(uint16_t *st, const uint16_t *zr, int ld, unsigned long long *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(PLUMB_HIP)
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar), dst = (unsigned)__cvta_generic_to_shared(st);
+    const unsigned bytes = (unsigned)ld * 2u;
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                     "l"(zr), "r"(bytes), "r"(b)
+                     : "memory");
+    }
+    __syncthreads(); /* the barrier initialised before anyone waits on it */
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(b)
+                     : "memory");
+#else
+    (void)bar;
+    for (int i = threadIdx.x; i < ld / 8; i += blockDim.x) ((uint4 *)st)[i] = ((const uint4 *)zr)[i];
+    __syncthreads();
+#endif
+}
+/* k_xent_rows_fast's 16-bit in-place rows (z16 == g16), each row read from
+ * memory once: staged whole in `st` (ld 16-bit values, shared memory), both
+ * passes read there, the gradient written over the row in memory. The same
+ * threads take the same values in the same order as k_xent_rows_fast: the
+ * same bits. (k_xent_rows_fast reads a row twice, the second time mostly
+ * from the L2: 356 us a 4096-row chunk of gpt2's logits on an H100,
+ * 2026-12-06 17:43, for about 250 us of bytes.) */
+__device__ static inline void xent_row_staged16(uint16_t *z, uint16_t *st, unsigned long long *bar, const int32_t *tgt,
+                                                int V, int ld, float gs, int grad, float *loss, int rt, float *red)
+{
+    const int r = blockIdx.x;
+    uint16_t *zr = z + (size_t)r * ld;
+    xent_stage16(st, zr, ld, bar);
+    if (rt == DT_BF16) xent_row<uint16_t, DT_BF16>(st, zr, zr, tgt[r], V, ld, gs, grad, loss + r, red);
+    else xent_row<uint16_t, DT_F16>(st, zr, zr, tgt[r], V, ld, gs, grad, loss + r, red);
+}
+#if defined(__CUDACC__) || defined(__HIPCC__)
+/* a block a row; dynamic shared memory ld * 2 bytes (xent_row_staged16) */
+static __global__ void k_xent_rows_staged(uint16_t *z, const int32_t *tgt, int V, int ld, float gs, int grad,
+                                          float *loss, int rt)
+{
+    extern __shared__ uint4 xent_stage_buf[];
+    __shared__ float red[PLUMB_WARP];
+    __shared__ unsigned long long bar;
+    xent_row_staged16(z, (uint16_t *)xent_stage_buf, &bar, tgt, V, ld, gs, grad, loss, rt, red);
+}
+#endif
 /* ---------------- the loss sum ---------------- */
 
 /* sum_count = {the valid rows' losses added in double in ascending r from

@@ -555,7 +555,24 @@ static void xent(int R, int V, int rt = 0, int tpb = 256, bool pad8 = true)
             for (int v = 0; v < V; v++) z16[(size_t)r * LD + v] = to16_of(gg_round(z[(size_t)r * V + v], rt), rt);
         uint16_t *z16p = z16.data();
         float *l16p = l16.data();
+        std::vector<uint16_t> zs16 = z16; // the staged kernel's input, before the fast one overwrites z16
         launch(dim3((unsigned)R), dim3((unsigned)tpb), [&] { k_xent_rows_fast(z16p, z16p, tp, V, LD, 0.125f, 1, l16p, rt); });
+        if (pad8) {
+            // k_xent_rows_staged's rows (the row staged in shared memory first):
+            // k_xent_rows_fast's bits, loss and gradient, the padding zeroed
+            std::vector<uint16_t> stage((size_t)LD, 0xffff);
+            std::vector<float> ls(R, NAN);
+            static float red[PLUMB_WARP];
+            static unsigned long long bar;
+            uint16_t *zsp = zs16.data(), *stp = stage.data();
+            float *lsp = ls.data();
+            launch(dim3((unsigned)R), dim3((unsigned)tpb),
+                   [&] { xent_row_staged16(zsp, stp, &bar, tp, V, LD, 0.125f, 1, lsp, rt, red); });
+            const bool st_same = !memcmp(lsp, l16p, R * sizeof(float)) && zs16 == z16;
+            printf("%s warp %d: cross-entropy rows R%d V%d rt%d tpb %d staged in shared memory: the two-read rows' bits\n",
+                   st_same ? "ok  " : "FAIL", PLUMB_WARP, R, V, rt, tpb);
+            st_same ? g_pass++ : g_fail++;
+        }
         const bool same = !memcmp(l16p, lp, R * sizeof(float)) && z16 == g16l;
         printf("%s warp %d: cross-entropy rows R%d V%d rt%d tpb %d from 16-bit logits in place: the fp32 logits' bits\n",
                same ? "ok  " : "FAIL", PLUMB_WARP, R, V, rt, tpb);
