@@ -12,6 +12,8 @@
 #           and gptx512 with PLUMB_GPT_XENT_TPB=256 and 512; gptdw64,
 #           gptdw256 and gptdw512 with PLUMB_GPT_DW_SLICES=tiles:64, 256 and
 #           512 (the dw slice rule's tile target; 128 is the default);
+#           gptnobgrad with PLUMB_GPT_BGRAD_EPI=0 (dbias in our column
+#           sums, not cuBLASLt's BGRADB kernels);
 #           gptnostage with PLUMB_GPT_XENT_STAGE=0 (the classifier's rows
 #           read twice, not staged in shared memory);
 #           gptch2 and gptch1 with the classifier in 2 and 1 row chunks
@@ -135,6 +137,8 @@ step gptx512 45 env PLUMB_GPT_XENT_TPB=512 $P bench gpt --preset gpt2-124m --bat
 # the classifier's row chunk (PLUMB_GPT_XENT_CHUNK_BYTES caps a chunk's fp32
 # logits; the default 1 GiB gives 4 chunks of 4096 rows): 2 GiB gives 2 of
 # 8192, 4 GiB one of 16384 (larger GEMMs, fewer launches), plumb alone
+step gptnobgrad 45 env PLUMB_GPT_BGRAD_EPI=0 $P bench gpt --preset gpt2-124m --batch 16 \
+  --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnobgrad.json"
 step gptnostage 45 env PLUMB_GPT_XENT_STAGE=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnostage.json"
 step gptch2 45 env PLUMB_GPT_XENT_CHUNK_BYTES=2147483648 $P bench gpt --preset gpt2-124m --batch 16 \
