@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# gpt2-124m's step settings side by side, then the headline under the best
+# of them, on the GPU host, from the folder scripts/gpu-prep.sh fills. For a
+# call that may be the session's only one: it measures each setting against
+# the defaults and still ends with a same-run figure against torch.compile.
+#   plain     plumb bench gpt, gpt2-124m B=16 T=1024 bf16, the defaults
+#   VARIANT   the same with one setting changed (GPTAB_VARIANTS, default all):
+#             nostage  PLUMB_GPT_XENT_STAGE=0 (classifier rows read twice)
+#             nobgrad  PLUMB_GPT_BGRAD_EPI=0 (dbias in our column sums)
+#             ch2, ch1 the classifier in 2 or 1 row chunks, not 4
+#                      (PLUMB_GPT_XENT_CHUNK_BYTES)
+#             vp       PLUMB_ATTN_VP_CACHE=1 (cuDNN variant packs kept)
+#             cudnn919 PLUMB_CUDNN_LIB = the host PyTorch wheel's cuDNN
+#   pick      from each group ({nostage}, {nobgrad}, {ch2, ch1}, {vp},
+#             {cudnn919}) the setting faster than plain by more than
+#             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
+#   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
+#             in the same run): the ratio that counts
+#   kprof     the same picks under bench/kprof.cc's CUPTI kernel table, plumb
+#             alone ($D/best.kprof.txt)
+# At most GPTAB_BUDGET_S seconds (default 240). Writes $OUT/gptab/ (*.log,
+# *.json, summary.txt). NVLink multicast stays off; clocks, power and MIG are
+# left alone.
+set -u
+. "$(dirname "$0")/gpu-topic.sh" gptab "${GPTAB_BUDGET_S:-240}"
+
+B="bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16"
+ST="--steps 30 --warmup 10"
+TCUDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
+[ -n "$TCUDNN" ] && [ -e "$TCUDNN" ] || TCUDNN=
+log "PyTorch's cuDNN: ${TCUDNN:-none found}"
+envof() { # the environment of a variant, as NAME=VALUE words
+  case $1 in
+    plain) echo "" ;;
+    nostage) echo "PLUMB_GPT_XENT_STAGE=0" ;;
+    nobgrad) echo "PLUMB_GPT_BGRAD_EPI=0" ;;
+    ch2) echo "PLUMB_GPT_XENT_CHUNK_BYTES=2147483648" ;;
+    ch1) echo "PLUMB_GPT_XENT_CHUNK_BYTES=4294967296" ;;
+    vp) echo "PLUMB_ATTN_VP_CACHE=1" ;;
+    cudnn919) [ -n "$TCUDNN" ] && echo "PLUMB_CUDNN_LIB=$TCUDNN" ;;
+    *) echo "BAD" ;;
+  esac
+}
+VARS=${GPTAB_VARIANTS:-ch1 nobgrad nostage cudnn919 vp ch2}
+for v in plain $VARS; do
+  ev=$(envof "$v")
+  if [ "$ev" = BAD ]; then log "==== $v: unknown variant"; continue; fi
+  if [ "$v" = cudnn919 ] && [ -z "$ev" ]; then log "==== $v: no PyTorch cuDNN; skipped"; continue; fi
+  # leave room for the best run with PyTorch (about 110 s) and kprof (40 s)
+  if [ "$(left)" -lt 170 ]; then log "==== $v: skipped ($(left) s left, kept for the best run)"; continue; fi
+  # shellcheck disable=SC2086
+  step "$v" 40 env PLUMB_ATTN_LOG=1 $ev $P $B $ST --json "$D/$v.json"
+done
+pick=$(python3 - "$D" "${GPTAB_MIN_GAIN:-0.003}" "$VARS" <<'PY'
+import json, os, sys
+d, gain, names = sys.argv[1], float(sys.argv[2]), sys.argv[3].split()
+def tok(n):
+    try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
+    except Exception: return None
+base = tok("plain")
+groups = [["nostage"], ["nobgrad"], ["ch2", "ch1"], ["vp"], ["cudnn919"]]
+picks = []
+for g in groups:
+    best = None
+    for n in g:
+        t = tok(n)
+        if n in names and base and t and t > base * (1 + gain) and (best is None or t > best[1]):
+            best = (n, t)
+    if best: picks.append(best[0])
+print(" ".join(picks))
+PY
+)
+penv=""
+for v in $pick; do penv="$penv $(envof "$v")"; done
+log "picked: ${pick:-none (the defaults)}; environment:${penv:- none}"
+# shellcheck disable=SC2086
+step best 130 env $penv $P $B $ST --vs-pytorch --torch-modes compile --json "$D/best.json"
+grep -E "^(bf16|fp32|fp16) |pytorch|FLOPs per token" "$D/best.log" | tee -a "$LOG"
+# shellcheck disable=SC2086
+step kprof 40 "${KP[@]}" KPROF_OUT="$D/best.kprof.txt" env $penv $P $B --steps 30 --warmup 5 --json "$D/kprof.json"
+tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step, %s graphed steps" % (r["tokens_per_s"], r["step_ms"], r.get("graphed_steps", "?")))' "$1" 2>/dev/null || echo "no result"; }
+{
+  echo "gpu-gptab summary ($(( SECONDS - T0 )) s of $BUDGET)"
+  for v in plain $VARS; do echo "$v [$(envof "$v")]: $(tok "$D/$v.json")"; done
+  for v in best kprof; do echo "$v [${penv# }]: $(tok "$D/$v.json")"; done
+  echo "picked: ${pick:-none}"
+  python3 - "$D/best.json" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))["rows"][0]
+c = r.get("pytorch", {}).get("compile", {})
+print("best: plumb %.0f tokens/s (%.2f ms/step, %s graphed steps, split %s), torch.compile %s tokens/s in the same run: %s x"
+      % (r["tokens_per_s"], r["step_ms"], r.get("graphed_steps"), json.dumps(r.get("split_ms")),
+         "%.0f" % c["tokens_per_s"] if "tokens_per_s" in c else "none", "%.4f" % c["ratio"] if "ratio" in c else "none"))
+PY
+  [ -f "$D/best.kprof.txt" ] && { echo "-- kprof of the picks:"; head -n 45 "$D/best.kprof.txt"; }
+} | tee "$D/summary.txt" | tee -a "$LOG"
