@@ -7,11 +7,13 @@
 #   VARIANT   the same with one setting changed (GPTAB_VARIANTS, default all):
 #             nostage  PLUMB_GPT_XENT_STAGE=0 (classifier rows read twice)
 #             nobgrad  PLUMB_GPT_BGRAD_EPI=0 (dbias in our column sums)
+#             nodirect PLUMB_GPT_DWTE_DIRECT=0 (dwte's last chunk into dwp,
+#                      then dwp copied to dwte)
 #             ch2, ch1 the classifier in 2 or 1 row chunks, not 4
 #                      (PLUMB_GPT_XENT_CHUNK_BYTES)
 #             vp       PLUMB_ATTN_VP_CACHE=1 (cuDNN variant packs kept)
 #             cudnn919 PLUMB_CUDNN_LIB = the host PyTorch wheel's cuDNN
-#   pick      from each group ({nostage}, {nobgrad}, {ch2, ch1}, {vp},
+#   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch1}, {vp},
 #             {cudnn919}) the setting faster than plain by more than
 #             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
 #   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
@@ -34,6 +36,7 @@ envof() { # the environment of a variant, as NAME=VALUE words
     plain) echo "" ;;
     nostage) echo "PLUMB_GPT_XENT_STAGE=0" ;;
     nobgrad) echo "PLUMB_GPT_BGRAD_EPI=0" ;;
+    nodirect) echo "PLUMB_GPT_DWTE_DIRECT=0" ;;
     ch2) echo "PLUMB_GPT_XENT_CHUNK_BYTES=2147483648" ;;
     ch1) echo "PLUMB_GPT_XENT_CHUNK_BYTES=4294967296" ;;
     vp) echo "PLUMB_ATTN_VP_CACHE=1" ;;
@@ -41,7 +44,7 @@ envof() { # the environment of a variant, as NAME=VALUE words
     *) echo "BAD" ;;
   esac
 }
-VARS=${GPTAB_VARIANTS:-ch1 nobgrad nostage cudnn919 vp ch2}
+VARS=${GPTAB_VARIANTS:-ch1 nobgrad nostage cudnn919 nodirect vp ch2}
 for v in plain $VARS; do
   ev=$(envof "$v")
   if [ "$ev" = BAD ]; then log "==== $v: unknown variant"; continue; fi
@@ -58,7 +61,7 @@ def tok(n):
     try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
     except Exception: return None
 base = tok("plain")
-groups = [["nostage"], ["nobgrad"], ["ch2", "ch1"], ["vp"], ["cudnn919"]]
+groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch1"], ["vp"], ["cudnn919"]]
 picks = []
 for g in groups:
     best = None

@@ -340,6 +340,37 @@ static void cls_xent16_case(dtype_t rt)
         compare_norm(&wa, &wb, 1e-5, "classifier: dwte with PLUMB_GPT_DWTE_PAD=0");
         outs_free(&np);
     }
+    /* the last chunk's dwte written by its GEMM (PLUMB_GPT_DWTE_DIRECT, on
+     * by default on CUDA: rows 0..999 straight into dwte, rows 1000..1007
+     * through dwp) against the whole product into dwp and dwp copied: losses
+     * and dx the same bits, dwte within 1e-5 norm-wise (N = 1000 against
+     * 1008 may take another algorithm); over 3 chunks (the last one adds
+     * dwp's sums as C) and over one (no C); a bad value refused, named */
+    if (!strncmp(test_device(), "cuda", 4)) {
+        for (int one = 0; one < 2; one++) {
+            struct outs dir = {0}, cp = {0};
+            REQUIRE(cls_run_x(g, R, C, V, rt, one ? NULL : chunk, "1", &dir, NULL) == 0);
+            char *kp = env_push("PLUMB_GPT_DWTE_DIRECT", "0");
+            REQUIRE(cls_run_x(g, R, C, V, rt, one ? NULL : chunk, "1", &cp, NULL) == 0);
+            env_restore("PLUMB_GPT_DWTE_DIRECT", kp);
+            const struct outs a = outs_view(&dir, 0, 2), b = outs_view(&cp, 0, 2);
+            compare(&a, &b, 0, one ? "classifier, one chunk: PLUMB_GPT_DWTE_DIRECT=0 against the default"
+                                   : "classifier, 3 chunks: PLUMB_GPT_DWTE_DIRECT=0 against the default");
+            const struct outs wa = outs_view(&dir, 2, 1), wb = outs_view(&cp, 2, 1);
+            compare_norm(&wa, &wb, 1e-5, one ? "classifier, one chunk: dwte with PLUMB_GPT_DWTE_DIRECT=0"
+                                             : "classifier, 3 chunks: dwte with PLUMB_GPT_DWTE_DIRECT=0");
+            outs_free(&dir);
+            outs_free(&cp);
+        }
+        struct outs bad = {0};
+        char *kp = env_push("PLUMB_GPT_DWTE_DIRECT", "2");
+        plumb_err e = {0};
+        const int rc = cls_run_x(g, R, C, V, rt, chunk, "1", &bad, &e);
+        env_restore("PLUMB_GPT_DWTE_DIRECT", kp);
+        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_DWTE_DIRECT=2"), "PLUMB_GPT_DWTE_DIRECT=2: rc %d (%s)",
+                  rc, e.msg);
+        outs_free(&bad);
+    }
     /* the row kernel's block size (PLUMB_GPT_XENT_TPB, 1024 by default):
      * 128 threads a row split the row's sums otherwise, so within 2^-7
      * norm-wise, as the logits paths are; a value outside 128..1024 refused,

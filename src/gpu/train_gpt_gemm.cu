@@ -750,6 +750,36 @@ static int xent_tpb(struct dev *d, int *tpb, plumb_err *e)
 }
 
 #if !defined(PLUMB_HIP)
+/* The last chunk's dwte product when the chunks accumulate into the padded
+ * dwp [VG, C] (slot 3): instead of the whole product into dwp and dwp's
+ * first V rows copied to dwte (gpt2: 154 MB read and written again a step),
+ * the GEMM over the first V8 = V & ~7 rows reads dwp as C and writes dwte
+ * as D (cuBLASLt's out-of-place product; V8 keeps N a multiple of 8, so
+ * the sm90 kernels stay eligible), the padded tail's rows V8..VG-1 go to
+ * dwp as before, and its rows V8..V-1 are copied (gpt2: one row). *done = 0
+ * (nothing written) where cuBLASLt has no algorithm or V < 8: the caller's
+ * padded product then. Column-major: dwte^T (C x V8) = x^T (C x nr) G
+ * (nr x V8), G [nr, LD] the 16-bit gradient rows, x16 [nr, C]. */
+static int dwte_last_direct(struct dev *d, struct dev_stream *st, const uint16_t *g16, int LD, const uint16_t *x16, int C,
+                            int nr, int V, int VG, float *dwp, float *dwte, int acc, int rt, int *done, plumb_err *e)
+{
+    *done = 0;
+    const int V8 = V & ~7;
+    if (V8 == 0) return PLUMB_OK;
+    struct lt_mm g = {0, 1, C, V8, nr, x16, C, g16, LD, dwp, C, acc ? 1.0f : 0.0f, rt, 1, 0, LT_EPI_NONE, NULL, 1,
+                      0, 0, 0};
+    g.dst = dwte;
+    int rc = lt_matmul(d, st, &g, e);
+    if (rc == PLUMB_EUNSUPPORTED) return PLUMB_OK;
+    if (rc) return rc;
+    if ((rc = cls_gemm(d, st, VG - V8, C, nr, 1, 0, g16 + V8, LD, x16, C, dwp + (size_t)V8 * C, C, acc, (dtype_t)rt, e)))
+        return rc;
+    GPU_CHECK(d, cudaMemcpyAsync(dwte + (size_t)V8 * C, dwp + (size_t)V8 * C, (size_t)(V - V8) * C * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, st->s), e);
+    *done = 1;
+    return PLUMB_OK;
+}
+
 /* PLUMB_GPT_XENT_STAGE: 1 or unset: the 16-bit logits' rows staged whole
  * in shared memory (k_xent_rows_staged: each row read from memory once,
  * the same bits as k_xent_rows_fast), where a row of LD 16-bit values fits
@@ -831,13 +861,22 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * against 381-455 us for the chunk's other two GEMMs of the same FLOPs
      * (CUPTI on an H100, BENCHMARKS.md 2026-12-06); so the chunks accumulate
      * into dwp [VG, C] (slot 3; rows V.. are the zero columns' sums, zero)
-     * and its first V rows are copied to dwte at the end */
+     * and its first V rows are copied to dwte at the end; on CUDA the last
+     * chunk's GEMM writes most of dwte itself (dwte_last_direct,
+     * PLUMB_GPT_DWTE_DIRECT, on by default) */
     float *dwp = NULL;
+    int direct = 0, dwp_done = 0;
     if (grad && ab16 && VG > V && R > 0) {
         int pad = 0;
         if ((rc = gpu_env_switch(d, "PLUMB_GPT_DWTE_PAD", "the product over V rows",
                                  "over the rows padded to a multiple of 8", &pad, e)))
             return rc;
+        if ((rc = gpu_env_switch(d, "PLUMB_GPT_DWTE_DIRECT", "the last chunk into dwp, then dwp copied to dwte",
+                                 "the last chunk's GEMM writes dwte's first V & ~7 rows itself", &direct, e)))
+            return rc;
+#if defined(PLUMB_HIP)
+        (void)direct;
+#endif
         void *w3;
         if (pad && (rc = tws_get(d, 3, (size_t)VG * C * sizeof(float), &w3, e))) return rc;
         if (pad) dwp = (float *)w3;
@@ -908,10 +947,19 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
             k_round_inplace<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(dx + (size_t)r0 * C, nx, (int)rt);
             GPU_CHECK_LAUNCH(d, "k_round_inplace", e);
         }
+#if !defined(PLUMB_HIP)
+        if (dwp && direct && r0 + nr >= R) { /* the last chunk: dwte written by the GEMM itself */
+            if ((rc = dwte_last_direct(d, st, (const uint16_t *)ga, LD, (const uint16_t *)xa, C, nr, V, VG, dwp, dwte,
+                                       ch > 0, (int)rt, &dwp_done, e)))
+                return rc;
+            if (dwp_done) continue;
+        }
+#endif
         if ((rc = cls_gemm(d, st, dwp ? VG : V, C, nr, 1, 0, ga, LD, xa, C, dwp ? dwp : dwte, C, ch > 0, ab, e)))
             return rc;
     }
-    if (dwp) GPU_CHECK(d, cudaMemcpyAsync(dwte, dwp, (size_t)V * C * sizeof(float), cudaMemcpyDeviceToDevice, st->s), e);
+    if (dwp && !dwp_done)
+        GPU_CHECK(d, cudaMemcpyAsync(dwte, dwp, (size_t)V * C * sizeof(float), cudaMemcpyDeviceToDevice, st->s), e);
     if (sum_count) {
         k_xent_sum<<<1, XSUM_TPB, 0, st->s>>>(lossv, tgt, R, sum_count);
         GPU_CHECK_LAUNCH(d, "k_xent_sum", e);

@@ -90,10 +90,10 @@ struct tprof_scope {
     ~tprof_scope() { if (tprof_on()) tprof_add(id, tprof_sync_now(st) - t0); }
 };
 
-/* lt_matmul.cu (CUDA): column-major C[m,n] (ldc) = op(A) op(B) + beta C, then
+/* lt_matmul.cu (CUDA): column-major D[m,n] (ldc) = op(A) op(B) + beta C, then
  * the epilogue, through the device's one cuBLASLt plan cache. A [lda], B
  * [ldb]: fp32, or rt's 16-bit type when ab16; C/D fp32, or rt's 16-bit type
- * when c16; batch > 1: that many products, sa, sb, sc elements apart.
+ * when c16; D is C unless dst names another matrix of C's layout; batch > 1: that many products, sa, sb, sc elements apart.
  * Epilogues:
  *   BIAS, RELU_BIAS  bias [m] added: fp32 with an fp32 D, else D's type;
  *   BGRADB           bias [n] (fp32, D fp32) = the sum of op(B) over k, the
@@ -124,6 +124,7 @@ struct lt_mm {
     const void *aux;      /* DGELU's input, GELU_AUX_BIAS's second output */
     long long aux_ld;     /* its leading dimension (a multiple of 8) */
     long long bias_stride; /* BGRADB with batch > 1 */
+    void *dst;            /* D, where it is not C (C's layout and type); NULL: D is C */
 };
 int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb_err *e);
 
