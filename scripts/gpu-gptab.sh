@@ -12,8 +12,9 @@
 #             ch2, ch1 the classifier in 2 or 1 row chunks, not 4
 #                      (PLUMB_GPT_XENT_CHUNK_BYTES)
 #             vp       PLUMB_ATTN_VP_CACHE=1 (cuDNN variant packs kept)
+#             dw64     PLUMB_GPT_DW_SLICES=tiles:64 (fewer dw slices)
 #             cudnn919 PLUMB_CUDNN_LIB = the host PyTorch wheel's cuDNN
-#   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch1}, {vp},
+#   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch1}, {vp}, {dw64},
 #             {cudnn919}) the setting faster than plain by more than
 #             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
 #   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
@@ -40,11 +41,12 @@ envof() { # the environment of a variant, as NAME=VALUE words
     ch2) echo "PLUMB_GPT_XENT_CHUNK_BYTES=2147483648" ;;
     ch1) echo "PLUMB_GPT_XENT_CHUNK_BYTES=4294967296" ;;
     vp) echo "PLUMB_ATTN_VP_CACHE=1" ;;
+    dw64) echo "PLUMB_GPT_DW_SLICES=tiles:64" ;;
     cudnn919) [ -n "$TCUDNN" ] && echo "PLUMB_CUDNN_LIB=$TCUDNN" ;;
     *) echo "BAD" ;;
   esac
 }
-VARS=${GPTAB_VARIANTS:-ch1 nobgrad nostage cudnn919 nodirect vp ch2}
+VARS=${GPTAB_VARIANTS:-ch1 nobgrad nostage cudnn919 nodirect vp dw64 ch2}
 for v in plain $VARS; do
   ev=$(envof "$v")
   if [ "$ev" = BAD ]; then log "==== $v: unknown variant"; continue; fi
@@ -61,7 +63,7 @@ def tok(n):
     try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
     except Exception: return None
 base = tok("plain")
-groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch1"], ["vp"], ["cudnn919"]]
+groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch1"], ["vp"], ["dw64"], ["cudnn919"]]
 picks = []
 for g in groups:
     best = None
