@@ -301,6 +301,22 @@ TEST(gpu_gpt_classifier_chunks_golden_bf16) { cls_chunks_case(NUMERICS_GOLDEN, D
 TEST(gpu_gpt_classifier_chunks_fast_fp32) { cls_chunks_case(NUMERICS_FAST, DT_F32); }
 TEST(gpu_gpt_classifier_chunks_fast_bf16) { cls_chunks_case(NUMERICS_FAST, DT_BF16); }
 
+/* the classifier with NAME=VALUE set refused as a usage error that names
+ * NAME=VALUE (xent16: PLUMB_GPT_XENT16's value for the run) */
+static void cls_env_refused(struct dev *g, int R, int C, int V, dtype_t rt, const char *chunk, const char *xent16,
+                            const char *name, const char *value)
+{
+    struct outs bad = {0};
+    char *kp = env_push(name, value);
+    plumb_err e = {0};
+    const int rc = cls_run_x(g, R, C, V, rt, chunk, xent16, &bad, &e);
+    env_restore(name, kp);
+    char want[96];
+    snprintf(want, sizeof want, "%s=%s", name, value);
+    CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, want), "%s: rc %d (%s)", want, rc, e.msg);
+    outs_free(&bad);
+}
+
 /* 16-bit logits straight from the GEMM (PLUMB_GPT_XENT16 unset or 1: the
  * default for 16-bit compute on CUDA) against fp32 logits rounded by the row
  * kernel (=0), fast, over several chunks, V odd (the row's last logit past
@@ -362,60 +378,34 @@ static void cls_xent16_case(dtype_t rt)
             outs_free(&dir);
             outs_free(&cp);
         }
-        struct outs bad = {0};
-        char *kp = env_push("PLUMB_GPT_DWTE_DIRECT", "2");
-        plumb_err e = {0};
-        const int rc = cls_run_x(g, R, C, V, rt, chunk, "1", &bad, &e);
-        env_restore("PLUMB_GPT_DWTE_DIRECT", kp);
-        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_DWTE_DIRECT=2"), "PLUMB_GPT_DWTE_DIRECT=2: rc %d (%s)",
-                  rc, e.msg);
-        outs_free(&bad);
+        cls_env_refused(g, R, C, V, rt, chunk, "1", "PLUMB_GPT_DWTE_DIRECT", "2");
     }
     /* the row kernel's block size (PLUMB_GPT_XENT_TPB, 1024 by default):
      * 128 threads a row split the row's sums otherwise, so within 2^-7
      * norm-wise, as the logits paths are; a value outside 128..1024 refused,
      * named */
     {
-        struct outs t128 = {0}, bad = {0};
+        struct outs t128 = {0};
         char *kp = env_push("PLUMB_GPT_XENT_TPB", "128");
         REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &t128, NULL) == 0);
         env_restore("PLUMB_GPT_XENT_TPB", kp);
         compare_norm(&z16, &t128, 0x1p-7, "classifier: PLUMB_GPT_XENT_TPB=128 against the default");
-        kp = env_push("PLUMB_GPT_XENT_TPB", "2048");
-        plumb_err e = {0};
-        const int rc = cls_run_x(g, R, C, V, rt, chunk, "1", &bad, &e);
-        env_restore("PLUMB_GPT_XENT_TPB", kp);
-        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_XENT_TPB=2048"), "PLUMB_GPT_XENT_TPB=2048: rc %d (%s)",
-                  rc, e.msg);
         outs_free(&t128);
-        outs_free(&bad);
+        cls_env_refused(g, R, C, V, rt, chunk, "1", "PLUMB_GPT_XENT_TPB", "2048");
     }
     /* the rows staged whole in shared memory (PLUMB_GPT_XENT_STAGE, on by
      * default on CUDA) against the kernel that reads each row twice: the
      * same threads, values and order, so the same bits; a value other than
      * 0 or 1 refused, named */
     if (!strncmp(test_device(), "cuda", 4)) {
-        struct outs two = {0}, bad = {0};
+        struct outs two = {0};
         char *kp = env_push("PLUMB_GPT_XENT_STAGE", "0");
         REQUIRE(cls_run_x(g, R, C, V, rt, chunk, "1", &two, NULL) == 0);
         env_restore("PLUMB_GPT_XENT_STAGE", kp);
         compare(&z16, &two, 0, "classifier: rows staged in shared memory against PLUMB_GPT_XENT_STAGE=0");
-        kp = env_push("PLUMB_GPT_XENT_STAGE", "yes");
-        plumb_err e = {0};
-        const int rc = cls_run_x(g, R, C, V, rt, chunk, "1", &bad, &e);
-        env_restore("PLUMB_GPT_XENT_STAGE", kp);
-        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_XENT_STAGE=yes"), "PLUMB_GPT_XENT_STAGE=yes: rc %d (%s)",
-                  rc, e.msg);
         outs_free(&two);
-        outs_free(&bad);
-    }
-    if (!strncmp(test_device(), "cuda", 4)) {
-        struct outs bad = {0};
-        plumb_err e = {0};
-        const int rc = cls_run_x(g, R, C, V, rt, NULL, "on", &bad, &e);
-        CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "PLUMB_GPT_XENT16=on"), "PLUMB_GPT_XENT16=on: rc %d (%s)", rc,
-                  e.msg);
-        outs_free(&bad);
+        cls_env_refused(g, R, C, V, rt, chunk, "1", "PLUMB_GPT_XENT_STAGE", "yes");
+        cls_env_refused(g, R, C, V, rt, NULL, NULL, "PLUMB_GPT_XENT16", "on");
     }
     outs_free(&f32);
     outs_free(&z16);
