@@ -94,19 +94,8 @@ NTRAIN=$(((LOSS_STEPS * B + 2) * T + 1)); NVAL=$((4 * B * T + 1))
 step data 60 5 sh -c "$P data synth-tokens --tokens $NTRAIN --vocab 50257 --out $W/syn_train.bin &&
   $P data synth-tokens --tokens $NVAL --vocab 50257 --split val --out $W/syn_val.bin"
 
-# ---- loss after the budget: plumb (seeds 1, 2) vs PyTorch eager (seeds 1, 2, 3); llm.c beside them
-TR="train gpt --preset gpt2-124m --device cuda --precision bf16 --data tokens:$W/syn_train.bin --eval-data $W/syn_val.bin
-    --steps $LOSS_STEPS --batch $B --lr 6e-4 --warmup 20 --schedule constant --eval-batch $B --quiet --health-interval 0"
-torch_seed() { step loss_torch_s$1 60 20 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch $B --seq $T --device cuda \
-  --precision bf16 --mode eager --steps $LOSS_STEPS --warmup 0 --lr 6e-4 --lr-warmup 20 --seed $1 \
-  --tokens $W/syn_train.bin --val-tokens $W/syn_val.bin --val-batches 4; }
-# interleaved, so a budget cut still leaves plumb against two PyTorch seeds
-step loss_plumb_s1 60 15 $P $TR --seed 1 --out $W/lp1
-torch_seed 1
-torch_seed 2
-step loss_plumb_s2 60 15 $P $TR --seed 2 --out $W/lp2
-torch_seed 3
-# ---- llm.c: tokens/s and the loss after the budget, on the same tokens
+# ---- llm.c: tokens/s and the loss after the budget, on the same tokens (first:
+# about 10 s, and the figure a budget cut must not lose)
 LLMC=${LLMC:-$here/llmc/train_gpt2cu}
 if [ -x "$LLMC" ]; then
   step llmc 60 20 "$LLMC" -e d12 -i $W/syn_train.bin -j $W/syn_val.bin -b $B -t $T -x $LOSS_STEPS -l 6e-4 -u 20 -q 1.0 \
@@ -120,6 +109,18 @@ else
   S="$S\nllm.c: not run (no $LLMC)"
 fi
 
+# ---- loss after the budget: plumb (seeds 1, 2) vs PyTorch eager (seeds 1, 2, 3); llm.c beside them
+TR="train gpt --preset gpt2-124m --device cuda --precision bf16 --data tokens:$W/syn_train.bin --eval-data $W/syn_val.bin
+    --steps $LOSS_STEPS --batch $B --lr 6e-4 --warmup 20 --schedule constant --eval-batch $B --quiet --health-interval 0"
+torch_seed() { step loss_torch_s$1 60 20 python3 bench/gpt_pytorch.py --preset gpt2-124m --batch $B --seq $T --device cuda \
+  --precision bf16 --mode eager --steps $LOSS_STEPS --warmup 0 --lr 6e-4 --lr-warmup 20 --seed $1 \
+  --tokens $W/syn_train.bin --val-tokens $W/syn_val.bin --val-batches 4; }
+# interleaved, so a budget cut still leaves plumb against two PyTorch seeds
+step loss_plumb_s1 60 15 $P $TR --seed 1 --out $W/lp1
+torch_seed 1
+torch_seed 2
+step loss_plumb_s2 60 15 $P $TR --seed 2 --out $W/lp2
+torch_seed 3
 python3 - "$D" "$LOSS_STEPS" "${lv:-}" <<'PY' 2>&1 | tee -a "$LOG" >"$D/loss.txt"
 import json, re, statistics, sys, glob, os
 d, steps, llmc = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -51,8 +51,8 @@ for v in plain $VARS; do
   ev=$(envof "$v")
   if [ "$ev" = BAD ]; then log "==== $v: unknown variant"; continue; fi
   if [ "$v" = cudnn919 ] && [ -z "$ev" ]; then log "==== $v: no PyTorch cuDNN; skipped"; continue; fi
-  # leave room for the best run with PyTorch (about 110 s) and kprof (40 s)
-  if [ "$(left)" -lt 170 ]; then log "==== $v: skipped ($(left) s left, kept for the best run)"; continue; fi
+  # leave room for the best run with PyTorch (about 50 s) and kprof (about 25 s)
+  if [ "$(left)" -lt 100 ]; then log "==== $v: skipped ($(left) s left, kept for the best run)"; continue; fi
   # shellcheck disable=SC2086
   step "$v" 40 env PLUMB_ATTN_LOG=1 $ev $P $B $ST --json "$D/$v.json"
 done
