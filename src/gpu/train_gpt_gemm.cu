@@ -17,8 +17,8 @@
  * results repeat. dbias is a fixed-chunk column sum. Where cuBLASLt has no
  * algorithm (and on HIP) the plugin's GEMM (blas_gemm) plus our own
  * epilogue kernels.
- * The classifier runs over row chunks whose fp32 logits fit XENT_CHUNK_BYTES
- * (never the whole batch's): logits GEMM, a row kernel (block max and sum,
+ * The classifier runs over row chunks whose stored logits fit
+ * XENT_CHUNK_BYTES (never an unbounded batch's): logits GEMM, a row kernel (block max and sum,
  * loss, gradient rounded and stored in place or as its 16-bit copy; with
  * 16-bit compute on CUDA the GEMM writes 16-bit logits and the gradient
  * overwrites them, PLUMB_GPT_XENT16 below), dx
@@ -639,25 +639,30 @@ int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
 
 /* ---------------- classifier + cross-entropy ---------------- */
 
-/* The fp32 logits of one row chunk are at most XENT_CHUNK_BYTES (never the
- * whole batch's: 16384 x 50304 would be 3.3 GB). 1 GiB holds 5336 rows of
- * gpt2's 50304 columns, so B=16 T=1024 runs as 4 chunks of 4096 rows
- * (fewer, larger GEMMs: each has 4096 x 50304 x 768 to share among the SMs)
- * and the chunk's workspace (the fp32 logits, their 16-bit gradient, the
- * 16-bit wte) stays near 1.6 GB on any card. Chunks are split evenly and
+/* The stored logits of one row chunk are at most XENT_CHUNK_BYTES: 2 GiB,
+ * whatever the batch. With 16-bit compute on CUDA the logits are stored
+ * as 16-bit values (PLUMB_GPT_XENT16), 2 bytes each, so gpt2's B=16 T=1024
+ * (16384 rows of 50264) is one chunk of 1.65 GB; fp32 logits take 4 bytes
+ * each, so the same batch is two chunks of 8192 rows. One chunk against
+ * four of 4096 rows (the rule of 1 GiB of fp32 logits until 2026-12-06):
+ * 474,860 against 471,966 tokens/s for gpt2-124m on an H100 in one call
+ * (BENCHMARKS.md, 2026-12-06 23:37): fewer, larger GEMMs, and dwte's
+ * beta = 1 reads of the padded 154 MB sums go. Chunks are split evenly and
  * their rows rounded up to a multiple of 128 (the GEMM tiles' height), so
  * no chunk is a thin remainder. */
-#define XENT_CHUNK_BYTES ((size_t)1 << 30)
+#define XENT_CHUNK_BYTES ((size_t)2 << 30)
 #define XENT_ROW_ALIGN 128
 
-/* rows per chunk for R rows of V fp32 logits; PLUMB_GPT_XENT_CHUNK_BYTES
- * (a test hook: tests/test_gpu_train_gpt.c runs many small chunks against one)
- * replaces the cap */
-static int xent_chunk_rows(int R, int V)
+/* rows per chunk for R rows of V logits of elem bytes each;
+ * PLUMB_GPT_XENT_CHUNK_BYTES (a test hook: tests/test_gpu_train_gpt.c runs
+ * many small chunks against one) replaces the cap, counted in fp32 logits
+ * whatever elem (its tests' row counts do not move with the storage) */
+static int xent_chunk_rows(int R, int V, int elem)
 {
-    const size_t row = (size_t)V * sizeof(float);
     const char *hook = getenv("PLUMB_GPT_XENT_CHUNK_BYTES");
-    const size_t bytes = hook && atoll(hook) > 0 ? (size_t)atoll(hook) : XENT_CHUNK_BYTES;
+    const int hooked = hook && atoll(hook) > 0;
+    const size_t row = (size_t)V * (size_t)(hooked ? 4 : elem);
+    const size_t bytes = hooked ? (size_t)atoll(hook) : XENT_CHUNK_BYTES;
     size_t cap = bytes / row; /* rows that fit */
     if (cap < 1) cap = 1;
     const size_t nch = ((size_t)R + cap - 1) / cap;
@@ -822,7 +827,7 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * every row after the first was misaligned and cuBLASLt could only pick
      * its align1 sm75 kernels (~32 ms of a gpt2-124m step on the H200). */
     const int LD = gold ? V : (V + 7) & ~7;
-    const int RC = xent_chunk_rows(R, LD);
+    const int RC = xent_chunk_rows(R, LD, z16 ? 2 : 4);
     int rc, xtpb = TPB, stage = 0;
     if (!gold && (rc = xent_tpb(d, &xtpb, e))) return rc;
 #if !defined(PLUMB_HIP)
