@@ -920,7 +920,8 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
             const struct lt_mm g = {1, 0, VG, nr, C, wa, C, xa, C, g16, LD, 0.0f, (int)rt, 1, 1, LT_EPI_NONE, NULL, 1,
                                     0, 0, 0};
             rc = lt_matmul(d, st, &g, e);
-            if (rc == PLUMB_EUNSUPPORTED) { /* no 16-bit-output algorithm: fp32 logits from here on */
+            if (rc == PLUMB_EUNSUPPORTED) { /* no 16-bit-output algorithm: fp32 logits from here on, in
+                                             * chunks sized for 16-bit ones (up to 4 GiB of fp32) */
                 z16 = 0;
                 if ((rc = tws_get(d, 1, (size_t)RC * LD * sizeof(float), &w1, e))) return rc;
                 Z = (float *)w1;
