@@ -43,8 +43,8 @@ step cudnnvp 40 "${KP[@]}" KPROF_OUT="$D/cudnnvp.kprof.txt" env PLUMB_GPT_ATTN=c
 
 # cudnntorch: cudnn with the cuDNN of the host's PyTorch wheel (PLUMB_CUDNN_LIB),
 # where the loader's own search may find an older one first
-TCUDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
-if [ -n "$TCUDNN" ] && [ -e "$TCUDNN" ]; then
+TCUDNN=$(torch_cudnn)
+if [ -n "$TCUDNN" ]; then
   log "PyTorch's cuDNN: $TCUDNN"
   # shellcheck disable=SC2086
   step cudnntorch 40 "${KP[@]}" KPROF_OUT="$D/cudnntorch.kprof.txt" env PLUMB_GPT_ATTN=cudnn PLUMB_CUDNN_LIB="$TCUDNN" \
@@ -52,12 +52,11 @@ if [ -n "$TCUDNN" ] && [ -e "$TCUDNN" ]; then
 else
   log "cudnntorch: no PyTorch cuDNN found; skipped"
 fi
-tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step, %s graphed steps" % (r["tokens_per_s"], r["step_ms"], r.get("graphed_steps", "?")))' "$1" 2>/dev/null || echo "no result"; }
 {
   echo "gpu-attn summary ($((SECONDS - T0)) s of $BUDGET)"
   echo "tests (gpu_gpt_attn): exit $tests_rc, $(grep -E '^[0-9]+ passed' "$D/tests.log" | tail -n 1)"
   for k in mma2 cudnn cudnnvp cudnntorch; do
-    echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=$k: $(tok "$D/$k.json")"
+    echo "bench gpt2-124m B=16 T=1024 bf16, PLUMB_GPT_ATTN=$k: $(bench_tok "$D/$k.json")"
     grep -h -E "cuDNN attention|graph" "$D/$k.log" 2>/dev/null | sort -u | head -n 6
   done
   for k in mma2 cudnn cudnnvp cudnntorch; do

@@ -9,12 +9,13 @@
 #             nobgrad  PLUMB_GPT_BGRAD_EPI=0 (dbias in our column sums)
 #             nodirect PLUMB_GPT_DWTE_DIRECT=0 (dwte's last chunk into dwp,
 #                      then dwp copied to dwte)
-#             ch2, ch1 the classifier in 2 or 1 row chunks, not 4
-#                      (PLUMB_GPT_XENT_CHUNK_BYTES)
+#             ch2, ch4 the classifier in 2 or 4 row chunks, not the
+#                      default's 1 (PLUMB_GPT_XENT_CHUNK_BYTES; 4 was the
+#                      rule until 2026-12-06)
 #             vp       PLUMB_ATTN_VP_CACHE=1 (cuDNN variant packs kept)
 #             dw64     PLUMB_GPT_DW_SLICES=tiles:64 (fewer dw slices)
 #             cudnn919 PLUMB_CUDNN_LIB = the host PyTorch wheel's cuDNN
-#   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch1}, {vp}, {dw64},
+#   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch4}, {vp}, {dw64},
 #             {cudnn919}) the setting faster than plain by more than
 #             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
 #   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
@@ -29,8 +30,7 @@ set -u
 
 B="bench gpt --preset gpt2-124m --batch 16 --device cuda --precision bf16"
 ST="--steps 30 --warmup 10"
-TCUDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
-[ -n "$TCUDNN" ] && [ -e "$TCUDNN" ] || TCUDNN=
+TCUDNN=$(torch_cudnn)
 log "PyTorch's cuDNN: ${TCUDNN:-none found}"
 envof() { # the environment of a variant, as NAME=VALUE words
   case $1 in
@@ -39,14 +39,14 @@ envof() { # the environment of a variant, as NAME=VALUE words
     nobgrad) echo "PLUMB_GPT_BGRAD_EPI=0" ;;
     nodirect) echo "PLUMB_GPT_DWTE_DIRECT=0" ;;
     ch2) echo "PLUMB_GPT_XENT_CHUNK_BYTES=2147483648" ;;
-    ch1) echo "PLUMB_GPT_XENT_CHUNK_BYTES=4294967296" ;;
+    ch4) echo "PLUMB_GPT_XENT_CHUNK_BYTES=1073741824" ;;
     vp) echo "PLUMB_ATTN_VP_CACHE=1" ;;
     dw64) echo "PLUMB_GPT_DW_SLICES=tiles:64" ;;
     cudnn919) [ -n "$TCUDNN" ] && echo "PLUMB_CUDNN_LIB=$TCUDNN" ;;
     *) echo "BAD" ;;
   esac
 }
-VARS=${GPTAB_VARIANTS:-ch1 nobgrad nostage cudnn919 nodirect vp dw64 ch2}
+VARS=${GPTAB_VARIANTS:-cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
 for v in plain $VARS; do
   ev=$(envof "$v")
   if [ "$ev" = BAD ]; then log "==== $v: unknown variant"; continue; fi
@@ -63,7 +63,7 @@ def tok(n):
     try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
     except Exception: return None
 base = tok("plain")
-groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch1"], ["vp"], ["dw64"], ["cudnn919"]]
+groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"]]
 picks = []
 for g in groups:
     best = None
@@ -83,11 +83,10 @@ step best 130 env $penv $P $B $ST --vs-pytorch --torch-modes compile --json "$D/
 grep -E "^(bf16|fp32|fp16) |pytorch|FLOPs per token" "$D/best.log" | tee -a "$LOG"
 # shellcheck disable=SC2086
 step kprof 40 "${KP[@]}" KPROF_OUT="$D/best.kprof.txt" env $penv $P $B --steps 30 --warmup 5 --json "$D/kprof.json"
-tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step, %s graphed steps" % (r["tokens_per_s"], r["step_ms"], r.get("graphed_steps", "?")))' "$1" 2>/dev/null || echo "no result"; }
 {
   echo "gpu-gptab summary ($(( SECONDS - T0 )) s of $BUDGET)"
-  for v in plain $VARS; do echo "$v [$(envof "$v")]: $(tok "$D/$v.json")"; done
-  for v in best kprof; do echo "$v [${penv# }]: $(tok "$D/$v.json")"; done
+  for v in plain $VARS; do echo "$v [$(envof "$v")]: $(bench_tok "$D/$v.json")"; done
+  for v in best kprof; do echo "$v [${penv# }]: $(bench_tok "$D/$v.json")"; done
   echo "picked: ${pick:-none}"
   python3 - "$D/best.json" <<'PY' 2>/dev/null
 import json, sys

@@ -17,7 +17,7 @@
 #           gptnostage with PLUMB_GPT_XENT_STAGE=0 (the classifier's rows
 #           read twice, not staged in shared memory);
 #           gptch2 and gptch1 with the classifier in 2 and 1 row chunks
-#           (PLUMB_GPT_XENT_CHUNK_BYTES; 4 by default);
+#           (PLUMB_GPT_XENT_CHUNK_BYTES; 1 by default, 4 until 2026-12-06);
 #   r50s2d  resnet50 with PLUMB_CONV_S2D=0 (the stem padded to 8 channels, not
 #           space-to-depth), no PyTorch;
 #   r50     plumb bench resnet, resnet50 at 224, bf16/256, with torch.compile,
@@ -134,13 +134,14 @@ step gptx256 45 env PLUMB_GPT_XENT_TPB=256 $P bench gpt --preset gpt2-124m --bat
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx256.json"
 step gptx512 45 env PLUMB_GPT_XENT_TPB=512 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptx512.json"
-# the classifier's row chunk (PLUMB_GPT_XENT_CHUNK_BYTES caps a chunk's fp32
-# logits; the default 1 GiB gives 4 chunks of 4096 rows): 2 GiB gives 2 of
-# 8192, 4 GiB one of 16384 (larger GEMMs, fewer launches), plumb alone
+# dbias in our column sums, and the classifier's rows read twice, plumb alone
 step gptnobgrad 45 env PLUMB_GPT_BGRAD_EPI=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnobgrad.json"
 step gptnostage 45 env PLUMB_GPT_XENT_STAGE=0 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptnostage.json"
+# the classifier's row chunk (the hook PLUMB_GPT_XENT_CHUNK_BYTES caps a
+# chunk's logits counted as fp32; the default is one chunk of 16384 rows):
+# 2 GiB gives 2 of 8192, 4 GiB one (the default's rows), plumb alone
 step gptch2 45 env PLUMB_GPT_XENT_CHUNK_BYTES=2147483648 $P bench gpt --preset gpt2-124m --batch 16 \
   --device cuda --precision bf16 --steps 30 --warmup 10 --json "$D/gptch2.json"
 step gptch1 45 env PLUMB_GPT_XENT_CHUNK_BYTES=4294967296 $P bench gpt --preset gpt2-124m --batch 16 \

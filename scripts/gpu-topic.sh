@@ -8,6 +8,9 @@
 # also writes, left() (seconds of the budget left) and step NAME TIMEOUT_S
 # CMD... (under min(TIMEOUT_S, what is left), skipped below 5 s; its output in
 # $D/NAME.log; returns the command's exit code, 99 when skipped).
+# Helpers: bench_tok FILE (a bench --json's tokens/s, ms/step and graphed
+# steps, one line) and torch_cudnn (the host PyTorch wheel's libcudnn.so.9,
+# or nothing).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 OUT=${OUT:-$here/gpu-out}
@@ -41,3 +44,10 @@ export PLUMB_BACKEND_PATH=$here/build
 P=build/plumb
 KP=(env)
 [ -f build/libplumb-kprof.so ] && KP=(env CUDA_INJECTION64_PATH="$here/build/libplumb-kprof.so" KPROF_TOP=30)
+bench_tok() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][0]; print("%.0f tokens/s, %.2f ms/step, %s graphed steps" % (r["tokens_per_s"], r["step_ms"], r.get("graphed_steps", "?")))' "$1" 2>/dev/null || echo "no result"; }
+torch_cudnn() {
+  local f
+  f=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null)
+  [ -n "$f" ] && [ -e "$f" ] && echo "$f"
+  return 0
+}

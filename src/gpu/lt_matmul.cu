@@ -244,9 +244,9 @@ int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb
     if (has_aux && (key.batch > 1 || g->aux_ld % 8)) return PLUMB_EUNSUPPORTED;
     key.aux_ld = has_aux ? g->aux_ld : 0;
     key.bias_stride = g->epi == LT_EPI_BGRADB && key.batch > 1 ? g->bias_stride : 0;
+    void *dout = g->dst ? g->dst : g->c;
     int al = align_of((uintptr_t)g->a);
-    const int others[3] = {align_of((uintptr_t)g->b), align_of((uintptr_t)g->c),
-                           align_of((uintptr_t)(g->dst ? g->dst : g->c))};
+    const int others[3] = {align_of((uintptr_t)g->b), align_of((uintptr_t)g->c), align_of((uintptr_t)dout)};
     for (int i = 0; i < 3; i++)
         if (others[i] < al) al = others[i];
     /* the epilogue's vectors and aux matrix: cuBLASLt's kernels load them as
@@ -294,8 +294,8 @@ int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb
                        g->epi);
     }
     const float alpha = 1.0f, beta = g->beta;
-    const cublasStatus_t rs = cublasLtMatmul(s->h, p->op, &alpha, g->a, p->la, g->b, p->lb, &beta, g->c, p->lc,
-                                             g->dst ? g->dst : g->c, p->lc, &p->algo, s->ws, LT_WS_BYTES, st->s);
+    const cublasStatus_t rs = cublasLtMatmul(s->h, p->op, &alpha, g->a, p->la, g->b, p->lb, &beta, g->c, p->lc, dout,
+                                             p->lc, &p->algo, s->ws, LT_WS_BYTES, st->s);
     pthread_mutex_unlock(&g_lt_lock);
     if (rs != CUBLAS_STATUS_SUCCESS)
         return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul m=%d n=%d k=%d (batch %d) failed: %s", d->label, g->m, g->n,

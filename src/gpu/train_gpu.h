@@ -93,7 +93,8 @@ struct tprof_scope {
 /* lt_matmul.cu (CUDA): column-major D[m,n] (ldc) = op(A) op(B) + beta C, then
  * the epilogue, through the device's one cuBLASLt plan cache. A [lda], B
  * [ldb]: fp32, or rt's 16-bit type when ab16; C/D fp32, or rt's 16-bit type
- * when c16; D is C unless dst names another matrix of C's layout; batch > 1: that many products, sa, sb, sc elements apart.
+ * when c16; D is C unless dst names another matrix of C's layout; batch >
+ * 1: that many products, sa, sb, sc elements apart.
  * Epilogues:
  *   BIAS, RELU_BIAS  bias [m] added: fp32 with an fp32 D, else D's type;
  *   BGRADB           bias [n] (fp32, D fp32) = the sum of op(B) over k, the
