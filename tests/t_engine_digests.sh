@@ -90,6 +90,24 @@ for r in q qf qn; do
   [ "$(steps "$TMP/${r}0")" = "$(steps "$TMP/${r}1")" ] && ok "$r: queued = synchronous metrics lines" \
     || fail "$r metrics" "$(diff <(steps "$TMP/${r}0") <(steps "$TMP/${r}1") | head -5)"
 done
+# real non-finite gradients (--lr 400 makes them from step 6 on, --inject only
+# sets the flag): the queued step reads its found-inf flag off the norm
+# (found_of_sumsq) where scale_check's pass would find nothing else; that,
+# the pass kept (PLUMB_FOUND_OF_NORM=0) and the synchronous step skip the
+# same steps and leave the same bits, in fp32 and bf16, list and fused
+NF="$QS --steps 12 --lr 400 --max-bad-steps 100"
+for o in "--fuse-sparse-sgd no" "--fuse-sparse-sgd no --precision bf16" "--fuse-sparse-sgd auto"; do
+  rm -rf "$TMP/nfn" "$TMP/nfp" "$TMP/nfs"
+  "$PLUMB" train ctr $NF $o --out "$TMP/nfn" >"$TMP/nfn.out" 2>&1
+  PLUMB_FOUND_OF_NORM=0 "$PLUMB" train ctr $NF $o --out "$TMP/nfp" >"$TMP/nfp.out" 2>&1
+  PLUMB_TRAIN_QUEUE=0 "$PLUMB" train ctr $NF $o --out "$TMP/nfs" >"$TMP/nfs.out" 2>&1
+  a=$(dg "$TMP/nfn.out"); b=$(dg "$TMP/nfp.out"); c=$(dg "$TMP/nfs.out")
+  k=$(jq -s '[.[] | select(.type == "step" and .skipped)] | length' "$TMP"/nfn/checks/train-*/metrics.jsonl)
+  [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && [ "${k:-0}" -ge 3 ] \
+    && [ "$(steps "$TMP/nfn")" = "$(steps "$TMP/nfp")" ] && [ "$(steps "$TMP/nfn")" = "$(steps "$TMP/nfs")" ] \
+    && ok "real non-finite gradients ($o): the flag off the norm = scale_check's = synchronous ($k steps skipped, $a)" \
+    || fail "flag off the norm ($o)" "norm '$a' pass '$b' sync '$c', $k skipped; $(diff <(steps "$TMP/nfn") <(steps "$TMP/nfp") | head -3)"
+done
 # the queued outcome read back by two copies (PLUMB_TRAIN_STATUS=copy) instead of
 # the device's one write (status_to_host): the same digest and metrics lines
 PLUMB_TRAIN_STATUS=copy "$PLUMB" train ctr $QU --inject nan@7,nan@8,nan@9 --max-bad-steps 2 --checkpoint-dir "$TMP/qckc" \

@@ -914,6 +914,75 @@ TEST(train_ops_status_to_host)
     dev_close(d);
 }
 
+/* The found-inf flag off the norm (train_ops.h found_of_sumsq) against
+ * scale_check's flag at mul = 1, over the values that decide it: one +inf,
+ * -inf or NaN (quiet, and one with a payload) anywhere among finite values;
+ * the largest finite values (squares near 2^256, 5000 of them still a
+ * finite double); subnormals and zeros. A finite total leaves a set flag
+ * set; NULL arguments are refused. In both modes (the sums' orders differ,
+ * the flag must not). */
+TEST(train_ops_found_of_sumsq_is_scale_checks_flag)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        OPEN(d, mode ? NUMERICS_GOLDEN : NUMERICS_FAST, 0);
+        const struct train_ops *T = d->ops->train;
+        if (!T->found_of_sumsq) {
+            dev_close(d);
+            TEST_SKIP("device %s has no found_of_sumsq (the trainer runs scale_check)", test_device());
+        }
+        enum { n = 5000 };
+        static float x[n];
+        const float odd[] = {INFINITY, -INFINITY, NAN, -NAN, FLT_MAX, -FLT_MAX, FLT_MIN / 8, 0.0f};
+        float *px = dput(d, NULL, sizeof x);
+        double *ps = dput(d, NULL, sizeof(double));
+        int *pa = dput(d, NULL, sizeof(int)), *pb = dput(d, NULL, sizeof(int));
+        plumb_err e = {0};
+        int cases = 0, agree = 0;
+        for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++)
+            for (int where = 0; where < 3; where++) {
+                fill(x, n, -3, 3);
+                const int at = where == 0 ? 0 : where == 1 ? n / 2 + 1 : n - 1;
+                if (isfinite(odd[k]) && fabsf(odd[k]) > 1.0f)
+                    for (int i = 0; i < n; i++) x[i] = odd[k]; /* all of them huge */
+                x[at] = odd[k];
+                if (k == 3) { /* a NaN with a payload */
+                    uint32_t u = 0x7fc0beefu;
+                    memcpy(&x[at], &u, 4);
+                }
+                const int zero = 0;
+                double dz = 0.0;
+                dev_upload(d, px, x, sizeof x, &e);
+                dev_upload(d, pa, &zero, sizeof zero, &e);
+                dev_upload(d, pb, &zero, sizeof zero, &e);
+                dev_upload(d, ps, &dz, sizeof dz, &e);
+                REQUIRE(T->scale_check(d, NULL, px, n, 1.0f, pa, &e) == 0);
+                REQUIRE(T->sumsq(d, NULL, px, n, ps, &e) == 0);
+                REQUIRE(T->found_of_sumsq(d, NULL, ps, pb, &e) == 0);
+                int fa, fb;
+                dget(d, &fa, pa, sizeof fa);
+                dget(d, &fb, pb, sizeof fb);
+                cases++;
+                agree += fa == fb && fa == !isfinite(odd[k]);
+                CHECK_MSG(fa == fb && fa == !isfinite(odd[k]), "mode %d value %g at %d: scale_check %d, of the norm %d",
+                          mode, (double)odd[k], at, fa, fb);
+            }
+        CHECK(agree == cases);
+        /* a finite total leaves a set flag as it was */
+        const int one = 1;
+        const double fin = 12.5;
+        dev_upload(d, pb, &one, sizeof one, &e);
+        dev_upload(d, ps, &fin, sizeof fin, &e);
+        REQUIRE(T->found_of_sumsq(d, NULL, ps, pb, &e) == 0);
+        int fb;
+        dget(d, &fb, pb, sizeof fb);
+        CHECK_MSG(fb == 1, "a finite total cleared the flag");
+        CHECK(T->found_of_sumsq(d, NULL, NULL, pb, &e) == PLUMB_EUSAGE && strstr(e.msg, "found_of_sumsq"));
+        CHECK(T->found_of_sumsq(d, NULL, ps, NULL, &e) == PLUMB_EUSAGE && strstr(e.msg, "NULL"));
+        dev_free(d, px), dev_free(d, ps), dev_free(d, pa), dev_free(d, pb);
+        dev_close(d);
+    }
+}
+
 /* bf16 storage: outputs are exactly representable in bf16 and equal the
  * rounded fp32 results. */
 TEST(train_ops_bf16_outputs_are_rounded)

@@ -969,6 +969,14 @@ static int cpu_scale_check(struct dev *d, dev_stream *s, float *x, size_t n, flo
     return PLUMB_OK;
 }
 
+static int cpu_found_of_sumsq(struct dev *d, dev_stream *s, const double *sumsq, int *found_inf, plumb_err *e)
+{
+    (void)d, (void)s;
+    NEED(sumsq && found_inf, "found_of_sumsq: NULL argument");
+    if (!isfinite(*sumsq)) *found_inf = 1;
+    return PLUMB_OK;
+}
+
 KERNEL static void affine_kernel(const float *x, float *y, size_t n, float a, float b)
 {
 #pragma omp simd
@@ -1164,4 +1172,5 @@ const struct train_ops cpu_train_ops = {
     .sgd_sparse_dn = cpu_sgd_sparse_dn,
     .sgd_gated = cpu_sgd_gated,
     .status_to_host = cpu_status_to_host,
+    .found_of_sumsq = cpu_found_of_sumsq,
 };

@@ -747,6 +747,21 @@ static int g_scale_check(struct dev *d, dev_stream *s, float *x, size_t n, float
     return PLUMB_OK;
 }
 
+/* found_of_sumsq (dev/train_ops.h): one thread */
+__global__ void k_found_of_sumsq(const double *sumsq, int *found_inf)
+{
+    if (!isfinite(*sumsq)) *found_inf = 1;
+}
+
+static int g_found_of_sumsq(struct dev *d, dev_stream *s, const double *sumsq, int *found_inf, plumb_err *e)
+{
+    NEED(sumsq && found_inf, "%s: found_of_sumsq: NULL argument", d->label);
+    ENTER();
+    k_found_of_sumsq<<<1, 1, 0, gpu_stream(d, s)->s>>>(sumsq, found_inf);
+    GPU_CHECK_LAUNCH(d, "k_found_of_sumsq", e);
+    return PLUMB_OK;
+}
+
 __global__ void k_affine(const float *x, float *y, size_t n, float a, float b)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -1083,5 +1098,7 @@ const struct train_ops gpu_train_ops = {
     g_bn_apply2_16o,
     /* gpt's 16-bit weights in one pass */
     g_weights16,
+    /* the found-inf flag from the norm */
+    g_found_of_sumsq,
 };
 #endif

@@ -215,6 +215,7 @@ struct trainer {
     int sync_defer;           /* forward/backward deferred, the loss read with the status block */
     int graph_sync;           /* and replayed as a graph */
     struct step_out *h_out;   /* pinned: [2] what a queued step leaves for the host, [1] the deferred step's one read */
+    int found_of_norm;        /* the deferred steps' found flag off the norm where they can (norm_flags) */
     int status_write;         /* the outcome goes to h_out by the device's status_to_host, not two
                                  copies (PLUMB_TRAIN_STATUS=copy: the copies) */
     dev_event *q_ev[2];       /* recorded after each slot's copy */
@@ -389,6 +390,8 @@ static int open_device(struct trainer *t, plumb_err *e)
     if ((rc = dev_set_numerics(t->d, cfg->numerics, cfg->numerics == NUMERICS_FAST && cfg->allow_tf32, e))) return rc;
     if (!t->d->ops->train) return err_set(e, PLUMB_EUNSUPPORTED, "device %s has no training ops", t->d->label);
     t->to = t->d->ops->train;
+    const char *fon = getenv("PLUMB_FOUND_OF_NORM");
+    t->found_of_norm = t->to && t->to->found_of_sumsq && !(fon && !strcmp(fon, "0"));
     return PLUMB_OK;
 }
 
@@ -1209,6 +1212,15 @@ static int step_logged(const struct trainer *t, long step)
  * (step_info.queued == 2) for when it settles. */
 static int want_norm(const struct trainer *t) { return t->cfg->clip_grad_norm > 0 || t->logged; }
 
+/* 1: the step's found-inf flag is read off its norm (found_of_sumsq,
+ * dev/train_ops.h) instead of a scale_check pass of its own: where the
+ * norm is computed and there is nothing to unscale (inv = 1: no loss
+ * scale). PLUMB_FOUND_OF_NORM=0 keeps the pass (for a side-by-side run). */
+static int norm_flags(const struct trainer *t, float inv)
+{
+    return t->found_of_norm && want_norm(t) && inv == 1.0f;
+}
+
 /* The status block's bytes (the device's layout) into h */
 static void scratch_of(const char *buf, struct scratch_host *h)
 {
@@ -1401,15 +1413,22 @@ static int fast_queue(struct trainer *t, struct host_batch *b, struct step_info 
      * to apply) and the backward checked their sums; the list stays for the norm */
     size_t nmax = fused ? 0 : cap;
     t->s_rows = t->l_rows, t->s_grads = t->l_grads, t->s_n = nmax;
-    rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
-    if (!rc && nmax) rc = t->to->scale_check_dn(d, NULL, t->l_grads, t->q_rows_n, D, nmax, inv, t->d_found, e);
-    /* a non-finite step (the gate below skips the dense update) leaves the table as it was */
-    if (!rc && fused) rc = fused_undo(t, t->l_rows, t->q_rows_n, t->d_found, e);
+    /* the flag off the norm (norm_flags) covers the list's rows too: over
+     * cap rows, a superset of scale_check_dn's nmax (0 when fused, whose
+     * backward checked the rows it applied) */
+    const int of_norm = norm_flags(t, inv);
+    if (!of_norm) {
+        rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
+        if (!rc && nmax) rc = t->to->scale_check_dn(d, NULL, t->l_grads, t->q_rows_n, D, nmax, inv, t->d_found, e);
+    }
     if (!rc && want_norm(t)) {
         rc = t->to->sumsq(d, NULL, grads, t->n_dense, t->d_sumsq, e);
         if (!rc && cap) rc = t->to->sumsq_dn(d, NULL, t->l_grads, t->q_rows_n, D, cap, t->d_sumsq, e);
+        if (!rc && of_norm) rc = t->to->found_of_sumsq(d, NULL, t->d_sumsq, t->d_found, e);
         t->have_ss = 1;
     }
+    /* a non-finite step (the gate below skips the dense update) leaves the table as it was */
+    if (!rc && fused) rc = fused_undo(t, t->l_rows, t->q_rows_n, t->d_found, e);
     si->queued = t->have_ss ? 2 : 1; /* 2: the norm is in the status block */
     si->compute_s = timer_now() - t0;
     return rc;
@@ -1752,8 +1771,10 @@ static int deferred_body(struct trainer *t, struct host_batch *b, float gscale, 
     struct step_ctx sc = {.ctx = t, .comm = &t->mcomm};
     *mrc = fwd_bwd(t, b, 1, 0, 0, gscale, &sc, NULL, me);
     if (*mrc) return PLUMB_OK;
-    rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
+    const int of_norm = norm && norm_flags(t, inv);
+    if (!of_norm) rc = t->to->scale_check(d, NULL, grads, t->n_dense, inv, t->d_found, e);
     if (!rc && norm) rc = t->to->sumsq(d, NULL, grads, t->n_dense, t->d_sumsq, e);
+    if (!rc && of_norm) rc = t->to->found_of_sumsq(d, NULL, t->d_sumsq, t->d_found, e);
     return rc;
 }
 
