@@ -212,7 +212,7 @@ static void ops_case(dtype_t rt)
         /* the GELU as matmul_fwd evaluates it (the GELU_AUX_BIAS epilogue's
          * is held to its bound in mm16_epi_case below) */
         char *kg = env_push("PLUMB_GPT_GELU_EPI", "0");
-        rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, bias.d, y.d16, gelu ? pre.d16 : NULL, R, C, N, gelu, rt, &e);
+        rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, bias.d16, y.d16, gelu ? pre.d16 : NULL, R, C, N, gelu, rt, &e);
         env_restore("PLUMB_GPT_GELU_EPI", kg);
         CHECK_MSG(rc == 0, "matmul_fwd16: %s", e.msg);
         fetch(d, &y, NULL, b, rt);
@@ -282,7 +282,7 @@ static void ops_case(dtype_t rt)
     compare("residual_fwd16 (in place)", a, b, RC, 1, 0, rt);
 
     /* a 16-bit type that is not one is refused, naming the op */
-    rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, bias.d, y.d16, NULL, R, C, N, 0, DT_F32, &e);
+    rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, bias.d16, y.d16, NULL, R, C, N, 0, DT_F32, &e);
     CHECK_MSG(rc == PLUMB_EUSAGE && strstr(e.msg, "matmul_fwd16"), "matmul_fwd16 with fp32: rc %d (%s)", rc, e.msg);
 
     free(a), free(mean1), free(rstd1), free(lse1), free(dxa), free(dwa), free(dba);
@@ -340,10 +340,11 @@ static void mm16_epi_case(dtype_t rt, int R, int K, int N)
     const struct train_ops *T = d->ops->train;
     plumb_err e = {0};
     const size_t RK = (size_t)R * K, NK = (size_t)N * K;
-    struct t16 x, w, dy, pre, dx, dw, db;
+    struct t16 x, w, dy, pre, dx, dw, db, bs;
     int ok = !alloc_t(d, &x, RK, 1, -2, 2, rt) && !alloc_t(d, &w, NK, 1, -0.3f, 0.3f, rt) &&
              !alloc_t(d, &dy, (size_t)R * N, 1, -1, 1, rt) && !alloc_t(d, &pre, RK, 1, -4, 3, rt) &&
-             !alloc_t(d, &dx, RK, 0, 0, 0, rt) && !alloc_t(d, &dw, NK, 0, 0, 0, rt) && !alloc_t(d, &db, N, 0, 0, 0, rt);
+             !alloc_t(d, &dx, RK, 0, 0, 0, rt) && !alloc_t(d, &dw, NK, 0, 0, 0, rt) && !alloc_t(d, &db, N, 0, 0, 0, rt) &&
+             !alloc_t(d, &bs, K, 1, -0.5f, 0.5f, rt);
     REQUIRE(ok);
     /* [run][dx RK | dw NK | db N]: 0 the passes, 1 and 2 the defaults */
     const size_t per = RK + NK + (size_t)N;
@@ -389,7 +390,7 @@ static void mm16_epi_case(dtype_t rt, int R, int K, int N)
         const char *ge[3] = {"0", NULL, NULL};
         for (int r = 0; r < 3; r++) {
             char *kg = env_push("PLUMB_GPT_GELU_EPI", ge[r]);
-            int rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, db.d, dx.d16, pre.d16, R, K, K, 1, rt, &e);
+            int rc = T->matmul_fwd16(d, NULL, x.d16, w.d16, bs.d16, dx.d16, pre.d16, R, K, K, 1, rt, &e);
             env_restore("PLUMB_GPT_GELU_EPI", kg);
             CHECK_MSG(rc == 0, "matmul_fwd16 (gelu) R %d K %d: %s", R, K, e.msg);
             fetch(d, &dx, NULL, f + (size_t)(2 * r) * n, rt);
@@ -410,7 +411,7 @@ static void mm16_epi_case(dtype_t rt, int R, int K, int N)
         free(f);
     }
     free(o);
-    struct t16 *all[] = {&x, &w, &dy, &pre, &dx, &dw, &db};
+    struct t16 *all[] = {&x, &w, &dy, &pre, &dx, &dw, &db, &bs};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_t(d, all[i]);
     dev_close(d);
 }

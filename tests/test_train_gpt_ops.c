@@ -8,6 +8,7 @@
  * backend runs it too (PLUMB_TEST_DEVICE=cuda). */
 #include "test.h"
 #include "attn_ref.h"
+#include "train_env.h"
 #include "dev/cpu_train_gpt.h"
 #include "dev/dev.h"
 #include "dev/train_gpt_math.h"
@@ -569,6 +570,94 @@ TEST(gpt_ops_classifier_chunks)
     }
 }
 TEST(gpt_ops_classifier_fd_golden) { check_classifier(NUMERICS_GOLDEN); }
+
+/* classifier_fwd_bwd16 (train_ops.h): from wte's 16-bit values, the bits
+ * of classifier_fwd_bwd from the widened values: losses, the loss sum,
+ * dx and dwte; bf16 and fp16; V = 50 (a GPU pads its GEMMs to 56 rows)
+ * with wte16 of exactly V rows (copied into a padded buffer), of 56 and
+ * of 64 (read in place: the rows past V hold finite values that must not
+ * show); on a GPU also over 7-row chunks (the chunk-size hook), so dwte
+ * sums over chunks and the last one's direct write. Golden numerics, an
+ * fp32 type and fewer rows than V are refused, named. */
+TEST(gpt_ops_classifier16_is_classifier_of_widened)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    const struct train_ops *T = d->ops->train;
+    if (!T->classifier_fwd_bwd16) {
+        done(d);
+        TEST_SKIP("device %s has no classifier_fwd_bwd16", test_device());
+    }
+    enum { R = 40, C = 16, V = 50, MAXR = 64 };
+    const int gpu = strncmp(test_device(), "cpu", 3) != 0;
+    float *x = frand(R * C, -1, 1), *w = frand(MAXR * C, -1, 1);
+    int32_t tgt[R];
+    for (int r = 0; r < R; r++) tgt[r] = r == 5 ? -1 : (int32_t)(urand() * V);
+    float *px = put(d, x, sizeof(float) * R * C);
+    int32_t *pt = put(d, tgt, sizeof tgt);
+    float *pl = put(d, NULL, R * 4), *pdx = put(d, NULL, R * C * 4), *pdw = put(d, NULL, V * C * 4);
+    double *psc = put(d, NULL, 2 * sizeof(double));
+    const dtype_t rts[2] = {DT_BF16, DT_F16};
+    const int rows[3] = {V, 56, MAXR};
+    plumb_err e = {0};
+    int cases = 0, same = 0;
+    for (int ri = 0; ri < 2; ri++) {
+        const dtype_t rt = rts[ri];
+        float wr[MAXR * C];
+        uint16_t w16[MAXR * C];
+        for (int i = 0; i < MAXR * C; i++) {
+            /* the padding rows: finite, larger than any real weight */
+            const float v = i < V * C ? w[i] : 3.0f * w[i];
+            w16[i] = rt == DT_BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+            wr[i] = rt == DT_BF16 ? bf16_to_f32(w16[i]) : f16_to_f32(w16[i]);
+        }
+        float *pw = put(d, wr, sizeof(float) * V * C);
+        uint16_t *pw16 = put(d, w16, sizeof w16);
+        for (int chunked = 0; chunked < 1 + gpu; chunked++) {
+            char *hook = env_push("PLUMB_GPT_XENT_CHUNK_BYTES", chunked ? "1568" : NULL); /* 7 rows of 56 fp32 */
+            REQUIRE(T->classifier_fwd_bwd(d, NULL, px, pw, pt, R, C, V, 0.5f, pl, psc, pdx, pdw, rt, &e) == 0);
+            float *ref[3] = {get(d, pl, R), get(d, pdx, R * C), get(d, pdw, V * C)};
+            double sref[2];
+            dev_download(d, sref, psc, sizeof sref, &e);
+            for (int k = 0; k < 3; k++) {
+                const double zero[2] = {0, 0};
+                dev_upload(d, psc, zero, sizeof zero, &e);
+                int rc = T->classifier_fwd_bwd16(d, NULL, px, pw16, rows[k], pt, R, C, V, 0.5f, pl, psc, pdx, pdw, rt,
+                                                 &e);
+                CHECK_MSG(rc == 0, "classifier_fwd_bwd16 %s rows %d: %s", dtype_name(rt), rows[k], e.msg);
+                float *got[3] = {get(d, pl, R), get(d, pdx, R * C), get(d, pdw, V * C)};
+                double sgot[2];
+                dev_download(d, sgot, psc, sizeof sgot, &e);
+                const size_t ns[3] = {R, R * C, V * C};
+                int ok = !memcmp(sref, sgot, sizeof sref);
+                for (int i = 0; i < 3; i++) ok &= same_bits(ref[i], got[i], ns[i]);
+                cases++;
+                same += ok;
+                CHECK_MSG(ok, "%s, wte16 of %d rows%s: not the bits of the widened classifier (loss sum %.17g vs %.17g; "
+                          "losses %d dx %d dwte %d)", dtype_name(rt), rows[k], chunked ? ", 7-row chunks" : "", sgot[0],
+                          sref[0], same_bits(ref[0], got[0], R), same_bits(ref[1], got[1], R * C),
+                          same_bits(ref[2], got[2], V * C));
+            }
+            env_restore("PLUMB_GPT_XENT_CHUNK_BYTES", hook);
+        }
+    }
+    CHECK(same == cases && cases >= 6);
+    /* refused, named: fewer rows than V, an fp32 type, golden numerics */
+    uint16_t *pw16 = put(d, NULL, MAXR * C * 2);
+    CHECK(T->classifier_fwd_bwd16(d, NULL, px, pw16, V - 1, pt, R, C, V, 1.0f, pl, NULL, NULL, NULL, DT_BF16, &e) ==
+              PLUMB_EUSAGE && strstr(e.msg, "classifier_fwd_bwd16"));
+    CHECK(T->classifier_fwd_bwd16(d, NULL, px, pw16, V, pt, R, C, V, 1.0f, pl, NULL, NULL, NULL, DT_F32, &e) ==
+              PLUMB_EUSAGE && strstr(e.msg, "classifier_fwd_bwd16"));
+    done(d);
+    if (gpu) {
+        OPEN(g, NUMERICS_GOLDEN, 0);
+        uint16_t *gw = put(g, NULL, MAXR * C * 2);
+        float *gx = put(g, x, sizeof(float) * R * C), *gl = put(g, NULL, R * 4);
+        int32_t *gt = put(g, tgt, sizeof tgt);
+        CHECK(g->ops->train->classifier_fwd_bwd16(g, NULL, gx, gw, V, gt, R, C, V, 1.0f, gl, NULL, NULL, NULL, DT_BF16,
+                                                  &e) == PLUMB_EUSAGE && strstr(e.msg, "golden"));
+        done(g);
+    }
+}
 
 /* ================= adamw_masked ================= */
 

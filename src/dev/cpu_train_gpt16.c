@@ -83,21 +83,38 @@ int cpu_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const floa
     return rc;
 }
 
-int cpu_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
+int cpu_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *bias16,
                         uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e)
 {
     NEED16("matmul_fwd16");
     int bad = 0;
     const int ok = B > 0 && K > 0 && N > 0;
     const size_t bk = ok ? (size_t)B * K : 0, nk = ok ? (size_t)N * K : 0, bn = ok ? (size_t)B * N : 0;
-    float *x = widen(x16, bk, rt, &bad), *w = widen(w16, nk, rt, &bad);
+    float *x = widen(x16, bk, rt, &bad), *w = widen(w16, nk, rt, &bad), *bias = widen(bias16, ok ? N : 0, rt, &bad);
     float *y = scratch(bn, y16 != NULL, &bad), *pre = scratch(bn, gelu && pre16, &bad);
     int rc = bad ? oom("matmul_fwd16", e) : cpu_matmul_fwd(d, s, x, w, bias, y, pre, B, K, N, gelu, rt, e);
     if (!rc) {
         narrow(y, y16, bn, rt);
         narrow(pre, pre16, bn, rt);
     }
-    free(x), free(w), free(y), free(pre);
+    free(x), free(w), free(bias), free(y), free(pre);
+    return rc;
+}
+
+/* the fp32 classifier of the widened rows (the padding rows are not read) */
+int cpu_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+                             const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses, double *sum_count,
+                             float *dx, float *dwte, dtype_t rt, plumb_err *e)
+{
+    NEED16("classifier_fwd_bwd16");
+    if (!wte16 || rows16 < V || C <= 0 || V <= 0)
+        return err_set(e, PLUMB_EUSAGE, "classifier_fwd_bwd16: %s wte16 of %d rows for V=%d, C=%d (expected rows >= V > 0)",
+                       wte16 ? "a" : "a NULL", rows16, V, C);
+    int bad = 0;
+    float *w = widen(wte16, (size_t)V * C, rt, &bad);
+    int rc = bad ? oom("classifier_fwd_bwd16", e)
+                 : cpu_classifier_fwd_bwd(d, s, x, w, tgt, R, C, V, grad_scale, losses, sum_count, dx, dwte, rt, e);
+    free(w);
     return rc;
 }
 

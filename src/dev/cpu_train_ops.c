@@ -1173,4 +1173,5 @@ const struct train_ops cpu_train_ops = {
     .sgd_gated = cpu_sgd_gated,
     .status_to_host = cpu_status_to_host,
     .found_of_sumsq = cpu_found_of_sumsq,
+    .classifier_fwd_bwd16 = cpu_classifier_fwd_bwd16,
 };

@@ -824,6 +824,11 @@ struct train_ops {
      *   two). The cpu sums them as its matmul_bwd16 sums dbias (rows in
      *   order: the same bits); a GPU in its own fixed order.
      * matmul_fwd16: matmul_fwd from x16 [B, K]; y16 [B, N]; gelu: pre16 too.
+     *   bias16 [N] (may be NULL): the bias as rt's 16-bit values (the rounded
+     *   working copy cast, as w16): matmul_fwd's bias widened, so the same
+     *   values, and a 16-bit output's GEMM epilogue reads it as it is
+     *   (cuBLASLt 13 takes a 16-bit D's bias in D's type; gpt16.c's biases
+     *   come with the matrices from weights16, not cast a call).
      * matmul_bwd16: matmul_bwd from x16, dy16 [B, N] and pre16_in [B, K]
      *   (may be NULL); dx16 [B, K] (may be NULL: not needed); dw, dbias fp32.
      * attention_fwd16 / attention_bwd16: attention_fwd / attention_bwd with
@@ -838,7 +843,7 @@ struct train_ops {
                            uint16_t *dx16, float *dsum, float *dw, float *db, int R, int C, dtype_t rt,
                            plumb_err *e);
     int (*matmul_fwd16)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16,
-                        const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu,
+                        const uint16_t *bias16, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu,
                         dtype_t rt, plumb_err *e);
     int (*matmul_bwd16)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16,
                         const uint16_t *dy16, const uint16_t *pre16_in, uint16_t *dx16, float *dw,
@@ -1008,6 +1013,20 @@ struct train_ops {
      * step instead of two: 163 us of a gpt2-124m step on an H100). NULL: the
      * trainer runs scale_check. */
     int (*found_of_sumsq)(struct dev *d, dev_stream *s, const double *sumsq, int *found_inf, plumb_err *e);
+
+    /* ---------------- gpt: the classifier from 16-bit weights (optional) ----------------
+     * classifier_fwd_bwd with wte given as rt's 16-bit values wte16
+     * [rows16, C] (rows16 >= V: the rounded working copy cast, as the
+     * 16-bit pipeline's w16), fast numerics, rt = DT_BF16 or DT_F16: the
+     * bits of classifier_fwd_bwd with wte = wte16 widened. Rows V..rows16-1
+     * (the padded vocabulary's) must be finite and are otherwise unused: a
+     * GPU's GEMMs may run over the rows padded to a multiple of 8, where
+     * they meet only zero gradient columns, so with rows16 at least that
+     * padded count the GPU reads wte16 as it is (gpt2-124m: no 38.6 M-value
+     * cast and no 77 MB copy a step), else copies it into a padded buffer. */
+    int (*classifier_fwd_bwd16)(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+                                const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses,
+                                double *sum_count, float *dx, float *dwte, dtype_t rt, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

@@ -56,9 +56,13 @@ int tg_matmul_fwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
 int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *dy,
                        const float *pre_in, float *dx, float *dw, float *dbias, int B, int K, int N, dtype_t rt,
                        plumb_err *e);
-int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
-                  int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
-                  plumb_err *e);
+/* wte16 (not NULL): wte's rt values [rows16, C] instead of wte (fast, 16-bit rt) */
+int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const uint16_t *wte16,
+                  int rows16, const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses,
+                  double *sum_count, float *dx, float *dwte, dtype_t rt, plumb_err *e);
+int tg_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+                            const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses, double *sum_count,
+                            float *dx, float *dwte, dtype_t rt, plumb_err *e);
 /* dbias[n] = sum over b of dy[b, n] (golden: one chain ascending b; fast:
  * 64-row chunks, then the chunks in order) */
 int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e);
@@ -79,7 +83,7 @@ int tg_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const float
 int tg_residual_layernorm_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *res,
                                 const float *w, const float *b, uint16_t *y16, float *mean, float *rstd, int R, int C,
                                 float eps, dtype_t rt, plumb_err *e);
-int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
+int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *bias16,
                     uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e);
 int tg_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16,
                     const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B, int K, int N, dtype_t rt,
@@ -92,7 +96,7 @@ int tg_attention_bwd16(struct dev *d, dev_stream *s, const uint16_t *qkv16, cons
 int tg_residual_fwd16(struct dev *d, dev_stream *s, const float *a, const uint16_t *b16, float *y, size_t n,
                       dtype_t rt, plumb_err *e);
 int tg_matmul_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
-                         const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt,
+                         const uint16_t *bias16, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt,
                          plumb_err *e);
 int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
                          const uint16_t *dy16, const uint16_t *pre16_in, uint16_t *dx16, float *dw, float *dbias, int B,

@@ -438,17 +438,20 @@ int tg_narrow16(struct dev *d, struct dev_stream *st, const float *x, uint16_t *
 
 /* the fp32 implementation between casts (slot 4: fp32 stand-ins) */
 static int mm_fwd16_staged(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
-                           const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt,
-                           plumb_err *e)
+                           const uint16_t *bias16, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu,
+                           dtype_t rt, plumb_err *e)
 {
     const size_t bk = (size_t)B * K, nk = (size_t)N * K, bn = (size_t)B * N;
     const size_t ox = 0, ow = al256(bk * 4), oy = ow + al256(nk * 4), op = oy + al256(bn * 4);
+    const size_t ob = op + al256(gelu ? bn * 4 : 0);
     void *ws;
-    int rc = tws_get(d, 4, op + (gelu ? bn * 4 : 0), &ws, e);
+    int rc = tws_get(d, 4, ob + (bias16 ? (size_t)N * 4 : 0), &ws, e);
     if (rc) return rc;
     char *w = (char *)ws;
     float *x = (float *)(w + ox), *wf = (float *)(w + ow), *y = (float *)(w + oy), *pre = gelu ? (float *)(w + op) : NULL;
+    float *bias = bias16 ? (float *)(w + ob) : NULL;
     if ((rc = tg_widen16(d, st, x16, x, bk, (int)rt, e)) || (rc = tg_widen16(d, st, w16, wf, nk, (int)rt, e)) ||
+        (bias16 && (rc = tg_widen16(d, st, bias16, bias, (size_t)N, (int)rt, e))) ||
         (rc = tg_matmul_fwd_impl(d, st, x, wf, bias, y, pre, B, K, N, gelu, rt, e)) ||
         (rc = tg_narrow16(d, st, y, y16, bn, (int)rt, e)))
         return rc;
@@ -456,20 +459,17 @@ static int mm_fwd16_staged(struct dev *d, struct dev_stream *st, const uint16_t 
 }
 
 int tg_matmul_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x16, const uint16_t *w16,
-                         const float *bias, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt,
-                         plumb_err *e)
+                         const uint16_t *bias16, uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu,
+                         dtype_t rt, plumb_err *e)
 {
 #if !defined(PLUMB_HIP)
     {
         int rc;
-        /* cuBLASLt 13 takes a 16-bit D's bias in the same type: the bias
-         * holds rt values (the rounded working copy), so its copy is exact */
-        uint16_t *b16 = NULL;
-        if (bias) {
-            void *wb;
-            if ((rc = tws_get(d, 5, (size_t)N * 2, &wb, e))) return rc;
-            if ((rc = to16(d, st, bias, (size_t)N, b16 = (uint16_t *)wb, (int)rt, e))) return rc;
-        }
+        /* cuBLASLt 13 takes a 16-bit D's bias in the same type: bias16 as
+         * it is (it was cast here from an fp32 bias a call: 48 launches of
+         * ~3.4 us a gpt2-124m forward on an H100) */
+        const uint16_t *b16 = bias16;
+        const int bias = b16 != NULL;
         /* y^T [N x B] = (w viewed K x N)^T (x viewed K x B), stored in 16
          * bits. With the GELU (PLUMB_GPT_GELU_EPI, on by default) in
          * cuBLASLt's GELU_AUX_BIAS epilogue: pre16 = round(product + bias)
@@ -506,7 +506,7 @@ int tg_matmul_fwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
         if (rc != PLUMB_EUNSUPPORTED) return rc;
     }
 #endif
-    return mm_fwd16_staged(d, st, x16, w16, bias, y16, pre16, B, K, N, gelu, rt, e);
+    return mm_fwd16_staged(d, st, x16, w16, bias16, y16, pre16, B, K, N, gelu, rt, e);
 }
 
 /* the fp32 implementation between casts (slot 4: fp32 stand-ins) */
@@ -809,12 +809,15 @@ static int xent_stage_on(struct dev *d, int LD, int *on, plumb_err *e)
 }
 #endif
 
-int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const int32_t *tgt, int R,
-                  int C, int V, float grad_scale, float *losses, double *sum_count, float *dx, float *dwte, dtype_t rt,
-                  plumb_err *e)
+int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const uint16_t *wte16,
+                  int rows16, const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses,
+                  double *sum_count, float *dx, float *dwte, dtype_t rt, plumb_err *e)
 {
     const int gold = golden(d), grad = dx != NULL;
     const int ab16 = !gold && rt != DT_F32;
+    if (wte16 && !ab16)
+        return gpu_err(e, PLUMB_EUSAGE, "%s: classifier from 16-bit weights in %s numerics with %s", d->label,
+                       gold ? "golden" : "fast", dtype_name(rt));
     int z16 = 0; /* the logits as 16-bit rt values in g16 (CUDA, 16-bit compute) */
 #if !defined(PLUMB_HIP)
     if (ab16) {
@@ -843,15 +846,27 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
      * 16-bit output finds no cuBLASLt algorithm) */
     if (!z16 && (rc = tws_get(d, 1, (size_t)RC * LD * sizeof(float), &w1, e))) return rc;
     float *lossv = losses ? losses : (float *)w0, *Z = z16 ? NULL : (float *)w1;
-    uint16_t *g16 = NULL, *w16 = NULL, *x16 = NULL;
+    uint16_t *g16 = NULL, *x16 = NULL;
+    const uint16_t *w16 = NULL;
     const size_t og = 0, ow = al256((size_t)RC * LD * 2), ox = ow + al256((size_t)LD * C * 2);
     if (ab16) {
         if ((rc = tws_get(d, 2, ox + (size_t)RC * C * 2, &w2, e))) return rc;
         g16 = (uint16_t *)((char *)w2 + og);
-        w16 = (uint16_t *)((char *)w2 + ow);
         x16 = (uint16_t *)((char *)w2 + ox);
-        if ((rc = to16(d, st, wte, (size_t)V * C, w16, (int)rt, e))) return rc;
-        if (LD > V) GPU_CHECK(d, cudaMemsetAsync(w16 + (size_t)V * C, 0, (size_t)(LD - V) * C * 2, st->s), e);
+        /* the 16-bit wte [LD, C]: the caller's where it has LD rows (its
+         * padding rows finite, meeting only zero gradient columns), else
+         * cast or copied into the slot with rows V..LD-1 zero */
+        uint16_t *wp = (uint16_t *)((char *)w2 + ow);
+        if (wte16 && rows16 >= LD) {
+            w16 = wte16;
+        } else {
+            if (wte16)
+                GPU_CHECK(d, cudaMemcpyAsync(wp, wte16, (size_t)V * C * 2, cudaMemcpyDeviceToDevice, st->s), e);
+            else if ((rc = to16(d, st, wte, (size_t)V * C, wp, (int)rt, e)))
+                return rc;
+            if (LD > V) GPU_CHECK(d, cudaMemsetAsync(wp + (size_t)V * C, 0, (size_t)(LD - V) * C * 2, st->s), e);
+            w16 = wp;
+        }
     }
     /* The 16-bit GEMMs run over VG = LD vocabulary rows (the 16-bit wte's
      * rows V..LD-1 zero, so are the logits and gradient columns there):

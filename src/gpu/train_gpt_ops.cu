@@ -368,7 +368,24 @@ int tg_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const fl
     RT_OK("classifier_fwd_bwd");
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_CLASSIFIER);
-    return tg_classifier(d, gpu_stream(d, s), x, wte, tgt, R, C, V, grad_scale, losses, sum_count, dx, dwte, rt, e);
+    return tg_classifier(d, gpu_stream(d, s), x, wte, NULL, 0, tgt, R, C, V, grad_scale, losses, sum_count, dx, dwte,
+                         rt, e);
+}
+
+int tg_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+                            const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses, double *sum_count,
+                            float *dx, float *dwte, dtype_t rt, plumb_err *e)
+{
+    NEED(x && wte16 && tgt, "%s: classifier_fwd_bwd16: NULL x, wte16 or tgt", d->label);
+    NEED(!dx || dwte, "%s: classifier_fwd_bwd16: dx needs dwte", d->label);
+    NEED(R > 0 && C > 0 && V > 0 && rows16 >= V,
+         "%s: classifier_fwd_bwd16: bad shape R=%d C=%d V=%d, wte16 of %d rows (expected > 0, rows >= V)", d->label, R,
+         C, V, rows16);
+    FAST16("classifier_fwd_bwd16");
+    ENTER();
+    tprof_scope prof_(gpu_stream(d, s), TP_GPT_CLASSIFIER);
+    return tg_classifier(d, gpu_stream(d, s), x, NULL, wte16, rows16, tgt, R, C, V, grad_scale, losses, sum_count, dx,
+                         dwte, rt, e);
 }
 
 /* ---------------- the 16-bit activation ops (train_ops.h "gpt with 16-bit activations") ----------------
@@ -440,7 +457,7 @@ int tg_residual_layernorm_fwd16(struct dev *d, dev_stream *s, const float *a, co
     return ln_fwd16(d, s, "residual_layernorm_fwd16", NULL, a, b16, res, w, b, y16, mean, rstd, R, C, eps, rt, e);
 }
 
-int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const float *bias,
+int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *bias16,
                     uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e)
 {
     NEED(x16 && w16 && y16, "%s: matmul_fwd16: NULL x16, w16 or y16", d->label);
@@ -449,7 +466,7 @@ int tg_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uin
     FAST16("matmul_fwd16");
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_MATMUL_FWD);
-    return tg_matmul_fwd16_impl(d, gpu_stream(d, s), x16, w16, bias, y16, pre16, B, K, N, gelu, rt, e);
+    return tg_matmul_fwd16_impl(d, gpu_stream(d, s), x16, w16, bias16, y16, pre16, B, K, N, gelu, rt, e);
 }
 
 int tg_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16,

@@ -1100,5 +1100,11 @@ const struct train_ops gpu_train_ops = {
     g_weights16,
     /* the found-inf flag from the norm */
     g_found_of_sumsq,
+    /* gpt's classifier from 16-bit weights (one of the 16-bit set: not on HIP) */
+#if defined(PLUMB_HIP)
+    NULL,
+#else
+    tg_classifier_fwd_bwd16,
+#endif
 };
 #endif

@@ -1,12 +1,12 @@
 /* The training engine: see trainer.h for the step structure and
  * train/model.h for what a workload provides. */
 #include "train/trainer.h"
+#include "core/envswitch.h"
 #include "core/file.h"
 #include "core/hash.h"
 #include "core/hostinfo.h"
 #include "core/jsonx.h"
 #include "core/log.h"
-#include "core/envswitch.h"
 #include "core/timer.h"
 #include "dev/train_ops.h"
 #include "train/ckpt.h"
@@ -390,8 +390,10 @@ static int open_device(struct trainer *t, plumb_err *e)
     if ((rc = dev_set_numerics(t->d, cfg->numerics, cfg->numerics == NUMERICS_FAST && cfg->allow_tf32, e))) return rc;
     if (!t->d->ops->train) return err_set(e, PLUMB_EUNSUPPORTED, "device %s has no training ops", t->d->label);
     t->to = t->d->ops->train;
-    const char *fon = getenv("PLUMB_FOUND_OF_NORM");
-    t->found_of_norm = t->to && t->to->found_of_sumsq && !(fon && !strcmp(fon, "0"));
+    if ((rc = env_switch("PLUMB_FOUND_OF_NORM", "the found-inf flag read off the norm where it can be", &t->found_of_norm,
+                         e)))
+        return rc;
+    t->found_of_norm = t->found_of_norm && t->to->found_of_sumsq;
     return PLUMB_OK;
 }
 

@@ -2,6 +2,7 @@
  * gradient contract and precision). */
 #include "models/gpt/gpt.h"
 #include "models/gpt/gpt_model.h"
+#include "core/envswitch.h"
 #include "core/hash.h"
 #include "core/philox.h"
 #include "dev/train_ops.h"
@@ -181,18 +182,28 @@ int gpt_create(struct dev *d, const struct gpt_config *c, int max_batch, dtype_t
     if (!rc) rc = gpt16_wanted(m, &want16, e);
     if (!rc && want16) rc = zalloc(m, (void **)&m->w16, m->n_params * sizeof(uint16_t), e);
     if (!rc && want16) {
-        /* the blocks' four matrices a layer, adjacent ones merged: gpt16.c
-         * casts only these to 16 bits (weights16) */
-        int64_t r[2 * 4 * GPT_MAX_LAYERS];
+        /* the blocks' four matrices and their biases a layer, adjacent ones
+         * merged (QKVW..APB and FCW..FPB: two ranges a layer): gpt16.c casts
+         * only these to 16 bits (weights16), for the GEMMs and their bias
+         * epilogues (matmul_fwd16's bias16) */
+        int64_t r[2 * (8 * GPT_MAX_LAYERS + 1)];
         int nr = 0;
-        const int ks[4] = {QKVW, APW, FCW, FPW};
+        /* wte (all vocab_padded rows: the padding rows are 0, as gpt_init
+         * leaves them and no gradient reaches them, so finite) where the
+         * device's classifier reads 16-bit weights */
+        m->cls16 = 0;
+        if (m->T->classifier_fwd_bwd16)
+            rc = env_switch("PLUMB_GPT_CLS16", "the classifier from 16-bit weights (wte cast with the blocks' weights)",
+                            &m->cls16, e);
+        if (!rc && m->cls16) range_add(r, &nr, m->t[0].offset, m->t[0].numel);
+        const int ks[8] = {QKVW, QKVB, APW, APB, FCW, FCB, FPW, FPB};
         for (int l = 0; l < L; l++)
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 8; k++) {
                 const struct gpt_tensor *t = &m->t[2 + T_PER_LAYER * l + ks[k]];
                 range_add(r, &nr, t->offset, t->numel);
             }
         m->n_r16 = nr;
-        rc = zalloc(m, (void **)&m->r16, sizeof r, e);
+        if (!rc) rc = zalloc(m, (void **)&m->r16, sizeof r, e);
         if (!rc) rc = dev_upload(d, m->r16, r, (size_t)nr * 2 * sizeof(int64_t), e);
     }
     if (!rc) rc = zalloc(m, (void **)&m->tok, R * sizeof(int32_t), e);
@@ -469,6 +480,20 @@ static const float *gemm_dy(struct gpt_model *m, size_t n, int *rc, plumb_err *e
     return m->dy16;
 }
 
+/* the tied classifier over ln_f's R rows (m->lnf, m->tgt): losses into
+ * m->losses and m->sc; dx, dwte (NULL: forward only). From w16's wte where
+ * the 16-bit pipeline runs and the device has the op (cls16), else from
+ * the working copy. */
+static int classifier(struct gpt_model *m, int R, float grad_scale, float *dx, float *dwte, plumb_err *e)
+{
+    const int C = m->c.n_embd, V = m->c.vocab;
+    if (m->cls16 && gpt16_on(m))
+        return m->T->classifier_fwd_bwd16(m->d, NULL, m->lnf, m->w16 + m->t[0].offset, m->c.vocab_padded, m->tgt, R, C,
+                                          V, grad_scale, m->losses, m->sc, dx, dwte, m->prec, e);
+    return m->T->classifier_fwd_bwd(m->d, NULL, m->lnf, gemm_weights(m), m->tgt, R, C, V, grad_scale, m->losses, m->sc,
+                                    dx, dwte, m->prec, e);
+}
+
 static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct gpt_loss *loss, plumb_err *e)
 {
     struct dev *d = m->d;
@@ -478,8 +503,7 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
     const size_t RC = (size_t)R * C;
     const struct gpt_tensor *lw = &m->t[m->n_tensors - 2], *lb = &m->t[m->n_tensors - 1];
     /* logits, loss and dln_f; the tied classifier writes dwte's first part */
-    int rc = Op->classifier_fwd_bwd(d, NULL, m->lnf, gemm_weights(m), m->tgt, R, C, V, grad_scale, m->losses, m->sc,
-                                    m->dln, m->grads, rt, e);
+    int rc = classifier(m, R, grad_scale, m->dln, m->grads, e);
     /* padding rows of wte get no gradient */
     if (!rc && m->c.vocab_padded > V)
         rc = d->be->memset_async(d, NULL, m->grads + (size_t)V * C, 0, (size_t)(m->c.vocab_padded - V) * C * sizeof(float),
@@ -563,8 +587,7 @@ static int predict_after_forward(struct gpt_model *m, int B, int T, int have_tgt
     const int R = B * T;
     int rc = PLUMB_OK;
     if (losses || loss)
-        rc = m->T->classifier_fwd_bwd(m->d, NULL, m->lnf, gemm_weights(m), m->tgt, R, m->c.n_embd, m->c.vocab, 1.0f,
-                                      m->losses, m->sc, NULL, NULL, m->prec, e);
+        rc = classifier(m, R, 1.0f, NULL, NULL, e);
     if (!rc && losses) rc = dev_download(m->d, losses, m->losses, (size_t)R * sizeof(float), e);
     if (!rc && loss) {
         double sc[2];

@@ -72,8 +72,9 @@ int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
     const dtype_t rt = m->prec;
     const size_t RC = (size_t)R * C;
     uint16_t *tmp16 = h16(m->tmp);
-    /* wwork: the classifier's (fp32-stored) weights and the biases; w16 the
-     * blocks' matrices (one pass where the device fuses the two) */
+    /* wwork: the classifier's (fp32-stored) weights and the LayerNorms'
+     * parameters; w16 the blocks' matrices and biases (one pass where the
+     * device fuses the two) */
     int rc;
     if (Op->weights16) {
         rc = Op->weights16(d, NULL, m->params, m->wwork, m->w16, m->n_params, m->r16, m->n_r16, rt, e);
@@ -93,14 +94,14 @@ int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
         struct gpt_layer_act *a = &m->L[l];
         uint16_t *ln1 = h16(a->ln1), *qkv = h16(a->qkv), *att = h16(a->att), *ln2 = h16(a->ln2);
         uint16_t *fc = h16(a->fc), *fcg = h16(a->fc_gelu);
-        rc = Op->matmul_fwd16(d, NULL, ln1, W16(m, l, QKVW), W(m, l, QKVB), qkv, NULL, R, C, 3 * C, 0, rt, e);
+        rc = Op->matmul_fwd16(d, NULL, ln1, W16(m, l, QKVW), W16(m, l, QKVB), qkv, NULL, R, C, 3 * C, 0, rt, e);
         if (!rc) rc = Op->attention_fwd16(d, NULL, qkv, att, a->lse, B, T, NH, HS, rt, e);
-        if (!rc) rc = Op->matmul_fwd16(d, NULL, att, W16(m, l, APW), W(m, l, APB), tmp16, NULL, R, C, C, 0, rt, e);
+        if (!rc) rc = Op->matmul_fwd16(d, NULL, att, W16(m, l, APW), W16(m, l, APB), tmp16, NULL, R, C, C, 0, rt, e);
         if (!rc)
             rc = Op->residual_layernorm_fwd16(d, NULL, x, tmp16, a->res2, P(m, l, LN2W), P(m, l, LN2B), ln2, a->ln2_mean,
                                              a->ln2_rstd, R, C, GPT_LN_EPS, rt, e);
-        if (!rc) rc = Op->matmul_fwd16(d, NULL, ln2, W16(m, l, FCW), W(m, l, FCB), fcg, fc, R, C, 4 * C, 1, rt, e);
-        if (!rc) rc = Op->matmul_fwd16(d, NULL, fcg, W16(m, l, FPW), W(m, l, FPB), tmp16, NULL, R, 4 * C, C, 0, rt, e);
+        if (!rc) rc = Op->matmul_fwd16(d, NULL, ln2, W16(m, l, FCW), W16(m, l, FCB), fcg, fc, R, C, 4 * C, 1, rt, e);
+        if (!rc) rc = Op->matmul_fwd16(d, NULL, fcg, W16(m, l, FPW), W16(m, l, FPB), tmp16, NULL, R, 4 * C, C, 0, rt, e);
         if (!rc && l + 1 < L) {
             struct gpt_layer_act *n = &m->L[l + 1];
             rc = Op->residual_layernorm_fwd16(d, NULL, a->res2, tmp16, a->res3, P(m, l + 1, LN1W), P(m, l + 1, LN1B),

@@ -40,8 +40,10 @@ struct gpt_model {
     float *params, *grads;
     float *wwork; /* [n_params] rounded working copy (16-bit compute), else NULL */
     uint16_t *w16; /* [n_params] its 16-bit values: the 16-bit pipeline's weights (gpt16.c), else NULL */
-    int64_t *r16;  /* device [2 n_r16]: the ranges of w16 the blocks read (their four matrices a layer) */
+    int64_t *r16;  /* device [2 n_r16]: the ranges of w16 the GEMMs read (the blocks' four matrices and biases a
+                      layer; wte where cls16) */
     int n_r16;
+    int cls16;     /* the classifier reads wte from w16 (classifier_fwd_bwd16); wwork's wte then unwritten */
     int32_t *tok, *tgt; /* [MB*T] */
     float *act;         /* the activation buffer */
     float *enc;         /* [R,C] */
