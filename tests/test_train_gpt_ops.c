@@ -571,6 +571,47 @@ TEST(gpt_ops_classifier_chunks)
 }
 TEST(gpt_ops_classifier_fd_golden) { check_classifier(NUMERICS_GOLDEN); }
 
+/* The LayerNorm backward's dw/db parts four columns a thread (a GPU's
+ * default) against a column a thread (PLUMB_GPT_LN_PART_VEC=0): the same
+ * bits of dx, dw and db, for gpt2's C = 768 over 200 rows (a partial last
+ * 64-row chunk) and C = 200; also from misaligned rows (C = 202: the
+ * one-column kernel either way). The cpu has one way; the GPU suite runs it. */
+TEST(gpt_ops_layernorm_bwd_parts_vec_same_bits)
+{
+    OPEN(d, NUMERICS_FAST, 0);
+    const int Rn = 200, Cs[3] = {768, 200, 202};
+    for (int ci = 0; ci < 3; ci++) {
+        const int C = Cs[ci];
+        const size_t n = (size_t)Rn * C;
+        float *x = frand(n, -2, 2), *w = frand(C, 0.5, 1.5), *dy = frand(n, -1, 1), *dr = frand(n, -1, 1);
+        float mean[200], rstd[200];
+        for (int r = 0; r < Rn; r++) {
+            double m = 0, v = 0;
+            for (int i = 0; i < C; i++) m += x[(size_t)r * C + i];
+            m /= C;
+            for (int i = 0; i < C; i++) v += (x[(size_t)r * C + i] - m) * (x[(size_t)r * C + i] - m);
+            mean[r] = (float)m, rstd[r] = (float)(1.0 / sqrt(v / C + 1e-5));
+        }
+        float *px = put(d, x, n * 4), *pw = put(d, w, C * 4), *pdy = put(d, dy, n * 4), *pm = put(d, mean, sizeof mean);
+        float *pr = put(d, rstd, sizeof rstd);
+        float *out[2][3];
+        for (int v = 0; v < 2; v++) {
+            float *pdx = put(d, dr, n * 4), *pdw = put(d, NULL, C * 4), *pdb = put(d, NULL, C * 4);
+            plumb_err e = {0};
+            char *k = env_push("PLUMB_GPT_LN_PART_VEC", v ? "1" : "0");
+            int rc = d->ops->train->layernorm_bwd(d, NULL, px, pw, pm, pr, pdy, pdx, pdx, pdw, pdb, Rn, C, DT_BF16, &e);
+            env_restore("PLUMB_GPT_LN_PART_VEC", k);
+            REQUIRE(rc == 0);
+            out[v][0] = get(d, pdx, n), out[v][1] = get(d, pdw, C), out[v][2] = get(d, pdb, C);
+        }
+        CHECK_MSG(same_bits(out[0][0], out[1][0], n) && same_bits(out[0][1], out[1][1], C) &&
+                      same_bits(out[0][2], out[1][2], C),
+                  "C = %d: dx %d dw %d db %d the same bits", C, same_bits(out[0][0], out[1][0], n),
+                  same_bits(out[0][1], out[1][1], C), same_bits(out[0][2], out[1][2], C));
+    }
+    done(d);
+}
+
 /* classifier_fwd_bwd16 (train_ops.h): from wte's 16-bit values, the bits
  * of classifier_fwd_bwd from the widened values: losses, the loss sum,
  * dx and dwte; bf16 and fp16; V = 50 (a GPU pads its GEMMs to 56 rows)

@@ -234,9 +234,20 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     int rc = tws_get(d, 0, (size_t)nc * np * C * sizeof(float), &ws, e);
     if (rc) return rc;
     float *part = (float *)ws;
-    const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc);
-    /* dw/db first: they read dy and x, which dx never overwrites (dx16 may) */
-    k_ln_dwdb_part<<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+    /* dw/db first: they read dy and x, which dx never overwrites (dx16 may);
+     * four columns a thread where the loads allow (PLUMB_GPT_LN_PART_VEC,
+     * on by default: the same bits) */
+    int vec4 = 0;
+    if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_PART_VEC", "a column a thread", "four columns a thread where aligned",
+                             &vec4, e)))
+        return rc;
+    if (vec4 && ln_dwdb_vec(C, x, dy, dy16)) {
+        const dim3 pg((unsigned)((C / 4 + 127) / 128), (unsigned)nc);
+        k_ln_dwdb_part<4><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+    } else {
+        const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc);
+        k_ln_dwdb_part<1><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+    }
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
     const int rows = TPB / PLUMB_WARP;
     const unsigned grid = (unsigned)((R + rows - 1) / rows);

@@ -280,6 +280,22 @@ static void attention(int B, int T, int NH, int HS)
     rowdots(o, dO, Dp, B, T, NH, HS);
 }
 
+// k_ln_dwdb_part<4> (four columns a thread, where C % 4 == 0) against
+// the V = 1 parts ref [nc, 2C]: the same bits, dy fp32 or 16-bit
+static void dwdb_vec_check(const float *xp, const float *mp, const float *rp, const float *dyp, const uint16_t *dyhp,
+                           int t16, int R, int C, const std::vector<float> &ref)
+{
+    if (C % 4) return;
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS;
+    std::vector<float> p4((size_t)nc * 2 * C, NAN);
+    float *pp = p4.data();
+    launch(dim3((unsigned)((C / 4 + 127) / 128), (unsigned)nc), dim3(128),
+           [&] { k_ln_dwdb_part<4>(xp, mp, rp, dyp, dyhp, t16, pp, R, C); });
+    char what[96];
+    snprintf(what, sizeof what, "ln dw/db parts, 4 columns a thread, R%d C%d %s", R, C, dyhp ? "dy16" : "dy fp32");
+    check(what, pp, ref.data(), p4.size(), 0);
+}
+
 static void layernorm(int R, int C)
 {
     const size_t n = (size_t)R * C;
@@ -308,6 +324,7 @@ static void layernorm(int R, int C)
     std::vector<float> part((size_t)nc * 2 * C);
     float *pp = part.data();
     launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, nullptr, 0, pp, R, C); });
+    dwdb_vec_check(xp, mp, rp, dyp, nullptr, 0, R, C, part);
     launch(dim3(ln_dwdb_final_grid(C)), dim3(LN_FCOLS * LN_FRUNS), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
     launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, dxp, dxp, R, C, 0); });
     char what[96];
@@ -379,6 +396,7 @@ static void layernorm16(int R, int C, int rt)
     float *dwp = dw.data(), *dbp = db.data(), *dw16p = dw16.data(), *db16p = db16.data();
     launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, nullptr, 0, pp, R, C); });
     launch(dim3((unsigned)((C + 127) / 128), (unsigned)nc), dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, nullptr, dyhp, rt, pp16, R, C); });
+    dwdb_vec_check(xp, mp, rp, nullptr, dyhp, rt, R, C, part16);
     launch(dim3(ln_dwdb_final_grid(C)), dim3(LN_FCOLS * LN_FRUNS), [&] { k_ln_dwdb_final(pp, nc, C, dwp, dbp); });
     launch(dim3(ln_dwdb_final_grid(C)), dim3(LN_FCOLS * LN_FRUNS), [&] { k_ln_dwdb_final(pp16, nc, C, dw16p, db16p); });
     launch(dim3((unsigned)((R + rows - 1) / rows)), dim3(256), [&] { k_ln_bwd_fast(xp, wp, mp, rp, dyp, nullptr, 0, nullptr, dxp, R, C, 0); });
