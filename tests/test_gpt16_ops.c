@@ -507,6 +507,31 @@ static void trainer_case(const char *prec)
 TEST(gpt16_trainer_bf16_same_as_fp32_path) { trainer_case("bf16"); }
 TEST(gpt16_trainer_fp16_same_as_fp32_path) { trainer_case("fp16"); }
 
+/* the classifier and ln_f in 16 bits (classifier_fwd_bwd16, the default
+ * where the device has it) against the pipeline's fp32 classifier
+ * (PLUMB_GPT_CLS16=0): 6 steps of gpt-tiny, the same digest on the cpu, on
+ * a GPU the last loss within 2e-3 (its dx GEMM may take another algorithm
+ * for a 16-bit output); every classifier call of the first run in 16 bits,
+ * none of the second */
+static int tiny_cls(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
+{
+    const char *w[] = {"--preset", "gpt-tiny", "--device", test_device(), "--precision", prec, "--steps", "6",
+                       "--batch", "4", "--micro-shard", "4", "--eval-every", "0", "--threads", "1",
+                       "--health-interval", "0", "--quiet", NULL, NULL};
+    return train_with_env("gpt", w, "PLUMB_GPT_CLS16", v, tr, e);
+}
+static void cls16_case(const char *prec)
+{
+    struct dev *d = open_fast();
+    if (!d) TEST_SKIP("device %s has no 16-bit gpt ops", test_device());
+    const int cpu = is_cpu(d), has = d->ops->train->classifier_fwd_bwd16 != NULL;
+    dev_close(d);
+    if (!has) TEST_SKIP("device %s has no classifier_fwd_bwd16", test_device());
+    act16_same_as_off(tiny_cls, prec, "PLUMB_GPT_CLS16", &gpt_cls16_count, 6, cpu, 2e-3);
+}
+TEST(gpt16_classifier16_bf16_same_as_fp32_classifier) { cls16_case("bf16"); }
+TEST(gpt16_classifier16_fp16_same_as_fp32_classifier) { cls16_case("fp16"); }
+
 /* an unknown PLUMB_GPT_ACT16 is refused, named */
 TEST(gpt16_env_value_refused)
 {

@@ -41,9 +41,9 @@ int cpu_layernorm_bwd16(struct dev *d, dev_stream *s, const float *x, const floa
                         float *dsum, float *dw, float *db, int R, int C, dtype_t rt, plumb_err *e);
 /* cpu_train_ops.c: db [N] = dy [B, N] summed over the rows in order (linear_bwd's dbias) */
 void cpu_col_sums(struct dev *d, const float *dy, float *db, int B, int N);
-int cpu_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+int cpu_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *wte16, int rows16,
                              const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses, double *sum_count,
-                             float *dx, float *dwte, dtype_t rt, plumb_err *e);
+                             uint16_t *dx16, float *dwte, dtype_t rt, plumb_err *e);
 int cpu_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *bias16,
                      uint16_t *y16, uint16_t *pre16, int B, int K, int N, int gelu, dtype_t rt, plumb_err *e);
 int cpu_matmul_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *w16, const uint16_t *dy16,

@@ -101,20 +101,25 @@ int cpu_matmul_fwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const ui
     return rc;
 }
 
-/* the fp32 classifier of the widened rows (the padding rows are not read) */
-int cpu_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+/* the fp32 classifier of the widened values (the padding rows are not
+ * read), dx narrowed (exact: the classifier stores it rounded to rt) */
+int cpu_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *wte16, int rows16,
                              const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses, double *sum_count,
-                             float *dx, float *dwte, dtype_t rt, plumb_err *e)
+                             uint16_t *dx16, float *dwte, dtype_t rt, plumb_err *e)
 {
     NEED16("classifier_fwd_bwd16");
-    if (!wte16 || rows16 < V || C <= 0 || V <= 0)
-        return err_set(e, PLUMB_EUSAGE, "classifier_fwd_bwd16: %s wte16 of %d rows for V=%d, C=%d (expected rows >= V > 0)",
-                       wte16 ? "a" : "a NULL", rows16, V, C);
+    if (!x16 || !wte16 || rows16 < V || R <= 0 || C <= 0 || V <= 0)
+        return err_set(e, PLUMB_EUSAGE,
+                       "classifier_fwd_bwd16: x16 %s, wte16 %s of %d rows for R=%d, C=%d, V=%d (expected rows >= V > 0)",
+                       x16 ? "given" : "NULL", wte16 ? "given" : "NULL", rows16, R, C, V);
     int bad = 0;
-    float *w = widen(wte16, (size_t)V * C, rt, &bad);
+    const size_t rc_n = (size_t)R * C;
+    float *w = widen(wte16, (size_t)V * C, rt, &bad), *x = widen(x16, rc_n, rt, &bad);
+    float *dx = scratch(rc_n, dx16 != NULL, &bad);
     int rc = bad ? oom("classifier_fwd_bwd16", e)
                  : cpu_classifier_fwd_bwd(d, s, x, w, tgt, R, C, V, grad_scale, losses, sum_count, dx, dwte, rt, e);
-    free(w);
+    if (!rc) narrow(dx, dx16, rc_n, rt);
+    free(w), free(x), free(dx);
     return rc;
 }
 

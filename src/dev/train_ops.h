@@ -1014,19 +1014,25 @@ struct train_ops {
      * trainer runs scale_check. */
     int (*found_of_sumsq)(struct dev *d, dev_stream *s, const double *sumsq, int *found_inf, plumb_err *e);
 
-    /* ---------------- gpt: the classifier from 16-bit weights (optional) ----------------
-     * classifier_fwd_bwd with wte given as rt's 16-bit values wte16
-     * [rows16, C] (rows16 >= V: the rounded working copy cast, as the
-     * 16-bit pipeline's w16), fast numerics, rt = DT_BF16 or DT_F16: the
-     * bits of classifier_fwd_bwd with wte = wte16 widened. Rows V..rows16-1
-     * (the padded vocabulary's) must be finite and are otherwise unused: a
-     * GPU's GEMMs may run over the rows padded to a multiple of 8, where
-     * they meet only zero gradient columns, so with rows16 at least that
-     * padded count the GPU reads wte16 as it is (gpt2-124m: no 38.6 M-value
-     * cast and no 77 MB copy a step), else copies it into a padded buffer. */
-    int (*classifier_fwd_bwd16)(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+    /* ---------------- gpt: the classifier in 16 bits (optional) ----------------
+     * classifier_fwd_bwd (one of the 16-bit pipeline's ops: fast numerics,
+     * rt = DT_BF16 or DT_F16) with its input, weights and dx as rt's 16-bit
+     * values: x16 [R, C] (ln_f's output as layernorm_fwd16 stores it),
+     * wte16 [rows16, C] (rows16 >= V: the rounded working copy cast, as the
+     * pipeline's w16) and dx16 [R, C] (NULL: forward only; dx's values, which
+     * classifier_fwd_bwd stores rounded to rt, so exact). Losses, the sum and
+     * dwte (fp32) as classifier_fwd_bwd gives them from the widened values;
+     * dx16 too, except that a GPU's dx GEMM may take another algorithm for
+     * its 16-bit output (as matmul_fwd16's may). Rows V..rows16-1 (the padded
+     * vocabulary's) must be finite and are otherwise unused: a GPU's GEMMs
+     * may run over the rows padded to a multiple of 8, where they meet only
+     * zero gradient columns, so with rows16 at least that padded count it
+     * reads wte16 as it is (gpt2-124m: no 38.6 M-value cast, no 77 MB copy, no
+     * cast of x and no rounding pass over dx a step), else copies it into a
+     * padded buffer. */
+    int (*classifier_fwd_bwd16)(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *wte16, int rows16,
                                 const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses,
-                                double *sum_count, float *dx, float *dwte, dtype_t rt, plumb_err *e);
+                                double *sum_count, uint16_t *dx16, float *dwte, dtype_t rt, plumb_err *e);
 };
 
 /* The cpu backend's table (src/dev/cpu_train_ops.c). */

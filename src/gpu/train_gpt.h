@@ -56,13 +56,20 @@ int tg_matmul_fwd_impl(struct dev *d, struct dev_stream *st, const float *x, con
 int tg_matmul_bwd_impl(struct dev *d, struct dev_stream *st, const float *x, const float *w, const float *dy,
                        const float *pre_in, float *dx, float *dw, float *dbias, int B, int K, int N, dtype_t rt,
                        plumb_err *e);
-/* wte16 (not NULL): wte's rt values [rows16, C] instead of wte (fast, 16-bit rt) */
-int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const uint16_t *wte16,
-                  int rows16, const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses,
-                  double *sum_count, float *dx, float *dwte, dtype_t rt, plumb_err *e);
-int tg_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+/* the classifier from fp32 x, wte into fp32 dx; or (fast, 16-bit rt) from
+ * x16 and wte16 [rows16, C] into dx16 (classifier_fwd_bwd16): struct cls_io */
+struct cls_io {
+    const float *x, *wte;
+    const uint16_t *x16, *wte16;
+    int rows16;
+    float *dx;
+    uint16_t *dx16;
+};
+int tg_classifier(struct dev *d, struct dev_stream *st, const struct cls_io *io, const int32_t *tgt, int R, int C,
+                  int V, float grad_scale, float *losses, double *sum_count, float *dwte, dtype_t rt, plumb_err *e);
+int tg_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *wte16, int rows16,
                             const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses, double *sum_count,
-                            float *dx, float *dwte, dtype_t rt, plumb_err *e);
+                            uint16_t *dx16, float *dwte, dtype_t rt, plumb_err *e);
 /* dbias[n] = sum over b of dy[b, n] (golden: one chain ascending b; fast:
  * 64-row chunks, then the chunks in order) */
 int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int N, float *dbias, plumb_err *e);

@@ -809,14 +809,18 @@ static int xent_stage_on(struct dev *d, int LD, int *on, plumb_err *e)
 }
 #endif
 
-int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const float *wte, const uint16_t *wte16,
-                  int rows16, const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses,
-                  double *sum_count, float *dx, float *dwte, dtype_t rt, plumb_err *e)
+int tg_classifier(struct dev *d, struct dev_stream *st, const struct cls_io *io, const int32_t *tgt, int R, int C,
+                  int V, float grad_scale, float *losses, double *sum_count, float *dwte, dtype_t rt, plumb_err *e)
 {
-    const int gold = golden(d), grad = dx != NULL;
+    const float *x = io->x, *wte = io->wte;
+    const uint16_t *wte16 = io->wte16, *xin16 = io->x16;
+    float *dx = io->dx;
+    uint16_t *dx16 = io->dx16;
+    const int rows16 = io->rows16;
+    const int gold = golden(d), grad = dx != NULL || dx16 != NULL;
     const int ab16 = !gold && rt != DT_F32;
-    if (wte16 && !ab16)
-        return gpu_err(e, PLUMB_EUSAGE, "%s: classifier from 16-bit weights in %s numerics with %s", d->label,
+    if ((wte16 || xin16 || dx16) && !ab16)
+        return gpu_err(e, PLUMB_EUSAGE, "%s: the classifier in 16 bits in %s numerics with %s", d->label,
                        gold ? "golden" : "fast", dtype_name(rt));
     int z16 = 0; /* the logits as 16-bit rt values in g16 (CUDA, 16-bit compute) */
 #if !defined(PLUMB_HIP)
@@ -906,7 +910,7 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
     if (grad && !dwp) GPU_CHECK(d, cudaMemsetAsync(dwte, 0, (size_t)V * C * sizeof(float), st->s), e);
     for (int r0 = 0, ch = 0; r0 < R; r0 += RC, ch++) {
         const int nr = R - r0 < RC ? R - r0 : RC;
-        const float *xc = x + (size_t)r0 * C;
+        const float *xc = x ? x + (size_t)r0 * C : NULL;
         const size_t nz = (size_t)nr * V, nx = (size_t)nr * C;
         if (gold) {
             k_xent_logits_gold<<<gpu_grid(nz, TPB), TPB, 0, st->s>>>(xc, wte, Z, nr, C, V, (int)rt);
@@ -924,8 +928,9 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
         /* Z [nr, V] = x_c [nr, C] wte^T (wte stored [V, C]) */
         const void *xa = xc, *wa = wte;
         if (ab16) {
-            if ((rc = to16(d, st, xc, nx, x16, (int)rt, e))) return rc;
-            xa = x16;
+            if (xin16) xa = xin16 + (size_t)r0 * C; /* the caller's 16-bit x */
+            else if ((rc = to16(d, st, xc, nx, x16, (int)rt, e))) return rc;
+            else xa = x16;
             wa = w16;
         }
         const dtype_t ab = ab16 ? rt : DT_F32;
@@ -963,10 +968,31 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const float *x, const fl
         if (!grad) continue;
         const void *ga = ab16 ? (const void *)g16 : (const void *)Z;
         /* dx_c [nr, C] = G [nr, V] wte [V, C]; dwte [V, C] += G^T x_c (chunks in order) */
-        if ((rc = cls_gemm(d, st, nr, C, VG, 0, 0, ga, LD, wa, C, dx + (size_t)r0 * C, C, 0, ab, e))) return rc;
-        if (rt != DT_F32) {
-            k_round_inplace<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(dx + (size_t)r0 * C, nx, (int)rt);
-            GPU_CHECK_LAUNCH(d, "k_round_inplace", e);
+        if (dx16) {
+            /* stored as 16-bit values by the GEMM (the fp32 result rounded
+             * on the store); where cuBLASLt has no such algorithm, the fp32
+             * product in slot 4 and its cast (the same rounding) */
+            rc = PLUMB_EUNSUPPORTED;
+#if !defined(PLUMB_HIP)
+            const struct lt_mm g = {0, 0, C, nr, VG, wa, C, ga, LD, dx16 + (size_t)r0 * C, C, 0.0f, (int)rt, 1, 1,
+                                    LT_EPI_NONE, NULL, 1, 0, 0, 0};
+            rc = lt_matmul(d, st, &g, e);
+#endif
+            if (rc == PLUMB_EUNSUPPORTED) {
+                void *w4;
+                if ((rc = tws_get(d, 4, nx * sizeof(float), &w4, e)) ||
+                    (rc = cls_gemm(d, st, nr, C, VG, 0, 0, ga, LD, wa, C, (float *)w4, C, 0, ab, e)) ||
+                    (rc = to16(d, st, (const float *)w4, nx, dx16 + (size_t)r0 * C, (int)rt, e)))
+                    return rc;
+            } else if (rc) {
+                return rc;
+            }
+        } else {
+            if ((rc = cls_gemm(d, st, nr, C, VG, 0, 0, ga, LD, wa, C, dx + (size_t)r0 * C, C, 0, ab, e))) return rc;
+            if (rt != DT_F32) {
+                k_round_inplace<<<gpu_grid(nx, TPB), TPB, 0, st->s>>>(dx + (size_t)r0 * C, nx, (int)rt);
+                GPU_CHECK_LAUNCH(d, "k_round_inplace", e);
+            }
         }
 #if !defined(PLUMB_HIP)
         if (dwp && direct && r0 + nr >= R) { /* the last chunk: dwte written by the GEMM itself */

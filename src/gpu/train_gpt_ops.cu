@@ -379,24 +379,24 @@ int tg_classifier_fwd_bwd(struct dev *d, dev_stream *s, const float *x, const fl
     RT_OK("classifier_fwd_bwd");
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_CLASSIFIER);
-    return tg_classifier(d, gpu_stream(d, s), x, wte, NULL, 0, tgt, R, C, V, grad_scale, losses, sum_count, dx, dwte,
-                         rt, e);
+    const struct cls_io io = {x, wte, NULL, NULL, 0, dx, NULL};
+    return tg_classifier(d, gpu_stream(d, s), &io, tgt, R, C, V, grad_scale, losses, sum_count, dwte, rt, e);
 }
 
-int tg_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const float *x, const uint16_t *wte16, int rows16,
+int tg_classifier_fwd_bwd16(struct dev *d, dev_stream *s, const uint16_t *x16, const uint16_t *wte16, int rows16,
                             const int32_t *tgt, int R, int C, int V, float grad_scale, float *losses, double *sum_count,
-                            float *dx, float *dwte, dtype_t rt, plumb_err *e)
+                            uint16_t *dx16, float *dwte, dtype_t rt, plumb_err *e)
 {
-    NEED(x && wte16 && tgt, "%s: classifier_fwd_bwd16: NULL x, wte16 or tgt", d->label);
-    NEED(!dx || dwte, "%s: classifier_fwd_bwd16: dx needs dwte", d->label);
+    NEED(x16 && wte16 && tgt, "%s: classifier_fwd_bwd16: NULL x16, wte16 or tgt", d->label);
+    NEED(!dx16 || dwte, "%s: classifier_fwd_bwd16: dx16 needs dwte", d->label);
     NEED(R > 0 && C > 0 && V > 0 && rows16 >= V,
          "%s: classifier_fwd_bwd16: bad shape R=%d C=%d V=%d, wte16 of %d rows (expected > 0, rows >= V)", d->label, R,
          C, V, rows16);
     FAST16("classifier_fwd_bwd16");
     ENTER();
     tprof_scope prof_(gpu_stream(d, s), TP_GPT_CLASSIFIER);
-    return tg_classifier(d, gpu_stream(d, s), x, NULL, wte16, rows16, tgt, R, C, V, grad_scale, losses, sum_count, dx,
-                         dwte, rt, e);
+    const struct cls_io io = {NULL, NULL, x16, wte16, rows16, NULL, dx16};
+    return tg_classifier(d, gpu_stream(d, s), &io, tgt, R, C, V, grad_scale, losses, sum_count, dwte, rt, e);
 }
 
 /* ---------------- the 16-bit activation ops (train_ops.h "gpt with 16-bit activations") ----------------

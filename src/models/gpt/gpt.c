@@ -481,17 +481,21 @@ static const float *gemm_dy(struct gpt_model *m, size_t n, int *rc, plumb_err *e
 }
 
 /* the tied classifier over ln_f's R rows (m->lnf, m->tgt): losses into
- * m->losses and m->sc; dx, dwte (NULL: forward only). From w16's wte where
- * the 16-bit pipeline runs and the device has the op (cls16), else from
- * the working copy. */
-static int classifier(struct gpt_model *m, int R, float grad_scale, float *dx, float *dwte, plumb_err *e)
+ * m->losses and m->sc; with grad, dln_f into m->dln and dwte into the
+ * gradients' first rows. In 16 bits where the 16-bit pipeline runs and the
+ * device has the op (gpt_cls16): ln_f's output, w16's wte and dln_f as
+ * 16-bit values in the first half of their regions (gpt16.c); else fp32
+ * from the working copy. */
+long gpt_cls16_count;
+static int classifier(struct gpt_model *m, int R, float grad_scale, int grad, plumb_err *e)
 {
     const int C = m->c.n_embd, V = m->c.vocab;
-    if (m->cls16 && gpt16_on(m))
-        return m->T->classifier_fwd_bwd16(m->d, NULL, m->lnf, m->w16 + m->t[0].offset, m->c.vocab_padded, m->tgt, R, C,
-                                          V, grad_scale, m->losses, m->sc, dx, dwte, m->prec, e);
+    if (gpt_cls16(m) && ++gpt_cls16_count)
+        return m->T->classifier_fwd_bwd16(m->d, NULL, (const uint16_t *)m->lnf, m->w16 + m->t[0].offset,
+                                          m->c.vocab_padded, m->tgt, R, C, V, grad_scale, m->losses, m->sc,
+                                          grad ? (uint16_t *)m->dln : NULL, grad ? m->grads : NULL, m->prec, e);
     return m->T->classifier_fwd_bwd(m->d, NULL, m->lnf, gemm_weights(m), m->tgt, R, C, V, grad_scale, m->losses, m->sc,
-                                    dx, dwte, m->prec, e);
+                                    grad ? m->dln : NULL, grad ? m->grads : NULL, m->prec, e);
 }
 
 static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct gpt_loss *loss, plumb_err *e)
@@ -503,17 +507,25 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
     const size_t RC = (size_t)R * C;
     const struct gpt_tensor *lw = &m->t[m->n_tensors - 2], *lb = &m->t[m->n_tensors - 1];
     /* logits, loss and dln_f; the tied classifier writes dwte's first part */
-    int rc = classifier(m, R, grad_scale, m->dln, m->grads, e);
+    int rc = classifier(m, R, grad_scale, 1, e);
     /* padding rows of wte get no gradient */
     if (!rc && m->c.vocab_padded > V)
         rc = d->be->memset_async(d, NULL, m->grads + (size_t)V * C, 0, (size_t)(m->c.vocab_padded - V) * C * sizeof(float),
                                  e);
-    /* dres = gradient of the last block's output */
-    if (!rc)
+    /* dres = gradient of the last block's output (fp32, unrounded); in 16
+     * bits (gpt_cls16) from dln_f's 16-bit values, also storing dres's cast
+     * (the last block's first dy16) and its column sums (that block's last
+     * dbias), which gpt16_backward_blocks then takes as they are */
+    const int cls16 = gpt_cls16(m);
+    if (!rc && cls16)
+        rc = Op->layernorm_bwd16(d, NULL, m->L[L - 1].res3, m->params + lw->offset, m->lnf_mean, m->lnf_rstd,
+                                 (const uint16_t *)m->dln, NULL, m->dres, (uint16_t *)m->dy16,
+                                 G(m, L - 1, FPB), m->grads + lw->offset, m->grads + lb->offset, R, C, rt, e);
+    else if (!rc)
         rc = Op->layernorm_bwd(d, NULL, m->L[L - 1].res3, m->params + lw->offset, m->lnf_mean, m->lnf_rstd, m->dln, NULL,
                                m->dres, m->grads + lw->offset, m->grads + lb->offset, R, C, DT_F32, e);
     if (!rc) rc = gpt_grad_ready_block(m, 0, e);
-    if (!rc && gpt16_on(m)) rc = gpt16_backward_blocks(m, B, T, e);
+    if (!rc && gpt16_on(m)) rc = gpt16_backward_blocks(m, B, T, cls16, e);
     for (int l = L - 1; l >= 0 && !rc && !gpt16_on(m); l--) {
         struct gpt_layer_act *a = &m->L[l];
         const float *x = l ? m->L[l - 1].res3 : m->enc;
@@ -587,7 +599,7 @@ static int predict_after_forward(struct gpt_model *m, int B, int T, int have_tgt
     const int R = B * T;
     int rc = PLUMB_OK;
     if (losses || loss)
-        rc = classifier(m, R, 1.0f, NULL, NULL, e);
+        rc = classifier(m, R, 1.0f, 0, e);
     if (!rc && losses) rc = dev_download(m->d, losses, m->losses, (size_t)R * sizeof(float), e);
     if (!rc && loss) {
         double sc[2];
@@ -626,10 +638,20 @@ int gpt_logits(struct gpt_model *m, const struct gpt_batch *b, float *logits, pl
     if (!rc) rc = forward_compute(m, b->B, b->T, e);
     const int R = b->B * b->T, C = m->c.n_embd, V = m->c.vocab;
     if (!rc && !m->logits) rc = zalloc(m, (void **)&m->logits, (size_t)LG_ROWS * V * sizeof(float), e);
+    /* in 16 bits (gpt_cls16) ln_f's output is 16-bit (widened into tmp) and
+     * the working copy has no wte (rounded into it here) */
+    const float *x = m->lnf;
+    if (!rc && gpt_cls16(m)) {
+        const struct gpt_tensor *t0 = &m->t[0];
+        rc = m->d->ops->cast(m->d, NULL, m->lnf, m->prec, m->tmp, DT_F32, (size_t)R * C);
+        if (!rc) rc = m->T->round_fp32(m->d, NULL, m->params + t0->offset, m->wwork + t0->offset, t0->numel, m->prec, e);
+        if (rc && !e->msg[0]) err_set(e, rc, "gpt logits: widening ln_f's 16-bit output failed on %s", m->d->label);
+        x = m->tmp;
+    }
     /* z = round(ln_f(x) wte^T): the classifier's logits are this GEMM's chain */
     for (int r0 = 0; r0 < R && !rc; r0 += LG_ROWS) {
         const int nr = R - r0 < LG_ROWS ? R - r0 : LG_ROWS;
-        rc = m->T->matmul_fwd(m->d, NULL, m->lnf + (size_t)r0 * C, gemm_weights(m), NULL, m->logits, NULL, nr, C, V, 0,
+        rc = m->T->matmul_fwd(m->d, NULL, x + (size_t)r0 * C, gemm_weights(m), NULL, m->logits, NULL, nr, C, V, 0,
                               m->prec, e);
         if (!rc) rc = dev_download(m->d, logits + (size_t)r0 * V, m->logits, (size_t)nr * V * sizeof(float), e);
     }

@@ -199,5 +199,7 @@ int gpt_param_digest(struct gpt_model *m, char hex[65], plumb_err *e);
 /* Forwards run by the 16-bit activation pipeline (models/gpt/gpt16.c) in
  * this process: how a test or a benchmark tells which path ran. */
 extern long gpt16_forward_count;
+/* test hook: classifier calls in 16 bits (classifier_fwd_bwd16) */
+extern long gpt_cls16_count;
 
 #endif

@@ -47,6 +47,7 @@ int gpt16_wanted(const struct gpt_model *m, int *want, plumb_err *e)
 }
 
 int gpt16_on(const struct gpt_model *m) { return m->w16 && m->d->numerics == NUMERICS_FAST; }
+int gpt_cls16(const struct gpt_model *m) { return m->cls16 && gpt16_on(m); }
 
 static const uint16_t *W16(const struct gpt_model *m, int l, int k)
 {
@@ -112,7 +113,11 @@ int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
         x = a->res3;
     }
     const struct gpt_tensor *lw = &m->t[m->n_tensors - 2], *lb = &m->t[m->n_tensors - 1];
-    if (!rc)
+    /* ln_f: 16-bit output where the classifier reads 16 bits (gpt_cls16) */
+    if (!rc && gpt_cls16(m))
+        rc = Op->layernorm_fwd16(d, NULL, x, m->params + lw->offset, m->params + lb->offset, h16(m->lnf), m->lnf_mean,
+                                 m->lnf_rstd, R, C, GPT_LN_EPS, rt, e);
+    else if (!rc)
         rc = Op->layernorm_fwd(d, NULL, x, m->params + lw->offset, m->params + lb->offset, m->lnf, m->lnf_mean,
                                m->lnf_rstd, R, C, GPT_LN_EPS, rt, e);
     return rc;
@@ -120,7 +125,7 @@ int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e)
 
 /* The blocks' backward, last to first, from dres (the gradient of the last
  * block's output, fp32); leaves dres the gradient of the embeddings' output. */
-int gpt16_backward_blocks(struct gpt_model *m, int B, int T, plumb_err *e)
+int gpt16_backward_blocks(struct gpt_model *m, int B, int T, int dy16_done, plumb_err *e)
 {
     struct dev *d = m->d;
     const struct train_ops *Op = m->T;
@@ -139,10 +144,11 @@ int gpt16_backward_blocks(struct gpt_model *m, int B, int T, plumb_err *e)
          * as 16 bits: dy16, cast here for the last layer (dres from the
          * classifier), else stored by the LayerNorm backward before (dx16),
          * which also summed it into this projection's dbias (dsum) */
-        if (l == L - 1) rc = cast16(m, m->dres, dy16, RC, e);
+        const int last = l == L - 1 && !dy16_done; /* dy16 and FPB's dbias still to make */
+        if (last) rc = cast16(m, m->dres, dy16, RC, e);
         if (!rc)
-            rc = Op->matmul_bwd16(d, NULL, fcg, W16(m, l, FPW), dy16, fc, dfc16, G(m, l, FPW),
-                                  l == L - 1 ? G(m, l, FPB) : NULL, R, 4 * C, C, rt, e);
+            rc = Op->matmul_bwd16(d, NULL, fcg, W16(m, l, FPW), dy16, fc, dfc16, G(m, l, FPW), last ? G(m, l, FPB) : NULL,
+                                  R, 4 * C, C, rt, e);
         if (!rc)
             rc = Op->matmul_bwd16(d, NULL, ln2, W16(m, l, FCW), dfc16, NULL, dln16, G(m, l, FCW), G(m, l, FCB), R, C,
                                   4 * C, rt, e);

@@ -81,6 +81,11 @@ int gpt_grad_ready_block(struct gpt_model *m, int k, plumb_err *e);
 int gpt16_wanted(const struct gpt_model *m, int *want, plumb_err *e);
 int gpt16_on(const struct gpt_model *m);
 int gpt16_forward(struct gpt_model *m, int B, int T, plumb_err *e);
-int gpt16_backward_blocks(struct gpt_model *m, int B, int T, plumb_err *e);
+/* dy16_done: the ln_f backward stored the last block's dy16 and its last
+ * dbias (layernorm_bwd16's dx16 and dsum; gpt_cls16) */
+int gpt16_backward_blocks(struct gpt_model *m, int B, int T, int dy16_done, plumb_err *e);
+/* the classifier and ln_f in 16 bits (classifier_fwd_bwd16): the 16-bit
+ * pipeline runs and the model took the op (cls16) */
+int gpt_cls16(const struct gpt_model *m);
 
 #endif
