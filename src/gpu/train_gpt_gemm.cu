@@ -136,10 +136,16 @@ int tg_colsum(struct dev *d, struct dev_stream *st, const float *dy, int B, int 
 void colsum_part_launch(cudaStream_t s, const float *dy, const uint16_t *src16, int B, int N, int nc, float *part,
                         uint16_t *dy16, int rt, size_t ldp)
 {
-    if (N % 8 == 0 && !(((uintptr_t)dy | (uintptr_t)src16 | (uintptr_t)dy16) & 15))
-        k_colsum_part<8><<<dim3((unsigned)((N / 8 + 127) / 128), (unsigned)nc), 128, 0, s>>>(dy, src16, B, N, part,
-                                                                                             dy16, rt, ldp);
-    else
+    const dim3 g8((unsigned)((N / 8 + 127) / 128), (unsigned)nc);
+    if (N % 8 == 0 && !(((uintptr_t)dy | (uintptr_t)src16 | (uintptr_t)dy16) & 15)) {
+        /* the 16-bit pipeline's form (src16, no store) with rt a constant */
+        if (src16 && !dy16 && rt == DT_BF16)
+            k_colsum_part<8, 1, DT_BF16, 0><<<g8, 128, 0, s>>>(dy, src16, B, N, part, dy16, rt, ldp);
+        else if (src16 && !dy16 && rt == DT_F16)
+            k_colsum_part<8, 1, DT_F16, 0><<<g8, 128, 0, s>>>(dy, src16, B, N, part, dy16, rt, ldp);
+        else
+            k_colsum_part<8><<<g8, 128, 0, s>>>(dy, src16, B, N, part, dy16, rt, ldp);
+    } else
         k_colsum_part<1><<<dim3((unsigned)((N + 127) / 128), (unsigned)nc), 128, 0, s>>>(dy, src16, B, N, part, dy16,
                                                                                          rt, ldp);
 }

@@ -62,10 +62,22 @@ __device__ static inline float ld_any(const float *x, const uint16_t *x16, size_
  * a thread, 2-byte loads, took 3.0 ms of gpt2-124m's step on an H100
  * (BENCHMARKS.md, 2026-12-05), several times its bytes' time. ldp: part's
  * row stride (0: N; the LayerNorm backward's dsum writes one part of three). */
-template <int V>
+/* SRC16C (0: dy, 1: src16), RTC (rt) and STORE (dy16 stored or not) >= 0:
+ * compile-time constants (colsum_part_launch's LN dsum / dbias form:
+ * src16, rt bf16 or fp16, no store), so the conversions' branches fold and
+ * no store sits in the loop for the row loads to wait behind (the runtime
+ * form's loads could not pass a possible dy16 store: uint16_t pointers may
+ * alias; LN's dsum over 16384 x 768 took 36 us, 0.7 TB/s, CUPTI on an
+ * H100 2026-12-07). The same adds in the same order: the runtime form's
+ * bits (tests/tools/gpu_emu.cc). */
+template <int V, int SRC16C = -1, int RTC = -1, int STORE = -1>
 __global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int N, float *part, uint16_t *dy16, int rt,
                               size_t ldp = 0)
 {
+    if (RTC >= 0) rt = RTC;
+    if (STORE == 0) dy16 = nullptr;
+    const bool use16 = SRC16C >= 0 ? SRC16C == 1 : src16 != nullptr;
+    const bool store = STORE >= 0 ? STORE == 1 : dy16 != nullptr;
     if (!ldp) ldp = (size_t)N;
     const int c = blockIdx.y, b0 = c * CS_ROWS, b1 = b0 + CS_ROWS < B ? b0 + CS_ROWS : B;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N / V; j += gridDim.x * blockDim.x) {
@@ -80,21 +92,21 @@ __global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int
         for (int b = b0; b < b1; b++) {
             const size_t i = (size_t)b * N + n;
             float v[V];
-            if (V == 8 && src16) {
+            if (V == 8 && use16) {
                 from16x8_of(*(const uint4 *)(src16 + i), v, rt);
             } else if (V == 8) {
                 const float4 a = *(const float4 *)(dy + i), a1 = *(const float4 *)(dy + i + 4);
                 v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = a1.x, v[5] = a1.y, v[6] = a1.z, v[7] = a1.w;
             } else {
-                for (int k = 0; k < V; k++) v[k] = ld_any(dy, src16, i + k, rt);
+                for (int k = 0; k < V; k++) v[k] = use16 ? from16_of(src16[i + k], rt) : dy[i + k];
             }
             for (int k = 0; k < V; k++) s[k] = s[k] + v[k];
-            if (dy16 && V == 8) {
+            if (store && V == 8) {
                 uint32_t w[4];
                 for (int k = 0; k < 4; k++)
                     w[k] = (uint32_t)to16_of(v[2 * k], rt) | (uint32_t)to16_of(v[2 * k + 1], rt) << 16;
                 *(uint4 *)(dy16 + i) = make_uint4(w[0], w[1], w[2], w[3]);
-            } else if (dy16) {
+            } else if (store) {
                 for (int k = 0; k < V; k++) dy16[i + k] = to16_of(v[k], rt);
             }
         }
@@ -396,10 +408,15 @@ static_assert(LN_ROWS == CS_ROWS, "dsum's chunks are k_colsum_part's");
  * the chains need them; each column's chain is V = 1's, in row order: the
  * same bits. (V = 1, a column a thread with 2- and 4-byte loads, took 32 us
  * a call for gpt2-124m's 16384 x 768 on an H100, 75 MB: 2.3 TB/s.) */
-template <int V = 1>
+template <int V = 1, int T16C = -1>
 static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const float *rstd, const float *dy,
                                       const uint16_t *dy16, int t16, float *part, int R, int C, int np = 2)
 {
+    /* T16C >= 0: dy's type as a compile-time constant (DT_F32: dy, else
+     * dy16 of that type), the conversions' branches folded */
+    if (T16C == DT_F32) dy16 = nullptr;
+    if (T16C > 0) t16 = T16C;
+    const bool use16 = T16C >= 0 ? T16C > 0 : dy16 != nullptr;
     const int k = blockIdx.y, r0 = k * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < C / V; j += gridDim.x * blockDim.x) {
         const int i = j * V;
@@ -412,7 +429,7 @@ static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const f
             if constexpr (V == 4) {
                 const float4 a = *(const float4 *)(x + o);
                 xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
-                if (dy16) {
+                if (use16) {
                     const uint2 u = *(const uint2 *)(dy16 + o);
                     g[0] = from16_of((uint16_t)(u.x & 0xffffu), t16), g[1] = from16_of((uint16_t)(u.x >> 16), t16);
                     g[2] = from16_of((uint16_t)(u.y & 0xffffu), t16), g[3] = from16_of((uint16_t)(u.y >> 16), t16);
@@ -421,7 +438,7 @@ static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const f
                     g[0] = b.x, g[1] = b.y, g[2] = b.z, g[3] = b.w;
                 }
             } else {
-                g[0] = ld_any(dy, dy16, o, t16);
+                g[0] = use16 ? from16_of(dy16[o], t16) : dy[o];
                 xv[0] = x[o];
             }
             const float mu = mean[r], rs = rstd[r];

@@ -241,12 +241,18 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_PART_VEC", "a column a thread", "four columns a thread where aligned",
                              &vec4, e)))
         return rc;
+    /* dy's type as a compile-time constant (no conversion branches) */
+    const int ty = dy16 ? t16 : DT_F32;
     if (vec4 && ln_dwdb_vec(C, x, dy, dy16)) {
         const dim3 pg((unsigned)((C / 4 + 127) / 128), (unsigned)nc);
-        k_ln_dwdb_part<4><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+        if (ty == DT_BF16) k_ln_dwdb_part<4, DT_BF16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+        else if (ty == DT_F16) k_ln_dwdb_part<4, DT_F16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+        else k_ln_dwdb_part<4, DT_F32><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
     } else {
         const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc);
-        k_ln_dwdb_part<1><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+        if (ty == DT_BF16) k_ln_dwdb_part<1, DT_BF16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+        else if (ty == DT_F16) k_ln_dwdb_part<1, DT_F16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+        else k_ln_dwdb_part<1, DT_F32><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
     }
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
     const int rows = TPB / PLUMB_WARP;

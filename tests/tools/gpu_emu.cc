@@ -287,13 +287,29 @@ static void dwdb_vec_check(const float *xp, const float *mp, const float *rp, co
 {
     if (C % 4) return;
     const int nc = (R + LN_ROWS - 1) / LN_ROWS;
-    std::vector<float> p4((size_t)nc * 2 * C, NAN);
-    float *pp = p4.data();
-    launch(dim3((unsigned)((C / 4 + 127) / 128), (unsigned)nc), dim3(128),
-           [&] { k_ln_dwdb_part<4>(xp, mp, rp, dyp, dyhp, t16, pp, R, C); });
-    char what[96];
+    std::vector<float> p4((size_t)nc * 2 * C, NAN), pc((size_t)nc * 2 * C, NAN), p1c((size_t)nc * 2 * C, NAN);
+    float *pp = p4.data(), *pcp = pc.data(), *p1p = p1c.data();
+    const dim3 g4((unsigned)((C / 4 + 127) / 128), (unsigned)nc), g1((unsigned)((C + 127) / 128), (unsigned)nc);
+    launch(g4, dim3(128), [&] { k_ln_dwdb_part<4>(xp, mp, rp, dyp, dyhp, t16, pp, R, C); });
+    // the compile-time forms train_gpt_ops.cu launches (dy's type a constant), four columns and one
+    const int ty = dyhp ? t16 : DT_F32;
+    if (ty == DT_BF16) {
+        launch(g4, dim3(128), [&] { k_ln_dwdb_part<4, DT_BF16>(xp, mp, rp, dyp, dyhp, t16, pcp, R, C); });
+        launch(g1, dim3(128), [&] { k_ln_dwdb_part<1, DT_BF16>(xp, mp, rp, dyp, dyhp, t16, p1p, R, C); });
+    } else if (ty == DT_F16) {
+        launch(g4, dim3(128), [&] { k_ln_dwdb_part<4, DT_F16>(xp, mp, rp, dyp, dyhp, t16, pcp, R, C); });
+        launch(g1, dim3(128), [&] { k_ln_dwdb_part<1, DT_F16>(xp, mp, rp, dyp, dyhp, t16, p1p, R, C); });
+    } else {
+        launch(g4, dim3(128), [&] { k_ln_dwdb_part<4, DT_F32>(xp, mp, rp, dyp, dyhp, t16, pcp, R, C); });
+        launch(g1, dim3(128), [&] { k_ln_dwdb_part<1, DT_F32>(xp, mp, rp, dyp, dyhp, t16, p1p, R, C); });
+    }
+    char what[128];
     snprintf(what, sizeof what, "ln dw/db parts, 4 columns a thread, R%d C%d %s", R, C, dyhp ? "dy16" : "dy fp32");
     check(what, pp, ref.data(), p4.size(), 0);
+    snprintf(what, sizeof what, "ln dw/db parts, 4 columns a thread, type a constant, R%d C%d %s", R, C, dyhp ? "dy16" : "dy fp32");
+    check(what, pcp, ref.data(), pc.size(), 0);
+    snprintf(what, sizeof what, "ln dw/db parts, a column a thread, type a constant, R%d C%d %s", R, C, dyhp ? "dy16" : "dy fp32");
+    check(what, p1p, ref.data(), p1c.size(), 0);
 }
 
 static void layernorm(int R, int C)
@@ -777,6 +793,15 @@ static void colsum(int B, int N, int rt)
             char what[128];
             snprintf(what, sizeof what, "colsum B%d N%d rt%d V %d from %s: the definition's bits", B, N, rt, V, from16 ? "16-bit" : "fp32");
             check(what, gp, want.data(), N, 0);
+            if (V == 8 && from16 && (rt == DT_BF16 || rt == DT_F16)) {
+                // the compile-time form colsum_part_launch takes (src16, rt constant, no store): the same parts
+                std::vector<float> pc((size_t)nc * N, NAN);
+                float *pcp = pc.data();
+                if (rt == DT_BF16) launch(grid, dim3(64), [&] { k_colsum_part<8, 1, DT_BF16, 0>(d, s16, B, N, pcp, nullptr, rt); });
+                else launch(grid, dim3(64), [&] { k_colsum_part<8, 1, DT_F16, 0>(d, s16, B, N, pcp, nullptr, rt); });
+                snprintf(what, sizeof what, "colsum B%d N%d rt%d compile-time form: the runtime form's parts", B, N, rt);
+                check(what, pcp, pp, pc.size(), 0);
+            }
             if (!from16) {
                 const int ok = dy16 == src16;
                 printf("%s colsum B%d N%d rt%d V %d: dy's 16-bit copy %s\n", ok ? "ok  " : "FAIL", B, N, rt, V, ok ? "exact" : "differs");
