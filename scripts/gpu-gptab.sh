@@ -19,10 +19,10 @@
 #                      gradients kept, not the flag read off the norm)
 #             nocls16  PLUMB_GPT_CLS16=0 (the classifier casts the fp32
 #                      working wte to 16 bits itself, a step)
-#             nolnvec  PLUMB_GPT_LN_PART_VEC=0 (the LayerNorm backward's
-#                      dw/db parts a column a thread)
+#             lnvec    PLUMB_GPT_LN_PART_VEC=1 (the LayerNorm backward's
+#                      dw/db parts four columns a thread)
 #   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch4}, {vp}, {dw64},
-#             {cudnn919}, {nofon}, {nocls16}, {nolnvec}) the setting faster than plain by more than
+#             {cudnn919}, {nofon}, {nocls16}, {lnvec}) the setting faster than plain by more than
 #             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
 #   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
 #             in the same run): the ratio that counts
@@ -51,11 +51,11 @@ envof() { # the environment of a variant, as NAME=VALUE words
     cudnn919) [ -n "$TCUDNN" ] && echo "PLUMB_CUDNN_LIB=$TCUDNN" ;;
     nofon) echo "PLUMB_FOUND_OF_NORM=0" ;;
     nocls16) echo "PLUMB_GPT_CLS16=0" ;;
-    nolnvec) echo "PLUMB_GPT_LN_PART_VEC=0" ;;
+    lnvec) echo "PLUMB_GPT_LN_PART_VEC=1" ;;
     *) echo "BAD" ;;
   esac
 }
-VARS=${GPTAB_VARIANTS:-nofon nocls16 nolnvec cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
+VARS=${GPTAB_VARIANTS:-nofon nocls16 lnvec cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
 for v in plain $VARS; do
   ev=$(envof "$v")
   if [ "$ev" = BAD ]; then log "==== $v: unknown variant"; continue; fi
@@ -72,7 +72,7 @@ def tok(n):
     try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
     except Exception: return None
 base = tok("plain")
-groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["nolnvec"]]
+groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["lnvec"]]
 picks = []
 for g in groups:
     best = None

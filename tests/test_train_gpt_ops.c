@@ -571,8 +571,8 @@ TEST(gpt_ops_classifier_chunks)
 }
 TEST(gpt_ops_classifier_fd_golden) { check_classifier(NUMERICS_GOLDEN); }
 
-/* The LayerNorm backward's dw/db parts four columns a thread (a GPU's
- * default) against a column a thread (PLUMB_GPT_LN_PART_VEC=0): the same
+/* The LayerNorm backward's dw/db parts four columns a thread (PLUMB_GPT_LN_PART_VEC=1)
+ * against a column a thread (PLUMB_GPT_LN_PART_VEC=0, the default): the same
  * bits of dx, dw and db, for gpt2's C = 768 over 200 rows (a partial last
  * 64-row chunk) and C = 200; also from misaligned rows (C = 202: the
  * one-column kernel either way). The cpu has one way; the GPU suite runs it. */

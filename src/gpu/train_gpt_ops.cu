@@ -235,11 +235,13 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     if (rc) return rc;
     float *part = (float *)ws;
     /* dw/db first: they read dy and x, which dx never overwrites (dx16 may);
-     * four columns a thread where the loads allow (PLUMB_GPT_LN_PART_VEC,
-     * on by default: the same bits) */
+     * a column a thread, or four where the loads allow
+     * (PLUMB_GPT_LN_PART_VEC=1: the same bits, but 39.9 us a call against
+     * the one-column form's 33.3 for gpt2-124m's 16384 x 768, and the step
+     * 0.6% slower: CUPTI and plumb bench on an H100, 2026-12-07) */
     int vec4 = 0;
     if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_PART_VEC", "a column a thread", "four columns a thread where aligned",
-                             &vec4, e)))
+                             &vec4, e, 0)))
         return rc;
     /* dy's type as a compile-time constant (no conversion branches) */
     const int ty = dy16 ? t16 : DT_F32;
