@@ -339,10 +339,11 @@ TEST(gpt_ops_attention_fd_tiles) { check_attention(NUMERICS_FAST, 1, 67, 2, 16, 
 
 /* ================= encoder, residual ================= */
 
-static void check_encoder(enum numerics mode)
+/* C = 10, and C = 12 (a GPU's four-values-a-thread encoder) */
+static void check_encoder(enum numerics mode, int C)
 {
     OPEN(d, mode, 0);
-    enum { B = 3, T = 9, C = 10, V = 7 };
+    enum { B = 3, T = 9, V = 7 };
     float *wte = frand(V * C, -1, 1), *wpe = frand((T + 2) * C, -1, 1), *dout = frand(B * T * C, -1, 1);
     float *dwte0 = frand(V * C, -1, 1);
     int32_t tok[B * T];
@@ -412,8 +413,9 @@ static void check_encoder(enum numerics mode)
     CHECK_EQ_INT(bad, 0);
     done(d);
 }
-TEST(gpt_ops_encoder_residual_fast) { check_encoder(NUMERICS_FAST); }
-TEST(gpt_ops_encoder_residual_golden) { check_encoder(NUMERICS_GOLDEN); }
+TEST(gpt_ops_encoder_residual_fast) { check_encoder(NUMERICS_FAST, 10); }
+TEST(gpt_ops_encoder_residual_golden) { check_encoder(NUMERICS_GOLDEN, 10); }
+TEST(gpt_ops_encoder_residual_fast_c12) { check_encoder(NUMERICS_FAST, 12); }
 
 /* ================= classifier + cross-entropy ================= */
 
