@@ -483,13 +483,17 @@ static void attn16_case(dtype_t rt, int B, int TT, int NH, int HS)
 TEST(gpt16_attention_in_place_bf16) { attn16_case(DT_BF16, 2, 256, 2, 64); }
 TEST(gpt16_attention_in_place_fp16) { attn16_case(DT_F16, 1, 384, 3, 64); }
 
-/* gpt-tiny, 6 steps of 4 x 64 through the trainer, PLUMB_GPT_ACT16 = v */
-static int tiny_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
+/* gpt-tiny, 6 steps of 4 x 64 through the trainer, env = v */
+static int tiny_env(const char *env, const char *prec, const char *v, struct train_result *tr, plumb_err *e)
 {
     const char *w[] = {"--preset", "gpt-tiny", "--device", test_device(), "--precision", prec, "--steps", "6",
                        "--batch", "4", "--micro-shard", "4", "--eval-every", "0", "--threads", "1",
                        "--health-interval", "0", "--quiet", NULL, NULL};
-    return train_with_env("gpt", w, "PLUMB_GPT_ACT16", v, tr, e);
+    return train_with_env("gpt", w, env, v, tr, e);
+}
+static int tiny_run(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
+{
+    return tiny_env("PLUMB_GPT_ACT16", prec, v, tr, e);
 }
 
 static void trainer_case(const char *prec)
@@ -515,10 +519,7 @@ TEST(gpt16_trainer_fp16_same_as_fp32_path) { trainer_case("fp16"); }
  * none of the second */
 static int tiny_cls(const char *prec, const char *v, struct train_result *tr, plumb_err *e)
 {
-    const char *w[] = {"--preset", "gpt-tiny", "--device", test_device(), "--precision", prec, "--steps", "6",
-                       "--batch", "4", "--micro-shard", "4", "--eval-every", "0", "--threads", "1",
-                       "--health-interval", "0", "--quiet", NULL, NULL};
-    return train_with_env("gpt", w, "PLUMB_GPT_CLS16", v, tr, e);
+    return tiny_env("PLUMB_GPT_CLS16", prec, v, tr, e);
 }
 static void cls16_case(const char *prec)
 {
