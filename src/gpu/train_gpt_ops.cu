@@ -31,32 +31,7 @@ static inline int golden(struct dev *d) { return d->numerics == NUMERICS_GOLDEN;
 
 /* ---------------- embedding ---------------- */
 
-__global__ void k_enc_fwd(const float *wte, const float *wpe, const int32_t *tok, float *out, size_t R, int T, int C,
-                          int rt)
-{
-    const size_t tot = R * (size_t)C;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = i / (size_t)C;
-        const int c = (int)(i - r * (size_t)C), t = (int)(r % (size_t)T);
-        out[i] = gg_round(wte[(size_t)tok[r] * C + c] + wpe[(size_t)t * C + c], rt);
-    }
-}
-
-/* the same, four values of a row a thread (C % 4 == 0, 16-byte aligned
- * tables and output, R C / 4 < 2^31): float4 loads and store, 32-bit index
- * arithmetic (the one-value form's two 64-bit divisions a value took 80 us
- * for gpt2's 16384 x 768 on an H100, 2026-12-07: 2.4x its bytes' time).
- * Each value's expression is the one-value form's: the same bits. */
-__global__ void k_enc_fwd4(const float4 *wte, const float4 *wpe, const int32_t *tok, float4 *out, unsigned n4, int T,
-                           unsigned C4, int rt)
-{
-    for (unsigned q = blockIdx.x * blockDim.x + threadIdx.x; q < n4; q += gridDim.x * blockDim.x) {
-        const unsigned r = q / C4, c = q - r * C4, t = r % (unsigned)T;
-        const float4 a = wte[(size_t)tok[r] * C4 + c], b = wpe[(size_t)t * C4 + c];
-        out[q] = make_float4(gg_round(a.x + b.x, rt), gg_round(a.y + b.y, rt), gg_round(a.z + b.z, rt),
-                             gg_round(a.w + b.w, rt));
-    }
-}
+/* k_enc_fwd and k_enc_fwd4: gpu/train_gpt_kern.cuh */
 
 int tg_encoder_fwd(struct dev *d, dev_stream *s, const float *wte, const float *wpe, const int32_t *tok,
                          float *out, int B, int T, int C, dtype_t rt, plumb_err *e)

@@ -734,6 +734,35 @@ static void gelu16(size_t n, int rt)
 
 // the residual add over 16-bit b (gpu/train_gpt_kern.cuh), eight values a
 // thread and one, against the definition, bit for bit (n with a tail)
+// the token + position embedding (encoder_fwd): k_enc_fwd and the float4
+// form k_enc_fwd4 against the definition round(wte[tok] + wpe[t]), bit for
+// bit, over R = B T rows of C (several passes of a small grid)
+static void encoder(int B, int T, int C, int V, int rt)
+{
+    const size_t R = (size_t)B * T, n = R * C;
+    std::vector<float> wte((size_t)V * C), wpe((size_t)T * C), y1(n, NAN), y4(n, NAN), want(n);
+    std::vector<int32_t> tok(R);
+    for (auto &v : wte) v = frand(-2, 2);
+    for (auto &v : wpe) v = frand(-2, 2);
+    for (size_t r = 0; r < R; r++) tok[r] = (int32_t)(frand(0, 1) * (V - 1));
+    for (size_t r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            want[r * C + c] = gg_round(wte[(size_t)tok[r] * C + c] + wpe[(r % T) * C + c], rt);
+    const float *wp = wte.data(), *pp = wpe.data();
+    const int32_t *tp = tok.data();
+    float *o1 = y1.data(), *o4 = y4.data();
+    launch(dim3(3), dim3(64), [&] { k_enc_fwd(wp, pp, tp, o1, R, T, C, rt); });
+    char what[96];
+    snprintf(what, sizeof what, "encoder B%d T%d C%d rt%d: the definition's bits", B, T, C, rt);
+    check(what, o1, want.data(), n, 0);
+    if (C % 4) return;
+    launch(dim3(3), dim3(64), [&] {
+        k_enc_fwd4((const float4 *)wp, (const float4 *)pp, tp, (float4 *)o4, (unsigned)(n / 4), T, (unsigned)(C / 4), rt);
+    });
+    snprintf(what, sizeof what, "encoder B%d T%d C%d rt%d four values a thread: the definition's bits", B, T, C, rt);
+    check(what, o4, want.data(), n, 0);
+}
+
 static void residual16(size_t n, int rt)
 {
     std::vector<float> a(n), y(n), want(n);
@@ -1333,6 +1362,9 @@ int main()
     gelu16(4101, DT_F16);
     gelu16(5, DT_BF16);
     residual16(3001, DT_BF16);
+    encoder(3, 9, 12, 7, DT_BF16);
+    encoder(2, 5, 768, 11, DT_F32);
+    encoder(1, 7, 10, 5, DT_F16); // C % 4 != 0: the one-value form only
     residual16(6, DT_F16);
     colsum(200, 48, DT_BF16); // a last chunk of 8 rows
     colsum(130, 40, DT_F16);
