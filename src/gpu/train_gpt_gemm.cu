@@ -860,9 +860,10 @@ int tg_classifier(struct dev *d, struct dev_stream *st, const struct cls_io *io,
     const uint16_t *w16 = NULL;
     const size_t og = 0, ow = al256((size_t)RC * LD * 2), ox = ow + al256((size_t)LD * C * 2);
     if (ab16) {
-        if ((rc = tws_get(d, 2, ox + (size_t)RC * C * 2, &w2, e))) return rc;
+        /* x16's part only where x is cast here (not given as 16 bits) */
+        if ((rc = tws_get(d, 2, ox + (xin16 ? 0 : (size_t)RC * C * 2), &w2, e))) return rc;
         g16 = (uint16_t *)((char *)w2 + og);
-        x16 = (uint16_t *)((char *)w2 + ox);
+        x16 = xin16 ? NULL : (uint16_t *)((char *)w2 + ox);
         /* the 16-bit wte [LD, C]: the caller's where it has LD rows (its
          * padding rows finite, meeting only zero gradient columns), else
          * cast or copied into the slot with rows V..LD-1 zero */

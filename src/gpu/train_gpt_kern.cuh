@@ -455,16 +455,8 @@ static __global__ void k_ln_dwdb_part(const float *x, const float *mean, const f
             const size_t o = (size_t)r * C + i;
             float g[V], xv[V];
             if constexpr (V == 4) {
-                const float4 a = *(const float4 *)(x + o);
-                xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
-                if (use16) {
-                    const uint2 u = *(const uint2 *)(dy16 + o);
-                    g[0] = from16_of((uint16_t)(u.x & 0xffffu), t16), g[1] = from16_of((uint16_t)(u.x >> 16), t16);
-                    g[2] = from16_of((uint16_t)(u.y & 0xffffu), t16), g[3] = from16_of((uint16_t)(u.y >> 16), t16);
-                } else {
-                    const float4 b = *(const float4 *)(dy + o);
-                    g[0] = b.x, g[1] = b.y, g[2] = b.z, g[3] = b.w;
-                }
+                ln_quad(x, o, 4, true, xv);
+                ln_quad_dy(dy, use16 ? dy16 : nullptr, t16, o, 4, true, g);
             } else {
                 g[0] = use16 ? from16_of(dy16[o], t16) : dy[o];
                 xv[0] = x[o];

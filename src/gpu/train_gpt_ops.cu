@@ -218,6 +218,17 @@ __global__ void k_ln_dwdb_gold(const float *x, const float *mean, const float *r
     db[i] = ab;
 }
 
+/* k_ln_dwdb_part<V> with dy's type (ty: DT_F32 for dy, else dy16's) as a
+ * compile-time constant, so its loads carry no conversion branches */
+template <int V>
+static void ln_dwdb_part_launch(cudaStream_t s, dim3 g, int ty, const float *x, const float *mean, const float *rstd,
+                                const float *dy, const uint16_t *dy16, int t16, float *part, int R, int C, int np)
+{
+    if (ty == DT_BF16) k_ln_dwdb_part<V, DT_BF16><<<g, 128, 0, s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+    else if (ty == DT_F16) k_ln_dwdb_part<V, DT_F16><<<g, 128, 0, s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+    else k_ln_dwdb_part<V, DT_F32><<<g, 128, 0, s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
+}
+
 /* the fast backward: dw/db (and dsum) from fixed 64-row chunks added in a
  * fixed order (gpu/train_gpt_kern.cuh), then dx a warp per row; dy as fp32,
  * or (dy16 not NULL) as t16's 16-bit values */
@@ -241,19 +252,13 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_PART_VEC", "a column a thread", "four columns a thread where aligned",
                              &vec4, e, 0)))
         return rc;
-    /* dy's type as a compile-time constant (no conversion branches) */
     const int ty = dy16 ? t16 : DT_F32;
-    if (vec4 && ln_dwdb_vec(C, x, dy, dy16)) {
-        const dim3 pg((unsigned)((C / 4 + 127) / 128), (unsigned)nc);
-        if (ty == DT_BF16) k_ln_dwdb_part<4, DT_BF16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
-        else if (ty == DT_F16) k_ln_dwdb_part<4, DT_F16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
-        else k_ln_dwdb_part<4, DT_F32><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
-    } else {
-        const dim3 pg((unsigned)((C + 127) / 128), (unsigned)nc);
-        if (ty == DT_BF16) k_ln_dwdb_part<1, DT_BF16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
-        else if (ty == DT_F16) k_ln_dwdb_part<1, DT_F16><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
-        else k_ln_dwdb_part<1, DT_F32><<<pg, 128, 0, st->s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
-    }
+    if (vec4 && ln_dwdb_vec(C, x, dy, dy16))
+        ln_dwdb_part_launch<4>(st->s, dim3((unsigned)((C / 4 + 127) / 128), (unsigned)nc), ty, x, mean, rstd, dy, dy16,
+                               t16, part, R, C, np);
+    else
+        ln_dwdb_part_launch<1>(st->s, dim3((unsigned)((C + 127) / 128), (unsigned)nc), ty, x, mean, rstd, dy, dy16, t16,
+                               part, R, C, np);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_part", e);
     const int rows = TPB / PLUMB_WARP;
     const unsigned grid = (unsigned)((R + rows - 1) / rows);

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #ifndef PLUMB_WARP
@@ -292,17 +293,15 @@ static void dwdb_vec_check(const float *xp, const float *mp, const float *rp, co
     const dim3 g4((unsigned)((C / 4 + 127) / 128), (unsigned)nc), g1((unsigned)((C + 127) / 128), (unsigned)nc);
     launch(g4, dim3(128), [&] { k_ln_dwdb_part<4>(xp, mp, rp, dyp, dyhp, t16, pp, R, C); });
     // the compile-time forms train_gpt_ops.cu launches (dy's type a constant), four columns and one
+    auto forms = [&](auto ty) {
+        constexpr int TY = decltype(ty)::value;
+        launch(g4, dim3(128), [&] { k_ln_dwdb_part<4, TY>(xp, mp, rp, dyp, dyhp, t16, pcp, R, C); });
+        launch(g1, dim3(128), [&] { k_ln_dwdb_part<1, TY>(xp, mp, rp, dyp, dyhp, t16, p1p, R, C); });
+    };
     const int ty = dyhp ? t16 : DT_F32;
-    if (ty == DT_BF16) {
-        launch(g4, dim3(128), [&] { k_ln_dwdb_part<4, DT_BF16>(xp, mp, rp, dyp, dyhp, t16, pcp, R, C); });
-        launch(g1, dim3(128), [&] { k_ln_dwdb_part<1, DT_BF16>(xp, mp, rp, dyp, dyhp, t16, p1p, R, C); });
-    } else if (ty == DT_F16) {
-        launch(g4, dim3(128), [&] { k_ln_dwdb_part<4, DT_F16>(xp, mp, rp, dyp, dyhp, t16, pcp, R, C); });
-        launch(g1, dim3(128), [&] { k_ln_dwdb_part<1, DT_F16>(xp, mp, rp, dyp, dyhp, t16, p1p, R, C); });
-    } else {
-        launch(g4, dim3(128), [&] { k_ln_dwdb_part<4, DT_F32>(xp, mp, rp, dyp, dyhp, t16, pcp, R, C); });
-        launch(g1, dim3(128), [&] { k_ln_dwdb_part<1, DT_F32>(xp, mp, rp, dyp, dyhp, t16, p1p, R, C); });
-    }
+    if (ty == DT_BF16) forms(std::integral_constant<int, DT_BF16>());
+    else if (ty == DT_F16) forms(std::integral_constant<int, DT_F16>());
+    else forms(std::integral_constant<int, DT_F32>());
     char what[128];
     snprintf(what, sizeof what, "ln dw/db parts, 4 columns a thread, R%d C%d %s", R, C, dyhp ? "dy16" : "dy fp32");
     check(what, pp, ref.data(), p4.size(), 0);

@@ -490,10 +490,12 @@ long gpt_cls16_count;
 static int classifier(struct gpt_model *m, int R, float grad_scale, int grad, plumb_err *e)
 {
     const int C = m->c.n_embd, V = m->c.vocab;
-    if (gpt_cls16(m) && ++gpt_cls16_count)
-        return m->T->classifier_fwd_bwd16(m->d, NULL, (const uint16_t *)m->lnf, m->w16 + m->t[0].offset,
-                                          m->c.vocab_padded, m->tgt, R, C, V, grad_scale, m->losses, m->sc,
-                                          grad ? (uint16_t *)m->dln : NULL, grad ? m->grads : NULL, m->prec, e);
+    if (gpt_cls16(m)) {
+        gpt_cls16_count++;
+        return m->T->classifier_fwd_bwd16(m->d, NULL, h16(m->lnf), m->w16 + m->t[0].offset, m->c.vocab_padded,
+                                          m->tgt, R, C, V, grad_scale, m->losses, m->sc, grad ? h16(m->dln) : NULL,
+                                          grad ? m->grads : NULL, m->prec, e);
+    }
     return m->T->classifier_fwd_bwd(m->d, NULL, m->lnf, gemm_weights(m), m->tgt, R, C, V, grad_scale, m->losses, m->sc,
                                     grad ? m->dln : NULL, grad ? m->grads : NULL, m->prec, e);
 }
@@ -519,8 +521,7 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
     const int cls16 = gpt_cls16(m);
     if (!rc && cls16)
         rc = Op->layernorm_bwd16(d, NULL, m->L[L - 1].res3, m->params + lw->offset, m->lnf_mean, m->lnf_rstd,
-                                 (const uint16_t *)m->dln, NULL, m->dres, (uint16_t *)m->dy16,
-                                 G(m, L - 1, FPB), m->grads + lw->offset, m->grads + lb->offset, R, C, rt, e);
+                                 h16(m->dln), NULL, m->dres, h16(m->dy16), G(m, L - 1, FPB), m->grads + lw->offset, m->grads + lb->offset, R, C, rt, e);
     else if (!rc)
         rc = Op->layernorm_bwd(d, NULL, m->L[L - 1].res3, m->params + lw->offset, m->lnf_mean, m->lnf_rstd, m->dln, NULL,
                                m->dres, m->grads + lw->offset, m->grads + lb->offset, R, C, DT_F32, e);

@@ -53,7 +53,6 @@ static const uint16_t *W16(const struct gpt_model *m, int l, int k)
 {
     return m->w16 + m->t[2 + T_PER_LAYER * l + k].offset;
 }
-static uint16_t *h16(float *region) { return (uint16_t *)region; }
 
 /* y16 [n] = x as rt's 16-bit values (round to nearest even, as round_fp32) */
 static int cast16(struct gpt_model *m, const float *x, uint16_t *y16, size_t n, plumb_err *e)

@@ -59,6 +59,9 @@ struct gpt_model {
 };
 
 /* weights for the GEMMs: the rounded working copy with 16-bit compute */
+/* a region's first half as 16-bit values (the 16-bit pipeline keeps an
+ * activation's rt values where its fp32 copy would be) */
+static inline uint16_t *h16(float *region) { return (uint16_t *)region; }
 static inline const float *gemm_weights(const struct gpt_model *m) { return m->wwork ? m->wwork : m->params; }
 static inline const float *W(const struct gpt_model *m, int l, int k)
 {
