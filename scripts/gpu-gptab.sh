@@ -21,8 +21,13 @@
 #                      working wte to 16 bits itself, a step)
 #             lnvec    PLUMB_GPT_LN_PART_VEC=1 (the LayerNorm backward's
 #                      dw/db parts four columns a thread)
+#             ws0      PLUMB_LT_WS_MB=0 (cuBLASLt algorithms that need no
+#                      workspace, so none to zero before a GEMM)
+#   graph     (GPTAB_GRAPH=1, the default) a few steps with PLUMB_GRAPH_DUMP:
+#             the step graph's nodes ($D/graph.txt) and each memset with the
+#             kernels either side of it, counted ($D/graph-memsets.txt)
 #   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch4}, {vp}, {dw64},
-#             {cudnn919}, {nofon}, {nocls16}, {lnvec}) the setting faster than plain by more than
+#             {cudnn919}, {nofon}, {nocls16}, {lnvec}, {ws0}) the setting faster than plain by more than
 #             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
 #   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
 #             in the same run): the ratio that counts
@@ -52,10 +57,23 @@ envof() { # the environment of a variant, as NAME=VALUE words
     nofon) echo "PLUMB_FOUND_OF_NORM=0" ;;
     nocls16) echo "PLUMB_GPT_CLS16=0" ;;
     lnvec) echo "PLUMB_GPT_LN_PART_VEC=1" ;;
+    ws0) echo "PLUMB_LT_WS_MB=0" ;;
     *) echo "BAD" ;;
   esac
 }
-VARS=${GPTAB_VARIANTS:-nofon nocls16 lnvec cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
+VARS=${GPTAB_VARIANTS:-ws0 nofon nocls16 lnvec cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
+if [ "${GPTAB_GRAPH:-1}" = 1 ]; then
+  rm -f "$D/graph.txt"
+  step graph 30 env PLUMB_GRAPH_DUMP="$D/graph.txt" $P $B --steps 3 --warmup 1 --json "$D/graph.json"
+  # per graph: its totals, then each memset as "kernel before | bytes | kernel after", counted
+  awk 'function flush(k) { for (k in c) printf "  %6d  %s\n", c[k], k; delete c }
+       /^# graph/ { flush(); print } /^# totals/ { print "  " $0 }
+       $1 == "K" { if (pend != "") c[pend " | " $3]++; pend = ""; last = $3 }
+       $1 == "M" { if (pend != "") c[pend " | (memset)"]++; pend = last " | " $4 }
+       END { flush() }' "$D/graph.txt" 2>/dev/null | head -n 60 \
+    > "$D/graph-memsets.txt"
+  tee -a "$LOG" <"$D/graph-memsets.txt"
+fi
 for v in plain $VARS; do
   ev=$(envof "$v")
   if [ "$ev" = BAD ]; then log "==== $v: unknown variant"; continue; fi
@@ -72,7 +90,7 @@ def tok(n):
     try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
     except Exception: return None
 base = tok("plain")
-groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["lnvec"]]
+groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["lnvec"], ["ws0"]]
 picks = []
 for g in groups:
     best = None

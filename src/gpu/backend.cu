@@ -403,6 +403,7 @@ static int gpu_graph_end(struct dev *d, dev_stream *s, dev_graph **out, plumb_er
         if (g) (void)cudaGraphDestroy(g);
         return gpu_check_(r, "cudaStreamEndCapture", d->label, e);
     }
+    gpu_graph_dump(d, g);
     struct dev_graph *x = (struct dev_graph *)calloc(1, sizeof *x);
     if (!x) {
         (void)cudaGraphDestroy(g);

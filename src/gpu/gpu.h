@@ -102,6 +102,8 @@ void blas_fini(struct dev *d);
 int blas_gemm(struct dev *d, struct dev_stream *st, const struct gemm_desc *g, plumb_err *e);
 void blas_describe(struct dev *d, char *buf, size_t n);
 void blas_version(char *buf, size_t n);
+/* graph_dump.cu: PLUMB_GRAPH_DUMP=FILE, a captured graph's nodes, one a line */
+void gpu_graph_dump(struct dev *d, cudaGraph_t g);
 int blas_set_numerics(struct dev *d, plumb_err *e);
 
 /* ops.cu: the op table. */

@@ -15,6 +15,7 @@
  * batch. 128 plans a device; a full cache reuses its slots round robin. */
 #include "gpu/train_gpu.h"
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if !defined(PLUMB_HIP)
@@ -34,35 +35,55 @@ struct lt_plan {
 };
 #define LT_PLANS 128
 #define LT_DEVS 16
-#define LT_WS_BYTES ((size_t)32 << 20)
+#define LT_WS_MB_DEFAULT 32
 struct lt_state {
     struct dev *d;
     cublasLtHandle_t h;
     void *ws;
+    size_t ws_bytes; /* PLUMB_LT_WS_MB, read when the state is made */
     struct lt_plan plans[LT_PLANS];
     int next;
 };
 static struct lt_state g_lt[LT_DEVS];
 static pthread_mutex_t g_lt_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* PLUMB_LT_WS_MB: the workspace cuBLASLt's algorithms may use, in MiB
+ * (default 32; 0 keeps the heuristic to algorithms that need none). Some
+ * algorithms want part of it zeroed before each call, which costs a memset
+ * a GEMM in the step graph (scripts/gpu-gptab.sh times ws0). */
+static int ws_bytes_of(struct dev *d, size_t *out, plumb_err *e)
+{
+    const char *v = getenv("PLUMB_LT_WS_MB");
+    *out = (size_t)LT_WS_MB_DEFAULT << 20;
+    if (!v || !*v) return PLUMB_OK;
+    char *end = NULL;
+    const long mb = strtol(v, &end, 10);
+    if (*end || mb < 0 || mb > 4096)
+        return gpu_err(e, PLUMB_EUSAGE, "%s: PLUMB_LT_WS_MB='%s' (expected MiB, 0 to 4096)", d->label, v);
+    *out = (size_t)mb << 20;
+    return PLUMB_OK;
+}
+
 /* the device's state, created on first use; under g_lt_lock */
 static struct lt_state *lt_of(struct dev *d, plumb_err *e)
 {
     for (int i = 0; i < LT_DEVS; i++)
         if (g_lt[i].d == d) return &g_lt[i];
+    size_t wsb;
+    if (ws_bytes_of(d, &wsb, e)) return NULL;
     for (int i = 0; i < LT_DEVS; i++)
         if (!g_lt[i].d) {
             struct lt_state *s = &g_lt[i];
             memset(s, 0, sizeof *s);
+            s->ws_bytes = wsb;
             const cublasStatus_t cs = cublasLtCreate(&s->h);
             if (cs != CUBLAS_STATUS_SUCCESS) {
                 gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtCreate failed: %s", d->label, cublasLtGetStatusString(cs));
                 return NULL;
             }
-            if (cudaMalloc(&s->ws, LT_WS_BYTES) != cudaSuccess) {
+            if (wsb && cudaMalloc(&s->ws, wsb) != cudaSuccess) {
                 cublasLtDestroy(s->h);
-                gpu_err(e, PLUMB_ENOMEM, "%s: cannot allocate the %zu MiB cuBLASLt workspace", d->label,
-                        LT_WS_BYTES >> 20);
+                gpu_err(e, PLUMB_ENOMEM, "%s: cannot allocate the %zu MiB cuBLASLt workspace", d->label, wsb >> 20);
                 return NULL;
             }
             s->d = d;
@@ -181,7 +202,7 @@ static void plan_make(struct lt_state *s, const struct lt_key *k, const struct l
     cublasLtMatmulPreference_t pref;
     if (cublasLtMatmulPreferenceCreate(&pref)) return;
     const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE, al = (uint32_t)k->align;
-    const size_t wsb = LT_WS_BYTES;
+    const size_t wsb = s->ws_bytes;
     int bad = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) ||
               cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
                                                    sizeof scheme);
@@ -295,7 +316,7 @@ int lt_matmul(struct dev *d, struct dev_stream *st, const struct lt_mm *g, plumb
     }
     const float alpha = 1.0f, beta = g->beta;
     const cublasStatus_t rs = cublasLtMatmul(s->h, p->op, &alpha, g->a, p->la, g->b, p->lb, &beta, g->c, p->lc, dout,
-                                             p->lc, &p->algo, s->ws, LT_WS_BYTES, st->s);
+                                             p->lc, &p->algo, s->ws, s->ws_bytes, st->s);
     pthread_mutex_unlock(&g_lt_lock);
     if (rs != CUBLAS_STATUS_SUCCESS)
         return gpu_err(e, PLUMB_EDEVICE, "%s: cublasLtMatmul m=%d n=%d k=%d (batch %d) failed: %s", d->label, g->m, g->n,
