@@ -7,11 +7,13 @@
 #include "test.h"
 #include "dev/dev.h"
 #include "core/dtype.h"
+#include "core/file.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int is_gpu_spec(const char *s) { return !strncmp(s, "cuda", 4) || !strncmp(s, "hip", 3); }
 
@@ -734,5 +736,82 @@ TEST(gpu_fast_gemm_streams_bits)
     d->be->describe_determinism(d, det, sizeof det);
     printf("  %s\n", det);
     dev_set_numerics(d, NUMERICS_FAST, 0, &e);
+    dev_close(d);
+}
+
+/* PLUMB_GRAPH_DUMP (src/gpu/graph_dump.cu): a captured graph of a memset, a
+ * cuBLASLt GEMM and our cast is written one node a line, the memset with its
+ * size, every kernel named (the GEMM's through the driver, since cuBLASLt's
+ * kernels are not ours), and totals that agree with the lines. The graph
+ * still replays and computes. */
+TEST(gpu_graph_dump_names_nodes)
+{
+    struct dev *d = NULL;
+    OPEN_GPU_OR_SKIP(d);
+    plumb_err e = {0};
+    if (!d->be->graph_begin || !strncmp(test_device(), "hip", 3)) {
+        dev_close(d);
+        TEST_SKIP("graph dumps are written by the cuda build only");
+    }
+    enum { N = 64 };
+    float *ha = malloc(N * N * 4), *hc = malloc(N * N * 4);
+    REQUIRE(ha && hc);
+    for (int i = 0; i < N * N; i++) ha[i] = (float)((i * 7) % 13) - 6.0f;
+    float *da = dev_put(d, ha, N * N * 4), *dc = NULL;
+    uint16_t *d16 = NULL;
+    REQUIRE(da && dev_alloc(d, N * N * 4, (void **)&dc, &e) == PLUMB_OK &&
+            dev_alloc(d, N * N * 2, (void **)&d16, &e) == PLUMB_OK);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/graph_dump.txt", test_tmpdir());
+    unlink(path);
+    setenv("PLUMB_GRAPH_DUMP", path, 1);
+    dev_graph *g = NULL;
+    REQUIRE(d->be->graph_begin(d, NULL, &e) == PLUMB_OK);
+    int rc = d->be->memset_async(d, NULL, dc, 0, 256, &e);
+    struct gemm_desc gd = {.m = N, .n = N, .k = N, .ab_type = DT_F32, .a = da, .lda = N, .b = da, .ldb = N,
+                           .c = dc, .ldc = N};
+    if (!rc) rc = d->ops->gemm(d, NULL, &gd);
+    if (!rc) rc = d->ops->cast(d, NULL, dc, DT_F32, d16, DT_BF16, N * N);
+    const int erc = d->be->graph_end(d, NULL, &g, &e);
+    unsetenv("PLUMB_GRAPH_DUMP");
+    CHECK_MSG(rc == PLUMB_OK && erc == PLUMB_OK && g, "capture: %d %d %s", rc, erc, e.msg);
+    if (g) {
+        CHECK(d->be->graph_launch(d, g, NULL, &e) == PLUMB_OK);
+        CHECK(d->be->stream_sync(d, NULL, &e) == PLUMB_OK);
+        CHECK(dev_download(d, hc, dc, N * N * 4, &e) == PLUMB_OK);
+        double want = 0; /* c[0][0] = sum_k a[0][k] a[k][0], exact in fp32 */
+        for (int k = 0; k < N; k++) want += (double)ha[k] * ha[k * N];
+        CHECK_MSG(hc[0] == (float)want, "the replayed GEMM's c[0][0] = %g, want %g", hc[0], want);
+        d->be->graph_destroy(d, g);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_MSG(file_read_all(path, &text, &len, &e) == PLUMB_OK, "%s", e.msg);
+    if (text) {
+        int heads = 0, nk = 0, nm = 0, m256 = 0, unnamed = 0, cast = 0, tk = -1, tm = -1, tok = 0;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strncmp(line, "# graph ", 8)) heads++;
+            else if (sscanf(line, "# totals: %d kernels, %d memsets", &tk, &tm) == 2) tok = 1;
+            else if (line[0] == 'K') {
+                nk++;
+                char name[512] = "";
+                if (sscanf(line, "K %*d %511s", name) != 1 || !strcmp(name, "?")) unnamed++;
+                if (strstr(name, "k_cast")) cast++;
+            } else if (line[0] == 'M') {
+                nm++;
+                if (strstr(line, "bytes=256 value=0")) m256++;
+            }
+        }
+        CHECK_EQ_INT(heads, 1);
+        CHECK_MSG(tok && tk == nk && tm == nm, "totals %d kernels %d memsets against %d and %d lines", tk, tm, nk, nm);
+        CHECK_MSG(m256 == 1, "%d memset lines of 256 bytes (want 1)", m256);
+        CHECK_MSG(nk >= 2 && cast == 1 && unnamed == 0, "%d kernels, %d named k_cast*, %d unnamed", nk, cast, unnamed);
+        free(text);
+    }
+    dev_free(d, da);
+    dev_free(d, dc);
+    dev_free(d, d16);
+    free(ha);
+    free(hc);
     dev_close(d);
 }
