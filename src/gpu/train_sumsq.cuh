@@ -34,10 +34,53 @@ __device__ static inline double sumsq_chain(const float *row, size_t len, double
     }
     return acc;
 }
+/* The fast path of sumsq_group for a group wholly inside x with x 16-byte
+ * aligned: each thread holds its 8 float4 of the next chunk in registers,
+ * loaded before the adds of the current one, so the next chunk's loads are in
+ * flight while one warp adds (the staged form loaded, waited, then added:
+ * 257 us for gpt2-124m's 124 M gradients on an H100, 1.9 TB/s). The tile and
+ * the adds are the same, so the bits are. */
+#define SQ_V4 (SQ_GROUP * SQ_CHUNK / 4 / SQ_TPB) /* float4s a thread a chunk */
+__device__ static inline void sumsq_load4(const float4 *g, size_t c, float4 *v)
+{
+#pragma unroll
+    for (int u = 0; u < SQ_V4; u++) {
+        const unsigned f = threadIdx.x + (unsigned)u * SQ_TPB, rr = f / (SQ_CHUNK / 4), cc = f % (SQ_CHUNK / 4);
+        v[u] = g[((size_t)rr * SUMSQ_BLK + c) / 4 + cc];
+    }
+}
+__device__ static void sumsq_group_full(const float *xg, double *part, float (*tile)[SQ_CHUNK + 1])
+{
+    const float4 *g = (const float4 *)xg;
+    const unsigned r = threadIdx.x;
+    float4 v[SQ_V4];
+    sumsq_load4(g, 0, v);
+    double acc = 0.0;
+    for (size_t c = 0; c < SUMSQ_BLK; c += SQ_CHUNK) {
+#pragma unroll
+        for (int u = 0; u < SQ_V4; u++) {
+            const unsigned f = threadIdx.x + (unsigned)u * SQ_TPB, rr = f / (SQ_CHUNK / 4), cc = f % (SQ_CHUNK / 4) * 4;
+            tile[rr][cc] = v[u].x;
+            tile[rr][cc + 1] = v[u].y;
+            tile[rr][cc + 2] = v[u].z;
+            tile[rr][cc + 3] = v[u].w;
+        }
+        __syncthreads();
+        if (c + SQ_CHUNK < SUMSQ_BLK) sumsq_load4(g, c + SQ_CHUNK, v);
+        if (r < SQ_GROUP) acc = sumsq_chain(tile[r], SQ_CHUNK, acc);
+        __syncthreads();
+    }
+    if (r < SQ_GROUP) part[r] = acc;
+}
 __device__ static void sumsq_group(const float *x, size_t n, size_t bl0, size_t nbl, double *part)
 {
-    __shared__ float tile[SQ_GROUP][SQ_CHUNK + 1];
+    __shared__ float tile[SQ_GROUP][SQ_CHUNK + 1]; /* one tile for both paths: 33 KB */
     const size_t j0 = (size_t)blockIdx.x * SQ_GROUP; /* first summation block of this CUDA block (from bl0) */
+    const float *xg = x + (bl0 + j0) * SUMSQ_BLK;
+    if (j0 + SQ_GROUP <= nbl && (bl0 + j0 + SQ_GROUP) * SUMSQ_BLK <= n && !((uintptr_t)xg & 15)) {
+        sumsq_group_full(xg, part + j0, tile);
+        return;
+    }
     const unsigned r = threadIdx.x;
     double acc = 0.0;
     for (size_t c = 0; c < SUMSQ_BLK; c += SQ_CHUNK) {

@@ -842,17 +842,20 @@ static void colsum(int B, int N, int rt)
 // sumsq's per-block sums (gpu/train_sumsq.cuh) against the definition of
 // src/dev/train_ops.h, bit for bit: n not a multiple of the block, fewer
 // elements than one block, a group of 32 blocks cut short, a window
-// [bl0, bl0 + nbl) that starts inside the array
-static void sumsq(size_t n, size_t bl0, size_t nbl)
+// [bl0, bl0 + nbl) that starts inside the array; whole groups of 32 blocks
+// take the float4 path when x is 16-byte aligned (skew 0) and the staged one
+// when it is not (skew 1: x one float past an aligned address)
+static void sumsq(size_t n, size_t bl0, size_t nbl, int skew = 0)
 {
-    std::vector<float> x(n);
+    std::vector<float> store(n + 4);
+    float *x = store.data() + ((16 - ((uintptr_t)store.data() & 15)) & 15) / 4 + skew;
     uint32_t st = 12345u + (uint32_t)n;
     for (size_t i = 0; i < n; i++) {
         st = st * 1664525u + 1013904223u;
         x[i] = ((float)(st >> 8) / 16777216.0f - 0.5f) * (i % 7 == 0 ? 1e3f : 1e-2f);
     }
     std::vector<double> got(nbl, -1.0), want(nbl, 0.0);
-    const float *xp = x.data();
+    const float *xp = x;
     double *gp = got.data();
     launch(dim3((unsigned)((nbl + SQ_GROUP - 1) / SQ_GROUP)), dim3(SQ_TPB), [&] { sumsq_group(xp, n, bl0, nbl, gp); });
     size_t bad = 0;
@@ -863,7 +866,7 @@ static void sumsq(size_t n, size_t bl0, size_t nbl)
         if (memcmp(&got[j], &want[j], sizeof acc)) bad++;
     }
     char what[96];
-    snprintf(what, sizeof what, "sumsq blocks n %zu [%zu, +%zu): the definition's bits", n, bl0, nbl);
+    snprintf(what, sizeof what, "sumsq blocks n %zu [%zu, +%zu) skew %d: the definition's bits", n, bl0, nbl, skew);
     if (!bad) {
         printf("ok   %s\n", what);
         g_pass++;
@@ -1308,6 +1311,9 @@ int main()
     sumsq(40 * 1024 + 3, 5, 36);
     sumsq(33 * 1024, 0, 33);
     sumsq(3000, 0, 4); // a block past the end of x sums nothing
+    sumsq(5 * 32 * 1024 + 77, 0, 161);    // five whole groups (float4) and a cut one
+    sumsq(5 * 32 * 1024 + 77, 0, 161, 1); // the same, x not 16-byte aligned: staged
+    sumsq(2 * 32 * 1024, 3, 61);          // whole groups from inside the array
     sumsq_orders(13313);
     sum_slices(2, 4096);
     sum_slices(8, 1000);
