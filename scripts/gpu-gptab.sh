@@ -23,11 +23,13 @@
 #                      dw/db parts four columns a thread)
 #             ws0      PLUMB_LT_WS_MB=0 (cuBLASLt algorithms that need no
 #                      workspace, so none to zero before a GEMM)
+#             lnfused  PLUMB_GPT_LN_FUSED=1 (the LayerNorm backward's dx,
+#                      dw/db parts and dsum in one kernel a 64-row chunk)
 #   graph     (GPTAB_GRAPH=1, the default) a few steps with PLUMB_GRAPH_DUMP:
 #             the step graph's nodes ($D/graph.txt) and each memset with the
 #             kernels either side of it, counted ($D/graph-memsets.txt)
 #   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch4}, {vp}, {dw64},
-#             {cudnn919}, {nofon}, {nocls16}, {lnvec}, {ws0}) the setting faster than plain by more than
+#             {cudnn919}, {nofon}, {nocls16}, {lnvec}, {ws0}, {lnfused}) the setting faster than plain by more than
 #             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
 #   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
 #             in the same run): the ratio that counts
@@ -58,10 +60,11 @@ envof() { # the environment of a variant, as NAME=VALUE words
     nocls16) echo "PLUMB_GPT_CLS16=0" ;;
     lnvec) echo "PLUMB_GPT_LN_PART_VEC=1" ;;
     ws0) echo "PLUMB_LT_WS_MB=0" ;;
+    lnfused) echo "PLUMB_GPT_LN_FUSED=1" ;;
     *) echo "BAD" ;;
   esac
 }
-VARS=${GPTAB_VARIANTS:-ws0 nofon nocls16 lnvec cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
+VARS=${GPTAB_VARIANTS:-lnfused ws0 nofon nocls16 lnvec cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
 if [ "${GPTAB_GRAPH:-1}" = 1 ]; then
   rm -f "$D/graph.txt"
   step graph 30 env PLUMB_GRAPH_DUMP="$D/graph.txt" $P $B --steps 3 --warmup 1 --json "$D/graph.json"
@@ -90,7 +93,7 @@ def tok(n):
     try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
     except Exception: return None
 base = tok("plain")
-groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["lnvec"], ["ws0"]]
+groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["lnvec"], ["ws0"], ["lnfused"]]
 picks = []
 for g in groups:
     best = None

@@ -577,15 +577,23 @@ TEST(gpt_ops_classifier_fd_golden) { check_classifier(NUMERICS_GOLDEN); }
  * against a column a thread (PLUMB_GPT_LN_PART_VEC=0, the default): the same
  * bits of dx, dw and db, for gpt2's C = 768 over 200 rows (a partial last
  * 64-row chunk) and C = 200; also from misaligned rows (C = 202: the
- * one-column kernel either way). The cpu has one way; the GPU suite runs it. */
+ * one-column kernel either way). The fused chunk kernel (PLUMB_GPT_LN_FUSED=1,
+ * where C = 4 NQ warp) gives the same bits too, and with layernorm_bwd16 from
+ * dy16 with dx16 and dsum as well (a 16-bit dx aliasing dy16, as gpt16.c
+ * calls it). The cpu has one way; the GPU suite runs it. */
 TEST(gpt_ops_layernorm_bwd_parts_vec_same_bits)
 {
     OPEN(d, NUMERICS_FAST, 0);
+    const struct train_ops *T = d->ops->train;
     const int Rn = 200, Cs[3] = {768, 200, 202};
+    static const char *const how[3][2] = {{"0", "0"}, {"1", "0"}, {"0", "1"}}; /* PART_VEC, FUSED */
     for (int ci = 0; ci < 3; ci++) {
         const int C = Cs[ci];
         const size_t n = (size_t)Rn * C;
         float *x = frand(n, -2, 2), *w = frand(C, 0.5, 1.5), *dy = frand(n, -1, 1), *dr = frand(n, -1, 1);
+        uint16_t *dyh = malloc(n * 2);
+        REQUIRE(dyh);
+        for (size_t i = 0; i < n; i++) dyh[i] = f32_to_bf16(dy[i]);
         float mean[200], rstd[200];
         for (int r = 0; r < Rn; r++) {
             double m = 0, v = 0;
@@ -596,20 +604,50 @@ TEST(gpt_ops_layernorm_bwd_parts_vec_same_bits)
         }
         float *px = put(d, x, n * 4), *pw = put(d, w, C * 4), *pdy = put(d, dy, n * 4), *pm = put(d, mean, sizeof mean);
         float *pr = put(d, rstd, sizeof rstd);
-        float *out[2][3];
-        for (int v = 0; v < 2; v++) {
+        float *out[3][3], *o16[3][4];
+        uint16_t *h16[3];
+        for (int v = 0; v < 3; v++) {
             float *pdx = put(d, dr, n * 4), *pdw = put(d, NULL, C * 4), *pdb = put(d, NULL, C * 4);
             plumb_err e = {0};
-            char *k = env_push("PLUMB_GPT_LN_PART_VEC", v ? "1" : "0");
-            int rc = d->ops->train->layernorm_bwd(d, NULL, px, pw, pm, pr, pdy, pdx, pdx, pdw, pdb, Rn, C, DT_BF16, &e);
-            env_restore("PLUMB_GPT_LN_PART_VEC", k);
+            char *k1 = env_push("PLUMB_GPT_LN_PART_VEC", how[v][0]), *k2 = env_push("PLUMB_GPT_LN_FUSED", how[v][1]);
+            int rc = T->layernorm_bwd(d, NULL, px, pw, pm, pr, pdy, pdx, pdx, pdw, pdb, Rn, C, DT_BF16, &e);
             REQUIRE(rc == 0);
             out[v][0] = get(d, pdx, n), out[v][1] = get(d, pdw, C), out[v][2] = get(d, pdb, C);
+            /* layernorm_bwd16: dx16 over dy16 (in place), dsum */
+            o16[v][0] = NULL;
+            h16[v] = NULL;
+            if (T->layernorm_bwd16) {
+                uint16_t *pyh = put(d, dyh, n * 2);
+                float *qdx = put(d, dr, n * 4), *qdw = put(d, NULL, C * 4), *qdb = put(d, NULL, C * 4);
+                float *qds = put(d, NULL, C * 4);
+                rc = T->layernorm_bwd16(d, NULL, px, pw, pm, pr, pyh, qdx, qdx, pyh, qds, qdw, qdb, Rn, C, DT_BF16, &e);
+                REQUIRE(rc == 0);
+                o16[v][0] = get(d, qdx, n), o16[v][1] = get(d, qdw, C), o16[v][2] = get(d, qdb, C);
+                o16[v][3] = get(d, qds, C);
+                h16[v] = malloc(n * 2);
+                REQUIRE(h16[v] && dev_download(d, h16[v], pyh, n * 2, &e) == PLUMB_OK);
+            }
+            env_restore("PLUMB_GPT_LN_FUSED", k2);
+            env_restore("PLUMB_GPT_LN_PART_VEC", k1);
         }
-        CHECK_MSG(same_bits(out[0][0], out[1][0], n) && same_bits(out[0][1], out[1][1], C) &&
-                      same_bits(out[0][2], out[1][2], C),
-                  "C = %d: dx %d dw %d db %d the same bits", C, same_bits(out[0][0], out[1][0], n),
-                  same_bits(out[0][1], out[1][1], C), same_bits(out[0][2], out[1][2], C));
+        for (int v = 1; v < 3; v++) {
+            CHECK_MSG(same_bits(out[0][0], out[v][0], n) && same_bits(out[0][1], out[v][1], C) &&
+                          same_bits(out[0][2], out[v][2], C),
+                      "C = %d, PART_VEC=%s FUSED=%s: dx %d dw %d db %d the same bits", C, how[v][0], how[v][1],
+                      same_bits(out[0][0], out[v][0], n), same_bits(out[0][1], out[v][1], C),
+                      same_bits(out[0][2], out[v][2], C));
+            if (o16[0][0])
+                CHECK_MSG(same_bits(o16[0][0], o16[v][0], n) && same_bits(o16[0][1], o16[v][1], C) &&
+                              same_bits(o16[0][2], o16[v][2], C) && same_bits(o16[0][3], o16[v][3], C) &&
+                              !memcmp(h16[0], h16[v], n * 2),
+                          "C = %d, PART_VEC=%s FUSED=%s, layernorm_bwd16: dx %d dw %d db %d dsum %d dx16 %d the same "
+                          "bits",
+                          C, how[v][0], how[v][1], same_bits(o16[0][0], o16[v][0], n),
+                          same_bits(o16[0][1], o16[v][1], C), same_bits(o16[0][2], o16[v][2], C),
+                          same_bits(o16[0][3], o16[v][3], C), !memcmp(h16[0], h16[v], n * 2));
+        }
+        for (int v = 0; v < 3; v++) free(h16[v]);
+        free(dyh);
     }
     done(d);
 }

@@ -507,6 +507,125 @@ static __global__ void __launch_bounds__(LN_FCOLS *LN_FRUNS)
     else dsum[i - 2 * C] = s;
 }
 
+/* The fused fast LayerNorm backward (PLUMB_GPT_LN_FUSED): one block a
+ * 64-row chunk does what k_ln_bwd_fast<NQ>, k_ln_dwdb_part and (np 3)
+ * k_colsum_part over dx16 do for it, reading x, dy (or dy16) and dres once
+ * instead of two or three times (gpt2-124m's 16384 x 768: 76.6 + 33.3 + 18.0
+ * us a call for the three on an H100, 200 + 75 + 25 MB).
+ *   Rounds of LNF_TPB / PLUMB_WARP rows (a warp a row): each warp computes
+ *   its row's dx with k_ln_bwd_fast<NQ>'s helpers (the same bits) and leaves
+ *   the row's dw/db terms g = dy and h = (x - mean) rstd, and dx16, in shared
+ *   memory; then thread t adds them for columns t, t + LNF_TPB, ... into its
+ *   running chunk sums, rows in ascending order: the parts' chains, the same
+ *   bits as k_ln_dwdb_part (aw = fma(g, h, aw), ab = ab + g) and as
+ *   k_colsum_part over dx16 (from 0, ascending). The next round's dy and x
+ *   are loaded before those adds, so the loads overlap them (dres is read
+ *   as the outputs are made: held across the adds too, it took 149
+ *   registers, one block an SM).
+ * C = 4 NQ warp with ln_bwd_aligned's alignment (ln_bwd_vec_nq); dsum only
+ * with dx16. Shared memory: lnf_smem_bytes(C) (dynamic; 60 KiB at C 768).
+ * part: [nc, np C] as k_ln_dwdb_part writes it. */
+#define LNF_TPB 256
+#define LNF_NW (LNF_TPB / PLUMB_WARP) /* rows a round */
+__host__ __device__ static inline size_t lnf_smem_bytes(int C)
+{
+    return (size_t)LNF_NW * C * (2 * sizeof(float) + sizeof(uint16_t));
+}
+template <int NQ>
+__device__ static void ln_bwd_chunk(const float *x, const float *w, const float *mean, const float *rstd,
+                                    const float *dy, const uint16_t *dy16, int t16, const float *dres, float *dx,
+                                    int R, int C, int rt, uint16_t *dx16, float *part, int np, float *smem)
+{
+    float *sg = smem, *sh = smem + (size_t)LNF_NW * C;
+    uint16_t *sd = (uint16_t *)(smem + 2 * (size_t)LNF_NW * C);
+    const int lane = threadIdx.x % PLUMB_WARP, wid = threadIdx.x / PLUMB_WARP;
+    const int r0 = blockIdx.x * LN_ROWS, r1 = r0 + LN_ROWS < R ? r0 + LN_ROWS : R;
+    const bool sum16 = np == 3 && dx16;
+    /* the chunk sums of columns threadIdx.x + m LNF_TPB, m < CPT */
+    constexpr int CPT = (4 * NQ * PLUMB_WARP + LNF_TPB - 1) / LNF_TPB;
+    float aw[CPT], ab[CPT], as[CPT];
+#pragma unroll
+    for (int m = 0; m < CPT; m++) aw[m] = ab[m] = as[m] = 0.0f;
+    float gy[NQ][4], xv[NQ][4];
+    int r = r0 + wid;
+    auto load = [&](int row) {
+        const size_t o = (size_t)row * C;
+#pragma unroll
+        for (int k = 0; k < NQ; k++) {
+            const size_t q = o + 4 * (size_t)(lane + k * PLUMB_WARP);
+            ln_quad_dy(dy, dy16, t16, q, 4, true, gy[k]);
+            ln_quad(x, q, 4, true, xv[k]);
+        }
+    };
+    if (r < r1) load(r);
+    for (int rb = r0; rb < r1; rb += LNF_NW) {
+        const int nr = r1 - rb < LNF_NW ? r1 - rb : LNF_NW;
+        if (r < r1) { /* warp-uniform */
+            const size_t o = (size_t)r * C;
+            const float mu = mean[r], rs = rstd[r];
+            float a = 0.0f, c = 0.0f;
+#pragma unroll
+            for (int k = 0; k < NQ; k++) {
+                float wv[4];
+                ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
+                ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
+            }
+            a = plumb_warp_sum(a) / (float)C;
+            c = plumb_warp_sum(c) / (float)C;
+#pragma unroll
+            for (int k = 0; k < NQ; k++) {
+                const int col = 4 * (lane + k * PLUMB_WARP);
+                float wv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
+                ln_quad(w, col, 4, true, wv);
+                if (dres) ln_quad(dres, o + col, 4, true, rv);
+                ln_bwd_out(gy[k], wv, xv[k], rv, dres != nullptr, mu, rs, a, c, rt, out);
+                ln_bwd_store(dx, dx16, o + col, 4, true, out, t16);
+                const size_t s0 = (size_t)wid * C + col;
+                for (int j = 0; j < 4; j++) {
+                    sg[s0 + j] = gy[k][j];
+                    sh[s0 + j] = (xv[k][j] - mu) * rs;
+                    if (sum16) sd[s0 + j] = to16_of(out[j], t16);
+                }
+            }
+        }
+        __syncthreads();
+        r += LNF_NW;
+        if (r < r1) load(r); /* in flight during the adds below */
+#pragma unroll
+        for (int m = 0; m < CPT; m++) { /* unrolled: the sums stay in registers */
+            const int col = (int)threadIdx.x + m * LNF_TPB;
+            if (col >= C) continue;
+            for (int u = 0; u < nr; u++) {
+                const float g = sg[(size_t)u * C + col];
+                aw[m] = fmaf(g, sh[(size_t)u * C + col], aw[m]);
+                ab[m] = ab[m] + g;
+                if (sum16) as[m] = as[m] + from16_of(sd[(size_t)u * C + col], t16);
+            }
+        }
+        __syncthreads();
+    }
+    float *pk = part + (size_t)blockIdx.x * np * C;
+#pragma unroll
+    for (int m = 0; m < CPT; m++) {
+        const int col = (int)threadIdx.x + m * LNF_TPB;
+        if (col >= C) continue;
+        pk[col] = aw[m];
+        pk[C + col] = ab[m];
+        if (np == 3) pk[2 * C + col] = as[m];
+    }
+}
+#if defined(__CUDACC__) || defined(__HIPCC__)
+template <int NQ>
+static __global__ void __launch_bounds__(LNF_TPB, 2) /* two chunks an SM: 16 rows in flight */
+    k_ln_bwd_chunk(const float *x, const float *w, const float *mean, const float *rstd, const float *dy,
+                   const uint16_t *dy16, int t16, const float *dres, float *dx, int R, int C, int rt, uint16_t *dx16,
+                   float *part, int np)
+{
+    extern __shared__ float4 lnf_smem4[];
+    ln_bwd_chunk<NQ>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, rt, dx16, part, np, (float *)lnf_smem4);
+}
+#endif
+
 /* ---------------- the classifier's rows ---------------- */
 
 /* fast rows: one block per row of z [V] (fp32 logits, read as rounded to rt;

@@ -229,6 +229,67 @@ static void ln_dwdb_part_launch(cudaStream_t s, dim3 g, int ty, const float *x, 
     else k_ln_dwdb_part<V, DT_F32><<<g, 128, 0, s>>>(x, mean, rstd, dy, dy16, t16, part, R, C, np);
 }
 
+/* k_ln_bwd_chunk<nq> over nc chunks (C = 4 nq warp, so its shared memory
+ * is set by nq). Past 48 KiB the kernel is allowed its dynamic shared memory
+ * (each call: the setting is the current device's, and a graph replay makes
+ * no host calls) where the device's opt-in limit holds it; PLUMB_EUNSUPPORTED
+ * where it does not (the caller's three passes then) */
+static int ln_chunk_smem_ok(struct dev *d, int nq, size_t smem, plumb_err *e)
+{
+#if defined(PLUMB_HIP)
+    (void)d, (void)nq, (void)e;
+    return smem <= 64 * 1024 ? PLUMB_OK : PLUMB_EUNSUPPORTED; /* gfx90a: 64 KiB of LDS a workgroup */
+#else
+    if (smem <= 48 * 1024) return PLUMB_OK;
+    int dev = 0, optin = 0;
+    GPU_CHECK(d, cudaGetDevice(&dev), e);
+    GPU_CHECK(d, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), e);
+    if (smem > (size_t)optin) return PLUMB_EUNSUPPORTED;
+    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    cudaError_t r;
+    switch (nq) {
+    case 1: r = cudaFuncSetAttribute(k_ln_bwd_chunk<1>, a, (int)smem); break;
+    case 2: r = cudaFuncSetAttribute(k_ln_bwd_chunk<2>, a, (int)smem); break;
+    case 3: r = cudaFuncSetAttribute(k_ln_bwd_chunk<3>, a, (int)smem); break;
+    case 4: r = cudaFuncSetAttribute(k_ln_bwd_chunk<4>, a, (int)smem); break;
+    case 5: r = cudaFuncSetAttribute(k_ln_bwd_chunk<5>, a, (int)smem); break;
+    case 6: r = cudaFuncSetAttribute(k_ln_bwd_chunk<6>, a, (int)smem); break;
+    case 7: r = cudaFuncSetAttribute(k_ln_bwd_chunk<7>, a, (int)smem); break;
+    default: r = cudaFuncSetAttribute(k_ln_bwd_chunk<8>, a, (int)smem); break;
+    }
+    return r == cudaSuccess ? PLUMB_OK : gpu_check_(r, "cudaFuncSetAttribute(k_ln_bwd_chunk)", d->label, e);
+#endif
+}
+static int ln_chunk_launch(struct dev *d, struct dev_stream *st, int nq, const float *x, const float *w,
+                           const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
+                           const float *dres, float *dx, int R, int C, int rt, uint16_t *dx16, float *part, int np,
+                           int nc, plumb_err *e)
+{
+    const size_t smem = lnf_smem_bytes(C);
+    int rc = ln_chunk_smem_ok(d, nq, smem, e);
+    if (rc) return rc;
+#define LNF_CASE(NQ)                                                                                                \
+    case NQ:                                                                                                        \
+        k_ln_bwd_chunk<NQ><<<nc, LNF_TPB, smem, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, rt, dx16, \
+                                                         part, np);                                                 \
+        break
+    switch (nq) {
+        LNF_CASE(1);
+        LNF_CASE(2);
+        LNF_CASE(3);
+        LNF_CASE(4);
+        LNF_CASE(5);
+        LNF_CASE(6);
+        LNF_CASE(7);
+        LNF_CASE(8);
+    default:
+        return gpu_err(e, PLUMB_EINTERNAL, "%s: k_ln_bwd_chunk: %d quads a lane", d->label, nq);
+    }
+#undef LNF_CASE
+    GPU_CHECK_LAUNCH(d, "k_ln_bwd_chunk", e);
+    return PLUMB_OK;
+}
+
 /* the fast backward: dw/db (and dsum) from fixed 64-row chunks added in a
  * fixed order (gpu/train_gpt_kern.cuh), then dx a warp per row; dy as fp32,
  * or (dy16 not NULL) as t16's 16-bit values */
@@ -243,6 +304,24 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     int rc = tws_get(d, 0, (size_t)nc * np * C * sizeof(float), &ws, e);
     if (rc) return rc;
     float *part = (float *)ws;
+    /* PLUMB_GPT_LN_FUSED=1: dx, the dw/db parts and dsum's in one kernel a
+     * 64-row chunk (k_ln_bwd_chunk, the same bits), where the row fits in
+     * registers and dsum comes from dx16 */
+    int fused = 0;
+    if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_FUSED", "dx, dw/db parts and dsum in three passes",
+                             "dx, dw/db parts and dsum in one pass a 64-row chunk", &fused, e, 0)))
+        return rc;
+    const int nq = ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16);
+    if (fused && nq && (!dsum || dx16)) {
+        rc = ln_chunk_launch(d, st, nq, x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16, part, np, nc,
+                             e);
+        if (rc && rc != PLUMB_EUNSUPPORTED) return rc;
+    }
+    if (fused && nq && (!dsum || dx16) && !rc) {
+        k_ln_dwdb_final<<<ln_dwdb_final_grid(C, np), LN_FCOLS * LN_FRUNS, 0, st->s>>>(part, nc, C, dw, db, dsum);
+        GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
+        return PLUMB_OK;
+    }
     /* dw/db first: they read dy and x, which dx never overwrites (dx16 may);
      * a column a thread, or four where the loads allow
      * (PLUMB_GPT_LN_PART_VEC=1: the same bits, but 39.9 us a call against

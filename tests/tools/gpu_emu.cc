@@ -531,6 +531,30 @@ template <int NQ> static void layernorm_vec(int R, int rt)
             for (int i = 0; i < C; i++) gs[i] = gs[i] + from16_of(dxhb[(size_t)r * C + i], t16);
         snprintf(what, sizeof what, "layernorm vec R%d C%d rt%d dsum against dx16's rows in order", R, C, rt);
         check(what, ds.data(), gs.data(), C, R <= LN_ROWS ? 0 : 1e-5);
+        // the fused chunk kernel (k_ln_bwd_chunk): from dy16 with dx16 and
+        // dsum (np 3), its dx, dx16 and [nc, 3C] parts those of the three
+        // kernels above; from fp32 dy onto dres (np 2), those of
+        // k_ln_bwd_fast<NQ> onto dres and k_ln_dwdb_part from dy
+        std::vector<float> smem(lnf_smem_bytes(C) / sizeof(float) + 1), dxf(n), pf((size_t)nc * 3 * C, -1.0f);
+        std::vector<uint16_t> dxhf(n);
+        float *fp = dxf.data(), *pfp = pf.data(), *sp = smem.data();
+        uint16_t *hfp = dxhf.data();
+        launch(dim3((unsigned)nc), dim3(LNF_TPB),
+               [&] { ln_bwd_chunk<NQ>(xp, wp, mp, rp, nullptr, dyhp, t16, nullptr, fp, R, C, 0, hfp, pfp, 3, sp); });
+        const bool fsame = !memcmp(fp, bq, n * sizeof(float)) && dxhf == dxhb && pf == p3;
+        printf("%s warp %d: layernorm fused chunks R%d C%d t16 %d from dy16: dx, dx16 and dw/db/dsum parts the three passes' bits\n",
+               fsame ? "ok  " : "FAIL", PLUMB_WARP, R, C, t16);
+        fsame ? g_pass++ : g_fail++;
+        std::vector<float> pa((size_t)nc * 2 * C), pb((size_t)nc * 2 * C, -1.0f);
+        launch(grid, dim3(256), [&] { k_ln_bwd_fast<NQ>(xp, wp, mp, rp, dyp, nullptr, 0, drp, bq, R, C, rt); });
+        launch(pg, dim3(128), [&] { k_ln_dwdb_part(xp, mp, rp, dyp, nullptr, 0, pa.data(), R, C); });
+        float *pbp = pb.data();
+        launch(dim3((unsigned)nc), dim3(LNF_TPB),
+               [&] { ln_bwd_chunk<NQ>(xp, wp, mp, rp, dyp, nullptr, 0, drp, fp, R, C, rt, nullptr, pbp, 2, sp); });
+        const bool fsame2 = !memcmp(fp, bq, n * sizeof(float)) && pa == pb;
+        printf("%s warp %d: layernorm fused chunks R%d C%d rt %d from dy onto dres: dx and dw/db parts the two passes' bits\n",
+               fsame2 ? "ok  " : "FAIL", PLUMB_WARP, R, C, rt);
+        fsame2 ? g_pass++ : g_fail++;
     }
     if (!rt) return;
     launch(grid, dim3(256), [&] { k_ln_fwd_vec<NQ>(xp, wp, bp, nullptr, y16p, mp, rp, R, C, 1e-5f, rt); });
@@ -1350,6 +1374,7 @@ int main()
     layernorm_vec<1>(13, DT_F16);  // the smallest row the kernel takes
     layernorm_vec<8>(5, DT_BF16);  // the largest
     layernorm_vec<6>(75, DT_BF16); // two chunks of LN_ROWS, the last partial (dsum's chunk sums)
+    layernorm_vec<6>(131, DT_F16); // three chunks, the last of 3 rows (a round cut short)
     layernorm_vec<2>(41, 0);
     xent(7, 1000);
     xent(3, 50);
