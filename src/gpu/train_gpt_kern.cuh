@@ -342,6 +342,22 @@ __device__ static inline void ln_bwd_store(float *dx, uint16_t *dx16, size_t o, 
     else if (dx16)
         for (int k = 0; k < n; k++) dx16[o + k] = to16_of(out[k], t16);
 }
+/* a row held in registers (NQ quads a lane): the backward's a = mean of g
+ * and c = mean of g xhat over the row, g = dy w (k_ln_bwd_fast<NQ> and
+ * ln_bwd_chunk<NQ>: one expression, the same bits) */
+template <int NQ>
+__device__ static inline void ln_row_ac(const float (*gy)[4], const float (*xv)[4], const float *w, int lane, float mu,
+                                        float rs, int C, float &a, float &c)
+{
+#pragma unroll
+    for (int k = 0; k < NQ; k++) {
+        float wv[4];
+        ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
+        ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
+    }
+    a = plumb_warp_sum(a) / (float)C;
+    c = plumb_warp_sum(c) / (float)C;
+}
 /* whether the backward's pointers allow its float4 quads (8-byte ones for
  * the 16-bit dy16 and dx16; a NULL pointer is aligned) */
 __host__ __device__ static inline bool ln_bwd_aligned(const float *x, const float *w, const float *dy, const uint16_t *dy16,
@@ -398,14 +414,7 @@ static __global__ void k_ln_bwd_fast(const float *x, const float *w, const float
             ln_quad_dy(dy, dy16, t16, o + 4 * q, 4, true, gy[k]);
             ln_quad(x, o + 4 * q, 4, true, xv[k]);
         }
-#pragma unroll
-        for (int k = 0; k < NQ; k++) {
-            float wv[4];
-            ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
-            ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
-        }
-        a = plumb_warp_sum(a) / (float)C;
-        c = plumb_warp_sum(c) / (float)C;
+        ln_row_ac<NQ>(gy, xv, w, lane, mu, rs, C, a, c);
 #pragma unroll
         for (int k = 0; k < NQ; k++) {
             const int q = lane + k * PLUMB_WARP;
@@ -564,14 +573,7 @@ __device__ static void ln_bwd_chunk(const float *x, const float *w, const float 
             const size_t o = (size_t)r * C;
             const float mu = mean[r], rs = rstd[r];
             float a = 0.0f, c = 0.0f;
-#pragma unroll
-            for (int k = 0; k < NQ; k++) {
-                float wv[4];
-                ln_quad(w, 4 * (lane + k * PLUMB_WARP), 4, true, wv);
-                ln_bwd_acc(gy[k], wv, xv[k], 4, mu, rs, a, c);
-            }
-            a = plumb_warp_sum(a) / (float)C;
-            c = plumb_warp_sum(c) / (float)C;
+            ln_row_ac<NQ>(gy, xv, w, lane, mu, rs, C, a, c);
 #pragma unroll
             for (int k = 0; k < NQ; k++) {
                 const int col = 4 * (lane + k * PLUMB_WARP);
