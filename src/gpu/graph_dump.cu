@@ -13,14 +13,18 @@
  * Kernel names come from the driver (cuFuncGetName / cuKernelGetName through
  * cudaGetDriverEntryPointByVersion, no link to libcuda): a library's kernels
  * (cuBLASLt, cuDNN) are registered with their own runtime, so the runtime's
- * cudaFuncGetName cannot name them. */
+ * cudaFuncGetName cannot name them. Devices capturing on several threads
+ * write whole graphs, one at a time (g_dump_lock). */
 #include "gpu/gpu.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #if !defined(PLUMB_HIP)
 #include <cuda.h>
+
+static pthread_mutex_t g_dump_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef CUresult (*kparams_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*fname_fn)(const char **, CUfunction);
@@ -60,11 +64,13 @@ void gpu_graph_dump(struct dev *d, cudaGraph_t g)
 {
     const char *path = getenv("PLUMB_GRAPH_DUMP");
     if (!path || !*path) return;
-    static int seq;
+    static int seq; /* under g_dump_lock */
+    pthread_mutex_lock(&g_dump_lock);
     size_t n = 0;
     if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) {
         (void)cudaGetLastError();
         fprintf(stderr, "%s: PLUMB_GRAPH_DUMP: cudaGraphGetNodes failed\n", d->label);
+        pthread_mutex_unlock(&g_dump_lock);
         return;
     }
     cudaGraphNode_t *nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *nodes);
@@ -73,6 +79,7 @@ void gpu_graph_dump(struct dev *d, cudaGraph_t g)
         fprintf(stderr, "%s: PLUMB_GRAPH_DUMP: cannot open '%s' or hold %zu nodes\n", d->label, path, n);
         free(nodes);
         if (f) fclose(f);
+        pthread_mutex_unlock(&g_dump_lock);
         return;
     }
     if (cudaGraphGetNodes(g, nodes, &n) != cudaSuccess) {
@@ -114,6 +121,7 @@ void gpu_graph_dump(struct dev *d, cudaGraph_t g)
     fprintf(f, "# totals: %zu kernels, %zu memsets (%zu bytes), %zu copies, %zu other\n", nk, nm, mbytes, nc, no);
     if (fclose(f)) fprintf(stderr, "%s: PLUMB_GRAPH_DUMP: writing '%s' failed\n", d->label, path);
     free(nodes);
+    pthread_mutex_unlock(&g_dump_lock);
 }
 #else
 void gpu_graph_dump(struct dev *d, cudaGraph_t g)
