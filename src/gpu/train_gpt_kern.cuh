@@ -529,7 +529,7 @@ static __global__ void __launch_bounds__(LN_FCOLS *LN_FRUNS)
  *   bits as k_ln_dwdb_part (aw = fma(g, h, aw), ab = ab + g) and as
  *   k_colsum_part over dx16 (from 0, ascending). The next round's dy and x
  *   are loaded before those adds, so the loads overlap them (dres is read
- *   as the outputs are made: held across the adds too, it took 149
+ *   at the start of the row's turn: held across the adds too, it took 149
  *   registers, one block an SM).
  * C = 4 NQ warp with ln_bwd_aligned's alignment (ln_bwd_vec_nq); dsum only
  * with dx16. Shared memory: lnf_smem_bytes(C) (dynamic; 60 KiB at C 768).
@@ -572,15 +572,22 @@ __device__ static void ln_bwd_chunk(const float *x, const float *w, const float 
         if (r < r1) { /* warp-uniform */
             const size_t o = (size_t)r * C;
             const float mu = mean[r], rs = rstd[r];
+            /* the row's dres, all of it before the first dx store: dx may
+             * alias dres, so a load after a store would wait for it */
+            float rv[NQ][4];
+#pragma unroll
+            for (int k = 0; k < NQ; k++) {
+                if (dres) ln_quad(dres, o + 4 * (lane + k * PLUMB_WARP), 4, true, rv[k]);
+                else rv[k][0] = rv[k][1] = rv[k][2] = rv[k][3] = 0.0f;
+            }
             float a = 0.0f, c = 0.0f;
             ln_row_ac<NQ>(gy, xv, w, lane, mu, rs, C, a, c);
 #pragma unroll
             for (int k = 0; k < NQ; k++) {
                 const int col = 4 * (lane + k * PLUMB_WARP);
-                float wv[4], rv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, out[4];
+                float wv[4], out[4];
                 ln_quad(w, col, 4, true, wv);
-                if (dres) ln_quad(dres, o + col, 4, true, rv);
-                ln_bwd_out(gy[k], wv, xv[k], rv, dres != nullptr, mu, rs, a, c, rt, out);
+                ln_bwd_out(gy[k], wv, xv[k], rv[k], dres != nullptr, mu, rs, a, c, rt, out);
                 ln_bwd_store(dx, dx16, o + col, 4, true, out, t16);
                 const size_t s0 = (size_t)wid * C + col;
                 for (int j = 0; j < 4; j++) {
