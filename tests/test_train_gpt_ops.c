@@ -999,3 +999,50 @@ TEST(gpt_ops_fast_within_bounds_of_golden)
     free(md);
     done(NULL);
 }
+
+/* PLUMB_LT_WS_MB (gpu/lt_matmul.cu, read when a device's cuBLASLt state is
+ * made): 0 (no workspace) and the default both give matmul_fwd's product
+ * within fp32's rounding of the float64 one; a value that is not a whole
+ * number of MiB from 0 to 4096 fails the op with an error naming it. Each
+ * setting on a freshly opened device. CUDA only (HIP has no lt_matmul). */
+TEST(gpt_ops_matmul_lt_workspace_setting)
+{
+    if (strncmp(test_device(), "cuda", 4)) TEST_SKIP("cuBLASLt's workspace: PLUMB_TEST_DEVICE=cuda only");
+    enum { B = 64, K = 96, N = 80 };
+    static const char *const vals[] = {NULL, "0", "7", "abc", "-3", "5000", "12MB"};
+    float *x = frand(B * K, -1, 1), *w = frand(N * K, -1, 1), *bias = frand(N, -1, 1);
+    double ref[B * N];
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++) {
+            double s = bias[n];
+            for (int k = 0; k < K; k++) s += (double)x[b * K + k] * w[n * K + k];
+            ref[b * N + n] = s;
+        }
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        char *kept = env_push("PLUMB_LT_WS_MB", vals[i]);
+        struct dev *d = open_mode(NUMERICS_FAST, 0);
+        if (!d) {
+            env_restore("PLUMB_LT_WS_MB", kept);
+            TEST_SKIP("device %s has no transformer training ops", test_device());
+        }
+        float *px = put(d, x, sizeof(float) * B * K), *pw = put(d, w, sizeof(float) * N * K);
+        float *pb = put(d, bias, sizeof(float) * N), *py = put(d, NULL, sizeof(float) * B * N);
+        plumb_err e = {0};
+        const int rc = d->ops->train->matmul_fwd(d, NULL, px, pw, pb, py, NULL, B, K, N, 0, DT_F32, &e);
+        const int bad = i >= 3;
+        if (bad) {
+            CHECK_MSG(rc != 0 && strstr(e.msg, "PLUMB_LT_WS_MB"), "PLUMB_LT_WS_MB=%s: rc %d, '%s'", vals[i], rc,
+                      e.msg);
+        } else {
+            CHECK_MSG(rc == 0, "PLUMB_LT_WS_MB=%s: %s", vals[i] ? vals[i] : "(unset)", e.msg);
+            const float *y = get(d, py, B * N);
+            double worst = 0;
+            for (int j = 0; j < B * N; j++) worst = fmax(worst, rel_err(y[j], ref[j]));
+            CHECK_MSG(worst < 1e-5, "PLUMB_LT_WS_MB=%s: worst relative error %.3g", vals[i] ? vals[i] : "(unset)",
+                      worst);
+        }
+        dev_close(d);
+        env_restore("PLUMB_LT_WS_MB", kept);
+    }
+    done(NULL);
+}
