@@ -74,10 +74,12 @@ for w in 32 64; do
   nk=$(grep -cE '^ok .*(type a constant|compile-time form)' "$TMP/out$w")
   # the token embedding, one value a thread (3 shapes) and four (2)
   ne=$(grep -cE '^ok .*encoder B' "$TMP/out$w")
-  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 80 ] && [ "$ns" -ge 15 ] && [ "$ng" -ge 12 ] && [ "$nc" -ge 15 ] && [ "$nr" -ge 4 ] && [ "$no" -ge 10 ] && [ "$nd" -ge 5 ] && [ "$nx" -ge 3 ] && [ "$nxs" -ge 5 ] && [ "$n1" -ge 18 ] && [ "$nf" -ge 18 ] && [ "$ny" -ge 5 ] && [ "$n2" -ge 5 ] && [ "$nu" -ge 39 ] && [ "$nb" -ge 10 ] && [ "$n4" -ge 4 ] && [ "$nk" -ge 10 ] && [ "$ne" -ge 5 ]; then
+  # the fused LayerNorm backward chunks (k_ln_bwd_chunk): 2 ways x 7 row shapes
+  nlc=$(grep -cE '^ok .*layernorm fused chunks' "$TMP/out$w")
+  if [ $rc -eq 0 ] && [ "$n" -ge 30 ] && [ "$nv" -ge 80 ] && [ "$ns" -ge 18 ] && [ "$ng" -ge 12 ] && [ "$nc" -ge 15 ] && [ "$nr" -ge 4 ] && [ "$no" -ge 10 ] && [ "$nd" -ge 5 ] && [ "$nx" -ge 3 ] && [ "$nxs" -ge 5 ] && [ "$n1" -ge 18 ] && [ "$nf" -ge 18 ] && [ "$ny" -ge 5 ] && [ "$n2" -ge 5 ] && [ "$nu" -ge 39 ] && [ "$nb" -ge 10 ] && [ "$n4" -ge 4 ] && [ "$nk" -ge 10 ] && [ "$ne" -ge 5 ] && [ "$nlc" -ge 14 ]; then
     ok "warp $w: $(tail -n 1 "$TMP/out$w") ($(grep -m1 'flash attention B2 T100 NH2 HS64 dqkv' "$TMP/out$w" | sed -E 's/.*(worst relative error [^ ]+).*/dqkv \1/'); vision 16-bit: $nv)"
   else
-    fail "warp $w kernels against golden ($ns sumsq checks passed, 15 expected; $ng gelu16, 12; $nc colsum, 15; $nr residual16, 4; $no own-ReLU masks, 10; $nd row dots, 5; $nx 16-bit logits, 3; $nxs staged rows, 5; $n1 BN one-pass, 18; $nf fused LayerNorm, 18; $ny masked adds, 5; $n2 two-BN applies, 5; $nu rows-ahead sums, 39; $nb 2x2-block pools, 10; $n4 four-column LN parts, 4; $nk compile-time forms, 10; $ne encoder, 5)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
+    fail "warp $w kernels against golden ($ns sumsq checks passed, 18 expected; $ng gelu16, 12; $nc colsum, 15; $nr residual16, 4; $no own-ReLU masks, 10; $nd row dots, 5; $nx 16-bit logits, 3; $nxs staged rows, 5; $n1 BN one-pass, 18; $nf fused LayerNorm, 18; $ny masked adds, 5; $n2 two-BN applies, 5; $nu rows-ahead sums, 39; $nb 2x2-block pools, 10; $n4 four-column LN parts, 4; $nk compile-time forms, 10; $ne encoder, 5; $nlc fused LN chunks, 14)" "$(grep -v '^ok' "$TMP/out$w" | head -5)"
   fi
 done
 # the tensor-core attention kernels (gpu/train_gpt_attn_tc.cuh) under the

@@ -230,35 +230,38 @@ static void ln_dwdb_part_launch(cudaStream_t s, dim3 g, int ty, const float *x, 
 }
 
 /* k_ln_bwd_chunk<nq> over nc chunks (C = 4 nq warp, so its shared memory
- * is set by nq). Past 48 KiB the kernel is allowed its dynamic shared memory
- * (each call: the setting is the current device's, and a graph replay makes
- * no host calls) where the device's opt-in limit holds it; PLUMB_EUNSUPPORTED
- * where it does not (the caller's three passes then) */
-static int ln_chunk_smem_ok(struct dev *d, int nq, size_t smem, plumb_err *e)
+ * is set by nq); PLUMB_EUNSUPPORTED where that passes the device's limit
+ * (the caller's three passes then). Past 48 KiB the kernel is allowed its
+ * dynamic shared memory each call: the setting is the current device's, and
+ * a graph replay makes no host calls. */
+static int ln_chunk_smem_ok(struct dev *d, size_t smem, plumb_err *e)
 {
 #if defined(PLUMB_HIP)
-    (void)d, (void)nq, (void)e;
+    (void)d, (void)e;
     return smem <= 64 * 1024 ? PLUMB_OK : PLUMB_EUNSUPPORTED; /* gfx90a: 64 KiB of LDS a workgroup */
 #else
     if (smem <= 48 * 1024) return PLUMB_OK;
     int dev = 0, optin = 0;
     GPU_CHECK(d, cudaGetDevice(&dev), e);
     GPU_CHECK(d, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), e);
-    if (smem > (size_t)optin) return PLUMB_EUNSUPPORTED;
-    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
-    cudaError_t r;
-    switch (nq) {
-    case 1: r = cudaFuncSetAttribute(k_ln_bwd_chunk<1>, a, (int)smem); break;
-    case 2: r = cudaFuncSetAttribute(k_ln_bwd_chunk<2>, a, (int)smem); break;
-    case 3: r = cudaFuncSetAttribute(k_ln_bwd_chunk<3>, a, (int)smem); break;
-    case 4: r = cudaFuncSetAttribute(k_ln_bwd_chunk<4>, a, (int)smem); break;
-    case 5: r = cudaFuncSetAttribute(k_ln_bwd_chunk<5>, a, (int)smem); break;
-    case 6: r = cudaFuncSetAttribute(k_ln_bwd_chunk<6>, a, (int)smem); break;
-    case 7: r = cudaFuncSetAttribute(k_ln_bwd_chunk<7>, a, (int)smem); break;
-    default: r = cudaFuncSetAttribute(k_ln_bwd_chunk<8>, a, (int)smem); break;
-    }
-    return r == cudaSuccess ? PLUMB_OK : gpu_check_(r, "cudaFuncSetAttribute(k_ln_bwd_chunk)", d->label, e);
+    return smem <= (size_t)optin ? PLUMB_OK : PLUMB_EUNSUPPORTED;
 #endif
+}
+template <int NQ>
+static int ln_chunk_run(struct dev *d, struct dev_stream *st, size_t smem, const float *x, const float *w,
+                        const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
+                        const float *dres, float *dx, int R, int C, int rt, uint16_t *dx16, float *part, int np, int nc,
+                        plumb_err *e)
+{
+#if !defined(PLUMB_HIP)
+    if (smem > 48 * 1024)
+        GPU_CHECK(d, cudaFuncSetAttribute(k_ln_bwd_chunk<NQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                  e);
+#endif
+    k_ln_bwd_chunk<NQ><<<nc, LNF_TPB, smem, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, rt, dx16, part,
+                                                     np);
+    GPU_CHECK_LAUNCH(d, "k_ln_bwd_chunk", e);
+    return PLUMB_OK;
 }
 static int ln_chunk_launch(struct dev *d, struct dev_stream *st, int nq, const float *x, const float *w,
                            const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
@@ -266,13 +269,12 @@ static int ln_chunk_launch(struct dev *d, struct dev_stream *st, int nq, const f
                            int nc, plumb_err *e)
 {
     const size_t smem = lnf_smem_bytes(C);
-    int rc = ln_chunk_smem_ok(d, nq, smem, e);
+    int rc = ln_chunk_smem_ok(d, smem, e);
     if (rc) return rc;
-#define LNF_CASE(NQ)                                                                                                \
-    case NQ:                                                                                                        \
-        k_ln_bwd_chunk<NQ><<<nc, LNF_TPB, smem, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, rt, dx16, \
-                                                         part, np);                                                 \
-        break
+#define LNF_CASE(NQ)                                                                                                 \
+    case NQ:                                                                                                         \
+        return ln_chunk_run<NQ>(d, st, smem, x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, rt, dx16, part, np, nc, \
+                                e)
     switch (nq) {
         LNF_CASE(1);
         LNF_CASE(2);
@@ -286,42 +288,17 @@ static int ln_chunk_launch(struct dev *d, struct dev_stream *st, int nq, const f
         return gpu_err(e, PLUMB_EINTERNAL, "%s: k_ln_bwd_chunk: %d quads a lane", d->label, nq);
     }
 #undef LNF_CASE
-    GPU_CHECK_LAUNCH(d, "k_ln_bwd_chunk", e);
-    return PLUMB_OK;
 }
 
-/* the fast backward: dw/db (and dsum) from fixed 64-row chunks added in a
- * fixed order (gpu/train_gpt_kern.cuh), then dx a warp per row; dy as fp32,
- * or (dy16 not NULL) as t16's 16-bit values */
-static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, const float *x, const float *w,
-                       const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
-                       const float *dres, float *dx, uint16_t *dx16, float *dsum, float *dw, float *db, int R, int C,
-                       dtype_t rt, plumb_err *e)
+/* the three passes of the fast backward: dw/db (and dsum) from fixed 64-row
+ * chunks into part [nc, np C] (np 3: dsum's from dx16), and dx a warp per
+ * row (nq: ln_bwd_vec_nq's quads a lane, 0 for the general kernel) */
+static int ln_bwd_passes(struct dev *d, struct dev_stream *st, int nq, const float *x, const float *w,
+                         const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
+                         const float *dres, float *dx, uint16_t *dx16, float *part, int R, int C, int np, int nc,
+                         dtype_t rt, plumb_err *e)
 {
-    const int nc = (R + LN_ROWS - 1) / LN_ROWS, np = dsum ? 3 : 2;
-    NEED(nc <= 65535, "%s: %s: %d rows exceed %d", d->label, op, R, 65535 * LN_ROWS);
-    void *ws;
-    int rc = tws_get(d, 0, (size_t)nc * np * C * sizeof(float), &ws, e);
-    if (rc) return rc;
-    float *part = (float *)ws;
-    /* PLUMB_GPT_LN_FUSED=1: dx, the dw/db parts and dsum's in one kernel a
-     * 64-row chunk (k_ln_bwd_chunk, the same bits), where the row fits in
-     * registers and dsum comes from dx16 */
-    int fused = 0;
-    if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_FUSED", "dx, dw/db parts and dsum in three passes",
-                             "dx, dw/db parts and dsum in one pass a 64-row chunk", &fused, e, 0)))
-        return rc;
-    const int nq = ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16);
-    if (fused && nq && (!dsum || dx16)) {
-        rc = ln_chunk_launch(d, st, nq, x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16, part, np, nc,
-                             e);
-        if (rc && rc != PLUMB_EUNSUPPORTED) return rc;
-    }
-    if (fused && nq && (!dsum || dx16) && !rc) {
-        k_ln_dwdb_final<<<ln_dwdb_final_grid(C, np), LN_FCOLS * LN_FRUNS, 0, st->s>>>(part, nc, C, dw, db, dsum);
-        GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
-        return PLUMB_OK;
-    }
+    int rc;
     /* dw/db first: they read dy and x, which dx never overwrites (dx16 may);
      * a column a thread, or four where the loads allow
      * (PLUMB_GPT_LN_PART_VEC=1: the same bits, but 39.9 us a call against
@@ -345,7 +322,7 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
     case NQ:                                                                                                        \
         k_ln_bwd_fast<NQ><<<grid, TPB, 0, st->s>>>(x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16); \
         break
-    switch (ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16)) {
+    switch (nq) {
         LN_BWD_CASE(1);
         LN_BWD_CASE(2);
         LN_BWD_CASE(3);
@@ -366,11 +343,45 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
      * stay in registers, took 157 us a call for gpt2-124m's 16384 x 768 on
      * an H100 against 76 + 34 for k_ln_bwd_fast<6> and k_ln_dwdb_part: with
      * a warp's rows in turn and 8 warps an SM, the loads did not overlap;
-     * kprof, 2026-12-06 17:22.) */
-    if (dsum) {
+     * kprof, 2026-12-06 17:22. k_ln_bwd_chunk is the form with the sums in
+     * shared memory and two chunks an SM.) */
+    if (np == 3) {
         colsum_part_launch(st->s, NULL, dx16, R, C, nc, part + 2 * (size_t)C, NULL, t16, 3 * (size_t)C);
         GPU_CHECK_LAUNCH(d, "k_colsum_part", e);
     }
+    return PLUMB_OK;
+}
+
+/* the fast backward: dw/db (and dsum) from fixed 64-row chunks added in a
+ * fixed order (gpu/train_gpt_kern.cuh), and dx a warp per row, in one kernel
+ * (PLUMB_GPT_LN_FUSED=1, where it applies) or in three passes; dy as fp32,
+ * or (dy16 not NULL) as t16's 16-bit values */
+static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, const float *x, const float *w,
+                       const float *mean, const float *rstd, const float *dy, const uint16_t *dy16, int t16,
+                       const float *dres, float *dx, uint16_t *dx16, float *dsum, float *dw, float *db, int R, int C,
+                       dtype_t rt, plumb_err *e)
+{
+    const int nc = (R + LN_ROWS - 1) / LN_ROWS, np = dsum ? 3 : 2;
+    NEED(nc <= 65535, "%s: %s: %d rows exceed %d", d->label, op, R, 65535 * LN_ROWS);
+    void *ws;
+    int rc = tws_get(d, 0, (size_t)nc * np * C * sizeof(float), &ws, e);
+    if (rc) return rc;
+    float *part = (float *)ws;
+    /* PLUMB_GPT_LN_FUSED=1: dx, the dw/db parts and dsum's in one kernel a
+     * 64-row chunk (k_ln_bwd_chunk, the same bits), where the row fits in
+     * registers and dsum comes from dx16 */
+    int fused = 0;
+    if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_FUSED", "dx, dw/db parts and dsum in three passes",
+                             "dx, dw/db parts and dsum in one pass a 64-row chunk", &fused, e, 0)))
+        return rc;
+    const int nq = ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16);
+    rc = PLUMB_EUNSUPPORTED;
+    if (fused && nq && (!dsum || dx16))
+        rc = ln_chunk_launch(d, st, nq, x, w, mean, rstd, dy, dy16, t16, dres, dx, R, C, (int)rt, dx16, part, np, nc,
+                             e);
+    if (rc == PLUMB_EUNSUPPORTED)
+        rc = ln_bwd_passes(d, st, nq, x, w, mean, rstd, dy, dy16, t16, dres, dx, dx16, part, R, C, np, nc, rt, e);
+    if (rc) return rc;
     k_ln_dwdb_final<<<ln_dwdb_final_grid(C, np), LN_FCOLS * LN_FRUNS, 0, st->s>>>(part, nc, C, dw, db, dsum);
     GPU_CHECK_LAUNCH(d, "k_ln_dwdb_final", e);
     return PLUMB_OK;

@@ -521,7 +521,8 @@ static int backward(struct gpt_model *m, int B, int T, float grad_scale, struct 
     const int cls16 = gpt_cls16(m);
     if (!rc && cls16)
         rc = Op->layernorm_bwd16(d, NULL, m->L[L - 1].res3, m->params + lw->offset, m->lnf_mean, m->lnf_rstd,
-                                 h16(m->dln), NULL, m->dres, h16(m->dy16), G(m, L - 1, FPB), m->grads + lw->offset, m->grads + lb->offset, R, C, rt, e);
+                                 h16(m->dln), NULL, m->dres, h16(m->dy16), G(m, L - 1, FPB), m->grads + lw->offset,
+                                 m->grads + lb->offset, R, C, rt, e);
     else if (!rc)
         rc = Op->layernorm_bwd(d, NULL, m->L[L - 1].res3, m->params + lw->offset, m->lnf_mean, m->lnf_rstd, m->dln, NULL,
                                m->dres, m->grads + lw->offset, m->grads + lb->offset, R, C, DT_F32, e);
