@@ -566,7 +566,7 @@ int tg_matmul_bwd16_impl(struct dev *d, struct dev_stream *st, const uint16_t *x
         if ((rc = gpu_env_switch(d, "PLUMB_GPT_DGELU_EPI", "gelu' in a pass after the dx GEMM",
                                  "in the GEMM's DGELU epilogue", &dgelu_epi, e, 1)) ||
             (rc = gpu_env_switch(d, "PLUMB_GPT_BGRAD_EPI", "dbias as a column-sum pass",
-                                 "in the dw GEMM's BGRADB epilogue", &bgrad_epi, e, 1)))
+                                 "in the dw GEMM's BGRADB epilogue", &bgrad_epi, e, 0)))
             return rc;
         if (dx16) {
             /* dx^T [K x B] = (w viewed K x N)(dy viewed N x B): stored in 16

@@ -372,7 +372,7 @@ static int ln_bwd_fast(struct dev *d, struct dev_stream *st, const char *op, con
      * registers and dsum comes from dx16 */
     int fused = 0;
     if ((rc = gpu_env_switch(d, "PLUMB_GPT_LN_FUSED", "dx, dw/db parts and dsum in three passes",
-                             "dx, dw/db parts and dsum in one pass a 64-row chunk", &fused, e, 0)))
+                             "dx, dw/db parts and dsum in one pass a 64-row chunk", &fused, e, 1)))
         return rc;
     const int nq = ln_bwd_vec_nq(C, x, w, dy, dy16, dres, dx, dx16);
     rc = PLUMB_EUNSUPPORTED;
