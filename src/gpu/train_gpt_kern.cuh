@@ -532,7 +532,8 @@ static __global__ void __launch_bounds__(LN_FCOLS *LN_FRUNS)
  *   at the start of the row's turn: held across the adds too, it took 149
  *   registers, one block an SM).
  * C = 4 NQ warp with ln_bwd_aligned's alignment (ln_bwd_vec_nq); dsum only
- * with dx16. Shared memory: lnf_smem_bytes(C) (dynamic; 60 KiB at C 768).
+ * with dx16. Shared memory: lnf_smem_bytes(C) (dynamic; 60 KiB at C 768;
+ * every row of each array starts 16-byte aligned, C being a multiple of 4).
  * part: [nc, np C] as k_ln_dwdb_part writes it. */
 #define LNF_TPB 256
 #define LNF_NW (LNF_TPB / PLUMB_WARP) /* rows a round */
@@ -589,12 +590,17 @@ __device__ static void ln_bwd_chunk(const float *x, const float *w, const float 
                 ln_quad(w, col, 4, true, wv);
                 ln_bwd_out(gy[k], wv, xv[k], rv[k], dres != nullptr, mu, rs, a, c, rt, out);
                 ln_bwd_store(dx, dx16, o + col, 4, true, out, t16);
+                /* one 16-byte store a lane (8 for dx16): a warp's 32 lanes
+                 * write 512 consecutive bytes, no bank conflict; four
+                 * scalar stores 16 bytes apart a lane were 4-way conflicts */
                 const size_t s0 = (size_t)wid * C + col;
-                for (int j = 0; j < 4; j++) {
-                    sg[s0 + j] = gy[k][j];
-                    sh[s0 + j] = (xv[k][j] - mu) * rs;
-                    if (sum16) sd[s0 + j] = to16_of(out[j], t16);
-                }
+                *(float4 *)(sg + s0) = make_float4(gy[k][0], gy[k][1], gy[k][2], gy[k][3]);
+                *(float4 *)(sh + s0) = make_float4((xv[k][0] - mu) * rs, (xv[k][1] - mu) * rs,
+                                                   (xv[k][2] - mu) * rs, (xv[k][3] - mu) * rs);
+                if (sum16)
+                    *(uint2 *)(sd + s0) =
+                        make_uint2((uint32_t)to16_of(out[0], t16) | (uint32_t)to16_of(out[1], t16) << 16,
+                                   (uint32_t)to16_of(out[2], t16) | (uint32_t)to16_of(out[3], t16) << 16);
             }
         }
         __syncthreads();
