@@ -24,12 +24,17 @@
 #             ws0      PLUMB_LT_WS_MB=0 (cuBLASLt algorithms that need no
 #                      workspace, so none to zero before a GEMM)
 #             lnfused  PLUMB_GPT_LN_FUSED=1 (the LayerNorm backward's dx,
-#                      dw/db parts and dsum in one kernel a 64-row chunk)
+#                      dw/db parts and dsum in one kernel a 64-row chunk;
+#                      the default since bbc819c)
+#             nolnfused PLUMB_GPT_LN_FUSED=0 (the three passes again)
+#             bgrad    PLUMB_GPT_BGRAD_EPI=1 (dbias in cuBLASLt's BGRADB
+#                      epilogue; off by default since bbc819c, so nobgrad
+#                      is the defaults there)
 #   graph     (GPTAB_GRAPH=1, the default) a few steps with PLUMB_GRAPH_DUMP:
 #             the step graph's nodes ($D/graph.txt) and each memset with the
 #             kernels either side of it, counted ($D/graph-memsets.txt)
-#   pick      from each group ({nostage}, {nobgrad}, {nodirect}, {ch2, ch4}, {vp}, {dw64},
-#             {cudnn919}, {nofon}, {nocls16}, {lnvec}, {ws0}, {lnfused}) the setting faster than plain by more than
+#   pick      from each group ({nostage}, {nobgrad, bgrad}, {nodirect}, {ch2, ch4}, {vp}, {dw64},
+#             {cudnn919}, {nofon}, {nocls16}, {lnvec}, {ws0}, {lnfused, nolnfused}) the setting faster than plain by more than
 #             GPTAB_MIN_GAIN (default 0.003, 0.3%), if any; the picks together
 #   best      plumb bench gpt under the picks with --vs-pytorch (torch.compile
 #             in the same run): the ratio that counts
@@ -61,10 +66,12 @@ envof() { # the environment of a variant, as NAME=VALUE words
     lnvec) echo "PLUMB_GPT_LN_PART_VEC=1" ;;
     ws0) echo "PLUMB_LT_WS_MB=0" ;;
     lnfused) echo "PLUMB_GPT_LN_FUSED=1" ;;
+    nolnfused) echo "PLUMB_GPT_LN_FUSED=0" ;;
+    bgrad) echo "PLUMB_GPT_BGRAD_EPI=1" ;;
     *) echo "BAD" ;;
   esac
 }
-VARS=${GPTAB_VARIANTS:-lnfused ws0 nofon nocls16 lnvec cudnn919 nobgrad nostage nodirect vp dw64 ch2 ch4}
+VARS=${GPTAB_VARIANTS:-nolnfused bgrad cudnn919 ws0 nofon nocls16 lnvec nostage nodirect vp dw64 ch2 ch4}
 if [ "${GPTAB_GRAPH:-1}" = 1 ]; then
   rm -f "$D/graph.txt"
   step graph 30 env PLUMB_GRAPH_DUMP="$D/graph.txt" $P $B --steps 3 --warmup 1 --json "$D/graph.json"
@@ -93,7 +100,7 @@ def tok(n):
     try: return json.load(open(os.path.join(d, n + ".json")))["rows"][0]["tokens_per_s"]
     except Exception: return None
 base = tok("plain")
-groups = [["nostage"], ["nobgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["lnvec"], ["ws0"], ["lnfused"]]
+groups = [["nostage"], ["nobgrad", "bgrad"], ["nodirect"], ["ch2", "ch4"], ["vp"], ["dw64"], ["cudnn919"], ["nofon"], ["nocls16"], ["lnvec"], ["ws0"], ["lnfused", "nolnfused"]]
 picks = []
 for g in groups:
     best = None
