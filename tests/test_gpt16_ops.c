@@ -305,7 +305,7 @@ TEST(gpt16_ops_fp16) { ops_case(DT_F16); }
  * to two rt steps plus 2^-9 |p| (gelu' within 2^-9 absolute; p in float64
  * from the same 16-bit operands). dw and dbias within 1e-5 norm-wise (fp32
  * sums reassociated: the epilogue may pick another GEMM algorithm), the
- * default run to run the same bits. Shapes: 4096 rows (dw in 8 slices), 37 (one GEMM), K = 60 (aux rows
+ * epilogues run to run the same bits. Shapes: 4096 rows (dw in 8 slices), 37 (one GEMM), K = 60 (aux rows
  * not a multiple of 8: the DGELU epilogue refuses it, the pass runs). A value
  * other than 0 or 1 is refused, naming the variable (CUDA reads them). */
 static double norm_rel(const float *a, const float *b, size_t n)
@@ -346,17 +346,18 @@ static void mm16_epi_case(dtype_t rt, int R, int K, int N)
              !alloc_t(d, &dx, RK, 0, 0, 0, rt) && !alloc_t(d, &dw, NK, 0, 0, 0, rt) && !alloc_t(d, &db, N, 0, 0, 0, rt) &&
              !alloc_t(d, &bs, K, 1, -0.5f, 0.5f, rt);
     REQUIRE(ok);
-    /* [run][dx RK | dw NK | db N]: 0 the passes, 1 and 2 the defaults */
+    /* [run][dx RK | dw NK | db N]: 0 the passes, 1 and 2 both epilogues on
+     * (named: BGRADB is off by default since bbc819c, DGELU on) */
     const size_t per = RK + NK + (size_t)N;
     float *o = malloc(3 * per * sizeof(float));
     REQUIRE(o != NULL);
-    const char *epi[3] = {"0", NULL, NULL};
+    const char *epi[3] = {"0", "1", "1"};
     for (int r = 0; r < 3; r++) {
         char *k1 = env_push("PLUMB_GPT_DGELU_EPI", epi[r]), *k2 = env_push("PLUMB_GPT_BGRAD_EPI", epi[r]);
         int rc = T->matmul_bwd16(d, NULL, x.d16, w.d16, dy.d16, pre.d16, dx.d16, dw.d, db.d, R, K, N, rt, &e);
         env_restore("PLUMB_GPT_BGRAD_EPI", k2);
         env_restore("PLUMB_GPT_DGELU_EPI", k1);
-        CHECK_MSG(rc == 0, "matmul_bwd16 R %d K %d N %d (epilogues %s): %s", R, K, N, epi[r] ? "off" : "default", e.msg);
+        CHECK_MSG(rc == 0, "matmul_bwd16 R %d K %d N %d (epilogues %s): %s", R, K, N, r ? "on" : "off", e.msg);
         float *at = o + (size_t)r * per;
         fetch(d, &dx, NULL, at, rt);
         fetch(d, &dw, at + RK, NULL, rt);

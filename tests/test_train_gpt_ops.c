@@ -577,7 +577,7 @@ TEST(gpt_ops_classifier_fd_golden) { check_classifier(NUMERICS_GOLDEN); }
  * against a column a thread (PLUMB_GPT_LN_PART_VEC=0, the default): the same
  * bits of dx, dw and db, for gpt2's C = 768 over 200 rows (a partial last
  * 64-row chunk) and C = 200; also from misaligned rows (C = 202: the
- * one-column kernel either way). The fused chunk kernel (PLUMB_GPT_LN_FUSED=1,
+ * one-column kernel either way). The fused chunk kernel (PLUMB_GPT_LN_FUSED=1, the default,
  * where C = 4 NQ warp) gives the same bits too, and with layernorm_bwd16 from
  * dy16 with dx16 and dsum as well (a 16-bit dx aliasing dy16, as gpt16.c
  * calls it). The cpu has one way; the GPU suite runs it. */
