@@ -53,8 +53,9 @@ __device__ static inline float ld_rt(const uint16_t *p, size_t i, int rt) { retu
  * stand-ins, the GELU layer's unrounded dx, a GEMM's 16-bit bias. */
 int tws_get(struct dev *d, int slot, size_t bytes, void **p, plumb_err *e);
 
-/* A path's on/off environment switch in the plugin, on by default (the
- * plugin's counterpart of core/envswitch.h, which it does not link):
+/* A path's on/off environment switch in the plugin, on by default unless
+ * dflt says otherwise (PLUMB_GPT_BGRAD_EPI is off by default; the plugin's
+ * counterpart of core/envswitch.h, which it does not link):
  * *on = 0 where name is "0", 1 where it is "1", else (unset or "") dflt;
  * any other value is PLUMB_EUSAGE naming the device, the variable, its value
  * and what 0 and 1 mean (PLUMB_GPT_ATTN_DIRECT, PLUMB_GPT_XENT16,
