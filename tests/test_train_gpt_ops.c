@@ -1019,7 +1019,10 @@ TEST(gpt_ops_matmul_lt_workspace_setting)
     for (int b = 0; b < B; b++)
         for (int n = 0; n < N; n++) {
             double s = bias[n], a = fabs(bias[n]);
-            for (int k = 0; k < K; k++) s += (double)x[b * K + k] * w[n * K + k], a += fabs((double)x[b * K + k] * w[n * K + k]);
+            for (int k = 0; k < K; k++) {
+                const double t = (double)x[b * K + k] * w[n * K + k];
+                s += t, a += fabs(t);
+            }
             ref[b * N + n] = s;
             mag[b * N + n] = a;
         }

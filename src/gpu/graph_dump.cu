@@ -60,17 +60,14 @@ static const char *kernel_name(cudaGraphNode_t n, CUDA_KERNEL_NODE_PARAMS *kp)
     return "?";
 }
 
-void gpu_graph_dump(struct dev *d, cudaGraph_t g)
+/* one graph appended to path; the caller holds g_dump_lock */
+static void dump_locked(struct dev *d, cudaGraph_t g, const char *path)
 {
-    const char *path = getenv("PLUMB_GRAPH_DUMP");
-    if (!path || !*path) return;
-    static int seq; /* under g_dump_lock */
-    pthread_mutex_lock(&g_dump_lock);
+    static int seq;
     size_t n = 0;
     if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) {
         (void)cudaGetLastError();
         fprintf(stderr, "%s: PLUMB_GRAPH_DUMP: cudaGraphGetNodes failed\n", d->label);
-        pthread_mutex_unlock(&g_dump_lock);
         return;
     }
     cudaGraphNode_t *nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *nodes);
@@ -79,7 +76,6 @@ void gpu_graph_dump(struct dev *d, cudaGraph_t g)
         fprintf(stderr, "%s: PLUMB_GRAPH_DUMP: cannot open '%s' or hold %zu nodes\n", d->label, path, n);
         free(nodes);
         if (f) fclose(f);
-        pthread_mutex_unlock(&g_dump_lock);
         return;
     }
     if (cudaGraphGetNodes(g, nodes, &n) != cudaSuccess) {
@@ -121,6 +117,14 @@ void gpu_graph_dump(struct dev *d, cudaGraph_t g)
     fprintf(f, "# totals: %zu kernels, %zu memsets (%zu bytes), %zu copies, %zu other\n", nk, nm, mbytes, nc, no);
     if (fclose(f)) fprintf(stderr, "%s: PLUMB_GRAPH_DUMP: writing '%s' failed\n", d->label, path);
     free(nodes);
+}
+
+void gpu_graph_dump(struct dev *d, cudaGraph_t g)
+{
+    const char *path = getenv("PLUMB_GRAPH_DUMP");
+    if (!path || !*path) return;
+    pthread_mutex_lock(&g_dump_lock);
+    dump_locked(d, g, path);
     pthread_mutex_unlock(&g_dump_lock);
 }
 #else

@@ -30,6 +30,13 @@ __device__ static inline float fast_gelu_grad(float x)
 
 /* rt's 16-bit bits of x (round to nearest even: gg_round's value) */
 __device__ static inline uint16_t to16_of(float x, int rt) { return rt == DT_F16 ? f32_to_f16(x) : f32_to_bf16(x); }
+/* four values as rt's 16-bit values, packed for one 8-byte store (the first
+ * in the low half of .x, as the values lie in memory) */
+__device__ static inline uint2 to16x4_of(float v0, float v1, float v2, float v3, int rt)
+{
+    return make_uint2((uint32_t)to16_of(v0, rt) | (uint32_t)to16_of(v1, rt) << 16,
+                      (uint32_t)to16_of(v2, rt) | (uint32_t)to16_of(v3, rt) << 16);
+}
 /* the value of rt's 16-bit bits h (exact) */
 __device__ static inline float from16_of(uint16_t h, int rt) { return rt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
 /* the eight rt 16-bit values of one 16-byte load, as floats (element 2k in
@@ -251,8 +258,7 @@ static __global__ void k_ln_fwd_vec(const float *x, const float *w, const float 
         const float o0 = fmaf((v[k].x - mu) * rs, wv.x, bv.x), o1 = fmaf((v[k].y - mu) * rs, wv.y, bv.y);
         const float o2 = fmaf((v[k].z - mu) * rs, wv.z, bv.z), o3 = fmaf((v[k].w - mu) * rs, wv.w, bv.w);
         if (y16)
-            ((uint2 *)(y16 + o))[q] = make_uint2((uint32_t)to16_of(o0, rt) | (uint32_t)to16_of(o1, rt) << 16,
-                                                 (uint32_t)to16_of(o2, rt) | (uint32_t)to16_of(o3, rt) << 16);
+            ((uint2 *)(y16 + o))[q] = to16x4_of(o0, o1, o2, o3, rt);
         else
             ((float4 *)(y + o))[q] = make_float4(gg_round(o0, rt), gg_round(o1, rt), gg_round(o2, rt), gg_round(o3, rt));
     }
@@ -337,8 +343,7 @@ __device__ static inline void ln_bwd_store(float *dx, uint16_t *dx16, size_t o, 
         for (int k = 0; k < n; k++) dx[o + k] = out[k];
     /* dx16: the same values as t16's 16-bit copy (the cast the next GEMMs read) */
     if (dx16 && vec)
-        *(uint2 *)(dx16 + o) = make_uint2((uint32_t)to16_of(out[0], t16) | (uint32_t)to16_of(out[1], t16) << 16,
-                                          (uint32_t)to16_of(out[2], t16) | (uint32_t)to16_of(out[3], t16) << 16);
+        *(uint2 *)(dx16 + o) = to16x4_of(out[0], out[1], out[2], out[3], t16);
     else if (dx16)
         for (int k = 0; k < n; k++) dx16[o + k] = to16_of(out[k], t16);
 }
@@ -597,10 +602,7 @@ __device__ static void ln_bwd_chunk(const float *x, const float *w, const float 
                 *(float4 *)(sg + s0) = make_float4(gy[k][0], gy[k][1], gy[k][2], gy[k][3]);
                 *(float4 *)(sh + s0) = make_float4((xv[k][0] - mu) * rs, (xv[k][1] - mu) * rs,
                                                    (xv[k][2] - mu) * rs, (xv[k][3] - mu) * rs);
-                if (sum16)
-                    *(uint2 *)(sd + s0) =
-                        make_uint2((uint32_t)to16_of(out[0], t16) | (uint32_t)to16_of(out[1], t16) << 16,
-                                   (uint32_t)to16_of(out[2], t16) | (uint32_t)to16_of(out[3], t16) << 16);
+                if (sum16) *(uint2 *)(sd + s0) = to16x4_of(out[0], out[1], out[2], out[3], t16);
             }
         }
         __syncthreads();
