@@ -12,6 +12,9 @@ grep -q "6N + 12 L T C (PaLM appendix B; N = 100096 parameters outside the embed
   && ok "the FLOP formula and N are printed" || fail "flop formula line" "$(head -3 "$TMP/b.out")"
 jq -e '.rows | length == 2 and all(.[]; .tokens_per_s > 0 and .step_ms > 0 and .mfu > 0 and .split_ms.forward > 0 and .split_ms.backward > 0 and .peak_allocated_bytes > 0)' "$TMP/b.json" >/dev/null \
   && ok "JSON: tokens/s, ms/step, MFU, the split and peak memory per precision" || fail "bench gpt JSON" "$(head -c 400 "$TMP/b.json")"
+# the split from the trainer's marks (src/cli/bench_split.c), inside the compute phase
+jq -e 'all(.rows[]; .split_from == "device marks" and .split_ms.forward + .split_ms.backward <= .split_ms.forward_backward * 1.001 + 0.001)' "$TMP/b.json" >/dev/null \
+  && ok "the split comes from the device marks, within the compute phase" || fail "split from marks" "$(jq -c '[.rows[] | {split_from, split_ms}]' "$TMP/b.json" 2>&1)"
 expect_exit "a sequence longer than the context: exit 2" 2 "$PLUMB" bench gpt --preset gpt-tiny --seq-len 65
 grep -q -- "--seq-len: 65" "$TMP/err" && ok "the option is named" || fail "seq-len message" "$(cat "$TMP/err")"
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then

@@ -16,6 +16,10 @@ for r in j["results"]:
     for k in ("images_per_s", "step_ms", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "loader_images_per_s"):
         assert isinstance(r[k], (int, float)) and math.isfinite(r[k]), (k, r[k])
     assert r["images_per_s"] > 0 and r["peak_allocated_bytes"] > 0 and r["leak"] is False, r
+    # the split from the trainer's marks (src/cli/bench_split.c): inside the compute phase
+    assert r["split_from"] == "device marks", r["split_from"]
+    assert r["forward_ms"] > 0 and r["backward_ms"] > 0, r
+    assert r["forward_ms"] + r["backward_ms"] <= r["forward_backward_ms"] * 1.001 + 1e-3, r
     # the 16-bit activation pipeline (models/resnet/resnet16.c) runs for bf16/fp16 by default
     assert r["activations"] == ("fp32" if r["precision"] == "fp32" else "16-bit"), r
     if sys.argv[2] == "1":

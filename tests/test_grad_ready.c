@@ -98,7 +98,7 @@ static void check_workload(const struct workload *wl)
     struct mcomm_ctx mx = {self, d};
     struct model_comm comm;
     mcomm_bind(&mx, &comm);
-    struct step_ctx sc = {&r, hook, NULL, &comm, 0};
+    struct step_ctx sc = {.ctx = &r, .grad_ready = hook, .comm = &comm};
     struct model_loss loss = {0, 0};
     rc = wl->model->forward_backward(m, &b, 1.0f / B, &sc, &loss, &e);
     CHECK_MSG(rc == 0, "%s: forward_backward: %s", wl->name, e.msg);

@@ -30,26 +30,34 @@ static inline long bench_warm_steps(const struct dev *d, long warmup, int nb)
     return d->be->graph_begin && warmup < 2L * nb ? 2L * nb : warmup;
 }
 
-/* The step split's forward and backward (bench gpt, bench resnet): the
- * forward is timed alone, op by op, and the backward is the step's forward
- * and backward less it. Where the timed steps were replayed as one graph
- * (train/trainer.c: forward and backward deferred and captured together)
- * that difference mixes a graph with op-by-op launches (resnet152 bf16/64 on
- * an H100: a 27 ms forward alone against a 33 ms graphed whole), so the split
- * gives only the whole: forward and backward NaN, printed "-", null in JSON. */
+/* The step split (bench gpt, bench resnet; bench_split.c). Where the
+ * trainer can mark the device's time inside a step (trainer_phase_marks:
+ * dev.h's event_mark, and a model that calls forward_done), forward and
+ * backward are device time between those marks, graphed or not, and the
+ * gradient checks and norm after the backward are in neither. Elsewhere the
+ * forward is timed alone, op by op, and the backward is the step's compute
+ * phase less it; where those steps were replayed as one graph that
+ * difference would mix a graph with op-by-op launches (resnet152 bf16/64 on
+ * an H100: a 27 ms forward alone against a 33 ms graphed whole), so the
+ * split gives only the whole: forward and backward NaN, printed "-", null
+ * in JSON. */
 #include <math.h>
 struct bench_split {
-    double fwd_ms, bwd_ms; /* NaN where graphed */
-    double fb_ms;          /* forward and backward together */
-    int graphed;
+    double fwd_ms, bwd_ms; /* NaN: no split */
+    double fb_ms;          /* the trainer's compute phase: forward and backward together */
+    double comm_ms, opt_ms;
+    int graphed;           /* the timed steps were graph replays */
+    int marked;            /* fwd_ms, bwd_ms from the trainer's marks */
 };
-static inline void bench_split_set(struct bench_split *s, double fwd_s, double fb_s, double steps, int graphed)
-{
-    s->graphed = graphed;
-    s->fb_ms = 1e3 * fb_s / steps;
-    s->fwd_ms = graphed ? NAN : 1e3 * fwd_s / steps;
-    s->bwd_ms = graphed ? NAN : 1e3 * (fb_s - fwd_s) / steps;
-}
+struct trainer;
+struct batch;
+/* Runs `steps` more training steps from *step (advanced), each timed apart
+ * with a synchronisation, and fills s; first, with the marks, untimed steps
+ * (bench_warm_steps over nb batches) so the step graphs are captured again
+ * with them. next(ctx, step) gives each step's device batch of
+ * `global_valid` samples. */
+int bench_split_run(struct trainer *tr, long *step, long steps, long global_valid, int nb,
+                    struct batch (*next)(void *ctx, long step), void *ctx, struct bench_split *s, plumb_err *e);
 /* a table cell of w characters: the milliseconds, or "-" */
 static inline const char *bench_ms_cell(char *buf, size_t n, int w, double ms)
 {
@@ -58,12 +66,17 @@ static inline const char *bench_ms_cell(char *buf, size_t n, int w, double ms)
     return buf;
 }
 static inline json_t *bench_ms_json(double ms) { return isfinite(ms) ? json_real(ms) : json_null(); }
-/* the note under a table whose rows include a graphed split */
-static inline void bench_split_note(int any_graphed)
+/* where a row's forward / backward came from, for the JSON */
+static inline const char *bench_split_from(const struct bench_split *s)
 {
-    if (any_graphed)
-        printf("fwd and bwd \"-\": the step ran as one graph replay (forward and backward captured together), "
-               "so it has no split; the JSON's forward_backward_ms is the two together\n");
+    return s->marked ? "device marks" : isfinite(s->fwd_ms) ? "forward timed alone" : "none (one graph replay)";
+}
+/* the note under a table where some row has no forward / backward split */
+static inline void bench_split_note(int any_unsplit)
+{
+    if (any_unsplit)
+        printf("fwd and bwd \"-\": the step ran as one graph replay and the device or model cannot mark the "
+               "forward's end inside it, so it has no split; the JSON's forward_backward_ms is the two together\n");
 }
 
 #endif

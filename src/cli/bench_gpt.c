@@ -13,12 +13,13 @@
  *
  * Method: synthetic tokens (Philox) for NB_DEV batches on the device;
  * --warmup untimed steps, then --steps steps queued back to back and timed
- * to one synchronisation (the whole-step figure); the split times each part
- * on the host around a synchronisation over another --steps steps: forward
- * = a forward pass to the loss (model_ops.forward), backward = the
- * trainer's compute phase minus that, communication = its comm phase,
- * optimizer = the rest of the step; data = the host's wait for the
- * trainer's own data path over --steps more steps (trainer_steps). */
+ * to one synchronisation (the whole-step figure); the split times another
+ * --steps steps one at a time (bench_split.c): forward and backward = the
+ * device time between the trainer's marks (the forward through ln_f; the
+ * fused classifier, logits to logit gradients, counts with the backward:
+ * models/gpt/gpt.h), graph replays included; communication = the trainer's
+ * comm phase, optimizer = the rest of the step; data = the host's wait for
+ * the trainer's own data path over --steps more steps (trainer_steps). */
 #include "cli/bench.h"
 #include "cli/args.h"
 #include "comm/comm.h"
@@ -46,8 +47,8 @@ struct opts {
 };
 
 struct timing {
-    double tokens_s, step_ms, opt_ms, comm_ms, data_ms;
-    struct bench_split split; /* forward, backward (bench.h) */
+    double tokens_s, step_ms, data_ms;
+    struct bench_split split; /* forward, backward, communication, optimizer (bench.h) */
     size_t peak_alloc, peak_reserved;
     long graphed; /* trainer steps replayed as a graph (warm-up included) */
 };
@@ -79,10 +80,23 @@ static int config_for(const struct opts *o, const char *prec, long total_steps, 
     return train_config_finish(c, e);
 }
 
+/* NB_DEV device batches of tokens and targets, taken in turn */
+struct dev_tokens {
+    int32_t *(*dt)[2]; /* [NB_DEV][tokens, targets] */
+    int B;
+};
+static struct batch dev_tokens_batch(void *ctx, long step)
+{
+    const struct dev_tokens *k = ctx;
+    return (struct batch){.B = k->B, .n_valid = k->B, .on_device = 1,
+                          .field = {k->dt[step % NB_DEV][0], k->dt[step % NB_DEV][1]}};
+}
+
 static int bench_precision(const struct opts *o, struct comm *hc, const char *prec, int V, struct timing *t, plumb_err *e)
 {
     memset(t, 0, sizeof *t);
-    const long total = o->warmup + 2 * NB_DEV + 3 * o->steps + 8;
+    /* warm-up, the timed steps, the split's (and its re-capture), the data path's */
+    const long total = o->warmup + 4 * NB_DEV + 3 * o->steps + 8;
     struct train_config cfg;
     struct config_text txt;
     int rc = config_for(o, prec, total, &txt, &cfg, e);
@@ -90,8 +104,6 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     struct trainer *tr = NULL;
     if ((rc = trainer_open(&cfg, hc, &tr, e))) return rc;
     struct dev *d = trainer_dev(tr);
-    struct model *m;
-    const struct model_ops *mo = trainer_model(tr, &m);
     const size_t n = (size_t)o->batch * o->seq;
     int32_t *h = malloc(n * 2 * sizeof(int32_t));
     int32_t *dt[NB_DEV][2];
@@ -112,8 +124,8 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     free(h);
     long step = 0;
     struct trainer_step_stats ss;
-#define DB(i) (struct batch){.B = (int)o->batch, .n_valid = (int)o->batch, .on_device = 1, \
-                             .field = {dt[(i) % NB_DEV][0], dt[(i) % NB_DEV][1]}}
+    struct dev_tokens dtk = {dt, (int)o->batch};
+#define DB(i) dev_tokens_batch(&dtk, (i))
     const long warm = bench_warm_steps(d, o->warmup, NB_DEV);
     for (long i = 0; i < warm && !rc; i++, step++) {
         struct batch b = DB(step);
@@ -129,29 +141,9 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     const double whole = timer_now() - t0;
     t->step_ms = 1e3 * whole / (double)o->steps;
     t->tokens_s = (double)n * (double)o->steps / whole;
-    double tf = 0, tfb = 0, tc = 0, to = 0;
-    long g0 = 0, g1 = 0;
-    trainer_step_kinds(tr, NULL, &g0);
-    for (long i = 0; i < o->steps && !rc; i++, step++) {
-        struct batch b = DB(step);
-        const double a = timer_now();
-        rc = mo->forward ? mo->forward(m, &b, e) : PLUMB_OK;
-        if (!rc) rc = dev_sync(d, e);
-        const double b1 = timer_now();
-        if (!rc) rc = trainer_step_on(tr, &b, step, o->batch, &ss, e);
-        if (!rc) rc = dev_sync(d, e);
-        const double e1 = timer_now();
-        tf += b1 - a;
-        tfb += ss.compute_s;
-        tc += ss.comm_s;
-        to += (e1 - b1) - ss.compute_s - ss.comm_s;
-    }
 #undef DB
     const double ns = (double)o->steps;
-    trainer_step_kinds(tr, NULL, &g1);
-    bench_split_set(&t->split, tf, tfb, ns, g1 > g0);
-    t->comm_ms = 1e3 * tc / ns;
-    t->opt_ms = 1e3 * to / ns;
+    if (!rc) rc = bench_split_run(tr, &step, o->steps, o->batch, NB_DEV, dev_tokens_batch, &dtk, &t->split, e);
     if (!rc) {
         struct trainer_steps_time tm;
         rc = trainer_steps(tr, step, 0, o->steps, &tm, e);
@@ -311,7 +303,7 @@ int bench_gpt(int argc, char **argv)
     json_object_set_new(out, "seq_len", json_integer(o.seq));
     json_object_set_new(out, "flops_per_token", json_real(fpt));
     json_object_set_new(out, "flops_formula", json_string("6N + 12 L T C per token, N = non-embedding parameters"));
-    int status = 0, any_graphed = 0;
+    int status = 0, any_unsplit = 0;
     for (int p = 0; p < npr; p++) {
         struct timing t;
         const long f16 = gpt16_forward_count;
@@ -326,10 +318,10 @@ int bench_gpt(int argc, char **argv)
         char mfu[16] = "n/a";
         if (pk > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * tfl / pk);
         char fc[24], bc[24];
-        any_graphed |= t.split.graphed;
+        any_unsplit |= !isfinite(t.split.fwd_ms);
         printf("%-6s %12.0f %9.2f %9.3f %7s %s %s %8.2f %8.2f %8.2f %10.1f  %s\n", plist[p], t.tokens_s, t.step_ms,
                tfl, mfu, bench_ms_cell(fc, sizeof fc, 8, t.split.fwd_ms), bench_ms_cell(bc, sizeof bc, 8, t.split.bwd_ms),
-               t.opt_ms, t.comm_ms, t.data_ms, (double)t.peak_alloc / 1048576.0,
+               t.split.opt_ms, t.split.comm_ms, t.data_ms, (double)t.peak_alloc / 1048576.0,
                act16 ? "16-bit" : "fp32");
         json_t *r = json_object();
         json_object_set_new(r, "precision", json_string(plist[p]));
@@ -344,8 +336,9 @@ int bench_gpt(int argc, char **argv)
         json_object_set_new(r, "split_ms", json_pack("{s:o, s:o, s:f, s:f, s:f, s:f}", "forward",
                                                      bench_ms_json(t.split.fwd_ms), "backward",
                                                      bench_ms_json(t.split.bwd_ms), "forward_backward", t.split.fb_ms,
-                                                     "optimizer", t.opt_ms, "comm", t.comm_ms, "data",
+                                                     "optimizer", t.split.opt_ms, "comm", t.split.comm_ms, "data",
                                                      t.data_ms));
+        json_object_set_new(r, "split_from", json_string(bench_split_from(&t.split)));
         json_object_set_new(r, "peak_allocated_bytes", json_integer((json_int_t)t.peak_alloc));
         json_object_set_new(r, "peak_reserved_bytes", json_integer((json_int_t)t.peak_reserved));
         if (o.vs_pytorch) {
@@ -366,7 +359,7 @@ int bench_gpt(int argc, char **argv)
         }
         json_array_append_new(rows, r);
     }
-    bench_split_note(any_graphed);
+    bench_split_note(any_unsplit);
     json_object_set_new(out, "rows", rows);
     if (o.json && jsonx_write_file(o.json, out, &e)) {
         fprintf(stderr, "plumb bench gpt: %s\n", e.msg);

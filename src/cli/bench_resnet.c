@@ -14,12 +14,15 @@
  * it in sampler order are uploaded first. "device" timing: --steps trainer
  * steps cycling through those batches back to back, one synchronisation at
  * the end (as the PyTorch script times its loop); "loader": the same number
- * of steps fed by the trainer's data path (the device feed on a GPU). Split:
- * forward = the model's training forward alone (model_ops.forward: batch
- * statistics, no backward, running statistics untouched), backward = the
- * step's forward+backward phase - forward, communication = the step's
- * gradient exchange (none on one rank), optimizer = the rest of the step to
- * a synchronisation; each part timed on the host around calls followed by a
+ * of steps fed by the trainer's data path (the device feed on a GPU). Split
+ * (bench_split.c): forward and backward = device time between the trainer's
+ * marks (the forward to the logits; the loss counts with the backward),
+ * graph replays included; where the device cannot mark, forward = the
+ * model's training forward alone (model_ops.forward: batch statistics, no
+ * backward, running statistics untouched) and backward = the step's
+ * forward+backward phase - forward; communication = the step's gradient
+ * exchange (none on one rank), optimizer = the rest of the step to a
+ * synchronisation, timed on the host around calls followed by a
  * synchronisation. Memory: the caching allocator's counters; leak check:
  * reserved bytes after warm-up equal reserved bytes after --leak-steps more
  * steps. The PyTorch side trains on random inputs already on the device
@@ -55,8 +58,8 @@ struct opts {
 };
 
 struct timing {
-    double step_ms, loader_ms, opt_ms, comm_ms, data_ms, build_ms, enqueue_ms;
-    struct bench_split split; /* forward, backward (bench.h) */
+    double step_ms, loader_ms, data_ms, build_ms, enqueue_ms;
+    struct bench_split split; /* forward, backward, communication, optimizer (bench.h) */
     double images_s, images_s_loader;
     size_t peak_alloc, peak_reserved, reserved_warm, reserved_end;
     long graphed;           /* trainer steps replayed as a graph (warm-up included) */
@@ -138,11 +141,22 @@ static struct batch dbatch(const struct dev_batches *db, long step, long batch)
     return b;
 }
 
+struct split_batches {
+    const struct dev_batches *db;
+    long batch;
+};
+static struct batch split_batch(void *ctx, long step)
+{
+    const struct split_batches *k = ctx;
+    return dbatch(k->db, step, k->batch);
+}
+
 static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, long batch, struct timing *t, plumb_err *e)
 {
     memset(t, 0, sizeof *t);
     t->torch_mem[0] = t->torch_mem[1] = NAN;
-    const long total = o->warmup + 2 * NB_DEV + 2 * o->steps + (o->steps + o->warmup) + o->leak_steps + 1;
+    /* warm-up, timed, the split's steps and re-capture, the loader's, the leak check's */
+    const long total = o->warmup + 4 * NB_DEV + 2 * o->steps + (o->steps + o->warmup) + o->leak_steps + 1;
     char bs[32], steps[32], lr[32], pool[32], th[32];
     snprintf(bs, sizeof bs, "%ld", batch);
     snprintf(steps, sizeof steps, "%ld", total);
@@ -162,8 +176,6 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
     struct trainer *tr = NULL;
     if ((rc = trainer_open(&cfg, hc, &tr, e))) return rc;
     struct dev *d = trainer_dev(tr);
-    struct model *m;
-    const struct model_ops *mo = trainer_model(tr, &m);
     struct dev_batches db;
     rc = make_batches(&cfg, d, batch, &db, e);
     long step = 0;
@@ -187,28 +199,9 @@ static int bench_config(const struct opts *o, struct comm *hc, dtype_t prec, lon
     t->enqueue_ms = 1e3 * enq / ns;
     t->step_ms = 1e3 * whole / ns;
     t->images_s = (double)batch * ns / whole;
-    /* split: a training forward alone, then the step with its phases */
-    double tf = 0, tfb = 0, tc = 0, to = 0;
-    long g0 = 0, g1 = 0;
-    trainer_step_kinds(tr, NULL, &g0);
-    for (long i = 0; i < o->steps && !rc; i++, step++) {
-        struct batch b = dbatch(&db, step, batch);
-        double a = now();
-        rc = mo->forward ? mo->forward(m, &b, e) : PLUMB_OK;
-        if (!rc) rc = dev_sync(d, e);
-        double b1 = now();
-        if (!rc) rc = trainer_step_on(tr, &b, step, batch, &ss, e);
-        if (!rc) rc = dev_sync(d, e);
-        double e1 = now();
-        tf += b1 - a;
-        tfb += ss.compute_s;
-        tc += ss.comm_s;
-        to += (e1 - b1) - ss.compute_s - ss.comm_s;
-    }
-    trainer_step_kinds(tr, NULL, &g1);
-    bench_split_set(&t->split, tf, tfb, ns, g1 > g0);
-    t->comm_ms = 1e3 * tc / ns;
-    t->opt_ms = 1e3 * to / ns;
+    /* the split: each step timed apart (bench_split.c) */
+    struct split_batches sb = {&db, batch};
+    if (!rc) rc = bench_split_run(tr, &step, o->steps, batch, NB_DEV, split_batch, &sb, &t->split, e);
     /* the trainer's own data path */
     if (!rc) {
         struct trainer_steps_time tm;
@@ -346,8 +339,9 @@ static void put_row(json_t *res, const char *prec, long batch, const struct timi
     json_object_set_new(r, "forward_ms", bench_ms_json(t->split.fwd_ms));
     json_object_set_new(r, "backward_ms", bench_ms_json(t->split.bwd_ms));
     json_object_set_new(r, "forward_backward_ms", json_real(t->split.fb_ms));
-    json_object_set_new(r, "comm_ms", json_real(t->comm_ms));
-    json_object_set_new(r, "optimizer_ms", json_real(t->opt_ms));
+    json_object_set_new(r, "split_from", json_string(bench_split_from(&t->split)));
+    json_object_set_new(r, "comm_ms", json_real(t->split.comm_ms));
+    json_object_set_new(r, "optimizer_ms", json_real(t->split.opt_ms));
     json_object_set_new(r, "loader_images_per_s", json_real(t->images_s_loader));
     json_object_set_new(r, "loader_step_ms", json_real(t->loader_ms));
     json_object_set_new(r, "loader_build_ms_per_batch", json_real(t->build_ms));
@@ -494,10 +488,11 @@ int bench_resnet(int argc, char **argv)
                         json_string("whole steps: --steps steps of the trainer's step (train/trainer.h, the one "
                                     "training loop: forward+backward with BatchNorm, the status all-reduce, gradient "
                                     "checks, SGD momentum) back to back on batches already on the device, host time "
-                                    "to the final synchronisation; loader: the trainer's own data path; split: the "
-                                    "model's training forward alone then the step, each followed by a "
-                                    "synchronisation, backward = forward+backward phase - forward, optimizer = the "
-                                    "rest of the step; memory from the caching allocator; PyTorch: "
+                                    "to the final synchronisation; loader: the trainer's own data path; split: each "
+                                    "step followed by a synchronisation, forward and backward the device time "
+                                    "between the trainer's marks (split_from 'device marks'; graph replays "
+                                    "included), else the model's training forward alone and backward = "
+                                    "forward+backward phase - forward; optimizer = the rest of the step; memory from the caching allocator; PyTorch: "
                                     "bench/resnet_torch.py on the same device, same shapes, random inputs"));
     int fail = 0;
     dev_close(d); /* the trainer opens its own; this one only described the device */
@@ -510,7 +505,7 @@ int bench_resnet(int argc, char **argv)
         printf("\n%-5s %6s | %9s %9s | %7s %8s %8s %7s %7s | %9s %6s | %9s %9s %5s | %9s %9s %6s %6s  %s\n", "prec", "batch",
                "images/s", "step ms", "data", "fwd", "bwd", "comm", "opt", "loader/s", "ratio", "peak MiB", "rsv MiB",
                "leak", "torch eag", "torch cmp", "x eag", "x cmp", "activations");
-    int any_graphed = 0;
+    int any_unsplit = 0;
     for (int pi = 0; pi < np && !rc; pi++)
         for (int bi = 0; bi < nbt && !rc; bi++) {
             struct timing t;
@@ -537,11 +532,11 @@ int bench_resnet(int argc, char **argv)
                 }
             }
             char fc[24], bc[24];
-            any_graphed |= t.split.graphed;
+            any_unsplit |= !isfinite(t.split.fwd_ms);
             printf("%-5s %6ld | %9.1f %9.2f | %7.2f %s %s %7.2f %7.2f | %9.1f %6.2f | %9.1f %9.1f %5s | %9s %9s "
                    "%6s %6s  %s\n",
                    plist[pi], bs[bi], t.images_s, t.step_ms, t.data_ms, bench_ms_cell(fc, sizeof fc, 8, t.split.fwd_ms),
-                   bench_ms_cell(bc, sizeof bc, 8, t.split.bwd_ms), t.comm_ms, t.opt_ms,
+                   bench_ms_cell(bc, sizeof bc, 8, t.split.bwd_ms), t.split.comm_ms, t.split.opt_ms,
                    t.images_s_loader, t.loader_ms / t.step_ms, t.peak_alloc / 1048576.0, t.peak_reserved / 1048576.0,
                    o.leak_steps ? (leak ? "LEAK" : "flat") : "-", te[0], te[1], tx[0], tx[1], act16 ? "16-bit" : "fp32");
             for (int k = 0; k < 2; k++)
@@ -551,7 +546,7 @@ int bench_resnet(int argc, char **argv)
             fail |= leak;
             put_row(res, plist[pi], bs[bi], &t, o.vs_pytorch, leak, act16);
         }
-    bench_split_note(any_graphed);
+    bench_split_note(any_unsplit);
     json_object_set(root, "results", res);
     if (!rc && o.json) rc = jsonx_write_file(o.json, root, &e);
     json_decref(res);

@@ -170,4 +170,6 @@ const struct dev_backend cpu_backend = {
     .set_numerics = cpu_set_numerics,
     .describe_determinism = cpu_describe_determinism,
     .ops = &cpu_ops,
+    /* no graphs here, and every op has run when it returns: a mark is a record */
+    .event_mark = cpu_event_record,
 };

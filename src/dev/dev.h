@@ -24,8 +24,9 @@
 
 /* 2: stream_native and stream_query joined the backend table.
  * 3: graph_begin/end/launch/destroy (optional).
- * 4: dev_info.pci_bus_id (rank binding, train/bind.h). */
-#define PLUMB_BACKEND_ABI 4
+ * 4: dev_info.pci_bus_id (rank binding, train/bind.h).
+ * 5: event_mark (optional). */
+#define PLUMB_BACKEND_ABI 5
 #define PLUMB_BACKEND_SYMBOL "plumb_backend_register_v1"
 
 enum numerics { NUMERICS_FAST = 0, NUMERICS_GOLDEN = 1 };
@@ -154,6 +155,14 @@ struct dev_backend {
     int (*graph_end)(struct dev *d, dev_stream *s, dev_graph **g, plumb_err *e);
     int (*graph_launch)(struct dev *d, dev_graph *g, dev_stream *s, plumb_err *e);
     void (*graph_destroy)(struct dev *d, dev_graph *g);
+    /* Optional (NULL: none): event_record that also holds inside a graph.
+     * Recorded while s is being captured, ev becomes a node of the graph and
+     * is recorded again at that point of every replay (CUDA: an external
+     * event node, cudaEventRecordExternal), so event_elapsed_ms times the
+     * parts of a replayed step (bench's forward / backward split). Outside a
+     * capture: event_record. A plain event_record inside a capture only
+     * orders streams (it is no node), and its time is never taken. */
+    int (*event_mark)(struct dev *d, dev_event *ev, dev_stream *s, plumb_err *e);
 };
 
 /* Filled by the backend's open(). */

@@ -342,6 +342,21 @@ static int gpu_event_record(struct dev *d, dev_event *ev, dev_stream *s, plumb_e
     return PLUMB_OK;
 }
 
+#if PLUMB_HAVE_EVENT_MARK
+/* event_record that is also a node of a graph captured around it (dev.h) */
+static int gpu_event_mark(struct dev *d, dev_event *ev, dev_stream *s, plumb_err *e)
+{
+    cudaStream_t st = gpu_stream(d, s)->s;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    GPU_CHECK(d, cudaStreamIsCapturing(st, &cs), e);
+    if (cs == cudaStreamCaptureStatusActive)
+        GPU_CHECK(d, cudaEventRecordWithFlags(ev->ev, st, cudaEventRecordExternal), e);
+    else
+        GPU_CHECK(d, cudaEventRecord(ev->ev, st), e);
+    return PLUMB_OK;
+}
+#endif
+
 static int gpu_stream_wait_event(struct dev *d, dev_stream *s, dev_event *ev, plumb_err *e)
 {
     GPU_CHECK(d, cudaStreamWaitEvent(gpu_stream(d, s)->s, ev->ev, 0), e);
@@ -465,6 +480,11 @@ static const struct dev_backend g_backend = {
     gpu_graph_end,
     gpu_graph_launch,
     gpu_graph_destroy,
+#if PLUMB_HAVE_EVENT_MARK
+    gpu_event_mark,
+#else
+    NULL, /* the runtime has no external event nodes: bench's split is the whole step where graphed */
+#endif
 };
 
 extern "C" __attribute__((visibility("default"))) int plumb_backend_register_v1(

@@ -75,6 +75,19 @@ typedef unsigned long long plumb_lanemask_t;
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventElapsedTime hipEventElapsedTime
+/* external event nodes (backend.cu's event_mark): HIP 6.1 and later have
+ * hipEventRecordWithFlags; Debian's HIP 5 does not, and leaves event_mark out */
+#if defined(hipEventRecordExternal)
+#define PLUMB_HAVE_EVENT_MARK 1
+#define cudaStreamIsCapturing hipStreamIsCapturing
+#define cudaStreamCaptureStatus hipStreamCaptureStatus
+#define cudaStreamCaptureStatusNone hipStreamCaptureStatusNone
+#define cudaStreamCaptureStatusActive hipStreamCaptureStatusActive
+#define cudaEventRecordWithFlags hipEventRecordWithFlags
+#define cudaEventRecordExternal hipEventRecordExternal
+#else
+#define PLUMB_HAVE_EVENT_MARK 0
+#endif
 
 /* HIP 5.x has no *_sync shuffles; all lanes of the wavefront take part. */
 template <typename T> __device__ static inline T plumb_shfl_xor(T v, int lane_mask)
@@ -99,6 +112,8 @@ __device__ static inline void plumb_syncwarp(void)
 
 #define PLUMB_VENDOR "cuda"
 #define PLUMB_WARP 32
+/* cudaEventRecordExternal: CUDA 11.1 on */
+#define PLUMB_HAVE_EVENT_MARK (CUDART_VERSION >= 11010)
 typedef unsigned int plumb_lanemask_t;
 #if CUDART_VERSION >= 12000
 #define plumb_graph_instantiate(x, g) cudaGraphInstantiate((x), (g), 0)

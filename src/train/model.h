@@ -161,6 +161,13 @@ struct step_ctx {
     int (*fold_shard)(void *ctx, int j, const struct model_loss *l, plumb_err *e);
     const struct model_comm *comm;
     int golden;      /* golden numerics (exact collectives: sum_i64) */
+    /* NULL: none. Called once a forward_backward, when the forward is queued
+     * and before the first backward op (a model whose loss is fused with the
+     * gradient of its last layer calls it before that fused op). The trainer
+     * marks the time there (dev.h's event_mark) for bench's forward /
+     * backward split, which holds inside graph replays; a model that never
+     * calls it leaves the split to the whole step. */
+    int (*forward_done)(void *ctx, plumb_err *e);
 };
 
 /* ----------------------------------------------------------------- ops */

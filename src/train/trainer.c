@@ -230,6 +230,7 @@ struct trainer {
         dev_graph *g;       /* NULL: seen once (the next step with this key captures) */
         unsigned used;      /* LRU clock */
         int fused;          /* captured with the sparse SGD inside the backward */
+        int ph_valid;       /* captured with the three phase marks (ph below) */
         long replays;       /* launches of g */
     } sg[GRAPHS];
     unsigned sg_clock;
@@ -237,6 +238,11 @@ struct trainer {
     long evicted;             /* captured graphs dropped for a new key (LRU) before a second replay */
     long deferred;            /* steps run by fast_local_deferred */
     long fused_total;         /* steps whose backward applied the sparse SGD */
+    /* trainer_phase_marks: marks before the forward_backward (0), at the
+     * model's forward_done (1) and after it (2); ph_hits counts forward_done
+     * calls of the current one; ph_valid: the last step has the three */
+    dev_event *ph[3];
+    int ph_on, ph_hits, ph_valid;
 };
 
 /* ------------------------------------------------------------------ utils */
@@ -330,6 +336,8 @@ static void trainer_free(struct trainer *t)
             if (t->q_ev[i]) t->d->be->event_destroy(t->d, t->q_ev[i]);
         for (int i = 0; i < GRAPHS; i++)
             if (t->sg[i].g) t->d->be->graph_destroy(t->d, t->sg[i].g);
+        for (int i = 0; i < 3; i++)
+            if (t->ph[i]) t->d->be->event_destroy(t->d, t->ph[i]);
         if (t->h_out) t->d->be->host_free(t->d, t->h_out);
     }
     optim_free(&t->opt);
@@ -1288,6 +1296,34 @@ static void flag_model_failure(struct trainer *t, struct step_info *si, int mrc,
     }
 }
 
+/* step_ctx.forward_done: the phase mark between forward and backward */
+static int phase_forward_done(void *ctx, plumb_err *e)
+{
+    struct trainer *t = (struct trainer *)ctx;
+    if (++t->ph_hits != 1) return PLUMB_OK; /* called twice: the step has no split (fwd_bwd) */
+    return t->d->be->event_mark(t->d, t->ph[1], NULL, e);
+}
+
+static int model_fwd_bwd(struct trainer *t, const struct batch *mb, float gscale, const struct step_ctx *sc,
+                         struct model_loss *l, plumb_err *e)
+{
+    t->ph_valid = 0;
+    if (!t->ph_on) return t->mo->forward_backward(t->m, mb, gscale, sc, l, e);
+    /* the marks around a whole batch's forward_backward (queued inside a
+     * capture they are nodes of the graph: dev.h's event_mark); every step
+     * context of this file has the trainer as its ctx */
+    struct step_ctx pc = sc ? *sc : (struct step_ctx){0};
+    pc.ctx = t, pc.forward_done = phase_forward_done;
+    t->ph_hits = 0;
+    int rc = t->d->be->event_mark(t->d, t->ph[0], NULL, e);
+    if (rc) return rc;
+    rc = t->mo->forward_backward(t->m, mb, gscale, &pc, l, e);
+    if (rc) return rc;
+    if ((rc = t->d->be->event_mark(t->d, t->ph[2], NULL, e))) return rc;
+    t->ph_valid = t->ph_hits == 1;
+    return PLUMB_OK;
+}
+
 /* Forward + backward of the step's local batch (whole), or of its samples
  * [off, off+cnt) (OOM split), from the device feed or the host batch. */
 static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off, long cnt, float gscale,
@@ -1308,7 +1344,11 @@ static int fwd_bwd(struct trainer *t, struct host_batch *b, int whole, long off,
         host_batch_view(&t->fs, b, off, (int)cnt, &mb);
     }
     mb.global_valid = b->st.global_valid;
-    return t->mo->forward_backward(t->m, &mb, gscale, sc, l, e);
+    if (!whole) {
+        t->ph_valid = 0; /* a piece of the step: no split */
+        return t->mo->forward_backward(t->m, &mb, gscale, sc, l, e);
+    }
+    return model_fwd_bwd(t, &mb, gscale, sc, l, e);
 }
 
 /* OOM split (rare): micro-batch by micro-batch, the dense gradients summed on
@@ -1645,12 +1685,14 @@ static int queue_local(struct trainer *t, struct host_batch *b, struct step_info
         }
         t->captures++;
         g->fused = t->fused_step;
+        g->ph_valid = t->ph_valid;
     } else {
         /* the host state a capture leaves (the sparse list's pointers) is the same every replay */
         si->queued = want_norm(t) ? 2 : 1;
         t->have_ss = want_norm(t);
         t->fused_step = g->fused;
         if (g->fused) t->fused_total++;
+        t->ph_valid = g->ph_valid;
     }
     double t0 = timer_now();
     int rc = d->be->graph_launch(d, g->g, NULL, e);
@@ -1813,6 +1855,9 @@ static int deferred_graphed(struct trainer *t, struct host_batch *b, const struc
             return deferred_body(t, b, gscale, inv, norm, mrc, me, e);
         }
         t->captures++;
+        g->ph_valid = t->ph_valid;
+    } else {
+        t->ph_valid = g->ph_valid;
     }
     int rc = d->be->graph_launch(d, g->g, NULL, e);
     if (!rc) t->graphed++, g->replays++;
@@ -1870,6 +1915,7 @@ static int step_local(struct trainer *t, struct host_batch *b, struct step_info 
     *loss_fix = 0;
     *count = 0;
     t->fused_step = 0;
+    t->ph_valid = 0; /* until a whole forward_backward or a graph of one sets it */
     double t0 = timer_now();
     int skip = 0;
     if (t->oom_inject_left > 0) {
@@ -2548,6 +2594,37 @@ void trainer_step_kinds(const struct trainer *t, long *fused, long *graphed)
 }
 
 struct dev *trainer_dev(struct trainer *t) { return t->d; }
+
+int trainer_phase_marks(struct trainer *t, int on, plumb_err *e)
+{
+    const struct dev_backend *be = t->d->be;
+    if (t->n_q > 0) /* a queued step may still replay a graph graphs_drop would free */
+        return err_set(e, PLUMB_EUSAGE, "trainer_phase_marks: %d steps still queued", t->n_q);
+    if (on && !be->event_mark)
+        return err_set(e, PLUMB_EUNSUPPORTED, "%s: the device cannot mark times inside a graph (no event_mark)",
+                       t->d->label);
+    for (int i = 0; on && i < 3; i++) {
+        int rc = t->ph[i] ? PLUMB_OK : be->event_create(t->d, &t->ph[i], e);
+        if (rc) return rc;
+    }
+    if (on != t->ph_on) graphs_drop(t); /* the next captures have the marks, or lose them */
+    t->ph_on = on;
+    t->ph_valid = 0;
+    return PLUMB_OK;
+}
+
+dev_event *trainer_phase_event(struct trainer *t, int i) { return i >= 0 && i < 3 ? t->ph[i] : NULL; }
+
+int trainer_phase_ms(struct trainer *t, double *fwd_ms, double *bwd_ms, plumb_err *e)
+{
+    *fwd_ms = *bwd_ms = NAN;
+    if (!t->ph_on || !t->ph_valid) return PLUMB_OK;
+    float a, b;
+    int rc = t->d->be->event_elapsed_ms(t->d, t->ph[0], t->ph[1], &a, e);
+    if (!rc) rc = t->d->be->event_elapsed_ms(t->d, t->ph[1], t->ph[2], &b, e);
+    if (!rc) *fwd_ms = a, *bwd_ms = b;
+    return rc;
+}
 int trainer_digest(struct trainer *t, char hex[65], plumb_err *e)
 {
     while (t->n_q > 0) {

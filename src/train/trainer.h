@@ -198,6 +198,23 @@ struct trainer_steps_time {
 int trainer_steps(struct trainer *t, long start, long warm, long n, struct trainer_steps_time *tm, plumb_err *e);
 const struct model_ops *trainer_model(struct trainer *t, struct model **m);
 struct dev *trainer_dev(struct trainer *t);
+/* The forward / backward split of a step, graphed or not (bench): on = 1
+ * marks the device's time before each whole forward_backward, at the
+ * model's forward_done (model.h) and after it, from the next step on (step
+ * graphs captured without the marks are dropped). PLUMB_EUNSUPPORTED where
+ * the device has no event_mark (dev.h). */
+int trainer_phase_marks(struct trainer *t, int on, plumb_err *e);
+/* After the device finished the last step (a sync): its forward and
+ * backward in device milliseconds, the backward from forward_done to the
+ * end of forward_backward (the gradient checks and norm that follow are in
+ * neither). NaN each when that step had no split: marks off, the model did
+ * not call forward_done exactly once, or the step ran in pieces (OOM split,
+ * golden numerics' shards). */
+int trainer_phase_ms(struct trainer *t, double *fwd_ms, double *bwd_ms, plumb_err *e);
+/* The marks themselves (0 before, 1 forward_done, 2 after; NULL until
+ * trainer_phase_marks made them), for tests that check they were recorded
+ * by the last step and not an earlier one. */
+dev_event *trainer_phase_event(struct trainer *t, int i);
 /* Steps so far whose sparse SGD ran inside the backward, and steps replayed as a graph. */
 void trainer_step_kinds(const struct trainer *t, long *fused, long *graphed);
 int trainer_digest(struct trainer *t, char hex[65], plumb_err *e);

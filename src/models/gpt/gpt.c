@@ -292,6 +292,11 @@ void gpt_set_grad_ready_hook(struct gpt_model *m, gpt_grad_ready_fn fn, void *ct
     m->ready = fn;
     m->ready_ctx = ctx;
 }
+void gpt_set_forward_done_hook(struct gpt_model *m, gpt_forward_done_fn fn, void *ctx)
+{
+    m->fwd_done = fn;
+    m->fwd_done_ctx = ctx;
+}
 
 /* first float of block l's tensors; l = L: ln_f */
 static size_t block_start(const struct gpt_model *m, int l) { return m->t[2 + T_PER_LAYER * l].offset; }
@@ -580,6 +585,7 @@ int gpt_forward_backward(struct gpt_model *m, const struct gpt_batch *b, float g
     if (!b->targets) return err_set(e, PLUMB_EUSAGE, "gpt forward_backward: batch has no targets");
     int rc = upload_batch(m, b, e);
     if (!rc) rc = forward_compute(m, b->B, b->T, e);
+    if (!rc && m->fwd_done) rc = m->fwd_done(m->fwd_done_ctx, e);
     if (!rc) rc = backward(m, b->B, b->T, grad_scale, loss, e);
     return rc;
 }
@@ -590,6 +596,7 @@ int gpt_forward_backward_dev(struct gpt_model *m, const struct gpt_dev_batch *b,
     if (!b->targets) return err_set(e, PLUMB_EUSAGE, "gpt forward_backward: device batch has no targets");
     int rc = copy_dev_batch(m, b, e);
     if (!rc) rc = forward_compute(m, b->B, b->T, e);
+    if (!rc && m->fwd_done) rc = m->fwd_done(m->fwd_done_ctx, e);
     if (!rc) rc = backward(m, b->B, b->T, grad_scale, loss, e);
     return rc;
 }

@@ -190,6 +190,12 @@ int gpt_logits(struct gpt_model *m, const struct gpt_batch *b, float *logits, pl
  * [0, n_params) once. A non-zero return ends the backward with that error. */
 typedef int (*gpt_grad_ready_fn)(void *ctx, int k, size_t off, size_t len, dev_stream *s, plumb_err *e);
 void gpt_set_grad_ready_hook(struct gpt_model *m, gpt_grad_ready_fn fn, void *ctx);
+/* fn(ctx, e) (NULL: none) is called by each forward_backward once the forward
+ * through ln_f is queued, before the tied classifier, whose logits, loss and
+ * logit gradients are one fused op and so count with the backward. A
+ * non-zero return ends forward_backward with that error. */
+typedef int (*gpt_forward_done_fn)(void *ctx, plumb_err *e);
+void gpt_set_forward_done_hook(struct gpt_model *m, gpt_forward_done_fn fn, void *ctx);
 /* The hook's ranges in backward order; returns their count (L + 2). */
 int gpt_grad_layers(const struct gpt_model *m, size_t *off, size_t *len);
 

@@ -56,6 +56,8 @@ struct gpt_model {
     double *sc;                       /* [2] */
     gpt_grad_ready_fn ready;
     void *ready_ctx;
+    gpt_forward_done_fn fwd_done; /* gpt_set_forward_done_hook */
+    void *fwd_done_ctx;
 };
 
 /* weights for the GEMMs: the rounded working copy with 16-bit compute */

@@ -175,6 +175,7 @@ static int m_forward_backward(struct model *w, const struct batch *b, float grad
         return PLUMB_OK;
     }
     if (sc && sc->grad_ready) gpt_set_grad_ready_hook(w->m, sc->grad_ready, sc->ctx);
+    if (sc && sc->forward_done) gpt_set_forward_done_hook(w->m, sc->forward_done, sc->ctx);
     /* loss_b = the mean over the sample's T positions */
     const float gs = grad_scale / (float)w->T;
     if (b->on_device) {
@@ -185,6 +186,7 @@ static int m_forward_backward(struct model *w, const struct batch *b, float grad
         rc = gpt_forward_backward(w->m, &hb, gs, w->deferred ? NULL : &l, e);
     }
     if (sc && sc->grad_ready) gpt_set_grad_ready_hook(w->m, NULL, NULL);
+    gpt_set_forward_done_hook(w->m, NULL, NULL);
     if (!rc && loss) {
         loss->sum = l.sum / (double)w->T;
         loss->count = b->n_valid;

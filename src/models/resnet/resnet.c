@@ -1080,6 +1080,7 @@ int resnet_forward_backward(struct resnet_model *m, const struct resnet_batch *b
     st.gvalid = b->global_valid > 0 ? b->global_valid : b->n_valid;
     rc = upload_batch(m, b, e);
     if (!rc) rc = forward(&st, e);
+    if (!rc && sync && sync->forward_done) rc = sync->forward_done(sync->ctx, e);
     if (!rc) rc = backward(&st, grad_scale, loss, e);
     if (!rc && loss) rc = dev_sync(m->d, e);
     return rc;

@@ -160,6 +160,9 @@ struct resnet_sync {
     const int *shard_valid;  /* [nshards] valid samples per shard, summing to n_valid */
     int (*fold_shard)(void *ctx, int j, const struct resnet_loss *l, plumb_err *e);
     void *fold_ctx;
+    /* NULL: none. Called with ctx once the forward to the logits is queued,
+     * before the loss and the backward (model.h's forward_done). */
+    int (*forward_done)(void *ctx, plumb_err *e);
 };
 
 /* The 16-bit activation pipeline (models/resnet/resnet16.c): with fast

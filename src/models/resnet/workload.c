@@ -186,6 +186,12 @@ static int w_allreduce(void *ctx, void *buf, int n, int golden, plumb_err *e)
                   : c->sum_f32(c->ctx, buf, (size_t)n, NULL, "resnet batchnorm statistics", e);
 }
 
+static int w_forward_done(void *ctx, plumb_err *e)
+{
+    const struct step_ctx *sc = ((struct model *)ctx)->sc;
+    return sc->forward_done(sc->ctx, e);
+}
+
 static int w_fold(void *ctx, int j, const struct resnet_loss *l, plumb_err *e)
 {
     const struct step_ctx *sc = ((struct model *)ctx)->sc;
@@ -226,6 +232,7 @@ static int m_forward_backward(struct model *w, const struct batch *b, float grad
         sy.fold_shard = w_fold;
     }
     if (sc && sc->grad_ready) resnet_set_grad_ready_hook(w->r, w_ready, w);
+    if (sc && sc->forward_done) sy.forward_done = w_forward_done;
     struct resnet_loss l = {0, 0};
     if (w->deferred && (loss || sy.fold_shard))
         return err_set(e, PLUMB_EINTERNAL, "resnet forward_backward: deferred, yet a loss or shard folding asked for");
