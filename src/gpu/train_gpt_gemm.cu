@@ -78,10 +78,7 @@ __global__ void k_to16g4(const float4 *x, uint2 *y, size_t n4, const float *xt, 
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
         const float4 a = x[i];
-        uint2 w;
-        w.x = (uint32_t)to16_of(a.x, rt) | (uint32_t)to16_of(a.y, rt) << 16;
-        w.y = (uint32_t)to16_of(a.z, rt) | (uint32_t)to16_of(a.w, rt) << 16;
-        y[i] = w;
+        y[i] = to16x4_of(a.x, a.y, a.z, a.w, rt);
     }
     if (blockIdx.x == 0 && (int)threadIdx.x < nt) yt[threadIdx.x] = to16_of(xt[threadIdx.x], rt);
 }

@@ -137,10 +137,8 @@ __global__ void k_colsum_part(const float *dy, const uint16_t *src16, int B, int
             }
             for (int k = 0; k < V; k++) s[k] = s[k] + v[k];
             if (store && V == 8) {
-                uint32_t w[4];
-                for (int k = 0; k < 4; k++)
-                    w[k] = (uint32_t)to16_of(v[2 * k], rt) | (uint32_t)to16_of(v[2 * k + 1], rt) << 16;
-                *(uint4 *)(dy16 + i) = make_uint4(w[0], w[1], w[2], w[3]);
+                const uint2 lo = to16x4_of(v[0], v[1], v[2], v[3], rt), hi = to16x4_of(v[4], v[5], v[6], v[7], rt);
+                *(uint4 *)(dy16 + i) = make_uint4(lo.x, lo.y, hi.x, hi.y);
             } else if (store) {
                 for (int k = 0; k < V; k++) dy16[i + k] = to16_of(v[k], rt);
             }
@@ -741,12 +739,8 @@ __device__ static inline void xent_row(const ZT *zs, ZT *zr, uint16_t *gr, int t
 #pragma unroll
             for (int k = 0; k < 8; k++) g[k] = 0.0f; /* no target: 0, whatever the logits (NaN included) */
         if (gr) {
-            uint4 w;
-            w.x = (uint32_t)to16_of(g[0], RT) | (uint32_t)to16_of(g[1], RT) << 16;
-            w.y = (uint32_t)to16_of(g[2], RT) | (uint32_t)to16_of(g[3], RT) << 16;
-            w.z = (uint32_t)to16_of(g[4], RT) | (uint32_t)to16_of(g[5], RT) << 16;
-            w.w = (uint32_t)to16_of(g[6], RT) | (uint32_t)to16_of(g[7], RT) << 16;
-            ((uint4 *)gr)[o] = w;
+            const uint2 lo = to16x4_of(g[0], g[1], g[2], g[3], RT), hi = to16x4_of(g[4], g[5], g[6], g[7], RT);
+            ((uint4 *)gr)[o] = make_uint4(lo.x, lo.y, hi.x, hi.y);
         } else {
             float4 *f = (float4 *)zr;
             f[2 * o] = make_float4(gg_round(g[0], RT), gg_round(g[1], RT), gg_round(g[2], RT), gg_round(g[3], RT));
