@@ -2598,6 +2598,7 @@ struct dev *trainer_dev(struct trainer *t) { return t->d; }
 int trainer_phase_marks(struct trainer *t, int on, plumb_err *e)
 {
     const struct dev_backend *be = t->d->be;
+    on = on != 0;
     if (t->n_q > 0) /* a queued step may still replay a graph graphs_drop would free */
         return err_set(e, PLUMB_EUSAGE, "trainer_phase_marks: %d steps still queued", t->n_q);
     if (on && !be->event_mark)
