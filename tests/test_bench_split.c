@@ -166,6 +166,8 @@ TEST(bench_split_none_for_golden_shards_or_marks_off)
     CHECK_MSG(!s.marked && !s.graphed && s.fwd_ms > 0 && isfinite(s.bwd_ms), "marked %d graphed %d forward %g",
               s.marked, s.graphed, s.fwd_ms);
     CHECK_STREQ(bench_split_from(&s), "forward timed alone");
+    /* a forward that really ran alone: a real share of the step, not a bare synchronisation */
+    CHECK_MSG(s.fwd_ms > 0.1 * s.fb_ms, "forward %g ms of a %g ms step", s.fwd_ms, s.fb_ms);
     fixture_close(&f);
 }
 

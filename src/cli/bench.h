@@ -53,9 +53,10 @@ struct trainer;
 struct batch;
 /* Runs `steps` more training steps from *step (advanced), each timed apart
  * with a synchronisation, and fills s; first, with the marks, untimed steps
- * (bench_warm_steps over nb batches) so the step graphs are captured again
- * with them. next(ctx, step) gives each step's device batch of
- * `global_valid` samples. */
+ * (bench_warm_steps over nb batches, at least one) so the step graphs are
+ * captured again with them, and the marks dropped when that step had no
+ * split. next(ctx, step) gives each step's device batch of `global_valid`
+ * samples. */
 int bench_split_run(struct trainer *tr, long *step, long steps, long global_valid, int nb,
                     struct batch (*next)(void *ctx, long step), void *ctx, struct bench_split *s, plumb_err *e);
 /* a table cell of w characters: the milliseconds, or "-" */

@@ -125,23 +125,21 @@ static int bench_precision(const struct opts *o, struct comm *hc, const char *pr
     long step = 0;
     struct trainer_step_stats ss;
     struct dev_tokens dtk = {dt, (int)o->batch};
-#define DB(i) dev_tokens_batch(&dtk, (i))
     const long warm = bench_warm_steps(d, o->warmup, NB_DEV);
     for (long i = 0; i < warm && !rc; i++, step++) {
-        struct batch b = DB(step);
+        struct batch b = dev_tokens_batch(&dtk, step);
         rc = trainer_step_on(tr, &b, step, o->batch, &ss, e);
     }
     if (!rc) rc = dev_sync(d, e);
     const double t0 = timer_now();
     for (long i = 0; i < o->steps && !rc; i++, step++) {
-        struct batch b = DB(step);
+        struct batch b = dev_tokens_batch(&dtk, step);
         rc = trainer_step_on(tr, &b, step, o->batch, &ss, e);
     }
     if (!rc) rc = dev_sync(d, e);
     const double whole = timer_now() - t0;
     t->step_ms = 1e3 * whole / (double)o->steps;
     t->tokens_s = (double)n * (double)o->steps / whole;
-#undef DB
     const double ns = (double)o->steps;
     if (!rc) rc = bench_split_run(tr, &step, o->steps, o->batch, NB_DEV, dev_tokens_batch, &dtk, &t->split, e);
     if (!rc) {
